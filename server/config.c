@@ -1,0 +1,309 @@
+#include "config.h"
+
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FIELD(f) offsetof(struct mg_config, f), sizeof(((struct mg_config *)0)->f)
+
+const struct mg_config_var mg_config_vars[] = {
+    {"MESHGATE_LISTEN", MG_CFG_LISTEN, FIELD(listen_host), 0, 0, "127.0.0.1:8080",
+     "address and port to listen on: HOST:PORT, [IPV6]:PORT or :PORT (all addresses); "
+     "ignored when systemd passes a socket (LISTEN_FDS)"},
+    {"MESHGATE_BACKLOG", MG_CFG_INT, FIELD(backlog), 1, 65535, "511",
+     "length of the listen queue for connections no worker has accepted yet"},
+    {"MESHGATE_DB", MG_CFG_PATH, FIELD(db_path), 0, 0, NULL,
+     "path of CoreScope's SQLite database; opened read-only, never written"},
+    {"MESHGATE_DB_BUSY_TIMEOUT_MS", MG_CFG_INT, FIELD(db_busy_timeout_ms), 0, 60000, "5000",
+     "how long a query waits for a lock held by the ingestor before it fails (ms)"},
+    {"MESHGATE_WORKERS", MG_CFG_INT, FIELD(workers), 1, MG_WORKERS_MAX, "8",
+     "number of worker processes"},
+    {"MESHGATE_SHM_NAME", MG_CFG_SHM_NAME, FIELD(shm_name), 0, 0, "",
+     "name of the POSIX shared-memory segment (\"/name\"); empty: /meshgate-HOST-PORT"},
+    {"MESHGATE_DRAIN_TIMEOUT_MS", MG_CFG_INT, FIELD(drain_timeout_ms), 0, 600000, "10000",
+     "on SIGTERM or SIGHUP, how long requests in flight may take to finish (ms)"},
+    {"MESHGATE_HEADER_TIMEOUT_MS", MG_CFG_INT, FIELD(header_timeout_ms), 100, 600000, "10000",
+     "time a client has to send a whole request head, from its first byte (ms)"},
+    {"MESHGATE_IDLE_TIMEOUT_MS", MG_CFG_INT, FIELD(idle_timeout_ms), 100, 3600000, "15000",
+     "time a kept-alive connection may sit idle between requests (ms)"},
+    {"MESHGATE_SEND_TIMEOUT_MS", MG_CFG_INT, FIELD(send_timeout_ms), 100, 600000, "30000",
+     "time a client has to read a whole response (ms)"},
+    {"MESHGATE_MAX_REQUESTS_PER_CONN", MG_CFG_INT, FIELD(max_requests_per_conn), 1, 1000000,
+     "1000", "requests served on one connection before it is closed"},
+    {"MESHGATE_MAX_CONNS_PER_WORKER", MG_CFG_INT, FIELD(max_conns_per_worker), 1, 65536, "256",
+     "open connections one worker keeps; past it the worker stops accepting"},
+    {"MESHGATE_MAX_HEADER_BYTES", MG_CFG_INT, FIELD(max_header_bytes), 1024, 1048576, "8192",
+     "largest request head (request line and headers) in bytes; larger: 431"},
+    {"MESHGATE_MAX_URI_BYTES", MG_CFG_INT, FIELD(max_uri_bytes), 64, 1048576, "4096",
+     "longest request target in bytes; longer: 414 (must not exceed MESHGATE_MAX_HEADER_BYTES)"},
+    {"MESHGATE_GZIP_MIN_BYTES", MG_CFG_INT, FIELD(gzip_min_bytes), 0, 1073741824, "1024",
+     "bodies at least this large are gzip-compressed for clients that accept it; 0: never"},
+    {"MESHGATE_PUBLIC_DIR", MG_CFG_PATH, FIELD(public_dir), 0, 0, "",
+     "directory of a front end's static files, served outside /api/; empty: none"},
+    {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
+     "error, warning, info or debug"},
+    {"MESHGATE_ACCESS_LOG", MG_CFG_BOOL, FIELD(access_log), 0, 0, "0",
+     "one line per request on stderr: 1 (on) or 0 (off)"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL},
+};
+
+static const char *log_level_names[] = {"error", "warning", "info", "debug"};
+
+const char *mg_log_level_name(int level)
+{
+    if (level < 0 || level > MG_LOG_DEBUG)
+        return "?";
+    return log_level_names[level];
+}
+
+static const char *env_lookup(const char *name, void *arg)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+static int fail(char *err, size_t errlen, const struct mg_config_var *v, const char *value,
+                const char *accepted)
+{
+    snprintf(err, errlen, "%s=%s: %s", v->name, value, accepted);
+    return -1;
+}
+
+static int parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    long long n = strtoll(s, &end, 10);
+    if (errno || *end || end == s)
+        return -1;
+    if (n < min || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *yes[] = {"1", "yes", "true", "on"};
+    static const char *no[] = {"0", "no", "false", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return *out = true, 0;
+        if (strcasecmp(s, no[i]) == 0)
+            return *out = false, 0;
+    }
+    return -1;
+}
+
+/* HOST:PORT, [V6]:PORT, or :PORT. The host is checked by the listener when it resolves it. */
+static int parse_listen(const char *s, struct mg_config *cfg)
+{
+    const char *colon;
+    char host[MG_HOST_MAX];
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':' || close == s + 1)
+            return -1;
+        size_t n = (size_t)(close - s - 1);
+        if (n >= sizeof host)
+            return -1;
+        memcpy(host, s + 1, n);
+        host[n] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -1;
+        size_t n = (size_t)(colon - s);
+        if (n >= sizeof host || memchr(s, ':', n))
+            return -1;
+        memcpy(host, s, n);
+        host[n] = '\0';
+    }
+    for (const char *p = host; *p; p++)
+        if (isspace((unsigned char)*p) || *p == '/')
+            return -1;
+    int64_t port;
+    if (parse_int(colon + 1, 1, 65535, &port) < 0)
+        return -1;
+    snprintf(cfg->listen_host, sizeof cfg->listen_host, "%s", host);
+    cfg->listen_port = (uint16_t)port;
+    return 0;
+}
+
+static int parse_shm_name(const char *s, char *out, size_t outlen)
+{
+    if (!*s) {
+        out[0] = '\0';
+        return 0;
+    }
+    size_t n = strlen(s);
+    if (s[0] != '/' || n < 2 || n >= outlen || strchr(s + 1, '/'))
+        return -1;
+    for (const char *p = s + 1; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
+            return -1;
+    memcpy(out, s, n + 1);
+    return 0;
+}
+
+static int apply(struct mg_config *cfg, const struct mg_config_var *v, const char *value,
+                 char *err, size_t errlen)
+{
+    char *field = (char *)cfg + v->offset;
+    char accepted[160];
+    switch (v->kind) {
+    case MG_CFG_INT: {
+        int64_t n;
+        if (parse_int(value, v->min, v->max, &n) < 0) {
+            snprintf(accepted, sizeof accepted, "must be a whole number from %" PRId64 " to %" PRId64,
+                     v->min, v->max);
+            return fail(err, errlen, v, value, accepted);
+        }
+        *(int32_t *)field = (int32_t)n;
+        return 0;
+    }
+    case MG_CFG_BOOL:
+        if (parse_bool(value, (bool *)field) < 0)
+            return fail(err, errlen, v, value, "must be 1, 0, yes, no, true, false, on or off");
+        return 0;
+    case MG_CFG_STRING:
+    case MG_CFG_PATH:
+        if (strlen(value) >= v->size) {
+            snprintf(accepted, sizeof accepted, "must be shorter than %zu bytes", v->size);
+            return fail(err, errlen, v, value, accepted);
+        }
+        if (v->kind == MG_CFG_PATH && v->default_value == NULL && !*value)
+            return fail(err, errlen, v, value, "must name a file");
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    case MG_CFG_LISTEN:
+        if (parse_listen(value, cfg) < 0)
+            return fail(err, errlen, v, value,
+                        "must be HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to 65535");
+        return 0;
+    case MG_CFG_SHM_NAME:
+        if (parse_shm_name(value, field, v->size) < 0)
+            return fail(err, errlen, v, value,
+                        "must be empty or \"/\" followed by up to 198 letters, digits, '.', "
+                        "'_' or '-'");
+        return 0;
+    case MG_CFG_LOG_LEVEL:
+        for (int i = 0; i <= MG_LOG_DEBUG; i++) {
+            if (strcasecmp(value, log_level_names[i]) == 0 ||
+                (i == MG_LOG_WARN && strcasecmp(value, "warn") == 0)) {
+                *(int32_t *)field = i;
+                return 0;
+            }
+        }
+        return fail(err, errlen, v, value, "must be error, warning, info or debug");
+    }
+    return fail(err, errlen, v, value, "has an unknown kind");
+}
+
+int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err,
+                   size_t errlen)
+{
+    if (!lookup)
+        lookup = env_lookup;
+    memset(cfg, 0, sizeof *cfg);
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        const char *value = lookup(v->name, arg);
+        if (!value) {
+            if (!v->default_value) {
+                snprintf(err, errlen, "%s is not set: %s", v->name, v->help);
+                return -1;
+            }
+            value = v->default_value;
+        }
+        if (apply(cfg, v, value, err, errlen) < 0)
+            return -1;
+    }
+    if (cfg->max_uri_bytes > cfg->max_header_bytes) {
+        snprintf(err, errlen,
+                 "MESHGATE_MAX_URI_BYTES=%d: must not exceed MESHGATE_MAX_HEADER_BYTES=%d",
+                 cfg->max_uri_bytes, cfg->max_header_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+int mg_config_unknown(char *const *envp, char *out, size_t outlen)
+{
+    int count = 0;
+    size_t used = 0;
+    if (outlen)
+        out[0] = '\0';
+    for (char *const *e = envp; e && *e; e++) {
+        if (strncmp(*e, "MESHGATE_", 9) != 0)
+            continue;
+        size_t n = strcspn(*e, "=");
+        bool known = false;
+        for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+            if (strlen(v->name) == n && strncmp(v->name, *e, n) == 0)
+                known = true;
+        /* Variables the test harness and tools use are not the server's to judge. */
+        if (known || strncmp(*e, "MESHGATE_TEST_", 14) == 0)
+            continue;
+        count++;
+        if (used < outlen) {
+            int w = snprintf(out + used, outlen - used, "%s%.*s", count > 1 ? ", " : "", (int)n,
+                             *e);
+            if (w > 0)
+                used += (size_t)w;
+        }
+    }
+    return count;
+}
+
+void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *),
+                        void *arg)
+{
+    char text[MG_PATH_MAX + 64];
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        const char *field = (const char *)cfg + v->offset;
+        switch (v->kind) {
+        case MG_CFG_INT:
+            snprintf(text, sizeof text, "%s=%d", v->name, *(const int32_t *)field);
+            break;
+        case MG_CFG_BOOL:
+            snprintf(text, sizeof text, "%s=%d", v->name, *(const bool *)field ? 1 : 0);
+            break;
+        case MG_CFG_STRING:
+        case MG_CFG_PATH:
+        case MG_CFG_SHM_NAME:
+            snprintf(text, sizeof text, "%s=%.*s", v->name, (int)v->size, field);
+            break;
+        case MG_CFG_LISTEN:
+            if (strchr(cfg->listen_host, ':'))
+                snprintf(text, sizeof text, "%s=[%s]:%u", v->name, cfg->listen_host,
+                         cfg->listen_port);
+            else
+                snprintf(text, sizeof text, "%s=%s:%u", v->name, cfg->listen_host,
+                         cfg->listen_port);
+            break;
+        case MG_CFG_LOG_LEVEL:
+            snprintf(text, sizeof text, "%s=%s", v->name,
+                     mg_log_level_name(*(const int32_t *)field));
+            break;
+        }
+        line(text, arg);
+    }
+}
+
+void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen)
+{
+    char clean[MG_HOST_MAX];
+    size_t j = 0;
+    for (const char *p = host; *p && j + 1 < sizeof clean; p++)
+        clean[j++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-') ? *p : '_';
+    clean[j] = '\0';
+    snprintf(out, outlen, "/meshgate-%s-%u", j ? clean : "any", port);
+}

@@ -1,0 +1,100 @@
+/*
+ * config: meshgate is configured only from MESHGATE_* environment variables.
+ *
+ * Every variable is one row of a table (config.c): its name, kind, bounds, default and a
+ * sentence for people. The table drives parsing, the summary printed at start, the copy
+ * recorded in the shared segment, and a test that checks each variable is documented in
+ * etc/meshgate.env and the README. A bad value never falls back to a default: the start
+ * stops with a message naming the variable, its value and what is accepted (exit 78,
+ * EX_CONFIG, which the systemd unit tells systemd not to restart on).
+ *
+ * struct mg_config holds no pointers, so it is copied as it is into the segment.
+ */
+#ifndef MESHGATE_CONFIG_H
+#define MESHGATE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_EXIT_CONFIG 78 /* EX_CONFIG from sysexits.h */
+#define MG_PATH_MAX 1024
+#define MG_SHM_NAME_MAX 200
+#define MG_HOST_MAX 256
+#define MG_WORKERS_MAX 1024
+
+struct mg_config {
+    /* listening */
+    char listen_host[MG_HOST_MAX]; /* numeric IPv4/IPv6 address or a host name */
+    uint16_t listen_port;
+    int32_t backlog;
+    /* database */
+    char db_path[MG_PATH_MAX];
+    int32_t db_busy_timeout_ms;
+    /* processes */
+    int32_t workers;
+    char shm_name[MG_SHM_NAME_MAX]; /* empty: derived from the listen address */
+    int32_t drain_timeout_ms;
+    /* connections */
+    int32_t header_timeout_ms;
+    int32_t idle_timeout_ms;
+    int32_t send_timeout_ms;
+    int32_t max_requests_per_conn;
+    int32_t max_conns_per_worker;
+    int32_t max_header_bytes;
+    int32_t max_uri_bytes;
+    /* responses */
+    int32_t gzip_min_bytes; /* 0 turns gzip off */
+    char public_dir[MG_PATH_MAX]; /* empty: no static files */
+    /* logging */
+    int32_t log_level; /* enum mg_log_level */
+    bool access_log;
+};
+
+enum mg_config_kind {
+    MG_CFG_INT,
+    MG_CFG_BOOL,
+    MG_CFG_STRING,
+    MG_CFG_PATH,
+    MG_CFG_LISTEN,
+    MG_CFG_SHM_NAME,
+    MG_CFG_LOG_LEVEL,
+};
+
+struct mg_config_var {
+    const char *name;
+    enum mg_config_kind kind;
+    size_t offset; /* into struct mg_config */
+    size_t size;   /* of the field, for strings */
+    int64_t min, max;
+    const char *default_value; /* as a person writes it; NULL: required */
+    const char *help;
+};
+
+/* The table, ending with a row whose name is NULL. */
+extern const struct mg_config_var mg_config_vars[];
+
+/* Looks a variable up by name; NULL when it is not one of ours. */
+typedef const char *(*mg_getenv_fn)(const char *name, void *arg);
+
+/*
+ * Fills cfg from the environment (getenv when lookup is NULL). Returns 0, or -1 with a
+ * message for people in err. Unknown MESHGATE_* variables are reported through warn (so a
+ * typo is seen) but do not stop the start.
+ */
+int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err,
+                   size_t errlen);
+
+/* Names MESHGATE_* variables in envp that no row of the table knows; returns how many. */
+int mg_config_unknown(char *const *envp, char *out, size_t outlen);
+
+/* One line per variable, "NAME=value", for the start-up summary and the dump tool. */
+void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *),
+                        void *arg);
+
+/* The segment name when MESHGATE_SHM_NAME is empty: "/meshgate-<host>-<port>", sanitized. */
+void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen);
+
+const char *mg_log_level_name(int level);
+
+#endif

@@ -1,0 +1,12 @@
+#include "reclaim.h"
+
+#include "shared_value.h"
+
+unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
+{
+    (void)slot;
+    unsigned freed = 0;
+    for (unsigned i = 0; i < MG_VALUE_COUNT; i++)
+        freed += mg_shared_value_reclaim(&seg->values[i], pid) ? 1u : 0u;
+    return freed;
+}

@@ -1,0 +1,82 @@
+/*
+ * scoreboard: one slot per worker, as Apache keeps it. A slot is written by its worker while
+ * it runs (state, current request, counts, heartbeat) and by the master when it spawns the
+ * worker and when it reaps it (marks it dead and reclaims what it held). Readers never lock:
+ * the method and path are guarded by a sequence number (odd while written), and whoever
+ * copies them re-terminates the strings.
+ *
+ * Slot states: EMPTY (never used), STARTING (forked, opening the database), IDLE (waiting,
+ * no connection), READING (a request head is arriving), HANDLING (running a handler),
+ * WRITING (a response is waiting for the client), KEEPALIVE (only idle kept-alive
+ * connections), DRAINING (stopping: no new connections), DEAD (reaped; the master will
+ * respawn it).
+ */
+#ifndef MESHGATE_SCOREBOARD_H
+#define MESHGATE_SCOREBOARD_H
+
+#include "segment.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum mg_slot_state {
+    MG_SLOT_EMPTY = 0,
+    MG_SLOT_STARTING,
+    MG_SLOT_IDLE,
+    MG_SLOT_READING,
+    MG_SLOT_HANDLING,
+    MG_SLOT_WRITING,
+    MG_SLOT_KEEPALIVE,
+    MG_SLOT_DRAINING,
+    MG_SLOT_DEAD,
+    MG_SLOT_STATE_COUNT
+};
+
+#define MG_SLOT_METHOD_MAX 8
+#define MG_SLOT_PATH_MAX 120
+
+struct mg_slot {
+    _Atomic uint32_t seq; /* odd while method/path are being written */
+    _Atomic uint32_t state;
+    _Atomic int32_t pid;
+    _Atomic uint32_t spawns;       /* incarnations of this slot so far */
+    _Atomic uint32_t connections;  /* open connections */
+    _Atomic int32_t last_exit;     /* wait status of the previous incarnation, -1: none */
+    _Atomic uint64_t requests;     /* served by this incarnation */
+    _Atomic uint64_t requests_all; /* served by every incarnation of the slot */
+    _Atomic int64_t started_realtime_ns;
+    _Atomic int64_t started_monotonic_ns;
+    _Atomic int64_t heartbeat_monotonic_ns;
+    _Atomic int64_t request_started_monotonic_ns; /* 0 when not handling */
+    char method[MG_SLOT_METHOD_MAX];
+    char path[MG_SLOT_PATH_MAX];
+};
+
+const char *mg_slot_state_name(uint32_t state);
+/* The one-character form of a state, for the dump tool's scoreboard line (Apache style). */
+char mg_slot_state_char(uint32_t state);
+
+struct mg_slot *mg_slot_get(struct mg_segment *seg, unsigned index);
+
+/* Master, before fork: the slot belongs to a new incarnation. */
+void mg_slot_prepare(struct mg_slot *slot);
+/* Master, after fork: records the child's pid. */
+void mg_slot_set_pid(struct mg_slot *slot, int pid);
+/* Master, after waitpid: marks the slot dead and remembers how it ended. */
+void mg_slot_mark_dead(struct mg_slot *slot, int wait_status);
+
+/* Worker: its own slot. */
+void mg_slot_set_state(struct mg_slot *slot, enum mg_slot_state state);
+void mg_slot_heartbeat(struct mg_slot *slot, int64_t now_monotonic_ns);
+void mg_slot_begin_request(struct mg_slot *slot, const char *method, const char *path,
+                           int64_t now_monotonic_ns);
+void mg_slot_end_request(struct mg_slot *slot);
+void mg_slot_set_connections(struct mg_slot *slot, unsigned n);
+
+/* A copy of a slot with its strings re-terminated; never blocks. */
+void mg_slot_snapshot(const struct mg_slot *slot, struct mg_slot *out);
+
+/* Slots whose worker is alive (any state but EMPTY and DEAD, with a pid). */
+unsigned mg_scoreboard_alive(const struct mg_segment *seg);
+
+#endif

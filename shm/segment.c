@@ -1,0 +1,361 @@
+#include "segment.h"
+
+#include "clock.h"
+#include "scoreboard.h"
+#include "shared_value.h"
+#include "stats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MESHGATE_VERSION
+#define MESHGATE_VERSION "0.1.0"
+#endif
+
+enum { SEC_CONFIG, SEC_COUNTERS, SEC_ROUTES, SEC_SLOW, SEC_VALUES, SEC_SLOTS, SEC_COUNT };
+
+static const char *const section_names[SEC_COUNT] = {"config", "counters", "routes", "slow",
+                                                     "values", "slots"};
+static const size_t section_record_sizes[SEC_COUNT] = {
+    sizeof(struct mg_config), sizeof(struct mg_counters), sizeof(struct mg_route_stats),
+    sizeof(struct mg_slow_ring), sizeof(struct mg_shared_value), sizeof(struct mg_slot)};
+
+static size_t align_up(size_t n)
+{
+    return (n + 63) & ~(size_t)63; /* cache lines, so hot counters of two records never share */
+}
+
+static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count)
+{
+    const uint64_t counts[SEC_COUNT] = {1, 1, route_count, 1, MG_VALUE_COUNT, slot_count};
+    size_t off = align_up(sizeof *h);
+    h->section_count = SEC_COUNT;
+    for (int i = 0; i < SEC_COUNT; i++) {
+        snprintf(h->sections[i].name, sizeof h->sections[i].name, "%s", section_names[i]);
+        h->sections[i].offset = off;
+        h->sections[i].record_size = section_record_sizes[i];
+        h->sections[i].record_count = counts[i];
+        off = align_up(off + section_record_sizes[i] * counts[i]);
+    }
+    return off;
+}
+
+uint64_t mg_process_start_ticks(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces and ')'; fields restart after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    /* starttime is field 22; after ')' comes field 3. */
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p + 1, ' ');
+    }
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+bool mg_process_alive(int pid, uint64_t start_ticks)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return false;
+    if (start_ticks) {
+        uint64_t now_ticks = mg_process_start_ticks(pid);
+        if (now_ticks && now_ticks != start_ticks)
+            return false; /* the pid was reused by another process */
+    }
+    return true;
+}
+
+int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err, size_t errlen)
+{
+    struct mg_shm_header *h = base;
+    if (size < sizeof *h || memcmp(h->magic, MG_SHM_MAGIC, sizeof h->magic) != 0) {
+        snprintf(err, errlen, "not a meshgate segment (no \"%s\" magic)", MG_SHM_MAGIC);
+        return -1;
+    }
+    if (h->layout_version != MG_SHM_LAYOUT_VERSION) {
+        snprintf(err, errlen, "segment layout version %u, this build understands %u",
+                 h->layout_version, MG_SHM_LAYOUT_VERSION);
+        return -1;
+    }
+    if (h->header_size != sizeof *h || h->total_size > size || h->section_count != SEC_COUNT) {
+        snprintf(err, errlen,
+                 "segment header does not match this build (header %u bytes, expected %zu; "
+                 "total %llu of %zu mapped; %u sections, expected %d)",
+                 h->header_size, sizeof *h, (unsigned long long)h->total_size, size,
+                 h->section_count, SEC_COUNT);
+        return -1;
+    }
+    void *ptr[SEC_COUNT];
+    for (int i = 0; i < SEC_COUNT; i++) {
+        const struct mg_shm_section *s = &h->sections[i];
+        if (strncmp(s->name, section_names[i], sizeof s->name) != 0 ||
+            s->record_size != section_record_sizes[i]) {
+            snprintf(err, errlen, "segment section %d is \"%.16s\" of %llu-byte records, expected "
+                     "\"%s\" of %zu",
+                     i, s->name, (unsigned long long)s->record_size, section_names[i],
+                     section_record_sizes[i]);
+            return -1;
+        }
+        if (s->offset % 8 || s->record_count > (1u << 20) ||
+            s->offset + s->record_size * s->record_count > h->total_size) {
+            snprintf(err, errlen, "segment section \"%s\" lies outside the segment",
+                     section_names[i]);
+            return -1;
+        }
+        ptr[i] = (char *)base + s->offset;
+    }
+    if (h->sections[SEC_ROUTES].record_count > MG_ROUTES_MAX ||
+        h->sections[SEC_SLOTS].record_count > MG_WORKERS_MAX) {
+        snprintf(err, errlen, "segment has more routes or slots than this build allows");
+        return -1;
+    }
+    seg->base = base;
+    seg->size = size;
+    seg->header = h;
+    seg->config = ptr[SEC_CONFIG];
+    seg->counters = ptr[SEC_COUNTERS];
+    seg->routes = ptr[SEC_ROUTES];
+    seg->route_count = (uint32_t)h->sections[SEC_ROUTES].record_count;
+    seg->slow = ptr[SEC_SLOW];
+    seg->values = ptr[SEC_VALUES];
+    if (h->sections[SEC_VALUES].record_count != MG_VALUE_COUNT) {
+        snprintf(err, errlen, "segment has %llu shared values, this build expects %d",
+                 (unsigned long long)h->sections[SEC_VALUES].record_count, MG_VALUE_COUNT);
+        return -1;
+    }
+    seg->slots = ptr[SEC_SLOTS];
+    seg->slot_count = (uint32_t)h->sections[SEC_SLOTS].record_count;
+    return 0;
+}
+
+static int map_fd(int fd, bool read_only, void **base, size_t *size, char *err, size_t errlen,
+                  const char *name)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "segment %s: fstat: %s", name, strerror(errno));
+        return -1;
+    }
+    if (st.st_size < (off_t)sizeof(struct mg_shm_header)) {
+        snprintf(err, errlen, "segment %s: %lld bytes, too small to be a meshgate segment", name,
+                 (long long)st.st_size);
+        return -1;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "segment %s: mmap: %s", name, strerror(errno));
+        return -1;
+    }
+    *base = p;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, char *err,
+                      size_t errlen)
+{
+    memset(seg, 0, sizeof *seg);
+    int fd = shm_open(name, read_only ? O_RDONLY : O_RDWR, 0);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            snprintf(err, errlen, "no segment %s: is meshgate running with this "
+                     "MESHGATE_LISTEN or MESHGATE_SHM_NAME?", name);
+        else
+            snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
+        return -1;
+    }
+    void *base;
+    size_t size;
+    int rc = map_fd(fd, read_only, &base, &size, err, errlen, name);
+    close(fd);
+    if (rc < 0)
+        return -1;
+    char why[256];
+    if (mg_segment_validate(base, size, seg, why, sizeof why) < 0) {
+        snprintf(err, errlen, "segment %s: %s", name, why);
+        munmap(base, size);
+        return -1;
+    }
+    seg->read_only = read_only;
+    snprintf(seg->name, sizeof seg->name, "%s", name);
+    return 0;
+}
+
+/* An existing name: replace it when it is a stale segment of ours, refuse otherwise. */
+static int handle_existing(const char *name, char *err, size_t errlen)
+{
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0; /* gone meanwhile */
+        snprintf(err, errlen, "segment %s exists and cannot be opened (%s); remove it with "
+                 "`rm /dev/shm%s` if no meshgate uses it, or set MESHGATE_SHM_NAME",
+                 name, strerror(errno), name);
+        return -1;
+    }
+    void *base;
+    size_t size;
+    char why[256];
+    int rc = map_fd(fd, true, &base, &size, why, sizeof why, name);
+    close(fd);
+    if (rc < 0) {
+        snprintf(err, errlen, "segment %s exists but is not a meshgate segment (%s); choose "
+                 "another MESHGATE_SHM_NAME or remove /dev/shm%s if nothing uses it",
+                 name, why, name);
+        return -1;
+    }
+    struct mg_shm_header *h = base;
+    if (memcmp(h->magic, MG_SHM_MAGIC, sizeof h->magic) != 0) {
+        munmap(base, size);
+        snprintf(err, errlen, "segment %s exists but is not a meshgate segment; choose another "
+                 "MESHGATE_SHM_NAME or remove /dev/shm%s if nothing uses it",
+                 name, name);
+        return -1;
+    }
+    /* Magic is ours: pid and start time sit at the same place in every layout version. */
+    int pid = atomic_load(&h->master_pid);
+    uint64_t ticks = atomic_load(&h->master_start_ticks);
+    munmap(base, size);
+    if (mg_process_alive(pid, ticks)) {
+        snprintf(err, errlen, "another meshgate (master pid %d) is running on segment %s; stop "
+                 "it first, or give this instance its own MESHGATE_SHM_NAME or MESHGATE_LISTEN",
+                 pid, name);
+        return -1;
+    }
+    if (shm_unlink(name) < 0 && errno != ENOENT) {
+        snprintf(err, errlen, "segment %s was left by a dead meshgate (pid %d) but cannot be "
+                 "removed: %s", name, pid, strerror(errno));
+        return -1;
+    }
+    return 1;
+}
+
+int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_config *cfg,
+                      uint32_t slot_count, const char *const *route_names, uint32_t route_count,
+                      char *err, size_t errlen)
+{
+    memset(seg, 0, sizeof *seg);
+    if (slot_count == 0 || slot_count > MG_WORKERS_MAX || route_count > MG_ROUTES_MAX) {
+        snprintf(err, errlen, "segment %s: %u slots and %u routes is outside the layout's limits",
+                 name, slot_count, route_count);
+        return -1;
+    }
+    struct mg_shm_header proto;
+    memset(&proto, 0, sizeof proto);
+    size_t total = layout(&proto, slot_count, route_count);
+
+    int fd = -1;
+    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            break;
+        if (errno != EEXIST) {
+            snprintf(err, errlen, "cannot create segment %s: %s", name, strerror(errno));
+            return -1;
+        }
+        int rc = handle_existing(name, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            fprintf(stderr, "meshgate: replaced stale segment %s left by a dead instance\n",
+                    name);
+    }
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create segment %s: it keeps reappearing", name);
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)total) < 0) {
+        snprintf(err, errlen, "segment %s: cannot size it to %zu bytes: %s", name, total,
+                 strerror(errno));
+        close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        snprintf(err, errlen, "segment %s: mmap: %s", name, strerror(errno));
+        shm_unlink(name);
+        return -1;
+    }
+    /* ftruncate zero-fills; every counter starts at 0. Magic goes last so that a reader
+     * never sees a header that claims to be ours before its fields are in place. */
+    struct mg_shm_header *h = base;
+    memcpy(h, &proto, sizeof proto);
+    memset(h->magic, 0, sizeof h->magic);
+    h->layout_version = MG_SHM_LAYOUT_VERSION;
+    h->header_size = sizeof *h;
+    h->total_size = total;
+    h->created_realtime_ns = mg_realtime_ns();
+    h->created_monotonic_ns = mg_monotonic_ns();
+    atomic_store(&h->master_pid, (int32_t)getpid());
+    atomic_store(&h->master_start_ticks, mg_process_start_ticks(getpid()));
+    atomic_store(&h->server_state, MG_SERVER_STARTING);
+    atomic_store(&h->state_changed_realtime_ns, h->created_realtime_ns);
+    snprintf(h->version, sizeof h->version, "%s", MESHGATE_VERSION);
+
+    char why[256];
+    memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic); /* validate wants it; fenced below */
+    if (mg_segment_validate(base, total, seg, why, sizeof why) < 0) {
+        snprintf(err, errlen, "segment %s: %s", name, why);
+        munmap(base, total);
+        shm_unlink(name);
+        return -1;
+    }
+    memset(h->magic, 0, sizeof h->magic);
+    memcpy(seg->config, cfg, sizeof *cfg);
+    for (uint32_t i = 0; i < route_count; i++)
+        snprintf(seg->routes[i].name, sizeof seg->routes[i].name, "%s", route_names[i]);
+    for (uint32_t i = 0; i < slot_count; i++)
+        atomic_store(&seg->slots[i].last_exit, -1);
+    atomic_thread_fence(memory_order_release);
+    memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
+    seg->read_only = false;
+    snprintf(seg->name, sizeof seg->name, "%s", name);
+    return 0;
+}
+
+void mg_segment_detach(struct mg_segment *seg)
+{
+    if (seg->base)
+        munmap(seg->base, seg->size);
+    memset(seg, 0, sizeof *seg);
+}
+
+int mg_segment_unlink(const char *name)
+{
+    return shm_unlink(name);
+}
+
+void mg_segment_set_state(struct mg_segment *seg, enum mg_server_state state)
+{
+    atomic_store(&seg->header->server_state, (uint32_t)state);
+    atomic_store(&seg->header->state_changed_realtime_ns, mg_realtime_ns());
+}
+
+const char *mg_server_state_name(uint32_t state)
+{
+    static const char *names[] = {"starting", "running", "reloading", "draining", "stopped"};
+    return state < sizeof names / sizeof names[0] ? names[state] : "unknown";
+}

@@ -1,0 +1,138 @@
+/*
+ * segment: the one POSIX shared-memory segment of a meshgate instance.
+ *
+ * Layout (version MG_SHM_LAYOUT_VERSION), all fixed-size records, no pointers, so any
+ * process that maps it (the master, every worker, the dump tool) reads the same bytes at
+ * the same offsets whatever address it is mapped at:
+ *
+ *   header     magic "MESHGATE", layout version, the sizes of the header and of each record,
+ *              a table of sections (name, offset, record size, record count), creation time,
+ *              master pid and its start time, generation, server state
+ *   config     the effective struct mg_config                     (written once by the master)
+ *   counters   group-wide counters                                (every process adds)
+ *   routes     per-route request counts and latency histograms    (every worker adds)
+ *   slow       the last slow requests, a ring                     (every worker writes)
+ *   values     values computed once per interval for the group    (the worker holding the
+ *              (database row counts, the /api/stats body)          value's refresh lease)
+ *   slots      the scoreboard: one slot per worker                (its worker; the master on spawn
+ *                                                                  and reap)
+ *
+ * A gate added later gets a section of its own at the end; the section table lets the
+ * dump tool find and check each one, and the layout version changes whenever a record does.
+ * Who may write each part is said above; readers that do not hold a lock (the dump tool)
+ * copy and re-terminate every string.
+ *
+ * Creation is exclusive (O_EXCL, mode 0600). An existing segment under the same name is
+ * replaced only when it is ours (magic) and its master is gone (pid no longer runs, or runs
+ * a different process: the start time differs); a live master, or a segment that is not
+ * ours, stops the start with a message.
+ */
+#ifndef MESHGATE_SEGMENT_H
+#define MESHGATE_SEGMENT_H
+
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_SHM_MAGIC "MESHGATE"
+#define MG_SHM_LAYOUT_VERSION 1u
+#define MG_SHM_SECTIONS_MAX 16
+#define MG_VERSION_MAX 32
+
+enum mg_server_state {
+    MG_SERVER_STARTING = 0,
+    MG_SERVER_RUNNING,
+    MG_SERVER_RELOADING,
+    MG_SERVER_DRAINING,
+    MG_SERVER_STOPPED,
+};
+
+struct mg_shm_section {
+    char name[16];
+    uint64_t offset;
+    uint64_t record_size;
+    uint64_t record_count;
+};
+
+struct mg_shm_header {
+    char magic[8];
+    uint32_t layout_version;
+    uint32_t header_size;
+    uint64_t total_size;
+    uint32_t section_count;
+    uint32_t reserved0;
+    struct mg_shm_section sections[MG_SHM_SECTIONS_MAX];
+    int64_t created_realtime_ns;
+    int64_t created_monotonic_ns;
+    _Atomic int32_t master_pid;
+    uint32_t reserved1;
+    _Atomic uint64_t master_start_ticks; /* /proc/PID/stat starttime, against pid reuse */
+    _Atomic uint32_t generation;         /* +1 on each SIGHUP */
+    _Atomic uint32_t server_state;       /* enum mg_server_state */
+    _Atomic int64_t state_changed_realtime_ns;
+    char version[MG_VERSION_MAX];
+};
+
+struct mg_counters;
+struct mg_route_stats;
+struct mg_slow_ring;
+struct mg_slot;
+struct mg_shared_value;
+
+/* The values the group computes at most once per interval (see shared_value.h). */
+enum mg_value_id { MG_VALUE_DB_COUNTS = 0, MG_VALUE_STATS, MG_VALUE_COUNT };
+
+/* A process's view of a mapped segment. */
+struct mg_segment {
+    void *base;
+    size_t size;
+    bool read_only;
+    char name[MG_SHM_NAME_MAX];
+    struct mg_shm_header *header;
+    struct mg_config *config;
+    struct mg_counters *counters;
+    struct mg_route_stats *routes;
+    uint32_t route_count;
+    struct mg_slow_ring *slow;
+    struct mg_shared_value *values; /* MG_VALUE_COUNT of them */
+    struct mg_slot *slots;
+    uint32_t slot_count;
+};
+
+/*
+ * Creates the segment exclusively (mode 0600), replacing a stale one left by a dead master.
+ * Returns 0; or -1 with a message in err (a live instance on the name, a foreign segment,
+ * a system error).
+ */
+int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_config *cfg,
+                      uint32_t slot_count, const char *const *route_names, uint32_t route_count,
+                      char *err, size_t errlen);
+
+/* Maps an existing segment (read-only for the dump tool) and validates it. */
+int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, char *err,
+                      size_t errlen);
+
+/*
+ * Checks that size bytes at base are a segment this build understands: magic, layout
+ * version, header and record sizes, sections inside the size. Fills seg's pointers to point
+ * into base. Used on live mappings and on the dump tool's private copies.
+ */
+int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err,
+                        size_t errlen);
+
+void mg_segment_detach(struct mg_segment *seg);
+/* Removes the name (the mapping stays valid for whoever has it). */
+int mg_segment_unlink(const char *name);
+
+void mg_segment_set_state(struct mg_segment *seg, enum mg_server_state state);
+const char *mg_server_state_name(uint32_t state);
+
+/* Start time of a process in clock ticks since boot (from /proc), 0 when unknown. */
+uint64_t mg_process_start_ticks(int pid);
+/* True when pid runs and, if start_ticks is not 0, is the process that started then. */
+bool mg_process_alive(int pid, uint64_t start_ticks);
+
+#endif

@@ -1,0 +1,81 @@
+#include "shared_value.h"
+
+#include "segment.h"
+
+#include <string.h>
+
+long mg_shared_value_read(struct mg_shared_value *v, void *out, size_t cap, int64_t now_ns,
+                          int64_t *age_ns)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        uint32_t before = atomic_load_explicit(&v->seq, memory_order_acquire);
+        if (before & 1)
+            continue;
+        int64_t computed = atomic_load_explicit(&v->computed_monotonic_ns, memory_order_relaxed);
+        if (computed == 0)
+            return -1;
+        uint32_t len = v->len;
+        if (len > MG_SHARED_VALUE_MAX || len > cap)
+            return -1;
+        memcpy(out, v->data, len);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&v->seq, memory_order_relaxed) != before)
+            continue;
+        if (age_ns)
+            *age_ns = now_ns - computed;
+        return (long)len;
+    }
+    return -1;
+}
+
+bool mg_shared_value_try_lease(struct mg_shared_value *v, int pid, int64_t now_ns)
+{
+    int32_t holder = atomic_load(&v->lease_pid);
+    if (holder != 0 && holder != pid && mg_process_alive(holder, 0))
+        return false;
+    if (!atomic_compare_exchange_strong(&v->lease_pid, &holder, pid))
+        return false;
+    atomic_store(&v->lease_monotonic_ns, now_ns);
+    return true;
+}
+
+void mg_shared_value_publish(struct mg_shared_value *v, int pid, const void *data, size_t len,
+                             int64_t now_ns)
+{
+    if (len > MG_SHARED_VALUE_MAX)
+        len = MG_SHARED_VALUE_MAX;
+    /* Writers are serialized by the lease; a writer without it (first value, holder slow)
+     * takes the sequence with a compare-and-swap so two writers never interleave. */
+    uint32_t seq = atomic_load(&v->seq);
+    if ((seq & 1) || !atomic_compare_exchange_strong(&v->seq, &seq, seq + 1)) {
+        mg_shared_value_release(v, pid);
+        return;
+    }
+    atomic_thread_fence(memory_order_release);
+    memcpy(v->data, data, len);
+    v->len = (uint32_t)len;
+    atomic_store(&v->computed_monotonic_ns, now_ns);
+    atomic_store_explicit(&v->seq, seq + 2, memory_order_release);
+    atomic_fetch_add(&v->refreshes, 1);
+    mg_shared_value_release(v, pid);
+}
+
+void mg_shared_value_release(struct mg_shared_value *v, int pid)
+{
+    int32_t expected = pid;
+    atomic_compare_exchange_strong(&v->lease_pid, &expected, 0);
+}
+
+bool mg_shared_value_reclaim(struct mg_shared_value *v, int pid)
+{
+    int32_t expected = pid;
+    bool freed = atomic_compare_exchange_strong(&v->lease_pid, &expected, 0);
+    /* A writer killed inside publish leaves the sequence odd: make it even again. The value
+     * may be torn, so it is marked as never computed. */
+    uint32_t seq = atomic_load(&v->seq);
+    if (freed && (seq & 1)) {
+        atomic_store(&v->computed_monotonic_ns, 0);
+        atomic_store(&v->seq, seq + 1);
+    }
+    return freed;
+}

@@ -1,0 +1,102 @@
+/*
+ * stats: group-wide counters, per-route latency histograms and the ring of slow requests,
+ * all in the shared segment and all updated with atomic adds by every worker, so the
+ * figures describe the whole process group and survive a worker's restart.
+ *
+ * Counters only grow (invariant 8). Histograms have MG_HIST_SUB_BUCKETS buckets per power
+ * of two of microseconds, so a percentile read from them is within 1/8 (12.5 %) of the
+ * true value; the maximum is exact.
+ */
+#ifndef MESHGATE_STATS_H
+#define MESHGATE_STATS_H
+
+#include "segment.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Group-wide counters. Add a name to MG_COUNTER_LIST and it appears everywhere. */
+#define MG_COUNTER_LIST(X)                                                                     \
+    X(REQUESTS, "requests", "requests answered")                                                \
+    X(RESPONSES_2XX, "responses_2xx", "responses with a 2xx status")                            \
+    X(RESPONSES_3XX, "responses_3xx", "responses with a 3xx status")                            \
+    X(RESPONSES_4XX, "responses_4xx", "responses with a 4xx status")                            \
+    X(RESPONSES_5XX, "responses_5xx", "responses with a 5xx status")                            \
+    X(BYTES_SENT, "bytes_sent", "bytes of responses written to sockets")                        \
+    X(CONNECTIONS_ACCEPTED, "connections_accepted", "connections accepted")                     \
+    X(CONNECTIONS_CLOSED, "connections_closed", "connections closed")                           \
+    X(HEADER_TIMEOUTS, "header_timeouts", "connections cut for a request head not sent in time") \
+    X(IDLE_TIMEOUTS, "idle_timeouts", "kept-alive connections closed for being idle")           \
+    X(SEND_TIMEOUTS, "send_timeouts", "connections cut for a response not read in time")        \
+    X(BAD_REQUESTS, "bad_requests", "requests refused as malformed or too large")               \
+    X(ACCEPT_ERRORS, "accept_errors", "failed accept calls (other than no connection pending)") \
+    X(WORKER_SPAWNS, "worker_spawns", "worker processes started")                               \
+    X(WORKER_EXITS, "worker_exits", "worker processes that exited")                             \
+    X(WORKER_CRASHES, "worker_crashes", "workers that died by a signal or exited non-zero")     \
+    X(WORKER_SLOTS_RECLAIMED, "worker_slots_reclaimed", "slots of dead workers cleaned up")     \
+    X(RELOADS, "reloads", "SIGHUP reloads")
+
+enum mg_counter {
+#define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,
+    MG_COUNTER_LIST(MG_COUNTER_ENUM)
+#undef MG_COUNTER_ENUM
+        MG_CTR_COUNT
+};
+
+extern const char *const mg_counter_names[MG_CTR_COUNT];
+extern const char *const mg_counter_help[MG_CTR_COUNT];
+
+struct mg_counters {
+    _Atomic uint64_t value[MG_CTR_COUNT];
+};
+
+#define MG_ROUTES_MAX 32
+#define MG_ROUTE_NAME_MAX 48
+#define MG_HIST_SUB_BUCKETS 8
+#define MG_HIST_BUCKETS 320 /* covers up to 2^40 us (12 days) */
+
+struct mg_route_stats {
+    char name[MG_ROUTE_NAME_MAX]; /* route template, written once by the master */
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_us;
+    _Atomic uint64_t max_us;
+    _Atomic uint64_t errors; /* 5xx */
+    _Atomic uint64_t bucket[MG_HIST_BUCKETS];
+};
+
+#define MG_SLOW_MAX 20
+#define MG_SLOW_PATH_MAX 128
+#define MG_SLOW_THRESHOLD_US 100000
+
+struct mg_slow_entry {
+    _Atomic uint32_t seq; /* odd while being written */
+    uint32_t status;
+    int64_t duration_us;
+    int64_t time_realtime_ns;
+    char path[MG_SLOW_PATH_MAX];
+};
+
+struct mg_slow_ring {
+    _Atomic uint64_t next; /* entries ever written; the newest is at (next - 1) % MG_SLOW_MAX */
+    struct mg_slow_entry entry[MG_SLOW_MAX];
+};
+
+void mg_counter_add(struct mg_segment *seg, enum mg_counter c, uint64_t n);
+uint64_t mg_counter_get(const struct mg_segment *seg, enum mg_counter c);
+
+/* Records one answered request on a route (route < seg->route_count). */
+void mg_route_record(struct mg_segment *seg, unsigned route, int status, int64_t duration_us);
+/* Adds a request to the slow ring when it took at least MG_SLOW_THRESHOLD_US. */
+void mg_slow_record(struct mg_segment *seg, const char *path, int status, int64_t duration_us,
+                    int64_t time_realtime_ns);
+
+/* Histogram arithmetic, exposed for tests and for readers of copies. */
+unsigned mg_hist_bucket(uint64_t us);
+uint64_t mg_hist_bucket_upper_us(unsigned bucket);
+/* The value below which fraction q (0..1) of the recorded samples fall, capped by max_us. */
+uint64_t mg_hist_quantile_us(const struct mg_route_stats *r, double q);
+
+/* A consistent copy of the slow ring, newest first; returns how many entries. */
+unsigned mg_slow_snapshot(const struct mg_segment *seg, struct mg_slow_entry *out);
+
+#endif

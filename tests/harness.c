@@ -1,0 +1,431 @@
+#include "harness.h"
+
+#include "scoreboard.h"
+#include "segment.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t mg_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mg_test_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+void mg_test_tmpdir(char *out, size_t cap)
+{
+    snprintf(out, cap, "/tmp/meshgate-test-XXXXXX");
+    if (!mkdtemp(out))
+        out[0] = '\0';
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void mg_test_rmdir(const char *dir)
+{
+    if (dir && strncmp(dir, "/tmp/meshgate-test-", 19) == 0)
+        nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *base_schema =
+    "CREATE TABLE nodes (public_key TEXT PRIMARY KEY, name TEXT, role TEXT, lat REAL, lon REAL,"
+    " last_seen TEXT, first_seen TEXT, advert_count INTEGER DEFAULT 0, battery_mv INTEGER,"
+    " temperature_c REAL, foreign_advert INTEGER DEFAULT 0);"
+    "CREATE TABLE observers (id TEXT PRIMARY KEY, name TEXT, iata TEXT, last_seen TEXT,"
+    " first_seen TEXT, packet_count INTEGER DEFAULT 0, model TEXT, firmware TEXT,"
+    " client_version TEXT, radio TEXT, battery_mv INTEGER, uptime_secs INTEGER, noise_floor REAL,"
+    " inactive INTEGER DEFAULT 0, last_packet_at TEXT);"
+    "CREATE TABLE transmissions (id INTEGER PRIMARY KEY AUTOINCREMENT, raw_hex TEXT NOT NULL,"
+    " hash TEXT NOT NULL UNIQUE, first_seen TEXT NOT NULL, route_type INTEGER,"
+    " payload_type INTEGER, payload_version INTEGER, decoded_json TEXT,"
+    " created_at TEXT DEFAULT (datetime('now')), channel_hash TEXT DEFAULT NULL,"
+    " from_pubkey TEXT);"
+    "CREATE TABLE observations (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " transmission_id INTEGER NOT NULL REFERENCES transmissions(id), observer_idx INTEGER,"
+    " direction TEXT, snr REAL, rssi REAL, score INTEGER, path_json TEXT,"
+    " timestamp INTEGER NOT NULL, resolved_path TEXT);"
+    "CREATE TABLE neighbor_edges (node_a TEXT NOT NULL, node_b TEXT NOT NULL,"
+    " count INTEGER DEFAULT 1, last_seen TEXT, PRIMARY KEY (node_a, node_b));"
+    "CREATE INDEX idx_tx_channel_hash ON transmissions(channel_hash) WHERE payload_type = 5;"
+    "CREATE INDEX idx_transmissions_first_seen ON transmissions(first_seen);"
+    "CREATE INDEX idx_transmissions_hash ON transmissions(hash);"
+    "CREATE INDEX idx_transmissions_payload_type ON transmissions(payload_type);"
+    "CREATE INDEX idx_observations_timestamp ON observations(timestamp);"
+    "CREATE INDEX idx_observations_transmission_id ON observations(transmission_id);"
+    "CREATE INDEX idx_observations_observer_idx ON observations(observer_idx);"
+    "CREATE INDEX idx_transmissions_from_pubkey ON transmissions(from_pubkey);";
+
+static const char *full_schema_extra =
+    "ALTER TABLE nodes ADD COLUMN default_scope TEXT;"
+    "ALTER TABLE nodes ADD COLUMN configured_scope TEXT;"
+    "ALTER TABLE nodes ADD COLUMN configured_scope_at TEXT;"
+    "ALTER TABLE nodes ADD COLUMN default_scope_confirmed_at TEXT;"
+    "ALTER TABLE transmissions ADD COLUMN scope_name TEXT;"
+    "ALTER TABLE transmissions ADD COLUMN last_seen INTEGER;"
+    "ALTER TABLE observations ADD COLUMN raw_hex TEXT;"
+    "CREATE TABLE dropped_packets (id INTEGER PRIMARY KEY, hash TEXT, reason TEXT,"
+    " observer_id TEXT, timestamp INTEGER);";
+
+int mg_test_make_db(const char *path, bool full_schema, const char *sql)
+{
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        return -1;
+    char *err = NULL;
+    int rc = sqlite3_exec(db, base_schema, NULL, NULL, &err);
+    if (rc == SQLITE_OK && full_schema)
+        rc = sqlite3_exec(db, full_schema_extra, NULL, NULL, &err);
+    if (rc == SQLITE_OK && sql)
+        rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+    if (rc != SQLITE_OK)
+        fprintf(stderr, "mg_test_make_db: %s\n", err ? err : "?");
+    sqlite3_free(err);
+    sqlite3_close(db);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int mg_test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = 0};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sin;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&sin, sizeof sin) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sin, &len) == 0)
+        port = ntohs(sin.sin_port);
+    close(fd);
+    return port;
+}
+
+static bool env_has(const char *const *env, const char *name)
+{
+    size_t n = strlen(name);
+    for (; env && *env; env++)
+        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+            return true;
+    return false;
+}
+
+static pid_t spawn_binary(const char *const *env, const char *log_path)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
+    /* The server sees only what the test gives it. */
+    clearenv();
+    setenv("PATH", "/usr/bin:/bin", 1);
+    for (; env && *env; env++)
+        putenv((char *)*env);
+    execl(MESHGATE_BUILD_DIR "/meshgate", "meshgate", (char *)NULL);
+    _exit(127);
+}
+
+static int server_counter;
+
+bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *const *env)
+{
+    memset(s, 0, sizeof *s);
+    mg_test_tmpdir(s->dir, sizeof s->dir);
+    snprintf(s->log_path, sizeof s->log_path, "%s/server.log", s->dir);
+    snprintf(s->shm_name, sizeof s->shm_name, "/mgtest-%d-%d", (int)getpid(), ++server_counter);
+
+    static char db_path[256];
+    if (!db) {
+        snprintf(db_path, sizeof db_path, "%s/test.db", s->dir);
+        if (mg_test_make_db(db_path, false, NULL) < 0)
+            return false;
+        db = db_path;
+    }
+    char v_db[512], v_listen[64], v_shm[96];
+    const char *all[64];
+    size_t n = 0;
+    snprintf(v_db, sizeof v_db, "MESHGATE_DB=%s", db);
+    snprintf(v_shm, sizeof v_shm, "MESHGATE_SHM_NAME=%s", s->shm_name);
+    all[n++] = v_db;
+    all[n++] = v_shm;
+    if (!env_has(env, "MESHGATE_WORKERS"))
+        all[n++] = "MESHGATE_WORKERS=2";
+    for (const char *const *e = env; e && *e && n < 60; e++)
+        all[n++] = *e;
+    size_t listen_at = n++;
+    all[n] = NULL;
+
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = mg_test_free_port();
+        snprintf(v_listen, sizeof v_listen, "MESHGATE_LISTEN=127.0.0.1:%d", s->port);
+        all[listen_at] = v_listen;
+        s->pid = spawn_binary(all, s->log_path);
+        int64_t give_up = mg_test_now_ms() + 10000;
+        while (mg_test_now_ms() < give_up) {
+            int status;
+            if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+                s->exit_status = status;
+                s->pid = 0;
+                break;
+            }
+            struct mg_segment seg;
+            char err[256];
+            if (mg_segment_attach(&seg, s->shm_name, true, err, sizeof err) == 0) {
+                uint32_t state = atomic_load(&seg.header->server_state);
+                mg_segment_detach(&seg);
+                if (state == MG_SERVER_RUNNING)
+                    return true;
+            }
+            mg_test_sleep_ms(10);
+        }
+        char *log = mg_test_server_log(s);
+        bool port_taken = log && strstr(log, "Address already in use");
+        if (!port_taken || s->pid) {
+            fprintf(stderr, "server did not start; its log:\n%s\n", log ? log : "(none)");
+            free(log);
+            if (s->pid)
+                mg_test_server_stop(s, 1000);
+            return false;
+        }
+        free(log); /* another test took the port between probe and bind: try another */
+    }
+    return false;
+}
+
+int mg_test_run_expect_exit(const char *const *env, char *out, size_t cap, int timeout_ms)
+{
+    char dir[128], log_path[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(log_path, sizeof log_path, "%s/out.log", dir);
+    pid_t pid = spawn_binary(env, log_path);
+    int status = -1;
+    int64_t give_up = mg_test_now_ms() + timeout_ms;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+        if (mg_test_now_ms() > give_up) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            status = -1;
+            break;
+        }
+        mg_test_sleep_ms(5);
+    }
+    out[0] = '\0';
+    FILE *f = fopen(log_path, "r");
+    if (f) {
+        size_t n = fread(out, 1, cap - 1, f);
+        out[n] = '\0';
+        fclose(f);
+    }
+    mg_test_rmdir(dir);
+    return status;
+}
+
+int mg_test_server_stop(struct mg_test_server *s, int timeout_ms)
+{
+    int result = -1;
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int64_t give_up = mg_test_now_ms() + timeout_ms;
+        int status = 0;
+        bool done = false;
+        while (mg_test_now_ms() < give_up) {
+            if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+                done = true;
+                break;
+            }
+            mg_test_sleep_ms(5);
+        }
+        if (!done) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+        } else if (WIFEXITED(status)) {
+            result = WEXITSTATUS(status);
+        }
+        s->exit_status = status;
+        s->pid = 0;
+    }
+    shm_unlink(s->shm_name);
+    mg_test_rmdir(s->dir);
+    return result;
+}
+
+char *mg_test_server_log(const struct mg_test_server *s)
+{
+    FILE *f = fopen(s->log_path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 20;
+    char *text = malloc(cap);
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+int mg_test_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sin, sizeof sin) < 0) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+bool mg_test_send(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            return false;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool wait_readable(int fd, int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - mg_test_now_ms();
+    if (left <= 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, (int)left) > 0;
+}
+
+bool mg_test_read_response(int fd, struct mg_test_response *r, bool head_request, int timeout_ms)
+{
+    memset(r, 0, sizeof *r);
+    int64_t deadline = mg_test_now_ms() + timeout_ms;
+    size_t have = 0;
+    char *end = NULL;
+    /* Read the head byte by byte so nothing of a following response is consumed. */
+    while (!end) {
+        if (have + 1 >= sizeof r->head || !wait_readable(fd, deadline))
+            return false;
+        ssize_t n = recv(fd, r->head + have, 1, 0);
+        if (n <= 0)
+            return false;
+        have += (size_t)n;
+        r->head[have] = '\0';
+        if (have >= 4 && memcmp(r->head + have - 4, "\r\n\r\n", 4) == 0)
+            end = r->head + have;
+    }
+    if (sscanf(r->head, "HTTP/1.%*d %d", &r->status) != 1)
+        return false;
+    char value[64];
+    size_t len = 0;
+    if (mg_test_header(r, "Content-Length", value, sizeof value))
+        len = strtoull(value, NULL, 10);
+    if (head_request || r->status == 204 || r->status == 304)
+        len = 0;
+    r->body = malloc(len + 1);
+    size_t got = 0;
+    while (got < len) {
+        if (!wait_readable(fd, deadline))
+            return false;
+        ssize_t n = recv(fd, r->body + got, len - got, 0);
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    r->body[len] = '\0';
+    r->body_len = len;
+    return true;
+}
+
+bool mg_test_get(int port, const char *target, const char *extra_headers,
+                 struct mg_test_response *r)
+{
+    int fd = mg_test_connect(port);
+    if (fd < 0) {
+        memset(r, 0, sizeof *r);
+        return false;
+    }
+    char req[8192];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n",
+                     target, extra_headers ? extra_headers : "");
+    bool ok = n > 0 && (size_t)n < sizeof req && mg_test_send(fd, req, (size_t)n) &&
+              mg_test_read_response(fd, r, false, 10000);
+    close(fd);
+    return ok;
+}
+
+bool mg_test_header(const struct mg_test_response *r, const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *line = strstr(r->head, "\r\n"); line && line[2]; line = strstr(line + 2, "\r\n")) {
+        const char *p = line + 2;
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            p += n + 1;
+            while (*p == ' ')
+                p++;
+            const char *e = strstr(p, "\r\n");
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (len >= cap)
+                len = cap - 1;
+            memcpy(out, p, len);
+            out[len] = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+void mg_test_response_free(struct mg_test_response *r)
+{
+    free(r->body);
+    r->body = NULL;
+}
+
+bool mg_test_wait_closed(int fd, int timeout_ms)
+{
+    int64_t deadline = mg_test_now_ms() + timeout_ms;
+    char buf[4096];
+    while (wait_readable(fd, deadline)) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return errno == ECONNRESET;
+    }
+    return false;
+}

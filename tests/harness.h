@@ -1,0 +1,91 @@
+/*
+ * harness: what end-to-end tests share. It starts the real meshgate binary of this build
+ * on a free loopback port with its own segment name, talks HTTP to it over real sockets,
+ * and stops it by pid. Every wait is bounded; nothing is sent anywhere but 127.0.0.1.
+ */
+#ifndef MESHGATE_TEST_HARNESS_H
+#define MESHGATE_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifndef MESHGATE_BUILD_DIR
+#define MESHGATE_BUILD_DIR "build"
+#endif
+#ifndef MESHGATE_SOURCE_DIR
+#define MESHGATE_SOURCE_DIR "."
+#endif
+
+struct mg_test_server {
+    pid_t pid;
+    int port;
+    char shm_name[64];
+    char log_path[256];
+    char dir[128]; /* a private temporary directory (database, log) */
+    int exit_status; /* wait status once stopped */
+};
+
+struct mg_test_response {
+    int status;
+    char head[8192]; /* status line and headers, NUL-terminated */
+    char *body;      /* NUL-terminated, malloc'ed */
+    size_t body_len;
+};
+
+/* A fresh private directory under /tmp; out gets its path. */
+void mg_test_tmpdir(char *out, size_t cap);
+/* Removes a directory made by mg_test_tmpdir and everything in it. */
+void mg_test_rmdir(const char *dir);
+
+/* Writes a database with CoreScope's base schema (full: with the optional columns) and runs
+ * sql (may be NULL) in it. Returns 0. */
+int mg_test_make_db(const char *path, bool full_schema, const char *sql);
+
+/* A TCP port on 127.0.0.1 that nothing listens on right now. */
+int mg_test_free_port(void);
+
+/*
+ * Starts build/meshgate with MESHGATE_DB=db (NULL: a small database in the server's
+ * directory), a free port, its own MESHGATE_SHM_NAME, MESHGATE_WORKERS=2 unless env says
+ * otherwise, and each "NAME=value" of env (NULL-terminated, may be NULL). Waits until the
+ * segment says it is running. Returns true when it is; false (with the log on stderr) when
+ * it exited or did not get ready within 10 s.
+ */
+bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *const *env);
+
+/* Runs the binary with env and waits for it to exit (for start-up failures): returns the
+ * wait status; the combined output goes to out. */
+int mg_test_run_expect_exit(const char *const *env, char *out, size_t cap, int timeout_ms);
+
+/* SIGTERM, then wait up to timeout_ms (SIGKILL after it); removes the directory and segment.
+ * Returns the exit status (WEXITSTATUS) or -1 when it had to be killed. */
+int mg_test_server_stop(struct mg_test_server *s, int timeout_ms);
+
+/* Reads the whole log of the server into a malloc'ed string. */
+char *mg_test_server_log(const struct mg_test_server *s);
+
+/* A blocking connection to 127.0.0.1:port with send/receive timeouts; -1 on failure. */
+int mg_test_connect(int port);
+/* Sends all of data; false on error. */
+bool mg_test_send(int fd, const char *data, size_t len);
+/*
+ * Reads one response (head, then Content-Length bytes of body unless it is a response to
+ * HEAD) within timeout_ms. Returns true when a whole response came.
+ */
+bool mg_test_read_response(int fd, struct mg_test_response *r, bool head_request, int timeout_ms);
+/* One GET on a new connection ("Connection: close"); extra_headers may be NULL. */
+bool mg_test_get(int port, const char *target, const char *extra_headers,
+                 struct mg_test_response *r);
+/* The value of a response header (case-insensitive) copied into out; false when absent. */
+bool mg_test_header(const struct mg_test_response *r, const char *name, char *out, size_t cap);
+void mg_test_response_free(struct mg_test_response *r);
+
+/* True when the peer closed the connection (recv returns 0) within timeout_ms. */
+bool mg_test_wait_closed(int fd, int timeout_ms);
+
+int64_t mg_test_now_ms(void);
+void mg_test_sleep_ms(int ms);
+
+#endif

@@ -1,0 +1,95 @@
+#include "inproc.h"
+
+#include "clock.h"
+#include "http.h"
+#include "router.h"
+#include "stats.h"
+#include "scoreboard.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int ctx_counter;
+
+static const char *defaults_only(const char *name, void *arg)
+{
+    (void)arg;
+    return strcmp(name, "MESHGATE_DB") == 0 ? "unused" : NULL;
+}
+
+bool mg_test_ctx_open(struct mg_test_ctx *t, const char *db_path)
+{
+    memset(t, 0, sizeof *t);
+    char err[512];
+    /* Defaults from the table, whatever the test's own environment holds. */
+    mg_config_load(&t->cfg, defaults_only, NULL, err, sizeof err);
+    snprintf(t->cfg.db_path, sizeof t->cfg.db_path, "%s", db_path);
+    snprintf(t->cfg.listen_host, sizeof t->cfg.listen_host, "127.0.0.1");
+    t->cfg.listen_port = 1;
+    t->cfg.workers = 1;
+    t->cfg.max_uri_bytes = 4096;
+    t->cfg.max_header_bytes = 8192;
+    t->cfg.db_busy_timeout_ms = 1000;
+    t->cfg.gzip_min_bytes = 1024;
+    snprintf(t->shm_name, sizeof t->shm_name, "/mgtest-inproc-%d-%d", (int)getpid(),
+             ++ctx_counter);
+    snprintf(t->cfg.shm_name, sizeof t->cfg.shm_name, "%s", t->shm_name);
+    const char *routes[MG_ROUTES_MAX];
+    unsigned n = mg_route_names(routes, MG_ROUTES_MAX);
+    if (mg_segment_create(&t->seg, t->shm_name, &t->cfg, 1, routes, n, err, sizeof err) < 0) {
+        fprintf(stderr, "mg_test_ctx_open: %s\n", err);
+        return false;
+    }
+    /* Like a worker: the segment is shared, its name need not stay. */
+    mg_segment_unlink(t->shm_name);
+    struct mg_slot *slot = mg_slot_get(&t->seg, 0);
+    mg_slot_prepare(slot);
+    mg_slot_set_pid(slot, getpid());
+    mg_slot_set_state(slot, MG_SLOT_IDLE);
+    if (mg_db_open(&t->db, db_path, 1000, err, sizeof err) != 0) {
+        fprintf(stderr, "mg_test_ctx_open: %s\n", err);
+        mg_segment_detach(&t->seg);
+        return false;
+    }
+    t->env.cfg = t->seg.config;
+    t->env.seg = &t->seg;
+    t->env.db = &t->db;
+    t->env.slot = 0;
+    t->env.pid = getpid();
+    mg_response_init(&t->res);
+    return mg_dispatch_buffers_init(&t->bufs, t->seg.config);
+}
+
+void mg_test_ctx_close(struct mg_test_ctx *t)
+{
+    mg_response_free(&t->res);
+    mg_dispatch_buffers_free(&t->bufs);
+    mg_db_close(&t->db);
+    mg_segment_detach(&t->seg);
+}
+
+int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
+{
+    char head[8192];
+    int n = snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", target);
+    struct mg_http_request hr;
+    struct mg_http_limits limits = {sizeof head, 4096};
+    int status = 0;
+    const char *why = NULL;
+    mg_response_reset(&t->res);
+    if (n < 0 || (size_t)n >= sizeof head ||
+        mg_http_parse_request(head, (size_t)n, &limits, &hr, &status, &why) != MG_HTTP_OK) {
+        mg_response_error(&t->res, status ? status : 400, "%s", why ? why : "bad test request");
+        return t->res.status;
+    }
+    struct mg_request req;
+    memset(&req, 0, sizeof req);
+    req.http = &hr;
+    req.start_monotonic_ns = mg_monotonic_ns();
+    req.start_realtime_ns = mg_realtime_ns();
+    req.client_addr = "127.0.0.1";
+    mg_dispatch(&t->env, &req, &t->bufs, &t->res);
+    mg_buf_cstr(&t->res.body);
+    return t->res.status;
+}

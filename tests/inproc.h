@@ -1,0 +1,35 @@
+/*
+ * inproc: calling endpoints in-process, without sockets: a private segment, a read-only
+ * connection to a test database, and the same dispatch the worker uses. For endpoint tests
+ * with known answers; end-to-end behaviour is tested against the real binary (harness.h).
+ */
+#ifndef MESHGATE_TEST_INPROC_H
+#define MESHGATE_TEST_INPROC_H
+
+#include "config.h"
+#include "db.h"
+#include "dispatch.h"
+#include "handler.h"
+#include "segment.h"
+
+struct mg_test_ctx {
+    struct mg_config cfg;
+    struct mg_segment seg;
+    struct mg_db db;
+    struct mg_env env;
+    struct mg_dispatch_buffers bufs;
+    struct mg_response res;
+    char shm_name[64];
+};
+
+/* Opens db_path read-only with a fresh segment (one slot); false on failure. */
+bool mg_test_ctx_open(struct mg_test_ctx *t, const char *db_path);
+void mg_test_ctx_close(struct mg_test_ctx *t);
+
+/*
+ * Runs "GET target" (or HEAD) through the real parser and dispatch; t->res holds the
+ * response, its body NUL-terminated. Returns the status.
+ */
+int mg_test_ctx_get(struct mg_test_ctx *t, const char *target);
+
+#endif

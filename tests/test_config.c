@@ -1,0 +1,746 @@
+/*
+ * Tests for server/config.c. Every test reads its variables from a small fake environment
+ * through mg_config_load's lookup function, never from the process environment, so tests
+ * cannot disturb each other or the person running them.
+ *
+ * Loops run over mg_config_vars itself: a variable added to the table is checked for its
+ * default, its accepted values, its refusals, its line in the summary and its documentation
+ * without anyone editing this file (a new kind of variable makes the samples test fail until
+ * it gets samples here).
+ */
+#include <criterion/criterion.h>
+
+#include "config.h"
+#include "log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A fake environment: name/value pairs, later settings replace earlier ones. */
+#define FAKE_ENV_MAX 64
+
+struct fake_env {
+    const char *name[FAKE_ENV_MAX];
+    const char *value[FAKE_ENV_MAX];
+    int count;
+};
+
+static void env_set(struct fake_env *env, const char *name, const char *value)
+{
+    for (int i = 0; i < env->count; i++) {
+        if (strcmp(env->name[i], name) == 0) {
+            env->value[i] = value;
+            return;
+        }
+    }
+    cr_assert_lt(env->count, FAKE_ENV_MAX, "fake environment full");
+    env->name[env->count] = name;
+    env->value[env->count] = value;
+    env->count++;
+}
+
+static const char *fake_lookup(const char *name, void *arg)
+{
+    const struct fake_env *env = arg;
+    for (int i = 0; i < env->count; i++)
+        if (strcmp(env->name[i], name) == 0)
+            return env->value[i];
+    return NULL;
+}
+
+#define TEST_DB "/var/lib/corescope/meshcore.db"
+
+/* Only the one required variable. */
+static struct fake_env minimal_env(void)
+{
+    struct fake_env env = {.count = 0};
+    env_set(&env, "MESHGATE_DB", TEST_DB);
+    return env;
+}
+
+/*
+ * The required variable plus the two sizes that limit each other set so that each of them
+ * can take any value of its own range: MESHGATE_MAX_URI_BYTES at its minimum and
+ * MESHGATE_MAX_HEADER_BYTES at its maximum.
+ */
+static struct fake_env roomy_env(void)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_MAX_HEADER_BYTES", "1048576");
+    env_set(&env, "MESHGATE_MAX_URI_BYTES", "64");
+    return env;
+}
+
+static struct mg_config cfg;
+static char err[4096];
+
+static int load(struct fake_env *env)
+{
+    err[0] = '\0';
+    return mg_config_load(&cfg, fake_lookup, env, err, sizeof err);
+}
+
+static int load_one(const char *name, const char *value)
+{
+    struct fake_env env = roomy_env();
+    env_set(&env, name, value);
+    return load(&env);
+}
+
+/* The summary lines of cfg, as mg_config_describe gives them. */
+#define DESCRIBE_MAX 64
+
+struct described {
+    char line[DESCRIBE_MAX][MG_PATH_MAX + 64];
+    int count;
+};
+
+static struct described summary;
+
+static void collect_line(const char *line, void *arg)
+{
+    struct described *d = arg;
+    cr_assert_lt(d->count, DESCRIBE_MAX, "more summary lines than the test can hold");
+    snprintf(d->line[d->count], sizeof d->line[d->count], "%s", line);
+    d->count++;
+}
+
+static void describe(const struct mg_config *c)
+{
+    summary.count = 0;
+    mg_config_describe(c, collect_line, &summary);
+}
+
+/* The summary line of one variable, or NULL. */
+static const char *summary_line(const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 0; i < summary.count; i++)
+        if (strncmp(summary.line[i], name, n) == 0 && summary.line[i][n] == '=')
+            return summary.line[i];
+    return NULL;
+}
+
+static int var_count(void)
+{
+    int n = 0;
+    while (mg_config_vars[n].name)
+        n++;
+    return n;
+}
+
+static const struct mg_config_var *find_var(const char *name)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        if (strcmp(v->name, name) == 0)
+            return v;
+    return NULL;
+}
+
+/* Asserts that the last load refused name=value with a message saying what is accepted. */
+static void assert_refused(int rc, const char *name, const char *value)
+{
+    char expected[2048];
+    snprintf(expected, sizeof expected, "%s=%s: ", name, value);
+    cr_assert_eq(rc, -1, "%s=\"%s\" was accepted", name, value);
+    cr_assert(strstr(err, name), "message for %s=\"%s\" does not name it: %s", name, value, err);
+    cr_assert(strncmp(err, expected, strlen(expected)) == 0,
+              "message for %s=\"%s\" does not start with \"%s\": %s", name, value, expected, err);
+    cr_assert(strstr(err + strlen(expected), "must"),
+              "message for %s=\"%s\" does not say what is accepted: %s", name, value, err);
+}
+
+TestSuite(config);
+
+/* ---- defaults ------------------------------------------------------------------------ */
+
+Test(config, every_unset_variable_takes_its_default_as_written)
+{
+    struct fake_env env = minimal_env();
+    cr_assert_eq(load(&env), 0, "defaults refused: %s", err);
+    describe(&cfg);
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        if (!v->default_value)
+            continue;
+        char expected[MG_PATH_MAX + 64];
+        snprintf(expected, sizeof expected, "%s=%s", v->name, v->default_value);
+        const char *line = summary_line(v->name);
+        cr_assert_not_null(line, "no summary line for %s", v->name);
+        cr_assert_str_eq(line, expected, "%s unset did not take its default", v->name);
+    }
+}
+
+Test(config, integer_defaults_lie_within_their_own_bounds)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        if (v->kind != MG_CFG_INT)
+            continue;
+        cr_assert_not_null(v->default_value, "%s has no default", v->name);
+        long long d = strtoll(v->default_value, NULL, 10);
+        cr_assert(v->min <= d && d <= v->max, "%s default %s outside %" PRId64 "..%" PRId64,
+                  v->name, v->default_value, v->min, v->max);
+        cr_assert_leq(v->max, INT32_MAX, "%s max does not fit its int32_t field", v->name);
+        cr_assert_eq(v->size, sizeof(int32_t), "%s is not an int32_t field", v->name);
+    }
+}
+
+Test(config, defaults_fill_the_struct_fields)
+{
+    struct fake_env env = minimal_env();
+    cr_assert_eq(load(&env), 0, "%s", err);
+    cr_assert_str_eq(cfg.listen_host, "127.0.0.1");
+    cr_assert_eq(cfg.listen_port, 8080);
+    cr_assert_eq(cfg.backlog, 511);
+    cr_assert_str_eq(cfg.db_path, TEST_DB);
+    cr_assert_eq(cfg.workers, 8);
+    cr_assert_str_eq(cfg.shm_name, "");
+    cr_assert_eq(cfg.max_header_bytes, 8192);
+    cr_assert_eq(cfg.max_uri_bytes, 4096);
+    cr_assert_eq(cfg.log_level, MG_LOG_INFO);
+    cr_assert_eq(cfg.access_log, false);
+}
+
+/* ---- every variable: accepted and refused values, by kind ------------------------------ */
+
+#define SAMPLES_MAX 16
+
+struct samples {
+    char valid[SAMPLES_MAX][MG_PATH_MAX + 8]; /* each describes back as itself */
+    int valid_count;
+    char bad[SAMPLES_MAX][MG_PATH_MAX + 8];
+    int bad_count;
+};
+
+static void add_valid(struct samples *s, const char *value)
+{
+    snprintf(s->valid[s->valid_count++], sizeof s->valid[0], "%s", value);
+}
+
+static void add_bad(struct samples *s, const char *value)
+{
+    snprintf(s->bad[s->bad_count++], sizeof s->bad[0], "%s", value);
+}
+
+/* Returns false for a kind the test does not know yet. */
+static bool samples_for(const struct mg_config_var *v, struct samples *s)
+{
+    char text[64];
+    memset(s, 0, sizeof *s);
+    switch (v->kind) {
+    case MG_CFG_INT:
+        snprintf(text, sizeof text, "%" PRId64, v->min);
+        add_valid(s, text);
+        snprintf(text, sizeof text, "%" PRId64, v->max);
+        add_valid(s, text);
+        snprintf(text, sizeof text, "%" PRId64, v->min + (v->max - v->min) / 3);
+        add_valid(s, text);
+        add_bad(s, "abc");
+        add_bad(s, "12x");
+        add_bad(s, "");
+        add_bad(s, " 5");
+        add_bad(s, "5 ");
+        add_bad(s, "1.5");
+        add_bad(s, "0x10");
+        snprintf(text, sizeof text, "%" PRId64, v->min - 1);
+        add_bad(s, text);
+        snprintf(text, sizeof text, "%" PRId64, v->max + 1);
+        add_bad(s, text);
+        add_bad(s, "99999999999999999999");
+        add_bad(s, "-99999999999999999999");
+        add_bad(s, "4294967296"); /* fits int64 but not the int32_t field */
+        if (v->min >= 0)
+            add_bad(s, "-1");
+        return true;
+    case MG_CFG_BOOL:
+        add_valid(s, "1");
+        add_valid(s, "0");
+        add_bad(s, "");
+        add_bad(s, "2");
+        add_bad(s, "enabled");
+        add_bad(s, " 1");
+        add_bad(s, "yes please");
+        return true;
+    case MG_CFG_STRING:
+    case MG_CFG_PATH: {
+        add_valid(s, "/srv/mesh data/node-1.db");
+        if (v->default_value)
+            add_valid(s, "");
+        else
+            add_bad(s, "");
+        char too_long[MG_PATH_MAX + 8];
+        memset(too_long, 'p', v->size);
+        too_long[0] = '/';
+        too_long[v->size] = '\0';
+        add_bad(s, too_long);
+        return true;
+    }
+    case MG_CFG_LISTEN:
+        add_valid(s, "127.0.0.1:8080");
+        add_valid(s, "[::1]:9000");
+        add_valid(s, ":8080");
+        add_valid(s, "localhost:1");
+        add_valid(s, "0.0.0.0:65535");
+        add_bad(s, "8080");
+        add_bad(s, "host:");
+        add_bad(s, "host:0");
+        add_bad(s, "host:65536");
+        add_bad(s, "[::1]8080");
+        add_bad(s, "[]:80");
+        add_bad(s, "a b:80");
+        add_bad(s, "::1:80");
+        add_bad(s, "[::1:80");
+        add_bad(s, "host:80x");
+        add_bad(s, "");
+        return true;
+    case MG_CFG_SHM_NAME: {
+        add_valid(s, "/ok-name_1.x");
+        add_valid(s, "");
+        add_bad(s, "noslash");
+        add_bad(s, "/a/b");
+        add_bad(s, "/");
+        add_bad(s, "/sp ace");
+        char too_long[251];
+        memset(too_long, 'n', 250);
+        too_long[0] = '/';
+        too_long[250] = '\0';
+        add_bad(s, too_long);
+        return true;
+    }
+    case MG_CFG_LOG_LEVEL:
+        add_valid(s, "error");
+        add_valid(s, "debug");
+        add_bad(s, "verbose");
+        add_bad(s, "");
+        add_bad(s, "3");
+        add_bad(s, "infos");
+        return true;
+    }
+    return false;
+}
+
+Test(config, every_variable_accepts_valid_values_and_reports_them_back)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        struct samples s;
+        cr_assert(samples_for(v, &s), "%s has a kind this test has no samples for", v->name);
+        for (int i = 0; i < s.valid_count; i++) {
+            int rc = load_one(v->name, s.valid[i]);
+            cr_assert_eq(rc, 0, "%s=\"%s\" refused: %s", v->name, s.valid[i], err);
+            describe(&cfg);
+            char expected[MG_PATH_MAX + 64];
+            snprintf(expected, sizeof expected, "%s=%s", v->name, s.valid[i]);
+            const char *line = summary_line(v->name);
+            cr_assert_not_null(line, "no summary line for %s", v->name);
+            cr_assert_str_eq(line, expected, "%s=\"%s\" was not kept as given", v->name,
+                             s.valid[i]);
+        }
+    }
+}
+
+Test(config, every_variable_refuses_bad_values_naming_variable_value_and_what_is_accepted)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        struct samples s;
+        cr_assert(samples_for(v, &s), "%s has a kind this test has no samples for", v->name);
+        cr_assert_gt(s.bad_count, 0, "%s has no bad samples", v->name);
+        for (int i = 0; i < s.bad_count; i++)
+            assert_refused(load_one(v->name, s.bad[i]), v->name, s.bad[i]);
+    }
+}
+
+Test(config, integer_refusals_state_the_accepted_range)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        if (v->kind != MG_CFG_INT)
+            continue;
+        char below[32], min[32], max[32];
+        snprintf(below, sizeof below, "%" PRId64, v->min - 1);
+        snprintf(min, sizeof min, " %" PRId64 " ", v->min);
+        snprintf(max, sizeof max, " %" PRId64, v->max);
+        assert_refused(load_one(v->name, below), v->name, below);
+        const char *accepted = strchr(err + strlen(v->name) + 1, ':');
+        cr_assert(strstr(accepted, min) && strstr(accepted, max),
+                  "%s refusal does not give the range %" PRId64 "..%" PRId64 ": %s", v->name,
+                  v->min, v->max, err);
+    }
+}
+
+Test(config, integer_bounds_are_inclusive)
+{
+    cr_assert_eq(load_one("MESHGATE_WORKERS", "1"), 0, "%s", err);
+    cr_assert_eq(cfg.workers, 1);
+    cr_assert_eq(load_one("MESHGATE_WORKERS", "1024"), 0, "%s", err);
+    cr_assert_eq(cfg.workers, MG_WORKERS_MAX);
+    assert_refused(load_one("MESHGATE_WORKERS", "0"), "MESHGATE_WORKERS", "0");
+    assert_refused(load_one("MESHGATE_WORKERS", "1025"), "MESHGATE_WORKERS", "1025");
+}
+
+/* ---- MESHGATE_DB --------------------------------------------------------------------- */
+
+Test(config, db_is_required_and_its_absence_is_named)
+{
+    struct fake_env env = {.count = 0};
+    cr_assert_eq(load(&env), -1, "loaded without MESHGATE_DB");
+    cr_assert(strstr(err, "MESHGATE_DB"), "message does not name MESHGATE_DB: %s", err);
+    cr_assert(strstr(err, "not set"), "message does not say it is unset: %s", err);
+}
+
+Test(config, db_may_not_be_empty)
+{
+    assert_refused(load_one("MESHGATE_DB", ""), "MESHGATE_DB", "");
+}
+
+/* ---- MESHGATE_LISTEN ----------------------------------------------------------------- */
+
+struct listen_case {
+    const char *value;
+    const char *host;
+    unsigned port;
+};
+
+Test(config, listen_accepts_host_port_bracketed_ipv6_and_bare_port)
+{
+    static const struct listen_case cases[] = {
+        {"127.0.0.1:8080", "127.0.0.1", 8080},
+        {"[::1]:9000", "::1", 9000},
+        {":8080", "", 8080},
+        {"localhost:1", "localhost", 1},
+        {"[fe80::1]:65535", "fe80::1", 65535},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(load_one("MESHGATE_LISTEN", cases[i].value), 0, "\"%s\" refused: %s",
+                     cases[i].value, err);
+        cr_assert_str_eq(cfg.listen_host, cases[i].host, "host of \"%s\"", cases[i].value);
+        cr_assert_eq(cfg.listen_port, cases[i].port, "port of \"%s\"", cases[i].value);
+    }
+}
+
+Test(config, listen_refuses_missing_or_out_of_range_ports_and_malformed_hosts)
+{
+    static const char *const bad[] = {"8080",      "host:",  "host:0", "host:65536",
+                                      "[::1]8080", "[]:80",  "a b:80", "::1:80",
+                                      "[::1:80",   "a/b:80", ":",      "host:-80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused(load_one("MESHGATE_LISTEN", bad[i]), "MESHGATE_LISTEN", bad[i]);
+}
+
+/* ---- MESHGATE_SHM_NAME --------------------------------------------------------------- */
+
+Test(config, shm_name_accepts_a_slash_then_portable_characters)
+{
+    cr_assert_eq(load_one("MESHGATE_SHM_NAME", "/ok-name_1.x"), 0, "%s", err);
+    cr_assert_str_eq(cfg.shm_name, "/ok-name_1.x");
+}
+
+Test(config, shm_name_empty_means_derived_from_the_listen_address)
+{
+    cr_assert_eq(load_one("MESHGATE_SHM_NAME", ""), 0, "%s", err);
+    cr_assert_str_eq(cfg.shm_name, "");
+}
+
+Test(config, shm_name_refuses_no_slash_inner_slash_bare_slash_and_long_names)
+{
+    char long_name[251];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[0] = '/';
+    long_name[sizeof long_name - 1] = '\0';
+    const char *const bad[] = {"noslash", "/a/b", "/", long_name, "/a b", "/tab\there", "//"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused(load_one("MESHGATE_SHM_NAME", bad[i]), "MESHGATE_SHM_NAME", bad[i]);
+}
+
+Test(config, shm_name_length_limit_is_the_one_the_message_states)
+{
+    /* The message promises "/" followed by up to 198 characters. */
+    char name[MG_SHM_NAME_MAX + 1];
+    memset(name, 'a', sizeof name);
+    name[0] = '/';
+    name[199] = '\0';
+    cr_assert_eq(load_one("MESHGATE_SHM_NAME", name), 0, "199-byte name refused: %s", err);
+    cr_assert_str_eq(cfg.shm_name, name);
+    name[199] = 'a';
+    name[200] = '\0';
+    assert_refused(load_one("MESHGATE_SHM_NAME", name), "MESHGATE_SHM_NAME", name);
+    cr_assert(strstr(err, "198"), "message does not state the limit: %s", err);
+}
+
+/* ---- MESHGATE_LOG_LEVEL -------------------------------------------------------------- */
+
+Test(config, log_level_accepts_each_name_in_any_case)
+{
+    static const struct {
+        const char *value;
+        int level;
+    } cases[] = {
+        {"error", MG_LOG_ERROR}, {"warning", MG_LOG_WARN}, {"warn", MG_LOG_WARN},
+        {"info", MG_LOG_INFO},   {"debug", MG_LOG_DEBUG},  {"DEBUG", MG_LOG_DEBUG},
+        {"Warn", MG_LOG_WARN},   {"ErRoR", MG_LOG_ERROR},  {"INFO", MG_LOG_INFO},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(load_one("MESHGATE_LOG_LEVEL", cases[i].value), 0, "\"%s\" refused: %s",
+                     cases[i].value, err);
+        cr_assert_eq(cfg.log_level, cases[i].level, "level of \"%s\"", cases[i].value);
+    }
+}
+
+Test(config, log_level_refuses_unknown_names)
+{
+    assert_refused(load_one("MESHGATE_LOG_LEVEL", "verbose"), "MESHGATE_LOG_LEVEL", "verbose");
+    cr_assert(strstr(err, "debug"), "message does not list the levels: %s", err);
+}
+
+Test(config, log_level_names_match_the_levels)
+{
+    cr_assert_str_eq(mg_log_level_name(MG_LOG_ERROR), "error");
+    cr_assert_str_eq(mg_log_level_name(MG_LOG_WARN), "warning");
+    cr_assert_str_eq(mg_log_level_name(MG_LOG_INFO), "info");
+    cr_assert_str_eq(mg_log_level_name(MG_LOG_DEBUG), "debug");
+    cr_assert_str_eq(mg_log_level_name(-1), "?");
+    cr_assert_str_eq(mg_log_level_name(MG_LOG_DEBUG + 1), "?");
+}
+
+/* ---- MESHGATE_ACCESS_LOG ------------------------------------------------------------- */
+
+Test(config, access_log_accepts_the_usual_boolean_words_in_any_case)
+{
+    static const struct {
+        const char *value;
+        bool on;
+    } cases[] = {
+        {"1", true},      {"yes", true},  {"true", true}, {"on", true},
+        {"YES", true},    {"True", true}, {"0", false},   {"no", false},
+        {"false", false}, {"off", false}, {"OFF", false}, {"No", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* Start from the opposite value so that a value that is ignored shows. */
+        struct fake_env env = roomy_env();
+        env_set(&env, "MESHGATE_ACCESS_LOG", cases[i].value);
+        cr_assert_eq(load(&env), 0, "\"%s\" refused: %s", cases[i].value, err);
+        cr_assert_eq(cfg.access_log, cases[i].on, "value of \"%s\"", cases[i].value);
+    }
+}
+
+/* ---- limits that depend on each other ------------------------------------------------ */
+
+Test(config, uri_limit_above_header_limit_is_refused_naming_both)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_MAX_HEADER_BYTES", "2048");
+    env_set(&env, "MESHGATE_MAX_URI_BYTES", "2049");
+    cr_assert_eq(load(&env), -1, "a URI limit above the header limit was accepted");
+    cr_assert(strstr(err, "MESHGATE_MAX_URI_BYTES=2049"), "%s", err);
+    cr_assert(strstr(err, "MESHGATE_MAX_HEADER_BYTES=2048"), "%s", err);
+}
+
+Test(config, uri_limit_equal_to_header_limit_is_accepted)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_MAX_HEADER_BYTES", "2048");
+    env_set(&env, "MESHGATE_MAX_URI_BYTES", "2048");
+    cr_assert_eq(load(&env), 0, "%s", err);
+    cr_assert_eq(cfg.max_uri_bytes, 2048);
+}
+
+Test(config, lowering_only_the_header_limit_below_the_default_uri_limit_is_refused)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_MAX_HEADER_BYTES", "1024");
+    cr_assert_eq(load(&env), -1, "default URI limit 4096 above a header limit of 1024");
+    cr_assert(strstr(err, "MESHGATE_MAX_HEADER_BYTES=1024"), "%s", err);
+}
+
+/* ---- unknown variables --------------------------------------------------------------- */
+
+Test(config, unknown_reports_a_typo_and_ignores_known_foreign_and_test_variables)
+{
+    char *envp[] = {"PATH=/usr/bin",      "MESHGATE_WORKERS=4",     "MESHGATE_WORKRES=4",
+                    "MESHGATE_TEST_DB=x", "MESHGATE_DB=/x.db",      "MESHGATE_DB_EXTRA=1",
+                    "NOT_MESHGATE_X=1",   "MESHGATE_ACCESS_LOG=on", NULL};
+    char out[256];
+    int n = mg_config_unknown(envp, out, sizeof out);
+    cr_assert_eq(n, 2, "counted %d unknown variables: %s", n, out);
+    cr_assert_str_eq(out, "MESHGATE_WORKRES, MESHGATE_DB_EXTRA");
+}
+
+Test(config, unknown_finds_nothing_in_an_environment_of_known_variables)
+{
+    char *envp[] = {"MESHGATE_LISTEN=:80", "MESHGATE_TEST_ANYTHING=1", "HOME=/root", NULL};
+    char out[64] = "garbage";
+    cr_assert_eq(mg_config_unknown(envp, out, sizeof out), 0);
+    cr_assert_str_eq(out, "");
+}
+
+Test(config, unknown_counts_all_but_never_writes_past_a_small_buffer)
+{
+    char *envp[] = {"MESHGATE_AAAAAAAA=1", "MESHGATE_BBBBBBBB=2", "MESHGATE_CCCCCCCC=3", NULL};
+    char out[16 + 8];
+    memset(out, '#', sizeof out);
+    int n = mg_config_unknown(envp, out, 16);
+    cr_assert_eq(n, 3);
+    cr_assert_lt(strnlen(out, 16), (size_t)16, "out is not terminated inside its length");
+    for (size_t i = 16; i < sizeof out; i++)
+        cr_assert_eq(out[i], '#', "wrote past the buffer at %zu", i);
+}
+
+/* ---- the summary ---------------------------------------------------------------------- */
+
+Test(config, describe_emits_one_line_per_variable_in_table_order)
+{
+    struct fake_env env = minimal_env();
+    cr_assert_eq(load(&env), 0, "%s", err);
+    describe(&cfg);
+    cr_assert_eq(summary.count, var_count(), "%d lines for %d variables", summary.count,
+                 var_count());
+    for (int i = 0; i < summary.count; i++) {
+        size_t n = strlen(mg_config_vars[i].name);
+        cr_assert(strncmp(summary.line[i], mg_config_vars[i].name, n) == 0 &&
+                      summary.line[i][n] == '=',
+                  "line %d is \"%s\", expected %s=...", i, summary.line[i], mg_config_vars[i].name);
+        cr_assert_null(strchr(summary.line[i], '\n'), "line %d holds a newline", i);
+    }
+}
+
+Test(config, describe_output_loads_back_to_the_same_configuration)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_LISTEN", "[::1]:9000");
+    env_set(&env, "MESHGATE_WORKERS", "3");
+    env_set(&env, "MESHGATE_SHM_NAME", "/mg-roundtrip");
+    env_set(&env, "MESHGATE_LOG_LEVEL", "WARN");
+    env_set(&env, "MESHGATE_ACCESS_LOG", "yes");
+    env_set(&env, "MESHGATE_PUBLIC_DIR", "/srv/www");
+    cr_assert_eq(load(&env), 0, "%s", err);
+    struct mg_config first = cfg;
+    describe(&first);
+
+    struct fake_env again = {.count = 0};
+    static char copies[DESCRIBE_MAX][MG_PATH_MAX + 64];
+    for (int i = 0; i < summary.count; i++) {
+        snprintf(copies[i], sizeof copies[i], "%s", summary.line[i]);
+        char *eq = strchr(copies[i], '=');
+        cr_assert_not_null(eq, "line without '=': %s", copies[i]);
+        *eq = '\0';
+        env_set(&again, copies[i], eq + 1);
+    }
+    cr_assert_eq(load(&again), 0, "the summary does not load back: %s", err);
+    cr_assert(memcmp(&first, &cfg, sizeof cfg) == 0, "the summary loads back differently");
+}
+
+/* ---- the derived segment name --------------------------------------------------------- */
+
+static void assert_valid_shm_name(const char *name, const char *host)
+{
+    cr_assert_eq(name[0], '/', "\"%s\" (from host \"%s\") does not start with '/'", name, host);
+    cr_assert_gt(strlen(name), 1);
+    cr_assert_lt(strlen(name), (size_t)MG_SHM_NAME_MAX);
+    for (const char *p = name + 1; *p; p++)
+        cr_assert(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *p),
+                  "\"%s\" (from host \"%s\") holds '%c'", name, host, *p);
+    cr_assert_eq(load_one("MESHGATE_SHM_NAME", name), 0,
+                 "derived name \"%s\" is refused as MESHGATE_SHM_NAME: %s", name, err);
+}
+
+Test(config, default_shm_name_of_ipv6_loopback_is_a_valid_name)
+{
+    char name[MG_SHM_NAME_MAX];
+    mg_config_default_shm_name("::1", 80, name, sizeof name);
+    assert_valid_shm_name(name, "::1");
+    cr_assert(strstr(name, "80"), "the port is not in \"%s\"", name);
+}
+
+Test(config, default_shm_name_is_valid_for_any_host)
+{
+    char long_host[MG_HOST_MAX];
+    memset(long_host, 'h', sizeof long_host - 1);
+    long_host[sizeof long_host - 1] = '\0';
+    const char *const hosts[] = {
+        "127.0.0.1", "", "0.0.0.0", "fe80::1%eth0", "a/b:c d*e", "\xc3\xa9t\xc3\xa9", long_host};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        char name[MG_SHM_NAME_MAX];
+        mg_config_default_shm_name(hosts[i], 65535, name, sizeof name);
+        assert_valid_shm_name(name, hosts[i]);
+    }
+}
+
+Test(config, default_shm_names_differ_by_port)
+{
+    char a[MG_SHM_NAME_MAX], b[MG_SHM_NAME_MAX];
+    mg_config_default_shm_name("127.0.0.1", 8080, a, sizeof a);
+    mg_config_default_shm_name("127.0.0.1", 8081, b, sizeof b);
+    cr_assert_str_neq(a, b);
+}
+
+/* ---- documentation -------------------------------------------------------------------- */
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            text = realloc(text, cap);
+            cr_assert_not_null(text);
+        }
+        size_t n = fread(text + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    text[len] = '\0';
+    return text;
+}
+
+/* True when text mentions name as a whole word (MESHGATE_DB is not found in
+ * MESHGATE_DB_BUSY_TIMEOUT_MS). */
+static bool mentions(const char *text, const char *name, const char *followed_by)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        bool starts = p == text || !(p[-1] == '_' || (p[-1] >= 'A' && p[-1] <= 'Z') ||
+                                     (p[-1] >= '0' && p[-1] <= '9'));
+        char next = p[n];
+        bool ends = !(next == '_' || (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9'));
+        if (starts && ends && (!followed_by || (next && strchr(followed_by, next))))
+            return true;
+    }
+    return false;
+}
+
+static char *doc_text;
+
+static void free_doc(void)
+{
+    free(doc_text);
+    doc_text = NULL;
+}
+
+Test(config, every_variable_is_set_in_the_environment_file, .fini = free_doc)
+{
+    doc_text = read_text(MESHGATE_SOURCE_DIR "/etc/meshgate.env");
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        cr_expect(mentions(doc_text, v->name, "="), "etc/meshgate.env has no line %s=...", v->name);
+}
+
+Test(config, every_variable_is_documented_in_the_readme, .fini = free_doc)
+{
+    doc_text = read_text(MESHGATE_SOURCE_DIR "/README.md");
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        cr_expect(mentions(doc_text, v->name, NULL), "README.md does not mention %s", v->name);
+}
+
+Test(config, table_names_are_unique_prefixed_and_helpful)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        cr_assert(strncmp(v->name, "MESHGATE_", 9) == 0, "%s lacks the prefix", v->name);
+        cr_assert(strncmp(v->name, "MESHGATE_TEST_", 14) != 0,
+                  "%s would be ignored by mg_config_unknown's test exemption", v->name);
+        cr_assert_eq(find_var(v->name), v, "%s appears twice", v->name);
+        cr_assert(v->help && strlen(v->help) > 10, "%s has no help sentence", v->name);
+    }
+}

@@ -1,0 +1,524 @@
+/*
+ * End-to-end tests of the prefork core: the real binary on a free loopback port, real
+ * sockets, real signals. Each test starts its own server and stops it by pid.
+ */
+#include "harness.h"
+
+#include "scoreboard.h"
+#include "segment.h"
+#include "stats.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+TestSuite(server, .timeout = 60);
+
+static struct mg_test_server start_or_fail(const char *db, const char *const *env)
+{
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env), "the server did not start");
+    return s;
+}
+
+static void attach(struct mg_test_server *s, struct mg_segment *seg)
+{
+    char err[256];
+    cr_assert_eq(mg_segment_attach(seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+}
+
+Test(server, healthz_reports_live_workers_with_sorted_keys)
+{
+    const char *env[] = {"MESHGATE_WORKERS=3", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq(r.body, "{\"from_pubkey_backfill\":{\"done\":true,\"processed\":0,"
+                             "\"total\":0},\"gates\":{},\"loadedObs\":0,\"loadedTx\":0,"
+                             "\"ready\":true,\"workers\":{\"alive\":3,\"configured\":3}}\n");
+    char v[128];
+    cr_expect(mg_test_header(&r, "Cache-Control", v, sizeof v) && strcmp(v, "no-store") == 0);
+    cr_expect(mg_test_header(&r, "Content-Type", v, sizeof v) &&
+              strcmp(v, "application/json") == 0);
+    mg_test_response_free(&r);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(server, head_answers_headers_without_body)
+{
+    struct mg_test_server s = start_or_fail(NULL, NULL);
+    int fd = mg_test_connect(s.port);
+    const char *req = "HEAD /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                      "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    cr_assert(mg_test_send(fd, req, strlen(req)));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, true, 5000));
+    cr_expect_eq(r.status, 200);
+    char v[64];
+    cr_assert(mg_test_header(&r, "Content-Length", v, sizeof v));
+    size_t announced = strtoul(v, NULL, 10);
+    mg_test_response_free(&r);
+    /* The next bytes on the wire are the second (pipelined) response, not a body. */
+    cr_assert(mg_test_read_response(fd, &r, false, 5000));
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.body_len, announced);
+    mg_test_response_free(&r);
+    close(fd);
+    mg_test_server_stop(&s, 5000);
+}
+
+struct load_arg {
+    int port;
+    int requests;
+    int ok;
+    int connections_failed;
+};
+
+static void *keepalive_client(void *p)
+{
+    struct load_arg *a = p;
+    int fd = mg_test_connect(a->port);
+    if (fd < 0) {
+        a->connections_failed++;
+        return NULL;
+    }
+    const char *req = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int i = 0; i < a->requests; i++) {
+        struct mg_test_response r;
+        if (!mg_test_send(fd, req, strlen(req)) || !mg_test_read_response(fd, &r, false, 5000))
+            break;
+        if (r.status == 200 && strstr(r.body, "\"ready\":true"))
+            a->ok++;
+        mg_test_response_free(&r);
+    }
+    close(fd);
+    return NULL;
+}
+
+Test(server, concurrent_keepalive_clients_are_all_answered)
+{
+    struct mg_test_server s = start_or_fail(NULL, NULL);
+    enum { CLIENTS = 24, EACH = 40 };
+    pthread_t t[CLIENTS];
+    struct load_arg a[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        a[i] = (struct load_arg){.port = s.port, .requests = EACH};
+        pthread_create(&t[i], NULL, keepalive_client, &a[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        ok += a[i].ok;
+    }
+    cr_expect_eq(ok, CLIENTS * EACH);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    cr_expect_geq(mg_counter_get(&seg, MG_CTR_REQUESTS), (uint64_t)(CLIENTS * EACH));
+    cr_expect_eq(seg.routes[0].count, (uint64_t)(CLIENTS * EACH), "route /api/healthz counted");
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+struct busy_arg {
+    int port;
+    int64_t until_ms;
+    int answered;
+    int longest_gap_ms;
+};
+
+static void *busy_connection(void *p)
+{
+    struct busy_arg *a = p;
+    int fd = mg_test_connect(a->port);
+    if (fd < 0)
+        return NULL;
+    const char *req = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    int64_t last = mg_test_now_ms();
+    while (mg_test_now_ms() < a->until_ms) {
+        struct mg_test_response r;
+        if (!mg_test_send(fd, req, strlen(req)) || !mg_test_read_response(fd, &r, false, 5000))
+            break;
+        int64_t now = mg_test_now_ms();
+        if (now - last > a->longest_gap_ms)
+            a->longest_gap_ms = (int)(now - last);
+        last = now;
+        a->answered += r.status == 200;
+        mg_test_response_free(&r);
+    }
+    close(fd);
+    return NULL;
+}
+
+Test(server, four_times_more_busy_connections_than_workers_all_keep_getting_answers)
+{
+    const char *env[] = {"MESHGATE_WORKERS=2", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    enum { CONNS = 8 };
+    pthread_t t[CONNS];
+    struct busy_arg a[CONNS];
+    int64_t until = mg_test_now_ms() + 1500;
+    for (int i = 0; i < CONNS; i++) {
+        a[i] = (struct busy_arg){.port = s.port, .until_ms = until};
+        pthread_create(&t[i], NULL, busy_connection, &a[i]);
+    }
+    for (int i = 0; i < CONNS; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_geq(a[i].answered, 20, "connection %d got only %d answers", i, a[i].answered);
+        cr_expect_lt(a[i].longest_gap_ms, 1000, "connection %d waited %d ms for an answer", i,
+                     a[i].longest_gap_ms);
+    }
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, killed_worker_is_replaced_and_its_slot_marked)
+{
+    struct mg_test_server s = start_or_fail(NULL, NULL);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_slot *slot = &seg.slots[0];
+    int victim = atomic_load(&slot->pid);
+    cr_assert_gt(victim, 0);
+    uint32_t spawns = atomic_load(&slot->spawns);
+    kill(victim, SIGKILL);
+
+    int64_t give_up = mg_test_now_ms() + 5000;
+    int replacement = victim;
+    while (mg_test_now_ms() < give_up) {
+        replacement = atomic_load(&slot->pid);
+        uint32_t st = atomic_load(&slot->state);
+        if (replacement != victim && replacement > 0 && st != MG_SLOT_STARTING &&
+            st != MG_SLOT_DEAD)
+            break;
+        mg_test_sleep_ms(5);
+    }
+    cr_expect_neq(replacement, victim, "the worker was not replaced");
+    cr_expect_eq(atomic_load(&slot->spawns), spawns + 1);
+    int last_exit = atomic_load(&slot->last_exit);
+    cr_expect(WIFSIGNALED(last_exit) && WTERMSIG(last_exit) == SIGKILL,
+              "the slot records how its worker died (wait status %d)", last_exit);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_WORKER_CRASHES), 1);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_WORKER_SLOTS_RECLAIMED), 1);
+    struct mg_test_response r;
+    cr_expect(mg_test_get(s.port, "/api/healthz", NULL, &r) && r.status == 200);
+    mg_test_response_free(&r);
+    mg_segment_detach(&seg);
+    char *log = mg_test_server_log(&s);
+    cr_expect(log && strstr(log, "was killed by signal 9"), "the master says what happened");
+    free(log);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, worker_that_dies_at_once_is_respawned_with_backoff)
+{
+    /* A database that vanishes after the master checked it makes every worker fail at once. */
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/gone.db", dir);
+    cr_assert_eq(mg_test_make_db(db, false, NULL), 0);
+    struct mg_test_server s = start_or_fail(db, NULL);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    unlink(db);
+    kill(atomic_load(&seg.slots[0].pid), SIGKILL);
+    mg_test_sleep_ms(1500);
+    /* Immediate respawns would be hundreds a second; backoff (100, 200, 400, 800 ms...)
+     * allows a handful. */
+    uint32_t spawns = atomic_load(&seg.slots[0].spawns);
+    cr_expect_leq(spawns, 6, "slot 0 was spawned %u times in 1.5 s", spawns);
+    cr_expect_geq(spawns, 3, "slot 0 was not respawned (%u spawns)", spawns);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+    mg_test_rmdir(dir);
+}
+
+struct slow_arg {
+    int port;
+    struct mg_test_response r;
+    bool ok;
+};
+
+static void *slow_request(void *p)
+{
+    struct slow_arg *a = p;
+    a->ok = mg_test_get(a->port, "/api/healthz", NULL, &a->r);
+    return NULL;
+}
+
+Test(server, sigterm_lets_a_slow_request_finish_then_exits_0)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/locked.db", dir);
+    cr_assert_eq(mg_test_make_db(db, false, NULL), 0);
+    struct mg_test_server s = start_or_fail(db, NULL);
+
+    /* Hold an exclusive lock: the worker's read waits on its busy timeout, a slow request. */
+    sqlite3 *writer;
+    cr_assert_eq(sqlite3_open(db, &writer), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(writer, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    struct slow_arg a = {.port = s.port};
+    pthread_t t;
+    pthread_create(&t, NULL, slow_request, &a);
+    mg_test_sleep_ms(300);
+    kill(s.pid, SIGTERM);
+    mg_test_sleep_ms(300);
+    /* Draining: the listening socket is closed, new connections are refused. */
+    cr_expect_eq(mg_test_connect(s.port), -1, "a new connection was accepted while draining");
+    sqlite3_exec(writer, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(writer);
+    pthread_join(t, NULL);
+    cr_expect(a.ok, "the request in flight got no answer");
+    cr_expect_eq(a.r.status, 200);
+    char v[32];
+    cr_expect(mg_test_header(&a.r, "Connection", v, sizeof v) && strcmp(v, "close") == 0);
+    mg_test_response_free(&a.r);
+
+    int status;
+    int64_t give_up = mg_test_now_ms() + 5000;
+    while (waitpid(s.pid, &status, WNOHANG) != s.pid && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(10);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    s.pid = 0;
+    cr_expect_eq(shm_open(s.shm_name, O_RDONLY, 0), -1, "the segment was not removed");
+    mg_test_server_stop(&s, 1000);
+    mg_test_rmdir(dir);
+}
+
+struct hammer_arg {
+    int port;
+    volatile bool stop;
+    int ok;
+    int failed;
+};
+
+static void *hammer(void *p)
+{
+    struct hammer_arg *a = p;
+    while (!a->stop) {
+        struct mg_test_response r;
+        if (mg_test_get(a->port, "/api/healthz", NULL, &r) && r.status == 200)
+            a->ok++;
+        else
+            a->failed++;
+        mg_test_response_free(&r);
+    }
+    return NULL;
+}
+
+Test(server, sighup_replaces_every_worker_without_refusing_a_connection)
+{
+    const char *env[] = {"MESHGATE_WORKERS=2", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    int before[2] = {atomic_load(&seg.slots[0].pid), atomic_load(&seg.slots[1].pid)};
+
+    enum { CLIENTS = 4 };
+    struct hammer_arg a[CLIENTS];
+    pthread_t t[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        a[i] = (struct hammer_arg){.port = s.port};
+        pthread_create(&t[i], NULL, hammer, &a[i]);
+    }
+    mg_test_sleep_ms(200);
+    kill(s.pid, SIGHUP);
+    int64_t give_up = mg_test_now_ms() + 10000;
+    bool replaced = false;
+    while (!replaced && mg_test_now_ms() < give_up) {
+        mg_test_sleep_ms(20);
+        replaced = atomic_load(&seg.header->generation) == 1 &&
+                   atomic_load(&seg.header->server_state) == MG_SERVER_RUNNING &&
+                   atomic_load(&seg.slots[0].pid) != before[0] &&
+                   atomic_load(&seg.slots[1].pid) != before[1];
+    }
+    mg_test_sleep_ms(200);
+    int ok = 0, failed = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        a[i].stop = true;
+        pthread_join(t[i], NULL);
+        ok += a[i].ok;
+        failed += a[i].failed;
+    }
+    cr_expect(replaced, "the workers were not all replaced");
+    cr_expect_eq(failed, 0, "%d of %d requests failed during the reload", failed, ok + failed);
+    cr_expect_gt(ok, 50);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_WORKER_CRASHES), 0);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_RELOADS), 1);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, silent_and_slow_clients_are_cut_at_the_deadline_while_others_are_served)
+{
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_HEADER_TIMEOUT_MS=400", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    int silent = mg_test_connect(s.port);
+    int partial = mg_test_connect(s.port);
+    cr_assert(silent >= 0 && partial >= 0);
+    const char *part = "GET /api/healthz HTTP/1.1\r\nHo";
+    cr_assert(mg_test_send(partial, part, strlen(part)));
+    int64_t started = mg_test_now_ms();
+
+    /* The only worker holds both and still answers someone else at once. */
+    for (int i = 0; i < 10; i++) {
+        int64_t t0 = mg_test_now_ms();
+        struct mg_test_response r;
+        cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+        cr_expect_eq(r.status, 200);
+        cr_expect_lt(mg_test_now_ms() - t0, 300);
+        mg_test_response_free(&r);
+    }
+    cr_expect(mg_test_wait_closed(silent, 3000), "the silent client was not cut");
+    cr_expect(mg_test_wait_closed(partial, 3000), "the slow client was not cut");
+    int64_t took = mg_test_now_ms() - started;
+    cr_expect_geq(took, 350, "cut after %lld ms, before its deadline", (long long)took);
+    cr_expect_lt(took, 2500, "cut after %lld ms", (long long)took);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_HEADER_TIMEOUTS), 2, "header timeouts: %llu",
+                 (unsigned long long)mg_counter_get(&seg, MG_CTR_HEADER_TIMEOUTS));
+    mg_segment_detach(&seg);
+    close(silent);
+    close(partial);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, idle_keepalive_connection_is_closed_after_idle_timeout)
+{
+    const char *env[] = {"MESHGATE_IDLE_TIMEOUT_MS=300", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    int fd = mg_test_connect(s.port);
+    const char *req = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct mg_test_response r;
+    cr_assert(mg_test_send(fd, req, strlen(req)) && mg_test_read_response(fd, &r, false, 5000));
+    mg_test_response_free(&r);
+    int64_t t0 = mg_test_now_ms();
+    cr_expect(mg_test_wait_closed(fd, 3000));
+    cr_expect_geq(mg_test_now_ms() - t0, 250);
+    close(fd);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, connection_closes_after_max_requests)
+{
+    const char *env[] = {"MESHGATE_MAX_REQUESTS_PER_CONN=3", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    int fd = mg_test_connect(s.port);
+    const char *req = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    char v[32];
+    for (int i = 1; i <= 3; i++) {
+        struct mg_test_response r;
+        cr_assert(mg_test_send(fd, req, strlen(req)) &&
+                  mg_test_read_response(fd, &r, false, 5000));
+        cr_assert(mg_test_header(&r, "Connection", v, sizeof v));
+        cr_expect_str_eq(v, i < 3 ? "keep-alive" : "close");
+        mg_test_response_free(&r);
+    }
+    cr_expect(mg_test_wait_closed(fd, 2000));
+    close(fd);
+    mg_test_server_stop(&s, 5000);
+}
+
+struct bad_case {
+    const char *request;
+    int status;
+    const char *body_part;
+};
+
+Test(server, bad_requests_get_json_errors_with_the_right_status)
+{
+    const char *env[] = {"MESHGATE_MAX_URI_BYTES=256", "MESHGATE_MAX_HEADER_BYTES=2048", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    char long_uri[600], big_head[4096];
+    snprintf(long_uri, sizeof long_uri, "GET /api/%0500d HTTP/1.1\r\nHost: x\r\n\r\n", 0);
+    snprintf(big_head, sizeof big_head, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: %03000d\r\n\r\n", 0);
+    const struct bad_case cases[] = {
+        {"GARBAGE\r\n\r\n", 400, "\"error\""},
+        {"GET /api/healthz HTTP/1.1\r\nBad Header: x\r\n\r\n", 400, "\"error\""},
+        {"GET /api/healthz HTTP/2.0\r\n\r\n", 505, "\"error\""},
+        {long_uri, 414, "\"error\""},
+        {big_head, 431, "\"error\""},
+        {"POST /api/healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405, "GET or HEAD"},
+        {"GET /api/healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 413, "body"},
+        {"GET /api/nothing-here HTTP/1.1\r\nHost: x\r\n\r\n", 404, "{\"error\":\"Not found\"}"},
+        {"GET /api/health%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400, "percent"},
+        {"GET /api/healthz?a=%G0 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "\"error\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int fd = mg_test_connect(s.port);
+        cr_assert(fd >= 0);
+        struct mg_test_response r;
+        cr_assert(mg_test_send(fd, cases[i].request, strlen(cases[i].request)));
+        cr_assert(mg_test_read_response(fd, &r, false, 5000), "case %zu: no response", i);
+        cr_expect_eq(r.status, cases[i].status, "case %zu: status %d", i, r.status);
+        cr_expect(strstr(r.body, cases[i].body_part), "case %zu: body %s", i, r.body);
+        char v[64];
+        cr_expect(mg_test_header(&r, "Content-Type", v, sizeof v) &&
+                  strcmp(v, "application/json") == 0, "case %zu", i);
+        if (cases[i].status == 405)
+            cr_expect(mg_test_header(&r, "Allow", v, sizeof v) && strcmp(v, "GET, HEAD") == 0);
+        mg_test_response_free(&r);
+        close(fd);
+    }
+    /* The server is unharmed. */
+    struct mg_test_response r;
+    cr_expect(mg_test_get(s.port, "/api/healthz", NULL, &r) && r.status == 200);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, request_followed_by_half_close_is_still_answered)
+{
+    struct mg_test_server s = start_or_fail(NULL, NULL);
+    int fd = mg_test_connect(s.port);
+    const char *req = "GET /api/healthz HTTP/1.0\r\n\r\n";
+    cr_assert(mg_test_send(fd, req, strlen(req)));
+    shutdown(fd, SHUT_WR);
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, 5000));
+    cr_expect_eq(r.status, 200);
+    mg_test_response_free(&r);
+    close(fd);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, access_log_has_one_line_per_request_when_enabled)
+{
+    const char *env[] = {"MESHGATE_ACCESS_LOG=1", NULL};
+    struct mg_test_server s = start_or_fail(NULL, env);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/healthz?x=1", NULL, &r));
+    mg_test_response_free(&r);
+    cr_assert(mg_test_get(s.port, "/missing", NULL, &r));
+    mg_test_response_free(&r);
+    mg_test_sleep_ms(100);
+    char *log = mg_test_server_log(&s);
+    cr_expect(strstr(log, "\"GET /api/healthz?x=1 HTTP/1.1\" 200"), "log: %s", log);
+    cr_expect(strstr(log, "\"GET /missing HTTP/1.1\" 404"), "log: %s", log);
+    free(log);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(server, proctitle_names_master_and_workers)
+{
+    struct mg_test_server s = start_or_fail(NULL, NULL);
+    char path[64], cmd[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/cmdline", s.pid);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+    cmd[n] = '\0';
+    fclose(f);
+    cr_expect(strstr(cmd, "master"), "master's title: %s", cmd);
+    mg_test_server_stop(&s, 5000);
+}

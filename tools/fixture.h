@@ -1,0 +1,76 @@
+/*
+ * fixture: writes CoreScope-shaped SQLite databases of any size, and "freshens" copies of
+ * existing ones so that their time-windowed answers are not empty.
+ *
+ * The generated database has CoreScope's schema exactly as its ingestor leaves it (tables,
+ * column order, AUTOINCREMENT, indexes, WAL mode), with the optional columns and the
+ * dropped_packets table only when full_schema is set. The data imitates a real MeshCore
+ * network around the SF Bay Area: repeaters in clusters linked to their nearest neighbours,
+ * observers that hear transmissions through paths of neighbouring repeaters (so the same
+ * neighbour pairs recur), 1/2/3-byte hop prefixes with deliberate prefix collisions, and
+ * the NULLs, empty paths and mixed time formats that real rows have.
+ *
+ * Determinism: the same options (seed, sizes, days, schema, now_unix) give the same rows in
+ * every table. Nothing here prints or exits: functions return 0, or -1 with a sentence in err.
+ */
+#ifndef MESHGATE_FIXTURE_H
+#define MESHGATE_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Limits of the sizes the generator accepts (the graph and the per-observer tables are
+ * built in memory). */
+#define MG_FIXTURE_MIN_NODES 10
+#define MG_FIXTURE_MAX_NODES 20000
+#define MG_FIXTURE_MAX_OBSERVERS 2000
+#define MG_FIXTURE_MAX_OBSERVATIONS 1000000000L
+#define MG_FIXTURE_MAX_DAYS 365
+
+/* A size of 0 means "scale it from observations" (see mg_fixture_resolve). */
+struct mg_fixture_options {
+    uint64_t seed;
+    long nodes;         /* rows of nodes; 0: observations / 250, within 60..2000 */
+    long observers;     /* rows of observers; 0: nodes / 12, within 4..150 */
+    long transmissions; /* rows of transmissions; 0: observations / 4 (0 when none) */
+    long observations;  /* rows of observations, exactly */
+    int days;           /* transmissions and observations fall in [now - days, now]; 0: 7 */
+    bool full_schema;   /* add CoreScope's optional columns and the dropped_packets table */
+    bool overwrite;     /* replace an existing file at the path (else refuse) */
+    int64_t now_unix;   /* the newest possible timestamp; 0: the current time */
+};
+
+/* The defaults of the command-line tool: seed 1, 100000 observations, 7 days, base schema. */
+void mg_fixture_options_default(struct mg_fixture_options *opt);
+
+/* Copies opt into out with every 0 replaced by its scaled value, and checks the sizes
+ * against each other and the limits above. */
+int mg_fixture_resolve(const struct mg_fixture_options *opt, struct mg_fixture_options *out,
+                       char *err, size_t errlen);
+
+/* Writes a new database at path. The file appears complete or not at all (it is built under
+ * a temporary name and moved into place). An existing file is an error unless
+ * opt->overwrite, which also removes the old file's -wal and -shm companions. */
+int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, char *err,
+                        size_t errlen);
+
+/* Copies the database src to dst (which must not exist; src is opened read-only and never
+ * changed), then shifts time on the copy so that its newest values are now_unix (0: the
+ * current time):
+ *   - observations.timestamp (epoch seconds), and transmissions.last_seen when present,
+ *     by one offset that makes the newest observation now;
+ *   - each RFC 3339 text column nodes.last_seen, transmissions.first_seen,
+ *     observers.last_seen, neighbor_edges.last_seen by its own offset that makes its newest
+ *     value now; nodes.first_seen follows nodes.last_seen's offset, observers.first_seen and
+ *     observers.last_packet_at follow observers.last_seen's, so first <= last stays true.
+ * Text values keep their shape (separator, fraction digits, zone); values that do not parse
+ * as RFC 3339 and missing tables or columns are left alone. On failure dst is removed. */
+int mg_fixture_freshen(const char *src, const char *dst, int64_t now_unix, char *err,
+                       size_t errlen);
+
+/* Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)" (a space may replace the T) into
+ * milliseconds since the epoch. Returns false for anything else. */
+bool mg_fixture_parse_rfc3339_ms(const char *text, size_t len, int64_t *ms);
+
+#endif

@@ -1,0 +1,48 @@
+#include "group_value.h"
+
+#include "clock.h"
+#include "shared_value.h"
+
+#include <time.h>
+
+#define FIRST_VALUE_WAIT_NS (2 * MG_NS_PER_SEC)
+
+static long compute_and_publish(struct mg_env *env, struct mg_shared_value *v,
+                                mg_group_compute_fn compute, char *out, size_t cap)
+{
+    long len = compute(env, out, cap);
+    if (len < 0) {
+        mg_shared_value_release(v, env->pid);
+        return -1;
+    }
+    mg_shared_value_publish(v, env->pid, out, (size_t)len, mg_monotonic_ns());
+    return len;
+}
+
+long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
+                        mg_group_compute_fn compute, char *out, size_t cap)
+{
+    struct mg_shared_value *v = &env->seg->values[id];
+    int64_t now = mg_monotonic_ns();
+    int64_t age = 0;
+    long len = mg_shared_value_read(v, out, cap, now, &age);
+    if (len >= 0 && age < interval_ns)
+        return len;
+    if (mg_shared_value_try_lease(v, env->pid, now))
+        return compute_and_publish(env, v, compute, out, cap);
+    if (len >= 0)
+        return len; /* stale, but another worker is refreshing it */
+
+    /* No value yet and another worker computes it: wait for it a little. */
+    int64_t give_up = now + FIRST_VALUE_WAIT_NS;
+    while (mg_monotonic_ns() < give_up) {
+        struct timespec ts = {0, 2 * MG_NS_PER_MS};
+        nanosleep(&ts, NULL);
+        len = mg_shared_value_read(v, out, cap, mg_monotonic_ns(), NULL);
+        if (len >= 0)
+            return len;
+        if (mg_shared_value_try_lease(v, env->pid, mg_monotonic_ns()))
+            return compute_and_publish(env, v, compute, out, cap);
+    }
+    return compute(env, out, cap);
+}

@@ -1,0 +1,22 @@
+/*
+ * group_value: a value computed at most once per interval for the whole process group
+ * (on top of shm/shared_value). The worker that finds the value stale and takes the lease
+ * recomputes it; the others serve the value they find, however stale, meanwhile. Only when
+ * there is no value at all does a worker wait (bounded), and past that it computes on its
+ * own.
+ */
+#ifndef MESHGATE_GROUP_VALUE_H
+#define MESHGATE_GROUP_VALUE_H
+
+#include "handler.h"
+#include "shared_value.h"
+
+/* Computes the value into out (at most MG_SHARED_VALUE_MAX bytes); returns its length or -1. */
+typedef long (*mg_group_compute_fn)(struct mg_env *env, char *out, size_t cap);
+
+/* Fills out (cap >= MG_SHARED_VALUE_MAX) with the value; returns its length, or -1 when it
+ * could not be computed. */
+long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
+                        mg_group_compute_fn compute, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * handler: what an endpoint sees. A handler gets the worker's environment (configuration,
+ * segment, database), the request (decoded path, query, headers) and fills a response
+ * (status, body, extra headers). It never touches the socket: the worker reads the whole
+ * request before calling it and writes the response after it returns, so no handler (and no
+ * gate it takes) ever waits on a slow client.
+ */
+#ifndef MESHGATE_HANDLER_H
+#define MESHGATE_HANDLER_H
+
+#include "buf.h"
+#include "config.h"
+#include "db.h"
+#include "http.h"
+#include "segment.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MG_PATH_PARAM_MAX 128
+
+struct mg_env {
+    const struct mg_config *cfg;
+    struct mg_segment *seg;
+    struct mg_db *db;
+    unsigned slot;
+    int pid;
+};
+
+struct mg_request {
+    const struct mg_http_request *http;
+    const char *path; /* percent-decoded */
+    struct mg_query query;
+    char path_param[MG_PATH_PARAM_MAX]; /* the {pubkey} of a templated route, decoded */
+    int64_t start_monotonic_ns;
+    int64_t start_realtime_ns;
+    bool accepts_gzip;
+    const char *client_addr;
+};
+
+struct mg_response {
+    int status;
+    const char *content_type;
+    struct mg_buf body;
+    struct mg_buf headers; /* extra header lines, each ending in CRLF */
+    bool no_store;         /* Cache-Control: no-store */
+    bool close;            /* close the connection after this response */
+};
+
+typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+
+void mg_response_init(struct mg_response *res);
+void mg_response_reset(struct mg_response *res);
+void mg_response_free(struct mg_response *res);
+
+/* Adds a header line ("Name: value"); the CRLF is added. */
+void mg_response_header(struct mg_response *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Starts a JSON body: status, Content-Type: application/json, no-store. */
+void mg_response_json(struct mg_response *res, int status);
+
+/* {"error":"<message>"} with the status, as every /api error is. */
+void mg_response_error(struct mg_response *res, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * An admission refusal (invariant 6): status 429 or 503, Retry-After: seconds (>= 1),
+ * Cache-Control: no-store, {"error":"<message>","retryAfter":seconds}.
+ */
+void mg_response_refuse(struct mg_response *res, int status, int retry_after_s,
+                        const char *message);
+
+/* Writes status line, headers and (unless head_only) body into out. */
+void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool head_only,
+                           bool keep_alive, bool gzip_ok, int gzip_min_bytes);
+
+#endif

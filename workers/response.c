@@ -1,0 +1,169 @@
+#include "handler.h"
+
+#include "clock.h"
+#include "json.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+void mg_response_init(struct mg_response *res)
+{
+    memset(res, 0, sizeof *res);
+    mg_buf_init(&res->body);
+    mg_buf_init(&res->headers);
+    res->status = 200;
+}
+
+void mg_response_reset(struct mg_response *res)
+{
+    mg_buf_reset(&res->body);
+    mg_buf_reset(&res->headers);
+    res->status = 200;
+    res->content_type = NULL;
+    res->no_store = false;
+    res->close = false;
+}
+
+void mg_response_free(struct mg_response *res)
+{
+    mg_buf_free(&res->body);
+    mg_buf_free(&res->headers);
+}
+
+void mg_response_header(struct mg_response *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mg_buf_vprintf(&res->headers, fmt, ap);
+    va_end(ap);
+    mg_buf_puts(&res->headers, "\r\n");
+}
+
+void mg_response_json(struct mg_response *res, int status)
+{
+    res->status = status;
+    res->content_type = "application/json";
+    res->no_store = true;
+}
+
+void mg_response_error(struct mg_response *res, int status, const char *fmt, ...)
+{
+    char message[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    mg_buf_reset(&res->body);
+    mg_response_json(res, status);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_kv_string(&j, "error", message);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+}
+
+void mg_response_refuse(struct mg_response *res, int status, int retry_after_s,
+                        const char *message)
+{
+    if (retry_after_s < 1)
+        retry_after_s = 1;
+    mg_buf_reset(&res->body);
+    mg_buf_reset(&res->headers);
+    mg_response_json(res, status);
+    mg_response_header(res, "Retry-After: %d", retry_after_s);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_kv_string(&j, "error", message);
+    mg_json_kv_int(&j, "retryAfter", retry_after_s);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+}
+
+/* RFC 9110 IMF-fixdate, formatted once per second. */
+static const char *http_date(void)
+{
+    static time_t last;
+    static char text[40];
+    time_t now = time(NULL);
+    if (now != last) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        last = now;
+    }
+    return text;
+}
+
+static bool compressible(const char *type)
+{
+    return type && (strncmp(type, "application/json", 16) == 0 || strncmp(type, "text/", 5) == 0 ||
+                    strncmp(type, "application/javascript", 22) == 0 ||
+                    strncmp(type, "image/svg+xml", 13) == 0);
+}
+
+/* gzip (RFC 1952) of in into out; false when zlib fails (then the body goes uncompressed). */
+static bool gzip_body(const struct mg_buf *in, struct mg_buf *out)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    /* Level 4: most of level 6's ratio on JSON at well under its cost. */
+    if (deflateInit2(&z, 4, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return false;
+    uLong bound = deflateBound(&z, (uLong)in->len);
+    if (!mg_buf_reserve(out, bound)) {
+        deflateEnd(&z);
+        return false;
+    }
+    z.next_in = (Bytef *)in->data;
+    z.avail_in = (uInt)in->len;
+    z.next_out = (Bytef *)out->data + out->len;
+    z.avail_out = (uInt)bound;
+    int rc = deflate(&z, Z_FINISH);
+    if (rc != Z_STREAM_END) {
+        deflateEnd(&z);
+        return false;
+    }
+    out->len += z.total_out;
+    deflateEnd(&z);
+    return true;
+}
+
+void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool head_only,
+                           bool keep_alive, bool gzip_ok, int gzip_min_bytes)
+{
+    if (res->body.failed || res->headers.failed) {
+        mg_response_error(res, 500, "the server ran out of memory building this response");
+        mg_buf_reset(&res->headers);
+    }
+    bool may_compress = compressible(res->content_type);
+    struct mg_buf zipped;
+    mg_buf_init(&zipped);
+    const struct mg_buf *body = &res->body;
+    bool zip = gzip_ok && may_compress && gzip_min_bytes > 0 &&
+               res->body.len >= (size_t)gzip_min_bytes && gzip_body(&res->body, &zipped);
+    if (zip)
+        body = &zipped;
+
+    mg_buf_printf(out, "HTTP/1.1 %d %s\r\nServer: meshgate\r\nDate: %s\r\n", res->status,
+                  mg_http_reason(res->status), http_date());
+    if (res->content_type)
+        mg_buf_printf(out, "Content-Type: %s\r\n", res->content_type);
+    mg_buf_printf(out, "Content-Length: %zu\r\n", body->len);
+    if (zip)
+        mg_buf_puts(out, "Content-Encoding: gzip\r\n");
+    if (may_compress && gzip_min_bytes > 0)
+        mg_buf_puts(out, "Vary: Accept-Encoding\r\n");
+    if (res->no_store)
+        mg_buf_puts(out, "Cache-Control: no-store\r\n");
+    mg_buf_append(out, res->headers.data, res->headers.len);
+    mg_buf_puts(out, keep_alive && !res->close ? "Connection: keep-alive\r\n\r\n"
+                                               : "Connection: close\r\n\r\n");
+    if (!head_only)
+        mg_buf_append(out, body->data, body->len);
+    mg_buf_free(&zipped);
+}

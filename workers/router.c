@@ -1,0 +1,53 @@
+#include "router.h"
+
+#include <string.h>
+
+const struct mg_route mg_routes[] = {
+    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz},
+};
+const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
+
+unsigned mg_route_names(const char **out, unsigned cap)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < mg_route_table_len && n < cap; i++)
+        out[n++] = mg_routes[i].template;
+    if (n < cap)
+        out[n++] = "(not found)";
+    if (n < cap)
+        out[n++] = "(bad request)";
+    return n;
+}
+
+static bool match(const char *tmpl, const char *path, char *param, size_t cap)
+{
+    while (*tmpl && *path) {
+        if (*tmpl == ':') {
+            const char *slash = strchr(path, '/');
+            size_t n = slash ? (size_t)(slash - path) : strlen(path);
+            if (n == 0 || n >= cap)
+                return false;
+            memcpy(param, path, n);
+            param[n] = '\0';
+            path += n;
+            tmpl = strchr(tmpl, '/');
+            if (!tmpl)
+                return *path == '\0';
+            continue;
+        }
+        if (*tmpl != *path)
+            return false;
+        tmpl++, path++;
+    }
+    return *tmpl == '\0' && *path == '\0';
+}
+
+unsigned mg_route_match(const char *path, char *param, size_t cap)
+{
+    if (cap)
+        param[0] = '\0';
+    for (unsigned i = 0; i < mg_route_table_len; i++)
+        if (match(mg_routes[i].template, path, param, cap))
+            return i;
+    return MG_ROUTE_NOT_FOUND;
+}

@@ -1,0 +1,39 @@
+/*
+ * router: the one table of routes. Each row declares the route's template (the name it is
+ * counted under in /api/perf and the segment), its cost class (heavy routes scan the
+ * database and are what the anonymous line admits), and its handler. Templates are exact
+ * paths, or have one ":name" segment that matches any single path segment and is handed to
+ * the handler as req->path_param.
+ */
+#ifndef MESHGATE_ROUTER_H
+#define MESHGATE_ROUTER_H
+
+#include "handler.h"
+
+enum mg_cost { MG_COST_LIGHT = 0, MG_COST_HEAVY };
+
+struct mg_route {
+    const char *template;
+    enum mg_cost cost;
+    mg_handler_fn handler;
+};
+
+/* Route ids are indexes into the table; the last two are not in it but are counted. */
+extern const struct mg_route mg_routes[];
+extern const unsigned mg_route_table_len;
+#define MG_ROUTE_NOT_FOUND (mg_route_table_len)
+#define MG_ROUTE_BAD_REQUEST (mg_route_table_len + 1)
+
+/* Names of every counted route, in id order, for the segment: the table, then the two above. */
+unsigned mg_route_names(const char **out, unsigned cap);
+
+/*
+ * Finds the route for a decoded path; fills param (cap bytes) with the ":name" segment.
+ * Returns the route id, or MG_ROUTE_NOT_FOUND.
+ */
+unsigned mg_route_match(const char *path, char *param, size_t cap);
+
+/* The endpoints (one file per family). */
+void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+
+#endif

@@ -1,0 +1,613 @@
+#include "worker.h"
+
+#include "clock.h"
+#include "db.h"
+#include "dispatch.h"
+#include "handler.h"
+#include "http.h"
+#include "log.h"
+#include "router.h"
+#include "scoreboard.h"
+#include "stats.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum conn_state {
+    CONN_IDLE,    /* kept alive, waiting for the first byte of a request */
+    CONN_READING, /* part of a request head is in */
+    CONN_READY,   /* a whole head is in, waiting for its turn */
+    CONN_WRITING, /* a response is being sent */
+};
+
+struct conn {
+    int fd;
+    enum conn_state state;
+    struct mg_buf in;
+    struct mg_buf out;
+    size_t out_sent;
+    int64_t deadline_ns;
+    unsigned requests;
+    bool close_after_write;
+    bool closed; /* on the graveyard list, freed at the end of the loop's turn */
+    bool eof;    /* the client shut its side down after sending */
+    uint32_t epoll_events;
+    char peer[64];
+    struct conn *prev, *next;
+};
+
+struct worker {
+    struct mg_env env;
+    struct mg_db db;
+    struct mg_slot *slot;
+    int listen_fd;
+    int epoll_fd;
+    int signal_fd;
+    int master_pid;
+    bool listening;
+    bool draining;
+    int64_t drain_deadline_ns;
+    struct conn *conns;     /* every open connection */
+    struct conn *graveyard; /* closed this turn; events of the turn may still name them */
+    unsigned conn_count;
+    struct mg_http_limits limits;
+    struct mg_response res;
+    struct mg_dispatch_buffers bufs;
+};
+
+static void set_interest(struct worker *w, struct conn *c, uint32_t events)
+{
+    if (c->epoll_events == events)
+        return;
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+    c->epoll_events = events;
+}
+
+static void conn_close(struct worker *w, struct conn *c)
+{
+    if (c->closed)
+        return;
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    c->closed = true;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    mg_buf_free(&c->in);
+    mg_buf_free(&c->out);
+    c->next = w->graveyard;
+    w->graveyard = c;
+    w->conn_count--;
+    mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_CLOSED, 1);
+    mg_slot_set_connections(w->slot, w->conn_count);
+}
+
+static void listen_start(struct worker *w)
+{
+    if (w->listening || w->draining)
+        return;
+    /* EPOLLEXCLUSIVE: one waiting worker is woken per connection, not all of them. */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = NULL};
+    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->listen_fd, &ev) == 0)
+        w->listening = true;
+}
+
+static void listen_stop(struct worker *w)
+{
+    if (!w->listening)
+        return;
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+    w->listening = false;
+}
+
+static void format_peer(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (ss->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof host);
+    else if (ss->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host, sizeof host);
+    else if (ss->ss_family == AF_UNIX)
+        snprintf(host, sizeof host, "local");
+    snprintf(out, cap, "%s", host);
+}
+
+/* Accepts up to max connections; returns how many. */
+static int accept_some(struct worker *w, int64_t now, int max)
+{
+    int accepted = 0;
+    for (; accepted < max && w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker;
+         accepted++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int fd = accept4(w->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINVAL) {
+                listen_stop(w); /* the master shut the listening socket down: stopping */
+                return accepted;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED) {
+                mg_counter_add(w->env.seg, MG_CTR_ACCEPT_ERRORS, 1);
+                if (errno == EMFILE || errno == ENFILE)
+                    mg_warn("accept: %s (raise LimitNOFILE or lower "
+                            "MESHGATE_MAX_CONNS_PER_WORKER)", strerror(errno));
+            }
+            return accepted;
+        }
+        struct conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            return accepted;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        c->state = CONN_IDLE;
+        /* A new connection has the header deadline for its first request: a client that
+         * connects and says nothing is cut like one that stops half-way. */
+        c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+        mg_buf_init(&c->in);
+        mg_buf_init(&c->out);
+        format_peer(&ss, c->peer, sizeof c->peer);
+        c->epoll_events = EPOLLIN | EPOLLRDHUP;
+        struct epoll_event ev = {.events = c->epoll_events, .data.ptr = c};
+        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = w->conns;
+        if (w->conns)
+            w->conns->prev = c;
+        w->conns = c;
+        w->conn_count++;
+        mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_ACCEPTED, 1);
+        mg_slot_set_connections(w->slot, w->conn_count);
+    }
+    if (w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker)
+        listen_stop(w);
+    return accepted;
+}
+
+static void conn_parse(struct worker *w, struct conn *c, int64_t now);
+
+/* Sends what is pending; returns false when the connection was closed. */
+static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
+{
+    while (c->out_sent < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent,
+                         MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_sent += (size_t)n;
+            mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, (uint64_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            set_interest(w, c, EPOLLOUT);
+            return true;
+        }
+        conn_close(w, c); /* the client is gone */
+        return false;
+    }
+    mg_buf_reset(&c->out);
+    c->out_sent = 0;
+    if (c->close_after_write || w->draining || (c->eof && c->in.len == 0)) {
+        /* Half-close first so the client reads the whole response before the FIN. */
+        shutdown(c->fd, SHUT_WR);
+        conn_close(w, c);
+        return false;
+    }
+    set_interest(w, c, EPOLLIN | EPOLLRDHUP);
+    if (c->in.len > 0) {
+        /* A pipelined request is already here: its head deadline starts now. */
+        c->state = CONN_READING;
+        c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+        conn_parse(w, c, now);
+        return !c->closed;
+    } else {
+        c->state = CONN_IDLE;
+        c->deadline_ns = now + (int64_t)w->env.cfg->idle_timeout_ms * MG_NS_PER_MS;
+    }
+    return true;
+}
+
+static void access_log(struct worker *w, struct conn *c, const struct mg_http_request *hr,
+                       int status, size_t bytes, int64_t duration_us)
+{
+    char target[512];
+    size_t n = 0;
+    for (size_t i = 0; hr && i < hr->target.len && n + 5 < sizeof target; i++) {
+        unsigned char ch = (unsigned char)hr->target.ptr[i];
+        if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\')
+            n += (size_t)snprintf(target + n, sizeof target - n, "\\x%02x", ch);
+        else
+            target[n++] = (char)ch;
+    }
+    target[n] = '\0';
+    char line[1024];
+    int len = snprintf(line, sizeof line,
+                       "access %s \"%.*s %s HTTP/1.%d\" %d %zu %.3fms worker=%u", c->peer,
+                       hr ? (int)(hr->method.len > 16 ? 16 : hr->method.len) : 1,
+                       hr ? hr->method.ptr : "-", hr ? target : "-", hr ? hr->minor_version : 1,
+                       status, bytes, (double)duration_us / 1000.0, w->env.slot);
+    if (len > 0)
+        mg_log_raw(line, len < (int)sizeof line ? len : (int)sizeof line - 1);
+}
+
+/* Counts, logs, serializes and starts sending one response. */
+static void respond(struct worker *w, struct conn *c, const struct mg_http_request *hr,
+                    unsigned route, bool head_only, bool gzip_ok, int64_t start_ns,
+                    const char *log_path)
+{
+    struct mg_response *res = &w->res;
+    bool keep_alive = hr && hr->keep_alive && !res->close && !w->draining &&
+                      c->requests + 1 < (unsigned)w->env.cfg->max_requests_per_conn;
+    mg_buf_reset(&c->out);
+    c->out_sent = 0;
+    mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok,
+                          w->env.cfg->gzip_min_bytes);
+    c->requests++;
+    c->close_after_write = !keep_alive;
+
+    int64_t end_ns = mg_monotonic_ns();
+    int64_t duration_us = (end_ns - start_ns) / 1000;
+    struct mg_segment *seg = w->env.seg;
+    mg_counter_add(seg, MG_CTR_REQUESTS, 1);
+    int cls = res->status / 100;
+    if (cls >= 2 && cls <= 5)
+        mg_counter_add(seg, (enum mg_counter)(MG_CTR_RESPONSES_2XX + (cls - 2)), 1);
+    mg_route_record(seg, route, res->status, duration_us);
+    mg_slow_record(seg, log_path, res->status, duration_us, mg_realtime_ns());
+    atomic_fetch_add_explicit(&w->slot->requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
+    if (w->env.cfg->access_log)
+        access_log(w, c, hr, res->status, c->out.len, duration_us);
+
+    c->state = CONN_WRITING;
+    c->deadline_ns = end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+    conn_flush(w, c, end_ns);
+}
+
+/* An error found while reading the head: answer it and close. */
+static void respond_parse_error(struct worker *w, struct conn *c, int status, const char *why,
+                                int64_t now)
+{
+    mg_response_reset(&w->res);
+    mg_response_error(&w->res, status, "%s", why);
+    w->res.close = true;
+    mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
+    mg_buf_reset(&c->in);
+    respond(w, c, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)");
+}
+
+static void handle_request(struct worker *w, struct conn *c, const struct mg_http_request *hr,
+                           int64_t now)
+{
+    struct mg_response *res = &w->res;
+    mg_response_reset(res);
+    const struct mg_str *ae = mg_http_header_get(hr, "Accept-Encoding");
+    struct mg_request req;
+    memset(&req, 0, sizeof req);
+    req.http = hr;
+    req.start_monotonic_ns = now;
+    req.start_realtime_ns = mg_realtime_ns();
+    req.accepts_gzip = ae && mg_http_has_token(ae, "gzip");
+    req.client_addr = c->peer;
+    unsigned route = mg_dispatch(&w->env, &req, &w->bufs, res);
+    if (route == MG_ROUTE_BAD_REQUEST)
+        mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
+
+    /* The path for the slow log: the target as sent, without the query. */
+    char raw_path[MG_SLOW_PATH_MAX];
+    snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
+    /* The request's bytes are used up: drop them before the response goes out. */
+    mg_buf_consume(&c->in, hr->head_len);
+    respond(w, c, hr, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip, now, raw_path);
+}
+
+/* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
+static void conn_parse(struct worker *w, struct conn *c, int64_t now)
+{
+    struct mg_http_request hr;
+    int status = 0;
+    const char *why = NULL;
+    enum mg_http_result r =
+        mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why);
+    if (r == MG_HTTP_OK) {
+        c->state = CONN_READY;
+        /* Stop reading until it is answered: later bytes stay in the kernel's buffer. */
+        set_interest(w, c, 0);
+    } else if (r == MG_HTTP_ERROR) {
+        respond_parse_error(w, c, status, why ? why : "the request is malformed", now);
+    }
+}
+
+static void conn_readable(struct worker *w, struct conn *c, int64_t now)
+{
+    size_t limit = (size_t)w->env.cfg->max_header_bytes + 1;
+    for (;;) {
+        if (c->in.len >= limit)
+            break; /* the parser will say 431 */
+        if (!mg_buf_reserve(&c->in, 4096)) {
+            conn_close(w, c);
+            return;
+        }
+        size_t room = c->in.cap - c->in.len - 1;
+        if (room > limit - c->in.len)
+            room = limit - c->in.len;
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
+        if (n > 0) {
+            if (c->state == CONN_IDLE) {
+                c->state = CONN_READING;
+                c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+            }
+            c->in.len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n < 0) {
+            conn_close(w, c);
+            return;
+        }
+        /* EOF: a client may send its request and then shut its side; answer what is here. */
+        c->eof = true;
+        break;
+    }
+    if (c->state == CONN_READING)
+        conn_parse(w, c, now);
+    if (c->closed)
+        return;
+    if (c->eof && c->state != CONN_READY && c->state != CONN_WRITING)
+        conn_close(w, c); /* nothing complete will come */
+    else if (c->eof && c->state == CONN_READY)
+        c->close_after_write = true;
+}
+
+static void conn_timeout(struct worker *w, struct conn *c)
+{
+    switch (c->state) {
+    case CONN_IDLE:
+        mg_counter_add(w->env.seg, c->requests ? MG_CTR_IDLE_TIMEOUTS : MG_CTR_HEADER_TIMEOUTS, 1);
+        break;
+    case CONN_READING:
+        mg_counter_add(w->env.seg, MG_CTR_HEADER_TIMEOUTS, 1);
+        break;
+    case CONN_WRITING:
+        mg_counter_add(w->env.seg, MG_CTR_SEND_TIMEOUTS, 1);
+        break;
+    case CONN_READY:
+        return; /* being served; it has no deadline of its own */
+    }
+    conn_close(w, c);
+}
+
+static void begin_drain(struct worker *w, int64_t now)
+{
+    if (w->draining)
+        return;
+    /* Connections that reached the listen queue before the stop are taken and served:
+     * the master shuts the socket down only once the workers had their chance. */
+    if (w->listening)
+        while (accept_some(w, now, 64) == 64)
+            ;
+    w->draining = true;
+    w->drain_deadline_ns = now + (int64_t)w->env.cfg->drain_timeout_ms * MG_NS_PER_MS;
+    listen_stop(w);
+    close(w->listen_fd);
+    w->listen_fd = -1;
+    mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
+    /* Kept-alive connections between requests have nothing in flight: close them now. A
+     * connection that has not sent its first request yet gets to send it. */
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state == CONN_IDLE && c->requests > 0)
+            conn_close(w, c);
+    }
+}
+
+static void update_slot_state(struct worker *w)
+{
+    if (w->draining) {
+        mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
+        return;
+    }
+    bool writing = false, reading = false, idle = false;
+    for (struct conn *c = w->conns; c; c = c->next) {
+        writing |= c->state == CONN_WRITING;
+        reading |= c->state == CONN_READING || c->state == CONN_READY;
+        idle |= c->state == CONN_IDLE;
+    }
+    mg_slot_set_state(w->slot, writing   ? MG_SLOT_WRITING
+                               : reading ? MG_SLOT_READING
+                               : idle    ? MG_SLOT_KEEPALIVE
+                                         : MG_SLOT_IDLE);
+}
+
+static int setup_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    /* Ctrl-C in a terminal reaches the whole process group; the master decides. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, int master_pid)
+{
+    struct worker w;
+    memset(&w, 0, sizeof w);
+    w.env.cfg = seg->config;
+    w.env.seg = seg;
+    w.env.db = &w.db;
+    w.env.slot = slot_index;
+    w.env.pid = getpid();
+    w.slot = mg_slot_get(seg, slot_index);
+    w.listen_fd = listen_fd;
+    w.master_pid = master_pid;
+    w.limits.max_header_bytes = (size_t)seg->config->max_header_bytes;
+    w.limits.max_uri_bytes = (size_t)seg->config->max_uri_bytes;
+
+    char role[32];
+    snprintf(role, sizeof role, "worker %u", slot_index);
+    mg_log_set_role(role);
+    setproctitle("worker %u", slot_index);
+
+    /* A worker outlives its master only by accident: make the kernel tell it. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != master_pid)
+        return 1;
+
+    w.signal_fd = setup_signals();
+    char err[512];
+    if (mg_db_open(&w.db, seg->config->db_path, seg->config->db_busy_timeout_ms, err,
+                   sizeof err) != 0) {
+        mg_error("%s", err);
+        return 1;
+    }
+    bool buffers = mg_dispatch_buffers_init(&w.bufs, seg->config);
+    w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (w.signal_fd < 0 || w.epoll_fd < 0 || !buffers) {
+        mg_error("cannot set up the event loop: %s", strerror(errno));
+        return 1;
+    }
+    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
+    epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
+    mg_response_init(&w.res);
+    listen_start(&w);
+    mg_slot_set_state(w.slot, MG_SLOT_IDLE);
+    mg_debug("serving");
+
+    struct epoll_event events[64];
+    for (;;) {
+        int64_t now = mg_monotonic_ns();
+        mg_slot_heartbeat(w.slot, now);
+        if (w.draining && (w.conn_count == 0 || now >= w.drain_deadline_ns))
+            break;
+
+        /* Serve each connection whose request is complete: one request each per turn. */
+        bool served = false;
+        for (struct conn *c = w.conns, *next; c; c = next) {
+            next = c->next;
+            if (c->state != CONN_READY)
+                continue;
+            struct mg_http_request hr;
+            int status;
+            const char *why;
+            if (mg_http_parse_request(c->in.data, c->in.len, &w.limits, &hr, &status, &why) !=
+                MG_HTTP_OK) {
+                conn_close(&w, c);
+                continue;
+            }
+            handle_request(&w, c, &hr, now);
+            served = true;
+            now = mg_monotonic_ns();
+            mg_slot_heartbeat(w.slot, now);
+        }
+
+        int64_t next_deadline = now + MG_NS_PER_SEC;
+        if (w.draining && w.drain_deadline_ns < next_deadline)
+            next_deadline = w.drain_deadline_ns;
+        for (struct conn *c = w.conns, *next; c; c = next) {
+            next = c->next;
+            if (c->state == CONN_READY) {
+                next_deadline = now; /* a pipelined request waits for the next turn */
+                continue;
+            }
+            if (c->deadline_ns <= now) {
+                conn_timeout(&w, c);
+                continue;
+            }
+            if (c->deadline_ns < next_deadline)
+                next_deadline = c->deadline_ns;
+        }
+        if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker)
+            listen_start(&w);
+        update_slot_state(&w);
+
+        int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);
+        if (timeout_ms < 0 || served)
+            timeout_ms = 0;
+        int n = epoll_wait(w.epoll_fd, events, 64, timeout_ms);
+        if (n < 0 && errno != EINTR) {
+            mg_error("epoll_wait: %s", strerror(errno));
+            break;
+        }
+        now = mg_monotonic_ns();
+        for (int i = 0; i < n; i++) {
+            void *ptr = events[i].data.ptr;
+            if (ptr == NULL) {
+                /* A few at a time, so one worker does not take a whole burst while
+                 * the others sleep. */
+                if (!w.draining)
+                    accept_some(&w, now, 16);
+            } else if (ptr == &w.signal_fd) {
+                struct signalfd_siginfo si;
+                while (read(w.signal_fd, &si, sizeof si) == sizeof si)
+                    ;
+                begin_drain(&w, now);
+            }
+        }
+        /* Connections second. One closed by an earlier event of this batch is still in
+         * memory (the graveyard) and marked closed. */
+        for (int i = 0; i < n; i++) {
+            struct conn *c = events[i].data.ptr;
+            if (c == NULL || (void *)c == &w.signal_fd || c->closed)
+                continue;
+            uint32_t ev = events[i].events;
+            if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+                conn_flush(&w, c, now);
+            } else if ((c->state == CONN_IDLE || c->state == CONN_READING) &&
+                       (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+                conn_readable(&w, c, now);
+            } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
+                conn_close(&w, c); /* the connection broke before its turn */
+            }
+        }
+        while (w.graveyard) {
+            struct conn *dead = w.graveyard;
+            w.graveyard = dead->next;
+            free(dead);
+        }
+        if (getppid() != w.master_pid)
+            begin_drain(&w, now);
+    }
+    while (w.conns)
+        conn_close(&w, w.conns);
+    while (w.graveyard) {
+        struct conn *dead = w.graveyard;
+        w.graveyard = dead->next;
+        free(dead);
+    }
+    mg_response_free(&w.res);
+    mg_db_close(&w.db);
+    mg_dispatch_buffers_free(&w.bufs);
+    mg_slot_set_state(w.slot, MG_SLOT_DRAINING);
+    return 0;
+}

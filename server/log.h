@@ -1,7 +1,7 @@
 /*
  * log: one line per message on stderr, written with a single write(2) so lines from the
- * master and every worker never interleave. Under systemd the journal adds the time; the
- * "<N>" prefix (sd-daemon priority) is added when MESHGATE_LOG_PREFIX says so.
+ * master and every worker never interleave. Under systemd the journal adds the time and the
+ * unit name; each line carries the process's pid and role.
  */
 #ifndef MESHGATE_LOG_H
 #define MESHGATE_LOG_H

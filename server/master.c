@@ -330,6 +330,9 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
         mg_error("%s", err);
         return strstr(err, "another meshgate") ? 73 /* EX_CANTCREAT */ : MG_EXIT_CONFIG;
     }
+    if (m.seg.replaced_stale)
+        mg_warn("replaced segment %s, left by an instance that is no longer running",
+                cfg->shm_name);
     m.child = calloc(m.workers, sizeof *m.child);
     sigset_t set;
     sigemptyset(&set);

@@ -116,8 +116,10 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                      section_record_sizes[i]);
             return -1;
         }
-        if (s->offset % 8 || s->record_count > (1u << 20) ||
-            s->offset + s->record_size * s->record_count > h->total_size) {
+        /* Written so that nothing can wrap: record_size is this build's, count <= 2^20. */
+        if (s->offset % 8 || s->offset < sizeof *h || s->record_count > (1u << 20) ||
+            s->offset > h->total_size ||
+            s->record_size * s->record_count > h->total_size - s->offset) {
             snprintf(err, errlen, "segment section \"%s\" lies outside the segment",
                      section_names[i]);
             return -1;
@@ -278,8 +280,7 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         if (rc < 0)
             return -1;
         if (rc > 0)
-            fprintf(stderr, "meshgate: replaced stale segment %s left by a dead instance\n",
-                    name);
+            seg->replaced_stale = true;
     }
     if (fd < 0) {
         snprintf(err, errlen, "cannot create segment %s: it keeps reappearing", name);

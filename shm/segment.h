@@ -90,6 +90,7 @@ struct mg_segment {
     void *base;
     size_t size;
     bool read_only;
+    bool replaced_stale; /* create found a segment left by a dead instance and replaced it */
     char name[MG_SHM_NAME_MAX];
     struct mg_shm_header *header;
     struct mg_config *config;

@@ -31,10 +31,18 @@ long mg_shared_value_read(struct mg_shared_value *v, void *out, size_t cap, int6
 bool mg_shared_value_try_lease(struct mg_shared_value *v, int pid, int64_t now_ns)
 {
     int32_t holder = atomic_load(&v->lease_pid);
-    if (holder != 0 && holder != pid && mg_process_alive(holder, 0))
+    bool takeover = holder != 0 && holder != pid;
+    if (takeover && mg_process_alive(holder, 0))
         return false;
     if (!atomic_compare_exchange_strong(&v->lease_pid, &holder, pid))
         return false;
+    /* A holder that died inside publish left seq odd, and the master's reclaim (by its pid)
+     * no longer matches the lease: only the lease holder writes, so discard the torn value. */
+    uint32_t seq = atomic_load(&v->seq);
+    if (takeover && (seq & 1)) {
+        atomic_store(&v->computed_monotonic_ns, 0);
+        atomic_store(&v->seq, seq + 1);
+    }
     atomic_store(&v->lease_monotonic_ns, now_ns);
     return true;
 }

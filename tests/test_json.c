@@ -688,14 +688,18 @@ Test(json, random_doubles_print_shortest_and_read_back_exactly)
     }
 }
 
-Test(json, random_short_decimals_print_as_written)
+Test(json, random_decimals_of_1_to_17_digits_print_shortest)
 {
-    /* Values like coordinates and averages, whose shortest form has few digits. */
+    /* Values like coordinates and averages, read from text of every length. */
     for (int i = 0; i < 100000; i++) {
-        int64_t mantissa = (int64_t)(random_u64() % 1000000000000ull) - 500000000000ll;
-        int exponent = (int)(random_u64() % 50) - 30;
+        uint64_t limit = 10;
+        for (int digits = (int)(random_u64() % 17); digits > 0; digits--)
+            limit *= 10;
+        int64_t mantissa = (int64_t)(random_u64() % limit);
+        int exponent = (int)(random_u64() % 50) - 35;
         char text[64];
-        snprintf(text, sizeof text, "%" PRId64 "e%d", mantissa, exponent);
+        snprintf(text, sizeof text, "%s%" PRId64 "e%d", random_u64() % 2 ? "-" : "", mantissa,
+                 exponent);
         double v = strtod(text, NULL);
         if (v == 0)
             continue;

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,8 +332,8 @@ static void format_rfc3339(char *out, size_t n, int64_t ms, bool with_ms)
         snprintf(out, n, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02d.%03dZ", c.year, c.month, c.day,
                  c.hour, c.minute, c.second, c.millis);
     else
-        snprintf(out, n, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02dZ", c.year, c.month, c.day,
-                 c.hour, c.minute, c.second);
+        snprintf(out, n, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02dZ", c.year, c.month, c.day, c.hour,
+                 c.minute, c.second);
 }
 
 /* SQLite's datetime('now') shape, which CoreScope's created_at and dropped_at have. */
@@ -460,8 +461,7 @@ static int format_shaped(char *out, size_t n, int64_t ms, const struct rfc3339_s
         len += snprintf(out + len, n - (size_t)len, "%c", shape->zone);
     } else {
         int off = shape->offset_minutes < 0 ? -shape->offset_minutes : shape->offset_minutes;
-        len += snprintf(out + len, n - (size_t)len, "%c%02d:%02d", shape->zone, off / 60,
-                        off % 60);
+        len += snprintf(out + len, n - (size_t)len, "%c%02d:%02d", shape->zone, off / 60, off % 60);
     }
     return len;
 }
@@ -472,59 +472,26 @@ struct cluster {
     const char *iata;
     const char *scope;
     double lat, lon, spread_deg, weight;
-    const char *places[6];
 };
 
+/* Where MeshCore nodes cluster around the Bay Area, and what share of nodes each holds. */
 static const struct cluster clusters[] = {
-    {"SFO",
-     "#sf",
-     37.765,
-     -122.440,
-     0.035,
-     0.17,
-     {"Twin Peaks", "Sutro", "Mission", "Sunset", "Bernal", "Potrero"}},
-    {"SFO",
-     "#peninsula",
-     37.520,
-     -122.290,
-     0.060,
-     0.13,
-     {"San Mateo", "Redwood City", "Palo Alto", "Belmont", "Skyline", "Half Moon Bay"}},
-    {"OAK",
-     "#eastbay",
-     37.835,
-     -122.255,
-     0.050,
-     0.19,
-     {"Berkeley", "Oakland", "Grizzly Peak", "Alameda", "Richmond", "El Cerrito"}},
-    {"OAK",
-     "#trivalley",
-     37.690,
-     -121.920,
-     0.060,
-     0.11,
-     {"Dublin", "Pleasanton", "Livermore", "San Ramon", "Mt Diablo", "Danville"}},
-    {"SJC",
-     "#southbay",
-     37.340,
-     -121.900,
-     0.070,
-     0.23,
-     {"San Jose", "Santa Clara", "Mt Hamilton", "Los Gatos", "Milpitas", "Campbell"}},
-    {"SJC",
-     "#southcounty",
-     37.050,
-     -121.600,
-     0.050,
-     0.06,
-     {"Gilroy", "Morgan Hill", "Hollister", "San Martin", "Coyote", "Uvas"}},
-    {"MRY",
-     "#monterey",
-     36.610,
-     -121.850,
-     0.050,
-     0.11,
-     {"Monterey", "Carmel", "Salinas", "Marina", "Pacific Grove", "Seaside"}},
+    {"SFO", "#sf", 37.765, -122.440, 0.035, 0.17},
+    {"SFO", "#peninsula", 37.520, -122.290, 0.060, 0.13},
+    {"OAK", "#eastbay", 37.835, -122.255, 0.050, 0.19},
+    {"OAK", "#trivalley", 37.690, -121.920, 0.060, 0.11},
+    {"SJC", "#southbay", 37.340, -121.900, 0.070, 0.23},
+    {"SJC", "#southcounty", 37.050, -121.600, 0.050, 0.06},
+    {"MRY", "#monterey", 36.610, -121.850, 0.050, 0.11},
+};
+static const char *const cluster_places[][6] = {
+    {"Twin Peaks", "Sutro", "Mission", "Sunset", "Bernal", "Potrero"},
+    {"San Mateo", "Redwood City", "Palo Alto", "Belmont", "Skyline", "Half Moon Bay"},
+    {"Berkeley", "Oakland", "Grizzly Peak", "Alameda", "Richmond", "El Cerrito"},
+    {"Dublin", "Pleasanton", "Livermore", "San Ramon", "Mt Diablo", "Danville"},
+    {"San Jose", "Santa Clara", "Mt Hamilton", "Los Gatos", "Milpitas", "Campbell"},
+    {"Gilroy", "Morgan Hill", "Hollister", "San Martin", "Coyote", "Uvas"},
+    {"Monterey", "Carmel", "Salinas", "Marina", "Pacific Grove", "Seaside"},
 };
 #define CLUSTER_COUNT (sizeof clusters / sizeof clusters[0])
 
@@ -536,15 +503,14 @@ static const char *const first_names[] = {"brian", "Maya", "Jorge", "Priya", "To
 static const char *const call_prefixes[] = {"K",  "N",  "W",  "KD", "KN", "KJ",
                                             "KM", "KK", "WB", "AE", "AF", "KF"};
 static const char *const client_versions[] = {
-    "meshcoretomqtt/1.0.6.3-6415650",   "meshcoretomqtt/1.1.0.0-31aad7d",
-    "pyMC_repeater/1.0.8.dev49",        "meshcore-packet-capture/1.2-1bd909c",
-    "meshcoremqtt/v1.14.0",             "RemoteTerm/3.5.0-5213c8c",
-    "meshcore-dev/meshcore-ha:2.4.0",   "meshcoretomqtt/1.0.8.0-e52c5ed",
+    "meshcoretomqtt/1.0.6.3-6415650", "meshcoretomqtt/1.1.0.0-31aad7d",
+    "pyMC_repeater/1.0.8.dev49",      "meshcore-packet-capture/1.2-1bd909c",
+    "meshcoremqtt/v1.14.0",           "RemoteTerm/3.5.0-5213c8c",
+    "meshcore-dev/meshcore-ha:2.4.0", "meshcoretomqtt/1.0.8.0-e52c5ed",
 };
 static const char *const radios[] = {"910.5250244,62.5,7,5", "910.525,62.5,7,5",
                                      "910.525024,62.5,7,5", "910.5250244,62.5,7,8"};
-static const char *const models[] = {"Heltec V3", "RAK4631", "Station G2", "T-Beam",
-                                     "Xiao nRF52"};
+static const char *const models[] = {"Heltec V3", "RAK4631", "Station G2", "T-Beam", "Xiao nRF52"};
 static const char *const firmwares[] = {"v1.7.2", "v1.8.0", "v1.9.1", "v1.10.0"};
 static const char *const drop_reasons[] = {"invalid advert signature", "advert timestamp in future",
                                            "malformed advert appdata"};
@@ -555,9 +521,9 @@ struct channel {
 };
 
 static const struct channel channels[] = {
-    {"public", 0x11}, {"#test", 0xD9},     {"#wardriving", 0x81}, {"#bot", 0x5A},
-    {"#chat", 0x2B},  {"#bayarea", 0x47},  {NULL, 0xC3},          {NULL, 0x6E},
-    {NULL, 0x93},     {NULL, 0xF0},        {NULL, 0x66},          {NULL, 0x39},
+    {"public", 0x11}, {"#test", 0xD9},    {"#wardriving", 0x81}, {"#bot", 0x5A},
+    {"#chat", 0x2B},  {"#bayarea", 0x47}, {NULL, 0xC3},          {NULL, 0x6E},
+    {NULL, 0x93},     {NULL, 0xF0},       {NULL, 0x66},          {NULL, 0x39},
 };
 #define CHANNEL_COUNT (sizeof channels / sizeof channels[0])
 
@@ -612,6 +578,39 @@ struct edge_map {
     size_t cap, len;
 };
 
+/*
+ * Pass 2 runs in a thread of its own and hands finished rows to the thread that owns the
+ * SQLite connection, through a ring of chunks. Each chunk holds serialized records and is
+ * either being filled (producer) or being written (writer); the writer binds straight from
+ * the chunk, which stays put until every statement over it has run.
+ */
+#define PIPE_CHUNKS 4
+#define PIPE_CHUNK_BYTES (4u << 20)
+#define RECORD_BYTES (64u << 10)
+
+enum record_kind { RECORD_OBSERVATION = 1, RECORD_TRANSMISSION = 2 };
+
+struct record {
+    uint8_t *p;
+    size_t len, cap;
+    bool overflow;
+};
+
+struct chunk {
+    uint8_t *data;
+    size_t len;
+    bool full; /* handed to the writer */
+    bool last; /* the producer is done after this one */
+};
+
+struct pipe {
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+    struct chunk chunks[PIPE_CHUNKS];
+    int fill, drain;
+    bool failed; /* either side stopped; the other must too */
+};
+
 struct gen {
     struct mg_fixture_options o;
     struct rng rng;
@@ -632,6 +631,7 @@ struct gen {
 
     struct plan *plans;
     struct edge_map edges;
+    uint32_t *endpoint_rank; /* endpoints in the byte order of their keys */
 
     uint32_t *cand_key;
     int32_t *cand_obs;
@@ -640,8 +640,11 @@ struct gen {
     sqlite3 *db;
     sqlite3_stmt *ins_tx, *ins_obs;
     struct text t_path, t_resolved, t_raw, t_obs_raw, t_json;
+    struct record rec;
+    struct pipe *pipe;
     char *err;
     size_t errlen;
+    char producer_err[256];
 };
 
 static double geo_d2(double lat1, double lon1, double lat2, double lon2)
@@ -669,8 +672,7 @@ static void make_callsign(struct rng *r, char *out, size_t n)
 
 static void make_name(struct rng *r, struct node *nd)
 {
-    const struct cluster *c = &clusters[nd->cluster];
-    const char *place = c->places[rng_below(r, 6)];
+    const char *place = cluster_places[nd->cluster][rng_below(r, 6)];
     char call[16];
     make_callsign(r, call, sizeof call);
     const char *em = emoji[rng_below(r, sizeof emoji / sizeof *emoji)];
@@ -897,9 +899,9 @@ static int build_nodes(struct gen *g)
             at--;
         while (at + same < n_relays && p3[at + same] == v3)
             same++;
-        nd->unique_mask = (uint8_t)((count1[key[0]] == 1 ? 1 : 0) |
-                                    (count2[key[0] << 8 | key[1]] == 1 ? 2 : 0) |
-                                    (same == 1 ? 4 : 0));
+        nd->unique_mask =
+            (uint8_t)((count1[key[0]] == 1 ? 1 : 0) | (count2[key[0] << 8 | key[1]] == 1 ? 2 : 0) |
+                      (same == 1 ? 4 : 0));
     }
     free(count1);
     free(count2);
@@ -1155,7 +1157,7 @@ static int build_observers(struct gen *g)
             const struct node *nd = &g->nodes[g->vertex_node[home]];
             ob->lat = nd->lat + rng_gauss(r) * 0.01;
             ob->lon = nd->lon + rng_gauss(r) * 0.012;
-            const char *place = clusters[nd->cluster].places[rng_below(r, 6)];
+            const char *place = cluster_places[nd->cluster][rng_below(r, 6)];
             if (n >= 6 && j == n - 1) {
                 /* CoreScope accepts any text as an observer id; real ones include names. */
                 for (int k = 0; k < 6; k++)
@@ -1165,9 +1167,9 @@ static int build_observers(struct gen *g)
             } else {
                 random_upper_hex(r, ob->id, 32);
                 for (int k = 0; k < 65; k++)
-                    ob->id_lower[k] = (char)(ob->id[k] >= 'A' && ob->id[k] <= 'F'
-                                                 ? ob->id[k] - 'A' + 'a'
-                                                 : ob->id[k]);
+                    ob->id_lower[k] =
+                        (char)(ob->id[k] >= 'A' && ob->id[k] <= 'F' ? ob->id[k] - 'A' + 'a'
+                                                                    : ob->id[k]);
                 static const char *const kinds[] = {"%s Observer", "%s MQTT", "%s-obs"};
                 snprintf(ob->name, sizeof ob->name, kinds[rng_below(r, 3)], place);
             }
@@ -1275,10 +1277,9 @@ static uint8_t pick_payload_type(struct rng *r)
     static const struct {
         uint8_t type;
         double share;
-    } mix[] = {{PT_ADVERT, 0.20},   {PT_GRP_TXT, 0.32},   {PT_REQ, 0.11},  {PT_RESPONSE, 0.14},
-               {PT_TXT_MSG, 0.09},  {PT_ACK, 0.03},       {PT_ANON_REQ, 0.035},
-               {PT_PATH, 0.045},    {PT_TRACE, 0.015},    {PT_GRP_DATA, 0.005},
-               {PT_CONTROL, 0.01}};
+    } mix[] = {{PT_ADVERT, 0.20},  {PT_GRP_TXT, 0.32},   {PT_REQ, 0.11},       {PT_RESPONSE, 0.14},
+               {PT_TXT_MSG, 0.09}, {PT_ACK, 0.03},       {PT_ANON_REQ, 0.035}, {PT_PATH, 0.045},
+               {PT_TRACE, 0.015},  {PT_GRP_DATA, 0.005}, {PT_CONTROL, 0.01}};
     double u = rng_unit(r), acc = 0;
     for (size_t i = 0; i < sizeof mix / sizeof mix[0]; i++) {
         acc += mix[i].share;
@@ -1343,8 +1344,8 @@ static int plan_transmissions(struct gen *g)
         p->route = pick_route(r, p->payload_type);
         long eligible = 0;
         for (int tries = 0; tries < 64 && eligible == 0; tries++) {
-            p->source = pick_sender(g, p->payload_type == PT_ADVERT ? g->advert_cum
-                                                                     : g->message_cum);
+            p->source =
+                pick_sender(g, p->payload_type == PT_ADVERT ? g->advert_cum : g->message_cum);
             eligible = eligible_observers(g, p->t, p->source);
         }
         cap[i] = (uint32_t)(eligible > 0 ? eligible : 1);
@@ -1450,14 +1451,14 @@ static int edge_add(struct gen *g, uint32_t a, uint32_t b, int64_t ts)
 {
     if (a == b)
         return 0;
-    if (strcmp(endpoint_key(g, a), endpoint_key(g, b)) > 0) {
+    if (g->endpoint_rank[a] > g->endpoint_rank[b]) {
         uint32_t tmp = a;
         a = b;
         b = tmp;
     }
     struct edge_map *m = &g->edges;
     if ((m->len + 1) * 2 > m->cap && edge_grow(m) != 0)
-        return fail(g->err, g->errlen, "out of memory for neighbour edges");
+        return fail(g->producer_err, sizeof g->producer_err, "out of memory for neighbour edges");
     uint64_t key = ((uint64_t)a + 1) << 32 | ((uint64_t)b + 1);
     size_t h = (size_t)mix64(key) & (m->cap - 1);
     while (m->keys[h] != 0 && m->keys[h] != key)
@@ -1469,6 +1470,31 @@ static int edge_add(struct gen *g, uint32_t a, uint32_t b, int64_t ts)
     m->counts[h]++;
     if (ts > m->last[h])
         m->last[h] = ts;
+    return 0;
+}
+
+static int compare_endpoints(const void *x, const void *y, void *ctx)
+{
+    return strcmp(endpoint_key(ctx, *(const uint32_t *)x), endpoint_key(ctx, *(const uint32_t *)y));
+}
+
+/* Neighbour edges keep node_a < node_b in byte order; ranking every endpoint once makes
+ * that a comparison of two integers. */
+static int rank_endpoints(struct gen *g)
+{
+    size_t n = (size_t)(1 + g->n_nodes + g->n_observers);
+    uint32_t *order = calloc(n, sizeof *order);
+    g->endpoint_rank = calloc(n, sizeof *g->endpoint_rank);
+    if (order == NULL || g->endpoint_rank == NULL) {
+        free(order);
+        return fail(g->err, g->errlen, "out of memory ranking %zu keys", n);
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    qsort_r(order, n, sizeof *order, compare_endpoints, g);
+    for (size_t i = 0; i < n; i++)
+        g->endpoint_rank[order[i]] = (uint32_t)i;
+    free(order);
     return 0;
 }
 
@@ -1540,7 +1566,7 @@ static void put_byte_json(struct text *t, const char *field, uint8_t b, struct p
 static void build_chat_text(struct gen *g, const struct node *src, char *out, size_t n)
 {
     struct rng *r = &g->rng;
-    const char *place = clusters[src->cluster].places[rng_below(r, 6)];
+    const char *place = cluster_places[src->cluster][rng_below(r, 6)];
     char call[16];
     make_callsign(r, call, sizeof call);
     switch (rng_below(r, 8)) {
@@ -1592,8 +1618,8 @@ static void build_payload(struct gen *g, const struct plan *p, struct packet *pk
         put_byte_json(t, "destHash", dst->key[0], pk);
         put_byte_json(t, "srcHash", src->key[0], pk);
         random_hex_json(g, t, "mac", 2, pk);
-        random_hex_json(g, t, "encryptedData",
-                        16 * (1 + rng_below(r, max_blocks[p->payload_type])), pk);
+        random_hex_json(g, t, "encryptedData", 16 * (1 + rng_below(r, max_blocks[p->payload_type])),
+                        pk);
         text_putc(t, '}');
         break;
     }
@@ -1611,8 +1637,9 @@ static void build_payload(struct gen *g, const struct plan *p, struct packet *pk
         memcpy(pk->payload, src->key, 32);
         memcpy(pk->payload + 32, ts_le, 4);
         pk->payload_len = 36;
-        text_printf(t, "{\"type\":\"ADVERT\",\"pubKey\":\"%s\",\"timestamp\":%" PRId64
-                       ",\"timestampISO\":\"%s\"",
+        text_printf(t,
+                    "{\"type\":\"ADVERT\",\"pubKey\":\"%s\",\"timestamp\":%" PRId64
+                    ",\"timestampISO\":\"%s\"",
                     src->hex, ts, iso);
         random_hex_json(g, t, "signature", 64, pk);
         static const uint8_t type_bits[] = {2, 3, 1, 4};
@@ -1671,8 +1698,7 @@ static void build_payload(struct gen *g, const struct plan *p, struct packet *pk
             text_json_string(t, line);
             text_puts(t, ",\"sender\":");
             text_json_string(t, src->name);
-            text_printf(t, ",\"sender_timestamp\":%" PRId64 "}",
-                        p->t - (int64_t)rng_below(r, 30));
+            text_printf(t, ",\"sender_timestamp\":%" PRId64 "}", p->t - (int64_t)rng_below(r, 30));
             snprintf(channel_hash, channel_hash_len, "%s", ch->name);
         } else {
             text_printf(t, "{\"type\":\"%s\"",
@@ -1745,8 +1771,11 @@ static void build_raw(struct text *t, const struct gen *g, const struct plan *p,
 static int check_row_text(struct gen *g)
 {
     if (g->t_path.overflow || g->t_resolved.overflow || g->t_raw.overflow ||
-        g->t_obs_raw.overflow || g->t_json.overflow)
-        return fail(g->err, g->errlen, "internal error: a row's text outgrew its buffer");
+        g->t_obs_raw.overflow || g->t_json.overflow || g->rec.overflow) {
+        snprintf(g->producer_err, sizeof g->producer_err,
+                 "internal error: a row's text outgrew its buffer");
+        return -1;
+    }
     return 0;
 }
 
@@ -1754,7 +1783,6 @@ static int step_insert(struct gen *g, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
     if (rc != SQLITE_DONE)
         return fail(g->err, g->errlen, "insert into %s: %s", what, sqlite3_errmsg(g->db));
     return 0;
@@ -1768,10 +1796,158 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s, size_t len
         sqlite3_bind_text(st, i, s, (int)len, SQLITE_STATIC);
 }
 
+/* --- records: one row, serialized for the writer ------------------------------------------ */
+
+static void rec_put(struct record *r, const void *bytes, size_t n)
+{
+    if (r->len + n > r->cap) {
+        r->overflow = true;
+        return;
+    }
+    memcpy(r->p + r->len, bytes, n);
+    r->len += n;
+}
+
+static void rec_u8(struct record *r, uint8_t v)
+{
+    rec_put(r, &v, 1);
+}
+
+static void rec_i64(struct record *r, int64_t v)
+{
+    rec_put(r, &v, sizeof v);
+}
+
+static void rec_f64(struct record *r, double v)
+{
+    rec_put(r, &v, sizeof v);
+}
+
+/* A string, or NULL (length UINT32_MAX). */
+static void rec_str(struct record *r, const char *s, size_t n)
+{
+    uint32_t len = s == NULL ? UINT32_MAX : (uint32_t)n;
+    rec_put(r, &len, sizeof len);
+    if (s != NULL)
+        rec_put(r, s, n);
+}
+
+struct reader {
+    const uint8_t *p;
+};
+
+static uint8_t rd_u8(struct reader *rd)
+{
+    return *rd->p++;
+}
+
+static int64_t rd_i64(struct reader *rd)
+{
+    int64_t v;
+    memcpy(&v, rd->p, sizeof v);
+    rd->p += sizeof v;
+    return v;
+}
+
+static double rd_f64(struct reader *rd)
+{
+    double v;
+    memcpy(&v, rd->p, sizeof v);
+    rd->p += sizeof v;
+    return v;
+}
+
+/* Binds the next string of the record to parameter i, without copying it. */
+static void rd_bind_str(struct reader *rd, sqlite3_stmt *st, int i)
+{
+    uint32_t len;
+    memcpy(&len, rd->p, sizeof len);
+    rd->p += sizeof len;
+    if (len == UINT32_MAX) {
+        sqlite3_bind_null(st, i);
+        return;
+    }
+    sqlite3_bind_text(st, i, (const char *)rd->p, (int)len, SQLITE_STATIC);
+    rd->p += len;
+}
+
+/* --- the pipe between the producer and the writer ----------------------------------------- */
+
+static void pipe_free(struct pipe *pp)
+{
+    if (pp == NULL)
+        return;
+    for (int i = 0; i < PIPE_CHUNKS; i++)
+        free(pp->chunks[i].data);
+    pthread_cond_destroy(&pp->changed);
+    pthread_mutex_destroy(&pp->mu);
+    free(pp);
+}
+
+static struct pipe *pipe_new(void)
+{
+    struct pipe *pp = calloc(1, sizeof *pp);
+    if (pp == NULL)
+        return NULL;
+    pthread_mutex_init(&pp->mu, NULL);
+    pthread_cond_init(&pp->changed, NULL);
+    for (int i = 0; i < PIPE_CHUNKS; i++) {
+        pp->chunks[i].data = malloc(PIPE_CHUNK_BYTES);
+        if (pp->chunks[i].data == NULL) {
+            pipe_free(pp);
+            return NULL;
+        }
+    }
+    return pp;
+}
+
+static void pipe_fail(struct pipe *pp)
+{
+    pthread_mutex_lock(&pp->mu);
+    pp->failed = true;
+    pthread_cond_broadcast(&pp->changed);
+    pthread_mutex_unlock(&pp->mu);
+}
+
+/* Hands the chunk being filled to the writer and waits for the next one to be free.
+ * Returns false when the writer has failed. */
+static bool pipe_publish(struct pipe *pp, bool last)
+{
+    pthread_mutex_lock(&pp->mu);
+    struct chunk *ch = &pp->chunks[pp->fill];
+    ch->last = last;
+    ch->full = true;
+    pthread_cond_broadcast(&pp->changed);
+    pp->fill = (pp->fill + 1) % PIPE_CHUNKS;
+    while (!last && pp->chunks[pp->fill].full && !pp->failed)
+        pthread_cond_wait(&pp->changed, &pp->mu);
+    bool ok = !pp->failed;
+    if (!last)
+        pp->chunks[pp->fill].len = 0;
+    pthread_mutex_unlock(&pp->mu);
+    return ok;
+}
+
+/* Appends the finished record; the chunk it fills is owned by the producer alone. */
+static int pipe_push(struct gen *g)
+{
+    struct pipe *pp = g->pipe;
+    struct chunk *ch = &pp->chunks[pp->fill];
+    if (ch->len + g->rec.len > PIPE_CHUNK_BYTES) {
+        if (!pipe_publish(pp, false))
+            return -1;
+        ch = &pp->chunks[pp->fill];
+    }
+    memcpy(ch->data + ch->len, g->rec.p, g->rec.len);
+    ch->len += g->rec.len;
+    g->rec.len = 0;
+    return 0;
+}
+
 /* Chooses up to want observers for one transmission, nearest (in hops) first with noise.
  * Returns how many; cand_obs[0..n) in order, cand_len the path length each would have. */
-static long choose_observers(struct gen *g, const struct plan *p, int32_t start,
-                             bool include_start, long want, int max_hops)
+static long choose_observers(struct gen *g, const struct plan *p, int32_t start, bool include_start,
+                             long want, int max_hops)
 {
     struct rng *r = &g->rng;
     long n = 0;
@@ -1791,8 +1967,8 @@ static long choose_observers(struct gen *g, const struct plan *p, int32_t start,
             len = ob->dist[start] + (include_start ? 1 : 0);
         if (len < 0)
             continue;
-        uint32_t key = (uint32_t)(len + (int)rng_below(r, noise)) << 16 |
-                       (uint32_t)(rng_next(r) & 0xFFFF);
+        uint32_t key =
+            (uint32_t)(len + (int)rng_below(r, noise)) << 16 | (uint32_t)(rng_next(r) & 0xFFFF);
         if (len > max_hops) {
             /* Too far to hear it, unless nobody nearer can. */
             if (far_obs < 0 || len < far_len) {
@@ -1852,15 +2028,16 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
     long want = (long)p->count;
     long chosen = choose_observers(g, p, start, include_start, want, max_hops);
     if (chosen == 0)
-        return fail(g->err, g->errlen, "internal error: transmission %ld has no observer", tx_id);
+        return fail(g->producer_err, sizeof g->producer_err,
+                    "internal error: transmission %ld has no observer", tx_id);
 
     int32_t path[256];
     int32_t first_path[256];
     int first_len = -1;
     int64_t last_ts = p->t;
-    bool zero_hop = !is_flood(p->route) &&
-                    (p->payload_type == PT_ADVERT || p->payload_type == PT_TRACE ||
-                     p->payload_type == PT_CONTROL);
+    bool zero_hop =
+        !is_flood(p->route) && (p->payload_type == PT_ADVERT || p->payload_type == PT_TRACE ||
+                                p->payload_type == PT_CONTROL);
     for (long k = 0; k < want; k++) {
         long j = g->cand_obs[k % chosen];
         struct observer *ob = &g->observers[j];
@@ -1908,10 +2085,13 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
                 text_hex(&g->t_path, hop->key, (size_t)hop_size, true);
                 text_putc(&g->t_path, '"');
                 bool resolved = (hop->unique_mask >> (hop_size - 1) & 1) || rng_chance(r, 0.7);
-                if (resolved)
-                    text_printf(&g->t_resolved, "\"%s\"", hop->hex);
-                else
+                if (resolved) {
+                    text_putc(&g->t_resolved, '"');
+                    text_putn(&g->t_resolved, hop->hex, 64);
+                    text_putc(&g->t_resolved, '"');
+                } else {
                     text_puts(&g->t_resolved, "null");
+                }
                 uint32_t here = resolved ? node_endpoint(path[h]) : 0;
                 if (prev != UINT32_MAX && (prev != 0 || here != 0) && edge_add(g, prev, here, ts))
                     return -1;
@@ -1929,41 +2109,35 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
             memcpy(first_path, path, (size_t)first_len * sizeof *path);
         }
 
-        sqlite3_stmt *st = g->ins_obs;
-        sqlite3_bind_int64(st, 1, *obs_id);
-        sqlite3_bind_int64(st, 2, tx_id);
-        sqlite3_bind_int64(st, 3, j + 1);
-        if (ob->direction_rx)
-            sqlite3_bind_text(st, 4, "rx", 2, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(st, 4);
-        if (ob->reports_signal && !rng_chance(r, 0.03)) {
+        struct record *rc = &g->rec;
+        rec_u8(rc, RECORD_OBSERVATION);
+        rec_i64(rc, *obs_id);
+        rec_i64(rc, tx_id);
+        rec_i64(rc, j + 1);
+        rec_u8(rc, ob->direction_rx);
+        bool signal = ob->reports_signal && !rng_chance(r, 0.03);
+        rec_u8(rc, signal);
+        if (signal) {
             double snr = ob->snr_bias + rng_gauss(r) * 3.5 - 0.25 * len;
             snr = round(fmax(-20.0, fmin(14.0, snr)) * 4.0) / 4.0;
-            double rssi = round(fmax(-130.0, fmin(-35.0, -118.0 + (snr + 15.0) * 2.2 +
-                                                                rng_gauss(r) * 4.0)));
-            sqlite3_bind_double(st, 5, snr);
-            sqlite3_bind_double(st, 6, rssi);
-        } else {
-            sqlite3_bind_null(st, 5);
-            sqlite3_bind_null(st, 6);
+            double rssi =
+                round(fmax(-130.0, fmin(-35.0, -118.0 + (snr + 15.0) * 2.2 + rng_gauss(r) * 4.0)));
+            rec_f64(rc, snr);
+            rec_f64(rc, rssi);
         }
-        if (rng_chance(r, 0.1))
-            sqlite3_bind_int(st, 7, 1 + (int)rng_below(r, 100));
-        else
-            sqlite3_bind_null(st, 7);
-        bind_text_or_null(st, 8, path_null ? NULL : g->t_path.p, g->t_path.len);
-        sqlite3_bind_int64(st, 9, ts);
-        bind_text_or_null(st, 10, resolved_null ? NULL : g->t_resolved.p, g->t_resolved.len);
+        rec_i64(rc, rng_chance(r, 0.1) ? 1 + (int64_t)rng_below(r, 100) : -1);
+        rec_str(rc, path_null ? NULL : g->t_path.p, g->t_path.len);
+        rec_i64(rc, ts);
+        rec_str(rc, resolved_null ? NULL : g->t_resolved.p, g->t_resolved.len);
         if (g->o.full_schema) {
             if (rng_chance(r, 0.85)) {
                 build_raw(&g->t_obs_raw, g, p, &pk, path, path_null ? 0 : len, hop_size);
-                sqlite3_bind_text(st, 11, g->t_obs_raw.p, (int)g->t_obs_raw.len, SQLITE_STATIC);
+                rec_str(rc, g->t_obs_raw.p, g->t_obs_raw.len);
             } else {
-                sqlite3_bind_null(st, 11);
+                rec_str(rc, NULL, 0);
             }
         }
-        if (check_row_text(g) != 0 || step_insert(g, st, "observations") != 0)
+        if (check_row_text(g) != 0 || pipe_push(g) != 0)
             return -1;
         (*obs_id)++;
         ob->observations++;
@@ -1974,30 +2148,136 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
     char first_seen[40], created_at[40], hash[17];
     format_rfc3339(first_seen, sizeof first_seen, p->t * 1000, false);
     format_sql_datetime(created_at, sizeof created_at, p->t + (int64_t)rng_below(r, 3));
-    snprintf(hash, sizeof hash, "%016" PRIx64, mix64(g->o.seed * 0x9E3779B97F4A7C15u + (uint64_t)tx_id));
+    snprintf(hash, sizeof hash, "%016" PRIx64,
+             mix64(g->o.seed * 0x9E3779B97F4A7C15u + (uint64_t)tx_id));
     build_raw(&g->t_raw, g, p, &pk, first_path, first_len, hop_size);
     if (check_row_text(g) != 0)
         return -1;
 
-    sqlite3_stmt *st = g->ins_tx;
-    sqlite3_bind_int64(st, 1, tx_id);
-    sqlite3_bind_text(st, 2, g->t_raw.p, (int)g->t_raw.len, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, hash, 16, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, first_seen, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 5, p->route);
-    sqlite3_bind_int(st, 6, p->payload_type);
-    sqlite3_bind_null(st, 7);
-    sqlite3_bind_text(st, 8, g->t_json.p, (int)g->t_json.len, SQLITE_STATIC);
-    sqlite3_bind_text(st, 9, created_at, -1, SQLITE_STATIC);
-    bind_text_or_null(st, 10, channel_hash[0] ? channel_hash : NULL, strlen(channel_hash));
-    bind_text_or_null(st, 11, p->payload_type == PT_ADVERT ? src->hex : NULL, 64);
+    struct record *rc = &g->rec;
+    rec_u8(rc, RECORD_TRANSMISSION);
+    rec_i64(rc, tx_id);
+    rec_str(rc, g->t_raw.p, g->t_raw.len);
+    rec_str(rc, hash, 16);
+    rec_str(rc, first_seen, strlen(first_seen));
+    rec_u8(rc, p->route);
+    rec_u8(rc, p->payload_type);
+    rec_str(rc, g->t_json.p, g->t_json.len);
+    rec_str(rc, created_at, strlen(created_at));
+    rec_str(rc, channel_hash[0] ? channel_hash : NULL, strlen(channel_hash));
+    rec_str(rc, p->payload_type == PT_ADVERT ? src->hex : NULL, 64);
     if (g->o.full_schema) {
         bool scoped = p->route == RT_TRANSPORT_FLOOD || p->route == RT_TRANSPORT_DIRECT;
         const char *scope = clusters[src->cluster].scope;
-        bind_text_or_null(st, 12, scoped ? scope : NULL, strlen(scope));
-        sqlite3_bind_int64(st, 13, last_ts);
+        rec_str(rc, scoped ? scope : NULL, strlen(scope));
+        rec_i64(rc, last_ts);
+    }
+    if (check_row_text(g) != 0)
+        return -1;
+    return pipe_push(g);
+}
+
+/* The producer: pass 2 over every planned transmission. */
+static void *produce_rows(void *arg)
+{
+    struct gen *g = arg;
+    long obs_id = 1;
+    int rc = 0;
+    for (long i = 0; i < g->o.transmissions && rc == 0; i++)
+        rc = write_transmission(g, i, &obs_id);
+    if (rc == 0 && obs_id - 1 != g->o.observations) {
+        snprintf(g->producer_err, sizeof g->producer_err,
+                 "internal error: made %ld observations instead of %ld", obs_id - 1,
+                 g->o.observations);
+        rc = -1;
+    }
+    if (rc != 0)
+        pipe_fail(g->pipe);
+    else
+        pipe_publish(g->pipe, true);
+    return NULL;
+}
+
+static int write_record(struct gen *g, struct reader *rd)
+{
+    uint8_t kind = rd_u8(rd);
+    if (kind == RECORD_OBSERVATION) {
+        sqlite3_stmt *st = g->ins_obs;
+        sqlite3_bind_int64(st, 1, rd_i64(rd));
+        sqlite3_bind_int64(st, 2, rd_i64(rd));
+        sqlite3_bind_int64(st, 3, rd_i64(rd));
+        if (rd_u8(rd))
+            sqlite3_bind_text(st, 4, "rx", 2, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 4);
+        if (rd_u8(rd)) {
+            sqlite3_bind_double(st, 5, rd_f64(rd));
+            sqlite3_bind_double(st, 6, rd_f64(rd));
+        } else {
+            sqlite3_bind_null(st, 5);
+            sqlite3_bind_null(st, 6);
+        }
+        int64_t score = rd_i64(rd);
+        if (score >= 0)
+            sqlite3_bind_int64(st, 7, score);
+        else
+            sqlite3_bind_null(st, 7);
+        rd_bind_str(rd, st, 8);
+        sqlite3_bind_int64(st, 9, rd_i64(rd));
+        rd_bind_str(rd, st, 10);
+        if (g->o.full_schema)
+            rd_bind_str(rd, st, 11);
+        return step_insert(g, st, "observations");
+    }
+    sqlite3_stmt *st = g->ins_tx;
+    sqlite3_bind_int64(st, 1, rd_i64(rd));
+    rd_bind_str(rd, st, 2);
+    rd_bind_str(rd, st, 3);
+    rd_bind_str(rd, st, 4);
+    sqlite3_bind_int(st, 5, rd_u8(rd));
+    sqlite3_bind_int(st, 6, rd_u8(rd));
+    sqlite3_bind_null(st, 7);
+    rd_bind_str(rd, st, 8);
+    rd_bind_str(rd, st, 9);
+    rd_bind_str(rd, st, 10);
+    rd_bind_str(rd, st, 11);
+    if (g->o.full_schema) {
+        rd_bind_str(rd, st, 12);
+        sqlite3_bind_int64(st, 13, rd_i64(rd));
     }
     return step_insert(g, st, "transmissions");
+}
+
+/* The writer: inserts every record the producer hands over, in order. */
+static int write_rows(struct gen *g)
+{
+    struct pipe *pp = g->pipe;
+    for (;;) {
+        pthread_mutex_lock(&pp->mu);
+        struct chunk *ch = &pp->chunks[pp->drain];
+        while (!ch->full && !pp->failed)
+            pthread_cond_wait(&pp->changed, &pp->mu);
+        bool failed = pp->failed;
+        pthread_mutex_unlock(&pp->mu);
+        if (failed)
+            return -1;
+        struct reader rd = {ch->data};
+        const uint8_t *end = ch->data + ch->len;
+        while (rd.p < end) {
+            if (write_record(g, &rd) != 0) {
+                pipe_fail(pp);
+                return -1;
+            }
+        }
+        bool last = ch->last;
+        pthread_mutex_lock(&pp->mu);
+        ch->full = false;
+        pp->drain = (pp->drain + 1) % PIPE_CHUNKS;
+        pthread_cond_broadcast(&pp->changed);
+        pthread_mutex_unlock(&pp->mu);
+        if (last)
+            return 0;
+    }
 }
 
 /* --- nodes, observers, edges, dropped packets -------------------------------------------- */
@@ -2116,8 +2396,7 @@ static int write_observers(struct gen *g)
                       "uptime_secs, noise_floor, inactive, last_packet_at) "
                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     if (sqlite3_prepare_v2(g->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return fail(g->err, g->errlen, "prepare insert into observers: %s",
-                    sqlite3_errmsg(g->db));
+        return fail(g->err, g->errlen, "prepare insert into observers: %s", sqlite3_errmsg(g->db));
     int rc = 0;
     for (long j = 0; j < g->n_observers && rc == 0; j++) {
         const struct observer *ob = &g->observers[j];
@@ -2131,10 +2410,10 @@ static int write_observers(struct gen *g)
             last = ob->last_observation * 1000;
         if (last > g->now * 1000)
             last = g->now * 1000;
-        int64_t first = ob->active_from != INT64_MIN
-                            ? ob->active_from * 1000
-                            : (g->start - 86400) * 1000 -
-                                  (int64_t)(rng_unit(r) * 60.0 * 86400000.0);
+        int64_t first =
+            ob->active_from != INT64_MIN
+                ? ob->active_from * 1000
+                : (g->start - 86400) * 1000 - (int64_t)(rng_unit(r) * 60.0 * 86400000.0);
         first += (int64_t)rng_below(r, 1000);
         if (first > last)
             first = last;
@@ -2148,10 +2427,9 @@ static int write_observers(struct gen *g)
         sqlite3_bind_text(st, 5, last_s, -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(st, 6, first_s, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 7, ob->observations + (long)rng_below(r, 50000));
-        bind_text_or_null(st, 8,
-                          rng_chance(r, 0.4) ? models[rng_below(r, sizeof models / sizeof *models)]
-                                             : NULL,
-                          (size_t)-1);
+        bind_text_or_null(
+            st, 8, rng_chance(r, 0.4) ? models[rng_below(r, sizeof models / sizeof *models)] : NULL,
+            (size_t)-1);
         bind_text_or_null(st, 9,
                           rng_chance(r, 0.4)
                               ? firmwares[rng_below(r, sizeof firmwares / sizeof *firmwares)]
@@ -2193,10 +2471,11 @@ struct edge_row {
 
 static int compare_edge_rows(const void *x, const void *y, void *ctx)
 {
-    const struct gen *g = ctx;
+    const uint32_t *rank = ctx;
     const struct edge_row *p = x, *q = y;
-    int c = strcmp(endpoint_key(g, p->a), endpoint_key(g, q->a));
-    return c != 0 ? c : strcmp(endpoint_key(g, p->b), endpoint_key(g, q->b));
+    if (rank[p->a] != rank[q->a])
+        return rank[p->a] < rank[q->a] ? -1 : 1;
+    return rank[p->b] < rank[q->b] ? -1 : rank[p->b] > rank[q->b];
 }
 
 static int write_edges(struct gen *g)
@@ -2215,7 +2494,7 @@ static int write_edges(struct gen *g)
         rows[n].last = m->last[i];
         n++;
     }
-    qsort_r(rows, n, sizeof *rows, compare_edge_rows, g);
+    qsort_r(rows, n, sizeof *rows, compare_edge_rows, g->endpoint_rank);
     sqlite3_stmt *st = NULL;
     int rc = 0;
     if (sqlite3_prepare_v2(g->db,
@@ -2265,8 +2544,7 @@ static int write_dropped(struct gen *g)
         rng_bytes(r, raw + 34, sizeof raw - 34);
         text_reset(&g->t_raw);
         text_hex(&g->t_raw, raw, sizeof raw, true);
-        format_sql_datetime(when, sizeof when,
-                            g->start + (int64_t)(rng_unit(r) * (double)g->span));
+        format_sql_datetime(when, sizeof when, g->start + (int64_t)(rng_unit(r) * (double)g->span));
         sqlite3_bind_int64(st, 1, i + 1);
         sqlite3_bind_text(st, 2, hash, 16, SQLITE_TRANSIENT);
         sqlite3_bind_text(st, 3, g->t_raw.p, (int)g->t_raw.len, SQLITE_STATIC);
@@ -2464,8 +2742,7 @@ int mg_fixture_resolve(const struct mg_fixture_options *opt, struct mg_fixture_o
                     "more observers or transmissions",
                     out->observations, out->observers, out->transmissions);
     if (out->now_unix < 0)
-        return fail(err, errlen, "now %" PRId64 ": must be a Unix time in seconds",
-                    out->now_unix);
+        return fail(err, errlen, "now %" PRId64 ": must be a Unix time in seconds", out->now_unix);
     if (out->now_unix == 0)
         out->now_unix = (int64_t)time(NULL);
     if (out->now_unix < (int64_t)out->days * 86400 + 86400 * 400 ||
@@ -2497,6 +2774,9 @@ static void gen_free(struct gen *g)
     free(g->cand_key);
     free(g->cand_obs);
     free(g->cand_len);
+    free(g->endpoint_rank);
+    free(g->rec.p);
+    pipe_free(g->pipe);
     free(g->t_path.p);
     free(g->t_resolved.p);
     free(g->t_raw.p);
@@ -2530,14 +2810,16 @@ static void remove_db_files(const char *path)
     }
 }
 
-static int generate_into(struct gen *g, const char *tmp)
+static int generate_into(struct gen *g, const char *path, const char *tmp)
 {
-    if (sqlite3_open_v2(tmp, &g->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK)
-        return fail(g->err, g->errlen, "create %s: %s", tmp,
+    if (sqlite3_open_v2(tmp, &g->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK)
+        return fail(g->err, g->errlen, "cannot create %s (as %s first): %s", path, tmp,
                     g->db ? sqlite3_errmsg(g->db) : "out of memory");
-    if (exec_sql(g, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-262144;"
-                    "PRAGMA temp_store=MEMORY;",
+    if (exec_sql(g,
+                 "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-262144;"
+                 "PRAGMA temp_store=MEMORY;",
                  "set generation pragmas") != 0 ||
         exec_sql(g, "BEGIN", "begin") != 0 ||
         exec_sql(g, schema_tables, "create CoreScope's tables") != 0 ||
@@ -2554,15 +2836,24 @@ static int generate_into(struct gen *g, const char *tmp)
         return ok ? fail(g->err, g->errlen, "out of memory for row buffers") : -1;
 
     if (build_nodes(g) != 0 || build_graph(g) != 0 || build_observers(g) != 0 ||
-        build_senders(g) != 0 || plan_transmissions(g) != 0)
+        rank_endpoints(g) != 0 || build_senders(g) != 0 || plan_transmissions(g) != 0)
         return -1;
-    long obs_id = 1;
-    for (long i = 0; i < g->o.transmissions; i++)
-        if (write_transmission(g, i, &obs_id) != 0)
-            return -1;
-    if (obs_id - 1 != g->o.observations)
-        return fail(g->err, g->errlen, "internal error: wrote %ld observations instead of %ld",
-                    obs_id - 1, g->o.observations);
+
+    g->rec.p = malloc(RECORD_BYTES);
+    g->rec.cap = RECORD_BYTES;
+    g->pipe = pipe_new();
+    if (g->rec.p == NULL || g->pipe == NULL)
+        return fail(g->err, g->errlen, "out of memory for the row pipe");
+    pthread_t producer;
+    int err = pthread_create(&producer, NULL, produce_rows, g);
+    if (err != 0)
+        return fail(g->err, g->errlen, "start the row producer: %s", strerror(err));
+    int rc = write_rows(g);
+    pthread_join(producer, NULL);
+    if (g->producer_err[0] != '\0')
+        return fail(g->err, g->errlen, "%s", g->producer_err);
+    if (rc != 0)
+        return -1;
     if (write_nodes(g) != 0 || write_observers(g) != 0 || write_edges(g) != 0 ||
         (g->o.full_schema && write_dropped(g) != 0))
         return -1;
@@ -2599,8 +2890,7 @@ int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, 
             return fail(err, errlen, "%s already exists; remove it or ask to overwrite (--force)",
                         path);
         if (!S_ISREG(st.st_mode))
-            return fail(err, errlen, "%s exists and is not a regular file; not replacing it",
-                        path);
+            return fail(err, errlen, "%s exists and is not a regular file; not replacing it", path);
     } else if (errno != ENOENT) {
         return fail(err, errlen, "%s: %s", path, strerror(errno));
     }
@@ -2617,7 +2907,7 @@ int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, 
     g.n_observers = g.o.observers;
     rng_seed(&g.rng, g.o.seed);
 
-    int rc = generate_into(&g, tmp);
+    int rc = generate_into(&g, path, tmp);
     gen_free(&g);
     if (rc == 0) {
         if (g.o.overwrite) {
@@ -2760,8 +3050,9 @@ static int shift_times(sqlite3 *db, int64_t now, char *err, size_t errlen)
                         sqlite3_errmsg(db));
         if (!has || newest == now * 1000)
             continue;
-        int len = snprintf(sql, sizeof sql, "UPDATE \"%s\" SET \"%s\" = mg_rfc3339_shift(\"%s\", ?1)",
-                           tg->table, tg->lead, tg->lead);
+        int len =
+            snprintf(sql, sizeof sql, "UPDATE \"%s\" SET \"%s\" = mg_rfc3339_shift(\"%s\", ?1)",
+                     tg->table, tg->lead, tg->lead);
         for (int k = 0; k < 2; k++) {
             const char *f = tg->followers[k];
             if (f != NULL && has_column(db, tg->table, f))
@@ -2774,17 +3065,53 @@ static int shift_times(sqlite3 *db, int64_t now, char *err, size_t errlen)
     return 0;
 }
 
+/* A read-only URI for the source. Without a -wal or -shm beside it, nothing is writing it
+ * and the main file is the whole database: open it immutable, so that SQLite creates no side
+ * files next to it. Otherwise it is live, and the WAL must be read through the -shm. */
+static int source_uri(const char *src, char *uri, size_t n)
+{
+    char side[4200];
+    struct stat st;
+    bool live = false;
+    static const char *const suffixes[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < 2; i++) {
+        if (snprintf(side, sizeof side, "%s%s", src, suffixes[i]) >= (int)sizeof side)
+            return -1;
+        live = live || stat(side, &st) == 0;
+    }
+    size_t len = 0;
+    len += (size_t)snprintf(uri, n, "file:");
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        if (len + 4 >= n)
+            return -1;
+        if (*p == '%' || *p == '?' || *p == '#' || *p < 0x20 || *p >= 0x7F)
+            len += (size_t)snprintf(uri + len, n - len, "%%%02X", *p);
+        else
+            uri[len++] = (char)*p;
+    }
+    uri[len] = '\0';
+    const char *query = live ? "?mode=ro" : "?mode=ro&immutable=1";
+    if (len + strlen(query) + 1 > n)
+        return -1;
+    strcpy(uri + len, query);
+    return 0;
+}
+
 static int freshen_copy(const char *src, const char *dst, int64_t now, char *err, size_t errlen)
 {
     sqlite3 *in = NULL, *out = NULL;
     int rc = -1;
-    if (sqlite3_open_v2(src, &in, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    char uri[4200];
+    if (source_uri(src, uri, sizeof uri) != 0) {
+        fail(err, errlen, "freshen: source path too long: %s", src);
+        goto out;
+    }
+    if (sqlite3_open_v2(uri, &in, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
         fail(err, errlen, "freshen: open %s read-only: %s", src,
              in ? sqlite3_errmsg(in) : "out of memory");
         goto out;
     }
-    if (sqlite3_open_v2(dst, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_open_v2(dst, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         fail(err, errlen, "freshen: create %s: %s", dst,
              out ? sqlite3_errmsg(out) : "out of memory");
         goto out;
@@ -2822,9 +3149,19 @@ static int freshen_copy(const char *src, const char *dst, int64_t now, char *err
         fail(err, errlen, "freshen: register functions: %s", sqlite3_errmsg(out));
         goto out;
     }
+    /* Journaling is pointless on a copy that is removed on failure; the copy gets the
+     * source's journal mode back at the end. */
+    char mode[16] = "delete";
+    sqlite3_stmt *jm = NULL;
+    if (sqlite3_prepare_v2(out, "PRAGMA journal_mode", -1, &jm, NULL) == SQLITE_OK &&
+        sqlite3_step(jm) == SQLITE_ROW && sqlite3_column_text(jm, 0) != NULL)
+        snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(jm, 0));
+    sqlite3_finalize(jm);
     char *msg = NULL;
-    if (sqlite3_exec(out, "PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; BEGIN", NULL, NULL,
-                     &msg) != SQLITE_OK) {
+    if (sqlite3_exec(out,
+                     "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; "
+                     "PRAGMA cache_size=-262144; BEGIN",
+                     NULL, NULL, &msg) != SQLITE_OK) {
         fail(err, errlen, "freshen: begin: %s", msg ? msg : sqlite3_errmsg(out));
         sqlite3_free(msg);
         goto out;
@@ -2838,6 +3175,14 @@ static int freshen_copy(const char *src, const char *dst, int64_t now, char *err
         sqlite3_free(msg);
         goto out;
     }
+    char restore[48];
+    snprintf(restore, sizeof restore, "PRAGMA journal_mode=%s",
+             strcmp(mode, "wal") == 0 ? "WAL" : "DELETE");
+    if (sqlite3_exec(out, restore, NULL, NULL, &msg) != SQLITE_OK) {
+        fail(err, errlen, "freshen: %s: %s", restore, msg ? msg : sqlite3_errmsg(out));
+        sqlite3_free(msg);
+        goto out;
+    }
     rc = 0;
 out:
     if (in != NULL)
@@ -2847,8 +3192,7 @@ out:
     return rc;
 }
 
-int mg_fixture_freshen(const char *src, const char *dst, int64_t now_unix, char *err,
-                       size_t errlen)
+int mg_fixture_freshen(const char *src, const char *dst, int64_t now_unix, char *err, size_t errlen)
 {
     struct stat st;
     if (src == NULL || dst == NULL || src[0] == '\0' || dst[0] == '\0')

@@ -58,16 +58,14 @@ static void usage_error(const char *fmt, ...)
 }
 
 /* A whole decimal number in [min, max], or a usage error naming the option. */
-static long long parse_integer(const char *option, const char *value, long long min,
-                               long long max)
+static long long parse_integer(const char *option, const char *value, long long min, long long max)
 {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(value, &end, 10);
     bool digits = value[0] != '\0' && (value[0] == '-' || (value[0] >= '0' && value[0] <= '9'));
     if (!digits || errno != 0 || end == value || *end != '\0' || v < min || v > max)
-        usage_error("%s '%s': expected a whole number from %lld to %lld", option, value, min,
-                    max);
+        usage_error("%s '%s': expected a whole number from %lld to %lld", option, value, min, max);
     return v;
 }
 
@@ -109,7 +107,7 @@ static long long count_rows(const char *path, const char *table)
     long long n = -1;
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
         sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -166,13 +164,12 @@ int main(int argc, char **argv)
             generation_option = "--seed";
             break;
         case OPT_NODES:
-            opt.nodes = (long)parse_integer("--nodes", optarg, MG_FIXTURE_MIN_NODES,
-                                            MG_FIXTURE_MAX_NODES);
+            opt.nodes =
+                (long)parse_integer("--nodes", optarg, MG_FIXTURE_MIN_NODES, MG_FIXTURE_MAX_NODES);
             generation_option = "--nodes";
             break;
         case OPT_OBSERVERS:
-            opt.observers =
-                (long)parse_integer("--observers", optarg, 1, MG_FIXTURE_MAX_OBSERVERS);
+            opt.observers = (long)parse_integer("--observers", optarg, 1, MG_FIXTURE_MAX_OBSERVERS);
             generation_option = "--observers";
             break;
         case OPT_TRANSMISSIONS:
@@ -231,6 +228,12 @@ int main(int argc, char **argv)
         if (generation_option != NULL)
             usage_error("%s does not apply to --freshen, which copies an existing database",
                         generation_option);
+        struct stat src_st, out_st;
+        if (stat(freshen_src, &src_st) == 0 && stat(out, &out_st) == 0 &&
+            src_st.st_dev == out_st.st_dev && src_st.st_ino == out_st.st_ino)
+            usage_error("--out '%s' is the --freshen source; freshen writes a copy and never "
+                        "changes its source",
+                        out);
         if (opt.overwrite) {
             struct stat st;
             if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode))

@@ -19,6 +19,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,11 +69,16 @@ static void usage(FILE *out)
             WATCH_MIN_SECONDS, WATCH_MAX_SECONDS);
 }
 
-static int usage_error(const char *fmt, const char *a, const char *b)
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "meshgate-shm: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see meshgate-shm --help)\n");
+    va_end(ap);
     return EXIT_USAGE;
 }
 
@@ -154,8 +160,8 @@ int main(int argc, char **argv)
             break;
         case 'c':
             if (parse_count(optarg, &count) < 0)
-                return usage_error("--count %s: must be a whole number of reports from 1 to %s",
-                                   optarg, "1000000000");
+                return usage_error("--count %s: must be a whole number of reports from 1 to %ld",
+                                   optarg, COUNT_MAX);
             count_text = optarg;
             break;
         case 'h':
@@ -180,7 +186,7 @@ int main(int argc, char **argv)
         return usage_error("unexpected argument %s%s", argv[optind],
                            ": name the segment with --name /NAME");
     if (count && !watch)
-        return usage_error("--count %s: only together with --watch SECONDS%s", count_text, "");
+        return usage_error("--count %s: only together with --watch SECONDS", count_text);
 
     struct mg_shmdump_names names;
     char err[1024];

@@ -104,7 +104,8 @@ static size_t max_segment_bytes(void)
            align64(sizeof(struct mg_slot) * MG_WORKERS_MAX);
 }
 
-static _Thread_local sigjmp_buf *copy_escape;
+/* volatile: the store must happen before memcpy, which the compiler knows cannot read it. */
+static _Thread_local sigjmp_buf *volatile copy_escape;
 
 static void copy_sigbus(int sig)
 {

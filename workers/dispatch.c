@@ -2,6 +2,7 @@
 
 #include "router.h"
 #include "scoreboard.h"
+#include "static_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,13 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     }
     req->path = b->path;
     unsigned route = mg_route_match(b->path, req->path_param, sizeof req->path_param);
-    if (route == MG_ROUTE_NOT_FOUND) {
+    mg_handler_fn handler;
+    if (route != MG_ROUTE_NOT_FOUND) {
+        handler = mg_routes[route].handler;
+    } else if (mg_static_applies(env->cfg, b->path)) {
+        route = MG_ROUTE_STATIC;
+        handler = mg_static_serve;
+    } else {
         mg_response_error(res, 404, "Not found");
         return route;
     }
@@ -66,7 +73,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     if (slot)
         mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
                               req->start_monotonic_ns);
-    mg_routes[route].handler(env, req, res);
+    handler(env, req, res);
     if (slot)
         mg_slot_end_request(slot);
     return route;

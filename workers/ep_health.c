@@ -3,8 +3,7 @@
  * polls from_pubkey_backfill) and meshgate's own summary; 503 with Retry-After while it
  * cannot (the database does not answer).
  */
-#include "clock.h"
-#include "group_value.h"
+#include "db_counts.h"
 #include "json.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -13,39 +12,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define COUNTS_INTERVAL_NS (10 * MG_NS_PER_SEC)
-
-struct db_counts {
-    int64_t transmissions;
-    int64_t observations;
-};
-
-static long compute_counts(struct mg_env *env, char *out, size_t cap)
-{
-    struct db_counts counts;
-    sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT (SELECT count(*) FROM transmissions), "
-                                              "(SELECT count(*) FROM observations)");
-    if (!st || cap < sizeof counts)
-        return -1;
-    long rc = -1;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        counts.transmissions = sqlite3_column_int64(st, 0);
-        counts.observations = sqlite3_column_int64(st, 1);
-        memcpy(out, &counts, sizeof counts);
-        rc = (long)sizeof counts;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     (void)req;
-    char value[MG_SHARED_VALUE_MAX];
-    long len = mg_group_value_get(env, MG_VALUE_DB_COUNTS, COUNTS_INTERVAL_NS, compute_counts,
-                                  value, sizeof value);
+    struct mg_db_counts counts;
+    bool have_counts = mg_db_counts_get(env, &counts);
     unsigned alive = mg_scoreboard_alive(env->seg);
-    if (len != (long)sizeof(struct db_counts)) {
+    if (!have_counts) {
         mg_response_refuse(res, 503, 5, "the database does not answer");
         mg_buf_reset(&res->body);
         struct mg_json j;
@@ -57,8 +30,6 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
         mg_buf_putc(&res->body, '\n');
         return;
     }
-    struct db_counts counts;
-    memcpy(&counts, value, sizeof counts);
 
     mg_response_json(res, 200);
     struct mg_json j;

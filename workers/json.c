@@ -360,26 +360,32 @@ void mg_json_init(struct mg_json *j, struct mg_buf *out)
     j->out = out;
 }
 
-/* Writes the comma a new key or value needs, if any. */
-static void json_separate(struct mg_json *j)
+/* Whether the key or value about to be written needs a comma before it. */
+static bool json_comma_due(struct mg_json *j)
 {
     if (j->after_key) {
         j->after_key = false;
-        return;
+        return false;
     }
-    if (j->need_comma[j->depth])
-        mg_buf_putc(j->out, ',');
+    bool due = j->need_comma[j->depth];
     j->need_comma[j->depth] = true;
+    return due;
 }
 
-static void json_begin(struct mg_json *j, char open)
+/* Appends text, which starts with a comma, with or without that comma: one append. */
+static void json_put(struct mg_json *j, const char *comma_text, size_t len)
+{
+    size_t skip = json_comma_due(j) ? 0 : 1;
+    mg_buf_append(j->out, comma_text + skip, len - skip);
+}
+
+static void json_begin(struct mg_json *j, const char *comma_open)
 {
     if (j->depth >= MG_JSON_MAX_DEPTH) {
         j->out->failed = true;
         return;
     }
-    json_separate(j);
-    mg_buf_putc(j->out, open);
+    json_put(j, comma_open, 2);
     j->depth++;
     j->need_comma[j->depth] = false;
 }
@@ -396,7 +402,7 @@ static void json_end(struct mg_json *j, char close)
 
 void mg_json_object_begin(struct mg_json *j)
 {
-    json_begin(j, '{');
+    json_begin(j, ",{");
 }
 
 void mg_json_object_end(struct mg_json *j)
@@ -406,7 +412,7 @@ void mg_json_object_end(struct mg_json *j)
 
 void mg_json_array_begin(struct mg_json *j)
 {
-    json_begin(j, '[');
+    json_begin(j, ",[");
 }
 
 void mg_json_array_end(struct mg_json *j)
@@ -420,8 +426,7 @@ void mg_json_key(struct mg_json *j, const char *key)
         j->out->failed = true;
         return;
     }
-    json_separate(j);
-    mg_buf_putc(j->out, '"');
+    json_put(j, ",\"", 2);
     mg_json_escape(j->out, key, strlen(key));
     mg_buf_append(j->out, "\":", 2);
     j->after_key = true;
@@ -433,8 +438,7 @@ void mg_json_string_n(struct mg_json *j, const char *s, size_t len)
         mg_json_null(j);
         return;
     }
-    json_separate(j);
-    mg_buf_putc(j->out, '"');
+    json_put(j, ",\"", 2);
     mg_json_escape(j->out, s, len);
     mg_buf_putc(j->out, '"');
 }
@@ -446,30 +450,30 @@ void mg_json_string(struct mg_json *j, const char *s)
 
 void mg_json_int(struct mg_json *j, int64_t v)
 {
-    char digits[24];
-    char *end = digits + sizeof digits;
+    char text[24];
+    char *end = text + sizeof text;
     char *p = format_u64_backwards(v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, end);
     if (v < 0)
         *--p = '-';
-    json_separate(j);
-    mg_buf_append(j->out, p, (size_t)(end - p));
+    *--p = ',';
+    json_put(j, p, (size_t)(end - p));
 }
 
 void mg_json_uint(struct mg_json *j, uint64_t v)
 {
-    char digits[24];
-    char *end = digits + sizeof digits;
+    char text[24];
+    char *end = text + sizeof text;
     char *p = format_u64_backwards(v, end);
-    json_separate(j);
-    mg_buf_append(j->out, p, (size_t)(end - p));
+    *--p = ',';
+    json_put(j, p, (size_t)(end - p));
 }
 
 void mg_json_double(struct mg_json *j, double v)
 {
-    char text[40];
-    int n = mg_json_format_double(v, text, sizeof text);
-    json_separate(j);
-    mg_buf_append(j->out, text, (size_t)n);
+    char text[48];
+    int n = mg_json_format_double(v, text + 1, sizeof text - 1);
+    text[0] = ',';
+    json_put(j, text, (size_t)n + 1);
 }
 
 /*
@@ -492,17 +496,15 @@ void mg_json_double_rounded(struct mg_json *j, double v, int decimals)
 
 void mg_json_bool(struct mg_json *j, bool v)
 {
-    json_separate(j);
     if (v)
-        mg_buf_append(j->out, "true", 4);
+        json_put(j, ",true", 5);
     else
-        mg_buf_append(j->out, "false", 5);
+        json_put(j, ",false", 6);
 }
 
 void mg_json_null(struct mg_json *j)
 {
-    json_separate(j);
-    mg_buf_append(j->out, "null", 4);
+    json_put(j, ",null", 5);
 }
 
 void mg_json_raw(struct mg_json *j, const char *json, size_t len)
@@ -515,7 +517,8 @@ void mg_json_raw(struct mg_json *j, const char *json, size_t len)
         j->out->failed = true;
         return;
     }
-    json_separate(j);
+    if (json_comma_due(j))
+        mg_buf_putc(j->out, ',');
     mg_buf_append(j->out, json, len);
 }
 

@@ -4,6 +4,10 @@
 
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz},
+    {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes},
+    {"/api/packets", MG_COST_HEAVY, mg_handle_packets},
+    {"/api/stats", MG_COST_LIGHT, mg_handle_stats},
+    {"/api/perf", MG_COST_LIGHT, mg_handle_perf},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 
@@ -16,6 +20,8 @@ unsigned mg_route_names(const char **out, unsigned cap)
         out[n++] = "(not found)";
     if (n < cap)
         out[n++] = "(bad request)";
+    if (n < cap)
+        out[n++] = "(static)";
     return n;
 }
 

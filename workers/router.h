@@ -18,13 +18,15 @@ struct mg_route {
     mg_handler_fn handler;
 };
 
-/* Route ids are indexes into the table; the last two are not in it but are counted. */
+/* Route ids are indexes into the table; the last three are not in it but are counted. */
 extern const struct mg_route mg_routes[];
 extern const unsigned mg_route_table_len;
 #define MG_ROUTE_NOT_FOUND (mg_route_table_len)
 #define MG_ROUTE_BAD_REQUEST (mg_route_table_len + 1)
+/* Files of MESHGATE_PUBLIC_DIR (paths outside /api/ that no route matched). */
+#define MG_ROUTE_STATIC (mg_route_table_len + 2)
 
-/* Names of every counted route, in id order, for the segment: the table, then the two above. */
+/* Names of every counted route, in id order, for the segment: the table, then the three above. */
 unsigned mg_route_names(const char **out, unsigned cap);
 
 /*
@@ -35,5 +37,11 @@ unsigned mg_route_match(const char *path, char *param, size_t cap);
 
 /* The endpoints (one file per family). */
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+/* The /api/stats body is rendered at most once per this for the whole group. */
+#define MG_STATS_INTERVAL_NS (10 * 1000000000LL)
+void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 
 #endif

@@ -1,0 +1,66 @@
+#include "lock.h"
+
+#include "clock.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static long futex(void *word, int op, uint32_t val, const struct timespec *ts, uint32_t bitset)
+{
+    return syscall(SYS_futex, word, op, val, ts, NULL, bitset);
+}
+
+void mg_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline_ns)
+{
+    if (mg_monotonic_ns() >= deadline_ns)
+        return;
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline (no FUTEX_CLOCK_REALTIME),
+     * so a change of the wall clock never stretches a wait (invariant 3). */
+    struct timespec ts = {deadline_ns / MG_NS_PER_SEC, deadline_ns % MG_NS_PER_SEC};
+    futex(word, FUTEX_WAIT_BITSET, expected, &ts, FUTEX_BITSET_MATCH_ANY);
+}
+
+void mg_futex_wake_all(_Atomic uint32_t *word)
+{
+    futex(word, FUTEX_WAKE, INT_MAX, NULL, 0);
+}
+
+void mg_lock_acquire(struct mg_lock *l, int pid)
+{
+    for (unsigned spins = 0;; spins++) {
+        int32_t expected = 0;
+        if (atomic_compare_exchange_weak_explicit(&l->owner_pid, &expected, pid,
+                                                  memory_order_acquire, memory_order_relaxed))
+            return;
+        if (spins < 64) {
+            sched_yield();
+            continue;
+        }
+        /* Sleep while the same owner holds it; a short deadline bounds the wait even if no
+         * one wakes us (an owner that died is freed by the master's reclaim). */
+        mg_futex_wait((_Atomic uint32_t *)&l->owner_pid, (uint32_t)expected,
+                      mg_monotonic_ns() + MG_NS_PER_MS);
+    }
+}
+
+void mg_lock_release(struct mg_lock *l, int pid)
+{
+    int32_t expected = pid;
+    if (atomic_compare_exchange_strong_explicit(&l->owner_pid, &expected, 0, memory_order_release,
+                                                memory_order_relaxed))
+        mg_futex_wake_all((_Atomic uint32_t *)&l->owner_pid);
+}
+
+bool mg_lock_reclaim(struct mg_lock *l, int dead_pid)
+{
+    int32_t expected = dead_pid;
+    if (!atomic_compare_exchange_strong(&l->owner_pid, &expected, 0))
+        return false;
+    mg_futex_wake_all((_Atomic uint32_t *)&l->owner_pid);
+    return true;
+}

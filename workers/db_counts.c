@@ -1,0 +1,40 @@
+#include "db_counts.h"
+
+#include "group_value.h"
+
+#include <string.h>
+
+static long compute_counts(struct mg_env *env, char *out, size_t cap)
+{
+    struct mg_db_counts counts;
+    if (cap < sizeof counts)
+        return -1;
+    sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT (SELECT count(*) FROM transmissions), "
+                                              "(SELECT count(*) FROM observations), "
+                                              "(SELECT count(*) FROM nodes), "
+                                              "(SELECT count(*) FROM observers)");
+    if (!st)
+        return -1;
+    long rc = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        counts.transmissions = sqlite3_column_int64(st, 0);
+        counts.observations = sqlite3_column_int64(st, 1);
+        counts.nodes = sqlite3_column_int64(st, 2);
+        counts.observers = sqlite3_column_int64(st, 3);
+        memcpy(out, &counts, sizeof counts);
+        rc = (long)sizeof counts;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+bool mg_db_counts_get(struct mg_env *env, struct mg_db_counts *out)
+{
+    char value[MG_SHARED_VALUE_MAX];
+    long len = mg_group_value_get(env, MG_VALUE_DB_COUNTS, MG_DB_COUNTS_INTERVAL_NS, compute_counts,
+                                  value, sizeof value);
+    if (len != (long)sizeof *out)
+        return false;
+    memcpy(out, value, sizeof *out);
+    return true;
+}

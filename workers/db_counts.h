@@ -1,0 +1,29 @@
+/*
+ * db_counts: the database's row counts, computed at most once per MG_DB_COUNTS_INTERVAL_NS
+ * for the whole process group (a group value, MG_VALUE_DB_COUNTS). /api/healthz reports
+ * transmissions and observations; /api/perf reports all four under sqlite.rows. Counting
+ * every row of a large table takes time, which is why no request does it on its own.
+ */
+#ifndef MESHGATE_DB_COUNTS_H
+#define MESHGATE_DB_COUNTS_H
+
+#include "handler.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MG_DB_COUNTS_INTERVAL_NS (10 * 1000000000LL)
+
+/* Stored as these bytes in the shared value: fixed-size, no pointers. */
+struct mg_db_counts {
+    int64_t transmissions;
+    int64_t observations;
+    int64_t nodes;
+    int64_t observers;
+};
+
+/* Fills out with the group's counts (perhaps up to an interval old); false when the
+ * database does not answer. */
+bool mg_db_counts_get(struct mg_env *env, struct mg_db_counts *out);
+
+#endif

@@ -1,0 +1,499 @@
+/*
+ * GET /api/nodes: the node list, filtered, sorted and paged, with the filtered total and
+ * the count of every node by role; see ep_nodes.h for the statements.
+ *
+ * Why it is built this way: the endpoint is hot (the front end polls it) and nodes has no
+ * secondary index that meshgate could use or create, so every answer reads the table. It
+ * reads it twice, not three times: the filtered total and the unfiltered role counts come
+ * from one aggregate pass. The statements are prepared once per shape and kept, so a
+ * request costs two table passes, the rows it writes, and no parsing or planning of SQL.
+ *
+ * Region: a node is in a region when an ADVERT (payload_type 4) whose decoded_json field
+ * pubKey is the node's key was heard by an observer of the region (observers.rowid =
+ * observations.observer_idx, upper(trim(iata)) one of the codes), as CoreScope defines it.
+ * transmissions.from_pubkey (indexed) would avoid parsing JSON, but it is filled by a
+ * backfill that may not have run on a given database, so it is not the same set; the
+ * JSON is parsed only for ADVERTs that one of the region's observers heard.
+ */
+#include "ep_nodes.h"
+
+#include "json.h"
+#include "log.h"
+#include "params.h"
+#include "router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* --- parameters ----------------------------------------------------------------------- */
+
+static const char *const sort_names[] = {"lastSeen", "name", "packetCount", NULL};
+static const char *const last_heard_names[] = {"1h", "6h", "24h", "7d", "30d", NULL};
+static const int64_t last_heard_seconds[] = {3600, 6 * 3600, 24 * 3600, 7 * 86400, 30 * 86400};
+
+void mg_nodes_query_init(struct mg_nodes_query *q)
+{
+    memset(q, 0, sizeof *q);
+    q->limit = MG_NODES_LIMIT_DEFAULT;
+    q->sort = MG_NODES_SORT_LAST_SEEN;
+    mg_buf_init(&q->regions);
+}
+
+void mg_nodes_query_free(struct mg_nodes_query *q)
+{
+    mg_buf_free(&q->regions);
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+/*
+ * region: a comma list; each item trimmed and uppercased (ASCII), empty items and ALL
+ * skipped. The codes are kept as ",SJC,OAK," (no code can hold a comma), which the SQL
+ * searches for ",<observer's code>,". Leaves q->regions empty when no code remains.
+ */
+static void parse_regions(const char *list, struct mg_nodes_query *q)
+{
+    mg_buf_reset(&q->regions);
+    for (const char *p = list; p;) {
+        const char *end = strchr(p, ',');
+        const char *next = end ? end + 1 : NULL;
+        if (!end)
+            end = p + strlen(p);
+        while (p < end && is_blank(*p))
+            p++;
+        while (end > p && is_blank(end[-1]))
+            end--;
+        size_t len = (size_t)(end - p);
+        if (len > 0 && !(len == 3 && strncasecmp(p, "ALL", 3) == 0)) {
+            if (q->regions.len == 0)
+                mg_buf_putc(&q->regions, ',');
+            for (size_t i = 0; i < len; i++)
+                mg_buf_putc(&q->regions, p[i] >= 'a' && p[i] <= 'z' ? (char)(p[i] - 32) : p[i]);
+            mg_buf_putc(&q->regions, ',');
+        }
+        p = next;
+    }
+}
+
+bool mg_nodes_parse(const struct mg_request *req, struct mg_response *res, struct mg_nodes_query *q)
+{
+    mg_nodes_query_init(q);
+    int sort = MG_NODES_SORT_LAST_SEEN, window = -1;
+    if (!mg_param_int(req, res, "limit", MG_NODES_LIMIT_DEFAULT, 1, MG_NODES_LIMIT_MAX,
+                      &q->limit) ||
+        !mg_param_choice(req, res, "sortBy", sort_names, MG_NODES_SORT_LAST_SEEN, &sort) ||
+        !mg_param_choice(req, res, "lastHeard", last_heard_names, -1, &window))
+        return false;
+    const char *offset = mg_param_str(req, "offset");
+    if (offset && !mg_parse_int64(offset, &q->offset)) {
+        mg_response_error(res, 400,
+                          "invalid offset \"%.40s\": expected a whole number of nodes to skip "
+                          "(0 or more)",
+                          offset);
+        return false;
+    }
+    if (q->offset < 0)
+        q->offset = 0;
+    q->sort = (enum mg_nodes_sort)sort;
+    q->last_heard_s = window >= 0 ? last_heard_seconds[window] : 0;
+    q->role = mg_param_str(req, "role");
+    q->search = mg_param_str(req, "search");
+    q->before = mg_param_str(req, "before");
+    parse_regions(mg_param_str(req, "region"), q);
+    return true;
+}
+
+/* --- SQL -------------------------------------------------------------------------------- */
+
+/* The keys of a node, in the bytewise order they are written, and where each comes from. */
+enum key_source {
+    FROM_COLUMN, /* the next result column, as its type says (NULL as null) */
+    FROM_FLAG,   /* the next result column, 0 or 1, as false or true */
+    ALWAYS_NULL,
+    ALWAYS_FALSE,
+};
+
+static const struct node_key {
+    const char *key;
+    const char *expr; /* NULL for the constants */
+    enum key_source source;
+    bool scope; /* only when the schema has nodes' scope columns */
+} node_keys[] = {
+    {"advert_count", "advert_count", FROM_COLUMN, false},
+    {"battery_mv", "battery_mv", FROM_COLUMN, false},
+    {"configured_scope", "configured_scope", FROM_COLUMN, true},
+    {"configured_scope_at", "configured_scope_at", FROM_COLUMN, true},
+    {"default_scope", "default_scope", FROM_COLUMN, true},
+    {"default_scope_confirmed_at", "default_scope_confirmed_at", FROM_COLUMN, true},
+    {"first_seen", "first_seen", FROM_COLUMN, false},
+    {"foreign", "coalesce(foreign_advert <> 0, 0)", FROM_FLAG, false},
+    {"hash_size", NULL, ALWAYS_NULL, false},
+    {"hash_size_inconsistent", NULL, ALWAYS_FALSE, false},
+    {"last_heard", "last_seen", FROM_COLUMN, false},
+    {"last_seen", "last_seen", FROM_COLUMN, false},
+    {"lat", "lat", FROM_COLUMN, false},
+    {"lon", "lon", FROM_COLUMN, false},
+    {"name", "name", FROM_COLUMN, false},
+    {"public_key", "public_key", FROM_COLUMN, false},
+    {"role", "role", FROM_COLUMN, false},
+    {"temperature_c", "temperature_c", FROM_COLUMN, false},
+};
+#define NODE_KEYS (sizeof node_keys / sizeof node_keys[0])
+
+/* The roles counted in "counts": its keys (sorted) and the role value each counts. */
+static const struct {
+    const char *key;
+    const char *role;
+} role_counts[] = {
+    {"companions", "companion"},
+    {"repeaters", "repeater"},
+    {"rooms", "room"},
+    {"sensors", "sensor"},
+};
+#define ROLE_COUNTS (sizeof role_counts / sizeof role_counts[0])
+
+static const char *const order_by[] = {
+    [MG_NODES_SORT_LAST_SEEN] = "last_seen DESC, public_key",
+    [MG_NODES_SORT_NAME] = "name, public_key",
+    [MG_NODES_SORT_PACKET_COUNT] = "advert_count DESC, public_key",
+};
+
+/*
+ * ADVERTs are found by idx_transmissions_payload_type; each is probed for one observation
+ * by an observer of the region (idx_observations_transmission_id, then observers by rowid),
+ * so decoded_json is parsed only for ADVERTs that pass. The codes come as one string
+ * (",SJC,OAK,") so that the statement's text does not depend on how many there are (the
+ * connection's authorizer does not let json_each's virtual table be built).
+ */
+static const char region_condition[] =
+    "public_key IN (SELECT json_extract(t.decoded_json, '$.pubKey') FROM transmissions t"
+    " WHERE t.payload_type = 4 AND EXISTS (SELECT 1 FROM observations o"
+    " JOIN observers ob ON ob.rowid = o.observer_idx WHERE o.transmission_id = t.id"
+    " AND instr(:regions, ',' || upper(trim(ob.iata)) || ',') > 0))";
+
+enum filter_bit {
+    FILTER_ROLE = 1 << 0,
+    FILTER_SEARCH = 1 << 1,
+    FILTER_BEFORE = 1 << 2,
+    FILTER_LAST_HEARD = 1 << 3,
+    FILTER_REGION = 1 << 4,
+};
+
+static unsigned filters_of(const struct mg_nodes_query *q)
+{
+    return (q->role ? FILTER_ROLE : 0) | (q->search ? FILTER_SEARCH : 0) |
+           (q->before ? FILTER_BEFORE : 0) | (q->last_heard_s > 0 ? FILTER_LAST_HEARD : 0) |
+           (q->regions.len > 0 ? FILTER_REGION : 0);
+}
+
+/* The filters joined by AND (nothing when there is none). */
+static void write_conditions(struct mg_buf *out, unsigned filters)
+{
+    static const struct {
+        unsigned bit;
+        const char *sql;
+    } conditions[] = {
+        {FILTER_ROLE, "role = :role"},
+        /* lower() folds ASCII only (no ICU is loaded); instr() takes % and _ literally. */
+        {FILTER_SEARCH, "instr(lower(name), lower(:search)) > 0"},
+        {FILTER_BEFORE, "first_seen <= :before"},
+        {FILTER_LAST_HEARD, "(last_seen > :cut OR last_seen GLOB :cut_glob)"},
+        {FILTER_REGION, region_condition},
+    };
+    bool first = true;
+    for (size_t i = 0; i < sizeof conditions / sizeof conditions[0]; i++) {
+        if (!(filters & conditions[i].bit))
+            continue;
+        mg_buf_puts(out, first ? "" : " AND ");
+        mg_buf_puts(out, conditions[i].sql);
+        first = false;
+    }
+}
+
+void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query *q,
+                  enum mg_nodes_statement which, struct mg_buf *out)
+{
+    unsigned filters = filters_of(q);
+    if (which == MG_NODES_SQL_TOTALS) {
+        mg_buf_puts(out, "SELECT count(*)");
+        if (filters) {
+            mg_buf_puts(out, " FILTER (WHERE ");
+            write_conditions(out, filters);
+            mg_buf_puts(out, ")");
+        }
+        for (size_t i = 0; i < ROLE_COUNTS; i++)
+            mg_buf_printf(out, ", count(*) FILTER (WHERE role = '%s')", role_counts[i].role);
+        mg_buf_puts(out, " FROM nodes");
+        return;
+    }
+    mg_buf_puts(out, "SELECT ");
+    bool first = true;
+    for (size_t k = 0; k < NODE_KEYS; k++) {
+        const struct node_key *key = &node_keys[k];
+        if (!key->expr || (key->scope && !schema->nodes_scope))
+            continue;
+        const char *expr = key->expr;
+        if (key->source == FROM_FLAG && !schema->nodes_foreign_advert)
+            expr = "0"; /* no column: no node is foreign */
+        mg_buf_puts(out, first ? "" : ", ");
+        mg_buf_puts(out, expr);
+        first = false;
+    }
+    mg_buf_puts(out, " FROM nodes");
+    if (filters) {
+        mg_buf_puts(out, " WHERE ");
+        write_conditions(out, filters);
+    }
+    mg_buf_printf(out, " ORDER BY %s LIMIT :limit OFFSET :offset", order_by[q->sort]);
+}
+
+void mg_nodes_last_heard_cutoff(int64_t now_s, int64_t window_s, char *cut, char *cut_glob)
+{
+    time_t c = (time_t)(now_s - window_s);
+    struct tm tm;
+    gmtime_r(&c, &tm);
+    strftime(cut, 40, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    strftime(cut_glob, 40, "%Y-%m-%dT%H:%M:%S.*[1-9]*", &tm);
+}
+
+static int bind_text(sqlite3_stmt *st, const char *name, const char *value, int len)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+    return i > 0 && value ? sqlite3_bind_text(st, i, value, len, SQLITE_TRANSIENT) : SQLITE_OK;
+}
+
+static int bind_int(sqlite3_stmt *st, const char *name, int64_t value)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+    return i > 0 ? sqlite3_bind_int64(st, i, value) : SQLITE_OK;
+}
+
+int mg_nodes_bind(sqlite3_stmt *st, const struct mg_nodes_query *q, int64_t now_s)
+{
+    char cut[40] = "", cut_glob[40] = "";
+    if (q->last_heard_s > 0)
+        mg_nodes_last_heard_cutoff(now_s, q->last_heard_s, cut, cut_glob);
+    int rc = bind_text(st, ":role", q->role, -1);
+    if (rc == SQLITE_OK)
+        rc = bind_text(st, ":search", q->search, -1);
+    if (rc == SQLITE_OK)
+        rc = bind_text(st, ":before", q->before, -1);
+    if (rc == SQLITE_OK && q->last_heard_s > 0)
+        rc = bind_text(st, ":cut", cut, -1);
+    if (rc == SQLITE_OK && q->last_heard_s > 0)
+        rc = bind_text(st, ":cut_glob", cut_glob, -1);
+    if (rc == SQLITE_OK && q->regions.len > 0)
+        rc = bind_text(st, ":regions", q->regions.data, (int)q->regions.len);
+    if (rc == SQLITE_OK)
+        rc = bind_int(st, ":limit", q->limit);
+    if (rc == SQLITE_OK)
+        rc = bind_int(st, ":offset", q->offset);
+    return rc;
+}
+
+/* --- prepared statements ---------------------------------------------------------------- */
+
+/*
+ * A worker keeps one connection for its whole life, so its statements are prepared once
+ * and kept: a small cache keyed by shape (statement, sort, filters present), least
+ * recently used out. The cache belongs to one connection; when another one asks (a test
+ * opening databases one after another) the old statements are finalized first. That is
+ * safe because sqlite3_close_v2 keeps a connection that still has statements alive until
+ * the last one is finalized, so a new connection can never have the old one's address.
+ */
+#define STATEMENT_CACHE_SIZE 16
+
+static struct {
+    sqlite3 *conn;
+    uint64_t clock;
+    struct {
+        unsigned shape; /* 0: empty */
+        uint64_t used;
+        sqlite3_stmt *st;
+    } entry[STATEMENT_CACHE_SIZE];
+    sqlite3_stmt *begin, *commit;
+} cache;
+
+static void cache_for(sqlite3 *conn)
+{
+    if (cache.conn == conn)
+        return;
+    for (size_t i = 0; i < STATEMENT_CACHE_SIZE; i++)
+        sqlite3_finalize(cache.entry[i].st);
+    sqlite3_finalize(cache.begin);
+    sqlite3_finalize(cache.commit);
+    memset(&cache, 0, sizeof cache);
+    cache.conn = conn;
+}
+
+static sqlite3_stmt *prepare_persistent(sqlite3 *conn, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v3(conn, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+        mg_error("/api/nodes: cannot prepare \"%.160s\": %s", sql, sqlite3_errmsg(conn));
+        sqlite3_finalize(st);
+        return NULL;
+    }
+    return st;
+}
+
+/* The statement for q, prepared when it is not in the cache; NULL when it cannot be. */
+static sqlite3_stmt *cached_statement(struct mg_db *db, const struct mg_nodes_query *q,
+                                      enum mg_nodes_statement which)
+{
+    cache_for(db->conn);
+    unsigned sort = which == MG_NODES_SQL_PAGE ? (unsigned)q->sort : 0;
+    unsigned shape = 1u | (unsigned)which << 1 | sort << 2 | filters_of(q) << 4;
+    size_t victim = 0;
+    cache.clock++;
+    for (size_t i = 0; i < STATEMENT_CACHE_SIZE; i++) {
+        if (cache.entry[i].shape == shape) {
+            cache.entry[i].used = cache.clock;
+            return cache.entry[i].st;
+        }
+        if (cache.entry[i].used < cache.entry[victim].used)
+            victim = i;
+    }
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_nodes_sql(&db->schema, q, which, &sql);
+    sqlite3_stmt *st = sql.failed ? NULL : prepare_persistent(db->conn, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    if (!st)
+        return NULL;
+    sqlite3_finalize(cache.entry[victim].st);
+    cache.entry[victim].shape = shape;
+    cache.entry[victim].used = cache.clock;
+    cache.entry[victim].st = st;
+    return st;
+}
+
+static int run_once(sqlite3 *conn, sqlite3_stmt **st, const char *sql)
+{
+    if (!*st && !(*st = prepare_persistent(conn, sql)))
+        return sqlite3_errcode(conn) ? sqlite3_errcode(conn) : SQLITE_ERROR;
+    int rc = sqlite3_step(*st);
+    sqlite3_reset(*st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* --- the handler ------------------------------------------------------------------------ */
+
+static void write_node(struct mg_json *j, sqlite3_stmt *st, bool scope)
+{
+    mg_json_object_begin(j); /* keys in bytewise order (node_keys) */
+    int col = 0;
+    for (size_t k = 0; k < NODE_KEYS; k++) {
+        const struct node_key *key = &node_keys[k];
+        if (key->scope && !scope)
+            continue;
+        mg_json_key(j, key->key);
+        switch (key->source) {
+        case FROM_COLUMN:
+            mg_db_json_column(j, st, col++);
+            break;
+        case FROM_FLAG:
+            mg_json_bool(j, sqlite3_column_int64(st, col++) != 0);
+            break;
+        case ALWAYS_NULL:
+            mg_json_null(j);
+            break;
+        case ALWAYS_FALSE:
+            mg_json_bool(j, false);
+            break;
+        }
+    }
+    mg_json_object_end(j);
+}
+
+static void answer_failure(struct mg_response *res, int rc, const char *message)
+{
+    mg_buf_reset(&res->headers);
+    int primary = rc & 0xff;
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
+        return;
+    }
+    mg_warn("/api/nodes: %s", message);
+    mg_response_error(res, 500, "reading the nodes from the database failed: %s", message);
+}
+
+void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    struct mg_nodes_query q;
+    if (!mg_nodes_parse(req, res, &q)) {
+        mg_nodes_query_free(&q);
+        return;
+    }
+    sqlite3 *conn = env->db->conn;
+    int64_t now_s = req->start_realtime_ns / 1000000000LL;
+    sqlite3_stmt *totals = NULL, *page = NULL;
+    int rc = q.regions.failed ? SQLITE_NOMEM : SQLITE_OK;
+    if (rc == SQLITE_OK) {
+        totals = cached_statement(env->db, &q, MG_NODES_SQL_TOTALS);
+        page = totals ? cached_statement(env->db, &q, MG_NODES_SQL_PAGE) : NULL;
+        rc = page ? SQLITE_OK : SQLITE_ERROR;
+    }
+    /* One read transaction: the total, the counts and the page see one snapshot. */
+    bool began = false;
+    if (rc == SQLITE_OK && sqlite3_get_autocommit(conn)) {
+        rc = run_once(conn, &cache.begin, "BEGIN");
+        began = rc == SQLITE_OK;
+    }
+    if (rc == SQLITE_OK)
+        rc = mg_nodes_bind(totals, &q, now_s);
+    if (rc == SQLITE_OK)
+        rc = mg_nodes_bind(page, &q, now_s);
+
+    int64_t total = 0, counts[ROLE_COUNTS] = {0};
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(totals);
+        if (rc == SQLITE_ROW) {
+            total = sqlite3_column_int64(totals, 0);
+            for (size_t i = 0; i < ROLE_COUNTS; i++)
+                counts[i] = sqlite3_column_int64(totals, 1 + (int)i);
+            rc = SQLITE_OK;
+        }
+    }
+    if (rc == SQLITE_OK) {
+        mg_response_json(res, 200);
+        struct mg_json j;
+        mg_json_init(&j, &res->body);
+        mg_json_object_begin(&j); /* a fixed record: nodes, total, counts */
+        mg_json_key(&j, "nodes");
+        mg_json_array_begin(&j);
+        bool scope = env->db->schema.nodes_scope;
+        while ((rc = sqlite3_step(page)) == SQLITE_ROW)
+            write_node(&j, page, scope);
+        mg_json_array_end(&j);
+        mg_json_kv_int(&j, "total", total);
+        mg_json_key(&j, "counts");
+        mg_json_object_begin(&j);
+        for (size_t i = 0; i < ROLE_COUNTS; i++)
+            mg_json_kv_int(&j, role_counts[i].key, counts[i]);
+        mg_json_object_end(&j);
+        mg_json_object_end(&j);
+        mg_buf_putc(&res->body, '\n');
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK)
+        answer_failure(res, rc, rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(conn));
+
+    /* A statement left mid-step would hold its read snapshot (and the ingestor's
+     * checkpoints) until the next request. */
+    if (totals)
+        sqlite3_reset(totals), sqlite3_clear_bindings(totals);
+    if (page)
+        sqlite3_reset(page), sqlite3_clear_bindings(page);
+    if (began && run_once(conn, &cache.commit, "COMMIT") != SQLITE_OK &&
+        !sqlite3_get_autocommit(conn))
+        sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_nodes_query_free(&q);
+}

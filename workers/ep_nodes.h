@@ -1,0 +1,89 @@
+/*
+ * ep_nodes: GET /api/nodes (the handler, mg_handle_nodes, is declared in router.h).
+ *
+ * A request is answered in one read transaction with two statements on nodes:
+ *   totals  one pass over nodes: the filtered count (total) and the count of every node by
+ *           role (counts, which ignores the filters), as aggregates with FILTER clauses;
+ *   page    the filtered nodes in the requested order, LIMIT/OFFSET.
+ * nodes has no index but its primary key, so both read the whole table (a top-N sort for
+ * the page). The region filter is the one that reaches other tables, and it does so only
+ * through their indexes: ADVERT transmissions by idx_transmissions_payload_type, each
+ * probed for an observation of the region through idx_observations_transmission_id and
+ * observers by rowid.
+ *
+ * Statements are prepared once per connection and shape (which filters are present, the
+ * sort, the schema's optional columns) and kept in a small cache; values are bound by name.
+ * This header exposes the parsed parameters, the SQL and the binding so that tests can run
+ * and EXPLAIN exactly what the handler runs.
+ */
+#ifndef MESHGATE_EP_NODES_H
+#define MESHGATE_EP_NODES_H
+
+#include "buf.h"
+#include "db.h"
+#include "handler.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MG_NODES_LIMIT_DEFAULT 50
+#define MG_NODES_LIMIT_MAX 2000
+
+enum mg_nodes_sort {
+    MG_NODES_SORT_LAST_SEEN = 0, /* last_seen desc (the default) */
+    MG_NODES_SORT_NAME,          /* name asc */
+    MG_NODES_SORT_PACKET_COUNT,  /* advert_count desc */
+};
+
+enum mg_nodes_statement {
+    MG_NODES_SQL_PAGE,
+    MG_NODES_SQL_TOTALS,
+};
+
+struct mg_nodes_query {
+    int64_t limit;  /* clamped to 1..MG_NODES_LIMIT_MAX */
+    int64_t offset; /* clamped to >= 0 */
+    /* Raw values from the query (NULL when absent or empty); they point into the request. */
+    const char *role;
+    const char *search;
+    const char *before;
+    int64_t last_heard_s; /* the lastHeard window in seconds; 0: no such filter */
+    enum mg_nodes_sort sort;
+    /* The region codes, trimmed and uppercased, as ",SJC,OAK,"; empty (len 0) when there
+     * is no region filter. */
+    struct mg_buf regions;
+};
+
+/*
+ * Reads the parameters into q (call mg_nodes_query_free afterwards, whatever it returns).
+ * Returns true, or false after filling res with a 400 that names the parameter and what it
+ * accepts.
+ */
+bool mg_nodes_parse(const struct mg_request *req, struct mg_response *res,
+                    struct mg_nodes_query *q);
+void mg_nodes_query_init(struct mg_nodes_query *q); /* defaults, no filter */
+void mg_nodes_query_free(struct mg_nodes_query *q);
+
+/*
+ * Writes the SQL of one statement for q and the schema into out. Values appear as named
+ * parameters (:role, :search, :before, :cut, :cut_glob, :regions, :limit, :offset) that
+ * mg_nodes_bind fills. The page's columns are in the order the node's keys are written.
+ */
+void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query *q,
+                  enum mg_nodes_statement which, struct mg_buf *out);
+
+/* Binds q's values to st (a statement from mg_nodes_sql); now_s is the current Unix time,
+ * from which the lastHeard cutoff is computed. Returns an SQLite result code. */
+int mg_nodes_bind(sqlite3_stmt *st, const struct mg_nodes_query *q, int64_t now_s);
+
+/*
+ * The lastHeard bound for a window ending at now_s: last_seen must be strictly newer than
+ * the whole second C = now_s - window_s. Text values compare as strings, and in string
+ * order "…:58.081Z" sorts before "…:58Z", so one comparison cannot say it; the condition
+ * is `last_seen > cut OR last_seen GLOB cut_glob` with cut = "YYYY-MM-DDTHH:MM:SSZ" (every
+ * later second, in either form) and cut_glob = "YYYY-MM-DDTHH:MM:SS.*[1-9]*" (C itself
+ * with a fraction that is not zero). Both buffers must hold 40 bytes.
+ */
+void mg_nodes_last_heard_cutoff(int64_t now_s, int64_t window_s, char *cut, char *cut_glob);
+
+#endif

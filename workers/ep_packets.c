@@ -1,0 +1,1197 @@
+/*
+ * GET /api/packets: one row per transmission (with a hash and a first_seen), a page at a
+ * time, with the fields of its best observation; ep_packets.h describes the statements.
+ *
+ * Why it is built this way: the endpoint is hot and observations is the largest table.
+ * The page is chosen on transmissions alone, in primary-key order, and only the rows of
+ * the page then touch observations, each through idx_observations_transmission_id. Rows
+ * skipped by offset cost one step of the page scan. The expensive part of a filtered
+ * request is its total; that is why totals are cached (per worker, exact while the
+ * database is unchanged).
+ *
+ * Stored JSON (path_json, resolved_path) is parsed and written again through the JSON
+ * writer, never pasted: a stored value that is not a flat array of strings and nulls
+ * counts as absent, so the body is valid JSON whatever the database holds.
+ */
+#include "ep_packets.h"
+
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "params.h"
+#include "router.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* A page whose probe scan should examine at most this many transmissions is read by
+ * probes rather than by building a list (see choose_page_forms). */
+#define PROBE_BUDGET 4000
+/* An observer list matching more than this share of observers is read by scanning. */
+#define LIST_SCAN_SHARE_DENOMINATOR 8
+
+/* --- parameters ----------------------------------------------------------------------- */
+
+struct list_item {
+    const char *text;
+    size_t len;
+};
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/*
+ * Splits a comma list into trimmed, non-empty items (with skip_all, "ALL" in any case is
+ * skipped too). Stores at most cap of them; returns how many there are.
+ */
+static int list_split(const char *list, bool skip_all, struct list_item *items, int cap)
+{
+    int n = 0;
+    const char *p = list;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        const char *next = end ? end + 1 : NULL;
+        if (!end)
+            end = p + strlen(p);
+        while (p < end && is_blank(*p))
+            p++;
+        while (end > p && is_blank(end[-1]))
+            end--;
+        size_t len = (size_t)(end - p);
+        bool skip = len == 0 || (skip_all && len == 3 && strncasecmp(p, "ALL", 3) == 0);
+        if (!skip) {
+            if (n < cap)
+                items[n] = (struct list_item){p, len};
+            n++;
+        }
+        p = next;
+    }
+    return n;
+}
+
+static bool param_whole_number(const struct mg_request *req, struct mg_response *res,
+                               const char *name, const char *what, bool *has, int64_t *out)
+{
+    const char *value = mg_param_str(req, name);
+    *has = value != NULL;
+    if (value && !mg_parse_int64(value, out)) {
+        mg_response_error(res, 400, "invalid %s \"%.40s\": expected a whole number (%s)", name,
+                          value, what);
+        return false;
+    }
+    return true;
+}
+
+static bool param_list(const struct mg_request *req, struct mg_response *res, const char *name,
+                       const char *what, bool skip_all, const char **out)
+{
+    *out = mg_param_str(req, name);
+    if (*out && list_split(*out, skip_all, NULL, 0) > MG_PACKETS_LIST_MAX) {
+        mg_response_error(res, 400, "invalid %s: expected at most %d comma-separated %s", name,
+                          MG_PACKETS_LIST_MAX, what);
+        return false;
+    }
+    /* A list with no entry left (",", "ALL") filters nothing. */
+    if (*out && list_split(*out, skip_all, NULL, 0) == 0)
+        *out = NULL;
+    return true;
+}
+
+bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
+                      struct mg_packets_filter *f)
+{
+    static const char *const orders[] = {"desc", "asc", NULL};
+    static const char *const expands[] = {"observations", NULL};
+    memset(f, 0, sizeof *f);
+    int order = 0, expand = -1;
+    if (!mg_param_int(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, 1, MG_PACKETS_LIMIT_MAX,
+                      &f->limit) ||
+        !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &f->offset) ||
+        !mg_param_choice(req, res, "order", orders, 0, &order) ||
+        !mg_param_choice(req, res, "expand", expands, -1, &expand) ||
+        !param_whole_number(req, res, "type", "a payload_type, e.g. 4 for ADVERT, 5 for group text",
+                            &f->has_type, &f->payload_type) ||
+        !param_whole_number(req, res, "route",
+                            "a route_type: 0 transport-flood, 1 flood, 2 direct, "
+                            "3 transport-direct",
+                            &f->has_route, &f->route_type) ||
+        !param_list(req, res, "observer", "observer ids", false, &f->observer) ||
+        !param_list(req, res, "region", "IATA codes", true, &f->region))
+        return false;
+    f->ascending = order == 1;
+    f->expand_observations = expand == 0;
+    f->hash = mg_param_str(req, "hash");
+    f->since = mg_param_str(req, "since");
+    f->until = mg_param_str(req, "until");
+    f->node = mg_param_str(req, "node");
+    f->channel = mg_param_str(req, "channel");
+    return true;
+}
+
+/* --- SQL -------------------------------------------------------------------------------- */
+
+/*
+ * Whether transmissions.hash and first_seen are declared NOT NULL (CoreScope declares
+ * both): then "with a hash and first_seen" holds for every row and the test is left out,
+ * which lets an unfiltered count(*) walk the smallest index instead of the whole table.
+ */
+static bool tx_keys_not_null(struct mg_db *db)
+{
+    int hash_nn = 0, seen_nn = 0;
+    if (sqlite3_table_column_metadata(db->conn, "main", "transmissions", "hash", NULL, NULL,
+                                      &hash_nn, NULL, NULL) != SQLITE_OK ||
+        sqlite3_table_column_metadata(db->conn, "main", "transmissions", "first_seen", NULL, NULL,
+                                      &seen_nn, NULL, NULL) != SQLITE_OK)
+        return false;
+    return hash_nn && seen_nn;
+}
+
+static bool starts_with_enc(const char *s)
+{
+    return strncmp(s, "enc_", 4) == 0 && s[4] != '\0';
+}
+
+/* Where a walk of the filter goes: SQL text, bound values, a cache key (any may be NULL). */
+struct walk {
+    struct mg_buf *sql;
+    sqlite3_stmt *st;
+    struct mg_buf *key;
+    int n;   /* parameters so far */
+    bool ok; /* every bind succeeded */
+    const char *joiner;
+};
+
+static void walk_sql(struct walk *w, const char *text)
+{
+    if (w->sql)
+        mg_buf_puts(w->sql, text);
+}
+
+static void walk_term(struct walk *w, const char *text)
+{
+    walk_sql(w, w->joiner);
+    walk_sql(w, text);
+    w->joiner = " AND ";
+}
+
+/* Values are copied into the statement: some (the node pattern) live on the stack. */
+static void walk_text(struct walk *w, const char *text, size_t len)
+{
+    w->n++;
+    if (w->st)
+        w->ok =
+            w->ok && sqlite3_bind_text(w->st, w->n, text, (int)len, SQLITE_TRANSIENT) == SQLITE_OK;
+    if (w->key) {
+        mg_buf_printf(w->key, "\x1f%zu:", len);
+        mg_buf_append(w->key, text, len);
+    }
+}
+
+static void walk_int(struct walk *w, int64_t v)
+{
+    w->n++;
+    if (w->st)
+        w->ok = w->ok && sqlite3_bind_int64(w->st, w->n, v) == SQLITE_OK;
+    if (w->key)
+        mg_buf_printf(w->key, "\x1f%lld", (long long)v);
+}
+
+/* The observers a list names: "ob.rowid" of observers whose id (or IATA) is in it. */
+static void walk_observer_set(struct walk *w, const char *list, bool region)
+{
+    struct list_item items[MG_PACKETS_LIST_MAX];
+    int count = list_split(list, region, items, MG_PACKETS_LIST_MAX);
+    if (count > MG_PACKETS_LIST_MAX)
+        count = MG_PACKETS_LIST_MAX;
+    walk_sql(w, region ? "SELECT ob.rowid FROM observers ob WHERE upper(trim(ob.iata)) IN ("
+                       : "SELECT ob.rowid FROM observers ob WHERE upper(ob.id) IN (");
+    for (int i = 0; i < count; i++) {
+        walk_sql(w, i ? ",upper(?)" : "upper(?)");
+        walk_text(w, items[i].text, items[i].len);
+    }
+    walk_sql(w, ")");
+}
+
+static void walk_observer_term(struct walk *w, const char *list, bool region,
+                               enum mg_packets_form form)
+{
+    if (form == MG_PACKETS_PROBE)
+        walk_term(w, "EXISTS (SELECT 1 FROM observations o WHERE o.transmission_id = t.id AND "
+                     "o.observer_idx IN (");
+    else if (form == MG_PACKETS_LIST_INDEX)
+        walk_term(w, "t.id IN (SELECT o.transmission_id FROM observations o WHERE "
+                     "o.observer_idx IN (");
+    else
+        walk_term(w, "t.id IN (SELECT o.transmission_id FROM observations o NOT INDEXED WHERE "
+                     "o.observer_idx IN (");
+    walk_observer_set(w, list, region);
+    walk_sql(w, "))");
+}
+
+/*
+ * The WHERE clause of the page and count statements. One walk writes the SQL, binds the
+ * values and writes the cache key, so the three cannot get out of step.
+ */
+static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packets_filter *f,
+                        bool keys_not_null)
+{
+    w->n = 0;
+    w->ok = true;
+    w->joiner = " WHERE ";
+    if (!keys_not_null)
+        walk_term(w, "t.hash IS NOT NULL AND t.first_seen IS NOT NULL");
+    if (f->has_type) {
+        walk_term(w, "t.payload_type = ?");
+        walk_int(w, f->payload_type);
+    }
+    if (f->has_route) {
+        walk_term(w, "t.route_type = ?");
+        walk_int(w, f->route_type);
+    }
+    if (f->hash) {
+        walk_term(w, "t.hash = lower(?)");
+        walk_text(w, f->hash, strlen(f->hash));
+    }
+    if (f->since) {
+        walk_term(w, "t.first_seen > ?");
+        walk_text(w, f->since, strlen(f->since));
+    }
+    if (f->until) {
+        walk_term(w, "t.first_seen < ?");
+        walk_text(w, f->until, strlen(f->until));
+    }
+    if (f->observer)
+        walk_observer_term(w, f->observer, false, f->observer_form);
+    if (f->region)
+        walk_observer_term(w, f->region, true, f->region_form);
+    if (f->node) {
+        /* resolved_path holds lowercase keys as quoted elements; nothing indexes it, so the
+         * list form reads observations once, the probe form per transmission. */
+        char pattern[72];
+        snprintf(pattern, sizeof pattern, "%%\"%s\"%%", f->node_pubkey);
+        if (!db->schema.obs_resolved_path) {
+            walk_term(w, "t.from_pubkey = ?");
+            walk_text(w, f->node_pubkey, strlen(f->node_pubkey));
+        } else if (f->node_form == MG_PACKETS_PROBE) {
+            walk_term(w, "(t.from_pubkey = ? OR EXISTS (SELECT 1 FROM observations o WHERE "
+                         "o.transmission_id = t.id AND o.resolved_path LIKE ?))");
+            walk_text(w, f->node_pubkey, strlen(f->node_pubkey));
+            walk_text(w, pattern, strlen(pattern));
+        } else {
+            walk_term(w, "t.id IN (SELECT n.id FROM transmissions n WHERE n.from_pubkey = ? "
+                         "UNION ALL SELECT o.transmission_id FROM observations o "
+                         "WHERE o.resolved_path LIKE ?)");
+            walk_text(w, f->node_pubkey, strlen(f->node_pubkey));
+            walk_text(w, pattern, strlen(pattern));
+        }
+    }
+    if (f->channel) {
+        /* decoded_json is checked before it is read: json_extract fails on malformed text,
+         * and CASE is the construct whose order of evaluation SQLite guarantees. */
+        walk_term(w, "t.payload_type = 5 AND CASE WHEN json_valid(t.decoded_json) THEN (");
+        walk_sql(w, "json_extract(t.decoded_json, '$.channel') = ?");
+        walk_text(w, f->channel, strlen(f->channel));
+        if (starts_with_enc(f->channel)) {
+            walk_sql(w, " OR upper(json_extract(t.decoded_json, '$.channelHashHex')) = upper(?)");
+            walk_text(w, f->channel + 4, strlen(f->channel + 4));
+        }
+        walk_sql(w, ") ELSE 0 END");
+    }
+}
+
+void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
+                    enum mg_packets_statement which, struct mg_buf *out)
+{
+    const char *resolved = db->schema.obs_resolved_path ? "resolved_path" : "NULL";
+    const char *resolved_of = db->schema.obs_resolved_path ? "o." : "";
+    struct walk w = {.sql = out};
+    bool keys_not_null = tx_keys_not_null(db);
+    switch (which) {
+    case MG_PACKETS_SQL_PAGE:
+        mg_buf_printf(out,
+                      "SELECT t.id, t.raw_hex, t.hash, t.first_seen, t.route_type,"
+                      " t.payload_type, t.decoded_json, %s FROM transmissions t",
+                      db->schema.tx_scope_name ? "t.scope_name" : "NULL");
+        filter_walk(&w, db, f, keys_not_null);
+        mg_buf_puts(out, f->ascending ? " ORDER BY t.id ASC" : " ORDER BY t.id DESC");
+        mg_buf_puts(out, " LIMIT ? OFFSET ?");
+        break;
+    case MG_PACKETS_SQL_COUNT:
+        mg_buf_puts(out, "SELECT count(*) FROM transmissions t");
+        filter_walk(&w, db, f, keys_not_null);
+        break;
+    case MG_PACKETS_SQL_OBSERVATIONS:
+        if (f->expand_observations)
+            mg_buf_printf(out,
+                          "SELECT o.id, o.observer_idx, o.path_json, o.direction, o.snr,"
+                          " o.rssi, %s%s,"
+                          " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch'),"
+                          " ob.id, ob.name, ob.iata FROM observations o"
+                          " LEFT JOIN observers ob ON ob.rowid = o.observer_idx",
+                          resolved_of, resolved);
+        else
+            mg_buf_puts(out, "SELECT o.id, o.observer_idx, o.path_json FROM observations o");
+        mg_buf_puts(out, " WHERE o.transmission_id = ? ORDER BY o.id DESC");
+        break;
+    case MG_PACKETS_SQL_BEST:
+        mg_buf_printf(out,
+                      "SELECT o.direction, o.snr, o.rssi, o.path_json, %s%s,"
+                      " ob.id, ob.name, ob.iata FROM observations o"
+                      " LEFT JOIN observers ob ON ob.rowid = o.observer_idx WHERE o.id = ?",
+                      resolved_of, resolved);
+        break;
+    }
+}
+
+int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3_stmt *st)
+{
+    struct walk w = {.st = st};
+    filter_walk(&w, db, f, tx_keys_not_null(db));
+    return w.ok ? w.n : -1;
+}
+
+/* --- stored JSON arrays ------------------------------------------------------------------ */
+
+static const char *skip_blanks(const char *p, const char *end)
+{
+    while (p < end && is_blank(*p))
+        p++;
+    return p;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static bool read_u16(const char *p, const char *end, unsigned *out)
+{
+    if (end - p < 4)
+        return false;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hex_value(p[i]);
+        if (h < 0)
+            return false;
+        v = v << 4 | (unsigned)h;
+    }
+    *out = v;
+    return true;
+}
+
+static void put_utf8(struct mg_buf *b, unsigned cp)
+{
+    char u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | cp >> 6);
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | cp >> 12);
+        u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | cp >> 18);
+        u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+        u[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    mg_buf_append(b, u, n);
+}
+
+/*
+ * Reads one JSON string starting after its opening quote; with out, appends the decoded
+ * bytes (a lone surrogate escape becomes U+FFFD). Returns the position after the closing
+ * quote, or NULL when the string is malformed.
+ */
+static const char *read_string(const char *p, const char *end, struct mg_buf *out)
+{
+    while (p < end) {
+        unsigned char c = (unsigned char)*p++;
+        if (c == '"')
+            return p;
+        if (c < 0x20)
+            return NULL;
+        if (c != '\\') {
+            if (out)
+                mg_buf_putc(out, (char)c);
+            continue;
+        }
+        if (p >= end)
+            return NULL;
+        char e = *p++;
+        unsigned cp;
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            cp = (unsigned char)e;
+            break;
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
+        case 'u':
+            if (!read_u16(p, end, &cp))
+                return NULL;
+            p += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned low;
+                if (end - p >= 6 && p[0] == '\\' && p[1] == 'u' && read_u16(p + 2, end, &low) &&
+                    low >= 0xDC00 && low <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    p += 6;
+                } else {
+                    cp = 0xFFFD;
+                }
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                cp = 0xFFFD;
+            }
+            break;
+        default:
+            return NULL;
+        }
+        if (out)
+            put_utf8(out, cp);
+    }
+    return NULL;
+}
+
+/*
+ * Walks text as a flat JSON array of strings and nulls. With j, writes it as a JSON array
+ * (tmp holds each decoded string). Returns the number of elements, or -1 when text is not
+ * such an array (then nothing has been written).
+ */
+static long string_array_walk(const char *text, size_t len, struct mg_json *j, struct mg_buf *tmp)
+{
+    const char *p = text, *end = text + len;
+    p = skip_blanks(p, end);
+    if (p >= end || *p++ != '[')
+        return -1;
+    if (j)
+        mg_json_array_begin(j);
+    long count = 0;
+    p = skip_blanks(p, end);
+    if (p < end && *p == ']') {
+        p++;
+    } else {
+        for (;;) {
+            p = skip_blanks(p, end);
+            if (p < end && *p == '"') {
+                if (tmp)
+                    mg_buf_reset(tmp);
+                p = read_string(p + 1, end, j ? tmp : NULL);
+                if (!p)
+                    return -1;
+                if (j)
+                    mg_json_string_n(j, tmp->data ? tmp->data : "", tmp->len);
+            } else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+                p += 4;
+                if (j)
+                    mg_json_null(j);
+            } else {
+                return -1;
+            }
+            count++;
+            p = skip_blanks(p, end);
+            if (p < end && *p == ',') {
+                p++;
+                continue;
+            }
+            if (p < end && *p == ']') {
+                p++;
+                break;
+            }
+            return -1;
+        }
+    }
+    if (skip_blanks(p, end) != end)
+        return -1;
+    if (j)
+        mg_json_array_end(j);
+    return count;
+}
+
+/* Column text, or NULL for SQL NULL (the type is read before any conversion). */
+static const char *column_text(sqlite3_stmt *st, int col, size_t *len)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL) {
+        *len = 0;
+        return NULL;
+    }
+    const char *s = (const char *)sqlite3_column_text(st, col);
+    *len = (size_t)sqlite3_column_bytes(st, col);
+    return s ? s : "";
+}
+
+/* Writes a stored array when it is one: false (nothing written) when absent or malformed,
+ * or empty and null_when_empty. */
+static bool write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
+                               bool null_when_empty, struct mg_buf *tmp)
+{
+    long n = text ? string_array_walk(text, len, NULL, NULL) : -1;
+    if (n < 0 || (n == 0 && null_when_empty))
+        return false;
+    mg_json_key(j, key);
+    string_array_walk(text, len, j, tmp);
+    return true;
+}
+
+static void write_text_or_null(struct mg_json *j, const char *key, const char *text, size_t len,
+                               bool empty_is_null)
+{
+    mg_json_key(j, key);
+    if (!text || (empty_is_null && len == 0))
+        mg_json_null(j);
+    else
+        mg_json_string_n(j, text, len);
+}
+
+/* --- cached totals ------------------------------------------------------------------------ */
+
+/*
+ * Per worker process; a worker serves one request at a time, so nothing here is shared.
+ * The key starts with the database's identity (connection, file, inode) so that a
+ * connection to another file never reads an entry, then the count's SQL and its values.
+ */
+#define TOTAL_CACHE_ENTRIES 32
+#define TOTAL_CACHE_KEY_MAX 8192
+
+struct total_entry {
+    char *key;
+    size_t key_len;
+    int64_t total;
+    unsigned data_version;
+    int64_t computed_ns;
+    int64_t cost_ns;
+};
+
+static struct total_entry total_cache[TOTAL_CACHE_ENTRIES];
+
+static struct total_entry *total_find(const struct mg_buf *key)
+{
+    for (int i = 0; i < TOTAL_CACHE_ENTRIES; i++)
+        if (total_cache[i].key && total_cache[i].key_len == key->len &&
+            memcmp(total_cache[i].key, key->data, key->len) == 0)
+            return &total_cache[i];
+    return NULL;
+}
+
+static void total_store(const struct mg_buf *key, int64_t total, unsigned data_version,
+                        int64_t computed_ns, int64_t cost_ns)
+{
+    if (key->failed || key->len > TOTAL_CACHE_KEY_MAX)
+        return;
+    struct total_entry *e = total_find(key);
+    if (!e) {
+        e = &total_cache[0];
+        for (int i = 0; i < TOTAL_CACHE_ENTRIES; i++) {
+            if (!total_cache[i].key) {
+                e = &total_cache[i];
+                break;
+            }
+            if (total_cache[i].computed_ns < e->computed_ns)
+                e = &total_cache[i];
+        }
+        char *copy = malloc(key->len);
+        if (!copy)
+            return;
+        memcpy(copy, key->data, key->len);
+        free(e->key);
+        e->key = copy;
+        e->key_len = key->len;
+    }
+    e->total = total;
+    e->data_version = data_version;
+    e->computed_ns = computed_ns;
+    e->cost_ns = cost_ns;
+}
+
+/* --- one request ------------------------------------------------------------------------ */
+
+enum page_col {
+    P_ID,
+    P_RAW_HEX,
+    P_HASH,
+    P_FIRST_SEEN,
+    P_ROUTE_TYPE,
+    P_PAYLOAD_TYPE,
+    P_DECODED,
+    P_SCOPE
+};
+enum obs_col {
+    O_ID,
+    O_OBSERVER_IDX,
+    O_PATH_JSON,
+    O_DIRECTION,
+    O_SNR,
+    O_RSSI,
+    O_RESOLVED_PATH,
+    O_TIMESTAMP,
+    O_OBSERVER_ID,
+    O_OBSERVER_NAME,
+    O_OBSERVER_IATA,
+};
+enum best_col {
+    B_DIRECTION,
+    B_SNR,
+    B_RSSI,
+    B_PATH_JSON,
+    B_RESOLVED_PATH,
+    B_OBSERVER_ID,
+    B_OBSERVER_NAME,
+    B_OBSERVER_IATA,
+};
+
+/* One (observer, path) pair of a transmission, encoded into the pairs arena. */
+struct pair {
+    size_t at, len;
+    uint64_t hash;
+};
+
+struct packets_run {
+    struct mg_env *env;
+    struct mg_response *res;
+    struct mg_packets_filter *f;
+    bool keys_not_null;
+    unsigned data_version;
+    bool have_data_version;
+    sqlite3_stmt *observations;
+    sqlite3_stmt *best;
+    struct mg_buf tmp;       /* a decoded string of a stored array */
+    struct mg_buf obs_json;  /* the observations array of one packet */
+    struct mg_buf pair_text; /* encoded (observer, path) pairs of one packet */
+    struct pair *pairs;
+    size_t pairs_cap;
+    int error; /* SQLite result code of the first failure, 0 when none */
+};
+
+static void fail(struct packets_run *r, int rc)
+{
+    if (!r->error)
+        r->error = rc ? rc : SQLITE_ERROR;
+}
+
+static sqlite3_stmt *prepare_statement(struct packets_run *r, enum mg_packets_statement which)
+{
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_packets_sql(r->env->db, r->f, which, &sql);
+    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    if (!st)
+        fail(r, sql.failed ? SQLITE_NOMEM : SQLITE_ERROR);
+    return st;
+}
+
+/* Starts the read snapshot so that the data version is the one the statements see. */
+static void take_snapshot(struct packets_run *r)
+{
+    sqlite3_stmt *st = mg_db_prepare(r->env->db, "SELECT 1 FROM transmissions LIMIT 1");
+    if (!st) {
+        fail(r, SQLITE_ERROR);
+        return;
+    }
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        fail(r, rc);
+    sqlite3_finalize(st);
+    r->have_data_version = sqlite3_file_control(r->env->db->conn, "main", SQLITE_FCNTL_DATA_VERSION,
+                                                &r->data_version) == SQLITE_OK;
+}
+
+static void total_key(struct packets_run *r, struct mg_buf *key, const char *sql)
+{
+    sqlite3 *conn = r->env->db->conn;
+    const char *file = sqlite3_db_filename(conn, "main");
+    struct stat st = {0};
+    if (file)
+        stat(file, &st);
+    mg_buf_printf(key, "%p\x1f%s\x1f%llu:%llu\x1e%s", (void *)conn, file ? file : "",
+                  (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, sql);
+}
+
+/* The number of transmissions passing f (observation filters in their list forms); -1 on
+ * failure. */
+static int64_t count_packets(struct packets_run *r, const struct mg_packets_filter *f)
+{
+    struct mg_buf sql, key;
+    mg_buf_init(&sql);
+    mg_buf_init(&key);
+    mg_packets_sql(r->env->db, f, MG_PACKETS_SQL_COUNT, &sql);
+    total_key(r, &key, mg_buf_cstr(&sql));
+    struct walk w = {.key = &key};
+    filter_walk(&w, r->env->db, f, r->keys_not_null);
+
+    int64_t total = -1, now_ns = mg_monotonic_ns();
+    struct total_entry *e = r->have_data_version && !key.failed ? total_find(&key) : NULL;
+    if (e && (e->data_version == r->data_version ||
+              (e->cost_ns >= MG_PACKETS_TOTAL_SLOW_NS &&
+               now_ns - e->computed_ns < MG_PACKETS_TOTAL_STALE_NS))) {
+        total = e->total;
+    } else {
+        sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
+        if (!st)
+            fail(r, SQLITE_ERROR);
+        struct walk bind = {.st = st};
+        if (st)
+            filter_walk(&bind, r->env->db, f, r->keys_not_null);
+        if (st && !bind.ok)
+            fail(r, SQLITE_ERROR);
+        if (st && bind.ok) {
+            int rc = sqlite3_step(st);
+            if (rc == SQLITE_ROW)
+                total = sqlite3_column_int64(st, 0);
+            else
+                fail(r, rc);
+        }
+        sqlite3_finalize(st);
+        if (total >= 0 && r->have_data_version)
+            total_store(&key, total, r->data_version, now_ns, mg_monotonic_ns() - now_ns);
+    }
+    mg_buf_free(&sql);
+    mg_buf_free(&key);
+    return total;
+}
+
+/*
+ * The node parameter as a public key: a 64-hex key lowercased, or the key of the node with
+ * exactly that name (the most recently seen one when several share it). False when no
+ * node has the name (or a query failed).
+ */
+static bool resolve_node(struct packets_run *r)
+{
+    struct mg_packets_filter *f = r->f;
+    size_t len = strlen(f->node);
+    bool hex = len == 64;
+    for (size_t i = 0; hex && i < len; i++)
+        hex = isxdigit((unsigned char)f->node[i]) != 0;
+    if (hex) {
+        for (size_t i = 0; i < len; i++)
+            f->node_pubkey[i] = (char)tolower((unsigned char)f->node[i]);
+        f->node_pubkey[len] = '\0';
+        return true;
+    }
+    sqlite3_stmt *st = mg_db_prepare(r->env->db, "SELECT lower(public_key) FROM nodes"
+                                                 " WHERE name = ? AND public_key IS NOT NULL"
+                                                 " ORDER BY last_seen DESC, public_key LIMIT 1");
+    if (!st) {
+        fail(r, SQLITE_ERROR);
+        return false;
+    }
+    sqlite3_bind_text(st, 1, f->node, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    const char *pk = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    if (pk)
+        snprintf(f->node_pubkey, sizeof f->node_pubkey, "%s", pk);
+    else if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        fail(r, rc);
+    sqlite3_finalize(st);
+    return pk != NULL;
+}
+
+/*
+ * The list form of an observer or region filter: through idx_observations_observer_idx
+ * when it names few of the observers, a sequential scan of observations when it names
+ * many (random reads of a large share cost more than reading everything in order). False
+ * when it names no observer at all: then nothing can match.
+ */
+static bool choose_list_form(struct packets_run *r, const char *list, bool region,
+                             enum mg_packets_form *form)
+{
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    struct walk w = {.sql = &sql};
+    mg_buf_puts(&sql, "SELECT (SELECT count(*) FROM observers), count(*) FROM (");
+    walk_observer_set(&w, list, region);
+    mg_buf_puts(&sql, ")");
+    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    w = (struct walk){.st = st, .ok = true};
+    if (st)
+        walk_observer_set(&w, list, region);
+    int64_t all = 0, named = 0;
+    int rc = st && w.ok ? sqlite3_step(st) : SQLITE_ERROR;
+    if (rc == SQLITE_ROW) {
+        all = sqlite3_column_int64(st, 0);
+        named = sqlite3_column_int64(st, 1);
+    } else {
+        fail(r, rc);
+    }
+    sqlite3_finalize(st);
+    *form =
+        named * LIST_SCAN_SHARE_DENOMINATOR > all ? MG_PACKETS_LIST_SCAN : MG_PACKETS_LIST_INDEX;
+    return named > 0;
+}
+
+/*
+ * The form of the page's observation filters, from the share of transmissions that match:
+ * a probe scan in id order stops after about (offset + limit) / share transmissions; a
+ * list costs its whole build. Probes win unless matches are rare.
+ */
+static void choose_page_forms(struct packets_run *r, int64_t total)
+{
+    struct mg_packets_filter *f = r->f;
+    if (!f->observer && !f->region && !f->node)
+        return;
+    struct mg_packets_filter everything = {.limit = 1};
+    int64_t all = count_packets(r, &everything);
+    if (all <= 0 || total <= 0)
+        return;
+    bool scans = (f->observer && f->observer_form == MG_PACKETS_LIST_SCAN) ||
+                 (f->region && f->region_form == MG_PACKETS_LIST_SCAN) || f->node;
+    double expected = ((double)f->offset + (double)f->limit) * (double)all / (double)total;
+    double budget = scans && all / 4 > PROBE_BUDGET ? (double)(all / 4) : PROBE_BUDGET;
+    if (expected <= budget)
+        f->observer_form = f->region_form = f->node_form = MG_PACKETS_PROBE;
+}
+
+static uint64_t fnv1a(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Appends a column's value so that two values encode alike exactly when DISTINCT would
+ * take them as equal (type and content). */
+static void encode_value(struct mg_buf *b, sqlite3_stmt *st, int col)
+{
+    int type = sqlite3_column_type(st, col);
+    if (type == SQLITE_INTEGER) {
+        sqlite3_int64 v = sqlite3_column_int64(st, col);
+        mg_buf_putc(b, 'I');
+        mg_buf_append(b, &v, sizeof v);
+    } else if (type == SQLITE_FLOAT) {
+        double v = sqlite3_column_double(st, col);
+        mg_buf_putc(b, 'F');
+        mg_buf_append(b, &v, sizeof v);
+    } else if (type == SQLITE_NULL) {
+        mg_buf_putc(b, 'N');
+    } else {
+        const void *data = type == SQLITE_TEXT ? (const void *)sqlite3_column_text(st, col)
+                                               : sqlite3_column_blob(st, col);
+        size_t len = (size_t)sqlite3_column_bytes(st, col);
+        mg_buf_putc(b, type == SQLITE_TEXT ? 'T' : 'B');
+        mg_buf_append(b, &len, sizeof len);
+        mg_buf_append(b, data, len);
+    }
+}
+
+static int pair_compare(const void *a, const void *b, void *arena)
+{
+    const struct pair *x = a, *y = b;
+    if (x->hash != y->hash)
+        return x->hash < y->hash ? -1 : 1;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    const char *text = arena;
+    return memcmp(text + x->at, text + y->at, x->len);
+}
+
+static bool add_pair(struct packets_run *r, size_t n, sqlite3_stmt *st)
+{
+    if (n == r->pairs_cap) {
+        size_t cap = r->pairs_cap ? r->pairs_cap * 2 : 64;
+        struct pair *p = realloc(r->pairs, cap * sizeof *p);
+        if (!p)
+            return false;
+        r->pairs = p;
+        r->pairs_cap = cap;
+    }
+    size_t at = r->pair_text.len;
+    encode_value(&r->pair_text, st, O_OBSERVER_IDX);
+    encode_value(&r->pair_text, st, O_PATH_JSON);
+    if (r->pair_text.failed)
+        return false;
+    r->pairs[n] = (struct pair){at, r->pair_text.len - at, 0};
+    r->pairs[n].hash = fnv1a(r->pair_text.data + at, r->pairs[n].len);
+    return true;
+}
+
+static int64_t distinct_pairs(struct packets_run *r, size_t n)
+{
+    if (n < 2)
+        return (int64_t)n;
+    qsort_r(r->pairs, n, sizeof *r->pairs, pair_compare, r->pair_text.data);
+    int64_t distinct = 1;
+    for (size_t i = 1; i < n; i++)
+        distinct += pair_compare(&r->pairs[i - 1], &r->pairs[i], r->pair_text.data) != 0;
+    return distinct;
+}
+
+static void write_observation(struct packets_run *r, struct mg_json *j, sqlite3_stmt *st)
+{
+    size_t path_len, resolved_len, iata_len, id_len, name_len;
+    const char *path = column_text(st, O_PATH_JSON, &path_len);
+    const char *resolved = column_text(st, O_RESOLVED_PATH, &resolved_len);
+    const char *iata = column_text(st, O_OBSERVER_IATA, &iata_len);
+    const char *observer_id = column_text(st, O_OBSERVER_ID, &id_len);
+    const char *observer_name = column_text(st, O_OBSERVER_NAME, &name_len);
+    mg_json_object_begin(j); /* keys in bytewise order */
+    mg_json_key(j, "direction");
+    mg_db_json_column(j, st, O_DIRECTION);
+    mg_json_key(j, "id");
+    mg_db_json_column(j, st, O_ID);
+    write_text_or_null(j, "observer_iata", iata, iata_len, true);
+    write_text_or_null(j, "observer_id", observer_id, id_len, false);
+    write_text_or_null(j, "observer_name", observer_name, name_len, false);
+    write_text_or_null(j, "path_json", path, path_len, false);
+    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    mg_json_key(j, "rssi");
+    mg_db_json_column(j, st, O_RSSI);
+    mg_json_key(j, "snr");
+    mg_db_json_column(j, st, O_SNR);
+    mg_json_key(j, "timestamp");
+    mg_db_json_column(j, st, O_TIMESTAMP);
+    mg_json_object_end(j);
+}
+
+/*
+ * One pass over a transmission's observations, newest first: the best one (most hops; the
+ * first met of equals is the newest), the distinct (observer, path) pairs, and with expand
+ * the observations array in r->obs_json. *best_id is -1 when there is none.
+ */
+static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool expand,
+                              sqlite3_int64 *best_id, int64_t *distinct)
+{
+    sqlite3_stmt *st = r->observations;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, tx_id);
+    mg_buf_reset(&r->pair_text);
+    struct mg_json j;
+    if (expand) {
+        mg_buf_reset(&r->obs_json);
+        mg_json_init(&j, &r->obs_json);
+        mg_json_array_begin(&j);
+    }
+    *best_id = -1;
+    long best_hops = -1;
+    size_t n = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!add_pair(r, n, st)) {
+            fail(r, SQLITE_NOMEM);
+            return false;
+        }
+        n++;
+        size_t path_len;
+        const char *path = column_text(st, O_PATH_JSON, &path_len);
+        long hops = path ? string_array_walk(path, path_len, NULL, NULL) : 0;
+        if (hops < 0)
+            hops = 0;
+        if (hops > best_hops) {
+            best_hops = hops;
+            *best_id = sqlite3_column_int64(st, O_ID);
+        }
+        if (expand)
+            write_observation(r, &j, st);
+    }
+    if (rc != SQLITE_DONE) {
+        fail(r, rc);
+        return false;
+    }
+    if (expand)
+        mg_json_array_end(&j);
+    *distinct = distinct_pairs(r, n);
+    return true;
+}
+
+/* Writes the packet of the page statement's current row; false when a query failed. */
+static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt *page)
+{
+    bool expand = r->f->expand_observations;
+    sqlite3_int64 tx_id = sqlite3_column_int64(page, P_ID), best_id;
+    int64_t distinct;
+    if (!scan_observations(r, tx_id, expand, &best_id, &distinct))
+        return false;
+    sqlite3_stmt *best = NULL;
+    if (best_id >= 0) {
+        best = r->best;
+        sqlite3_reset(best);
+        sqlite3_bind_int64(best, 1, best_id);
+        int rc = sqlite3_step(best);
+        if (rc != SQLITE_ROW) {
+            fail(r, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+            return false;
+        }
+    }
+    size_t path_len = 0, resolved_len = 0, iata_len = 0, id_len = 0, name_len = 0;
+    const char *path = NULL, *resolved = NULL, *iata = NULL, *observer_id = NULL,
+               *observer_name = NULL;
+    if (best) {
+        path = column_text(best, B_PATH_JSON, &path_len);
+        resolved = column_text(best, B_RESOLVED_PATH, &resolved_len);
+        iata = column_text(best, B_OBSERVER_IATA, &iata_len);
+        observer_id = column_text(best, B_OBSERVER_ID, &id_len);
+        observer_name = column_text(best, B_OBSERVER_NAME, &name_len);
+    }
+
+    mg_json_object_begin(j); /* keys in bytewise order */
+    if (!write_stored_array(j, "_parsedPath", path, path_len, true, &r->tmp))
+        mg_json_kv_null(j, "_parsedPath");
+    mg_json_key(j, "decoded_json");
+    mg_db_json_column(j, page, P_DECODED);
+    mg_json_key(j, "direction");
+    if (best)
+        mg_db_json_column(j, best, B_DIRECTION);
+    else
+        mg_json_null(j);
+    mg_json_key(j, "first_seen");
+    mg_db_json_column(j, page, P_FIRST_SEEN);
+    mg_json_key(j, "hash");
+    mg_db_json_column(j, page, P_HASH);
+    mg_json_key(j, "id");
+    mg_json_int(j, tx_id);
+    mg_json_kv_int(j, "observation_count", distinct);
+    if (expand) {
+        mg_json_key(j, "observations");
+        mg_json_raw(j, r->obs_json.data, r->obs_json.len);
+    }
+    write_text_or_null(j, "observer_iata", iata, iata_len, true);
+    write_text_or_null(j, "observer_id", observer_id, id_len, false);
+    write_text_or_null(j, "observer_name", observer_name, name_len, false);
+    write_text_or_null(j, "path_json", path, path_len, false);
+    mg_json_key(j, "payload_type");
+    mg_db_json_column(j, page, P_PAYLOAD_TYPE);
+    mg_json_key(j, "raw_hex");
+    mg_db_json_column(j, page, P_RAW_HEX);
+    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    mg_json_key(j, "route_type");
+    mg_db_json_column(j, page, P_ROUTE_TYPE);
+    mg_json_key(j, "rssi");
+    if (best)
+        mg_db_json_column(j, best, B_RSSI);
+    else
+        mg_json_null(j);
+    mg_json_key(j, "scope_name");
+    mg_db_json_column(j, page, P_SCOPE);
+    mg_json_key(j, "snr");
+    if (best)
+        mg_db_json_column(j, best, B_SNR);
+    else
+        mg_json_null(j);
+    mg_json_key(j, "timestamp");
+    mg_db_json_column(j, page, P_FIRST_SEEN);
+    mg_json_object_end(j);
+    return true;
+}
+
+/* Writes the packets of the page; false when a query failed. */
+static bool write_page(struct packets_run *r, struct mg_json *j)
+{
+    sqlite3_stmt *page = prepare_statement(r, MG_PACKETS_SQL_PAGE);
+    r->observations = prepare_statement(r, MG_PACKETS_SQL_OBSERVATIONS);
+    r->best = prepare_statement(r, MG_PACKETS_SQL_BEST);
+    int bound = page && r->observations && r->best ? mg_packets_bind(r->env->db, r->f, page) : -1;
+    if (page && r->observations && r->best && bound < 0)
+        fail(r, SQLITE_ERROR);
+    if (bound >= 0 && (sqlite3_bind_int64(page, bound + 1, r->f->limit) != SQLITE_OK ||
+                       sqlite3_bind_int64(page, bound + 2, r->f->offset) != SQLITE_OK))
+        fail(r, SQLITE_ERROR);
+    if (bound >= 0 && !r->error) {
+        int rc;
+        while ((rc = sqlite3_step(page)) == SQLITE_ROW && write_packet(r, j, page))
+            ;
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            fail(r, rc);
+    }
+    sqlite3_finalize(page);
+    return !r->error;
+}
+
+static void answer_failure(struct packets_run *r)
+{
+    int primary = r->error & 0xff;
+    mg_buf_reset(&r->res->headers);
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+        mg_response_refuse(r->res, 503, 1, "the database is busy: retry in a moment");
+        return;
+    }
+    mg_warn("/api/packets: reading the database failed: %s", sqlite3_errstr(r->error));
+    mg_response_error(r->res, 500, "reading the packets from the database failed: %s",
+                      sqlite3_errstr(r->error));
+}
+
+void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    struct mg_packets_filter f;
+    if (!mg_packets_parse(req, res, &f))
+        return;
+    struct packets_run r = {.env = env, .res = res, .f = &f};
+    mg_buf_init(&r.tmp);
+    mg_buf_init(&r.obs_json);
+    mg_buf_init(&r.pair_text);
+
+    /* One read transaction: the total and the page see one snapshot. */
+    bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    take_snapshot(&r);
+    r.keys_not_null = tx_keys_not_null(env->db);
+    bool matches_nothing = false;
+    if (!r.error && f.node)
+        matches_nothing = !resolve_node(&r);
+    if (!r.error && !matches_nothing && f.observer)
+        matches_nothing = !choose_list_form(&r, f.observer, false, &f.observer_form);
+    if (!r.error && !matches_nothing && f.region)
+        matches_nothing = !choose_list_form(&r, f.region, true, &f.region_form);
+    f.node_form = MG_PACKETS_LIST_SCAN;
+    int64_t total = r.error || matches_nothing ? 0 : count_packets(&r, &f);
+    if (total > 0 && !r.error)
+        choose_page_forms(&r, total);
+
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j); /* a fixed record: packets, total, limit, offset */
+    mg_json_key(&j, "packets");
+    mg_json_array_begin(&j);
+    if (total > 0 && !r.error)
+        write_page(&r, &j);
+    mg_json_array_end(&j);
+    mg_json_kv_int(&j, "total", total);
+    mg_json_kv_int(&j, "limit", f.limit);
+    mg_json_kv_int(&j, "offset", f.offset);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+    if (r.error)
+        answer_failure(&r);
+
+    sqlite3_finalize(r.observations);
+    sqlite3_finalize(r.best);
+    if (in_transaction)
+        sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
+    mg_buf_free(&r.tmp);
+    mg_buf_free(&r.obs_json);
+    mg_buf_free(&r.pair_text);
+    free(r.pairs);
+}

@@ -1,0 +1,103 @@
+/*
+ * ep_packets: GET /api/packets (the handler, mg_handle_packets, is declared in router.h).
+ *
+ * A request is answered inside one read transaction with these statements:
+ *   count         how many transmissions pass the filter (cached per worker, see below);
+ *   page          one page of them in id order: the primary key, or an index that keeps
+ *                 rowid order, so nothing is sorted;
+ *   observations  per page row: its observations through idx_observations_transmission_id,
+ *                 newest (highest id) first; the best one (most hops, then highest id) and
+ *                 the number of distinct (observer, path) pairs are found in C from this
+ *                 one pass, so no row opens a temporary B-tree;
+ *   best          per page row with observations: the best one with its observer, by
+ *                 primary key.
+ *
+ * Filters on observations (observer, region, node) take one of two forms: a probe per
+ * transmission (EXISTS through idx_observations_transmission_id; cheap when matches are
+ * dense and the page ends early) or a list (t.id IN the matching transmission ids, built
+ * once; cheap when matches are rare, and always used to count). The handler picks the
+ * form of the page from the count.
+ *
+ * Totals are cached per worker process, keyed by the count's SQL and values: exact while
+ * the database has not changed (SQLite's data version), and a count that took at least
+ * MG_PACKETS_TOTAL_SLOW_NS may be served for MG_PACKETS_TOTAL_STALE_NS after a change.
+ *
+ * This header exposes the parsed parameters and the SQL built from them so that tests can
+ * pin the query plans.
+ */
+#ifndef MESHGATE_EP_PACKETS_H
+#define MESHGATE_EP_PACKETS_H
+
+#include "buf.h"
+#include "db.h"
+#include "handler.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MG_PACKETS_LIMIT_DEFAULT 50
+#define MG_PACKETS_LIMIT_MAX 10000
+/* Entries of the observer and region lists (each one is a bound SQL parameter). */
+#define MG_PACKETS_LIST_MAX 64
+#define MG_PACKETS_TOTAL_SLOW_NS (10 * 1000000LL)
+#define MG_PACKETS_TOTAL_STALE_NS (2 * 1000000000LL)
+
+/* How a filter on observations is written (see above). */
+enum mg_packets_form {
+    MG_PACKETS_PROBE = 0,  /* EXISTS per transmission */
+    MG_PACKETS_LIST_INDEX, /* t.id IN (...), observations found through an index */
+    MG_PACKETS_LIST_SCAN,  /* t.id IN (...), observations read in one sequential scan */
+};
+
+struct mg_packets_filter {
+    int64_t limit;  /* clamped to 1..MG_PACKETS_LIMIT_MAX */
+    int64_t offset; /* clamped to >= 0 */
+    bool ascending; /* order=asc; the default is descending by id */
+    bool expand_observations;
+    bool has_type;
+    int64_t payload_type;
+    bool has_route;
+    int64_t route_type;
+    /* Raw values from the query (NULL when absent or empty); they point into the request. */
+    const char *hash;
+    const char *since;
+    const char *until;
+    const char *observer; /* comma list, entries trimmed, compared case-insensitively */
+    const char *region;   /* comma list of IATA codes, trimmed, uppercased, ALL ignored */
+    const char *node;     /* a 64-hex public key or an exact node name */
+    const char *channel;  /* a decoded channel name, or enc_ + channelHashHex */
+    /* Filled by the handler: the node's public key (lowercase) and the forms. */
+    char node_pubkey[65];
+    enum mg_packets_form observer_form, region_form, node_form;
+};
+
+enum mg_packets_statement {
+    MG_PACKETS_SQL_PAGE,
+    MG_PACKETS_SQL_COUNT,
+    MG_PACKETS_SQL_OBSERVATIONS,
+    MG_PACKETS_SQL_BEST,
+};
+
+/*
+ * Reads the parameters into f (strings point into req). Returns true, or false after
+ * filling res with a 400 that names the parameter and what it accepts.
+ */
+bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
+                      struct mg_packets_filter *f);
+
+/*
+ * Writes the SQL of one statement for f into out. PAGE and COUNT bind the filter's values
+ * in order (PAGE then LIMIT and OFFSET); OBSERVATIONS binds a transmission id (with
+ * f->expand_observations it also reads what an observation's JSON needs); BEST binds an
+ * observation id. db gives the schema (optional columns, NOT NULL declarations).
+ */
+void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
+                    enum mg_packets_statement which, struct mg_buf *out);
+
+/*
+ * Binds f's values to a PAGE or COUNT statement from parameter 1. Returns how many were
+ * bound (PAGE takes LIMIT and OFFSET after them), or -1 when a bind failed.
+ */
+int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3_stmt *st);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * GET /api/perf: how the whole process group has been doing, read from the shared segment
+ * (never from one worker's memory): request totals, per-route latency from the shared
+ * histograms, the ring of slow requests, the group values' freshness, the database's size
+ * and row counts, then meshgate's own sections (workers, gates, counters).
+ *
+ * Fixed order: uptime, totalRequests, avgMs, endpoints, slowQueries, cache, packetStore,
+ * sqlite, [memoryBreakdown], workers, gates, counters. endpoints and counters are maps:
+ * their keys are in bytewise order. Milliseconds have 1 decimal, megabytes 2 (1 MB =
+ * 1048576 bytes), as CoreScope prints them.
+ *
+ * The figures are read without locks while workers keep adding to them, so a route's count
+ * and its sum may be one request apart; every figure only grows.
+ */
+#include "clock.h"
+#include "db_counts.h"
+#include "json.h"
+#include "params.h"
+#include "router.h"
+#include "scoreboard.h"
+#include "shared_value.h"
+#include "stats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define BYTES_PER_MB (1024.0 * 1024.0)
+
+static void kv_ms(struct mg_json *j, const char *key, double us)
+{
+    mg_json_key(j, key);
+    mg_json_double_rounded(j, us / 1000.0, 1);
+}
+
+static void kv_mb(struct mg_json *j, const char *key, double bytes)
+{
+    mg_json_key(j, key);
+    mg_json_double_rounded(j, bytes / BYTES_PER_MB, 2);
+}
+
+/* "2026-05-17T18:13:27.081Z" */
+static void rfc3339_ms(int64_t realtime_ns, char *out, size_t cap)
+{
+    time_t s = (time_t)(realtime_ns / MG_NS_PER_SEC);
+    int ms = (int)(realtime_ns % MG_NS_PER_SEC / MG_NS_PER_MS);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, cap, "%s.%03dZ", base, ms);
+}
+
+static uint64_t load(const _Atomic uint64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+struct named_route {
+    char name[MG_ROUTE_NAME_MAX];
+    const struct mg_route_stats *stats;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct named_route *)a)->name, ((const struct named_route *)b)->name);
+}
+
+/* avgMs over every route, then "endpoints": the routes that have answered anything. */
+static void write_routes(struct mg_json *j, const struct mg_segment *seg)
+{
+    struct named_route routes[MG_ROUTES_MAX];
+    unsigned n = 0;
+    uint64_t all_count = 0, all_sum_us = 0;
+    for (uint32_t i = 0; i < seg->route_count && i < MG_ROUTES_MAX; i++) {
+        const struct mg_route_stats *r = &seg->routes[i];
+        uint64_t count = load(&r->count);
+        all_count += count;
+        all_sum_us += load(&r->sum_us);
+        if (count == 0)
+            continue;
+        memcpy(routes[n].name, r->name, MG_ROUTE_NAME_MAX);
+        routes[n].name[MG_ROUTE_NAME_MAX - 1] = '\0';
+        routes[n].stats = r;
+        n++;
+    }
+    kv_ms(j, "avgMs", all_count ? (double)all_sum_us / (double)all_count : 0.0);
+
+    qsort(routes, n, sizeof routes[0], by_name);
+    mg_json_key(j, "endpoints");
+    mg_json_object_begin(j);
+    for (unsigned i = 0; i < n; i++) {
+        const struct mg_route_stats *r = routes[i].stats;
+        uint64_t count = load(&r->count);
+        mg_json_key(j, routes[i].name);
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "count", count);
+        kv_ms(j, "avgMs", (double)load(&r->sum_us) / (double)count);
+        kv_ms(j, "p50Ms", (double)mg_hist_quantile_us(r, 0.50));
+        kv_ms(j, "p95Ms", (double)mg_hist_quantile_us(r, 0.95));
+        kv_ms(j, "maxMs", (double)load(&r->max_us));
+        mg_json_object_end(j);
+    }
+    mg_json_object_end(j);
+}
+
+static void write_slow(struct mg_json *j, const struct mg_segment *seg)
+{
+    struct mg_slow_entry slow[MG_SLOW_MAX];
+    unsigned n = mg_slow_snapshot(seg, slow); /* newest first */
+    mg_json_key(j, "slowQueries");
+    mg_json_array_begin(j);
+    for (unsigned i = 0; i < n; i++) {
+        char when[40];
+        rfc3339_ms(slow[i].time_realtime_ns, when, sizeof when);
+        mg_json_object_begin(j);
+        mg_json_kv_string(j, "path", slow[i].path);
+        kv_ms(j, "ms", (double)slow[i].duration_us);
+        mg_json_kv_string(j, "time", when);
+        mg_json_kv_uint(j, "status", slow[i].status);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+}
+
+/*
+ * There is no response cache yet: what the group does cache are its group values, so this
+ * says how often each was recomputed and how old the one being served is.
+ */
+static void write_group_value(struct mg_json *j, const char *key, struct mg_shared_value *v,
+                              int64_t interval_ns, int64_t now_ns)
+{
+    int64_t computed = atomic_load_explicit(&v->computed_monotonic_ns, memory_order_relaxed);
+    mg_json_key(j, key);
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "refreshes", atomic_load_explicit(&v->refreshes, memory_order_relaxed));
+    if (computed)
+        mg_json_kv_int(j, "ageMs", (now_ns - computed) / MG_NS_PER_MS);
+    else
+        mg_json_kv_null(j, "ageMs");
+    mg_json_kv_int(j, "intervalMs", interval_ns / MG_NS_PER_MS);
+    mg_json_object_end(j);
+}
+
+static void write_cache(struct mg_json *j, const struct mg_segment *seg)
+{
+    int64_t now = mg_monotonic_ns();
+    mg_json_key(j, "cache");
+    mg_json_object_begin(j);
+    write_group_value(j, "stats", &seg->values[MG_VALUE_STATS], MG_STATS_INTERVAL_NS, now);
+    write_group_value(j, "dbCounts", &seg->values[MG_VALUE_DB_COUNTS], MG_DB_COUNTS_INTERVAL_NS,
+                      now);
+    mg_json_object_end(j);
+}
+
+/* A PRAGMA's number, or -1. */
+static int64_t pragma(struct mg_db *db, const char *sql)
+{
+    return mg_db_scalar(db, sql);
+}
+
+static void write_sqlite(struct mg_json *j, struct mg_env *env, const struct mg_db_counts *counts)
+{
+    int64_t page_size = pragma(env->db, "PRAGMA page_size");
+    int64_t page_count = pragma(env->db, "PRAGMA page_count");
+    int64_t freelist = pragma(env->db, "PRAGMA freelist_count");
+    char wal_path[MG_PATH_MAX + 8];
+    snprintf(wal_path, sizeof wal_path, "%s-wal", env->cfg->db_path);
+    struct stat st;
+    double wal_bytes = stat(wal_path, &st) == 0 ? (double)st.st_size : 0.0;
+
+    mg_json_key(j, "sqlite");
+    mg_json_object_begin(j);
+    if (page_size > 0 && page_count >= 0)
+        kv_mb(j, "dbSizeMB", (double)page_count * (double)page_size);
+    else
+        mg_json_kv_null(j, "dbSizeMB");
+    kv_mb(j, "walSizeMB", wal_bytes);
+    if (page_size > 0 && freelist >= 0)
+        kv_mb(j, "freelistMB", (double)freelist * (double)page_size);
+    else
+        mg_json_kv_null(j, "freelistMB");
+    mg_json_key(j, "rows");
+    if (counts) {
+        mg_json_object_begin(j);
+        mg_json_kv_int(j, "transmissions", counts->transmissions);
+        mg_json_kv_int(j, "observations", counts->observations);
+        mg_json_kv_int(j, "nodes", counts->nodes);
+        mg_json_kv_int(j, "observers", counts->observers);
+        mg_json_object_end(j);
+    } else {
+        mg_json_null(j); /* the database did not answer; the log says why */
+    }
+    mg_json_object_end(j);
+}
+
+static void write_workers(struct mg_json *j, struct mg_env *env)
+{
+    struct mg_segment *seg = env->seg;
+    mg_json_key(j, "workers");
+    mg_json_object_begin(j);
+    mg_json_kv_int(j, "configured", env->cfg->workers);
+    mg_json_kv_uint(j, "alive", mg_scoreboard_alive(seg));
+    mg_json_key(j, "slots");
+    mg_json_array_begin(j);
+    for (uint32_t i = 0; i < seg->slot_count; i++) {
+        struct mg_slot s;
+        mg_slot_snapshot(&seg->slots[i], &s);
+        int32_t pid = atomic_load(&s.pid);
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "slot", i);
+        if (pid > 0)
+            mg_json_kv_int(j, "pid", pid);
+        else
+            mg_json_kv_null(j, "pid");
+        mg_json_kv_string(j, "state", mg_slot_state_name(atomic_load(&s.state)));
+        mg_json_kv_uint(j, "requests", atomic_load(&s.requests));
+        mg_json_kv_uint(j, "requestsAllSpawns", atomic_load(&s.requests_all));
+        mg_json_kv_uint(j, "connections", atomic_load(&s.connections));
+        mg_json_kv_uint(j, "spawns", atomic_load(&s.spawns));
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    mg_json_object_end(j);
+}
+
+static int by_counter_name(const void *a, const void *b)
+{
+    return strcmp(mg_counter_names[*(const int *)a], mg_counter_names[*(const int *)b]);
+}
+
+static void write_counters(struct mg_json *j, const struct mg_segment *seg)
+{
+    int order[MG_CTR_COUNT];
+    for (int i = 0; i < MG_CTR_COUNT; i++)
+        order[i] = i;
+    qsort(order, MG_CTR_COUNT, sizeof order[0], by_counter_name);
+    mg_json_key(j, "counters");
+    mg_json_object_begin(j);
+    for (int i = 0; i < MG_CTR_COUNT; i++)
+        mg_json_kv_uint(j, mg_counter_names[order[i]],
+                        mg_counter_get(seg, (enum mg_counter)order[i]));
+    mg_json_object_end(j);
+}
+
+/* Only mem=1 exactly asks for the diagnostic walk; any other value is plain /api/perf. */
+static bool wants_memory_breakdown(const struct mg_request *req)
+{
+    const char *mem = mg_param_str(req, "mem");
+    return mem && strcmp(mem, "1") == 0;
+}
+
+/*
+ * The place where ?mem=1's diagnostic walk plugs in (a later issue). It runs before any
+ * other part of the body: it will take the diagnostic gate, and on a refusal fill res with
+ * the 429 and return false (nothing else is done); otherwise walk, give the gate back, and
+ * write the value of "memoryBreakdown" (an object) into fragment. Until then it writes
+ * nothing, and mem=1 answers exactly as plain /api/perf.
+ */
+static bool memory_breakdown(struct mg_env *env, struct mg_response *res, struct mg_buf *fragment)
+{
+    (void)env, (void)res, (void)fragment;
+    return true;
+}
+
+void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    struct mg_buf breakdown;
+    mg_buf_init(&breakdown);
+    if (wants_memory_breakdown(req) && !memory_breakdown(env, res, &breakdown)) {
+        mg_buf_free(&breakdown);
+        return;
+    }
+    struct mg_db_counts counts;
+    bool have_counts = mg_db_counts_get(env, &counts);
+    struct mg_segment *seg = env->seg;
+    int64_t uptime_ns = mg_monotonic_ns() - seg->header->created_monotonic_ns;
+
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_kv_int(&j, "uptime", uptime_ns > 0 ? uptime_ns / MG_NS_PER_SEC : 0);
+    mg_json_kv_uint(&j, "totalRequests", mg_counter_get(seg, MG_CTR_REQUESTS));
+    write_routes(&j, seg);
+    write_slow(&j, seg);
+    write_cache(&j, seg);
+    mg_json_kv_null(&j, "packetStore"); /* there is no in-memory store */
+    write_sqlite(&j, env, have_counts ? &counts : NULL);
+    if (breakdown.len > 0) {
+        mg_json_key(&j, "memoryBreakdown");
+        mg_json_raw(&j, breakdown.data, breakdown.len);
+    }
+    write_workers(&j, env);
+    mg_json_key(&j, "gates");
+    mg_json_object_begin(&j); /* the gates arrive with their own issues */
+    mg_json_object_end(&j);
+    write_counters(&j, seg);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+    mg_buf_free(&breakdown);
+}

@@ -45,6 +45,11 @@ const struct mg_config_var mg_config_vars[] = {
      "bodies at least this large are gzip-compressed for clients that accept it; 0: never"},
     {"MESHGATE_PUBLIC_DIR", MG_CFG_PATH, FIELD(public_dir), 0, 0, "",
      "directory of a front end's static files, served outside /api/; empty: none"},
+    {"MESHGATE_PERF_MEM_COOLDOWN_MS", MG_CFG_INT, FIELD(perf_mem_cooldown_ms), 0, 3600000, "5000",
+     "after a /api/perf?mem=1 walk completes, how long until the next may start (ms)"},
+    {"MESHGATE_PERF_MEM_GATE", MG_CFG_BOOL, FIELD(perf_mem_gate), 0, 0, "1",
+     "1: one /api/perf?mem=1 walk at a time with a cooldown; 0: no gate (for A/B "
+     "measurements only)"},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug"},
     {"MESHGATE_ACCESS_LOG", MG_CFG_BOOL, FIELD(access_log), 0, 0, "0",

@@ -46,6 +46,9 @@ struct mg_config {
     /* responses */
     int32_t gzip_min_bytes; /* 0 turns gzip off */
     char public_dir[MG_PATH_MAX]; /* empty: no static files */
+    /* the diagnostic gate (/api/perf?mem=1) */
+    int32_t perf_mem_cooldown_ms;
+    bool perf_mem_gate;
     /* logging */
     int32_t log_level; /* enum mg_log_level */
     bool access_log;

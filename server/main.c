@@ -84,8 +84,13 @@ int main(int argc, char **argv)
     char desc[300], host[MG_HOST_MAX];
     unsigned port;
     mg_listener_describe(listen_fd, desc, sizeof desc, host, sizeof host, &port);
-    if (!cfg.shm_name[0])
+    /* The default name follows MESHGATE_LISTEN as written, so meshgate-shm derives the same
+     * one from the same environment; under socket activation, from systemd's socket. */
+    if (!cfg.shm_name[0] && from_systemd)
         mg_config_default_shm_name(host, port, cfg.shm_name, sizeof cfg.shm_name);
+    else if (!cfg.shm_name[0])
+        mg_config_default_shm_name(cfg.listen_host, cfg.listen_port, cfg.shm_name,
+                                   sizeof cfg.shm_name);
 
     mg_info("meshgate %s starting (%s socket %s)", MESHGATE_VERSION,
             from_systemd ? "systemd's" : "own", desc);

@@ -1,5 +1,7 @@
 #include "reclaim.h"
 
+#include "clock.h"
+#include "gate_diag.h"
 #include "shared_value.h"
 
 unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
@@ -8,5 +10,6 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     unsigned freed = 0;
     for (unsigned i = 0; i < MG_VALUE_COUNT; i++)
         freed += mg_shared_value_reclaim(&seg->values[i], pid) ? 1u : 0u;
+    freed += mg_diag_gate_reclaim(seg->diag, pid, mg_monotonic_ns()) ? 1u : 0u;
     return freed;
 }

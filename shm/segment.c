@@ -1,6 +1,7 @@
 #include "segment.h"
 
 #include "clock.h"
+#include "gate_diag.h"
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
@@ -19,13 +20,14 @@
 #define MESHGATE_VERSION "0.1.0"
 #endif
 
-enum { SEC_CONFIG, SEC_COUNTERS, SEC_ROUTES, SEC_SLOW, SEC_VALUES, SEC_SLOTS, SEC_COUNT };
+enum { SEC_CONFIG, SEC_COUNTERS, SEC_ROUTES, SEC_SLOW, SEC_VALUES, SEC_DIAG, SEC_SLOTS, SEC_COUNT };
 
 static const char *const section_names[SEC_COUNT] = {"config", "counters", "routes", "slow",
-                                                     "values", "slots"};
+                                                     "values", "diag", "slots"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config), sizeof(struct mg_counters), sizeof(struct mg_route_stats),
-    sizeof(struct mg_slow_ring), sizeof(struct mg_shared_value), sizeof(struct mg_slot)};
+    sizeof(struct mg_slow_ring), sizeof(struct mg_shared_value),
+    sizeof(struct mg_diag_gate), sizeof(struct mg_slot)};
 
 static size_t align_up(size_t n)
 {
@@ -34,7 +36,7 @@ static size_t align_up(size_t n)
 
 static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count)
 {
-    const uint64_t counts[SEC_COUNT] = {1, 1, route_count, 1, MG_VALUE_COUNT, slot_count};
+    const uint64_t counts[SEC_COUNT] = {1, 1, route_count, 1, MG_VALUE_COUNT, 1, slot_count};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -124,6 +126,12 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                      section_names[i]);
             return -1;
         }
+        if ((i == SEC_CONFIG || i == SEC_COUNTERS || i == SEC_SLOW || i == SEC_DIAG) &&
+            s->record_count != 1) {
+            snprintf(err, errlen, "segment section \"%s\" holds %llu records, expected 1",
+                     section_names[i], (unsigned long long)s->record_count);
+            return -1;
+        }
         ptr[i] = (char *)base + s->offset;
     }
     if (h->sections[SEC_ROUTES].record_count > MG_ROUTES_MAX ||
@@ -145,6 +153,7 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                  (unsigned long long)h->sections[SEC_VALUES].record_count, MG_VALUE_COUNT);
         return -1;
     }
+    seg->diag = ptr[SEC_DIAG];
     seg->slots = ptr[SEC_SLOTS];
     seg->slot_count = (uint32_t)h->sections[SEC_SLOTS].record_count;
     return 0;
@@ -330,6 +339,8 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         snprintf(seg->routes[i].name, sizeof seg->routes[i].name, "%s", route_names[i]);
     for (uint32_t i = 0; i < slot_count; i++)
         atomic_store(&seg->slots[i].last_exit, -1);
+    mg_diag_gate_init(seg->diag, (int64_t)cfg->perf_mem_cooldown_ms * MG_NS_PER_MS,
+                      cfg->perf_mem_gate);
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

@@ -14,6 +14,8 @@
  *   slow       the last slow requests, a ring                     (every worker writes)
  *   values     values computed once per interval for the group    (the worker holding the
  *              (database row counts, the /api/stats body)          value's refresh lease)
+ *   diag       the diagnostic gate of /api/perf?mem=1: holder,    (workers under its lock;
+ *              cooldown, counters (shm/gate_diag.h)                the master on reap)
  *   slots      the scoreboard: one slot per worker                (its worker; the master on spawn
  *                                                                  and reap)
  *
@@ -38,7 +40,7 @@
 #include <stdint.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 1u
+#define MG_SHM_LAYOUT_VERSION 2u
 #define MG_SHM_SECTIONS_MAX 16
 #define MG_VERSION_MAX 32
 
@@ -81,6 +83,7 @@ struct mg_route_stats;
 struct mg_slow_ring;
 struct mg_slot;
 struct mg_shared_value;
+struct mg_diag_gate;
 
 /* The values the group computes at most once per interval (see shared_value.h). */
 enum mg_value_id { MG_VALUE_DB_COUNTS = 0, MG_VALUE_STATS, MG_VALUE_COUNT };
@@ -99,6 +102,7 @@ struct mg_segment {
     uint32_t route_count;
     struct mg_slow_ring *slow;
     struct mg_shared_value *values; /* MG_VALUE_COUNT of them */
+    struct mg_diag_gate *diag;
     struct mg_slot *slots;
     uint32_t slot_count;
 };

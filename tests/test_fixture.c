@@ -302,6 +302,35 @@ Test(fixture, full_schema_adds_the_optional_columns_and_dropped_packets)
     sqlite3_close(db);
 }
 
+Test(fixture, full_schema_has_the_same_base_rows_as_base_schema)
+{
+    struct mg_fixture_options o = small_options(13);
+    const char *base = generate("base.db", &o);
+    o.full_schema = true;
+    const char *full = generate("full.db", &o);
+    sqlite3 *db = open_db(full);
+    char sql[512];
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS b", base);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    static const char *const checks[] = {
+        "SELECT count(*) FROM (SELECT public_key, name, role, lat, lon, last_seen, first_seen, "
+        "advert_count, battery_mv, temperature_c, foreign_advert FROM main.nodes EXCEPT "
+        "SELECT * FROM b.nodes)",
+        "SELECT count(*) FROM (SELECT id, raw_hex, hash, first_seen, route_type, payload_type, "
+        "payload_version, decoded_json, created_at, channel_hash, from_pubkey FROM "
+        "main.transmissions EXCEPT SELECT * FROM b.transmissions)",
+        "SELECT count(*) FROM (SELECT id, transmission_id, observer_idx, direction, snr, rssi, "
+        "score, path_json, timestamp, resolved_path FROM main.observations EXCEPT "
+        "SELECT * FROM b.observations)",
+        "SELECT count(*) FROM (SELECT * FROM main.observers EXCEPT SELECT * FROM b.observers)",
+        "SELECT count(*) FROM (SELECT * FROM main.neighbor_edges EXCEPT "
+        "SELECT * FROM b.neighbor_edges)",
+    };
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+        cr_assert_eq(query_int(db, checks[i]), 0, "%s", checks[i]);
+    sqlite3_close(db);
+}
+
 /* --- sizes ----------------------------------------------------------------------------- */
 
 Test(fixture, row_counts_match_the_options)
@@ -358,6 +387,19 @@ Test(fixture, impossible_sizes_are_refused_naming_the_option)
     o.days = 400;
     cr_assert_eq(mg_fixture_resolve(&o, &r, err, sizeof err), -1);
     cr_assert(strstr(err, "days 400") != NULL, "message: %s", err);
+}
+
+Test(fixture, zero_observations_give_the_schema_and_nodes_without_traffic)
+{
+    struct mg_fixture_options o = small_options(1);
+    o.observations = 0;
+    sqlite3 *db = open_db(generate("empty.db", &o));
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM transmissions"), 0);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM observations"), 0);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM neighbor_edges"), 0);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM nodes"), 60);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM observers"), 8);
+    sqlite3_close(db);
 }
 
 /* --- the shape of the data ------------------------------------------------------------- */

@@ -661,6 +661,7 @@ Test(segment, process_start_ticks_survive_a_command_name_with_spaces_and_parenth
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        alarm(5); /* never outlive the test, whatever happens to the parent */
         close(to_child[1]);
         uint64_t before = mg_process_start_ticks(getpid());
         prctl(PR_SET_NAME, "x) 1 2 (y) 3");
@@ -875,6 +876,7 @@ Test(stats, counters_from_several_processes_add_up_exactly)
         pids[c] = fork();
         cr_assert_geq(pids[c], 0, "fork");
         if (pids[c] == 0) {
+            alarm(10); /* a child never outlives a stuck test */
             atomic_fetch_add(&line->ready, 1);
             while (!atomic_load(&line->go))
                 sched_yield();
@@ -1144,6 +1146,7 @@ Test(shared_value, lease_is_exclusive_between_processes)
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        alarm(10); /* a child never outlives a stuck test */
         close(hold[1]);
         char ok = mg_shared_value_try_lease(v, (int)getpid(), 1) ? 'y' : 'n';
         ssize_t w = write(ready[1], &ok, 1);
@@ -1183,6 +1186,7 @@ Test(shared_value, exactly_one_of_several_racing_processes_gets_the_lease)
         pids[i] = fork();
         cr_assert_geq(pids[i], 0);
         if (pids[i] == 0) {
+            alarm(10); /* a child never outlives a stuck test */
             close(go[1]);
             close(hold[1]);
             char c;

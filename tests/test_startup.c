@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -183,6 +184,8 @@ Test(startup, segment_left_by_a_killed_instance_is_replaced)
     snprintf(v_listen, sizeof v_listen, "MESHGATE_LISTEN=127.0.0.1:%d", port);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close_range(3, ~0U, 0);
         int log = open("/dev/null", O_WRONLY);
         dup2(log, 2);
         clearenv();
@@ -240,6 +243,7 @@ static pid_t start_with_fds(int listen_fd, const char *notify_path, int port, ch
     pid_t pid = fork();
     if (pid != 0)
         return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     char v_db[300], v_shm[96], v_notify[200], v_pid[32], v_listen[64];
     snprintf(v_db, sizeof v_db, "MESHGATE_DB=%s", db);
     snprintf(v_shm, sizeof v_shm, "MESHGATE_SHM_NAME=%s", shm_name);
@@ -253,6 +257,7 @@ static pid_t start_with_fds(int listen_fd, const char *notify_path, int port, ch
         dup2(listen_fd, 3);
         close(listen_fd);
     }
+    close_range(4, ~0U, 0);
     clearenv();
     putenv(v_db), putenv(v_shm), putenv(v_notify), putenv(v_pid), putenv(v_listen);
     putenv("LISTEN_FDS=1"), putenv("MESHGATE_WORKERS=2");

@@ -13,11 +13,14 @@
  *     hop counts from every repeater to that ear, found by breadth-first search.
  * A transmission enters the graph at its source; each observation walks down the observer's
  * hop-count table along one random shortest path, so the same neighbour pairs recur the way
- * relay traffic does. Every random choice comes from one xoshiro256** stream consumed in a
- * fixed order, so the same options give the same rows.
+ * relay traffic does. Every random choice comes from a xoshiro256** stream consumed in a
+ * fixed order by one thread at a time, so the same options give the same rows; the columns
+ * only the full schema has draw from a second stream, so the base columns do not depend on
+ * the schema.
  *
- * Rows are written in one transaction with journaling off; secondary indexes are created
- * after the rows, and the file is switched to WAL at the end, as CoreScope's files are.
+ * A producer thread makes the rows while the caller's thread writes them (the pipe below),
+ * in one transaction with journaling off; secondary indexes are created after the rows, and
+ * the file is switched to WAL at the end, as CoreScope's files are.
  */
 #include "fixture.h"
 
@@ -585,8 +588,9 @@ struct edge_map {
  * the chunk, which stays put until every statement over it has run.
  */
 #define PIPE_CHUNKS 4
-#define PIPE_CHUNK_BYTES (4u << 20)
+#define PIPE_CHUNK_BYTES (1u << 20)
 #define RECORD_BYTES (64u << 10)
+#define OBS_BATCH 32
 
 enum record_kind { RECORD_OBSERVATION = 1, RECORD_TRANSMISSION = 2 };
 
@@ -614,6 +618,9 @@ struct pipe {
 struct gen {
     struct mg_fixture_options o;
     struct rng rng;
+    /* Draws for the full schema's data only, so that the base columns are the same rows
+     * whichever schema is asked for. */
+    struct rng rng_optional;
     int64_t now, start, span;
 
     struct node *nodes;
@@ -638,7 +645,9 @@ struct gen {
     int32_t *cand_len;
 
     sqlite3 *db;
-    sqlite3_stmt *ins_tx, *ins_obs;
+    sqlite3_stmt *ins_tx, *ins_obs, *ins_obs_batch;
+    const uint8_t *batch[OBS_BATCH]; /* records bound to ins_obs_batch, not yet written */
+    int batched;
     struct text t_path, t_resolved, t_raw, t_obs_raw, t_json;
     struct record rec;
     struct pipe *pipe;
@@ -2130,7 +2139,7 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
         rec_i64(rc, ts);
         rec_str(rc, resolved_null ? NULL : g->t_resolved.p, g->t_resolved.len);
         if (g->o.full_schema) {
-            if (rng_chance(r, 0.85)) {
+            if (rng_chance(&g->rng_optional, 0.85)) {
                 build_raw(&g->t_obs_raw, g, p, &pk, path, path_null ? 0 : len, hop_size);
                 rec_str(rc, g->t_obs_raw.p, g->t_obs_raw.len);
             } else {
@@ -2198,36 +2207,53 @@ static void *produce_rows(void *arg)
     return NULL;
 }
 
+/* Binds one observation record (after its kind byte) to the parameters after base. */
+static void bind_observation(struct gen *g, sqlite3_stmt *st, int base, struct reader *rd)
+{
+    sqlite3_bind_int64(st, base + 1, rd_i64(rd));
+    sqlite3_bind_int64(st, base + 2, rd_i64(rd));
+    sqlite3_bind_int64(st, base + 3, rd_i64(rd));
+    if (rd_u8(rd))
+        sqlite3_bind_text(st, base + 4, "rx", 2, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, base + 4);
+    if (rd_u8(rd)) {
+        sqlite3_bind_double(st, base + 5, rd_f64(rd));
+        sqlite3_bind_double(st, base + 6, rd_f64(rd));
+    } else {
+        sqlite3_bind_null(st, base + 5);
+        sqlite3_bind_null(st, base + 6);
+    }
+    int64_t score = rd_i64(rd);
+    if (score >= 0)
+        sqlite3_bind_int64(st, base + 7, score);
+    else
+        sqlite3_bind_null(st, base + 7);
+    rd_bind_str(rd, st, base + 8);
+    sqlite3_bind_int64(st, base + 9, rd_i64(rd));
+    rd_bind_str(rd, st, base + 10);
+    if (g->o.full_schema)
+        rd_bind_str(rd, st, base + 11);
+}
+
+static int obs_columns(const struct gen *g)
+{
+    return g->o.full_schema ? 11 : 10;
+}
+
+/* Observations go in OBS_BATCH to a statement: an AUTOINCREMENT table pays a look-up and an
+ * update of sqlite_sequence per statement, not per row. */
 static int write_record(struct gen *g, struct reader *rd)
 {
+    const uint8_t *start = rd->p;
     uint8_t kind = rd_u8(rd);
     if (kind == RECORD_OBSERVATION) {
-        sqlite3_stmt *st = g->ins_obs;
-        sqlite3_bind_int64(st, 1, rd_i64(rd));
-        sqlite3_bind_int64(st, 2, rd_i64(rd));
-        sqlite3_bind_int64(st, 3, rd_i64(rd));
-        if (rd_u8(rd))
-            sqlite3_bind_text(st, 4, "rx", 2, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(st, 4);
-        if (rd_u8(rd)) {
-            sqlite3_bind_double(st, 5, rd_f64(rd));
-            sqlite3_bind_double(st, 6, rd_f64(rd));
-        } else {
-            sqlite3_bind_null(st, 5);
-            sqlite3_bind_null(st, 6);
-        }
-        int64_t score = rd_i64(rd);
-        if (score >= 0)
-            sqlite3_bind_int64(st, 7, score);
-        else
-            sqlite3_bind_null(st, 7);
-        rd_bind_str(rd, st, 8);
-        sqlite3_bind_int64(st, 9, rd_i64(rd));
-        rd_bind_str(rd, st, 10);
-        if (g->o.full_schema)
-            rd_bind_str(rd, st, 11);
-        return step_insert(g, st, "observations");
+        g->batch[g->batched] = start;
+        bind_observation(g, g->ins_obs_batch, g->batched * obs_columns(g), rd);
+        if (++g->batched < OBS_BATCH)
+            return 0;
+        g->batched = 0;
+        return step_insert(g, g->ins_obs_batch, "observations");
     }
     sqlite3_stmt *st = g->ins_tx;
     sqlite3_bind_int64(st, 1, rd_i64(rd));
@@ -2248,6 +2274,19 @@ static int write_record(struct gen *g, struct reader *rd)
     return step_insert(g, st, "transmissions");
 }
 
+/* Writes the observations of an unfinished batch one by one, before their chunk is reused. */
+static int flush_batch(struct gen *g)
+{
+    for (int k = 0; k < g->batched; k++) {
+        struct reader rd = {g->batch[k] + 1};
+        bind_observation(g, g->ins_obs, 0, &rd);
+        if (step_insert(g, g->ins_obs, "observations") != 0)
+            return -1;
+    }
+    g->batched = 0;
+    return 0;
+}
+
 /* The writer: inserts every record the producer hands over, in order. */
 static int write_rows(struct gen *g)
 {
@@ -2263,11 +2302,12 @@ static int write_rows(struct gen *g)
             return -1;
         struct reader rd = {ch->data};
         const uint8_t *end = ch->data + ch->len;
-        while (rd.p < end) {
-            if (write_record(g, &rd) != 0) {
-                pipe_fail(pp);
-                return -1;
-            }
+        int rc = 0;
+        while (rd.p < end && rc == 0)
+            rc = write_record(g, &rd);
+        if (rc != 0 || flush_batch(g) != 0) {
+            pipe_fail(pp);
+            return -1;
         }
         bool last = ch->last;
         pthread_mutex_lock(&pp->mu);
@@ -2354,28 +2394,29 @@ static int write_nodes(struct gen *g)
             sqlite3_bind_null(st, 10);
         sqlite3_bind_int(st, 11, rng_chance(r, 0.02) ? 1 : 0);
         if (g->o.full_schema) {
+            struct rng *q = &g->rng_optional;
             const char *scope = clusters[nd->cluster].scope;
-            bool has_default = nd->role == ROLE_REPEATER && rng_chance(r, 0.6);
+            bool has_default = nd->role == ROLE_REPEATER && rng_chance(q, 0.6);
             char confirmed[40], configured[64], configured_at[40];
-            bind_text_or_null(st, 12, has_default ? (rng_chance(r, 0.7) ? scope : "*") : NULL,
+            bind_text_or_null(st, 12, has_default ? (rng_chance(q, 0.7) ? scope : "*") : NULL,
                               (size_t)-1);
-            if (nd->role == ROLE_REPEATER && rng_chance(r, 0.2)) {
-                const char *other = clusters[rng_below(r, CLUSTER_COUNT)].scope;
-                if (strcmp(other, scope) != 0 && rng_chance(r, 0.5))
+            if (nd->role == ROLE_REPEATER && rng_chance(q, 0.2)) {
+                const char *other = clusters[rng_below(q, CLUSTER_COUNT)].scope;
+                if (strcmp(other, scope) != 0 && rng_chance(q, 0.5))
                     snprintf(configured, sizeof configured, "%s,%s", scope, other);
                 else
                     snprintf(configured, sizeof configured, "%s", scope);
                 format_rfc3339(configured_at, sizeof configured_at,
-                               first + (int64_t)(rng_unit(r) * (double)(last - first)), false);
+                               first + (int64_t)(rng_unit(q) * (double)(last - first)), false);
                 sqlite3_bind_text(st, 13, configured, -1, SQLITE_TRANSIENT);
                 sqlite3_bind_text(st, 14, configured_at, -1, SQLITE_TRANSIENT);
             } else {
                 sqlite3_bind_null(st, 13);
                 sqlite3_bind_null(st, 14);
             }
-            if (has_default && rng_chance(r, 0.35)) {
+            if (has_default && rng_chance(q, 0.35)) {
                 format_rfc3339(confirmed, sizeof confirmed,
-                               first + (int64_t)(rng_unit(r) * (double)(last - first)), false);
+                               first + (int64_t)(rng_unit(q) * (double)(last - first)), false);
                 sqlite3_bind_text(st, 15, confirmed, -1, SQLITE_TRANSIENT);
             } else {
                 sqlite3_bind_null(st, 15);
@@ -2521,7 +2562,7 @@ static int write_edges(struct gen *g)
 
 static int write_dropped(struct gen *g)
 {
-    struct rng *r = &g->rng;
+    struct rng *r = &g->rng_optional;
     long n = g->o.observations / 5000 > 3 ? g->o.observations / 5000 : 3;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(g->db,
@@ -2687,6 +2728,25 @@ static int prepare_inserts(struct gen *g)
     if (sqlite3_prepare_v2(g->db, tx, -1, &g->ins_tx, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(g->db, obs, -1, &g->ins_obs, NULL) != SQLITE_OK)
         return fail(g->err, g->errlen, "prepare inserts: %s", sqlite3_errmsg(g->db));
+    /* The same statement with OBS_BATCH rows of values. */
+    const char *values = strstr(obs, "VALUES ") + 7;
+    size_t head = (size_t)(values - obs), one = strlen(values);
+    char *batch = malloc(head + OBS_BATCH * (one + 1) + 1);
+    if (batch == NULL)
+        return fail(g->err, g->errlen, "out of memory");
+    memcpy(batch, obs, head);
+    size_t len = head;
+    for (int k = 0; k < OBS_BATCH; k++) {
+        if (k > 0)
+            batch[len++] = ',';
+        memcpy(batch + len, values, one);
+        len += one;
+    }
+    batch[len] = '\0';
+    int rc = sqlite3_prepare_v2(g->db, batch, (int)len, &g->ins_obs_batch, NULL);
+    free(batch);
+    if (rc != SQLITE_OK)
+        return fail(g->err, g->errlen, "prepare batched insert: %s", sqlite3_errmsg(g->db));
     return 0;
 }
 
@@ -2784,6 +2844,7 @@ static void gen_free(struct gen *g)
     free(g->t_json.p);
     sqlite3_finalize(g->ins_tx);
     sqlite3_finalize(g->ins_obs);
+    sqlite3_finalize(g->ins_obs_batch);
     if (g->db != NULL)
         sqlite3_close(g->db);
 }
@@ -2863,7 +2924,8 @@ static int generate_into(struct gen *g, const char *path, const char *tmp)
         return -1;
     sqlite3_finalize(g->ins_tx);
     sqlite3_finalize(g->ins_obs);
-    g->ins_tx = g->ins_obs = NULL;
+    sqlite3_finalize(g->ins_obs_batch);
+    g->ins_tx = g->ins_obs = g->ins_obs_batch = NULL;
     /* Production databases are in WAL mode; a reader must cope with that. */
     if (exec_sql(g, "PRAGMA journal_mode=WAL", "switch to WAL") != 0)
         return -1;
@@ -2906,6 +2968,7 @@ int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, 
     g.n_nodes = g.o.nodes;
     g.n_observers = g.o.observers;
     rng_seed(&g.rng, g.o.seed);
+    rng_seed(&g.rng_optional, g.o.seed ^ 0x6F7074696F6E616Cu);
 
     int rc = generate_into(&g, path, tmp);
     gen_free(&g);

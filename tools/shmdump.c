@@ -9,9 +9,10 @@
  * fields and control bytes are escaped before they reach a terminal, so a request path
  * sent by a client cannot drive the operator's terminal.
  *
- * Beyond mg_segment_validate the copy must pass two checks of our own: every section lies
- * inside the bytes copied, computed without overflow (validate's sum can wrap), and the
- * sections read as one record (config, counters, slow) hold exactly one.
+ * Beyond mg_segment_validate the copy must pass one check of our own: the sections read as
+ * one record (config, counters, slow) hold exactly one (validate accepts a count of 0, which
+ * would leave such a section pointing past its bytes). At most the largest segment this
+ * build can lay out is copied, and the copy survives a segment that shrinks under it.
  *
  * The JSON shape (--json), stable within a layout version; keys appear in this order.
  * Durations are milliseconds (decimals, up to 3 places); times are RFC 3339 in UTC; a value
@@ -49,6 +50,13 @@
  *       {"id": 0, "name": "db_counts", "bytes": 120, "refreshes": 3, "age_ms": 812.5,
  *        "lease_pid": null}                     bytes and age_ms null: no value yet
  *     ],
+ *     "gates": {                                one object per gate
+ *       "perf_mem": {"enabled": true, "cap": 1, "running": 0, "peak": 1,
+ *                    "cooldown_ms": 5000.0, "cooldown_remaining_ms": 1250.5,
+ *                    "holder": null,             or {"worker", "pid", "age_ms"}
+ *                    "last_walk_ms": 812.3, "admitted": 3, "refused_busy": 15,
+ *                    "refused_cooling": 2, "reclaimed": 0}
+ *     },
  *     "scoreboard": "_HS_....",                 one mg_slot_state_char per slot
  *     "workers": [                              every slot
  *       {"slot": 0, "pid": 4321, "state": "handling", "spawns": 1, "connections": 1,
@@ -64,6 +72,7 @@
 #include "shmdump.h"
 
 #include "clock.h"
+#include "gate_diag.h"
 #include "json.h"
 #include "scoreboard.h"
 #include "shared_value.h"
@@ -147,32 +156,6 @@ static const struct mg_shm_section *find_section(const struct mg_shm_header *h, 
     return NULL;
 }
 
-/*
- * Runs before mg_segment_validate on a header that claims to be ours, so that a section
- * whose offset + size wraps around 2^64 is refused before validate computes a pointer
- * from it.
- */
-static int check_sections_inside(const struct mg_shm_header *h, size_t size, char *err,
-                                 size_t errlen)
-{
-    if (memcmp(h->magic, MG_SHM_MAGIC, sizeof h->magic) != 0 ||
-        h->layout_version != MG_SHM_LAYOUT_VERSION || h->section_count > MG_SHM_SECTIONS_MAX)
-        return 0; /* validate explains these better */
-    for (unsigned i = 0; i < h->section_count; i++) {
-        const struct mg_shm_section *s = &h->sections[i];
-        uint64_t bytes;
-        if (__builtin_mul_overflow(s->record_size, s->record_count, &bytes) || s->offset > size ||
-            bytes > size - s->offset) {
-            snprintf(err, errlen,
-                     "segment section \"%.16s\" (offset %" PRIu64 ", %" PRIu64
-                     " records of %" PRIu64 " bytes) lies outside the segment's %zu bytes",
-                     s->name, s->offset, s->record_count, s->record_size, size);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* After validate: the sections the dump reads as a single record hold one. */
 static int check_single_records(const struct mg_shm_header *h, char *err, size_t errlen)
 {
@@ -202,8 +185,7 @@ static enum mg_shmdump_status adopt(struct mg_shmdump *d, const char *name, void
         free(copy);
         return MG_SHMDUMP_NOT_UNDERSTOOD;
     }
-    if (check_sections_inside(h, size, why, sizeof why) < 0 ||
-        mg_segment_validate(copy, size, &d->seg, why, sizeof why) < 0 ||
+    if (mg_segment_validate(copy, size, &d->seg, why, sizeof why) < 0 ||
         check_single_records(h, why, sizeof why) < 0) {
         snprintf(err, errlen, "segment %s: %s", name, why);
         memset(&d->seg, 0, sizeof d->seg);
@@ -708,6 +690,34 @@ static void text_values(const struct mg_shmdump *d, struct mg_buf *out)
     }
 }
 
+static void text_gates(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    const struct mg_diag_gate *g = d->seg.diag;
+    char age[32];
+    mg_buf_puts(out, "\ngates\n");
+    mg_buf_printf(out, "  perf_mem (/api/perf?mem=1): %s, cap 1, %" PRIu32 " running, peak %" PRIu32
+                       ", cooldown %.0f ms\n",
+                  g->enabled ? "on" : "OFF", atomic_load(&g->running), atomic_load(&g->peak),
+                  ns_to_ms(g->cooldown_ns));
+    if (g->holder_pid != 0) {
+        format_age(d, g->holder_since_monotonic_ns, age, sizeof age);
+        mg_buf_printf(out, "    holder: worker %" PRIu32 ", pid %" PRId32 ", walking for %s\n",
+                      g->holder_slot, g->holder_pid, age);
+    } else {
+        int64_t left = g->cooldown_until_monotonic_ns - d->taken_monotonic_ns;
+        if (left > 0)
+            mg_buf_printf(out, "    holder: none; cooldown ends in %.0f ms\n", ns_to_ms(left));
+        else
+            mg_buf_puts(out, "    holder: none; open\n");
+    }
+    mg_buf_printf(out,
+                  "    admitted %" PRIu64 ", refused busy %" PRIu64 ", refused cooling %" PRIu64
+                  ", reclaimed %" PRIu64 ", last walk %.1f ms\n",
+                  atomic_load(&g->admitted), atomic_load(&g->refused_busy),
+                  atomic_load(&g->refused_cooling), atomic_load(&g->reclaimed),
+                  ns_to_ms(g->last_walk_ns));
+}
+
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
 {
     /* Apache wraps its scoreboard line every 64 workers. */
@@ -771,6 +781,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_routes(d, out);
     text_slow(d, out);
     text_values(d, out);
+    text_gates(d, out);
     text_scoreboard(d, out);
 }
 
@@ -957,6 +968,39 @@ static void json_workers(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_array_end(j);
 }
 
+static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
+{
+    const struct mg_diag_gate *g = d->seg.diag;
+    mg_json_key(j, "gates");
+    mg_json_object_begin(j);
+    mg_json_key(j, "perf_mem");
+    mg_json_object_begin(j);
+    mg_json_kv_bool(j, "enabled", g->enabled != 0);
+    mg_json_kv_uint(j, "cap", 1);
+    mg_json_kv_uint(j, "running", atomic_load(&g->running));
+    mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
+    json_ms(j, "cooldown_ms", ns_to_ms(g->cooldown_ns));
+    int64_t left = g->cooldown_until_monotonic_ns - d->taken_monotonic_ns;
+    json_ms(j, "cooldown_remaining_ms", g->holder_pid == 0 && left > 0 ? ns_to_ms(left) : 0);
+    mg_json_key(j, "holder");
+    if (g->holder_pid != 0) {
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "worker", g->holder_slot);
+        mg_json_kv_int(j, "pid", g->holder_pid);
+        json_age(j, d, "age_ms", g->holder_since_monotonic_ns);
+        mg_json_object_end(j);
+    } else {
+        mg_json_null(j);
+    }
+    json_ms(j, "last_walk_ms", ns_to_ms(g->last_walk_ns));
+    mg_json_kv_uint(j, "admitted", atomic_load(&g->admitted));
+    mg_json_kv_uint(j, "refused_busy", atomic_load(&g->refused_busy));
+    mg_json_kv_uint(j, "refused_cooling", atomic_load(&g->refused_cooling));
+    mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+    mg_json_object_end(j);
+    mg_json_object_end(j);
+}
+
 void mg_shmdump_render_json(const struct mg_shmdump *d, struct mg_buf *out)
 {
     struct mg_json j;
@@ -980,6 +1024,7 @@ void mg_shmdump_render_json(const struct mg_shmdump *d, struct mg_buf *out)
     json_routes(&j, d);
     json_slow(&j, d);
     json_values(&j, d);
+    json_gates(&j, d);
     json_workers(&j, d);
     mg_json_object_end(&j);
 }

@@ -4,6 +4,7 @@
  * cannot (the database does not answer).
  */
 #include "db_counts.h"
+#include "gates_json.h"
 #include "json.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -42,8 +43,7 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_kv_int(&j, "total", 0);
     mg_json_object_end(&j);
     mg_json_key(&j, "gates");
-    mg_json_object_begin(&j);
-    mg_json_object_end(&j);
+    mg_gates_json(&j, env->seg, false);
     mg_json_kv_int(&j, "loadedObs", counts.observations);
     mg_json_kv_int(&j, "loadedTx", counts.transmissions);
     mg_json_kv_bool(&j, "ready", true);

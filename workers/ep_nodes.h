@@ -1,20 +1,24 @@
 /*
  * ep_nodes: GET /api/nodes (the handler, mg_handle_nodes, is declared in router.h).
  *
- * A request is answered in one read transaction with two statements on nodes:
- *   totals  one pass over nodes: the filtered count (total) and the count of every node by
- *           role (counts, which ignores the filters), as aggregates with FILTER clauses;
- *   page    the filtered nodes in the requested order, LIMIT/OFFSET.
- * nodes has no index but its primary key, so both read the whole table (a top-N sort for
- * the page). The region filter is the one that reaches other tables, and it does so only
+ * A request is answered in one read transaction with these statements on nodes:
+ *   page    the filtered nodes in the requested order: (sort key, public_key, rowid) of
+ *           every row is sorted, top offset + limit kept, and only those rows read whole;
+ *           with a region, the matching rows are gathered once (a materialized CTE) and
+ *           their count comes as the page's last column;
+ *   total   count(*) with the same filter (no filter: the primary key's index); with a
+ *           region, only when the page is empty past its end;
+ *   counts  every node by role, ignoring the filters: one aggregate pass, run at most once
+ *           per MG_NODES_COUNTS_INTERVAL_NS by each worker (the answer in between reuses it).
+ * nodes has no index but its primary key, so a page and a filtered total read the whole
+ * table. The region filter is the one that reaches other tables, and it does so only
  * through their indexes: ADVERT transmissions by idx_transmissions_payload_type, each
- * probed for an observation of the region through idx_observations_transmission_id and
- * observers by rowid.
+ * probed for an observation of the region through idx_observations_transmission_id.
  *
  * Statements are prepared once per connection and shape (which filters are present, the
- * sort, the schema's optional columns) and kept in a small cache; values are bound by name.
- * This header exposes the parsed parameters, the SQL and the binding so that tests can run
- * and EXPLAIN exactly what the handler runs.
+ * sort) and kept in a small cache; values are bound by name. This header exposes the
+ * parsed parameters, the SQL and the binding so that tests can run and EXPLAIN exactly what
+ * the handler runs.
  */
 #ifndef MESHGATE_EP_NODES_H
 #define MESHGATE_EP_NODES_H
@@ -35,9 +39,13 @@ enum mg_nodes_sort {
     MG_NODES_SORT_PACKET_COUNT,  /* advert_count desc */
 };
 
+/* How old the role counts of an answer may be. */
+#define MG_NODES_COUNTS_INTERVAL_NS (2 * 1000000000LL)
+
 enum mg_nodes_statement {
     MG_NODES_SQL_PAGE,
-    MG_NODES_SQL_TOTALS,
+    MG_NODES_SQL_TOTAL,
+    MG_NODES_SQL_COUNTS,
 };
 
 struct mg_nodes_query {
@@ -67,7 +75,8 @@ void mg_nodes_query_free(struct mg_nodes_query *q);
 /*
  * Writes the SQL of one statement for q and the schema into out. Values appear as named
  * parameters (:role, :search, :before, :cut, :cut_glob, :regions, :limit, :offset) that
- * mg_nodes_bind fills. The page's columns are in the order the node's keys are written.
+ * mg_nodes_bind fills. The page's columns are in the order the node's keys are written;
+ * the counts' are companions, repeaters, rooms, sensors.
  */
 void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query *q,
                   enum mg_nodes_statement which, struct mg_buf *out);

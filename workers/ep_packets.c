@@ -425,16 +425,18 @@ static void put_utf8(struct mg_buf *b, unsigned cp)
 static const char *read_string(const char *p, const char *end, struct mg_buf *out)
 {
     while (p < end) {
+        const char *run = p;
+        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+            p++;
+        if (out && p > run)
+            mg_buf_append(out, run, (size_t)(p - run));
+        if (p >= end)
+            break;
         unsigned char c = (unsigned char)*p++;
         if (c == '"')
             return p;
         if (c < 0x20)
             return NULL;
-        if (c != '\\') {
-            if (out)
-                mg_buf_putc(out, (char)c);
-            continue;
-        }
         if (p >= end)
             return NULL;
         char e = *p++;
@@ -706,10 +708,11 @@ static sqlite3_stmt *prepare_statement(struct packets_run *r, enum mg_packets_st
     struct mg_buf sql;
     mg_buf_init(&sql);
     mg_packets_sql(r->env->db, r->f, which, &sql);
-    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
+    bool out_of_memory = sql.failed;
+    sqlite3_stmt *st = out_of_memory ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
     mg_buf_free(&sql);
     if (!st)
-        fail(r, sql.failed ? SQLITE_NOMEM : SQLITE_ERROR);
+        fail(r, out_of_memory ? SQLITE_NOMEM : SQLITE_ERROR);
     return st;
 }
 

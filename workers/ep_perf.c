@@ -5,7 +5,7 @@
  * and row counts, then meshgate's own sections (workers, gates, counters).
  *
  * Fixed order: uptime, totalRequests, avgMs, endpoints, slowQueries, cache, packetStore,
- * sqlite, [memoryBreakdown], workers, gates, counters. endpoints and counters are maps:
+ * sqlite, [memoryBreakdown, memoryBreakdownNote], workers, gates, counters. endpoints and counters are maps:
  * their keys are in bytewise order. Milliseconds have 1 decimal, megabytes 2 (1 MB =
  * 1048576 bytes), as CoreScope prints them.
  *
@@ -14,6 +14,10 @@
  */
 #include "clock.h"
 #include "db_counts.h"
+#include "gate_diag.h"
+#include "gates_json.h"
+#include "log.h"
+#include "perf_mem.h"
 #include "json.h"
 #include "params.h"
 #include "router.h"
@@ -253,15 +257,45 @@ static bool wants_memory_breakdown(const struct mg_request *req)
 }
 
 /*
- * The place where ?mem=1's diagnostic walk plugs in (a later issue). It runs before any
- * other part of the body: it will take the diagnostic gate, and on a refusal fill res with
- * the 429 and return false (nothing else is done); otherwise walk, give the gate back, and
- * write the value of "memoryBreakdown" (an object) into fragment. Until then it writes
- * nothing, and mem=1 answers exactly as plain /api/perf.
+ * ?mem=1: the diagnostic walk behind the diagnostic gate. Admission is the very first thing
+ * (invariant 4): a refusal answers 429 without a single database call. The permit is given
+ * back as soon as the walk ends, before any of the response is written, so a client that
+ * reads slowly holds nothing. Returns false when res already holds the answer (refusal or
+ * error); otherwise fragment holds the value of "memoryBreakdown".
  */
 static bool memory_breakdown(struct mg_env *env, struct mg_response *res, struct mg_buf *fragment)
 {
-    (void)env, (void)res, (void)fragment;
+    uint64_t token = 0;
+    int retry_after = 1;
+    enum mg_diag_result admitted = mg_diag_gate_try(env->seg->diag, env->pid, env->slot,
+                                                    mg_monotonic_ns(), &token, &retry_after);
+    if (admitted == MG_DIAG_BUSY) {
+        mg_response_refuse(res, 429, retry_after,
+                           "a memory breakdown is running; ask again after Retry-After");
+        return false;
+    }
+    if (admitted == MG_DIAG_COOLING) {
+        mg_response_refuse(res, 429, retry_after,
+                           "a memory breakdown ran moments ago; ask again after Retry-After");
+        return false;
+    }
+    struct mg_perf_mem m;
+    char err[256];
+    int64_t started = mg_monotonic_ns();
+    int rc = mg_perf_mem_walk(env->db, &m, err, sizeof err);
+    int64_t ended = mg_monotonic_ns();
+    mg_diag_gate_release(env->seg->diag, env->pid, token, ended, ended - started);
+    if (rc != 0) {
+        mg_log(MG_LOG_ERROR, "memory breakdown: %s", err);
+        if (sqlite3_errcode(env->db->conn) == SQLITE_BUSY)
+            mg_response_refuse(res, 503, 1, "the database is busy; ask again after Retry-After");
+        else
+            mg_response_error(res, 500, "the memory breakdown failed: %s", err);
+        return false;
+    }
+    struct mg_json j;
+    mg_json_init(&j, fragment);
+    mg_perf_mem_json(&j, &m);
     return true;
 }
 
@@ -292,11 +326,11 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
     if (breakdown.len > 0) {
         mg_json_key(&j, "memoryBreakdown");
         mg_json_raw(&j, breakdown.data, breakdown.len);
+        mg_json_kv_string(&j, "memoryBreakdownNote", mg_perf_mem_note);
     }
     write_workers(&j, env);
     mg_json_key(&j, "gates");
-    mg_json_object_begin(&j); /* the gates arrive with their own issues */
-    mg_json_object_end(&j);
+    mg_gates_json(&j, seg, true);
     write_counters(&j, seg);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');

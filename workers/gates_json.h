@@ -1,0 +1,16 @@
+/*
+ * gates_json: each gate's state as JSON, the same in /api/perf (in full) and /api/healthz
+ * (saturation only), read from the segment without taking any gate's lock.
+ */
+#ifndef MESHGATE_GATES_JSON_H
+#define MESHGATE_GATES_JSON_H
+
+#include "json.h"
+#include "segment.h"
+
+#include <stdbool.h>
+
+/* Writes the value of "gates": an object with one key per gate. */
+void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full);
+
+#endif

@@ -10,15 +10,13 @@
 #include "listener.h"
 #include "log.h"
 #include "master.h"
+#include "version.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#ifndef MESHGATE_VERSION
-#define MESHGATE_VERSION "0.1.0"
-#endif
 
 extern char **environ;
 

@@ -1,4 +1,5 @@
 #include "segment.h"
+#include "version.h"
 
 #include "clock.h"
 #include "gate_diag.h"
@@ -16,9 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef MESHGATE_VERSION
-#define MESHGATE_VERSION "0.1.0"
-#endif
 
 enum { SEC_CONFIG, SEC_COUNTERS, SEC_ROUTES, SEC_SLOW, SEC_VALUES, SEC_DIAG, SEC_SLOTS, SEC_COUNT };
 

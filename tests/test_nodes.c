@@ -467,9 +467,10 @@ Test(nodes, last_heard_cutoff_is_exact_to_the_second_with_and_without_millisecon
 }
 
 /*
- * Observers in three regions (one stored as " sjc" with a space and lowercase); ADVERTs
- * name their node in decoded_json's pubKey (from_pubkey deliberately says something else);
- * a group text heard in SJC does not put its sender there.
+ * Observers in three regions (one stored as " sjc" with a space and lowercase, one as
+ * "OAK,SFO", which is no region at all); ADVERTs name their node in decoded_json's pubKey
+ * (from_pubkey deliberately says something else); a group text heard in SJC does not put
+ * its sender there.
  */
 static const char region_data[] =
     "INSERT INTO nodes (public_key, name, role, last_seen, first_seen, advert_count) VALUES"
@@ -480,7 +481,7 @@ static const char region_data[] =
     " ('n5', 'Five', 'repeater', '2026-05-01T00:00:00Z', '2026-04-01', 4);"
     "INSERT INTO observers (rowid, id, name, iata) VALUES (1, 'OBS-SJC', 'a', 'SJC'),"
     " (2, 'OBS-OAK', 'b', 'OAK'), (3, 'OBS-SFO', 'c', 'SFO'), (4, 'OBS-SJC2', 'd', ' sjc'),"
-    " (5, 'OBS-NONE', 'e', NULL);"
+    " (5, 'OBS-NONE', 'e', NULL), (6, 'OBS-TWO', 'f', 'OAK,SFO');"
     "INSERT INTO transmissions (id, raw_hex, hash, first_seen, payload_type, decoded_json,"
     " from_pubkey) VALUES"
     " (1, '00', 'h1', '2026-05-17T00:00:01Z', 4, '{\"type\":\"ADVERT\",\"pubKey\":\"n1\"}', 'n5'),"
@@ -488,14 +489,16 @@ static const char region_data[] =
     " (3, '00', 'h3', '2026-05-17T00:00:03Z', 4, '{\"type\":\"ADVERT\",\"pubKey\":\"n3\"}', 'n3'),"
     " (4, '00', 'h4', '2026-05-17T00:00:04Z', 5, '{\"type\":\"GRP_TXT\",\"pubKey\":\"n4\"}', 'n4'),"
     " (5, '00', 'h5', '2026-05-17T00:00:05Z', 4, '{\"type\":\"ADVERT\",\"pubKey\":\"n5\"}', 'n1'),"
-    " (6, '00', 'h6', '2026-05-17T00:00:06Z', 4, '{\"type\":\"ADVERT\",\"pubKey\":\"zz\"}', 'zz');"
+    " (6, '00', 'h6', '2026-05-17T00:00:06Z', 4, '{\"type\":\"ADVERT\",\"pubKey\":\"zz\"}', 'zz'),"
+    " (7, '00', 'h7', '2026-05-17T00:00:07Z', 4, '{\"type\":\"ADVERT\",\"pubKey\":\"n4\"}', 'n4');"
     "INSERT INTO observations (transmission_id, observer_idx, timestamp) VALUES"
     " (1, 1, 1), (1, 2, 1)," /* n1: SJC and OAK */
     " (2, 2, 2),"            /* n2: OAK */
     " (3, 3, 3), (3, 4, 3)," /* n3: SFO and ' sjc' */
     " (4, 1, 4),"            /* n4: a group text in SJC: not an ADVERT */
     " (5, 5, 5),"            /* n5: an observer without a region */
-    " (6, 1, 6);";           /* an ADVERT of a node that is not in nodes */
+    " (6, 1, 6),"            /* an ADVERT of a node that is not in nodes */
+    " (7, 6, 7);";           /* n4: an observer whose stored code has a comma */
 
 Test(nodes, region_keeps_nodes_whose_advert_an_observer_of_the_region_heard)
 {
@@ -525,8 +528,9 @@ Test(nodes, region_codes_are_trimmed_uppercased_and_all_or_empty_items_ignored)
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=SFO,all"), "n3");
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=ALL"), "n1,n2,n3,n4,n5");
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=All,%20,"), "n1,n2,n3,n4,n5");
-    /* A comma inside a code cannot join two codes into one. */
+    /* A comma cannot join two codes into one, in the query or in the database. */
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=SJ,C"), "");
+    cr_expect_str_eq(keys_of(&f, "/api/nodes?region=OAK,SFO"), "n1,n2,n3");
     close_fixture(&f);
 }
 

@@ -39,7 +39,13 @@ static int authorize(void *arg, int action, const char *a, const char *b, const 
         /* BEGIN/COMMIT of a read transaction; a+b say which. Writes are denied elsewhere. */
         return SQLITE_OK;
     case SQLITE_PRAGMA:
-        if (a && (strcmp(a, "table_info") == 0 || strcmp(a, "page_count") == 0 ||
+        /* Reading a pragma passes no argument (b); setting one does. table_info's argument
+         * is the table it reads. */
+        if (a && strcmp(a, "table_info") == 0)
+            return SQLITE_OK;
+        if (b)
+            return SQLITE_DENY;
+        if (a && (strcmp(a, "page_count") == 0 ||
                   strcmp(a, "page_size") == 0 || strcmp(a, "freelist_count") == 0 ||
                   strcmp(a, "query_only") == 0 || strcmp(a, "busy_timeout") == 0 ||
                   strcmp(a, "journal_mode") == 0 || strcmp(a, "cache_size") == 0 ||

@@ -21,7 +21,7 @@ const struct mg_config_var mg_config_vars[] = {
      "path of CoreScope's SQLite database; opened read-only, never written"},
     {"MESHGATE_DB_BUSY_TIMEOUT_MS", MG_CFG_INT, FIELD(db_busy_timeout_ms), 0, 60000, "5000",
      "how long a query waits for a lock held by the ingestor before it fails (ms)"},
-    {"MESHGATE_WORKERS", MG_CFG_INT, FIELD(workers), 1, MG_WORKERS_MAX, "8",
+    {"MESHGATE_WORKERS", MG_CFG_INT, FIELD(workers), 1, MG_WORKERS_MAX, "16",
      "number of worker processes"},
     {"MESHGATE_SHM_NAME", MG_CFG_SHM_NAME, FIELD(shm_name), 0, 0, "",
      "name of the POSIX shared-memory segment (\"/name\"); empty: /meshgate-HOST-PORT"},
@@ -50,6 +50,20 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_PERF_MEM_GATE", MG_CFG_BOOL, FIELD(perf_mem_gate), 0, 0, "1",
      "1: one /api/perf?mem=1 walk at a time with a cooldown; 0: no gate (for A/B "
      "measurements only)"},
+    {"MESHGATE_REACH_COLD_MAX", MG_CFG_INT, FIELD(reach_cold_max), 0, 64, "2",
+     "cold reach reports built at once in the whole server; 0: unlimited (for A/B only)"},
+    {"MESHGATE_REACH_COLD_WAIT_MS", MG_CFG_INT, FIELD(reach_cold_wait_ms), 0, 60000, "3000",
+     "longest wait in line for a cold-build permit before 429 (ms); 0: no waiting"},
+    {"MESHGATE_REACH_COLD_QUEUE", MG_CFG_INT_AUTO, FIELD(reach_cold_queue), 0, 256, "auto",
+     "places in line for cold reach reports (waiting for a permit or for an identical build); "
+     "auto: half the workers minus MESHGATE_REACH_COLD_MAX"},
+    {"MESHGATE_REACH_CACHE_TTL_MS", MG_CFG_INT, FIELD(reach_cache_ttl_ms), 0, 86400000,
+     "300000", "how long a reach report is served from the shared cache (ms); 0: no cache"},
+    {"MESHGATE_REACH_CACHE_ENTRIES", MG_CFG_INT, FIELD(reach_cache_entries), 1, 4096, "256",
+     "reach reports the shared cache holds"},
+    {"MESHGATE_REACH_CACHE_BYTES", MG_CFG_INT, FIELD(reach_cache_bytes), 4096, 1073741824,
+     "16777216", "shared memory for cached reach report bodies, split evenly among the "
+     "entries (a larger body is served but not cached)"},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug"},
     {"MESHGATE_ACCESS_LOG", MG_CFG_BOOL, FIELD(access_log), 0, 0, "0",
@@ -175,6 +189,21 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
         *(int32_t *)field = (int32_t)n;
         return 0;
     }
+    case MG_CFG_INT_AUTO: {
+        int64_t n;
+        if (strcasecmp(value, "auto") == 0) {
+            *(int32_t *)field = MG_CONFIG_AUTO;
+            return 0;
+        }
+        if (parse_int(value, v->min, v->max, &n) < 0) {
+            snprintf(accepted, sizeof accepted,
+                     "must be auto or a whole number from %" PRId64 " to %" PRId64, v->min,
+                     v->max);
+            return fail(err, errlen, v, value, accepted);
+        }
+        *(int32_t *)field = (int32_t)n;
+        return 0;
+    }
     case MG_CFG_BOOL:
         if (parse_bool(value, (bool *)field) < 0)
             return fail(err, errlen, v, value, "must be 1, 0, yes, no, true, false, on or off");
@@ -240,6 +269,23 @@ int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *
     return 0;
 }
 
+int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen)
+{
+    if (warnlen)
+        warning[0] = '\0';
+    if (cfg->reach_cold_queue == MG_CONFIG_AUTO) {
+        int queue = cfg->workers / 2 - cfg->reach_cold_max;
+        cfg->reach_cold_queue = queue > 0 ? queue : 0;
+    }
+    if (cfg->reach_cold_max > 0 && cfg->reach_cold_max + cfg->reach_cold_queue > cfg->workers / 2)
+        snprintf(warning, warnlen,
+                 "MESHGATE_REACH_COLD_MAX=%d and MESHGATE_REACH_COLD_QUEUE=%d can hold more than "
+                 "half of MESHGATE_WORKERS=%d: cheap requests may find few workers free while "
+                 "reach reports are built",
+                 cfg->reach_cold_max, cfg->reach_cold_queue, cfg->workers);
+    return 0;
+}
+
 int mg_config_unknown(char *const *envp, char *out, size_t outlen)
 {
     int count = 0;
@@ -277,6 +323,12 @@ void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, 
         switch (v->kind) {
         case MG_CFG_INT:
             snprintf(text, sizeof text, "%s=%d", v->name, *(const int32_t *)field);
+            break;
+        case MG_CFG_INT_AUTO:
+            if (*(const int32_t *)field == MG_CONFIG_AUTO)
+                snprintf(text, sizeof text, "%s=auto", v->name);
+            else
+                snprintf(text, sizeof text, "%s=%d", v->name, *(const int32_t *)field);
             break;
         case MG_CFG_BOOL:
             snprintf(text, sizeof text, "%s=%d", v->name, *(const bool *)field ? 1 : 0);

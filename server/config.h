@@ -49,13 +49,23 @@ struct mg_config {
     /* the diagnostic gate (/api/perf?mem=1) */
     int32_t perf_mem_cooldown_ms;
     bool perf_mem_gate;
+    /* reach reports: the cold-scan gate and the shared cache */
+    int32_t reach_cold_max;     /* 0: unlimited */
+    int32_t reach_cold_wait_ms;
+    int32_t reach_cold_queue;   /* MG_CONFIG_AUTO until resolved by mg_config_resolve */
+    int32_t reach_cache_ttl_ms; /* 0: no caching */
+    int32_t reach_cache_entries;
+    int32_t reach_cache_bytes;
     /* logging */
     int32_t log_level; /* enum mg_log_level */
     bool access_log;
 };
 
+#define MG_CONFIG_AUTO (-1)
+
 enum mg_config_kind {
     MG_CFG_INT,
+    MG_CFG_INT_AUTO, /* a whole number, or "auto" (MG_CONFIG_AUTO) resolved from others */
     MG_CFG_BOOL,
     MG_CFG_STRING,
     MG_CFG_PATH,
@@ -87,6 +97,14 @@ typedef const char *(*mg_getenv_fn)(const char *name, void *arg);
  */
 int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err,
                    size_t errlen);
+
+/*
+ * Fills in the values left "auto" (the cold queue: half the workers minus the cold cap, so
+ * that builders and waiters together hold at most half the workers) and checks values that
+ * depend on each other. A combination that works but defeats a gate's purpose is not an
+ * error: warning (empty when all is well) says why. Returns 0.
+ */
+int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);
 
 /* Names MESHGATE_* variables in envp that no row of the table knows; returns how many. */
 int mg_config_unknown(char *const *envp, char *out, size_t outlen);

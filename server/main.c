@@ -62,6 +62,9 @@ int main(int argc, char **argv)
     }
     mg_log_set_level((enum mg_log_level)cfg.log_level);
     mg_log_set_role("master");
+    mg_config_resolve(&cfg, err, sizeof err);
+    if (err[0])
+        mg_warn("%s", err);
     char unknown[512];
     if (mg_config_unknown(environ, unknown, sizeof unknown) > 0)
         mg_warn("ignoring unknown variable(s) %s: see meshgate --help", unknown);

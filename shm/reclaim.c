@@ -2,6 +2,8 @@
 
 #include "clock.h"
 #include "gate_diag.h"
+#include "gate_fifo.h"
+#include "result_cache.h"
 #include "shared_value.h"
 
 unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
@@ -11,5 +13,7 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     for (unsigned i = 0; i < MG_VALUE_COUNT; i++)
         freed += mg_shared_value_reclaim(&seg->values[i], pid) ? 1u : 0u;
     freed += mg_diag_gate_reclaim(seg->diag, pid, mg_monotonic_ns()) ? 1u : 0u;
+    freed += mg_fifo_gate_reclaim(seg->cold, pid);
+    freed += mg_result_cache_reclaim(&seg->cache, pid);
     return freed;
 }

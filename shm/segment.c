@@ -3,6 +3,8 @@
 
 #include "clock.h"
 #include "gate_diag.h"
+#include "gate_fifo.h"
+#include "result_cache.h"
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
@@ -18,23 +20,40 @@
 #include <unistd.h>
 
 
-enum { SEC_CONFIG, SEC_COUNTERS, SEC_ROUTES, SEC_SLOW, SEC_VALUES, SEC_DIAG, SEC_SLOTS, SEC_COUNT };
+enum {
+    SEC_CONFIG,
+    SEC_COUNTERS,
+    SEC_ROUTES,
+    SEC_SLOW,
+    SEC_VALUES,
+    SEC_DIAG,
+    SEC_COLD,
+    SEC_CACHE,
+    SEC_CACHE_ENTRIES,
+    SEC_CACHE_PAGES,
+    SEC_SLOTS,
+    SEC_COUNT
+};
 
 static const char *const section_names[SEC_COUNT] = {"config", "counters", "routes", "slow",
-                                                     "values", "diag", "slots"};
+                                                     "values", "diag", "cold", "cache", "cacheentries", "cachepages", "slots"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config), sizeof(struct mg_counters), sizeof(struct mg_route_stats),
     sizeof(struct mg_slow_ring), sizeof(struct mg_shared_value),
-    sizeof(struct mg_diag_gate), sizeof(struct mg_slot)};
+    sizeof(struct mg_diag_gate), sizeof(struct mg_fifo_gate), sizeof(struct mg_result_cache),
+    sizeof(struct mg_cache_entry), MG_CACHE_PAGE, sizeof(struct mg_slot)};
 
 static size_t align_up(size_t n)
 {
     return (n + 63) & ~(size_t)63; /* cache lines, so hot counters of two records never share */
 }
 
-static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count)
+static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count,
+                     uint32_t cache_entries, uint32_t pages_per_entry)
 {
-    const uint64_t counts[SEC_COUNT] = {1, 1, route_count, 1, MG_VALUE_COUNT, 1, slot_count};
+    const uint64_t counts[SEC_COUNT] = {
+        1, 1, route_count, 1, MG_VALUE_COUNT, 1, 1, 1, cache_entries,
+        (uint64_t)cache_entries * pages_per_entry, slot_count};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -124,7 +143,8 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                      section_names[i]);
             return -1;
         }
-        if ((i == SEC_CONFIG || i == SEC_COUNTERS || i == SEC_SLOW || i == SEC_DIAG) &&
+        if ((i == SEC_CONFIG || i == SEC_COUNTERS || i == SEC_SLOW || i == SEC_DIAG ||
+             i == SEC_COLD || i == SEC_CACHE) &&
             s->record_count != 1) {
             snprintf(err, errlen, "segment section \"%s\" holds %llu records, expected 1",
                      section_names[i], (unsigned long long)s->record_count);
@@ -152,6 +172,21 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
         return -1;
     }
     seg->diag = ptr[SEC_DIAG];
+    seg->cold = ptr[SEC_COLD];
+    seg->cache.cache = ptr[SEC_CACHE];
+    seg->cache.entry = ptr[SEC_CACHE_ENTRIES];
+    seg->cache.pages = ptr[SEC_CACHE_PAGES];
+    /* The cache's own counts must agree with its tables, or a reader would run past them. */
+    if (seg->cache.cache->entries != h->sections[SEC_CACHE_ENTRIES].record_count ||
+        (uint64_t)seg->cache.cache->entries * seg->cache.cache->pages_per_entry !=
+            h->sections[SEC_CACHE_PAGES].record_count) {
+        snprintf(err, errlen, "segment cache says %u entries of %u pages, its tables hold %llu "
+                              "entries and %llu pages",
+                 seg->cache.cache->entries, seg->cache.cache->pages_per_entry,
+                 (unsigned long long)h->sections[SEC_CACHE_ENTRIES].record_count,
+                 (unsigned long long)h->sections[SEC_CACHE_PAGES].record_count);
+        return -1;
+    }
     seg->slots = ptr[SEC_SLOTS];
     seg->slot_count = (uint32_t)h->sections[SEC_SLOTS].record_count;
     return 0;
@@ -272,7 +307,11 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     }
     struct mg_shm_header proto;
     memset(&proto, 0, sizeof proto);
-    size_t total = layout(&proto, slot_count, route_count);
+    uint32_t entries = cfg->reach_cache_entries > 0 ? (uint32_t)cfg->reach_cache_entries : 1;
+    uint32_t pages_per_entry = (uint32_t)cfg->reach_cache_bytes / entries / MG_CACHE_PAGE;
+    if (pages_per_entry == 0)
+        pages_per_entry = 1;
+    size_t total = layout(&proto, slot_count, route_count, entries, pages_per_entry);
 
     int fd = -1;
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
@@ -323,6 +362,11 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     atomic_store(&h->state_changed_realtime_ns, h->created_realtime_ns);
     snprintf(h->version, sizeof h->version, "%s", MESHGATE_VERSION);
 
+    /* The cache's header, which validation checks against its tables. */
+    struct mg_result_cache *cache =
+        (struct mg_result_cache *)((char *)base + proto.sections[SEC_CACHE].offset);
+    cache->entries = entries;
+    cache->pages_per_entry = pages_per_entry;
     char why[256];
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic); /* validate wants it; fenced below */
     if (mg_segment_validate(base, total, seg, why, sizeof why) < 0) {
@@ -339,6 +383,11 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         atomic_store(&seg->slots[i].last_exit, -1);
     mg_diag_gate_init(seg->diag, (int64_t)cfg->perf_mem_cooldown_ms * MG_NS_PER_MS,
                       cfg->perf_mem_gate);
+    mg_fifo_gate_init(seg->cold, (uint32_t)cfg->reach_cold_max,
+                      cfg->reach_cold_queue > 0 ? (uint32_t)cfg->reach_cold_queue : 0,
+                      (int64_t)cfg->reach_cold_wait_ms * MG_NS_PER_MS);
+    mg_result_cache_init(&seg->cache, entries, pages_per_entry,
+                         (int64_t)cfg->reach_cache_ttl_ms * MG_NS_PER_MS);
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

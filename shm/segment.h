@@ -16,6 +16,11 @@
  *              (database row counts, the /api/stats body)          value's refresh lease)
  *   diag       the diagnostic gate of /api/perf?mem=1: holder,    (workers under its lock;
  *              cooldown, counters (shm/gate_diag.h)                the master on reap)
+ *   cold       the cold-scan gate of reach reports: permits with    (workers under its lock;
+ *              their holders, the line (shm/gate_fifo.h)           the master on reap)
+ *   cache      the shared result cache (shm/result_cache.h),       (workers under its lock;
+ *   cacheentries  its entries (key, state, builder, expiry)        the master on reap)
+ *   cachepages    and the pages that hold the bodies
  *   slots      the scoreboard: one slot per worker                (its worker; the master on spawn
  *                                                                  and reap)
  *
@@ -33,6 +38,7 @@
 #define MESHGATE_SEGMENT_H
 
 #include "config.h"
+#include "result_cache.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -40,7 +46,7 @@
 #include <stdint.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 2u
+#define MG_SHM_LAYOUT_VERSION 3u
 #define MG_SHM_SECTIONS_MAX 16
 #define MG_VERSION_MAX 32
 
@@ -84,6 +90,7 @@ struct mg_slow_ring;
 struct mg_slot;
 struct mg_shared_value;
 struct mg_diag_gate;
+struct mg_fifo_gate;
 
 /* The values the group computes at most once per interval (see shared_value.h). */
 enum mg_value_id { MG_VALUE_DB_COUNTS = 0, MG_VALUE_STATS, MG_VALUE_COUNT };
@@ -103,6 +110,8 @@ struct mg_segment {
     struct mg_slow_ring *slow;
     struct mg_shared_value *values; /* MG_VALUE_COUNT of them */
     struct mg_diag_gate *diag;
+    struct mg_fifo_gate *cold;    /* the cold-scan gate of reach reports */
+    struct mg_cache_view cache;   /* the shared result cache and its in-flight table */
     struct mg_slot *slots;
     uint32_t slot_count;
 };

@@ -194,7 +194,7 @@ Test(config, defaults_fill_the_struct_fields)
     cr_assert_eq(cfg.listen_port, 8080);
     cr_assert_eq(cfg.backlog, 511);
     cr_assert_str_eq(cfg.db_path, TEST_DB);
-    cr_assert_eq(cfg.workers, 8);
+    cr_assert_eq(cfg.workers, 16);
     cr_assert_str_eq(cfg.shm_name, "");
     cr_assert_eq(cfg.max_header_bytes, 8192);
     cr_assert_eq(cfg.max_uri_bytes, 4096);
@@ -229,6 +229,11 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
     char text[64];
     memset(s, 0, sizeof *s);
     switch (v->kind) {
+    case MG_CFG_INT_AUTO:
+        add_valid(s, "auto");
+        add_bad(s, "automatic");
+        /* and every number rule of an int: */
+        __attribute__((fallthrough));
     case MG_CFG_INT:
         snprintf(text, sizeof text, "%" PRId64, v->min);
         add_valid(s, text);

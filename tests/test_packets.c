@@ -684,8 +684,10 @@ Test(packets, total_follows_rows_the_ingestor_writes_between_requests)
 /* A schema where hash and first_seen may be NULL and observations has no resolved_path. */
 static const char loose_schema[] =
     "CREATE TABLE nodes (public_key TEXT PRIMARY KEY, name TEXT, role TEXT, lat REAL, lon REAL,"
-    " last_seen TEXT, first_seen TEXT, advert_count INTEGER);"
-    "CREATE TABLE observers (id TEXT PRIMARY KEY, name TEXT, iata TEXT, last_seen TEXT);"
+    " last_seen TEXT, first_seen TEXT, advert_count INTEGER, battery_mv INTEGER,"
+    " temperature_c REAL);"
+    "CREATE TABLE observers (id TEXT PRIMARY KEY, name TEXT, iata TEXT, last_seen TEXT,"
+    " inactive INTEGER);"
     "CREATE TABLE transmissions (id INTEGER PRIMARY KEY, raw_hex TEXT, hash TEXT,"
     " first_seen TEXT, route_type INTEGER, payload_type INTEGER, decoded_json TEXT,"
     " from_pubkey TEXT);"

@@ -73,6 +73,8 @@
 
 #include "clock.h"
 #include "gate_diag.h"
+#include "gate_fifo.h"
+#include "result_cache.h"
 #include "json.h"
 #include "scoreboard.h"
 #include "shared_value.h"
@@ -110,6 +112,10 @@ static size_t max_segment_bytes(void)
            align64(sizeof(struct mg_route_stats) * MG_ROUTES_MAX) +
            align64(sizeof(struct mg_slow_ring)) +
            align64(sizeof(struct mg_shared_value) * MG_VALUE_COUNT) +
+           align64(sizeof(struct mg_diag_gate)) + align64(sizeof(struct mg_fifo_gate)) +
+           align64(sizeof(struct mg_result_cache)) +
+           align64(sizeof(struct mg_cache_entry) * 4096) +
+           align64((size_t)1073741824 + 4096 * (size_t)MG_CACHE_PAGE) +
            align64(sizeof(struct mg_slot) * MG_WORKERS_MAX);
 }
 

@@ -15,8 +15,8 @@ static const struct {
     const char *columns[12];
 } required[] = {
     {"nodes", {"public_key", "name", "role", "lat", "lon", "last_seen", "first_seen",
-               "advert_count", NULL}},
-    {"observers", {"id", "name", "iata", "last_seen", NULL}},
+               "advert_count", "battery_mv", "temperature_c", NULL}},
+    {"observers", {"id", "name", "iata", "last_seen", "inactive", NULL}},
     {"transmissions", {"id", "raw_hex", "hash", "first_seen", "route_type", "payload_type",
                        "decoded_json", "from_pubkey", NULL}},
     {"observations", {"id", "transmission_id", "observer_idx", "snr", "rssi", "path_json",

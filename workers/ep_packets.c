@@ -255,7 +255,11 @@ static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packet
         walk_int(w, f->route_type);
     }
     if (f->hash) {
-        walk_term(w, "t.hash = lower(?)");
+        /* Hashes are stored lowercase by CoreScope, but real databases hold some in upper
+         * case: match either, through the hash index (an IN list keeps it usable). */
+        walk_term(w, "t.hash IN (?, lower(?), upper(?))");
+        walk_text(w, f->hash, strlen(f->hash));
+        walk_text(w, f->hash, strlen(f->hash));
         walk_text(w, f->hash, strlen(f->hash));
     }
     if (f->since) {

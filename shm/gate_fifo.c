@@ -1,0 +1,227 @@
+#include "gate_fifo.h"
+
+#include "clock.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* How often a waiter wakes on its own to ask whether its client is still there. */
+#define CANCEL_POLL_NS (20 * MG_NS_PER_MS)
+
+void mg_fifo_gate_init(struct mg_fifo_gate *g, uint32_t cap, uint32_t queue_max, int64_t wait_ns)
+{
+    memset(g, 0, sizeof *g);
+    g->cap = cap;
+    g->queue_max = queue_max > MG_FIFO_WAITERS_MAX ? MG_FIFO_WAITERS_MAX : queue_max;
+    g->wait_ns = wait_ns;
+}
+
+static void fill(struct mg_fifo_record *r, int pid, unsigned slot, uint64_t id, const char *key,
+                 int64_t now)
+{
+    r->pid = pid;
+    r->slot = slot;
+    r->id = id;
+    r->since_monotonic_ns = now;
+    snprintf(r->key, sizeof r->key, "%s", key ? key : "");
+}
+
+/* Under lock: a free holder record for a new permit, or NULL when the table is full. */
+static bool take_permit(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                        int64_t now, uint64_t *token)
+{
+    for (unsigned i = 0; i < MG_FIFO_HOLDERS_MAX; i++) {
+        if (g->holder[i].pid == 0) {
+            *token = ++g->next_id;
+            fill(&g->holder[i], pid, slot, *token, key, now);
+            g->in_flight++;
+            uint32_t peak = atomic_load(&g->peak);
+            if (g->in_flight > peak)
+                atomic_store(&g->peak, g->in_flight);
+            atomic_fetch_add(&g->acquired, 1);
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool permit_free(const struct mg_fifo_gate *g)
+{
+    return (g->cap == 0 || g->in_flight < g->cap) && g->in_flight < MG_FIFO_HOLDERS_MAX;
+}
+
+/* Under lock: the index of the oldest waiter, or -1. */
+static int oldest_waiter(const struct mg_fifo_gate *g)
+{
+    int best = -1;
+    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
+        if (g->waiter[i].pid != 0 && !g->waiter[i].follower &&
+            (best < 0 || g->waiter[i].id < g->waiter[best].id))
+            best = i;
+    return best;
+}
+
+static void leave_line(struct mg_fifo_gate *g, int index)
+{
+    memset(&g->waiter[index], 0, sizeof g->waiter[index]);
+    g->waiting--;
+}
+
+static void wake_all(struct mg_fifo_gate *g)
+{
+    atomic_fetch_add(&g->wake_seq, 1);
+    mg_futex_wake_all(&g->wake_seq);
+}
+
+enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsigned slot,
+                                         const char *key, mg_fifo_cancel_fn cancel,
+                                         void *cancel_arg, uint64_t *token, int64_t *waited_ns)
+{
+    int64_t start = mg_monotonic_ns();
+    if (waited_ns)
+        *waited_ns = 0;
+    mg_lock_acquire(&g->lock, pid);
+    if (g->waiting == 0 && permit_free(g) && take_permit(g, pid, slot, key, start, token)) {
+        mg_lock_release(&g->lock, pid);
+        return MG_FIFO_ADMITTED;
+    }
+    /* Checking the bound and joining the line are one step under the lock. */
+    int place = -1;
+    if (g->waiting < g->queue_max)
+        for (int i = 0; i < MG_FIFO_WAITERS_MAX && place < 0; i++)
+            if (g->waiter[i].pid == 0)
+                place = i;
+    if (place < 0 || g->wait_ns <= 0) {
+        mg_lock_release(&g->lock, pid);
+        atomic_fetch_add(&g->refused_full, 1);
+        return MG_FIFO_REFUSED_FULL;
+    }
+    uint64_t ticket = ++g->next_id;
+    fill(&g->waiter[place], pid, slot, ticket, key, start);
+    g->waiting++;
+    mg_lock_release(&g->lock, pid);
+    atomic_fetch_add(&g->waited, 1);
+
+    int64_t deadline = start + g->wait_ns;
+    enum mg_fifo_result result;
+    for (;;) {
+        uint32_t seq = atomic_load(&g->wake_seq);
+        int64_t now = mg_monotonic_ns();
+        bool gone = cancel && cancel(cancel_arg);
+        mg_lock_acquire(&g->lock, pid);
+        /* Our record may have been taken away by a reclaim that thought us dead; then we
+         * are out of line. That never happens to a live worker, but stay correct. */
+        if (g->waiter[place].pid != pid || g->waiter[place].id != ticket) {
+            mg_lock_release(&g->lock, pid);
+            result = MG_FIFO_CANCELLED;
+            break;
+        }
+        if (gone) {
+            leave_line(g, place);
+            mg_lock_release(&g->lock, pid);
+            atomic_fetch_add(&g->cancelled, 1);
+            wake_all(g); /* the one behind us may now be first */
+            result = MG_FIFO_CANCELLED;
+            break;
+        }
+        if (oldest_waiter(g) == place && permit_free(g) &&
+            take_permit(g, pid, slot, key, now, token)) {
+            leave_line(g, place);
+            mg_lock_release(&g->lock, pid);
+            wake_all(g); /* the next in line checks whether another permit is free */
+            result = MG_FIFO_ADMITTED;
+            break;
+        }
+        if (now >= deadline) {
+            leave_line(g, place);
+            mg_lock_release(&g->lock, pid);
+            atomic_fetch_add(&g->refused_timeout, 1);
+            wake_all(g);
+            result = MG_FIFO_REFUSED_TIMEOUT;
+            break;
+        }
+        mg_lock_release(&g->lock, pid);
+        int64_t until = deadline;
+        if (cancel && now + CANCEL_POLL_NS < until)
+            until = now + CANCEL_POLL_NS;
+        mg_futex_wait(&g->wake_seq, seq, until);
+    }
+    if (waited_ns)
+        *waited_ns = mg_monotonic_ns() - start;
+    return result;
+}
+
+bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token)
+{
+    bool released = false;
+    mg_lock_acquire(&g->lock, pid);
+    for (unsigned i = 0; i < MG_FIFO_HOLDERS_MAX; i++) {
+        if (g->holder[i].pid != 0 && g->holder[i].id == token) {
+            memset(&g->holder[i], 0, sizeof g->holder[i]);
+            g->in_flight--;
+            released = true;
+            break;
+        }
+    }
+    mg_lock_release(&g->lock, pid);
+    if (released)
+        wake_all(g);
+    return released;
+}
+
+int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key)
+{
+    int place = -1;
+    mg_lock_acquire(&g->lock, pid);
+    if (g->waiting < g->queue_max)
+        for (int i = 0; i < MG_FIFO_WAITERS_MAX && place < 0; i++)
+            if (g->waiter[i].pid == 0)
+                place = i;
+    if (place >= 0) {
+        fill(&g->waiter[place], pid, slot, ++g->next_id, key, mg_monotonic_ns());
+        g->waiter[place].follower = 1;
+        g->waiting++;
+    }
+    mg_lock_release(&g->lock, pid);
+    atomic_fetch_add(place >= 0 ? &g->waited : &g->refused_full, 1);
+    return place;
+}
+
+void mg_fifo_gate_unfollow(struct mg_fifo_gate *g, int pid, int place)
+{
+    if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
+        return;
+    mg_lock_acquire(&g->lock, pid);
+    if (g->waiter[place].pid == pid && g->waiter[place].follower)
+        leave_line(g, place);
+    mg_lock_release(&g->lock, pid);
+}
+
+unsigned mg_fifo_gate_reclaim(struct mg_fifo_gate *g, int pid)
+{
+    /* The dead worker may have died inside the critical section. */
+    mg_lock_reclaim(&g->lock, pid);
+    int self = getpid();
+    unsigned freed = 0;
+    mg_lock_acquire(&g->lock, self);
+    for (unsigned i = 0; i < MG_FIFO_HOLDERS_MAX; i++) {
+        if (g->holder[i].pid == pid) {
+            memset(&g->holder[i], 0, sizeof g->holder[i]);
+            g->in_flight--;
+            freed++;
+        }
+    }
+    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++) {
+        if (g->waiter[i].pid == pid) {
+            leave_line(g, i);
+            freed++;
+        }
+    }
+    mg_lock_release(&g->lock, self);
+    if (freed) {
+        atomic_fetch_add(&g->reclaimed, freed);
+        wake_all(g);
+    }
+    return freed;
+}

@@ -1,0 +1,104 @@
+/*
+ * gate_fifo: a counting gate for the whole process group, with a line. At most `cap`
+ * permits are held at once (0: no limit, for A/B measurements); a request that finds them
+ * all taken waits in arrival order, at most `queue_max` of them and each for at most
+ * `wait_ns`; past either bound it is refused. The cold-scan cap of reach reports is one.
+ *
+ * Why not a POSIX semaphore: its count is lost when a holder dies, and sem_timedwait
+ * follows the wall clock. Instead every permit and every place in line is a record that
+ * names its owner (pid, worker slot, key, since when), so the master can give back exactly
+ * what a dead worker held (invariant 2), and the dump tool can show who holds what. Waits
+ * sleep on a futex word on CLOCK_MONOTONIC (invariant 3).
+ *
+ * Invariants, each under the gate's lock:
+ *   - in_flight <= cap (when cap > 0) and peak records the largest in_flight seen (1);
+ *   - a waiter is admitted only when it is the oldest in line and a permit is free: no
+ *     later arrival overtakes it (FIFO), and checking the bound and joining the line are one
+ *     step, so a burst cannot overshoot queue_max;
+ *   - a permit is given back once: each admission has a token and only that token releases;
+ *   - counters only grow (8).
+ */
+#ifndef MESHGATE_GATE_FIFO_H
+#define MESHGATE_GATE_FIFO_H
+
+#include "lock.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MG_FIFO_HOLDERS_MAX 64
+#define MG_FIFO_WAITERS_MAX 256
+#define MG_FIFO_KEY_MAX 80
+
+struct mg_fifo_record {
+    int32_t pid; /* 0: free record */
+    uint32_t slot;
+    uint32_t follower; /* a place in line that waits for another's result, not a permit */
+    uint32_t reserved;
+    uint64_t id; /* token of a holder, ticket of a waiter */
+    int64_t since_monotonic_ns;
+    char key[MG_FIFO_KEY_MAX];
+};
+
+struct mg_fifo_gate {
+    struct mg_lock lock;
+    uint32_t cap;       /* 0: unlimited */
+    uint32_t queue_max; /* places in line */
+    int64_t wait_ns;    /* longest wait in line */
+    /* under lock */
+    uint32_t in_flight;
+    uint32_t waiting;
+    uint64_t next_id;
+    struct mg_fifo_record holder[MG_FIFO_HOLDERS_MAX];
+    struct mg_fifo_record waiter[MG_FIFO_WAITERS_MAX];
+    /* bumped on every release, cancel and reclaim; waiters sleep on it */
+    _Atomic uint32_t wake_seq;
+    _Atomic uint32_t peak;
+    /* counters: only grow */
+    _Atomic uint64_t acquired;        /* permits given, at once or after waiting */
+    _Atomic uint64_t waited;          /* requests that had to join the line */
+    _Atomic uint64_t refused_full;    /* the line was full */
+    _Atomic uint64_t refused_timeout; /* the wait ran out */
+    _Atomic uint64_t cancelled;       /* left the line (client gone) */
+    _Atomic uint64_t reclaimed;       /* permits and places of dead workers given back */
+};
+
+enum mg_fifo_result {
+    MG_FIFO_ADMITTED = 0,
+    MG_FIFO_REFUSED_FULL,
+    MG_FIFO_REFUSED_TIMEOUT,
+    MG_FIFO_CANCELLED,
+};
+
+void mg_fifo_gate_init(struct mg_fifo_gate *g, uint32_t cap, uint32_t queue_max, int64_t wait_ns);
+
+/* Says, while a request waits, whether its client is gone (then it leaves the line). */
+typedef bool (*mg_fifo_cancel_fn)(void *arg);
+
+/*
+ * Takes a permit for key, waiting in line when none is free, until now + wait_ns at the most.
+ * On MG_FIFO_ADMITTED *token identifies the permit. *waited_ns (may be NULL) is the time
+ * spent in line. cancel (may be NULL) is asked every few milliseconds while waiting.
+ */
+enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsigned slot,
+                                         const char *key, mg_fifo_cancel_fn cancel,
+                                         void *cancel_arg, uint64_t *token, int64_t *waited_ns);
+
+/* Gives a permit back; false (and nothing changes) when token is not a current holder's. */
+bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token);
+
+/*
+ * A place in line for a request that waits for another request's result (an identical key
+ * being built) rather than for a permit. It counts against queue_max like any waiter, so
+ * the line bounds every worker the gate can hold. Returns the place (>= 0), or -1 when the
+ * line is full (counted as refused_full).
+ */
+int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key);
+/* Leaves a place taken by mg_fifo_gate_follow. */
+void mg_fifo_gate_unfollow(struct mg_fifo_gate *g, int pid, int place);
+
+/* Master, after reaping pid: gives back its permits and places in line; returns how many. */
+unsigned mg_fifo_gate_reclaim(struct mg_fifo_gate *g, int pid);
+
+#endif

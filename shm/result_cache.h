@@ -1,0 +1,115 @@
+/*
+ * result_cache: rendered bodies shared by the whole process group (the reach reports), with
+ * the in-flight table that makes identical cold requests share one build.
+ *
+ * An entry is FREE, BUILDING (one request claimed the key and builds it: its pid and a build
+ * id are recorded) or READY (the body is stored until it expires). A request that finds its
+ * key READY copies the body (a hit: no gate, no database); BUILDING, it waits for that build
+ * (coalesced); FREE, it claims the key and builds. Nothing half-written is ever served: a
+ * body is copied in while the entry is BUILDING and becomes visible with the switch to READY,
+ * under the lock. A builder that dies leaves its entry BUILDING until the master reclaims it
+ * (FREE again), and a waiter that sees its builder dead takes the build over, so no one hangs.
+ * Errors, 404s and refusals store nothing: the builder abandons its claim.
+ *
+ * Bodies live in fixed pages after the entry table; an entry owns pages_per_entry of them.
+ * A body larger than that is served but not stored (counted as too_large). When no entry
+ * is free, an expired one goes first, then the least recently used READY one.
+ */
+#ifndef MESHGATE_RESULT_CACHE_H
+#define MESHGATE_RESULT_CACHE_H
+
+#include "gate_fifo.h"
+#include "lock.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_CACHE_PAGE 4096
+#define MG_CACHE_KEY_MAX MG_FIFO_KEY_MAX
+
+enum mg_cache_state { MG_CACHE_FREE = 0, MG_CACHE_BUILDING, MG_CACHE_READY };
+
+struct mg_cache_entry {
+    uint32_t state;
+    uint32_t body_len;
+    char key[MG_CACHE_KEY_MAX];
+    int32_t builder_pid;
+    uint32_t builder_slot;
+    uint64_t build_id;
+    int64_t since_monotonic_ns; /* build start (BUILDING) or store time (READY) */
+    int64_t expires_monotonic_ns;
+    int64_t used_monotonic_ns;
+    uint32_t followers; /* requests waiting for this build */
+    uint32_t reserved;
+};
+
+struct mg_result_cache {
+    struct mg_lock lock;
+    uint32_t entries;
+    uint32_t pages_per_entry;
+    int64_t ttl_ns;
+    uint64_t next_build_id;
+    _Atomic uint32_t wake_seq; /* bumped when a build ends or is abandoned */
+    uint32_t reserved;
+    /* counters: only grow */
+    _Atomic uint64_t hits;
+    _Atomic uint64_t misses;
+    _Atomic uint64_t coalesced;
+    _Atomic uint64_t stored;
+    _Atomic uint64_t evicted;
+    _Atomic uint64_t too_large;
+    _Atomic uint64_t takeovers;
+    _Atomic uint64_t reclaimed;
+};
+
+/* The cache and its two tables, as the segment holds them. */
+struct mg_cache_view {
+    struct mg_result_cache *cache;
+    struct mg_cache_entry *entry; /* cache->entries of them */
+    unsigned char *pages;         /* entries * pages_per_entry pages */
+};
+
+void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages_per_entry,
+                          int64_t ttl_ns);
+
+enum mg_cache_outcome {
+    MG_CACHE_HIT = 0, /* *out holds the body */
+    MG_CACHE_CLAIMED, /* the caller builds; *build_id identifies the claim */
+    MG_CACHE_BUSY,    /* another request builds this key: wait for it */
+};
+
+/*
+ * Looks key up at now. HIT copies the body into out (appending); CLAIMED when the key is
+ * absent or expired (or its builder is dead: a takeover); BUSY when a live build runs.
+ */
+struct mg_buf;
+enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, unsigned slot,
+                                             const char *key, int64_t now, struct mg_buf *out,
+                                             uint64_t *build_id);
+
+/*
+ * Waits (until deadline, CLOCK_MONOTONIC) for the build of key to end, then looks again:
+ * HIT, CLAIMED (the build was abandoned or its builder died: the caller builds now), or BUSY
+ * (the deadline passed). cancel is asked every few milliseconds.
+ */
+enum mg_cache_outcome mg_result_cache_wait(struct mg_cache_view *v, int pid, unsigned slot,
+                                           const char *key, int64_t deadline,
+                                           mg_fifo_cancel_fn cancel, void *cancel_arg,
+                                           struct mg_buf *out, uint64_t *build_id);
+
+/* Stores the body of a claimed build and wakes its followers. */
+void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id,
+                           const char *body, size_t len, int64_t now);
+
+/* Gives a claim up (error, 404, refusal): nothing is stored; followers wake and retry. */
+void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id);
+
+/* Master, after reaping pid: frees the builds it claimed; returns how many. */
+unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
+
+/* READY entries that have not expired at now (for the dump tool and /api/perf). */
+unsigned mg_result_cache_ready(const struct mg_cache_view *v, int64_t now);
+
+#endif

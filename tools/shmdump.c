@@ -55,7 +55,16 @@
  *                    "cooldown_ms": 5000.0, "cooldown_remaining_ms": 1250.5,
  *                    "holder": null,             or {"worker", "pid", "age_ms"}
  *                    "last_walk_ms": 812.3, "admitted": 3, "refused_busy": 15,
- *                    "refused_cooling": 2, "reclaimed": 0}
+ *                    "refused_cooling": 2, "reclaimed": 0},
+ *       "reach_cold": {"cap": 2, "in_flight": 1, "waiting": 0, "queue_max": 6,
+ *                      "wait_ms": 3000.0, "peak": 2,
+ *                      "holders": [{"worker", "pid", "key", "age_ms"}],
+ *                      "waiters": [...], "followers": [...],   same records
+ *                      "acquired", "waited", "refused_full", "refused_timeout",
+ *                      "cancelled", "reclaimed",
+ *                      "cache": {"entries", "ready", "hits", "misses", "coalesced",
+ *                                "stored", "evicted", "too_large", "takeovers",
+ *                                "reclaimed"}}
  *     },
  *     "scoreboard": "_HS_....",                 one mg_slot_state_char per slot
  *     "workers": [                              every slot
@@ -724,6 +733,53 @@ static void text_gates(const struct mg_shmdump *d, struct mg_buf *out)
                   ns_to_ms(g->last_walk_ns));
 }
 
+static void text_records(const struct mg_shmdump *d, struct mg_buf *out, const char *what,
+                         const struct mg_fifo_record *r, unsigned count, bool followers)
+{
+    for (unsigned i = 0; i < count; i++) {
+        if (r[i].pid == 0 || (bool)r[i].follower != followers)
+            continue;
+        char key[4 * MG_FIFO_KEY_MAX + 1], age[32];
+        clean_copy(key, sizeof key, r[i].key, sizeof r[i].key);
+        format_age(d, r[i].since_monotonic_ns, age, sizeof age);
+        mg_buf_printf(out, "    %-9s worker %" PRIu32 ", pid %" PRId32 ", %s, for %s\n", what,
+                      r[i].slot, r[i].pid, key, age);
+    }
+}
+
+static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    const struct mg_fifo_gate *g = d->seg.cold;
+    const struct mg_result_cache *c = d->seg.cache.cache;
+    char cap[16];
+    if (g->cap)
+        snprintf(cap, sizeof cap, "%" PRIu32, g->cap);
+    else
+        snprintf(cap, sizeof cap, "unlimited");
+    mg_buf_printf(out,
+                  "  reach_cold (cold reach builds): cap %s, %" PRIu32 " in flight, %" PRIu32
+                  " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
+                  cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
+                  atomic_load(&g->peak));
+    text_records(d, out, "holder", g->holder, MG_FIFO_HOLDERS_MAX, false);
+    text_records(d, out, "waiter", g->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_records(d, out, "follower", g->waiter, MG_FIFO_WAITERS_MAX, true);
+    mg_buf_printf(out,
+                  "    acquired %" PRIu64 ", waited %" PRIu64 ", refused full %" PRIu64
+                  ", refused timeout %" PRIu64 ", cancelled %" PRIu64 ", reclaimed %" PRIu64 "\n",
+                  atomic_load(&g->acquired), atomic_load(&g->waited),
+                  atomic_load(&g->refused_full), atomic_load(&g->refused_timeout),
+                  atomic_load(&g->cancelled), atomic_load(&g->reclaimed));
+    mg_buf_printf(out,
+                  "    cache: %u of %" PRIu32 " entries ready, hits %" PRIu64 ", misses %" PRIu64
+                  ", coalesced %" PRIu64 ", stored %" PRIu64 ", evicted %" PRIu64
+                  ", too large %" PRIu64 ", takeovers %" PRIu64 "\n",
+                  mg_result_cache_ready(&d->seg.cache, d->taken_monotonic_ns), c->entries,
+                  atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced),
+                  atomic_load(&c->stored), atomic_load(&c->evicted), atomic_load(&c->too_large),
+                  atomic_load(&c->takeovers));
+}
+
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
 {
     /* Apache wraps its scoreboard line every 64 workers. */
@@ -788,6 +844,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_slow(d, out);
     text_values(d, out);
     text_gates(d, out);
+    text_cold(d, out);
     text_scoreboard(d, out);
 }
 
@@ -974,6 +1031,61 @@ static void json_workers(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_array_end(j);
 }
 
+static void json_records(struct mg_json *j, const struct mg_shmdump *d, const char *name,
+                         const struct mg_fifo_record *r, unsigned count, bool followers)
+{
+    mg_json_key(j, name);
+    mg_json_array_begin(j);
+    for (unsigned i = 0; i < count; i++) {
+        if (r[i].pid == 0 || (bool)r[i].follower != followers)
+            continue;
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "worker", r[i].slot);
+        mg_json_kv_int(j, "pid", r[i].pid);
+        json_bounded(j, "key", r[i].key, sizeof r[i].key);
+        json_age(j, d, "age_ms", r[i].since_monotonic_ns);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+}
+
+static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
+{
+    const struct mg_fifo_gate *g = d->seg.cold;
+    const struct mg_result_cache *c = d->seg.cache.cache;
+    mg_json_key(j, "reach_cold");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "cap", g->cap);
+    mg_json_kv_uint(j, "in_flight", g->in_flight);
+    mg_json_kv_uint(j, "waiting", g->waiting);
+    mg_json_kv_uint(j, "queue_max", g->queue_max);
+    json_ms(j, "wait_ms", ns_to_ms(g->wait_ns));
+    mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
+    json_records(j, d, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false);
+    json_records(j, d, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false);
+    json_records(j, d, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true);
+    mg_json_kv_uint(j, "acquired", atomic_load(&g->acquired));
+    mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
+    mg_json_kv_uint(j, "refused_full", atomic_load(&g->refused_full));
+    mg_json_kv_uint(j, "refused_timeout", atomic_load(&g->refused_timeout));
+    mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
+    mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+    mg_json_key(j, "cache");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "entries", c->entries);
+    mg_json_kv_uint(j, "ready", mg_result_cache_ready(&d->seg.cache, d->taken_monotonic_ns));
+    mg_json_kv_uint(j, "hits", atomic_load(&c->hits));
+    mg_json_kv_uint(j, "misses", atomic_load(&c->misses));
+    mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
+    mg_json_kv_uint(j, "stored", atomic_load(&c->stored));
+    mg_json_kv_uint(j, "evicted", atomic_load(&c->evicted));
+    mg_json_kv_uint(j, "too_large", atomic_load(&c->too_large));
+    mg_json_kv_uint(j, "takeovers", atomic_load(&c->takeovers));
+    mg_json_kv_uint(j, "reclaimed", atomic_load(&c->reclaimed));
+    mg_json_object_end(j);
+    mg_json_object_end(j);
+}
+
 static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
 {
     const struct mg_diag_gate *g = d->seg.diag;
@@ -1004,6 +1116,7 @@ static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "refused_cooling", atomic_load(&g->refused_cooling));
     mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
     mg_json_object_end(j);
+    json_cold(j, d);
     mg_json_object_end(j);
 }
 

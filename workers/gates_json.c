@@ -2,6 +2,8 @@
 
 #include "clock.h"
 #include "gate_diag.h"
+#include "gate_fifo.h"
+#include "result_cache.h"
 
 static void kv_ms(struct mg_json *j, const char *key, int64_t ns)
 {
@@ -43,11 +45,62 @@ static void diag_json(struct mg_json *j, const struct mg_diag_gate *g, bool full
     mg_json_object_end(j);
 }
 
+static void records_json(struct mg_json *j, const char *key, const struct mg_fifo_record *r,
+                         unsigned count, bool followers, int64_t now)
+{
+    mg_json_key(j, key);
+    mg_json_array_begin(j);
+    for (unsigned i = 0; i < count; i++) {
+        struct mg_fifo_record copy = r[i]; /* a plain copy: the dump, not a lock */
+        if (copy.pid == 0 || (bool)copy.follower != followers)
+            continue;
+        copy.key[MG_FIFO_KEY_MAX - 1] = '\0';
+        mg_json_object_begin(j);
+        mg_json_kv_int(j, "pid", copy.pid);
+        mg_json_kv_uint(j, "worker", copy.slot);
+        mg_json_kv_string(j, "key", copy.key);
+        kv_ms(j, "ageMs", now - copy.since_monotonic_ns);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+}
+
+static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
+{
+    const struct mg_fifo_gate *g = seg->cold;
+    const struct mg_result_cache *c = seg->cache.cache;
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "cap", g->cap);
+    mg_json_kv_uint(j, "inFlight", *(volatile const uint32_t *)&g->in_flight);
+    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&g->waiting);
+    mg_json_kv_uint(j, "queueMax", g->queue_max);
+    if (full) {
+        kv_ms(j, "waitMs", g->wait_ns);
+        mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
+        mg_json_kv_uint(j, "acquired", atomic_load(&g->acquired));
+        mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
+        mg_json_kv_uint(j, "refusedFull", atomic_load(&g->refused_full));
+        mg_json_kv_uint(j, "refusedTimeout", atomic_load(&g->refused_timeout));
+        mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
+        mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+        mg_json_kv_uint(j, "cacheHits", atomic_load(&c->hits));
+        mg_json_kv_uint(j, "cacheMisses", atomic_load(&c->misses));
+        mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
+        mg_json_kv_uint(j, "cacheEntries", mg_result_cache_ready(&seg->cache, now));
+        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
+        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
+        records_json(j, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true, now);
+    }
+    mg_json_object_end(j);
+}
+
 void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full)
 {
     int64_t now = mg_monotonic_ns();
     mg_json_object_begin(j); /* a map: keys in bytewise order */
     mg_json_key(j, "perfMem");
     diag_json(j, seg->diag, full, now);
+    mg_json_key(j, "reachCold");
+    cold_json(j, seg, full, now);
     mg_json_object_end(j);
 }

@@ -36,6 +36,10 @@ struct mg_request {
     int64_t start_realtime_ns;
     bool accepts_gzip;
     const char *client_addr;
+    /* Asks, without reading, whether the client has gone away (for a handler that waits in
+     * a gate's line); NULL when there is no socket to ask (in-process tests). */
+    bool (*client_gone)(void *arg);
+    void *client_gone_arg;
 };
 
 struct mg_response {

@@ -47,8 +47,7 @@ enum mg_reach_result mg_reach_build(struct mg_db *db, const char *pubkey, int da
 
 /* mg_reach_build with another row cap (>= 1); for tests of the cap. */
 enum mg_reach_result mg_reach_build_capped(struct mg_db *db, const char *pubkey, int days,
-                                           int64_t now_unix, int64_t row_cap,
-                                           struct mg_buf *body, struct mg_reach_stats *stats,
-                                           char *err, size_t errlen);
+                                           int64_t now_unix, int64_t row_cap, struct mg_buf *body,
+                                           struct mg_reach_stats *stats, char *err, size_t errlen);
 
 #endif

@@ -36,6 +36,7 @@ unsigned mg_route_names(const char **out, unsigned cap);
 unsigned mg_route_match(const char *path, char *param, size_t cap);
 
 /* The endpoints (one file per family). */
+void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

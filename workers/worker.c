@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +300,14 @@ static void respond_parse_error(struct worker *w, struct conn *c, int status, co
     respond(w, c, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)");
 }
 
+/* The client shut its side or the connection broke: nobody will read an answer. */
+static bool client_gone(void *arg)
+{
+    struct conn *c = arg;
+    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+    return c->eof || (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)));
+}
+
 static void handle_request(struct worker *w, struct conn *c, const struct mg_http_request *hr,
                            int64_t now)
 {
@@ -312,6 +321,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     req.start_realtime_ns = mg_realtime_ns();
     req.accepts_gzip = ae && mg_http_has_token(ae, "gzip");
     req.client_addr = c->peer;
+    req.client_gone = client_gone;
+    req.client_gone_arg = c;
     unsigned route = mg_dispatch(&w->env, &req, &w->bufs, res);
     if (route == MG_ROUTE_BAD_REQUEST)
         mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);

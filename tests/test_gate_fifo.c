@@ -1,0 +1,397 @@
+/*
+ * The cold-scan gate (a FIFO gate) and the shared result cache as modules, with real
+ * processes sharing them through MAP_SHARED memory, as workers share the segment.
+ */
+#include "clock.h"
+#include "buf.h"
+#include "gate_fifo.h"
+#include "result_cache.h"
+
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+TestSuite(gate_fifo, .timeout = 30);
+TestSuite(result_cache, .timeout = 30);
+
+static void *shared(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    memset(p, 0, n);
+    return p;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+struct board {
+    _Atomic int running;
+    _Atomic int most;
+    _Atomic int order_next;
+    int order[16];
+    _Atomic int go;
+};
+
+static void note_running(struct board *b, int delta)
+{
+    int now = atomic_fetch_add(&b->running, delta) + delta;
+    int most = atomic_load(&b->most);
+    while (now > most && !atomic_compare_exchange_weak(&b->most, &most, now))
+        ;
+}
+
+Test(gate_fifo, many_processes_never_exceed_the_cap)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    struct board *b = shared(sizeof *b);
+    mg_fifo_gate_init(g, 2, 16, 10 * MG_NS_PER_SEC);
+    pid_t kids[10];
+    for (int k = 0; k < 10; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            alarm(20);
+            for (int round = 0; round < 5; round++) {
+                uint64_t token;
+                if (mg_fifo_gate_acquire(g, getpid(), (unsigned)k, "key", NULL, NULL, &token,
+                                         NULL) != MG_FIFO_ADMITTED)
+                    _exit(1);
+                note_running(b, 1);
+                sleep_ms(3);
+                note_running(b, -1);
+                if (!mg_fifo_gate_release(g, getpid(), token))
+                    _exit(2);
+            }
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 10; k++) {
+        int status;
+        waitpid(kids[k], &status, 0);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %d", k, status);
+    }
+    cr_expect_leq(atomic_load(&b->most), 2, "%d ran at once", atomic_load(&b->most));
+    cr_expect_eq(atomic_load(&g->peak), 2);
+    cr_expect_eq(atomic_load(&g->acquired), 50);
+    cr_expect_eq(g->in_flight, 0);
+    cr_expect_eq(g->waiting, 0);
+}
+
+Test(gate_fifo, waiters_are_admitted_in_arrival_order)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    struct board *b = shared(sizeof *b);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    uint64_t first;
+    cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "a", NULL, NULL, &first, NULL),
+                 MG_FIFO_ADMITTED);
+    pid_t kids[4];
+    for (int k = 0; k < 4; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            alarm(20);
+            uint64_t token;
+            if (mg_fifo_gate_acquire(g, getpid(), (unsigned)k + 1, "b", NULL, NULL, &token,
+                                     NULL) != MG_FIFO_ADMITTED)
+                _exit(1);
+            b->order[atomic_fetch_add(&b->order_next, 1)] = k;
+            sleep_ms(2);
+            mg_fifo_gate_release(g, getpid(), token);
+            _exit(0);
+        }
+        /* Let each join the line before the next arrives. */
+        while (g->waiting != (uint32_t)k + 1)
+            sleep_ms(1);
+    }
+    cr_assert(mg_fifo_gate_release(g, getpid(), first));
+    for (int k = 0; k < 4; k++)
+        waitpid(kids[k], NULL, 0);
+    cr_assert_eq(atomic_load(&b->order_next), 4);
+    for (int k = 0; k < 4; k++)
+        cr_expect_eq(b->order[k], k, "admission %d went to arrival %d", k, b->order[k]);
+    cr_expect_eq(atomic_load(&g->waited), 4);
+}
+
+Test(gate_fifo, a_full_line_refuses_at_once_and_does_not_grow)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 2, 10 * MG_NS_PER_SEC);
+    uint64_t held;
+    cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "a", NULL, NULL, &held, NULL),
+                 MG_FIFO_ADMITTED);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            alarm(20);
+            uint64_t token;
+            if (mg_fifo_gate_acquire(g, getpid(), 1, "w", NULL, NULL, &token, NULL) !=
+                MG_FIFO_ADMITTED)
+                _exit(1);
+            mg_fifo_gate_release(g, getpid(), token);
+            _exit(0);
+        }
+    }
+    while (g->waiting != 2)
+        sleep_ms(1);
+    int64_t t0 = mg_monotonic_ns();
+    uint64_t token;
+    cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 3, "late", NULL, NULL, &token, NULL),
+                 MG_FIFO_REFUSED_FULL);
+    cr_expect_lt(mg_monotonic_ns() - t0, 50 * MG_NS_PER_MS, "a refusal must not wait");
+    cr_expect_eq(g->waiting, 2, "the line grew past its bound");
+    cr_expect_eq(mg_fifo_gate_follow(g, getpid(), 3, "same"), -1,
+                 "a follower needs a place in line too");
+    cr_expect_eq(atomic_load(&g->refused_full), 2);
+    mg_fifo_gate_release(g, getpid(), held);
+    for (int k = 0; k < 2; k++) {
+        int status;
+        waitpid(kids[k], &status, 0);
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+}
+
+Test(gate_fifo, a_wait_ends_at_its_bound)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 4, 150 * MG_NS_PER_MS);
+    uint64_t held, token;
+    cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "a", NULL, NULL, &held, NULL),
+                 MG_FIFO_ADMITTED);
+    int64_t waited = 0;
+    cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 1, "b", NULL, NULL, &token, &waited),
+                 MG_FIFO_REFUSED_TIMEOUT);
+    cr_expect_geq(waited, 150 * MG_NS_PER_MS);
+    cr_expect_lt(waited, 400 * MG_NS_PER_MS, "waited %lld ns", (long long)waited);
+    cr_expect_eq(g->waiting, 0);
+    cr_expect_eq(atomic_load(&g->refused_timeout), 1);
+}
+
+static int polls;
+static bool gone_after_three_polls(void *arg)
+{
+    (void)arg;
+    return ++polls > 3;
+}
+
+Test(gate_fifo, a_cancelled_waiter_leaves_the_line)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 4, 10 * MG_NS_PER_SEC);
+    uint64_t held, token;
+    cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "a", NULL, NULL, &held, NULL),
+                 MG_FIFO_ADMITTED);
+    int64_t waited = 0;
+    cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 1, "b", gone_after_three_polls, NULL, &token,
+                                      &waited),
+                 MG_FIFO_CANCELLED);
+    cr_expect_lt(waited, MG_NS_PER_SEC, "the client was gone but the wait went on");
+    cr_expect_eq(g->waiting, 0, "the cancelled waiter kept its place");
+    cr_expect_eq(atomic_load(&g->cancelled), 1);
+}
+
+Test(gate_fifo, release_is_single_use)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 2, 4, MG_NS_PER_SEC);
+    uint64_t a, b;
+    cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "a", NULL, NULL, &a, NULL), MG_FIFO_ADMITTED);
+    cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "b", NULL, NULL, &b, NULL), MG_FIFO_ADMITTED);
+    cr_expect(mg_fifo_gate_release(g, getpid(), a));
+    cr_expect_not(mg_fifo_gate_release(g, getpid(), a), "released twice");
+    cr_expect_eq(g->in_flight, 1, "the second release freed b's permit");
+}
+
+Test(gate_fifo, a_dead_holders_permit_is_reclaimed_and_the_next_waiter_admitted)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 4, 10 * MG_NS_PER_SEC);
+    pid_t holder = fork();
+    if (holder == 0) {
+        uint64_t token;
+        mg_fifo_gate_acquire(g, getpid(), 0, "dies", NULL, NULL, &token, NULL);
+        pause(); /* holds it until killed */
+        _exit(0);
+    }
+    while (g->in_flight == 0)
+        sleep_ms(1);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    cr_expect_eq(g->holder[0].pid == holder || g->holder[1].pid == holder ||
+                     g->in_flight == 1,
+                 true);
+    cr_expect_eq(mg_fifo_gate_reclaim(g, holder), 1);
+    cr_expect_eq(g->in_flight, 0);
+    cr_expect_eq(atomic_load(&g->reclaimed), 1);
+    uint64_t token;
+    cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 1, "next", NULL, NULL, &token, NULL),
+                 MG_FIFO_ADMITTED);
+}
+
+Test(gate_fifo, cap_zero_admits_everyone)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 0, 0, 0);
+    uint64_t t;
+    for (int i = 0; i < 10; i++)
+        cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 0, "k", NULL, NULL, &t, NULL),
+                     MG_FIFO_ADMITTED);
+    cr_expect_eq(atomic_load(&g->peak), 10);
+}
+
+/* --- the result cache ------------------------------------------------------------------- */
+
+struct cache_mem {
+    struct mg_result_cache cache;
+    struct mg_cache_entry entry[4];
+    unsigned char pages[4 * MG_CACHE_PAGE];
+};
+
+static struct mg_cache_view new_cache(int64_t ttl_ns)
+{
+    struct cache_mem *m = shared(sizeof *m);
+    struct mg_cache_view v = {&m->cache, m->entry, m->pages};
+    mg_result_cache_init(&v, 4, 1, ttl_ns);
+    return v;
+}
+
+Test(result_cache, a_built_body_is_served_to_everyone_until_it_expires)
+{
+    struct mg_cache_view v = new_cache(MG_NS_PER_SEC);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    uint64_t id, other;
+    int64_t t = 1000 * MG_NS_PER_SEC;
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k|7", t, &out, &id), MG_CACHE_CLAIMED);
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t, &out, &other), MG_CACHE_BUSY);
+    mg_result_cache_store(&v, getpid(), id, "{\"a\":1}\n", 8, t);
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t + 1, &out, &other),
+                 MG_CACHE_HIT);
+    cr_expect_eq(out.len, 8);
+    cr_expect_eq(memcmp(out.data, "{\"a\":1}\n", 8), 0);
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t + MG_NS_PER_SEC, &out, &other),
+                 MG_CACHE_CLAIMED, "an expired body was served");
+    cr_expect_eq(atomic_load(&v.cache->hits), 1);
+    cr_expect_eq(atomic_load(&v.cache->coalesced), 1);
+    mg_buf_free(&out);
+}
+
+Test(result_cache, an_abandoned_build_caches_nothing)
+{
+    struct mg_cache_view v = new_cache(MG_NS_PER_SEC);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    uint64_t id;
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k", 1, &out, &id), MG_CACHE_CLAIMED);
+    mg_result_cache_abandon(&v, getpid(), id);
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 0, "k", 2, &out, &id), MG_CACHE_CLAIMED);
+    cr_expect_eq(out.len, 0);
+    cr_expect_eq(atomic_load(&v.cache->stored), 0);
+    mg_buf_free(&out);
+}
+
+Test(result_cache, a_body_too_large_is_served_but_not_stored)
+{
+    struct mg_cache_view v = new_cache(MG_NS_PER_SEC);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    uint64_t id;
+    static char big[MG_CACHE_PAGE + 1];
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k", 1, &out, &id), MG_CACHE_CLAIMED);
+    mg_result_cache_store(&v, getpid(), id, big, sizeof big, 1);
+    cr_expect_eq(atomic_load(&v.cache->too_large), 1);
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 0, "k", 2, &out, &id), MG_CACHE_CLAIMED);
+    mg_buf_free(&out);
+}
+
+Test(result_cache, a_waiter_gets_the_body_its_builder_stores)
+{
+    struct mg_cache_view v = new_cache(10 * MG_NS_PER_SEC);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    uint64_t id;
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k", mg_monotonic_ns(), &out, &id),
+                 MG_CACHE_CLAIMED);
+    pid_t waiter = fork();
+    if (waiter == 0) {
+        alarm(10);
+        struct mg_buf got;
+        mg_buf_init(&got);
+        uint64_t mine;
+        enum mg_cache_outcome r = mg_result_cache_wait(&v, getpid(), 1, "k",
+                                                       mg_monotonic_ns() + 5 * MG_NS_PER_SEC,
+                                                       NULL, NULL, &got, &mine);
+        _exit(r == MG_CACHE_HIT && got.len == 5 && memcmp(got.data, "body\n", 5) == 0 ? 0 : 1);
+    }
+    sleep_ms(50);
+    mg_result_cache_store(&v, getpid(), id, "body\n", 5, mg_monotonic_ns());
+    int status;
+    waitpid(waiter, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    mg_buf_free(&out);
+}
+
+Test(result_cache, a_dead_builder_is_taken_over_and_reclaimed)
+{
+    struct mg_cache_view v = new_cache(10 * MG_NS_PER_SEC);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    pid_t builder = fork();
+    if (builder == 0) {
+        uint64_t id;
+        mg_result_cache_lookup(&v, getpid(), 0, "k", mg_monotonic_ns(), &out, &id);
+        _exit(0); /* dies holding the claim */
+    }
+    waitpid(builder, NULL, 0);
+    uint64_t id;
+    /* Before the master reclaims it, a waiter sees the builder dead and takes over. */
+    cr_expect_eq(mg_result_cache_wait(&v, getpid(), 1, "k", mg_monotonic_ns() + MG_NS_PER_SEC,
+                                      NULL, NULL, &out, &id),
+                 MG_CACHE_CLAIMED);
+    cr_expect_eq(atomic_load(&v.cache->takeovers), 1);
+    mg_result_cache_abandon(&v, getpid(), id);
+    /* And the master's reclaim frees a dead builder's claim. */
+    pid_t second = fork();
+    if (second == 0) {
+        uint64_t mine;
+        mg_result_cache_lookup(&v, getpid(), 0, "j", mg_monotonic_ns(), &out, &mine);
+        _exit(0);
+    }
+    waitpid(second, NULL, 0);
+    cr_expect_eq(mg_result_cache_reclaim(&v, second), 1);
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 0, "j", mg_monotonic_ns(), &out, &id),
+                 MG_CACHE_CLAIMED);
+    mg_buf_free(&out);
+}
+
+Test(result_cache, a_full_cache_evicts_expired_then_least_recently_used)
+{
+    struct mg_cache_view v = new_cache(100 * MG_NS_PER_SEC);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    char key[8];
+    uint64_t id;
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, key, 10 + i, &out, &id),
+                     MG_CACHE_CLAIMED);
+        mg_result_cache_store(&v, getpid(), id, "x", 1, 10 + i);
+    }
+    /* k0 is used again: k1 is now the least recently used. */
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k0", 20, &out, &id), MG_CACHE_HIT);
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k4", 21, &out, &id), MG_CACHE_CLAIMED);
+    mg_result_cache_store(&v, getpid(), id, "y", 1, 21);
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 0, "k1", 22, &out, &id), MG_CACHE_CLAIMED,
+                 "k1 should have been evicted");
+    cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 0, "k0", 23, &out, &id), MG_CACHE_HIT);
+    cr_expect_geq(atomic_load(&v.cache->evicted), 1);
+    mg_buf_free(&out);
+}

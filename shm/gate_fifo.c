@@ -74,6 +74,78 @@ static void wake_all(struct mg_fifo_gate *g)
     mg_futex_wake_all(&g->wake_seq);
 }
 
+int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                      uint64_t *token, int *place, uint64_t *ticket)
+{
+    int64_t now = mg_monotonic_ns();
+    mg_lock_acquire(&g->lock, pid);
+    if (g->waiting == 0 && permit_free(g) && take_permit(g, pid, slot, key, now, token)) {
+        mg_lock_release(&g->lock, pid);
+        return MG_FIFO_ADMITTED;
+    }
+    /* Checking the bound and joining the line are one step under the lock. */
+    int at = -1;
+    if (g->waiting < g->queue_max && g->wait_ns > 0)
+        for (int i = 0; i < MG_FIFO_WAITERS_MAX && at < 0; i++)
+            if (g->waiter[i].pid == 0)
+                at = i;
+    if (at >= 0) {
+        *ticket = ++g->next_id;
+        fill(&g->waiter[at], pid, slot, *ticket, key, now);
+        g->waiting++;
+    }
+    mg_lock_release(&g->lock, pid);
+    if (at < 0) {
+        atomic_fetch_add(&g->refused_full, 1);
+        return MG_FIFO_REFUSED_FULL;
+    }
+    atomic_fetch_add(&g->waited, 1);
+    *place = at;
+    return MG_FIFO_QUEUED;
+}
+
+int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
+                      uint64_t ticket, int64_t now, int64_t deadline, uint64_t *token)
+{
+    int result = MG_FIFO_QUEUED;
+    if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
+        return MG_FIFO_CANCELLED;
+    mg_lock_acquire(&g->lock, pid);
+    if (g->waiter[place].pid != pid || g->waiter[place].id != ticket) {
+        result = MG_FIFO_CANCELLED; /* not in line any more (reclaimed) */
+    } else if (oldest_waiter(g) == place && permit_free(g) &&
+               take_permit(g, pid, slot, key, now, token)) {
+        leave_line(g, place);
+        result = MG_FIFO_ADMITTED;
+    } else if (now >= deadline) {
+        leave_line(g, place);
+        result = MG_FIFO_REFUSED_TIMEOUT;
+    }
+    mg_lock_release(&g->lock, pid);
+    if (result == MG_FIFO_REFUSED_TIMEOUT)
+        atomic_fetch_add(&g->refused_timeout, 1);
+    if (result != MG_FIFO_QUEUED)
+        wake_all(g); /* the next in line may now be first, or find a permit free */
+    return result;
+}
+
+void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket)
+{
+    if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
+        return;
+    bool left = false;
+    mg_lock_acquire(&g->lock, pid);
+    if (g->waiter[place].pid == pid && g->waiter[place].id == ticket) {
+        leave_line(g, place);
+        left = true;
+    }
+    mg_lock_release(&g->lock, pid);
+    if (left) {
+        atomic_fetch_add(&g->cancelled, 1);
+        wake_all(g);
+    }
+}
+
 enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsigned slot,
                                          const char *key, mg_fifo_cancel_fn cancel,
                                          void *cancel_arg, uint64_t *token, int64_t *waited_ns)
@@ -81,67 +153,21 @@ enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsign
     int64_t start = mg_monotonic_ns();
     if (waited_ns)
         *waited_ns = 0;
-    mg_lock_acquire(&g->lock, pid);
-    if (g->waiting == 0 && permit_free(g) && take_permit(g, pid, slot, key, start, token)) {
-        mg_lock_release(&g->lock, pid);
-        return MG_FIFO_ADMITTED;
-    }
-    /* Checking the bound and joining the line are one step under the lock. */
     int place = -1;
-    if (g->waiting < g->queue_max)
-        for (int i = 0; i < MG_FIFO_WAITERS_MAX && place < 0; i++)
-            if (g->waiter[i].pid == 0)
-                place = i;
-    if (place < 0 || g->wait_ns <= 0) {
-        mg_lock_release(&g->lock, pid);
-        atomic_fetch_add(&g->refused_full, 1);
-        return MG_FIFO_REFUSED_FULL;
-    }
-    uint64_t ticket = ++g->next_id;
-    fill(&g->waiter[place], pid, slot, ticket, key, start);
-    g->waiting++;
-    mg_lock_release(&g->lock, pid);
-    atomic_fetch_add(&g->waited, 1);
-
+    uint64_t ticket = 0;
+    int r = mg_fifo_gate_join(g, pid, slot, key, token, &place, &ticket);
     int64_t deadline = start + g->wait_ns;
-    enum mg_fifo_result result;
-    for (;;) {
+    while (r == MG_FIFO_QUEUED) {
         uint32_t seq = atomic_load(&g->wake_seq);
+        if (cancel && cancel(cancel_arg)) {
+            mg_fifo_gate_cancel(g, pid, place, ticket);
+            r = MG_FIFO_CANCELLED;
+            break;
+        }
         int64_t now = mg_monotonic_ns();
-        bool gone = cancel && cancel(cancel_arg);
-        mg_lock_acquire(&g->lock, pid);
-        /* Our record may have been taken away by a reclaim that thought us dead; then we
-         * are out of line. That never happens to a live worker, but stay correct. */
-        if (g->waiter[place].pid != pid || g->waiter[place].id != ticket) {
-            mg_lock_release(&g->lock, pid);
-            result = MG_FIFO_CANCELLED;
+        r = mg_fifo_gate_poll(g, pid, slot, key, place, ticket, now, deadline, token);
+        if (r != MG_FIFO_QUEUED)
             break;
-        }
-        if (gone) {
-            leave_line(g, place);
-            mg_lock_release(&g->lock, pid);
-            atomic_fetch_add(&g->cancelled, 1);
-            wake_all(g); /* the one behind us may now be first */
-            result = MG_FIFO_CANCELLED;
-            break;
-        }
-        if (oldest_waiter(g) == place && permit_free(g) &&
-            take_permit(g, pid, slot, key, now, token)) {
-            leave_line(g, place);
-            mg_lock_release(&g->lock, pid);
-            wake_all(g); /* the next in line checks whether another permit is free */
-            result = MG_FIFO_ADMITTED;
-            break;
-        }
-        if (now >= deadline) {
-            leave_line(g, place);
-            mg_lock_release(&g->lock, pid);
-            atomic_fetch_add(&g->refused_timeout, 1);
-            wake_all(g);
-            result = MG_FIFO_REFUSED_TIMEOUT;
-            break;
-        }
-        mg_lock_release(&g->lock, pid);
         int64_t until = deadline;
         if (cancel && now + CANCEL_POLL_NS < until)
             until = now + CANCEL_POLL_NS;
@@ -149,7 +175,7 @@ enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsign
     }
     if (waited_ns)
         *waited_ns = mg_monotonic_ns() - start;
-    return result;
+    return (enum mg_fifo_result)r;
 }
 
 bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token)

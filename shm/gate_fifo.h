@@ -85,6 +85,21 @@ enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsign
                                          const char *key, mg_fifo_cancel_fn cancel,
                                          void *cancel_arg, uint64_t *token, int64_t *waited_ns);
 
+/*
+ * The same in steps, for a caller that must not block (a worker's event loop parks the
+ * request and asks again on its next turn):
+ *   join:   ADMITTED (*token), REFUSED_FULL, or QUEUED with *place and *ticket;
+ *   poll:   ADMITTED (*token) when the place is first in line and a permit is free,
+ *           REFUSED_TIMEOUT (the place is given up) at now >= deadline, else QUEUED;
+ *   cancel: gives the place up (the client went away).
+ */
+enum { MG_FIFO_QUEUED = 100 };
+int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                      uint64_t *token, int *place, uint64_t *ticket);
+int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
+                      uint64_t ticket, int64_t now, int64_t deadline, uint64_t *token);
+void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket);
+
 /* Gives a permit back; false (and nothing changes) when token is not a current holder's. */
 bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token);
 

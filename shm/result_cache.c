@@ -128,6 +128,19 @@ enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, u
     return r;
 }
 
+enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,
+                                             const char *key, int64_t now, struct mg_buf *out,
+                                             uint64_t *build_id)
+{
+    bool took_over;
+    mg_lock_acquire(&v->cache->lock, pid);
+    enum mg_cache_outcome r = look(v, pid, slot, key, now, out, build_id, &took_over);
+    mg_lock_release(&v->cache->lock, pid);
+    if (took_over)
+        atomic_fetch_add(&v->cache->takeovers, 1);
+    return r;
+}
+
 enum mg_cache_outcome mg_result_cache_wait(struct mg_cache_view *v, int pid, unsigned slot,
                                            const char *key, int64_t deadline,
                                            mg_fifo_cancel_fn cancel, void *cancel_arg,

@@ -88,6 +88,11 @@ struct mg_buf;
 enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, unsigned slot,
                                              const char *key, int64_t now, struct mg_buf *out,
                                              uint64_t *build_id);
+/* The same, for a request that already counted (asking again while it follows a build):
+ * it changes no counter but takeovers. */
+enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,
+                                             const char *key, int64_t now, struct mg_buf *out,
+                                             uint64_t *build_id);
 
 /*
  * Waits (until deadline, CLOCK_MONOTONIC) for the build of key to end, then looks again:

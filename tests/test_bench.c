@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -620,6 +621,114 @@ Test(bench, unanswered_requests_time_out_and_the_outstanding_cap_drops, .fini = 
     cr_expect_gt(o->dropped, 0, "2 outstanding, each held 200 ms: most ticks are dropped");
     cr_expect_leq(o->sent, 10);
     cr_expect_eq(o->errors[MG_BENCH_ERR_TIMEOUT], o->sent);
+}
+
+/* A fake server, one thread a connection, answering by path: /drip sends a 3 kB head in 7-byte
+ * pieces, /short closes in mid-body, /extra sends more than Content-Length, /chunked sends what
+ * meshgate never does. */
+static void *fake_connection(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char buf[4096];
+    size_t have = 0;
+    for (;;) {
+        char *end;
+        while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
+            ssize_t n = have < sizeof buf ? recv(fd, buf + have, sizeof buf - have, 0) : -1;
+            if (n <= 0) {
+                close(fd);
+                return NULL;
+            }
+            have += (size_t)n;
+        }
+        bool drip = strncmp(buf, "GET /drip ", 10) == 0;
+        bool shorter = strncmp(buf, "GET /short ", 11) == 0;
+        bool extra = strncmp(buf, "GET /extra ", 11) == 0;
+        size_t used = (size_t)(end + 4 - buf);
+        memmove(buf, buf + used, have - used);
+        have -= used;
+        char resp[4096];
+        int len;
+        if (drip) {
+            char pad[3001];
+            memset(pad, 'a', 3000);
+            pad[3000] = '\0';
+            len = snprintf(resp, sizeof resp,
+                           "HTTP/1.1 200 OK\r\nX-Pad: %s\r\nContent-Length: 5\r\n\r\nhello", pad);
+            for (int at = 0; at < len; at += 7) {
+                send(fd, resp + at, (size_t)(len - at < 7 ? len - at : 7), MSG_NOSIGNAL);
+                usleep(100);
+            }
+            continue;
+        }
+        if (shorter) {
+            len = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\nhi");
+            send(fd, resp, (size_t)len, MSG_NOSIGNAL);
+            close(fd);
+            return NULL;
+        }
+        len = snprintf(resp, sizeof resp, "%s",
+                       extra ? "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiEXTRA"
+                             : "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+        send(fd, resp, (size_t)len, MSG_NOSIGNAL);
+    }
+}
+
+static void *fake_server(void *arg)
+{
+    int listener = (int)(intptr_t)arg;
+    for (;;) {
+        int fd = accept(listener, NULL, NULL);
+        if (fd < 0)
+            return NULL; /* the listener was shut down */
+        pthread_t t;
+        if (pthread_create(&t, NULL, fake_connection, (void *)(intptr_t)fd) == 0)
+            pthread_detach(t);
+        else
+            close(fd);
+    }
+}
+
+Test(bench, responses_in_pieces_cut_short_overlong_or_chunked_are_told_apart, .fini = cleanup_run)
+{
+    int port;
+    int listener = silent_listener(&port);
+    pthread_t server_thread;
+    cr_assert_eq(pthread_create(&server_thread, NULL, fake_server, (void *)(intptr_t)listener), 0);
+    cr_assert_eq(
+        parse((const char *[]){"--target", target_of(port), "--duration", "0.4", "--timeout-ms",
+                               "1000", "--stream", "drip:/drip:closed:1", "--stream",
+                               "short:/short:closed:1", "--stream", "extra:/extra:closed:1",
+                               "--stream", "chunked:/chunked:closed:1", NULL}),
+        MG_BENCH_ARGS_OK, "%s", err);
+    enum mg_bench_status st = mg_bench_run(&cfg, &rep, err, sizeof err);
+    shutdown(listener, SHUT_RDWR);
+    pthread_join(server_thread, NULL);
+    close(listener);
+    cr_assert_eq(st, MG_BENCH_OK, "%s", err);
+
+    const struct mg_bench_stream_report *drip = stream_report("drip");
+    expect_honest("drip");
+    cr_expect_gt(drip->status_200, 0, "a head in 7-byte pieces is gathered");
+    cr_expect_eq(drip->errors_total, 0, "%s", drip->first_error);
+
+    const struct mg_bench_stream_report *cut = stream_report("short");
+    expect_honest("short");
+    cr_expect_gt(cut->sent, 0);
+    cr_expect_eq(cut->errors[MG_BENCH_ERR_CLOSED], cut->sent, "a body cut short is an error");
+    cr_expect_eq(cut->responses, 0);
+
+    const struct mg_bench_stream_report *extra = stream_report("extra");
+    expect_honest("extra");
+    cr_expect_gt(extra->status_200, 0);
+    cr_expect_eq(extra->overlong, extra->status_200, "bytes past Content-Length are reported");
+
+    const struct mg_bench_stream_report *chunked = stream_report("chunked");
+    expect_honest("chunked");
+    cr_expect_gt(chunked->sent, 0);
+    cr_expect_eq(chunked->errors[MG_BENCH_ERR_PROTOCOL], chunked->sent);
+    cr_expect(strstr(chunked->first_error, "Transfer-Encoding") != NULL, "%s",
+              chunked->first_error);
 }
 
 static atomic_int stop_flag;

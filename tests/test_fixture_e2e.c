@@ -1078,6 +1078,114 @@ Test(fixture_e2e, packets_filters_agree_with_the_database)
     finish();
 }
 
+/* Whether the value at path is the text t (NULL: JSON null). */
+static bool json_text_or_null_at(const char *v, const char *path, const unsigned char *t)
+{
+    return t ? json_str_at_eq(v, path, (const char *)t) : json_is_at(v, path, "null");
+}
+
+/* Whether the number at path is d exactly (NULL column: JSON null). */
+static bool json_number_or_null_at(const char *v, const char *path, sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return json_is_at(v, path, "null");
+    return json_double_at(v, path) == sqlite3_column_double(st, col);
+}
+
+/*
+ * Every packet against its row: the stored texts come back unchanged (emoji and all), and
+ * path_json / _parsedPath are those of the best observation (most hops, then newest).
+ */
+Test(fixture_e2e, every_packet_and_node_carries_its_stored_values_unchanged)
+{
+    start();
+    struct mg_test_response r;
+    api_get("/api/packets?limit=500", 200, &r);
+    sqlite3 *db = db_open();
+    sqlite3_stmt *st = NULL;
+    const char *sql =
+        "SELECT t.id, t.hash, t.raw_hex, t.decoded_json, t.first_seen, t.payload_type,"
+        " t.route_type, (SELECT o.path_json FROM observations o WHERE o.transmission_id = t.id"
+        "  ORDER BY CASE WHEN json_valid(o.path_json) THEN json_array_length(o.path_json)"
+        "  ELSE 0 END DESC, o.id DESC LIMIT 1)"
+        " FROM transmissions t ORDER BY t.id DESC";
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    const char *p = json_first(json_get(r.body, "packets"));
+    int rows = 0, first_bad = -1, bad = 0;
+    char what[64] = "";
+    for (; sqlite3_step(st) == SQLITE_ROW; rows++, p = p ? json_next(p) : NULL) {
+        const unsigned char *path = sqlite3_column_text(st, 7);
+        const char *wrong = NULL;
+        if (p == NULL)
+            wrong = "missing";
+        else if (json_int_at(p, "id") != sqlite3_column_int64(st, 0))
+            wrong = "id";
+        else if (!json_text_or_null_at(p, "hash", sqlite3_column_text(st, 1)))
+            wrong = "hash";
+        else if (!json_text_or_null_at(p, "raw_hex", sqlite3_column_text(st, 2)))
+            wrong = "raw_hex";
+        else if (!json_text_or_null_at(p, "decoded_json", sqlite3_column_text(st, 3)))
+            wrong = "decoded_json";
+        else if (!json_text_or_null_at(p, "first_seen", sqlite3_column_text(st, 4)) ||
+                 !json_text_or_null_at(p, "timestamp", sqlite3_column_text(st, 4)))
+            wrong = "first_seen/timestamp";
+        else if (!json_number_or_null_at(p, "payload_type", st, 5))
+            wrong = "payload_type";
+        else if (!json_number_or_null_at(p, "route_type", st, 6))
+            wrong = "route_type";
+        else if (path && !json_str_at_eq(p, "path_json", (const char *)path))
+            wrong = "path_json";
+        else if (path && strcmp((const char *)path, "[]") == 0 &&
+                 !json_is_at(p, "_parsedPath", "null"))
+            wrong = "_parsedPath of an empty path";
+        else if (path && strcmp((const char *)path, "[]") != 0 &&
+                 json_length(json_get(p, "_parsedPath")) !=
+                     db_int("SELECT json_array_length(%Q)", (const char *)path))
+            wrong = "_parsedPath";
+        if (wrong && bad++ == 0) {
+            first_bad = rows;
+            snprintf(what, sizeof what, "%s", wrong);
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    cr_expect_eq(rows, 499, "transmissions in the copy");
+    cr_expect_eq(bad, 0, "%d packets differ from their rows; the first, packet %d, in %s: %.600s",
+                 bad, first_bad, what, first_bad >= 0 ? r.body : "");
+    mg_test_response_free(&r);
+
+    api_get("/api/nodes?limit=2000", 200, &r);
+    db = db_open();
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT public_key, name, role, lat, lon, first_seen,"
+                                    " advert_count FROM nodes",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    const char *nodes = json_get(r.body, "nodes");
+    rows = 0, bad = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        rows++;
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        const char *n = json_first(nodes);
+        while (n && !json_str_at_eq(n, "public_key", key))
+            n = json_next(n);
+        bool same = n && json_text_or_null_at(n, "name", sqlite3_column_text(st, 1)) &&
+                    json_text_or_null_at(n, "role", sqlite3_column_text(st, 2)) &&
+                    json_number_or_null_at(n, "lat", st, 3) &&
+                    json_number_or_null_at(n, "lon", st, 4) &&
+                    json_text_or_null_at(n, "first_seen", sqlite3_column_text(st, 5)) &&
+                    json_number_or_null_at(n, "advert_count", st, 6);
+        if (!same && bad++ == 0)
+            cr_expect_fail("node %s differs from its row: %.400s", key, n ? n : "(absent)");
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    cr_expect_eq(rows, 200, "nodes in the copy");
+    cr_expect_eq(bad, 0, "%d nodes differ from their rows", bad);
+    mg_test_response_free(&r);
+    finish();
+}
+
 Test(fixture_e2e, stats_counts_the_fixture_in_corescope_order)
 {
     start();
@@ -1280,6 +1388,52 @@ Test(fixture_e2e, reach_of_n6ij_repeater_matches_the_readme)
     int i = 0;
     for (const char *l = json_first(links); l; l = json_next(l), i++)
         cr_expect_eq(json_is_at(l, "bidir", "true"), i < bidir, "link %d is out of bidir order", i);
+    mg_test_response_free(&r);
+
+    /* The key is lowercased first. */
+    char upper[80];
+    snprintf(upper, sizeof upper, "%s", N6IJ_PUBKEY);
+    for (char *c = upper; *c; c++)
+        *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+    char target2[160];
+    snprintf(target2, sizeof target2, "/api/nodes/%s/reach?days=7", upper);
+    api_get(target2, 200, &r);
+    cr_expect_eq(json_int_at(r.body, "importance.relay_observations"), 23,
+                 "GET %s: relay_observations", target2);
+    mg_test_response_free(&r);
+
+    /* The busiest relay of the README. */
+    api_get("/api/nodes/1000009e310d729534b70faa33a1abe5cd5e45d594f72f786febccbb770b7e74/reach",
+            200, &r);
+    cr_expect_eq(json_length(json_get(r.body, "links")), 46, "the busiest node's links");
+    cr_expect_eq(json_int_at(r.body, "importance.bidirectional_links"), 12,
+                 "the busiest node's two-way links");
+    cr_expect_eq(json_int_at(r.body, "importance.relay_observations"), 207,
+                 "the busiest node's relay observations");
+    mg_test_response_free(&r);
+
+    /* A companion is in no prefix map: no reliable token, an empty but valid report. */
+    char *companion = db_text("SELECT public_key FROM nodes WHERE role = 'companion'"
+                              " ORDER BY public_key LIMIT 1");
+    cr_assert_not_null(companion, "no companion in the fixture");
+    snprintf(target2, sizeof target2, "/api/nodes/%s/reach", companion);
+    api_get(target2, 200, &r);
+    cr_expect(strstr(r.body, "\"reliable_tokens\":[],") != NULL &&
+                  json_length(json_get(r.body, "links")) == 0 &&
+                  json_length(json_get(r.body, "direct_observers")) == 0 &&
+                  json_int_at(r.body, "importance.relay_observations") == 0,
+              "GET %s: want an empty report: %.600s", target2, r.body);
+    free(companion);
+    mg_test_response_free(&r);
+
+    api_get("/api/nodes/" N6IJ_PUBKEY "x/reach", 400, &r);
+    cr_expect(json_str_at_eq(r.body, "error", "invalid pubkey: expected 64 hex chars"),
+              "a 65-character key: %s", r.body);
+    mg_test_response_free(&r);
+    api_get("/api/nodes/0000000000000000000000000000000000000000000000000000000000000000/reach",
+            404, &r);
+    mg_test_response_free(&r);
+    api_get("/api/nodes/" N6IJ_PUBKEY "/reach?days=abc", 400, &r);
     mg_test_response_free(&r);
     finish();
 }

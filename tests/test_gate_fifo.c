@@ -377,7 +377,7 @@ Test(result_cache, a_full_cache_evicts_expired_then_least_recently_used)
     struct mg_cache_view v = new_cache(100 * MG_NS_PER_SEC);
     struct mg_buf out;
     mg_buf_init(&out);
-    char key[8];
+    char key[16];
     uint64_t id;
     for (int i = 0; i < 4; i++) {
         snprintf(key, sizeof key, "k%d", i);

@@ -44,8 +44,9 @@ Test(server, healthz_reports_live_workers_with_sorted_keys)
     cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
     cr_expect_eq(r.status, 200);
     cr_expect_str_eq(r.body, "{\"from_pubkey_backfill\":{\"done\":true,\"processed\":0,"
-                             "\"total\":0},\"gates\":{\"perfMem\":{\"enabled\":true,"
-                             "\"running\":0,\"cooldownRemainingMs\":0}},\"loadedObs\":0,"
+                             "\"total\":0},\"gates\":{\"perfMem\":{\"cooldownRemainingMs\":0,"
+                             "\"enabled\":true,\"running\":0},\"reachCold\":{\"cap\":2,"
+                             "\"inFlight\":0,\"queueMax\":0,\"waiting\":0}},\"loadedObs\":0,"
                              "\"loadedTx\":0,\"ready\":true,\"workers\":{\"alive\":3,"
                              "\"configured\":3}}\n");
     char v[128];

@@ -27,6 +27,7 @@
  *                "status":{"200":N,"429":N,"503":N,"other":N},"statuses":{"404":N,...},
  *                "errors":{"total":N,"connect":N,"timeout":N,"closed":N,"protocol":N,
  *                          "aborted":N},"first_error":S|null,"dropped":N,"retried":N,
+ *                "overlong":N,
  *                "max_requests_reached":B,"max_send_lag_ms":N,"elapsed_s":N,"rps":N,
  *                "latency_ms":{"samples":N,"min":N,"p50":N,"p95":N,"p99":N,"max":N,
  *                              "mean":N},"latency_200_ms":{...same...}}]}
@@ -730,15 +731,20 @@ void mg_bench_usage(struct mg_buf *out)
         "connection closed mid-request, a bad response, or a request still out when the run was\n"
         "interrupted (the notes below the table break it down). Percentiles are exact, by\n"
         "nearest rank over every response (any status) to a request scheduled inside the window;\n"
-        "errors are not latencies. rps is responses divided by the window (a once stream: by the\n"
-        "time from its burst to its last answer).\n"
+        "errors are not latencies; with 429 or 503 answers the notes also give 200-only\n"
+        "percentiles. rps is responses divided by the window (a once stream: by the time from\n"
+        "its burst to its last answer). A closed connection waits %d ms after an error (not a\n"
+        "timeout) before its next request. A request on a kept-alive connection that the server\n"
+        "closed before answering is sent once more on a new one (noted as retried; GET is safe\n"
+        "to repeat); its latency still counts from the first try.\n"
         "\n"
         "A run ends by itself within warm-up + duration + timeout: after the window nothing more\n"
         "is sent, and requests still out are waited for until their timeout. Ctrl-C ends it\n"
         "early: requests still out count as aborted, and the report is printed.\n"
         "\n"
-        "Exit codes: 0 done; 1 cannot connect to the target at the start; 64 bad usage (a\n"
-        "non-loopback target included); 71 a system error; 130 interrupted (report printed).\n",
+        "Exit codes: 0 done; 1 cannot connect to the target at the start; 64 bad usage (also a\n"
+        "non-loopback target, or a run needing more open files than ulimit -n allows); 71 a\n"
+        "system error; 130 interrupted (the report is printed).\n",
         MG_BENCH_CONNS_MAX, MG_BENCH_PAUSE_MAX_MS, MG_BENCH_RATE_MAX, MG_BENCH_ONCE_MAX,
         MG_BENCH_DEFAULT_TARGET, MG_BENCH_MAX_STREAMS, MG_BENCH_MAX_HEADERS,
         MG_BENCH_DURATION_MIN_S, MG_BENCH_DURATION_MAX_S, MG_BENCH_DEFAULT_DURATION_S,
@@ -746,7 +752,7 @@ void mg_bench_usage(struct mg_buf *out)
         MG_BENCH_THREADS_MAX, MG_BENCH_DEFAULT_THREADS,
         (unsigned long long)MG_BENCH_MAX_REQUESTS_MAX,
         (unsigned long long)MG_BENCH_DEFAULT_MAX_REQUESTS, MG_BENCH_OUTSTANDING_MAX,
-        MG_BENCH_DEFAULT_MAX_OUTSTANDING);
+        MG_BENCH_DEFAULT_MAX_OUTSTANDING, MG_BENCH_ERROR_BACKOFF_MS);
 }
 
 enum option_id {
@@ -1242,7 +1248,7 @@ struct samples {
 };
 
 struct tally {
-    uint64_t sent, responses, dropped, retried;
+    uint64_t sent, responses, dropped, retried, overlong;
     uint64_t status_counts[600];
     uint64_t errors[MG_BENCH_ERR_KINDS];
     int64_t max_send_lag_ns;
@@ -1251,10 +1257,7 @@ struct tally {
     char first_error[160];
 };
 
-struct worker;
-
 struct shard {
-    struct worker *w;
     struct plan *plan;
     enum mg_bench_mode mode;
     struct tally t;
@@ -1280,7 +1283,6 @@ struct worker {
     size_t heap_len, heap_cap;
     char err[256]; /* a system error, when there was one */
     pthread_t thread;
-    bool started;
     char scratch[SCRATCH_BYTES];
 };
 
@@ -1532,8 +1534,8 @@ static void finish(struct worker *w, struct conn *c, int status, enum mg_bench_e
          * stopped server is counted and not hammered in a busy loop. */
         int64_t wait_ns = (int64_t)sh->plan->spec->pause_ms * MG_NS_PER_MS;
         if (status <= 0 && kind != MG_BENCH_ERR_TIMEOUT &&
-            wait_ns < MG_BENCH_CONNECT_BACKOFF_MS * MG_NS_PER_MS)
-            wait_ns = MG_BENCH_CONNECT_BACKOFF_MS * MG_NS_PER_MS;
+            wait_ns < MG_BENCH_ERROR_BACKOFF_MS * MG_NS_PER_MS)
+            wait_ns = MG_BENCH_ERROR_BACKOFF_MS * MG_NS_PER_MS;
         next_closed(w, c, now, wait_ns);
         break;
     }
@@ -1697,8 +1699,13 @@ static void next_closed(struct worker *w, struct conn *c, int64_t now, int64_t w
 
 static void complete(struct worker *w, struct conn *c, bool extra_bytes, int64_t now)
 {
-    if (extra_bytes)
-        c->close_after = true; /* bytes nobody asked for: the connection is not trusted again */
+    if (extra_bytes) {
+        /* Bytes past Content-Length: a server bug worth seeing. The response counts; the
+         * connection is not trusted again. */
+        c->close_after = true;
+        if (c->counted)
+            c->shard->t.overlong++;
+    }
     finish(w, c, c->status, 0, 0, now);
 }
 
@@ -1775,6 +1782,8 @@ static void feed(struct worker *w, struct conn *c, const char *data, size_t n, i
         complete(w, c, false, now);
 }
 
+/* Epoll is level-triggered: a short read means the socket is drained for now, and whatever
+ * comes later is announced again, so a recv that would only say EAGAIN is saved. */
 static void on_readable(struct worker *w, struct conn *c)
 {
     uint32_t gen = c->gen;
@@ -1784,6 +1793,8 @@ static void on_readable(struct worker *w, struct conn *c)
         if (n > 0) {
             c->got_bytes = true;
             feed(w, c, w->scratch, (size_t)n, now);
+            if ((size_t)n < sizeof w->scratch)
+                return;
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -2113,7 +2124,6 @@ static int worker_init(struct worker *w, struct run *r, unsigned index, char *er
     }
     for (unsigned s = 0; s < cfg->nstreams; s++) {
         struct shard *sh = &w->shards[s];
-        sh->w = w;
         sh->plan = &r->plans[s];
         sh->mode = cfg->streams[s].mode;
         sh->next_tick = index;
@@ -2205,6 +2215,7 @@ static int merge_stream(struct run *r, struct worker *workers, unsigned nworkers
         out->responses += t->responses;
         out->dropped += t->dropped;
         out->retried += t->retried;
+        out->overlong += t->overlong;
         for (int code = 0; code < 600; code++)
             out->status_counts[code] += t->status_counts[code];
         for (int k = 0; k < MG_BENCH_ERR_KINDS; k++)
@@ -2480,6 +2491,11 @@ void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_ben
                           "  %s: %llu sent again on a new connection: the server closed a "
                           "kept-alive one before answering\n",
                           st->name, (unsigned long long)sr->retried);
+        if (sr->overlong)
+            mg_buf_printf(&notes,
+                          "  %s: %llu responses were followed by bytes past their "
+                          "Content-Length (counted by status; the connection was closed)\n",
+                          st->name, (unsigned long long)sr->overlong);
         if (sr->max_requests_reached)
             mg_buf_printf(&notes, "  %s: stopped at --max-requests %llu before the window ended\n",
                           st->name, (unsigned long long)cfg->max_requests);
@@ -2588,7 +2604,7 @@ void mg_bench_render_json(const struct mg_bench_config *cfg, const struct mg_ben
         mg_json_object_begin(&j);
         for (int code = 100; code < 600; code++)
             if (sr->status_counts[code]) {
-                char key[8];
+                char key[16];
                 snprintf(key, sizeof key, "%d", code);
                 mg_json_kv_uint(&j, key, sr->status_counts[code]);
             }
@@ -2602,6 +2618,7 @@ void mg_bench_render_json(const struct mg_bench_config *cfg, const struct mg_ben
         mg_json_kv_string(&j, "first_error", sr->first_error[0] ? sr->first_error : NULL);
         mg_json_kv_uint(&j, "dropped", sr->dropped);
         mg_json_kv_uint(&j, "retried", sr->retried);
+        mg_json_kv_uint(&j, "overlong", sr->overlong);
         mg_json_kv_bool(&j, "max_requests_reached", sr->max_requests_reached);
         mg_json_key(&j, "max_send_lag_ms");
         mg_json_double_rounded(&j, (double)sr->max_send_lag_ns / 1e6, 3);

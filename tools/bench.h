@@ -70,9 +70,10 @@
 #define MG_BENCH_DEFAULT_MAX_REQUESTS 5000000ull
 #define MG_BENCH_DEFAULT_MAX_OUTSTANDING 4096u
 
-/* A closed-loop connection waits this long after a failed connect before its next request,
- * so a stopped server is counted, not hammered in a busy loop. */
-#define MG_BENCH_CONNECT_BACKOFF_MS 10
+/* After an error other than a timeout (which has waited already), a closed-loop connection
+ * waits this long (or its pause, if longer) before its next request, so a stopped server is
+ * counted, not hammered in a busy loop. */
+#define MG_BENCH_ERROR_BACKOFF_MS 10
 
 enum mg_bench_mode {
     MG_BENCH_CLOSED, /* CONNS keep-alive connections, next request when the answer is in */
@@ -210,9 +211,10 @@ struct mg_bench_stream_report {
     uint64_t status_counts[600]; /* by code, 100..599 */
     uint64_t errors[MG_BENCH_ERR_KINDS];
     uint64_t errors_total;
-    uint64_t dropped; /* open: not sent, the outstanding cap was reached */
-    uint64_t retried; /* a reused keep-alive connection closed before any answer: sent again
-                       * once on a new connection (not an error, not a second request) */
+    uint64_t dropped;  /* open: not sent, the outstanding cap was reached */
+    uint64_t retried;  /* a reused keep-alive connection closed before any answer: sent again
+                        * once on a new connection (not an error, not a second request) */
+    uint64_t overlong; /* responses followed by bytes past their Content-Length */
     bool max_requests_reached;
     int64_t max_send_lag_ns;             /* actual send minus scheduled start, largest */
     int64_t elapsed_ns;                  /* what rps divides by (see mg_bench_run) */

@@ -3,24 +3,31 @@
  * the whole process group (the cold-scan gate), shared by every worker through the result
  * cache, and built once for identical concurrent requests (coalescing).
  *
- * The order of a request, and why:
- *   1. parameters (400) — nothing shared is touched for a bad request;
- *   2. the cache: a warm answer is copied out and served; it never takes a permit (5);
- *   3. the key is being built by another request: wait for that build, holding a place in
- *      the gate's line so waiting can never hold more workers than the line allows; if that
- *      builder dies, take the build over;
- *   4. the key is absent: claim it (others now wait for us), check that the node exists
- *      (404 without a permit: an unknown key is not cold work), then take a permit, waiting
- *      in line in arrival order for at most MESHGATE_REACH_COLD_WAIT_MS;
- *   5. refused (line full, wait ran out, client gone): 429 with Retry-After: 2 and
- *      Cache-Control: no-store, before any scan, and the claim is given up (nothing cached);
- *   6. build, give the permit back on every path, store the body (success only) and wake
- *      the waiters.
- * A worker that dies anywhere in 3–6 is cleaned up by the master: its permit, its place in
- * line and its claim are reclaimed after waitpid, and a waiter takes the build over.
+ * The handler is a small state machine over the turns of the worker's loop: whenever it
+ * has to wait (in the gate's line, for another request's build of the same key, for its own
+ * build on the worker's helper thread) it parks the request and returns, so waiting holds
+ * no worker and cheap requests on the same worker keep being answered.
+ *
+ *   START     bad parameters: 400. The cache: a warm answer is copied out and served; it
+ *             never takes a permit (invariant 5). Another request builds the key: FOLLOW.
+ *             Absent: the key is claimed (identical requests now follow us): JOIN.
+ *   FOLLOW    holds a place in the gate's line (so waiters stay bounded) until the build
+ *             ends: then the stored body (HIT), or, when the build was given up or its
+ *             builder died, the key is claimed here: JOIN. Past the wait bound: 429.
+ *   JOIN      takes a permit, or a place in line (QUEUED), or is refused (line full): 429.
+ *   QUEUED    asks the line each turn: admitted in arrival order, or 429 when the wait
+ *             runs out; a client that went away leaves the line.
+ *   ADMITTED  hands the build to the helper thread (it looks the key up, 404 if unknown,
+ *             then scans), or runs it inline where there is no thread (in-process tests).
+ *   BUILDING  when the build is done: the permit goes back first, on every path; a body is
+ *             stored and served; a 404 or an error stores nothing.
+ * Every refusal is 429 with Retry-After: 2 and Cache-Control: no-store, before any scan. A
+ * worker that dies anywhere is cleaned up by the master: its permit, its place in line and
+ * its claim are reclaimed after waitpid, and a follower takes the build over.
  */
 #include "clock.h"
 #include "gate_fifo.h"
+#include "jobs.h"
 #include "log.h"
 #include "params.h"
 #include "reach.h"
@@ -28,16 +35,42 @@
 #include "router.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define REACH_RETRY_AFTER_S 2
 
-static void refuse(struct mg_response *res, const char *why)
-{
-    mg_response_refuse(res, 429, REACH_RETRY_AFTER_S, why);
-}
+enum step { START = 0, FOLLOW, JOIN, QUEUED, ADMITTED, BUILDING };
 
+struct build_job {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    char pubkey[65];
+    int days;
+    int64_t now_unix;
+    struct mg_buf body;
+    enum mg_reach_result result;
+    bool busy; /* the database was busy past its timeout */
+    char err[256];
+};
+
+struct reach_state {
+    enum step step;
+    char pubkey[65];
+    int days;
+    char key[MG_CACHE_KEY_MAX];
+    bool cached;
+    uint64_t build_id;
+    int place;
+    uint64_t ticket;
+    uint64_t token;
+    int64_t deadline_ns;
+    struct build_job *job;
+};
+
+_Static_assert(sizeof(struct reach_state) <= MG_PARK_BYTES, "reach state fits a park");
+
+/* Under the permit: a 404 is decided by one indexed lookup, not a scan. */
 static bool known_key(struct mg_db *db, const char *pubkey)
 {
     static const char sql[] =
@@ -52,110 +85,242 @@ static bool known_key(struct mg_db *db, const char *pubkey)
     return known;
 }
 
-static void serve_body(struct mg_response *res)
+static void run_build(struct mg_job *job, struct mg_db *db)
 {
-    mg_response_json(res, 200);
-}
-
-/* Builds the claimed key under a permit; fills res. */
-static void build(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
-                  const char *pubkey, int days, const char *key, uint64_t build_id)
-{
-    struct mg_segment *seg = env->seg;
-    struct mg_cache_view *cache = &seg->cache;
-    bool cached = seg->config->reach_cache_ttl_ms > 0;
-    if (!known_key(env->db, pubkey)) {
-        if (cached)
-            mg_result_cache_abandon(cache, env->pid, build_id);
-        mg_response_error(res, 404, "Not found");
+    struct build_job *b = (struct build_job *)job;
+    if (!known_key(db, b->pubkey)) {
+        b->result = MG_REACH_NOT_FOUND;
         return;
     }
-    uint64_t token = 0;
-    enum mg_fifo_result admitted = mg_fifo_gate_acquire(
-        seg->cold, env->pid, env->slot, key, req->client_gone, req->client_gone_arg, &token, NULL);
-    if (admitted != MG_FIFO_ADMITTED) {
-        if (cached)
-            mg_result_cache_abandon(cache, env->pid, build_id);
-        if (admitted == MG_FIFO_CANCELLED) {
-            mg_response_refuse(res, 429, REACH_RETRY_AFTER_S, "the client went away");
-            res->close = true;
-        } else {
-            refuse(res, admitted == MG_FIFO_REFUSED_FULL
-                            ? "too many reach reports are being built; retry after Retry-After"
-                            : "reach reports are being built at capacity; retry after "
-                              "Retry-After");
-        }
-        return;
-    }
-    char err[256];
     struct mg_reach_stats stats;
-    mg_buf_reset(&res->body);
-    enum mg_reach_result r = mg_reach_build(env->db, pubkey, days, (int64_t)time(NULL),
-                                            &res->body, &stats, err, sizeof err);
-    /* The permit goes back on every path, before anything else. */
-    mg_fifo_gate_release(seg->cold, env->pid, token);
-    if (r == MG_REACH_OK && !res->body.failed) {
-        if (cached)
-            mg_result_cache_store(cache, env->pid, build_id, res->body.data, res->body.len,
-                                  mg_monotonic_ns());
-        serve_body(res);
-        return;
-    }
-    if (cached)
-        mg_result_cache_abandon(cache, env->pid, build_id);
-    if (r == MG_REACH_NOT_FOUND) {
-        mg_response_error(res, 404, "Not found");
-    } else if (r == MG_REACH_BAD_PUBKEY) {
-        mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
-    } else {
-        mg_log(MG_LOG_ERROR, "reach %s: %s", key, err);
-        mg_response_error(res, 500, "the reach report could not be built");
-    }
+    b->result = mg_reach_build(db, b->pubkey, b->days, b->now_unix, &b->body, &stats, b->err,
+                               sizeof b->err);
+    b->busy = b->result == MG_REACH_ERROR && (sqlite3_errcode(db->conn) & 0xff) == SQLITE_BUSY;
 }
 
-void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+static void refuse(struct mg_response *res, const char *why)
 {
-    char pubkey[65];
-    if (!mg_reach_parse_pubkey(req->path_param, pubkey)) {
+    mg_response_refuse(res, 429, REACH_RETRY_AFTER_S, why);
+}
+
+static void give_up_claim(struct mg_env *env, struct reach_state *st)
+{
+    if (st->cached && st->build_id)
+        mg_result_cache_abandon(&env->seg->cache, env->pid, st->build_id);
+    st->build_id = 0;
+}
+
+static bool gone(const struct mg_request *req)
+{
+    return req->client_gone && req->client_gone(req->client_gone_arg);
+}
+
+/* The client left while waiting: nothing will read an answer; close after it. */
+static void answer_gone(struct mg_response *res)
+{
+    refuse(res, "the client went away");
+    res->close = true;
+}
+
+static void park(struct mg_response *res)
+{
+    res->parked = true;
+}
+
+static void finish_build(struct mg_env *env, struct reach_state *st, struct mg_response *res)
+{
+    struct build_job *b = st->job;
+    /* The permit goes back first, on every path. */
+    mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
+    st->token = 0;
+    if (b->result == MG_REACH_OK && !b->body.failed) {
+        if (st->cached && st->build_id)
+            mg_result_cache_store(&env->seg->cache, env->pid, st->build_id, b->body.data,
+                                  b->body.len, mg_monotonic_ns());
+        st->build_id = 0;
+        mg_buf_reset(&res->body);
+        mg_buf_append(&res->body, b->body.data, b->body.len);
+        mg_response_json(res, 200);
+    } else {
+        give_up_claim(env, st);
+        if (b->result == MG_REACH_NOT_FOUND) {
+            mg_response_error(res, 404, "Not found");
+        } else if (b->result == MG_REACH_BAD_PUBKEY) {
+            mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
+        } else if (b->busy) {
+            mg_response_refuse(res, 503, 1, "the database is busy; retry after Retry-After");
+        } else {
+            mg_log(MG_LOG_ERROR, "reach %s: %s", st->key, b->err);
+            mg_response_error(res, 500, "the reach report could not be built");
+        }
+    }
+    mg_buf_free(&b->body);
+    free(b);
+    st->job = NULL;
+}
+
+static void step_start(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+                       struct mg_response *res)
+{
+    if (!mg_reach_parse_pubkey(req->path_param, st->pubkey)) {
         mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
         return;
     }
     int64_t days;
     if (!mg_param_int(req, res, "days", 7, 1, 30, &days))
         return;
-    char key[MG_CACHE_KEY_MAX];
-    snprintf(key, sizeof key, "%s|%d", pubkey, (int)days);
-
-    struct mg_segment *seg = env->seg;
-    struct mg_cache_view *cache = &seg->cache;
-    if (seg->config->reach_cache_ttl_ms <= 0) {
-        build(env, req, res, pubkey, (int)days, key, 0);
+    st->days = (int)days;
+    snprintf(st->key, sizeof st->key, "%s|%d", st->pubkey, st->days);
+    st->place = -1;
+    st->cached = env->seg->config->reach_cache_ttl_ms > 0;
+    if (!st->cached) {
+        st->step = JOIN;
         return;
     }
-    uint64_t build_id = 0;
-    enum mg_cache_outcome found = mg_result_cache_lookup(cache, env->pid, env->slot, key,
-                                                         mg_monotonic_ns(), &res->body,
-                                                         &build_id);
-    if (found == MG_CACHE_BUSY) {
-        /* Another request builds this key: wait for it with a place in line. */
-        int place = mg_fifo_gate_follow(seg->cold, env->pid, env->slot, key);
-        if (place < 0) {
-            refuse(res, "too many reach reports are being built; retry after Retry-After");
-            return;
-        }
-        int64_t deadline = mg_monotonic_ns() + seg->cold->wait_ns;
-        found = mg_result_cache_wait(cache, env->pid, env->slot, key, deadline, req->client_gone,
-                                     req->client_gone_arg, &res->body, &build_id);
-        mg_fifo_gate_unfollow(seg->cold, env->pid, place);
-        if (found == MG_CACHE_BUSY) {
-            mg_buf_reset(&res->body);
-            refuse(res, "the reach report is still being built; retry after Retry-After");
-            return;
-        }
-    }
+    enum mg_cache_outcome found = mg_result_cache_lookup(&env->seg->cache, env->pid, env->slot,
+                                                         st->key, mg_monotonic_ns(), &res->body,
+                                                         &st->build_id);
     if (found == MG_CACHE_HIT) {
-        serve_body(res);
+        mg_response_json(res, 200);
         return;
     }
-    build(env, req, res, pubkey, (int)days, key, build_id);
+    if (found == MG_CACHE_CLAIMED) {
+        st->step = JOIN;
+        return;
+    }
+    st->place = mg_fifo_gate_follow(env->seg->cold, env->pid, env->slot, st->key);
+    if (st->place < 0) {
+        refuse(res, "too many reach reports are being built; retry after Retry-After");
+        return;
+    }
+    st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+    st->step = FOLLOW;
+    park(res);
+}
+
+static void step_follow(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+                        struct mg_response *res)
+{
+    int64_t now = mg_monotonic_ns();
+    enum mg_cache_outcome found = MG_CACHE_BUSY;
+    if (!gone(req))
+        found = mg_result_cache_relook(&env->seg->cache, env->pid, env->slot, st->key, now,
+                                       &res->body, &st->build_id);
+    if (found == MG_CACHE_BUSY && !gone(req) && now < st->deadline_ns) {
+        park(res);
+        return;
+    }
+    mg_fifo_gate_unfollow(env->seg->cold, env->pid, st->place);
+    st->place = -1;
+    if (found == MG_CACHE_HIT)
+        mg_response_json(res, 200);
+    else if (found == MG_CACHE_CLAIMED)
+        st->step = JOIN; /* the build was given up, or its builder died: ours now */
+    else if (gone(req))
+        answer_gone(res);
+    else
+        refuse(res, "the reach report is still being built; retry after Retry-After");
+}
+
+static void step_join(struct mg_env *env, struct reach_state *st, struct mg_response *res)
+{
+    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token,
+                              &st->place, &st->ticket);
+    if (r == MG_FIFO_ADMITTED) {
+        st->step = ADMITTED;
+    } else if (r == MG_FIFO_QUEUED) {
+        st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+        st->step = QUEUED;
+        park(res);
+    } else {
+        give_up_claim(env, st);
+        refuse(res, "too many reach reports are being built; retry after Retry-After");
+    }
+}
+
+static void step_queued(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+                        struct mg_response *res)
+{
+    if (gone(req)) {
+        mg_fifo_gate_cancel(env->seg->cold, env->pid, st->place, st->ticket);
+        give_up_claim(env, st);
+        answer_gone(res);
+        return;
+    }
+    int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place,
+                              st->ticket, mg_monotonic_ns(), st->deadline_ns, &st->token);
+    if (r == MG_FIFO_QUEUED) {
+        park(res);
+    } else if (r == MG_FIFO_ADMITTED) {
+        st->step = ADMITTED;
+    } else {
+        give_up_claim(env, st);
+        refuse(res, "reach reports are being built at capacity; retry after Retry-After");
+    }
+}
+
+static void step_admitted(struct mg_env *env, struct reach_state *st, struct mg_response *res)
+{
+    if (!st->job) {
+        st->job = calloc(1, sizeof *st->job);
+        if (!st->job) {
+            mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
+            give_up_claim(env, st);
+            mg_response_error(res, 500, "out of memory");
+            return;
+        }
+        st->job->job.run = run_build;
+        memcpy(st->job->pubkey, st->pubkey, sizeof st->pubkey);
+        st->job->days = st->days;
+        st->job->now_unix = (int64_t)time(NULL);
+        mg_buf_init(&st->job->body);
+    }
+    if (!env->jobs) {
+        run_build(&st->job->job, env->db);
+        atomic_store(&st->job->job.done, 1);
+        st->step = BUILDING;
+        return;
+    }
+    /* The helper thread does one build at a time; a second one waits its turn here. */
+    if (mg_jobs_submit(env->jobs, &st->job->job))
+        st->step = BUILDING;
+    park(res);
+}
+
+void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    struct reach_state *st = (struct reach_state *)req->park->state;
+    for (;;) {
+        enum step before = st->step;
+        switch (st->step) {
+        case START:
+            step_start(env, req, st, res);
+            break;
+        case FOLLOW:
+            step_follow(env, req, st, res);
+            break;
+        case JOIN:
+            step_join(env, st, res);
+            break;
+        case QUEUED:
+            step_queued(env, req, st, res);
+            break;
+        case ADMITTED:
+            step_admitted(env, st, res);
+            break;
+        case BUILDING:
+            /* A build on the helper thread runs to its end even if the client left: its
+             * permit and claim are released only here. */
+            if (!atomic_load(&st->job->job.done)) {
+                park(res);
+                return;
+            }
+            finish_build(env, st, res);
+            return;
+        }
+        /* A step that answered or parked ends this turn; one that moved on goes on. */
+        if (res->parked || st->step == before || res->status != 200 || res->body.len > 0 ||
+            res->content_type)
+            return;
+    }
 }

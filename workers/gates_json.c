@@ -20,10 +20,15 @@ static void diag_json(struct mg_json *j, const struct mg_diag_gate *g, bool full
     int64_t until = *(volatile const int64_t *)&g->cooldown_until_monotonic_ns;
     int64_t cooling = holder == 0 && until > now ? until - now : 0;
     mg_json_object_begin(j);
-    mg_json_kv_bool(j, "enabled", g->enabled != 0);
-    mg_json_kv_uint(j, "running", atomic_load(&g->running));
-    kv_ms(j, "cooldownRemainingMs", cooling);
-    if (full) {
+    if (!full) {
+        /* /api/healthz: a map, keys in bytewise order. */
+        kv_ms(j, "cooldownRemainingMs", cooling);
+        mg_json_kv_bool(j, "enabled", g->enabled != 0);
+        mg_json_kv_uint(j, "running", atomic_load(&g->running));
+    } else {
+        mg_json_kv_bool(j, "enabled", g->enabled != 0);
+        mg_json_kv_uint(j, "running", atomic_load(&g->running));
+        kv_ms(j, "cooldownRemainingMs", cooling);
         kv_ms(j, "cooldownMs", g->cooldown_ns);
         mg_json_key(j, "holder");
         if (holder != 0) {
@@ -70,10 +75,11 @@ static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full
     const struct mg_fifo_gate *g = seg->cold;
     const struct mg_result_cache *c = seg->cache.cache;
     mg_json_object_begin(j);
+    /* cap, inFlight, queueMax, waiting: bytewise order, as /api/healthz wants. */
     mg_json_kv_uint(j, "cap", g->cap);
     mg_json_kv_uint(j, "inFlight", *(volatile const uint32_t *)&g->in_flight);
-    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&g->waiting);
     mg_json_kv_uint(j, "queueMax", g->queue_max);
+    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&g->waiting);
     if (full) {
         kv_ms(j, "waitMs", g->wait_ns);
         mg_json_kv_uint(j, "peak", atomic_load(&g->peak));

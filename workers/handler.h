@@ -18,11 +18,28 @@
 #include <stdint.h>
 
 #define MG_PATH_PARAM_MAX 128
+#define MG_PARK_BYTES 512
+
+struct mg_jobs;
+
+/*
+ * A request a handler cannot finish now (it waits in a gate's line, for another request's
+ * build, or for its own build on the worker's helper thread) is parked: the handler sets
+ * res->parked and returns; the worker keeps the connection and calls the handler again on
+ * its next turns with the same park, whose state the handler keeps in `state` (zeroed
+ * before the first call). Parking holds no worker: the loop serves other connections
+ * meanwhile.
+ */
+struct mg_park {
+    unsigned turns; /* calls so far for this request */
+    _Alignas(16) unsigned char state[MG_PARK_BYTES];
+};
 
 struct mg_env {
     const struct mg_config *cfg;
     struct mg_segment *seg;
     struct mg_db *db;
+    struct mg_jobs *jobs; /* the worker's helper thread; NULL: run heavy work inline */
     unsigned slot;
     int pid;
 };
@@ -40,6 +57,7 @@ struct mg_request {
      * a gate's line); NULL when there is no socket to ask (in-process tests). */
     bool (*client_gone)(void *arg);
     void *client_gone_arg;
+    struct mg_park *park; /* never NULL when a handler runs */
 };
 
 struct mg_response {
@@ -49,6 +67,7 @@ struct mg_response {
     struct mg_buf headers; /* extra header lines, each ending in CRLF */
     bool no_store;         /* Cache-Control: no-store */
     bool close;            /* close the connection after this response */
+    bool parked;           /* no response yet: call the handler again (see mg_park) */
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,

@@ -579,7 +579,7 @@ static void reach_match_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv
  * runs once per row before any join; a transmission is looked up only for matching rows, and
  * a row without one does not count (as with CoreScope's inner join).
  */
-static const char scan_sql[] =
+const char mg_reach_scan_sql[] =
     "SELECT o.path_json, o.snr, obs.id, t.from_pubkey, t.payload_type"
     " FROM observations AS o CROSS JOIN transmissions AS t"
     " LEFT JOIN observers AS obs ON obs.rowid = o.observer_idx"
@@ -590,7 +590,7 @@ static const char scan_sql[] =
 static sqlite3_stmt *prepare_scan(struct reach *r)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v3(r->db->conn, scan_sql, -1, 0, &st, NULL) == SQLITE_OK)
+    if (sqlite3_prepare_v3(r->db->conn, mg_reach_scan_sql, -1, 0, &st, NULL) == SQLITE_OK)
         return st;
     /* The first scan on this connection: the function is registered once and stays (only
      * redefining a function would expire the connection's prepared statements). */
@@ -598,7 +598,7 @@ static sqlite3_stmt *prepare_scan(struct reach *r)
                                    SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL, reach_match_sql, NULL,
                                    NULL, NULL) != SQLITE_OK)
         return NULL;
-    return mg_db_prepare(r->db, scan_sql);
+    return mg_db_prepare(r->db, mg_reach_scan_sql);
 }
 
 /*

@@ -50,4 +50,7 @@ enum mg_reach_result mg_reach_build_capped(struct mg_db *db, const char *pubkey,
                                            int64_t now_unix, int64_t row_cap, struct mg_buf *body,
                                            struct mg_reach_stats *stats, char *err, size_t errlen);
 
+/* The scan's statement (?1 first rowid, ?2 the build, ?3 row cap + 1); for plan tests. */
+extern const char mg_reach_scan_sql[];
+
 #endif

@@ -25,6 +25,7 @@ void mg_response_reset(struct mg_response *res)
     res->content_type = NULL;
     res->no_store = false;
     res->close = false;
+    res->parked = false;
 }
 
 void mg_response_free(struct mg_response *res)

@@ -5,6 +5,7 @@
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz},
     {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes},
+    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach},
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets},
     {"/api/stats", MG_COST_LIGHT, mg_handle_stats},
     {"/api/perf", MG_COST_LIGHT, mg_handle_perf},

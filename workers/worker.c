@@ -5,6 +5,7 @@
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
+#include "jobs.h"
 #include "log.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -25,10 +26,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* How often a parked request is asked again (its gate or build may have moved on). */
+#define PARK_POLL_NS (2 * MG_NS_PER_MS)
+
 enum conn_state {
     CONN_IDLE,    /* kept alive, waiting for the first byte of a request */
     CONN_READING, /* part of a request head is in */
     CONN_READY,   /* a whole head is in, waiting for its turn */
+    CONN_PARKED,  /* its handler waits (a gate, a build): it is called again each turn */
     CONN_WRITING, /* a response is being sent */
 };
 
@@ -44,6 +49,8 @@ struct conn {
     bool closed; /* on the graveyard list, freed at the end of the loop's turn */
     bool eof;    /* the client shut its side down after sending */
     uint32_t epoll_events;
+    int64_t request_start_ns; /* when the request now being handled was first dispatched */
+    struct mg_park park;
     char peer[64];
     struct conn *prev, *next;
 };
@@ -65,6 +72,9 @@ struct worker {
     struct mg_http_limits limits;
     struct mg_response res;
     struct mg_dispatch_buffers bufs;
+    struct mg_jobs *jobs;
+    int jobs_fd;
+    unsigned parked; /* connections in CONN_PARKED */
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -72,7 +82,9 @@ static void set_interest(struct worker *w, struct conn *c, uint32_t events)
     if (c->epoll_events == events)
         return;
     struct epoll_event ev = {.events = events, .data.ptr = c};
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+    /* UINT32_MAX: taken out of the poll set while parked (see the event loop). */
+    epoll_ctl(w->epoll_fd, c->epoll_events == UINT32_MAX ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c->fd,
+              &ev);
     c->epoll_events = events;
 }
 
@@ -80,6 +92,8 @@ static void conn_close(struct worker *w, struct conn *c)
 {
     if (c->closed)
         return;
+    if (c->state == CONN_PARKED)
+        w->parked--;
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -313,17 +327,32 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
 {
     struct mg_response *res = &w->res;
     mg_response_reset(res);
+    if (c->state != CONN_PARKED) {
+        memset(&c->park, 0, sizeof c->park);
+        c->request_start_ns = now;
+    }
+    c->park.turns++;
     const struct mg_str *ae = mg_http_header_get(hr, "Accept-Encoding");
     struct mg_request req;
     memset(&req, 0, sizeof req);
     req.http = hr;
-    req.start_monotonic_ns = now;
+    req.start_monotonic_ns = c->request_start_ns;
     req.start_realtime_ns = mg_realtime_ns();
     req.accepts_gzip = ae && mg_http_has_token(ae, "gzip");
     req.client_addr = c->peer;
     req.client_gone = client_gone;
     req.client_gone_arg = c;
+    req.park = &c->park;
     unsigned route = mg_dispatch(&w->env, &req, &w->bufs, res);
+    if (res->parked) {
+        if (c->state != CONN_PARKED) {
+            c->state = CONN_PARKED;
+            w->parked++;
+        }
+        return;
+    }
+    if (c->state == CONN_PARKED)
+        w->parked--;
     if (route == MG_ROUTE_BAD_REQUEST)
         mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
 
@@ -332,7 +361,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
     /* The request's bytes are used up: drop them before the response goes out. */
     mg_buf_consume(&c->in, hr->head_len);
-    respond(w, c, hr, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip, now, raw_path);
+    respond(w, c, hr, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
+            c->request_start_ns, raw_path);
 }
 
 /* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
@@ -409,7 +439,8 @@ static void conn_timeout(struct worker *w, struct conn *c)
         mg_counter_add(w->env.seg, MG_CTR_SEND_TIMEOUTS, 1);
         break;
     case CONN_READY:
-        return; /* being served; it has no deadline of its own */
+    case CONN_PARKED:
+        return; /* being served; its handler keeps its own deadlines */
     }
     conn_close(w, c);
 }
@@ -448,9 +479,11 @@ static void update_slot_state(struct worker *w)
     for (struct conn *c = w->conns; c; c = c->next) {
         writing |= c->state == CONN_WRITING;
         reading |= c->state == CONN_READING || c->state == CONN_READY;
+        writing |= c->state == CONN_PARKED; /* shown as handling, below */
         idle |= c->state == CONN_IDLE;
     }
-    mg_slot_set_state(w->slot, writing   ? MG_SLOT_WRITING
+    mg_slot_set_state(w->slot, w->parked ? MG_SLOT_HANDLING
+                               : writing ? MG_SLOT_WRITING
                                : reading ? MG_SLOT_READING
                                : idle    ? MG_SLOT_KEEPALIVE
                                          : MG_SLOT_IDLE);
@@ -510,6 +543,14 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     }
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
+    w.jobs = mg_jobs_start(seg->config, &w.jobs_fd, err, sizeof err);
+    if (!w.jobs) {
+        mg_error("%s", err);
+        return 1;
+    }
+    w.env.jobs = w.jobs;
+    struct epoll_event jev = {.events = EPOLLIN, .data.ptr = &w.jobs_fd};
+    epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.jobs_fd, &jev);
     mg_response_init(&w.res);
     listen_start(&w);
     mg_slot_set_state(w.slot, MG_SLOT_IDLE);
@@ -526,7 +567,7 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
         bool served = false;
         for (struct conn *c = w.conns, *next; c; c = next) {
             next = c->next;
-            if (c->state != CONN_READY)
+            if (c->state != CONN_READY && c->state != CONN_PARKED)
                 continue;
             struct mg_http_request hr;
             int status;
@@ -536,8 +577,9 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
                 conn_close(&w, c);
                 continue;
             }
+            bool was_parked = c->state == CONN_PARKED;
             handle_request(&w, c, &hr, now);
-            served = true;
+            served |= !(was_parked && !c->closed && c->state == CONN_PARKED);
             now = mg_monotonic_ns();
             mg_slot_heartbeat(w.slot, now);
         }
@@ -551,6 +593,13 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
                 next_deadline = now; /* a pipelined request waits for the next turn */
                 continue;
             }
+            if (c->state == CONN_PARKED) {
+                /* Gates and builds are asked again soon; a finished build also wakes us
+                 * through the helper thread's eventfd. */
+                if (now + PARK_POLL_NS < next_deadline)
+                    next_deadline = now + PARK_POLL_NS;
+                continue;
+            }
             if (c->deadline_ns <= now) {
                 conn_timeout(&w, c);
                 continue;
@@ -558,8 +607,14 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
             if (c->deadline_ns < next_deadline)
                 next_deadline = c->deadline_ns;
         }
-        if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker)
+        /* A worker with parked requests (waiting in a gate, building on its helper thread)
+         * leaves new connections to the others. The gates bound how many requests park,
+         * so at least half the workers always accept. */
+        if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker &&
+            w.parked == 0)
             listen_start(&w);
+        else if (w.parked > 0)
+            listen_stop(&w);
         update_slot_state(&w);
 
         int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);
@@ -574,10 +629,14 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
         for (int i = 0; i < n; i++) {
             void *ptr = events[i].data.ptr;
             if (ptr == NULL) {
-                /* A few at a time, so one worker does not take a whole burst while
-                 * the others sleep. */
+                /* One at a time: handlers block (database work, a gate's line), so a
+                 * burst of new connections is spread over the idle workers rather than
+                 * queued behind one worker's handler. EPOLLEXCLUSIVE wakes the next
+                 * idle worker for the next connection. */
                 if (!w.draining)
-                    accept_some(&w, now, 16);
+                    accept_some(&w, now, 1);
+            } else if (ptr == &w.jobs_fd) {
+                mg_jobs_ack(w.jobs);
             } else if (ptr == &w.signal_fd) {
                 struct signalfd_siginfo si;
                 while (read(w.signal_fd, &si, sizeof si) == sizeof si)
@@ -589,7 +648,7 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
          * memory (the graveyard) and marked closed. */
         for (int i = 0; i < n; i++) {
             struct conn *c = events[i].data.ptr;
-            if (c == NULL || (void *)c == &w.signal_fd || c->closed)
+            if (c == NULL || (void *)c == &w.signal_fd || (void *)c == &w.jobs_fd || c->closed)
                 continue;
             uint32_t ev = events[i].events;
             if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
@@ -599,6 +658,12 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
                 conn_readable(&w, c, now);
             } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
                 conn_close(&w, c); /* the connection broke before its turn */
+            } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP))) {
+                /* The client is gone, but the handler still holds shared state (a place in
+                 * line, a permit, a build): it finds out through client_gone and finishes;
+                 * meanwhile the socket leaves the poll set so it cannot spin the loop. */
+                epoll_ctl(w.epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+                c->epoll_events = UINT32_MAX;
             }
         }
         while (w.graveyard) {
@@ -616,6 +681,7 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
         w.graveyard = dead->next;
         free(dead);
     }
+    mg_jobs_stop(w.jobs);
     mg_response_free(&w.res);
     mg_db_close(&w.db);
     mg_dispatch_buffers_free(&w.bufs);

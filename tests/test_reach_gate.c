@@ -1,0 +1,440 @@
+/*
+ * Reach reports through the cold-scan gate and the shared cache, with real worker
+ * processes. Builds are made slow, deterministically, by holding the database with an
+ * exclusive lock: a builder then waits on the lock while holding its permit.
+ */
+#include "harness.h"
+
+#include "gate_fifo.h"
+#include "result_cache.h"
+#include "segment.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+TestSuite(reach_gate, .timeout = 90);
+
+#define KEYS 12
+static char dir[128], db_path[256];
+static char keys[KEYS][65];
+
+/* Twelve repeaters with distinct first bytes (so each has a reliable token), heard along
+ * paths through each other within the last hour. */
+static void make_db(void)
+{
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db_path, sizeof db_path, "%s/reach.db", dir);
+    char sql[65536];
+    size_t n = 0;
+    long now = (long)time(NULL);
+    for (int i = 0; i < KEYS; i++) {
+        unsigned byte = 0x10 + (unsigned)i * 0x11;
+        for (int c = 0; c < 32; c++)
+            snprintf(keys[i] + 2 * c, 3, "%02x", byte);
+        n += (size_t)snprintf(sql + n, sizeof sql - n,
+                              "INSERT INTO nodes (public_key, name, role, lat, lon, first_seen)"
+                              " VALUES ('%s', 'Relay %d', 'repeater', 37.%d, -122.%d, "
+                              "'2026-01-01T00:00:00Z');",
+                              keys[i], i, i + 1, i + 1);
+    }
+    n += (size_t)snprintf(sql + n, sizeof sql - n,
+                          "INSERT INTO observers (id, name, iata) VALUES ('OBS1', 'Observer', "
+                          "'SJC');"
+                          "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+                          " payload_type) VALUES (1, 'AA', '0000000000000001', "
+                          "'2026-11-30T00:00:00Z', 1, 2);");
+    for (int i = 0; i < KEYS; i++) {
+        int j = (i + 1) % KEYS;
+        n += (size_t)snprintf(sql + n, sizeof sql - n,
+                              "INSERT INTO observations (transmission_id, observer_idx, snr,"
+                              " path_json, timestamp) VALUES (1, 1, 5.5, '[\"%.2s\",\"%.2s\"]',"
+                              " %ld);",
+                              keys[i], keys[j], now - 60);
+    }
+    cr_assert_eq(mg_test_make_db(db_path, false, sql), 0);
+    sqlite3 *db;
+    sqlite3_open(db_path, &db);
+    sqlite3_exec(db, "UPDATE observations SET path_json = upper(path_json)", NULL, NULL, NULL);
+    sqlite3_close(db);
+}
+
+static void remove_db(void)
+{
+    mg_test_rmdir(dir);
+}
+
+static void reach_path(char *out, size_t cap, int key)
+{
+    snprintf(out, cap, "/api/nodes/%s/reach?days=7", keys[key]);
+}
+
+struct call {
+    int port;
+    int key;
+    int status;
+    char retry_after[16];
+    char cache_control[32];
+    char *body;
+};
+
+static void *call(void *p)
+{
+    struct call *c = p;
+    char path[128];
+    reach_path(path, sizeof path, c->key);
+    struct mg_test_response r;
+    if (!mg_test_get(c->port, path, NULL, &r)) {
+        c->status = -1;
+        return NULL;
+    }
+    c->status = r.status;
+    mg_test_header(&r, "Retry-After", c->retry_after, sizeof c->retry_after);
+    mg_test_header(&r, "Cache-Control", c->cache_control, sizeof c->cache_control);
+    c->body = r.body;
+    return NULL;
+}
+
+static sqlite3 *lock_db(void)
+{
+    sqlite3 *w;
+    cr_assert_eq(sqlite3_open(db_path, &w), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(w, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    return w;
+}
+
+static void unlock_db(sqlite3 *w)
+{
+    sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(w);
+}
+
+static void attach(struct mg_test_server *s, struct mg_segment *seg)
+{
+    char err[256];
+    cr_assert_eq(mg_segment_attach(seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+}
+
+static bool wait_until(volatile uint32_t *value, uint32_t want, int ms)
+{
+    int64_t give_up = mg_test_now_ms() + ms;
+    while (*value != want && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    return *value == want;
+}
+
+/* The body without its "window" (whose "since" moves with the clock). */
+static void strip_window(char *body)
+{
+    char *w = strstr(body, "\"window\":{");
+    char *end = w ? strchr(w, '}') : NULL;
+    if (w && end)
+        memmove(w, end + 1, strlen(end + 1) + 1);
+}
+
+Test(reach_gate, many_distinct_cold_keys_never_exceed_the_cap, .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=16", "MESHGATE_REACH_COLD_QUEUE=12",
+                         "MESHGATE_REACH_COLD_WAIT_MS=20000", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    sqlite3 *w = lock_db();
+    struct call calls[KEYS];
+    pthread_t t[KEYS];
+    for (int i = 0; i < KEYS; i++) {
+        calls[i] = (struct call){.port = s.port, .key = i};
+        pthread_create(&t[i], NULL, call, &calls[i]);
+    }
+    /* Two hold permits (waiting on the lock), the rest wait in line. */
+    cr_expect(wait_until(&seg.cold->in_flight, 2, 5000));
+    cr_expect(wait_until(&seg.cold->waiting, KEYS - 2, 5000), "waiting %u", seg.cold->waiting);
+    unlock_db(w);
+    for (int i = 0; i < KEYS; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(calls[i].status, 200, "key %d: %d %s", i, calls[i].status, calls[i].body);
+        free(calls[i].body);
+    }
+    cr_expect_eq(atomic_load(&seg.cold->peak), 2, "peak %u", atomic_load(&seg.cold->peak));
+    cr_expect_eq(atomic_load(&seg.cold->acquired), KEYS);
+    cr_expect_eq(seg.cold->in_flight, 0);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(reach_gate, identical_keys_in_different_workers_take_one_permit, .init = make_db,
+     .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=12", "MESHGATE_REACH_COLD_QUEUE=8",
+                         "MESHGATE_REACH_COLD_WAIT_MS=20000", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    sqlite3 *w = lock_db();
+    enum { SAME = 6 };
+    struct call calls[SAME];
+    pthread_t t[SAME];
+    for (int i = 0; i < SAME; i++) {
+        calls[i] = (struct call){.port = s.port, .key = 3};
+        pthread_create(&t[i], NULL, call, &calls[i]);
+    }
+    cr_expect(wait_until(&seg.cold->waiting, SAME - 1, 5000), "followers %u", seg.cold->waiting);
+    unlock_db(w);
+    for (int i = 0; i < SAME; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < SAME; i++) {
+        cr_expect_eq(calls[i].status, 200);
+        cr_expect_str_eq(calls[i].body, calls[0].body, "every request answers the same body");
+    }
+    for (int i = 0; i < SAME; i++)
+        free(calls[i].body);
+    cr_expect_eq(atomic_load(&seg.cold->acquired), 1, "one build for one key");
+    cr_expect_eq(atomic_load(&seg.cache.cache->misses), 1);
+    cr_expect_eq(atomic_load(&seg.cache.cache->coalesced), SAME - 1);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(reach_gate, saturation_answers_429_warm_keys_answer_and_nothing_refused_is_cached,
+     .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=8", "MESHGATE_REACH_COLD_QUEUE=2",
+                         "MESHGATE_REACH_COLD_WAIT_MS=400", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    /* Key 0 warm, and the unsaturated body of key 5 for later. */
+    struct call warmup = {.port = s.port, .key = 0}, before = {.port = s.port, .key = 5};
+    call(&warmup);
+    cr_assert_eq(warmup.status, 200);
+    free(warmup.body);
+
+    sqlite3 *w = lock_db();
+    enum { COLD = 6 };
+    struct call calls[COLD];
+    pthread_t t[COLD];
+    for (int i = 0; i < COLD; i++) {
+        calls[i] = (struct call){.port = s.port, .key = 4 + i};
+        pthread_create(&t[i], NULL, call, &calls[i]);
+    }
+    cr_expect(wait_until(&seg.cold->in_flight, 2, 5000));
+    /* Every permit is held: a warm key still answers at once. */
+    int64_t t0 = mg_test_now_ms();
+    struct call warm = {.port = s.port, .key = 0};
+    call(&warm);
+    cr_expect_eq(warm.status, 200);
+    cr_expect_lt(mg_test_now_ms() - t0, 300, "the warm answer waited");
+    free(warm.body);
+    mg_test_sleep_ms(700); /* the two in line time out */
+    uint64_t stored_before = atomic_load(&seg.cache.cache->stored);
+    int refused = 0;
+    unlock_db(w);
+    for (int i = 0; i < COLD; i++) {
+        pthread_join(t[i], NULL);
+        if (calls[i].status == 429) {
+            refused++;
+            cr_expect_str_eq(calls[i].retry_after, "2");
+            cr_expect_str_eq(calls[i].cache_control, "no-store");
+            cr_expect(strstr(calls[i].body, "\"retryAfter\":2}"), "%s", calls[i].body);
+        } else {
+            cr_expect_eq(calls[i].status, 200, "key %d: %d", 4 + i, calls[i].status);
+        }
+    }
+    cr_expect_eq(refused, COLD - 2, "2 built, the rest refused (line full or wait ran out)");
+    cr_expect_eq(atomic_load(&seg.cold->peak), 2);
+    cr_expect_geq(atomic_load(&seg.cold->refused_full), 1);
+    cr_expect_geq(atomic_load(&seg.cold->refused_timeout), 1);
+    cr_expect_eq(atomic_load(&seg.cache.cache->stored), stored_before + 2,
+                 "refused requests stored something");
+
+    /* After recovery, a refused key answers the same body as an unsaturated build. */
+    int refused_key = -1;
+    for (int i = 0; i < COLD; i++)
+        if (calls[i].status == 429)
+            refused_key = 4 + i;
+    cr_assert_geq(refused_key, 0);
+    struct call again = {.port = s.port, .key = refused_key};
+    call(&again);
+    cr_expect_eq(again.status, 200);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+
+    /* The unsaturated body: a fresh server, nothing held. */
+    struct mg_test_server fresh;
+    cr_assert(mg_test_server_start(&fresh, db_path, NULL));
+    before.port = fresh.port;
+    before.key = refused_key;
+    call(&before);
+    cr_expect_eq(before.status, 200);
+    strip_window(again.body);
+    strip_window(before.body);
+    cr_expect_str_eq(again.body, before.body);
+    free(again.body);
+    free(before.body);
+    for (int i = 0; i < COLD; i++)
+        free(calls[i].body);
+    mg_test_server_stop(&fresh, 5000);
+}
+
+Test(reach_gate, a_waiter_whose_client_leaves_frees_its_place, .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=8", "MESHGATE_REACH_COLD_QUEUE=2",
+                         "MESHGATE_REACH_COLD_WAIT_MS=20000", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    sqlite3 *w = lock_db();
+    struct call holders[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        holders[i] = (struct call){.port = s.port, .key = i};
+        pthread_create(&t[i], NULL, call, &holders[i]);
+    }
+    cr_assert(wait_until(&seg.cold->in_flight, 2, 5000));
+    int fd = mg_test_connect(s.port);
+    char req[256], path[128];
+    reach_path(path, sizeof path, 7);
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    cr_assert(mg_test_send(fd, req, strlen(req)));
+    cr_assert(wait_until(&seg.cold->waiting, 1, 5000), "the third request is not in line");
+    close(fd);
+    cr_expect(wait_until(&seg.cold->waiting, 0, 2000), "the place was not freed");
+    cr_expect_eq(atomic_load(&seg.cold->cancelled), 1);
+    unlock_db(w);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(holders[i].status, 200);
+        free(holders[i].body);
+    }
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(reach_gate, a_failed_build_gives_its_permit_back_and_caches_nothing, .init = make_db,
+     .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_DB_BUSY_TIMEOUT_MS=200", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    sqlite3 *w = lock_db();
+    struct call c = {.port = s.port, .key = 2};
+    call(&c); /* the database stays busy past the busy timeout: the build fails */
+    cr_expect(c.status == 500 || c.status == 503, "status %d", c.status);
+    free(c.body);
+    cr_expect_eq(seg.cold->in_flight, 0, "the failed build kept its permit");
+    cr_expect_eq(atomic_load(&seg.cold->acquired), 1);
+    cr_expect_eq(atomic_load(&seg.cache.cache->stored), 0);
+    unlock_db(w);
+    c = (struct call){.port = s.port, .key = 2};
+    call(&c);
+    cr_expect_eq(c.status, 200, "the error was cached");
+    free(c.body);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(reach_gate, killing_a_builder_returns_its_permit_and_its_follower_still_gets_the_answer,
+     .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=4", "MESHGATE_REACH_COLD_QUEUE=6",
+                         "MESHGATE_REACH_COLD_WAIT_MS=20000", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    sqlite3 *w = lock_db();
+    struct call builder = {.port = s.port, .key = 9};
+    pthread_t tb;
+    pthread_create(&tb, NULL, call, &builder);
+    cr_assert(wait_until(&seg.cold->in_flight, 1, 5000));
+    int victim = 0;
+    for (int i = 0; i < MG_FIFO_HOLDERS_MAX && !victim; i++)
+        victim = seg.cold->holder[i].pid;
+    cr_assert_gt(victim, 0);
+    /* Identical requests follow the build; keep adding until one is in another worker
+     * (a worker serves many connections, and one in the victim dies with it). */
+    enum { MOST = 6 };
+    struct call followers[MOST];
+    pthread_t tf[MOST];
+    int started = 0, survivor = -1;
+    while (started < MOST && survivor < 0) {
+        followers[started] = (struct call){.port = s.port, .key = 9};
+        pthread_create(&tf[started], NULL, call, &followers[started]);
+        started++;
+        cr_assert(wait_until(&seg.cold->waiting, (uint32_t)started, 5000), "no follower");
+        for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
+            if (seg.cold->waiter[i].pid != 0 && seg.cold->waiter[i].pid != victim)
+                survivor = 1;
+    }
+    cr_assert_eq(survivor, 1, "every follower landed in the builder's worker");
+    kill(victim, SIGKILL);
+    pthread_join(tb, NULL);
+    cr_expect_neq(builder.status, 200);
+    /* The master reclaims the permit; a follower takes the build over. */
+    int64_t give_up = mg_test_now_ms() + 5000;
+    while (atomic_load(&seg.cold->reclaimed) == 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    cr_expect_geq(atomic_load(&seg.cold->reclaimed), 1);
+    unlock_db(w);
+    int answered = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(tf[i], NULL);
+        /* Those in the killed worker lost their connection; the others get the report. */
+        cr_expect(followers[i].status == 200 || followers[i].status == -1, "follower %d: %d",
+                  i, followers[i].status);
+        answered += followers[i].status == 200;
+        free(followers[i].body);
+    }
+    cr_expect_geq(answered, 1);
+    cr_expect_eq(seg.cold->in_flight, 0);
+    free(builder.body);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served,
+     .init = make_db, .fini = remove_db)
+{
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=16", NULL}; /* the default, said out loud */
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    cr_expect_eq(seg.cold->cap, 2);
+    cr_expect_eq(seg.cold->queue_max, 6);
+    cr_expect_eq(seg.cold->wait_ns, 3000 * 1000000LL);
+    /* Each build is slowed to about a second by holding the database. */
+    sqlite3 *w = lock_db();
+    struct call calls[6];
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++) {
+        calls[i] = (struct call){.port = s.port, .key = i};
+        pthread_create(&t[i], NULL, call, &calls[i]);
+    }
+    mg_test_sleep_ms(1000);
+    unlock_db(w);
+    for (int i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(calls[i].status, 200, "key %d: %d", i, calls[i].status);
+        free(calls[i].body);
+    }
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}

@@ -1,0 +1,118 @@
+#include "jobs.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+struct mg_jobs {
+    pthread_t thread;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    struct mg_job *pending; /* handed over, not yet taken */
+    bool busy;              /* a job is pending or running */
+    bool stop;
+    int event_fd;
+    struct mg_db db;
+};
+
+static void *run(void *arg)
+{
+    struct mg_jobs *j = arg;
+    pthread_mutex_lock(&j->mutex);
+    for (;;) {
+        while (!j->pending && !j->stop)
+            pthread_cond_wait(&j->cond, &j->mutex);
+        if (!j->pending)
+            break;
+        struct mg_job *job = j->pending;
+        j->pending = NULL;
+        pthread_mutex_unlock(&j->mutex);
+        job->run(job, &j->db);
+        atomic_store(&job->done, 1);
+        pthread_mutex_lock(&j->mutex);
+        j->busy = false;
+        uint64_t one = 1;
+        if (write(j->event_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+            mg_warn("jobs: cannot signal the loop: %s", strerror(errno));
+    }
+    pthread_mutex_unlock(&j->mutex);
+    return NULL;
+}
+
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err,
+                              size_t errlen)
+{
+    struct mg_jobs *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(err, errlen, "jobs: out of memory");
+        return NULL;
+    }
+    if (mg_db_open(&j->db, cfg->db_path, cfg->db_busy_timeout_ms, err, errlen) != 0) {
+        free(j);
+        return NULL;
+    }
+    j->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&j->mutex, NULL);
+    pthread_cond_init(&j->cond, NULL);
+    /* The loop handles signals (signalfd); the thread must never take one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = j->event_fd < 0 ? errno : pthread_create(&j->thread, NULL, run, j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(err, errlen, "jobs: cannot start the helper thread: %s", strerror(rc));
+        if (j->event_fd >= 0)
+            close(j->event_fd);
+        mg_db_close(&j->db);
+        free(j);
+        return NULL;
+    }
+    *event_fd = j->event_fd;
+    return j;
+}
+
+bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
+{
+    pthread_mutex_lock(&j->mutex);
+    bool taken = !j->busy && !j->stop;
+    if (taken) {
+        atomic_store(&job->done, 0);
+        j->pending = job;
+        j->busy = true;
+        pthread_cond_signal(&j->cond);
+    }
+    pthread_mutex_unlock(&j->mutex);
+    return taken;
+}
+
+void mg_jobs_ack(struct mg_jobs *j)
+{
+    uint64_t count;
+    while (read(j->event_fd, &count, sizeof count) == sizeof count)
+        ;
+}
+
+void mg_jobs_stop(struct mg_jobs *j)
+{
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->mutex);
+    j->stop = true;
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->mutex);
+    pthread_join(j->thread, NULL);
+    close(j->event_fd);
+    mg_db_close(&j->db);
+    pthread_mutex_destroy(&j->mutex);
+    pthread_cond_destroy(&j->cond);
+    free(j);
+}

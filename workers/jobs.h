@@ -1,0 +1,42 @@
+/*
+ * jobs: a worker's helper thread for heavy work (a cold reach report). The event loop hands
+ * it one job at a time and goes on serving its other connections; the thread has its own
+ * read-only database connection and tells the loop through an eventfd when a job is done.
+ * So a worker building a report still answers cheap requests on its other connections, and
+ * the cold-scan gate, not the number of workers, is what bounds heavy work.
+ */
+#ifndef MESHGATE_JOBS_H
+#define MESHGATE_JOBS_H
+
+#include "config.h"
+#include "db.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct mg_job;
+typedef void (*mg_job_fn)(struct mg_job *job, struct mg_db *db);
+
+struct mg_job {
+    mg_job_fn run;
+    _Atomic int done; /* set by the thread when run has returned */
+};
+
+struct mg_jobs;
+
+/* Starts the thread (it opens its own connection to cfg's database). NULL with err set on
+ * failure. *event_fd becomes readable each time a job is done. */
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err,
+                              size_t errlen);
+
+/* Hands job to the thread; false when it is busy with another (try again later). */
+bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
+
+/* Drains the eventfd (call when it is readable). */
+void mg_jobs_ack(struct mg_jobs *jobs);
+
+/* Waits for the job in hand, stops the thread, closes its connection. */
+void mg_jobs_stop(struct mg_jobs *jobs);
+
+#endif

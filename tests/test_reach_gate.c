@@ -438,3 +438,43 @@ Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served
     mg_segment_detach(&seg);
     mg_test_server_stop(&s, 5000);
 }
+
+Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections,
+     .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    /* A light answer that needs no database read for 10 s (healthz's counts are shared). */
+    struct mg_test_response r;
+    int keep = mg_test_connect(s.port);
+    const char *health = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    cr_assert(mg_test_send(keep, health, strlen(health)) &&
+              mg_test_read_response(keep, &r, false, 5000));
+    mg_test_response_free(&r);
+
+    sqlite3 *w = lock_db();
+    struct call cold = {.port = s.port, .key = 6};
+    pthread_t t;
+    pthread_create(&t, NULL, call, &cold);
+    cr_assert(wait_until(&seg.cold->in_flight, 1, 5000), "the build did not start");
+    /* The only worker is building (its helper thread waits on the lock): its loop answers. */
+    for (int i = 0; i < 5; i++) {
+        int64_t t0 = mg_test_now_ms();
+        cr_assert(mg_test_send(keep, health, strlen(health)));
+        cr_assert(mg_test_read_response(keep, &r, false, 5000), "no answer while building");
+        cr_expect_eq(r.status, 200);
+        cr_expect_lt(mg_test_now_ms() - t0, 500);
+        mg_test_response_free(&r);
+    }
+    cr_expect_eq(seg.cold->in_flight, 1, "the build ended early: the test proved nothing");
+    unlock_db(w);
+    pthread_join(t, NULL);
+    cr_expect_eq(cold.status, 200);
+    free(cold.body);
+    close(keep);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}

@@ -163,7 +163,8 @@ void mg_bench_stream_mode_text(const struct mg_bench_stream *s, char *out, size_
 /*
  * Nearest-rank percentile: the smallest sample such that at least permille/1000 of all samples
  * are less than or equal to it, i.e. sorted[ceil(permille * n / 1000) - 1]. Integer arithmetic,
- * so p95 of 20 samples is the 19th, never the 20th by a rounding error. permille is 1..1000
+ * so p7 of 100 samples is the 7th, not the 8th by a rounding error (0.07 * 100 is
+ * 7.000000000000001 in doubles). Samples must be sorted ascending. permille is 1..1000
  * (1000: the maximum). -1 when n is 0.
  */
 int64_t mg_bench_percentile(const int64_t *sorted, size_t n, unsigned permille);

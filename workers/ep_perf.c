@@ -16,6 +16,7 @@
 #include "db_counts.h"
 #include "gate_diag.h"
 #include "gates_json.h"
+#include "jobs.h"
 #include "log.h"
 #include "perf_mem.h"
 #include "json.h"
@@ -258,52 +259,107 @@ static bool wants_memory_breakdown(const struct mg_request *req)
 
 /*
  * ?mem=1: the diagnostic walk behind the diagnostic gate. Admission is the very first thing
- * (invariant 4): a refusal answers 429 without a single database call. The permit is given
- * back as soon as the walk ends, before any of the response is written, so a client that
- * reads slowly holds nothing. Returns false when res already holds the answer (refusal or
- * error); otherwise fragment holds the value of "memoryBreakdown".
+ * (invariant 4): a refusal answers 429 without a single database call. The walk runs on the
+ * worker's helper thread while the request is parked, so the worker keeps answering its
+ * other connections. The permit is given back as soon as the walk ends, before any of the
+ * response is written, so a client that reads slowly holds nothing.
  */
-static bool memory_breakdown(struct mg_env *env, struct mg_response *res, struct mg_buf *fragment)
-{
-    uint64_t token = 0;
-    int retry_after = 1;
-    enum mg_diag_result admitted = mg_diag_gate_try(env->seg->diag, env->pid, env->slot,
-                                                    mg_monotonic_ns(), &token, &retry_after);
-    if (admitted == MG_DIAG_BUSY) {
-        mg_response_refuse(res, 429, retry_after,
-                           "a memory breakdown is running; ask again after Retry-After");
-        return false;
-    }
-    if (admitted == MG_DIAG_COOLING) {
-        mg_response_refuse(res, 429, retry_after,
-                           "a memory breakdown ran moments ago; ask again after Retry-After");
-        return false;
-    }
+struct walk_job {
+    struct mg_job job; /* first: the thread hands this pointer back */
     struct mg_perf_mem m;
+    int rc;
+    bool busy;
+    int64_t ended_ns;
     char err[256];
-    int64_t started = mg_monotonic_ns();
-    int rc = mg_perf_mem_walk(env->db, &m, err, sizeof err);
-    int64_t ended = mg_monotonic_ns();
-    mg_diag_gate_release(env->seg->diag, env->pid, token, ended, ended - started);
-    if (rc != 0) {
-        mg_log(MG_LOG_ERROR, "memory breakdown: %s", err);
-        if (sqlite3_errcode(env->db->conn) == SQLITE_BUSY)
+};
+
+struct walk_state {
+    int step; /* 0: ask the gate; 1: hand the walk over; 2: walking */
+    uint64_t token;
+    int64_t started_ns;
+    struct walk_job *job;
+};
+
+static void run_walk(struct mg_job *job, struct mg_db *db)
+{
+    struct walk_job *w = (struct walk_job *)job;
+    w->rc = mg_perf_mem_walk(db, &w->m, w->err, sizeof w->err);
+    w->busy = w->rc != 0 && (sqlite3_errcode(db->conn) & 0xff) == SQLITE_BUSY;
+    w->ended_ns = mg_monotonic_ns();
+}
+
+/*
+ * Returns true when fragment holds the value of "memoryBreakdown"; false when res already
+ * holds the answer (a refusal, an error) or the request is parked.
+ */
+static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res, struct mg_buf *fragment)
+{
+    struct walk_state *st = (struct walk_state *)req->park->state;
+    if (st->step == 0) {
+        int retry_after = 1;
+        enum mg_diag_result admitted = mg_diag_gate_try(env->seg->diag, env->pid, env->slot,
+                                                        mg_monotonic_ns(), &st->token,
+                                                        &retry_after);
+        if (admitted != MG_DIAG_ADMITTED) {
+            mg_response_refuse(res, 429, retry_after,
+                               admitted == MG_DIAG_BUSY
+                                   ? "a memory breakdown is running; ask again after Retry-After"
+                                   : "a memory breakdown ran moments ago; ask again after "
+                                     "Retry-After");
+            return false;
+        }
+        st->job = calloc(1, sizeof *st->job);
+        if (!st->job) {
+            mg_diag_gate_release(env->seg->diag, env->pid, st->token, mg_monotonic_ns(), 0);
+            mg_response_error(res, 500, "out of memory");
+            return false;
+        }
+        st->job->job.run = run_walk;
+        st->started_ns = mg_monotonic_ns();
+        st->step = 1;
+    }
+    if (st->step == 1) {
+        if (!env->jobs) {
+            run_walk(&st->job->job, env->db);
+            atomic_store(&st->job->job.done, 1);
+            st->step = 2;
+        } else if (mg_jobs_submit(env->jobs, &st->job->job)) {
+            st->step = 2;
+        } else {
+            res->parked = true; /* the helper thread is busy: ask again next turn */
+            return false;
+        }
+    }
+    if (!atomic_load(&st->job->job.done)) {
+        res->parked = true;
+        return false;
+    }
+    struct walk_job *w = st->job;
+    st->job = NULL;
+    mg_diag_gate_release(env->seg->diag, env->pid, st->token, w->ended_ns,
+                         w->ended_ns - st->started_ns);
+    bool ok = w->rc == 0;
+    if (!ok) {
+        mg_log(MG_LOG_ERROR, "memory breakdown: %s", w->err);
+        if (w->busy)
             mg_response_refuse(res, 503, 1, "the database is busy; ask again after Retry-After");
         else
-            mg_response_error(res, 500, "the memory breakdown failed: %s", err);
-        return false;
+            mg_response_error(res, 500, "the memory breakdown failed: %s", w->err);
+    } else {
+        struct mg_json j;
+        mg_json_init(&j, fragment);
+        mg_perf_mem_json(&j, &w->m);
     }
-    struct mg_json j;
-    mg_json_init(&j, fragment);
-    mg_perf_mem_json(&j, &m);
-    return true;
+    free(w);
+    return ok;
 }
 
 void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_buf breakdown;
     mg_buf_init(&breakdown);
-    if (wants_memory_breakdown(req) && !memory_breakdown(env, res, &breakdown)) {
+    if (wants_memory_breakdown(req) && !memory_breakdown(env, req, res, &breakdown)) {
         mg_buf_free(&breakdown);
         return;
     }

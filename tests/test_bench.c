@@ -490,7 +490,8 @@ Test(bench, streams_against_the_server_are_counted_honestly, .fini = stop_server
               (unsigned long long)o->sent);
     cr_expect_eq(o->status_200, o->sent, "%s", o->first_error);
     cr_expect(o->rps >= 180 && o->rps <= 220, "rps %.1f", o->rps);
-    cr_expect_lt(o->max_send_lag_ns, 250 * MG_NS_PER_MS, "the schedule was honoured");
+    cr_expect_lt(o->max_send_lag_ns, 500 * MG_NS_PER_MS,
+                 "the schedule was honoured (late by %.1f ms)", (double)o->max_send_lag_ns / 1e6);
 
     const struct mg_bench_stream_report *b = stream_report("burst");
     expect_honest("burst");
@@ -627,12 +628,15 @@ Test(bench, unanswered_requests_time_out_and_the_outstanding_cap_drops, .fini = 
 
 /* A fake server, one thread a connection, answering by path: /drip sends a 3 kB head in 7-byte
  * pieces, /short closes in mid-body, /extra sends more than Content-Length, /chunked sends what
- * meshgate never does. */
+ * meshgate never does, /flaky keeps the connection alive after a first answer and then closes
+ * it when the second request comes (a server closing an idle connection as the request
+ * arrives). */
 static void *fake_connection(void *arg)
 {
     int fd = (int)(intptr_t)arg;
     char buf[4096];
     size_t have = 0;
+    int served = 0;
     for (;;) {
         char *end;
         while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
@@ -646,6 +650,7 @@ static void *fake_connection(void *arg)
         bool drip = strncmp(buf, "GET /drip ", 10) == 0;
         bool shorter = strncmp(buf, "GET /short ", 11) == 0;
         bool extra = strncmp(buf, "GET /extra ", 11) == 0;
+        bool flaky = strncmp(buf, "GET /flaky ", 11) == 0;
         size_t used = (size_t)(end + 4 - buf);
         memmove(buf, buf + used, have - used);
         have -= used;
@@ -661,6 +666,14 @@ static void *fake_connection(void *arg)
                 send(fd, resp + at, (size_t)(len - at < 7 ? len - at : 7), MSG_NOSIGNAL);
                 usleep(100);
             }
+            continue;
+        }
+        if (flaky && ++served == 2) {
+            close(fd);
+            return NULL;
+        }
+        if (flaky) {
+            send(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 40, MSG_NOSIGNAL);
             continue;
         }
         if (shorter) {
@@ -697,12 +710,12 @@ Test(bench, responses_in_pieces_cut_short_overlong_or_chunked_are_told_apart, .f
     int listener = silent_listener(&port);
     pthread_t server_thread;
     cr_assert_eq(pthread_create(&server_thread, NULL, fake_server, (void *)(intptr_t)listener), 0);
-    cr_assert_eq(
-        parse((const char *[]){"--target", target_of(port), "--duration", "0.4", "--timeout-ms",
-                               "1000", "--stream", "drip:/drip:closed:1", "--stream",
-                               "short:/short:closed:1", "--stream", "extra:/extra:closed:1",
-                               "--stream", "chunked:/chunked:closed:1", NULL}),
-        MG_BENCH_ARGS_OK, "%s", err);
+    cr_assert_eq(parse((const char *[]){
+                     "--target", target_of(port), "--duration", "0.4", "--timeout-ms", "1000",
+                     "--stream", "drip:/drip:closed:1", "--stream", "short:/short:closed:1",
+                     "--stream", "extra:/extra:closed:1", "--stream", "chunked:/chunked:closed:1",
+                     "--stream", "flaky:/flaky:closed:1", NULL}),
+                 MG_BENCH_ARGS_OK, "%s", err);
     enum mg_bench_status st = mg_bench_run(&cfg, &rep, err, sizeof err);
     shutdown(listener, SHUT_RDWR);
     pthread_join(server_thread, NULL);
@@ -731,6 +744,13 @@ Test(bench, responses_in_pieces_cut_short_overlong_or_chunked_are_told_apart, .f
     cr_expect_eq(chunked->errors[MG_BENCH_ERR_PROTOCOL], chunked->sent);
     cr_expect(strstr(chunked->first_error, "Transfer-Encoding") != NULL, "%s",
               chunked->first_error);
+
+    const struct mg_bench_stream_report *flaky = stream_report("flaky");
+    expect_honest("flaky");
+    cr_expect_gt(flaky->retried, 0, "a kept-alive connection closed before answering");
+    cr_expect_eq(flaky->errors_total, 0, "is sent again, not counted as an error: %s",
+                 flaky->first_error);
+    cr_expect_eq(flaky->status_200, flaky->sent, "nor as a second request");
 }
 
 static atomic_int stop_flag;

@@ -570,6 +570,19 @@ Test(reach, node_wins_over_an_observer_with_the_same_key)
     close_db(&f);
 }
 
+Test(reach, a_key_stored_twice_in_two_cases_reads_its_last_row_and_is_ambiguous)
+{
+    struct fixture f;
+    open_db(&f, "INSERT INTO nodes (public_key, name, role) VALUES"
+                " (upper('" A4 "'), 'Four again', 'room');");
+    const char *body = report(&f, A4);
+    cr_assert(strstr(body, "\"node\":{\"pubkey\":\"" A4 "\",\"name\":\"Four again\","
+                           "\"role\":\"room\","),
+              "%s", body);
+    cr_assert(strstr(body, "\"reliable_tokens\":[]"), "the prefix map lists both rows: %s", body);
+    close_db(&f);
+}
+
 /* --- order and numbers ---------------------------------------------------------------------- */
 
 Test(reach, links_sort_bidir_then_bottleneck_then_total_then_pubkey)
@@ -667,6 +680,26 @@ Test(reach, leaves_the_connection_as_it_found_it)
     report(&f, T);
     cr_assert_not(sqlite3_get_autocommit(f.t.db.conn), "the caller's transaction stays open");
     cr_assert_eq(sqlite3_exec(f.t.db.conn, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    close_db(&f);
+}
+
+Test(reach, failure_names_what_failed_appends_nothing_and_ends_the_transaction)
+{
+    struct fixture f;
+    /* A neighbor_edges whose rows cannot be read: abs() of the smallest integer overflows. */
+    open_db(&f, OBS(1, 1, NULL,
+                    "'[\"11\",\"AB12\"]'") "DROP TABLE neighbor_edges;"
+                                           "CREATE VIEW neighbor_edges AS SELECT 'a' AS node_a,"
+                                           " abs(-9223372036854775807 - 1) AS node_b, 1 AS count, "
+                                           "NULL AS last_seen;");
+    mg_buf_puts(&f.body, "kept");
+    char err[256];
+    cr_assert_eq(mg_reach_build(&f.t.db, T, 7, NOW, &f.body, &f.stats, err, sizeof err),
+                 MG_REACH_ERROR);
+    cr_assert(strstr(err, "neighbor_edges") && strstr(err, "integer overflow"), "%s", err);
+    cr_assert_eq(f.stats.db_error, SQLITE_ERROR, "%d", f.stats.db_error);
+    cr_assert_str_eq(mg_buf_cstr(&f.body), "kept");
+    cr_assert(sqlite3_get_autocommit(f.t.db.conn));
     close_db(&f);
 }
 

@@ -51,6 +51,8 @@ struct text {
     size_t n;
 };
 
+static const struct text empty_text = {"", 0};
+
 static char ascii_lower(char c)
 {
     return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
@@ -248,6 +250,7 @@ struct reach {
     int64_t relay_observations;
     int64_t rows_scanned;
     bool truncated;
+    int db_error;
 
     struct text *path; /* the tokens of the current row (pointing into its path_json) */
     size_t cap_path;
@@ -261,6 +264,7 @@ struct reach {
 
 static enum mg_reach_result fail(struct reach *r, const char *what)
 {
+    r->db_error = sqlite3_extended_errcode(r->db->conn);
     if (r->err && r->errlen)
         snprintf(r->err, r->errlen, "reach: %s: %s", what, sqlite3_errmsg(r->db->conn));
     return MG_REACH_ERROR;
@@ -489,7 +493,7 @@ static enum mg_reach_result count_degrees(struct reach *r)
     sqlite3_stmt *st = mg_db_prepare(r->db, "SELECT node_a, node_b FROM neighbor_edges");
     if (!st)
         return fail(r, "reading neighbor_edges");
-    int rc;
+    int rc = SQLITE_OK;
     bool oom = false;
     while (!oom && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         for (int col = 0; col < 2 && !oom; col++) {
@@ -592,9 +596,10 @@ static sqlite3_stmt *prepare_scan(struct reach *r)
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v3(r->db->conn, mg_reach_scan_sql, -1, 0, &st, NULL) == SQLITE_OK)
         return st;
-    /* The first scan on this connection: the function is registered once and stays (only
-     * redefining a function would expire the connection's prepared statements). */
-    if (sqlite3_create_function_v2(r->db->conn, "mg_reach_match", 3,
+    /* The first scan on this connection registers the function, once: redefining it would
+     * expire every statement the connection has prepared. */
+    if (!strstr(sqlite3_errmsg(r->db->conn), "no such function: mg_reach_match") ||
+        sqlite3_create_function_v2(r->db->conn, "mg_reach_match", 3,
                                    SQLITE_UTF8 | SQLITE_DIRECTONLY, NULL, reach_match_sql, NULL,
                                    NULL, NULL) != SQLITE_OK)
         return NULL;
@@ -852,28 +857,27 @@ static void write_text(struct mg_json *j, const char *key, struct text t)
     mg_json_string_n(j, t.p, t.n);
 }
 
-/* "lat", "lon" (null without GPS), and with distance "distance_km" from the target. */
-static void write_position(struct mg_json *j, const struct node_info *self,
-                           const struct node_info *other, bool distance)
+/* "lat" and "lon" of a node with GPS, else null. */
+static void write_position(struct mg_json *j, const struct node_info *n)
 {
-    bool gps = other && other->has_gps;
-    if (gps) {
-        mg_json_kv_double(j, "lat", other->lat);
-        mg_json_kv_double(j, "lon", other->lon);
+    if (n && n->has_gps) {
+        mg_json_kv_double(j, "lat", n->lat);
+        mg_json_kv_double(j, "lon", n->lon);
     } else {
         mg_json_kv_null(j, "lat");
         mg_json_kv_null(j, "lon");
     }
-    if (!distance)
-        return;
-    if (gps && self->has_gps)
-        mg_json_kv_double(j, "distance_km",
-                          haversine_km(self->lat, self->lon, other->lat, other->lon));
+}
+
+/* "distance_km" from the target to n when both have GPS, else null. */
+static void write_distance(struct mg_json *j, const struct node_info *self,
+                           const struct node_info *n)
+{
+    if (n && n->has_gps && self->has_gps)
+        mg_json_kv_double(j, "distance_km", haversine_km(self->lat, self->lon, n->lat, n->lon));
     else
         mg_json_kv_null(j, "distance_km");
 }
-
-static const struct text empty_text = {"", 0};
 
 static void write_body(struct reach *r, const struct node_info *self, int days,
                        struct tally **links, size_t n_links, size_t n_bidir,
@@ -888,7 +892,7 @@ static void write_body(struct reach *r, const struct node_info *self, int days,
     write_text(&j, "pubkey", r->target);
     write_text(&j, "name", self->name);
     write_text(&j, "role", self->role);
-    write_position(&j, self, self, false);
+    write_position(&j, self);
     write_text(&j, "first_seen", self->first_seen);
     mg_json_object_end(&j);
 
@@ -945,7 +949,8 @@ static void write_body(struct reach *r, const struct node_info *self, int days,
             mg_json_kv_double(&j, "avg_snr", t->snr_sum / (double)t->snr_count);
         else
             mg_json_kv_null(&j, "avg_snr");
-        write_position(&j, self, info, true);
+        write_position(&j, info);
+        write_distance(&j, self, info);
         mg_json_object_end(&j);
     }
     mg_json_array_end(&j);
@@ -959,23 +964,12 @@ static void write_body(struct reach *r, const struct node_info *self, int days,
         write_text(&j, "pubkey", t->key);
         write_text(&j, "name", info ? info->name : empty_text);
         write_text(&j, "role", info ? info->role : empty_text);
-        bool gps = info && info->has_gps;
-        if (gps) {
-            mg_json_kv_double(&j, "lat", info->lat);
-            mg_json_kv_double(&j, "lon", info->lon);
-        } else {
-            mg_json_kv_null(&j, "lat");
-            mg_json_kv_null(&j, "lon");
-        }
+        write_position(&j, info);
         mg_json_kv_int(&j, "we_hear", t->we_hear);
         mg_json_kv_int(&j, "they_hear", t->they_hear);
         mg_json_kv_int(&j, "bottleneck", t->we_hear < t->they_hear ? t->we_hear : t->they_hear);
         mg_json_kv_bool(&j, "bidir", t->we_hear > 0 && t->they_hear > 0);
-        if (gps && self->has_gps)
-            mg_json_kv_double(&j, "distance_km",
-                              haversine_km(self->lat, self->lon, info->lat, info->lon));
-        else
-            mg_json_kv_null(&j, "distance_km");
+        write_distance(&j, self, info);
         mg_json_object_end(&j);
     }
     mg_json_array_end(&j);
@@ -1093,6 +1087,7 @@ enum mg_reach_result mg_reach_build_capped(struct mg_db *db, const char *pubkey,
     if (stats) {
         stats->rows_scanned = r.rows_scanned;
         stats->truncated = r.truncated;
+        stats->db_error = res == MG_REACH_ERROR ? r.db_error : 0;
     }
     arena_free(&r.arena);
     free(r.infos);

@@ -28,6 +28,7 @@ bool mg_reach_parse_pubkey(const char *in, char out[65]);
  * key is neither a node nor an observer. On MG_REACH_ERROR err says why. Runs in one read
  * transaction. stats (may be NULL) reports rows scanned and whether the row cap truncated.
  *
+ * A key in upper or mixed case is lowercased, not refused.
  * The body is appended to what body holds; on any result but MG_REACH_OK nothing is appended.
  * rows_scanned counts the observation rows the scan examined (those from the first row of the
  * window on, in rowid order); truncated is true when more than the cap of rows matched.
@@ -36,6 +37,9 @@ struct mg_reach_stats {
     int64_t rows_scanned;
     bool truncated;
     int64_t build_ns;
+    /* On MG_REACH_ERROR from the database: its (extended) result code, say SQLITE_BUSY; 0
+     * otherwise. The connection's own error code is no guide: the build ends its transaction. */
+    int db_error;
 };
 enum mg_reach_result mg_reach_build(struct mg_db *db, const char *pubkey, int days,
                                     int64_t now_unix, struct mg_buf *body,

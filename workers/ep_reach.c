@@ -17,8 +17,9 @@
  *   JOIN      takes a permit, or a place in line (QUEUED), or is refused (line full): 429.
  *   QUEUED    asks the line each turn: admitted in arrival order, or 429 when the wait
  *             runs out; a client that went away leaves the line.
- *   ADMITTED  hands the build to the helper thread (it looks the key up, 404 if unknown,
- *             then scans), or runs it inline where there is no thread (in-process tests).
+ *   ADMITTED  hands the build to the helper thread (it reads the node and observer tables,
+ *             404 if the key is in neither, then scans), or runs it inline where there is no
+ *             thread (in-process tests).
  *   BUILDING  when the build is done: the permit goes back first, on every path; a body is
  *             stored and served; a 404 or an error stores nothing.
  * Every refusal is 429 with Retry-After: 2 and Cache-Control: no-store, before any scan. A
@@ -70,32 +71,16 @@ struct reach_state {
 
 _Static_assert(sizeof(struct reach_state) <= MG_PARK_BYTES, "reach state fits a park");
 
-/* Under the permit: a 404 is decided by one indexed lookup, not a scan. */
-static bool known_key(struct mg_db *db, const char *pubkey)
-{
-    static const char sql[] =
-        "SELECT EXISTS (SELECT 1 FROM nodes WHERE public_key IN (?1, upper(?1)))"
-        " OR EXISTS (SELECT 1 FROM observers WHERE id IN (upper(?1), ?1))";
-    sqlite3_stmt *st = mg_db_prepare(db, sql);
-    if (!st)
-        return true; /* let the build say what is wrong */
-    sqlite3_bind_text(st, 1, pubkey, -1, SQLITE_STATIC);
-    bool known = sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int(st, 0) != 0;
-    sqlite3_finalize(st);
-    return known;
-}
-
+/* On the helper thread, under the permit. An unknown key is found out from the node and
+ * observer tables before any scan (404). */
 static void run_build(struct mg_job *job, struct mg_db *db)
 {
     struct build_job *b = (struct build_job *)job;
-    if (!known_key(db, b->pubkey)) {
-        b->result = MG_REACH_NOT_FOUND;
-        return;
-    }
     struct mg_reach_stats stats;
+    memset(&stats, 0, sizeof stats);
     b->result = mg_reach_build(db, b->pubkey, b->days, b->now_unix, &b->body, &stats, b->err,
                                sizeof b->err);
-    b->busy = b->result == MG_REACH_ERROR && (sqlite3_errcode(db->conn) & 0xff) == SQLITE_BUSY;
+    b->busy = b->result == MG_REACH_ERROR && (stats.db_error & 0xff) == SQLITE_BUSY;
 }
 
 static void refuse(struct mg_response *res, const char *why)

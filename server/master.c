@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "log.h"
 #include "notify.h"
+#include "rates.h"
 #include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -264,6 +265,7 @@ static bool heartbeats_fresh(struct master *m, int64_t now, int64_t limit_ns)
 
 static void tick(struct master *m, int64_t now)
 {
+    mg_rates_sample(&m->seg, now / MG_NS_PER_SEC);
     if (!m->draining)
         for (unsigned i = 0; i < m->workers; i++)
             if (m->child[i].pid == 0 && m->child[i].respawn_at_ns && m->child[i].respawn_at_ns <= now)

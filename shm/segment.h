@@ -46,9 +46,10 @@
 #include <stdint.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 3u
+#define MG_SHM_LAYOUT_VERSION 4u
 #define MG_SHM_SECTIONS_MAX 16
 #define MG_VERSION_MAX 32
+#define MG_RATE_SECONDS 64
 
 enum mg_server_state {
     MG_SERVER_STARTING = 0,
@@ -82,6 +83,13 @@ struct mg_shm_header {
     _Atomic uint32_t server_state;       /* enum mg_server_state */
     _Atomic int64_t state_changed_realtime_ns;
     char version[MG_VERSION_MAX];
+    /* Once a second the master samples the group's totals here (shm/rates.h), so readers
+     * can tell request and refusal rates over the last minute. */
+    struct mg_rate_sample {
+        _Atomic int64_t second; /* CLOCK_MONOTONIC second of the sample, 0: none */
+        _Atomic uint64_t requests;
+        _Atomic uint64_t refusals;
+    } rate[MG_RATE_SECONDS];
 };
 
 struct mg_counters;

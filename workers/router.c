@@ -9,6 +9,8 @@ const struct mg_route mg_routes[] = {
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets},
     {"/api/stats", MG_COST_LIGHT, mg_handle_stats},
     {"/api/perf", MG_COST_LIGHT, mg_handle_perf},
+    {"/server-status", MG_COST_LIGHT, mg_handle_status},
+    {"/metrics", MG_COST_LIGHT, mg_handle_metrics},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 

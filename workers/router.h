@@ -37,6 +37,7 @@ unsigned mg_route_match(const char *path, char *param, size_t cap);
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
@@ -44,5 +45,6 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
 #define MG_STATS_INTERVAL_NS (10 * 1000000000LL)
 void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 
 #endif

@@ -1,0 +1,309 @@
+/*
+ * GET /metrics: the whole process group's figures in the Prometheus text exposition format
+ * 0.0.4, read from the shared segment without locks (as /api/perf reads them), so any worker
+ * answers for all of them.
+ *
+ * Every family is written once, as "# HELP", "# TYPE", then all its samples, because the
+ * format wants a family's samples together. Every route and every state is always listed,
+ * with zeros, so a series never appears or vanishes with traffic.
+ *
+ * Latency: the segment's histograms have 8 log-linear buckets per power of two of
+ * microseconds; they are summed into the fixed `le` boundaries of le_us[]. A segment bucket
+ * counts toward an `le` only when its whole range is at or below it, so a bucket that
+ * straddles a boundary is counted in the next one up: a sample counted under `le` is always
+ * <= le, and one left out is above le / 1.125 (the segment's resolution of 12.5 %). The last
+ * segment bucket also holds every larger value, so it counts only toward +Inf. _count is the
+ * sum of the buckets read, so it always equals the +Inf bucket; _sum is read apart and may be
+ * one request ahead or behind while workers add to it.
+ */
+#include "clock.h"
+#include "gate_diag.h"
+#include "gate_fifo.h"
+#include "result_cache.h"
+#include "router.h"
+#include "scoreboard.h"
+#include "stats.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define US_PER_SEC 1000000.0
+
+/* The `le` boundaries in microseconds and as printed (+Inf follows them). */
+static const uint64_t le_us[] = {500,    1000,   2500,   5000,    10000,   25000,   50000,
+                                 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
+static const char *const le_text[] = {"0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+                                      "0.1",    "0.25",  "0.5",    "1",     "2.5",  "5",     "10"};
+#define LE_COUNT (sizeof le_us / sizeof le_us[0])
+_Static_assert(sizeof le_us / sizeof le_us[0] == sizeof le_text / sizeof le_text[0],
+               "one printed form per boundary");
+
+static uint64_t load64(const _Atomic uint64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* HELP text escapes backslash and newline; label values also escape the double quote. */
+static void put_escaped(struct mg_buf *b, const char *s, bool quote)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            mg_buf_puts(b, "\\\\");
+        else if (*s == '\n')
+            mg_buf_puts(b, "\\n");
+        else if (*s == '"' && quote)
+            mg_buf_puts(b, "\\\"");
+        else
+            mg_buf_putc(b, *s);
+    }
+}
+
+static void family(struct mg_buf *b, const char *name, const char *type, const char *help)
+{
+    mg_buf_printf(b, "# HELP %s ", name);
+    put_escaped(b, help, false);
+    mg_buf_printf(b, "\n# TYPE %s %s\n", name, type);
+}
+
+/* name{label="value"} (the label part only when label is not NULL), without the number. */
+static void sample_name(struct mg_buf *b, const char *name, const char *label, const char *value)
+{
+    mg_buf_puts(b, name);
+    if (label) {
+        mg_buf_printf(b, "{%s=\"", label);
+        put_escaped(b, value, true);
+        mg_buf_puts(b, "\"}");
+    }
+}
+
+static void sample_uint(struct mg_buf *b, const char *name, const char *label, const char *value,
+                        uint64_t n)
+{
+    sample_name(b, name, label, value);
+    mg_buf_printf(b, " %" PRIu64 "\n", n);
+}
+
+static void sample_seconds(struct mg_buf *b, const char *name, const char *label, const char *value,
+                           double seconds)
+{
+    sample_name(b, name, label, value);
+    mg_buf_printf(b, " %.6f\n", seconds);
+}
+
+static void single_uint(struct mg_buf *b, const char *name, const char *type, const char *help,
+                        uint64_t n)
+{
+    family(b, name, type, help);
+    sample_uint(b, name, NULL, NULL, n);
+}
+
+static void write_counters(struct mg_buf *b, const struct mg_segment *seg)
+{
+    for (int i = 0; i < MG_CTR_COUNT; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "meshgate_%s_total", mg_counter_names[i]);
+        single_uint(b, name, "counter", mg_counter_help[i],
+                    mg_counter_get(seg, (enum mg_counter)i));
+    }
+}
+
+/* The route's template, copied and re-terminated (the segment's strings are fixed-size). */
+static void route_name(const struct mg_route_stats *r, char out[MG_ROUTE_NAME_MAX])
+{
+    memcpy(out, r->name, MG_ROUTE_NAME_MAX);
+    out[MG_ROUTE_NAME_MAX - 1] = '\0';
+}
+
+static void route_histogram(struct mg_buf *b, const struct mg_route_stats *r, const char *route)
+{
+    uint64_t cumulative[LE_COUNT] = {0};
+    uint64_t total = 0;
+    for (unsigned k = 0; k < MG_HIST_BUCKETS; k++) {
+        uint64_t n = load64(&r->bucket[k]);
+        total += n;
+        if (k == MG_HIST_BUCKETS - 1)
+            continue; /* unbounded above: +Inf only */
+        uint64_t upper = mg_hist_bucket_upper_us(k);
+        for (unsigned i = 0; i < LE_COUNT; i++)
+            if (upper <= le_us[i])
+                cumulative[i] += n;
+    }
+    for (unsigned i = 0; i < LE_COUNT; i++) {
+        mg_buf_puts(b, "meshgate_request_duration_seconds_bucket{route=\"");
+        put_escaped(b, route, true);
+        mg_buf_printf(b, "\",le=\"%s\"} %" PRIu64 "\n", le_text[i], cumulative[i]);
+    }
+    mg_buf_puts(b, "meshgate_request_duration_seconds_bucket{route=\"");
+    put_escaped(b, route, true);
+    mg_buf_printf(b, "\",le=\"+Inf\"} %" PRIu64 "\n", total);
+    sample_seconds(b, "meshgate_request_duration_seconds_sum", "route", route,
+                   (double)load64(&r->sum_us) / US_PER_SEC);
+    sample_uint(b, "meshgate_request_duration_seconds_count", "route", route, total);
+}
+
+static void write_routes(struct mg_buf *b, const struct mg_segment *seg)
+{
+    uint32_t n = seg->route_count < MG_ROUTES_MAX ? seg->route_count : MG_ROUTES_MAX;
+    char name[MG_ROUTE_NAME_MAX];
+
+    family(b, "meshgate_request_duration_seconds", "histogram",
+           "time from a request's head being read to its response being ready, by route");
+    for (uint32_t i = 0; i < n; i++) {
+        route_name(&seg->routes[i], name);
+        route_histogram(b, &seg->routes[i], name);
+    }
+    family(b, "meshgate_request_errors_total", "counter",
+           "requests answered with a 5xx status, by route");
+    for (uint32_t i = 0; i < n; i++) {
+        route_name(&seg->routes[i], name);
+        sample_uint(b, "meshgate_request_errors_total", "route", name,
+                    load64(&seg->routes[i].errors));
+    }
+    family(b, "meshgate_request_duration_max_seconds", "gauge",
+           "the longest request so far, by route (exact)");
+    for (uint32_t i = 0; i < n; i++) {
+        route_name(&seg->routes[i], name);
+        sample_seconds(b, "meshgate_request_duration_max_seconds", "route", name,
+                       (double)load64(&seg->routes[i].max_us) / US_PER_SEC);
+    }
+}
+
+static void write_workers(struct mg_buf *b, const struct mg_segment *seg)
+{
+    uint64_t by_state[MG_SLOT_STATE_COUNT] = {0};
+    uint64_t connections = 0;
+    for (uint32_t i = 0; i < seg->slot_count; i++) {
+        uint32_t state = atomic_load(&seg->slots[i].state);
+        if (state < MG_SLOT_STATE_COUNT)
+            by_state[state]++;
+        connections += atomic_load(&seg->slots[i].connections);
+    }
+    single_uint(b, "meshgate_workers", "gauge", "worker processes configured (MESHGATE_WORKERS)",
+                seg->config->workers > 0 ? (uint64_t)seg->config->workers : 0);
+    single_uint(b, "meshgate_workers_alive", "gauge", "worker processes running now",
+                mg_scoreboard_alive(seg));
+    family(b, "meshgate_worker_slots", "gauge", "scoreboard slots by state");
+    for (uint32_t s = 0; s < MG_SLOT_STATE_COUNT; s++)
+        sample_uint(b, "meshgate_worker_slots", "state", mg_slot_state_name(s), by_state[s]);
+    single_uint(b, "meshgate_connections_open", "gauge",
+                "client connections open now, over every worker", connections);
+}
+
+static void write_server(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
+{
+    const struct mg_shm_header *h = seg->header;
+    int64_t uptime_ns = now - h->created_monotonic_ns;
+    family(b, "meshgate_uptime_seconds", "gauge", "seconds since the master created the segment");
+    sample_seconds(b, "meshgate_uptime_seconds", NULL, NULL,
+                   uptime_ns > 0 ? (double)uptime_ns / (double)MG_NS_PER_SEC : 0.0);
+
+    uint32_t current = atomic_load(&h->server_state);
+    family(b, "meshgate_server_state", "gauge", "1 for the state the server is in, 0 otherwise");
+    for (uint32_t s = MG_SERVER_STARTING; s <= MG_SERVER_STOPPED; s++)
+        sample_uint(b, "meshgate_server_state", "state", mg_server_state_name(s), s == current);
+    single_uint(b, "meshgate_generation", "gauge", "configuration generation: +1 on each SIGHUP",
+                atomic_load(&h->generation));
+
+    char version[MG_VERSION_MAX];
+    memcpy(version, h->version, sizeof version);
+    version[MG_VERSION_MAX - 1] = '\0';
+    family(b, "meshgate_build_info", "gauge", "always 1; the version of the running binary");
+    sample_uint(b, "meshgate_build_info", "version", version, 1);
+}
+
+static void write_diag_gate(struct mg_buf *b, const struct mg_diag_gate *g, int64_t now)
+{
+    /* Plain copies of words written under the gate's lock, as gates_json.c reads them. */
+    int32_t holder = *(volatile const int32_t *)&g->holder_pid;
+    int64_t until = *(volatile const int64_t *)&g->cooldown_until_monotonic_ns;
+    int64_t cooling_ns = holder == 0 && until > now ? until - now : 0;
+
+    single_uint(b, "meshgate_perf_mem_running", "gauge",
+                "memory breakdowns (/api/perf?mem=1) running now", atomic_load(&g->running));
+    single_uint(b, "meshgate_perf_mem_peak", "gauge", "most memory breakdowns running at once",
+                atomic_load(&g->peak));
+    family(b, "meshgate_perf_mem_cooldown_remaining_seconds", "gauge",
+           "seconds until the diagnostic gate admits another memory breakdown");
+    sample_seconds(b, "meshgate_perf_mem_cooldown_remaining_seconds", NULL, NULL,
+                   (double)cooling_ns / (double)MG_NS_PER_SEC);
+    single_uint(b, "meshgate_perf_mem_admitted_total", "counter", "memory breakdowns admitted",
+                load64(&g->admitted));
+    single_uint(b, "meshgate_perf_mem_refused_busy_total", "counter",
+                "memory breakdowns refused because one was running", load64(&g->refused_busy));
+    single_uint(b, "meshgate_perf_mem_refused_cooling_total", "counter",
+                "memory breakdowns refused during the cooldown", load64(&g->refused_cooling));
+    single_uint(b, "meshgate_perf_mem_reclaimed_total", "counter",
+                "diagnostic permits of dead workers given back", load64(&g->reclaimed));
+}
+
+static void write_cold_gate(struct mg_buf *b, const struct mg_fifo_gate *g)
+{
+    single_uint(b, "meshgate_reach_cold_cap", "gauge",
+                "cold reach scans allowed at once (0: no limit)", g->cap);
+    single_uint(b, "meshgate_reach_cold_in_flight", "gauge", "cold reach scans running now",
+                *(volatile const uint32_t *)&g->in_flight);
+    single_uint(b, "meshgate_reach_cold_waiting", "gauge",
+                "requests in the cold-scan line now (waiting for a permit or a build)",
+                *(volatile const uint32_t *)&g->waiting);
+    single_uint(b, "meshgate_reach_cold_queue_max", "gauge", "places in the cold-scan line",
+                g->queue_max);
+    single_uint(b, "meshgate_reach_cold_peak", "gauge", "most cold reach scans running at once",
+                atomic_load(&g->peak));
+    single_uint(b, "meshgate_reach_cold_acquired_total", "counter",
+                "cold-scan permits given, at once or after waiting", load64(&g->acquired));
+    single_uint(b, "meshgate_reach_cold_waited_total", "counter",
+                "requests that joined the cold-scan line", load64(&g->waited));
+    single_uint(b, "meshgate_reach_cold_refused_full_total", "counter",
+                "requests refused because the cold-scan line was full", load64(&g->refused_full));
+    single_uint(b, "meshgate_reach_cold_refused_timeout_total", "counter",
+                "requests refused because their wait in the cold-scan line ran out",
+                load64(&g->refused_timeout));
+    single_uint(b, "meshgate_reach_cold_cancelled_total", "counter",
+                "requests that left the cold-scan line because the client went away",
+                load64(&g->cancelled));
+    single_uint(b, "meshgate_reach_cold_reclaimed_total", "counter",
+                "cold-scan permits and places of dead workers given back", load64(&g->reclaimed));
+}
+
+static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
+{
+    const struct mg_result_cache *c = seg->cache.cache;
+    single_uint(b, "meshgate_reach_cache_entries_ready", "gauge",
+                "reach reports stored and not expired", mg_result_cache_ready(&seg->cache, now));
+    single_uint(b, "meshgate_reach_cache_hits_total", "counter",
+                "reach requests answered from the cache", load64(&c->hits));
+    single_uint(b, "meshgate_reach_cache_misses_total", "counter",
+                "reach requests that found no stored report", load64(&c->misses));
+    single_uint(b, "meshgate_reach_cache_coalesced_total", "counter",
+                "reach requests that waited for an identical build", load64(&c->coalesced));
+    single_uint(b, "meshgate_reach_cache_stored_total", "counter", "reach reports stored",
+                load64(&c->stored));
+    single_uint(b, "meshgate_reach_cache_evicted_total", "counter",
+                "stored reach reports dropped to make room", load64(&c->evicted));
+    single_uint(b, "meshgate_reach_cache_too_large_total", "counter",
+                "reach reports served but too large to store", load64(&c->too_large));
+    single_uint(b, "meshgate_reach_cache_takeovers_total", "counter",
+                "builds taken over from a builder that died", load64(&c->takeovers));
+    single_uint(b, "meshgate_reach_cache_reclaimed_total", "counter",
+                "builds of dead workers freed by the master", load64(&c->reclaimed));
+}
+
+void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    (void)req;
+    const struct mg_segment *seg = env->seg;
+    int64_t now = mg_monotonic_ns();
+    res->status = 200;
+    res->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    res->no_store = true;
+    struct mg_buf *b = &res->body;
+    write_counters(b, seg);
+    write_routes(b, seg);
+    write_workers(b, seg);
+    write_server(b, seg, now);
+    write_diag_gate(b, seg->diag, now);
+    write_cold_gate(b, seg->cold);
+    write_cache(b, seg, now);
+}

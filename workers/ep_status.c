@@ -1,0 +1,207 @@
+/*
+ * GET /server-status: the live state of the whole group at a glance, for a person, in the
+ * manner of Apache's mod_status: the scoreboard (one character per worker, then a table),
+ * each gate's occupancy and refusals, request and refusal rates over the last minute, and
+ * per-route latency. Plain HTML that refreshes itself every 2 s; no script, so nothing can
+ * fail in the browser. Read from the segment without taking any lock.
+ */
+#include "clock.h"
+#include "gate_diag.h"
+#include "gate_fifo.h"
+#include "rates.h"
+#include "result_cache.h"
+#include "router.h"
+#include "scoreboard.h"
+#include "stats.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static void text(struct mg_buf *b, const char *s, size_t max)
+{
+    for (size_t i = 0; i < max && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '<')
+            mg_buf_puts(b, "&lt;");
+        else if (c == '>')
+            mg_buf_puts(b, "&gt;");
+        else if (c == '&')
+            mg_buf_puts(b, "&amp;");
+        else if (c == '"')
+            mg_buf_puts(b, "&quot;");
+        else if (c < 0x20 || c == 0x7f)
+            mg_buf_printf(b, "\\x%02x", c);
+        else
+            mg_buf_putc(b, (char)c);
+    }
+}
+
+static double ms(int64_t ns)
+{
+    return (double)ns / (double)MG_NS_PER_MS;
+}
+
+static void section_server(struct mg_buf *b, struct mg_segment *seg, int64_t now)
+{
+    const struct mg_shm_header *h = seg->header;
+    int64_t up = (now - h->created_monotonic_ns) / MG_NS_PER_SEC;
+    mg_buf_printf(b,
+                  "<p>meshgate %s, master pid %d, <b>%s</b>, generation %u, up %" PRId64
+                  " s, workers <b>%u</b> alive of %u, segment <code>",
+                  h->version, (int)atomic_load(&h->master_pid),
+                  mg_server_state_name(atomic_load(&h->server_state)),
+                  atomic_load(&h->generation), up, mg_scoreboard_alive(seg), seg->slot_count);
+    text(b, seg->config->shm_name, sizeof seg->config->shm_name);
+    mg_buf_puts(b, "</code></p>\n<table><tr><th></th><th>last 5 s</th><th>last 60 s</th>"
+                   "<th>since start</th></tr>\n");
+    double r5 = 0, f5 = 0, r60 = 0, f60 = 0;
+    bool have5 = mg_rates_per_second(seg, now / MG_NS_PER_SEC, 5, &r5, &f5);
+    bool have60 = mg_rates_per_second(seg, now / MG_NS_PER_SEC, 60, &r60, &f60);
+    char c5[32] = "–", c60[32] = "–", d5[32] = "–", d60[32] = "–";
+    if (have5)
+        snprintf(c5, sizeof c5, "%.1f/s", r5), snprintf(d5, sizeof d5, "%.1f/s", f5);
+    if (have60)
+        snprintf(c60, sizeof c60, "%.1f/s", r60), snprintf(d60, sizeof d60, "%.1f/s", f60);
+    mg_buf_printf(b,
+                  "<tr><td>requests</td><td id=\"rate\">%s</td><td>%s</td><td>%" PRIu64
+                  "</td></tr>\n<tr><td>refused by a gate</td><td>%s</td><td>%s</td><td>%" PRIu64
+                  "</td></tr>\n</table>\n",
+                  c5, c60, mg_counter_get(seg, MG_CTR_REQUESTS), d5, d60,
+                  mg_rates_refusals(seg));
+}
+
+static void section_scoreboard(struct mg_buf *b, struct mg_segment *seg, int64_t now)
+{
+    mg_buf_puts(b, "<h2>Scoreboard</h2>\n<pre id=\"scoreboard\">");
+    for (unsigned i = 0; i < seg->slot_count; i++)
+        mg_buf_putc(b, mg_slot_state_char(atomic_load(&seg->slots[i].state)));
+    mg_buf_puts(b, "</pre>\n<p class=\"legend\">");
+    for (uint32_t st = 0; st < MG_SLOT_STATE_COUNT; st++)
+        mg_buf_printf(b, "<code>%c</code> %s%s", mg_slot_state_char(st), mg_slot_state_name(st),
+                      st + 1 < MG_SLOT_STATE_COUNT ? ", " : "");
+    mg_buf_puts(b, "</p>\n<table id=\"workers\"><tr><th>worker</th><th>pid</th><th>state</th>"
+                   "<th>spawns</th><th>connections</th><th>requests</th><th>heartbeat</th>"
+                   "<th>current request</th></tr>\n");
+    for (unsigned i = 0; i < seg->slot_count; i++) {
+        struct mg_slot s;
+        mg_slot_snapshot(&seg->slots[i], &s);
+        mg_buf_printf(b,
+                      "<tr><td>%u</td><td>%d</td><td>%s</td><td>%u</td><td>%u</td><td>%" PRIu64
+                      "</td><td>%.0f ms ago</td><td>",
+                      i, (int)atomic_load(&s.pid), mg_slot_state_name(atomic_load(&s.state)),
+                      atomic_load(&s.spawns), atomic_load(&s.connections),
+                      atomic_load(&s.requests), ms(now - atomic_load(&s.heartbeat_monotonic_ns)));
+        int64_t since = atomic_load(&s.request_started_monotonic_ns);
+        if (since) {
+            text(b, s.method, sizeof s.method);
+            mg_buf_putc(b, ' ');
+            text(b, s.path, sizeof s.path);
+            mg_buf_printf(b, " (%.0f ms)", ms(now - since));
+        }
+        mg_buf_puts(b, "</td></tr>\n");
+    }
+    mg_buf_puts(b, "</table>\n");
+}
+
+static void records(struct mg_buf *b, const char *what, const struct mg_fifo_record *r,
+                    unsigned count, bool followers, int64_t now)
+{
+    for (unsigned i = 0; i < count; i++) {
+        if (r[i].pid == 0 || (bool)r[i].follower != followers)
+            continue;
+        mg_buf_printf(b, "<tr><td>%s</td><td>%u</td><td>%d</td><td>", what, r[i].slot,
+                      r[i].pid);
+        text(b, r[i].key, sizeof r[i].key);
+        mg_buf_printf(b, "</td><td>%.0f ms</td></tr>\n", ms(now - r[i].since_monotonic_ns));
+    }
+}
+
+static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
+{
+    const struct mg_fifo_gate *g = seg->cold;
+    const struct mg_result_cache *c = seg->cache.cache;
+    mg_buf_puts(b, "<h2>Gates</h2>\n<table id=\"gates\"><tr><th>gate</th><th>cap</th>"
+                   "<th>in use</th><th>waiting</th><th>peak</th><th>admitted</th>"
+                   "<th>refused</th><th>reclaimed</th><th></th></tr>\n");
+    char cap[16];
+    if (g->cap)
+        snprintf(cap, sizeof cap, "%u", g->cap);
+    else
+        snprintf(cap, sizeof cap, "unlimited");
+    mg_buf_printf(b,
+                  "<tr><td>cold reach builds</td><td>%s</td><td>%u</td><td>%u of %u</td><td>%u</td>"
+                  "<td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64 " timed out, %" PRIu64
+                  " gone</td><td>%" PRIu64 "</td><td>cache: %u ready, %" PRIu64 " hits, %" PRIu64
+                  " misses, %" PRIu64 " coalesced</td></tr>\n",
+                  cap, g->in_flight, g->waiting, g->queue_max, atomic_load(&g->peak),
+                  atomic_load(&g->acquired), atomic_load(&g->refused_full),
+                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
+                  atomic_load(&g->reclaimed), mg_result_cache_ready(&seg->cache, now),
+                  atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced));
+    const struct mg_diag_gate *d = seg->diag;
+    int64_t cooling = d->holder_pid == 0 && d->cooldown_until_monotonic_ns > now
+                          ? d->cooldown_until_monotonic_ns - now
+                          : 0;
+    mg_buf_printf(b,
+                  "<tr><td>memory breakdown (/api/perf?mem=1)</td><td>%s</td><td>%u</td><td>–</td>"
+                  "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " busy, %" PRIu64
+                  " cooling</td><td>%" PRIu64 "</td><td>cooldown %.0f ms left; last walk %.0f ms"
+                  "</td></tr>\n</table>\n",
+                  d->enabled ? "1" : "off", atomic_load(&d->running), atomic_load(&d->peak),
+                  atomic_load(&d->admitted), atomic_load(&d->refused_busy),
+                  atomic_load(&d->refused_cooling), atomic_load(&d->reclaimed), ms(cooling),
+                  ms(d->last_walk_ns));
+    mg_buf_puts(b, "<table id=\"holders\"><tr><th></th><th>worker</th><th>pid</th><th>key</th>"
+                   "<th>for</th></tr>\n");
+    records(b, "holds a permit", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in line", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "waits for a build", g->waiter, MG_FIFO_WAITERS_MAX, true, now);
+    mg_buf_puts(b, "</table>\n");
+}
+
+static void section_routes(struct mg_buf *b, struct mg_segment *seg)
+{
+    mg_buf_puts(b, "<h2>Routes</h2>\n<table id=\"routes\"><tr><th>route</th><th>requests</th>"
+                   "<th>p50</th><th>p95</th><th>max</th><th>5xx</th></tr>\n");
+    for (unsigned i = 0; i < seg->route_count; i++) {
+        const struct mg_route_stats *r = &seg->routes[i];
+        uint64_t count = atomic_load(&r->count);
+        if (!count)
+            continue;
+        mg_buf_puts(b, "<tr><td>");
+        text(b, r->name, sizeof r->name);
+        mg_buf_printf(b,
+                      "</td><td>%" PRIu64 "</td><td>%.1f ms</td><td>%.1f ms</td><td>%.1f ms</td>"
+                      "<td>%" PRIu64 "</td></tr>\n",
+                      count, (double)mg_hist_quantile_us(r, 0.5) / 1000.0,
+                      (double)mg_hist_quantile_us(r, 0.95) / 1000.0,
+                      (double)atomic_load(&r->max_us) / 1000.0, atomic_load(&r->errors));
+    }
+    mg_buf_puts(b, "</table>\n");
+}
+
+void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    (void)req;
+    struct mg_segment *seg = env->seg;
+    int64_t now = mg_monotonic_ns();
+    struct mg_buf *b = &res->body;
+    res->status = 200;
+    res->content_type = "text/html; charset=utf-8";
+    res->no_store = true;
+    mg_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                   "<meta http-equiv=\"refresh\" content=\"2\">"
+                   "<link rel=\"icon\" href=\"data:,\">"
+                   "<title>meshgate status</title><style>"
+                   "body{font:14px system-ui,sans-serif;margin:1.5em}"
+                   "table{border-collapse:collapse;margin:.5em 0}"
+                   "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}"
+                   "pre#scoreboard{font-size:20px;letter-spacing:2px}"
+                   "</style></head><body>\n<h1>meshgate status</h1>\n");
+    section_server(b, seg, now);
+    section_scoreboard(b, seg, now);
+    section_gates(b, seg, now);
+    section_routes(b, seg);
+    mg_buf_puts(b, "</body></html>\n");
+}

@@ -4,6 +4,8 @@
 #include "log.h"
 #include "notify.h"
 #include "rates.h"
+#include "gate_diag.h"
+#include "gate_fifo.h"
 #include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -285,9 +287,15 @@ static void tick(struct master *m, int64_t now)
 
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
         char status[256];
-        snprintf(status, sizeof status, "%s: %u of %u workers alive, %llu requests served",
+        const struct mg_fifo_gate *cold = m->seg.cold;
+        snprintf(status, sizeof status,
+                 "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
+                 "%u waiting; memory walk %s; %llu refused",
                  m->draining ? "draining" : m->reload_slot >= 0 ? "reloading" : "serving", alive,
-                 m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS));
+                 m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
+                 cold->in_flight, cold->cap, cold->waiting,
+                 atomic_load(&m->seg.diag->running) ? "running" : "idle",
+                 (unsigned long long)mg_rates_refusals(&m->seg));
         if (strcmp(status, m->last_status) != 0) {
             mg_notify("STATUS=%s", status);
             memcpy(m->last_status, status, sizeof status);

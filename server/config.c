@@ -33,8 +33,8 @@ const struct mg_config_var mg_config_vars[] = {
      "time a kept-alive connection may sit idle between requests (ms)"},
     {"MESHGATE_SEND_TIMEOUT_MS", MG_CFG_INT, FIELD(send_timeout_ms), 100, 600000, "30000",
      "time a client has to read a whole response (ms)"},
-    {"MESHGATE_MAX_REQUESTS_PER_CONN", MG_CFG_INT, FIELD(max_requests_per_conn), 1, 1000000,
-     "1000", "requests served on one connection before it is closed"},
+    {"MESHGATE_MAX_REQUESTS_PER_CONN", MG_CFG_INT, FIELD(max_requests_per_conn), 1, 1000000, "1000",
+     "requests served on one connection before it is closed"},
     {"MESHGATE_MAX_CONNS_PER_WORKER", MG_CFG_INT, FIELD(max_conns_per_worker), 1, 65536, "256",
      "open connections one worker keeps; past it the worker stops accepting"},
     {"MESHGATE_MAX_HEADER_BYTES", MG_CFG_INT, FIELD(max_header_bytes), 1024, 1048576, "8192",
@@ -57,12 +57,13 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_REACH_COLD_QUEUE", MG_CFG_INT_AUTO, FIELD(reach_cold_queue), 0, 256, "auto",
      "places in line for cold reach reports (waiting for a permit or for an identical build); "
      "auto: half the workers minus MESHGATE_REACH_COLD_MAX"},
-    {"MESHGATE_REACH_CACHE_TTL_MS", MG_CFG_INT, FIELD(reach_cache_ttl_ms), 0, 86400000,
-     "300000", "how long a reach report is served from the shared cache (ms); 0: no cache"},
+    {"MESHGATE_REACH_CACHE_TTL_MS", MG_CFG_INT, FIELD(reach_cache_ttl_ms), 0, 86400000, "300000",
+     "how long a reach report is served from the shared cache (ms); 0: no cache"},
     {"MESHGATE_REACH_CACHE_ENTRIES", MG_CFG_INT, FIELD(reach_cache_entries), 1, 4096, "256",
      "reach reports the shared cache holds"},
     {"MESHGATE_REACH_CACHE_BYTES", MG_CFG_INT, FIELD(reach_cache_bytes), 4096, 1073741824,
-     "16777216", "shared memory for cached reach report bodies, split evenly among the "
+     "16777216",
+     "shared memory for cached reach report bodies, split evenly among the "
      "entries (a larger body is served but not cached)"},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug"},
@@ -173,8 +174,8 @@ static int parse_shm_name(const char *s, char *out, size_t outlen)
     return 0;
 }
 
-static int apply(struct mg_config *cfg, const struct mg_config_var *v, const char *value,
-                 char *err, size_t errlen)
+static int apply(struct mg_config *cfg, const struct mg_config_var *v, const char *value, char *err,
+                 size_t errlen)
 {
     char *field = (char *)cfg + v->offset;
     char accepted[160];
@@ -182,8 +183,8 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
     case MG_CFG_INT: {
         int64_t n;
         if (parse_int(value, v->min, v->max, &n) < 0) {
-            snprintf(accepted, sizeof accepted, "must be a whole number from %" PRId64 " to %" PRId64,
-                     v->min, v->max);
+            snprintf(accepted, sizeof accepted,
+                     "must be a whole number from %" PRId64 " to %" PRId64, v->min, v->max);
             return fail(err, errlen, v, value, accepted);
         }
         *(int32_t *)field = (int32_t)n;
@@ -197,8 +198,7 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
         }
         if (parse_int(value, v->min, v->max, &n) < 0) {
             snprintf(accepted, sizeof accepted,
-                     "must be auto or a whole number from %" PRId64 " to %" PRId64, v->min,
-                     v->max);
+                     "must be auto or a whole number from %" PRId64 " to %" PRId64, v->min, v->max);
             return fail(err, errlen, v, value, accepted);
         }
         *(int32_t *)field = (int32_t)n;
@@ -242,8 +242,7 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
     return fail(err, errlen, v, value, "has an unknown kind");
 }
 
-int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err,
-                   size_t errlen)
+int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err, size_t errlen)
 {
     if (!lookup)
         lookup = env_lookup;
@@ -305,8 +304,8 @@ int mg_config_unknown(char *const *envp, char *out, size_t outlen)
             continue;
         count++;
         if (used < outlen) {
-            int w = snprintf(out + used, outlen - used, "%s%.*s", count > 1 ? ", " : "", (int)n,
-                             *e);
+            int w =
+                snprintf(out + used, outlen - used, "%s%.*s", count > 1 ? ", " : "", (int)n, *e);
             if (w > 0)
                 used += (size_t)w;
         }
@@ -314,8 +313,7 @@ int mg_config_unknown(char *const *envp, char *out, size_t outlen)
     return count;
 }
 
-void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *),
-                        void *arg)
+void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *), void *arg)
 {
     char text[MG_PATH_MAX + 64];
     for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {

@@ -44,13 +44,13 @@ struct mg_config {
     int32_t max_header_bytes;
     int32_t max_uri_bytes;
     /* responses */
-    int32_t gzip_min_bytes; /* 0 turns gzip off */
+    int32_t gzip_min_bytes;       /* 0 turns gzip off */
     char public_dir[MG_PATH_MAX]; /* empty: no static files */
     /* the diagnostic gate (/api/perf?mem=1) */
     int32_t perf_mem_cooldown_ms;
     bool perf_mem_gate;
     /* reach reports: the cold-scan gate and the shared cache */
-    int32_t reach_cold_max;     /* 0: unlimited */
+    int32_t reach_cold_max; /* 0: unlimited */
     int32_t reach_cold_wait_ms;
     int32_t reach_cold_queue;   /* MG_CONFIG_AUTO until resolved by mg_config_resolve */
     int32_t reach_cache_ttl_ms; /* 0: no caching */
@@ -95,8 +95,7 @@ typedef const char *(*mg_getenv_fn)(const char *name, void *arg);
  * message for people in err. Unknown MESHGATE_* variables are reported through warn (so a
  * typo is seen) but do not stop the start.
  */
-int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err,
-                   size_t errlen);
+int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err, size_t errlen);
 
 /*
  * Fills in the values left "auto" (the cold queue: half the workers minus the cold cap, so
@@ -110,8 +109,7 @@ int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);
 int mg_config_unknown(char *const *envp, char *out, size_t outlen);
 
 /* One line per variable, "NAME=value", for the start-up summary and the dump tool. */
-void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *),
-                        void *arg);
+void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *), void *arg);
 
 /* The segment name when MESHGATE_SHM_NAME is empty: "/meshgate-<host>-<port>", sanitized. */
 void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen);

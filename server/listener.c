@@ -44,8 +44,10 @@ static int from_systemd_fds(char *err, size_t errlen)
     }
     len = sizeof listening;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening) {
-        snprintf(err, errlen, "LISTEN_FDS: descriptor %d is not listening (the socket unit "
-                 "must not use Accept=yes)", fd);
+        snprintf(err, errlen,
+                 "LISTEN_FDS: descriptor %d is not listening (the socket unit "
+                 "must not use Accept=yes)",
+                 fd);
         return -1;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 extern char **environ;
 
 static void print_line(const char *line, void *arg)
@@ -49,8 +48,10 @@ int main(int argc, char **argv)
             printf("meshgate %s\n", MESHGATE_VERSION);
             return 0;
         }
-        fprintf(stderr, "meshgate: unknown argument %s (configuration comes from MESHGATE_* "
-                        "environment variables; see --help)\n", argv[1]);
+        fprintf(stderr,
+                "meshgate: unknown argument %s (configuration comes from MESHGATE_* "
+                "environment variables; see --help)\n",
+                argv[1]);
         return 64;
     }
 
@@ -80,7 +81,7 @@ int main(int argc, char **argv)
     if (listen_fd < 0) {
         mg_error("%s", err);
         return strncmp(err, "MESHGATE_LISTEN", 15) == 0 && strstr(err, "resolve") ? MG_EXIT_CONFIG
-                                                                                 : 71;
+                                                                                  : 71;
     }
     char desc[300], host[MG_HOST_MAX];
     unsigned port;

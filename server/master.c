@@ -152,8 +152,8 @@ static void reap(struct master *m)
             ch->fail_streak = 0;
         }
         ch->respawn_at_ns = now + delay;
-        mg_warn("worker %u (pid %d) %s; %u held item(s) reclaimed; respawning in %lld ms", i,
-                pid, how, freed, (long long)(delay / MG_NS_PER_MS));
+        mg_warn("worker %u (pid %d) %s; %u held item(s) reclaimed; respawning in %lld ms", i, pid,
+                how, freed, (long long)(delay / MG_NS_PER_MS));
     }
 }
 
@@ -270,7 +270,8 @@ static void tick(struct master *m, int64_t now)
     mg_rates_sample(&m->seg, now / MG_NS_PER_SEC);
     if (!m->draining)
         for (unsigned i = 0; i < m->workers; i++)
-            if (m->child[i].pid == 0 && m->child[i].respawn_at_ns && m->child[i].respawn_at_ns <= now)
+            if (m->child[i].pid == 0 && m->child[i].respawn_at_ns &&
+                m->child[i].respawn_at_ns <= now)
                 spawn(m, i);
 
     unsigned alive = mg_scoreboard_alive(&m->seg), starting = 0;
@@ -291,8 +292,10 @@ static void tick(struct master *m, int64_t now)
         snprintf(status, sizeof status,
                  "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
                  "%u waiting; memory walk %s; %llu refused",
-                 m->draining ? "draining" : m->reload_slot >= 0 ? "reloading" : "serving", alive,
-                 m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
+                 m->draining           ? "draining"
+                 : m->reload_slot >= 0 ? "reloading"
+                                       : "serving",
+                 alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
                  cold->in_flight, cold->cap, cold->waiting,
                  atomic_load(&m->seg.diag->running) ? "running" : "idle",
                  (unsigned long long)mg_rates_refusals(&m->seg));
@@ -359,8 +362,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
         return 71;
     }
     setproctitle("master %s (%u workers, segment %s)", listen_desc, m.workers, cfg->shm_name);
-    mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers,
-            cfg->shm_name);
+    mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers, cfg->shm_name);
 
     for (unsigned i = 0; i < m.workers; i++)
         spawn(&m, i);

@@ -28,8 +28,8 @@ static void note_running(struct mg_diag_gate *g)
         ;
 }
 
-enum mg_diag_result mg_diag_gate_try(struct mg_diag_gate *g, int pid, unsigned slot,
-                                     int64_t now_ns, uint64_t *token, int *retry_after_s)
+enum mg_diag_result mg_diag_gate_try(struct mg_diag_gate *g, int pid, unsigned slot, int64_t now_ns,
+                                     uint64_t *token, int *retry_after_s)
 {
     enum mg_diag_result result = MG_DIAG_ADMITTED;
     mg_lock_acquire(&g->lock, pid);

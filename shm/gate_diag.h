@@ -55,8 +55,8 @@ void mg_diag_gate_init(struct mg_diag_gate *g, int64_t cooldown_ns, bool enabled
  * Asks for the walk. On MG_DIAG_ADMITTED *token identifies the permit; otherwise
  * *retry_after_s is the whole seconds (>= 1) to wait.
  */
-enum mg_diag_result mg_diag_gate_try(struct mg_diag_gate *g, int pid, unsigned slot,
-                                     int64_t now_ns, uint64_t *token, int *retry_after_s);
+enum mg_diag_result mg_diag_gate_try(struct mg_diag_gate *g, int pid, unsigned slot, int64_t now_ns,
+                                     uint64_t *token, int *retry_after_s);
 
 /* Gives the permit back when the walk ends; the cooldown starts at now_ns. Returns false
  * (and changes nothing) when token is not the current holder's. */

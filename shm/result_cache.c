@@ -79,9 +79,9 @@ static void wake(struct mg_cache_view *v)
 }
 
 /* Under lock. */
-static enum mg_cache_outcome look(struct mg_cache_view *v, int pid, unsigned slot,
-                                  const char *key, int64_t now, struct mg_buf *out,
-                                  uint64_t *build_id, bool *took_over)
+static enum mg_cache_outcome look(struct mg_cache_view *v, int pid, unsigned slot, const char *key,
+                                  int64_t now, struct mg_buf *out, uint64_t *build_id,
+                                  bool *took_over)
 {
     *took_over = false;
     int i = find(v, key);
@@ -177,8 +177,8 @@ static int find_build(struct mg_cache_view *v, int pid, uint64_t build_id)
     return -1;
 }
 
-void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id,
-                           const char *body, size_t len, int64_t now)
+void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
+                           size_t len, int64_t now)
 {
     bool too_large = len > body_cap(v);
     mg_lock_acquire(&v->cache->lock, pid);

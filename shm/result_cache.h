@@ -105,8 +105,8 @@ enum mg_cache_outcome mg_result_cache_wait(struct mg_cache_view *v, int pid, uns
                                            struct mg_buf *out, uint64_t *build_id);
 
 /* Stores the body of a claimed build and wakes its followers. */
-void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id,
-                           const char *body, size_t len, int64_t now);
+void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
+                           size_t len, int64_t now);
 
 /* Gives a claim up (error, 404, refusal): nothing is stored; followers wake and retry. */
 void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id);

@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 enum {
     SEC_CONFIG,
     SEC_COUNTERS,
@@ -35,13 +34,16 @@ enum {
     SEC_COUNT
 };
 
-static const char *const section_names[SEC_COUNT] = {"config", "counters", "routes", "slow",
-                                                     "values", "diag", "cold", "cache", "cacheentries", "cachepages", "slots"};
+static const char *const section_names[SEC_COUNT] = {
+    "config", "counters", "routes",       "slow",       "values", "diag",
+    "cold",   "cache",    "cacheentries", "cachepages", "slots"};
 static const size_t section_record_sizes[SEC_COUNT] = {
-    sizeof(struct mg_config), sizeof(struct mg_counters), sizeof(struct mg_route_stats),
-    sizeof(struct mg_slow_ring), sizeof(struct mg_shared_value),
-    sizeof(struct mg_diag_gate), sizeof(struct mg_fifo_gate), sizeof(struct mg_result_cache),
-    sizeof(struct mg_cache_entry), MG_CACHE_PAGE, sizeof(struct mg_slot)};
+    sizeof(struct mg_config),       sizeof(struct mg_counters),
+    sizeof(struct mg_route_stats),  sizeof(struct mg_slow_ring),
+    sizeof(struct mg_shared_value), sizeof(struct mg_diag_gate),
+    sizeof(struct mg_fifo_gate),    sizeof(struct mg_result_cache),
+    sizeof(struct mg_cache_entry),  MG_CACHE_PAGE,
+    sizeof(struct mg_slot)};
 
 static size_t align_up(size_t n)
 {
@@ -51,9 +53,17 @@ static size_t align_up(size_t n)
 static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count,
                      uint32_t cache_entries, uint32_t pages_per_entry)
 {
-    const uint64_t counts[SEC_COUNT] = {
-        1, 1, route_count, 1, MG_VALUE_COUNT, 1, 1, 1, cache_entries,
-        (uint64_t)cache_entries * pages_per_entry, slot_count};
+    const uint64_t counts[SEC_COUNT] = {1,
+                                        1,
+                                        route_count,
+                                        1,
+                                        MG_VALUE_COUNT,
+                                        1,
+                                        1,
+                                        1,
+                                        cache_entries,
+                                        (uint64_t)cache_entries * pages_per_entry,
+                                        slot_count};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -129,7 +139,8 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
         const struct mg_shm_section *s = &h->sections[i];
         if (strncmp(s->name, section_names[i], sizeof s->name) != 0 ||
             s->record_size != section_record_sizes[i]) {
-            snprintf(err, errlen, "segment section %d is \"%.16s\" of %llu-byte records, expected "
+            snprintf(err, errlen,
+                     "segment section %d is \"%.16s\" of %llu-byte records, expected "
                      "\"%s\" of %zu",
                      i, s->name, (unsigned long long)s->record_size, section_names[i],
                      section_record_sizes[i]);
@@ -180,8 +191,9 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
     if (seg->cache.cache->entries != h->sections[SEC_CACHE_ENTRIES].record_count ||
         (uint64_t)seg->cache.cache->entries * seg->cache.cache->pages_per_entry !=
             h->sections[SEC_CACHE_PAGES].record_count) {
-        snprintf(err, errlen, "segment cache says %u entries of %u pages, its tables hold %llu "
-                              "entries and %llu pages",
+        snprintf(err, errlen,
+                 "segment cache says %u entries of %u pages, its tables hold %llu "
+                 "entries and %llu pages",
                  seg->cache.cache->entries, seg->cache.cache->pages_per_entry,
                  (unsigned long long)h->sections[SEC_CACHE_ENTRIES].record_count,
                  (unsigned long long)h->sections[SEC_CACHE_PAGES].record_count);
@@ -223,8 +235,10 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
     int fd = shm_open(name, read_only ? O_RDONLY : O_RDWR, 0);
     if (fd < 0) {
         if (errno == ENOENT)
-            snprintf(err, errlen, "no segment %s: is meshgate running with this "
-                     "MESHGATE_LISTEN or MESHGATE_SHM_NAME?", name);
+            snprintf(err, errlen,
+                     "no segment %s: is meshgate running with this "
+                     "MESHGATE_LISTEN or MESHGATE_SHM_NAME?",
+                     name);
         else
             snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
         return -1;
@@ -253,7 +267,8 @@ static int handle_existing(const char *name, char *err, size_t errlen)
     if (fd < 0) {
         if (errno == ENOENT)
             return 0; /* gone meanwhile */
-        snprintf(err, errlen, "segment %s exists and cannot be opened (%s); remove it with "
+        snprintf(err, errlen,
+                 "segment %s exists and cannot be opened (%s); remove it with "
                  "`rm /dev/shm%s` if no meshgate uses it, or set MESHGATE_SHM_NAME",
                  name, strerror(errno), name);
         return -1;
@@ -264,7 +279,8 @@ static int handle_existing(const char *name, char *err, size_t errlen)
     int rc = map_fd(fd, true, &base, &size, why, sizeof why, name);
     close(fd);
     if (rc < 0) {
-        snprintf(err, errlen, "segment %s exists but is not a meshgate segment (%s); choose "
+        snprintf(err, errlen,
+                 "segment %s exists but is not a meshgate segment (%s); choose "
                  "another MESHGATE_SHM_NAME or remove /dev/shm%s if nothing uses it",
                  name, why, name);
         return -1;
@@ -272,7 +288,8 @@ static int handle_existing(const char *name, char *err, size_t errlen)
     struct mg_shm_header *h = base;
     if (memcmp(h->magic, MG_SHM_MAGIC, sizeof h->magic) != 0) {
         munmap(base, size);
-        snprintf(err, errlen, "segment %s exists but is not a meshgate segment; choose another "
+        snprintf(err, errlen,
+                 "segment %s exists but is not a meshgate segment; choose another "
                  "MESHGATE_SHM_NAME or remove /dev/shm%s if nothing uses it",
                  name, name);
         return -1;
@@ -282,14 +299,17 @@ static int handle_existing(const char *name, char *err, size_t errlen)
     uint64_t ticks = atomic_load(&h->master_start_ticks);
     munmap(base, size);
     if (mg_process_alive(pid, ticks)) {
-        snprintf(err, errlen, "another meshgate (master pid %d) is running on segment %s; stop "
+        snprintf(err, errlen,
+                 "another meshgate (master pid %d) is running on segment %s; stop "
                  "it first, or give this instance its own MESHGATE_SHM_NAME or MESHGATE_LISTEN",
                  pid, name);
         return -1;
     }
     if (shm_unlink(name) < 0 && errno != ENOENT) {
-        snprintf(err, errlen, "segment %s was left by a dead meshgate (pid %d) but cannot be "
-                 "removed: %s", name, pid, strerror(errno));
+        snprintf(err, errlen,
+                 "segment %s was left by a dead meshgate (pid %d) but cannot be "
+                 "removed: %s",
+                 name, pid, strerror(errno));
         return -1;
     }
     return 1;

@@ -118,8 +118,8 @@ struct mg_segment {
     struct mg_slow_ring *slow;
     struct mg_shared_value *values; /* MG_VALUE_COUNT of them */
     struct mg_diag_gate *diag;
-    struct mg_fifo_gate *cold;    /* the cold-scan gate of reach reports */
-    struct mg_cache_view cache;   /* the shared result cache and its in-flight table */
+    struct mg_fifo_gate *cold;  /* the cold-scan gate of reach reports */
+    struct mg_cache_view cache; /* the shared result cache and its in-flight table */
     struct mg_slot *slots;
     uint32_t slot_count;
 };
@@ -142,8 +142,7 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
  * version, header and record sizes, sections inside the size. Fills seg's pointers to point
  * into base. Used on live mappings and on the dump tool's private copies.
  */
-int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err,
-                        size_t errlen);
+int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err, size_t errlen);
 
 void mg_segment_detach(struct mg_segment *seg);
 /* Removes the name (the mapping stays valid for whoever has it). */

@@ -85,9 +85,8 @@ void mg_route_record(struct mg_segment *seg, unsigned route, int status, int64_t
     if (status >= 500)
         atomic_fetch_add_explicit(&r->errors, 1, memory_order_relaxed);
     uint64_t old = atomic_load_explicit(&r->max_us, memory_order_relaxed);
-    while (us > old &&
-           !atomic_compare_exchange_weak_explicit(&r->max_us, &old, us, memory_order_relaxed,
-                                                  memory_order_relaxed))
+    while (us > old && !atomic_compare_exchange_weak_explicit(
+                           &r->max_us, &old, us, memory_order_relaxed, memory_order_relaxed))
         ;
 }
 

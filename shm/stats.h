@@ -16,24 +16,24 @@
 #include <stdint.h>
 
 /* Group-wide counters. Add a name to MG_COUNTER_LIST and it appears everywhere. */
-#define MG_COUNTER_LIST(X)                                                                     \
-    X(REQUESTS, "requests", "requests answered")                                                \
-    X(RESPONSES_2XX, "responses_2xx", "responses with a 2xx status")                            \
-    X(RESPONSES_3XX, "responses_3xx", "responses with a 3xx status")                            \
-    X(RESPONSES_4XX, "responses_4xx", "responses with a 4xx status")                            \
-    X(RESPONSES_5XX, "responses_5xx", "responses with a 5xx status")                            \
-    X(BYTES_SENT, "bytes_sent", "bytes of responses written to sockets")                        \
-    X(CONNECTIONS_ACCEPTED, "connections_accepted", "connections accepted")                     \
-    X(CONNECTIONS_CLOSED, "connections_closed", "connections closed")                           \
-    X(HEADER_TIMEOUTS, "header_timeouts", "connections cut for a request head not sent in time") \
-    X(IDLE_TIMEOUTS, "idle_timeouts", "kept-alive connections closed for being idle")           \
-    X(SEND_TIMEOUTS, "send_timeouts", "connections cut for a response not read in time")        \
-    X(BAD_REQUESTS, "bad_requests", "requests refused as malformed or too large")               \
-    X(ACCEPT_ERRORS, "accept_errors", "failed accept calls (other than no connection pending)") \
-    X(WORKER_SPAWNS, "worker_spawns", "worker processes started")                               \
-    X(WORKER_EXITS, "worker_exits", "worker processes that exited")                             \
-    X(WORKER_CRASHES, "worker_crashes", "workers that died by a signal or exited non-zero")     \
-    X(WORKER_SLOTS_RECLAIMED, "worker_slots_reclaimed", "slots of dead workers cleaned up")     \
+#define MG_COUNTER_LIST(X)                                                                         \
+    X(REQUESTS, "requests", "requests answered")                                                   \
+    X(RESPONSES_2XX, "responses_2xx", "responses with a 2xx status")                               \
+    X(RESPONSES_3XX, "responses_3xx", "responses with a 3xx status")                               \
+    X(RESPONSES_4XX, "responses_4xx", "responses with a 4xx status")                               \
+    X(RESPONSES_5XX, "responses_5xx", "responses with a 5xx status")                               \
+    X(BYTES_SENT, "bytes_sent", "bytes of responses written to sockets")                           \
+    X(CONNECTIONS_ACCEPTED, "connections_accepted", "connections accepted")                        \
+    X(CONNECTIONS_CLOSED, "connections_closed", "connections closed")                              \
+    X(HEADER_TIMEOUTS, "header_timeouts", "connections cut for a request head not sent in time")   \
+    X(IDLE_TIMEOUTS, "idle_timeouts", "kept-alive connections closed for being idle")              \
+    X(SEND_TIMEOUTS, "send_timeouts", "connections cut for a response not read in time")           \
+    X(BAD_REQUESTS, "bad_requests", "requests refused as malformed or too large")                  \
+    X(ACCEPT_ERRORS, "accept_errors", "failed accept calls (other than no connection pending)")    \
+    X(WORKER_SPAWNS, "worker_spawns", "worker processes started")                                  \
+    X(WORKER_EXITS, "worker_exits", "worker processes that exited")                                \
+    X(WORKER_CRASHES, "worker_crashes", "workers that died by a signal or exited non-zero")        \
+    X(WORKER_SLOTS_RECLAIMED, "worker_slots_reclaimed", "slots of dead workers cleaned up")        \
     X(RELOADS, "reloads", "SIGHUP reloads")
 
 enum mg_counter {

@@ -391,8 +391,9 @@ bool mg_test_get(int port, const char *target, const char *extra_headers,
         return false;
     }
     char req[8192];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n",
-                     target, extra_headers ? extra_headers : "");
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n", target,
+                     extra_headers ? extra_headers : "");
     bool ok = n > 0 && (size_t)n < sizeof req && mg_test_send(fd, req, (size_t)n) &&
               mg_test_read_response(fd, r, false, 10000);
     close(fd);
@@ -402,7 +403,8 @@ bool mg_test_get(int port, const char *target, const char *extra_headers,
 bool mg_test_header(const struct mg_test_response *r, const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
-    for (const char *line = strstr(r->head, "\r\n"); line && line[2]; line = strstr(line + 2, "\r\n")) {
+    for (const char *line = strstr(r->head, "\r\n"); line && line[2];
+         line = strstr(line + 2, "\r\n")) {
         const char *p = line + 2;
         if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
             p += n + 1;

@@ -23,7 +23,7 @@ struct mg_test_server {
     int port;
     char shm_name[64];
     char log_path[256];
-    char dir[128]; /* a private temporary directory (database, log) */
+    char dir[128];   /* a private temporary directory (database, log) */
     int exit_status; /* wait status once stopped */
 };
 

@@ -75,9 +75,9 @@ Test(db, no_statement_can_write_through_a_worker_connection, .init = make, .fini
         sqlite3_exec(db.conn, "ROLLBACK", NULL, NULL, NULL);
     }
     /* Even after trying to turn query_only off, a write still fails. */
-    cr_expect_neq(sqlite3_exec(db.conn, "INSERT INTO nodes (public_key) VALUES ('ef')", NULL,
-                               NULL, NULL),
-                  SQLITE_OK);
+    cr_expect_neq(
+        sqlite3_exec(db.conn, "INSERT INTO nodes (public_key) VALUES ('ef')", NULL, NULL, NULL),
+        SQLITE_OK);
     /* Reading works. */
     cr_expect_eq(mg_db_scalar(&db, "SELECT count(*) FROM nodes"), 1);
     mg_db_close(&db);

@@ -20,8 +20,8 @@ TestSuite(gate_diag, .timeout = 20);
 static struct mg_diag_gate *new_gate(int64_t cooldown_ns, bool enabled)
 {
     /* Shared memory, as in the server, so forked children see the same gate. */
-    struct mg_diag_gate *g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE,
-                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct mg_diag_gate *g =
+        mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(g, MAP_FAILED);
     mg_diag_gate_init(g, cooldown_ns, enabled);
     return g;

@@ -99,8 +99,8 @@ Test(gate_fifo, waiters_are_admitted_in_arrival_order)
         if (kids[k] == 0) {
             alarm(20);
             uint64_t token;
-            if (mg_fifo_gate_acquire(g, getpid(), (unsigned)k + 1, "b", NULL, NULL, &token,
-                                     NULL) != MG_FIFO_ADMITTED)
+            if (mg_fifo_gate_acquire(g, getpid(), (unsigned)k + 1, "b", NULL, NULL, &token, NULL) !=
+                MG_FIFO_ADMITTED)
                 _exit(1);
             b->order[atomic_fetch_add(&b->order_next, 1)] = k;
             sleep_ms(2);
@@ -190,9 +190,9 @@ Test(gate_fifo, a_cancelled_waiter_leaves_the_line)
     cr_assert_eq(mg_fifo_gate_acquire(g, getpid(), 0, "a", NULL, NULL, &held, NULL),
                  MG_FIFO_ADMITTED);
     int64_t waited = 0;
-    cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 1, "b", gone_after_three_polls, NULL, &token,
-                                      &waited),
-                 MG_FIFO_CANCELLED);
+    cr_expect_eq(
+        mg_fifo_gate_acquire(g, getpid(), 1, "b", gone_after_three_polls, NULL, &token, &waited),
+        MG_FIFO_CANCELLED);
     cr_expect_lt(waited, MG_NS_PER_SEC, "the client was gone but the wait went on");
     cr_expect_eq(g->waiting, 0, "the cancelled waiter kept its place");
     cr_expect_eq(atomic_load(&g->cancelled), 1);
@@ -225,8 +225,7 @@ Test(gate_fifo, a_dead_holders_permit_is_reclaimed_and_the_next_waiter_admitted)
         sleep_ms(1);
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
-    cr_expect_eq(g->holder[0].pid == holder || g->holder[1].pid == holder ||
-                     g->in_flight == 1,
+    cr_expect_eq(g->holder[0].pid == holder || g->holder[1].pid == holder || g->in_flight == 1,
                  true);
     cr_expect_eq(mg_fifo_gate_reclaim(g, holder), 1);
     cr_expect_eq(g->in_flight, 0);
@@ -273,8 +272,7 @@ Test(result_cache, a_built_body_is_served_to_everyone_until_it_expires)
     cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 0, "k|7", t, &out, &id), MG_CACHE_CLAIMED);
     cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t, &out, &other), MG_CACHE_BUSY);
     mg_result_cache_store(&v, getpid(), id, "{\"a\":1}\n", 8, t);
-    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t + 1, &out, &other),
-                 MG_CACHE_HIT);
+    cr_assert_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t + 1, &out, &other), MG_CACHE_HIT);
     cr_expect_eq(out.len, 8);
     cr_expect_eq(memcmp(out.data, "{\"a\":1}\n", 8), 0);
     cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 1, "k|7", t + MG_NS_PER_SEC, &out, &other),
@@ -326,9 +324,8 @@ Test(result_cache, a_waiter_gets_the_body_its_builder_stores)
         struct mg_buf got;
         mg_buf_init(&got);
         uint64_t mine;
-        enum mg_cache_outcome r = mg_result_cache_wait(&v, getpid(), 1, "k",
-                                                       mg_monotonic_ns() + 5 * MG_NS_PER_SEC,
-                                                       NULL, NULL, &got, &mine);
+        enum mg_cache_outcome r = mg_result_cache_wait(
+            &v, getpid(), 1, "k", mg_monotonic_ns() + 5 * MG_NS_PER_SEC, NULL, NULL, &got, &mine);
         _exit(r == MG_CACHE_HIT && got.len == 5 && memcmp(got.data, "body\n", 5) == 0 ? 0 : 1);
     }
     sleep_ms(50);
@@ -353,8 +350,8 @@ Test(result_cache, a_dead_builder_is_taken_over_and_reclaimed)
     waitpid(builder, NULL, 0);
     uint64_t id;
     /* Before the master reclaims it, a waiter sees the builder dead and takes over. */
-    cr_expect_eq(mg_result_cache_wait(&v, getpid(), 1, "k", mg_monotonic_ns() + MG_NS_PER_SEC,
-                                      NULL, NULL, &out, &id),
+    cr_expect_eq(mg_result_cache_wait(&v, getpid(), 1, "k", mg_monotonic_ns() + MG_NS_PER_SEC, NULL,
+                                      NULL, &out, &id),
                  MG_CACHE_CLAIMED);
     cr_expect_eq(atomic_load(&v.cache->takeovers), 1);
     mg_result_cache_abandon(&v, getpid(), id);

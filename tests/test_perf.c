@@ -74,10 +74,12 @@ Test(perf, top_level_sections_come_in_fixed_order)
     struct fixture f;
     open_fixture(&f, NULL);
     const char *body = perf(&f, "/api/perf");
-    const char *keys[] = {
-        "{\"uptime\":",      ",\"totalRequests\":", ",\"avgMs\":",           ",\"endpoints\":",
-        ",\"slowQueries\":", ",\"cache\":",         ",\"packetStore\":null", ",\"sqlite\":",
-        ",\"workers\":",     ",\"gates\":{\"perfMem\":{", ",\"counters\":"};
+    const char *keys[] = {"{\"uptime\":",          ",\"totalRequests\":",
+                          ",\"avgMs\":",           ",\"endpoints\":",
+                          ",\"slowQueries\":",     ",\"cache\":",
+                          ",\"packetStore\":null", ",\"sqlite\":",
+                          ",\"workers\":",         ",\"gates\":{\"perfMem\":{",
+                          ",\"counters\":"};
     const char *at = body;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *p = strstr(at, keys[i]);
@@ -291,8 +293,8 @@ Test(perf, mem_other_than_exactly_1_is_plain_perf)
 {
     struct fixture f;
     open_fixture(&f, NULL);
-    const char *targets[] = {"/api/perf?mem=0", "/api/perf?mem=true", "/api/perf?mem=",
-                             "/api/perf?mem=01", "/api/perf?mem=1.0"};
+    const char *targets[] = {"/api/perf?mem=0", "/api/perf?mem=true",
+                             "/api/perf?mem=", "/api/perf?mem=01", "/api/perf?mem=1.0"};
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
         const char *body = perf(&f, targets[i]);
         cr_expect(strncmp(body, "{\"uptime\":", 10) == 0, "%s: %s", targets[i], body);

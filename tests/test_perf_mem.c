@@ -77,8 +77,8 @@ Test(perf_mem, walk_counts_rows_and_estimates_with_the_cost_model, .init = make_
     mg_test_ctx_close(&t);
 }
 
-static int status_of(int port, const char *target, char *retry_after, size_t cap,
-                     char *body, size_t body_cap)
+static int status_of(int port, const char *target, char *retry_after, size_t cap, char *body,
+                     size_t body_cap)
 {
     struct mg_test_response r;
     if (!mg_test_get(port, target, NULL, &r))
@@ -262,8 +262,8 @@ Test(perf_mem, a_client_that_does_not_read_holds_no_permit, .init = make_db, .fi
     mg_test_server_stop(&s, 5000);
 }
 
-Test(perf_mem, a_walker_killed_with_kill_9_is_reclaimed_and_the_cooldown_starts,
-     .init = make_db, .fini = remove_db)
+Test(perf_mem, a_walker_killed_with_kill_9_is_reclaimed_and_the_cooldown_starts, .init = make_db,
+     .fini = remove_db)
 {
     const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_PERF_MEM_COOLDOWN_MS=3000",
                          "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
@@ -308,16 +308,17 @@ Test(perf_mem, ordinary_perf_answers_during_a_walk_and_during_the_cooldown)
     char big_dir[128], big_db[256];
     mg_test_tmpdir(big_dir, sizeof big_dir);
     snprintf(big_db, sizeof big_db, "%s/big.db", big_dir);
-    cr_assert_eq(mg_test_make_db(
-                     big_db, false,
-                     "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 40000)"
-                     " INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type)"
-                     " SELECT x, hex(randomblob(40)), printf('%016x', x), '2026-11-30T00:00:00Z', 1"
-                     " FROM n;"
-                     "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 400000)"
-                     " INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp)"
-                     " SELECT 1 + x % 40000, 1, '[\"AA\",\"BB\",\"CC\"]', x FROM n;"),
-                 0);
+    cr_assert_eq(
+        mg_test_make_db(
+            big_db, false,
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 40000)"
+            " INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type)"
+            " SELECT x, hex(randomblob(40)), printf('%016x', x), '2026-11-30T00:00:00Z', 1"
+            " FROM n;"
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 400000)"
+            " INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp)"
+            " SELECT 1 + x % 40000, 1, '[\"AA\",\"BB\",\"CC\"]', x FROM n;"),
+        0);
     const char *env[] = {"MESHGATE_WORKERS=2", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, big_db, env));

@@ -397,8 +397,8 @@ Test(reach_gate, killing_a_builder_returns_its_permit_and_its_follower_still_get
     for (int i = 0; i < started; i++) {
         pthread_join(tf[i], NULL);
         /* Those in the killed worker lost their connection; the others get the report. */
-        cr_expect(followers[i].status == 200 || followers[i].status == -1, "follower %d: %d",
-                  i, followers[i].status);
+        cr_expect(followers[i].status == 200 || followers[i].status == -1, "follower %d: %d", i,
+                  followers[i].status);
         answered += followers[i].status == 200;
         free(followers[i].body);
     }
@@ -409,8 +409,8 @@ Test(reach_gate, killing_a_builder_returns_its_permit_and_its_follower_still_get
     mg_test_server_stop(&s, 5000);
 }
 
-Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served,
-     .init = make_db, .fini = remove_db)
+Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served, .init = make_db,
+     .fini = remove_db)
 {
     struct mg_test_server s;
     const char *env[] = {"MESHGATE_WORKERS=16", NULL}; /* the default, said out loud */
@@ -439,8 +439,8 @@ Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served
     mg_test_server_stop(&s, 5000);
 }
 
-Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections,
-     .init = make_db, .fini = remove_db)
+Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections, .init = make_db,
+     .fini = remove_db)
 {
     const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
     struct mg_test_server s;

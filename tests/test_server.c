@@ -421,8 +421,7 @@ Test(server, connection_closes_after_max_requests)
     char v[32];
     for (int i = 1; i <= 3; i++) {
         struct mg_test_response r;
-        cr_assert(mg_test_send(fd, req, strlen(req)) &&
-                  mg_test_read_response(fd, &r, false, 5000));
+        cr_assert(mg_test_send(fd, req, strlen(req)) && mg_test_read_response(fd, &r, false, 5000));
         cr_assert(mg_test_header(&r, "Connection", v, sizeof v));
         cr_expect_str_eq(v, i < 3 ? "keep-alive" : "close");
         mg_test_response_free(&r);
@@ -467,7 +466,8 @@ Test(server, bad_requests_get_json_errors_with_the_right_status)
         cr_expect(strstr(r.body, cases[i].body_part), "case %zu: body %s", i, r.body);
         char v[64];
         cr_expect(mg_test_header(&r, "Content-Type", v, sizeof v) &&
-                  strcmp(v, "application/json") == 0, "case %zu", i);
+                      strcmp(v, "application/json") == 0,
+                  "case %zu", i);
         if (cases[i].status == 405)
             cr_expect(mg_test_header(&r, "Allow", v, sizeof v) && strcmp(v, "GET, HEAD") == 0);
         mg_test_response_free(&r);

@@ -336,7 +336,7 @@ static bool json_check(const char *text, size_t len, struct json_scan *s)
 
 static void assert_documented_shape(const char *json, size_t len)
 {
-    static const char *const in_order[] = {"segment", "config", "counters", "routes",    "slow",
+    static const char *const in_order[] = {"segment", "config", "counters",   "routes", "slow",
                                            "values",  "gates",  "scoreboard", "workers"};
     struct json_scan s;
     cr_assert(json_check(json, len, &s), "not valid JSON near offset %td: %.60s", s.p - json, s.p);

@@ -75,9 +75,11 @@ Test(startup, bad_environment_values_stop_the_start_with_78_and_a_message, .init
         {"MESHGATE_WORKERS=lots", "MESHGATE_WORKERS=lots"},
         {"MESHGATE_LISTEN=8080", "MESHGATE_LISTEN=8080: must be HOST:PORT"},
         {"MESHGATE_LISTEN=127.0.0.1:70000", "MESHGATE_LISTEN=127.0.0.1:70000"},
-        {"MESHGATE_HEADER_TIMEOUT_MS=5", "MESHGATE_HEADER_TIMEOUT_MS=5: must be a whole number from 100"},
+        {"MESHGATE_HEADER_TIMEOUT_MS=5",
+         "MESHGATE_HEADER_TIMEOUT_MS=5: must be a whole number from 100"},
         {"MESHGATE_SHM_NAME=no-slash", "MESHGATE_SHM_NAME=no-slash"},
-        {"MESHGATE_LOG_LEVEL=loud", "MESHGATE_LOG_LEVEL=loud: must be error, warning, info or debug"},
+        {"MESHGATE_LOG_LEVEL=loud",
+         "MESHGATE_LOG_LEVEL=loud: must be error, warning, info or debug"},
         {"MESHGATE_ACCESS_LOG=maybe", "MESHGATE_ACCESS_LOG=maybe"},
         {"MESHGATE_DB=", "MESHGATE_DB="},
     };

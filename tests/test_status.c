@@ -40,7 +40,8 @@ static int count_in(const char *hay, const char *from, const char *needle)
     const char *start = strstr(hay, from);
     const char *end = start ? strstr(start, "</table>") : NULL;
     int n = 0;
-    for (const char *p = start ? strstr(start, needle) : NULL; p && p < end; p = strstr(p + 1, needle))
+    for (const char *p = start ? strstr(start, needle) : NULL; p && p < end;
+         p = strstr(p + 1, needle))
         n++;
     return n;
 }
@@ -57,7 +58,8 @@ Test(status, page_shows_scoreboard_gates_rates_and_routes)
     cr_expect_eq(r.status, 200);
     char v[128];
     cr_expect(mg_test_header(&r, "Content-Type", v, sizeof v) &&
-              strcmp(v, "text/html; charset=utf-8") == 0, "%s", v);
+                  strcmp(v, "text/html; charset=utf-8") == 0,
+              "%s", v);
     cr_expect_eq(scoreboard_chars(r.body), 3, "%s", r.body);
     cr_expect(strstr(r.body, "<meta http-equiv=\"refresh\" content=\"2\">"));
     cr_expect_eq(count_in(r.body, "<table id=\"workers\">", "<tr><td>"), 3, "%s", r.body);
@@ -86,10 +88,10 @@ static bool chromium_dump(const char *url, char *dom, size_t dom_cap, char *log,
         int err = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(out, 1);
         dup2(err, 2);
-        execl(CHROMIUM, "chromium", "--headless", "--no-sandbox", "--disable-gpu",
-              "--disable-quic", "--no-first-run", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", user_data, "--enable-logging=stderr",
-              "--v=0", "--dump-dom", url, (char *)NULL);
+        execl(CHROMIUM, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+              "--no-first-run", "--disable-background-networking", "--disable-component-update",
+              "--disable-sync", user_data, "--enable-logging=stderr", "--v=0", "--dump-dom", url,
+              (char *)NULL);
         _exit(127);
     }
     int status = -1;

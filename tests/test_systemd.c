@@ -276,7 +276,8 @@ Test(systemd, socket_activation_notify_and_watchdog_end_to_end)
     int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     cr_assert_geq(nfd, 0);
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    snprintf(sun.sun_path, sizeof sun.sun_path, "%s", notify_path);
+    cr_assert_lt(strlen(notify_path), sizeof sun.sun_path, "%s: path too long", notify_path);
+    memcpy(sun.sun_path, notify_path, strlen(notify_path) + 1);
     cr_assert_eq(bind(nfd, (struct sockaddr *)&sun, sizeof sun), 0, "bind %s: %s", notify_path,
                  strerror(errno));
     struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};

@@ -122,8 +122,7 @@ static size_t max_segment_bytes(void)
            align64(sizeof(struct mg_slow_ring)) +
            align64(sizeof(struct mg_shared_value) * MG_VALUE_COUNT) +
            align64(sizeof(struct mg_diag_gate)) + align64(sizeof(struct mg_fifo_gate)) +
-           align64(sizeof(struct mg_result_cache)) +
-           align64(sizeof(struct mg_cache_entry) * 4096) +
+           align64(sizeof(struct mg_result_cache)) + align64(sizeof(struct mg_cache_entry) * 4096) +
            align64((size_t)1073741824 + 4096 * (size_t)MG_CACHE_PAGE) +
            align64(sizeof(struct mg_slot) * MG_WORKERS_MAX);
 }
@@ -710,8 +709,9 @@ static void text_gates(const struct mg_shmdump *d, struct mg_buf *out)
     const struct mg_diag_gate *g = d->seg.diag;
     char age[32];
     mg_buf_puts(out, "\ngates\n");
-    mg_buf_printf(out, "  perf_mem (/api/perf?mem=1): %s, cap 1, %" PRIu32 " running, peak %" PRIu32
-                       ", cooldown %.0f ms\n",
+    mg_buf_printf(out,
+                  "  perf_mem (/api/perf?mem=1): %s, cap 1, %" PRIu32 " running, peak %" PRIu32
+                  ", cooldown %.0f ms\n",
                   g->enabled ? "on" : "OFF", atomic_load(&g->running), atomic_load(&g->peak),
                   ns_to_ms(g->cooldown_ns));
     if (g->holder_pid != 0) {
@@ -767,9 +767,9 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
     mg_buf_printf(out,
                   "    acquired %" PRIu64 ", waited %" PRIu64 ", refused full %" PRIu64
                   ", refused timeout %" PRIu64 ", cancelled %" PRIu64 ", reclaimed %" PRIu64 "\n",
-                  atomic_load(&g->acquired), atomic_load(&g->waited),
-                  atomic_load(&g->refused_full), atomic_load(&g->refused_timeout),
-                  atomic_load(&g->cancelled), atomic_load(&g->reclaimed));
+                  atomic_load(&g->acquired), atomic_load(&g->waited), atomic_load(&g->refused_full),
+                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
+                  atomic_load(&g->reclaimed));
     mg_buf_printf(out,
                   "    cache: %u of %" PRIu32 " entries ready, hits %" PRIu64 ", misses %" PRIu64
                   ", coalesced %" PRIu64 ", stored %" PRIu64 ", evicted %" PRIu64

@@ -14,13 +14,15 @@ static const struct {
     const char *table;
     const char *columns[12];
 } required[] = {
-    {"nodes", {"public_key", "name", "role", "lat", "lon", "last_seen", "first_seen",
-               "advert_count", "battery_mv", "temperature_c", NULL}},
+    {"nodes",
+     {"public_key", "name", "role", "lat", "lon", "last_seen", "first_seen", "advert_count",
+      "battery_mv", "temperature_c", NULL}},
     {"observers", {"id", "name", "iata", "last_seen", "inactive", NULL}},
-    {"transmissions", {"id", "raw_hex", "hash", "first_seen", "route_type", "payload_type",
-                       "decoded_json", "from_pubkey", NULL}},
-    {"observations", {"id", "transmission_id", "observer_idx", "snr", "rssi", "path_json",
-                      "timestamp", NULL}},
+    {"transmissions",
+     {"id", "raw_hex", "hash", "first_seen", "route_type", "payload_type", "decoded_json",
+      "from_pubkey", NULL}},
+    {"observations",
+     {"id", "transmission_id", "observer_idx", "snr", "rssi", "path_json", "timestamp", NULL}},
     {"neighbor_edges", {"node_a", "node_b", "count", NULL}},
 };
 
@@ -45,11 +47,11 @@ static int authorize(void *arg, int action, const char *a, const char *b, const 
             return SQLITE_OK;
         if (b)
             return SQLITE_DENY;
-        if (a && (strcmp(a, "page_count") == 0 ||
-                  strcmp(a, "page_size") == 0 || strcmp(a, "freelist_count") == 0 ||
-                  strcmp(a, "query_only") == 0 || strcmp(a, "busy_timeout") == 0 ||
-                  strcmp(a, "journal_mode") == 0 || strcmp(a, "cache_size") == 0 ||
-                  strcmp(a, "mmap_size") == 0 || strcmp(a, "temp_store") == 0))
+        if (a && (strcmp(a, "page_count") == 0 || strcmp(a, "page_size") == 0 ||
+                  strcmp(a, "freelist_count") == 0 || strcmp(a, "query_only") == 0 ||
+                  strcmp(a, "busy_timeout") == 0 || strcmp(a, "journal_mode") == 0 ||
+                  strcmp(a, "cache_size") == 0 || strcmp(a, "mmap_size") == 0 ||
+                  strcmp(a, "temp_store") == 0))
             return SQLITE_OK;
         return SQLITE_DENY;
     default:
@@ -85,8 +87,7 @@ static bool has_table(sqlite3 *conn, const char *table)
     return found;
 }
 
-int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err,
-               size_t errlen)
+int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
     /* sqlite3_open_v2 with READONLY reports a missing file only as "unable to open", so
@@ -131,7 +132,7 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
         sqlite3_finalize(probe);
         mg_db_close(db);
         return primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT ? MG_EXIT_DB_FOREIGN
-                                                                      : MG_EXIT_DB_MISSING;
+                                                                     : MG_EXIT_DB_MISSING;
     }
     sqlite3_finalize(probe);
 

@@ -22,12 +22,12 @@
 #define MG_EXIT_DB_FOREIGN 65 /* EX_DATAERR: not SQLite, or not CoreScope's schema */
 
 struct mg_db_schema {
-    bool nodes_scope;         /* nodes.default_scope, configured_scope, ... */
-    bool tx_scope_name;       /* transmissions.scope_name */
-    bool tx_last_seen;        /* transmissions.last_seen */
-    bool obs_raw_hex;         /* observations.raw_hex */
-    bool obs_resolved_path;   /* observations.resolved_path */
-    bool dropped_packets;     /* table dropped_packets */
+    bool nodes_scope;       /* nodes.default_scope, configured_scope, ... */
+    bool tx_scope_name;     /* transmissions.scope_name */
+    bool tx_last_seen;      /* transmissions.last_seen */
+    bool obs_raw_hex;       /* observations.raw_hex */
+    bool obs_resolved_path; /* observations.resolved_path */
+    bool dropped_packets;   /* table dropped_packets */
     bool nodes_foreign_advert;
 };
 
@@ -40,8 +40,7 @@ struct mg_db {
  * Opens path read-only and checks that it is a CoreScope database. Returns 0; or
  * MG_EXIT_DB_MISSING / MG_EXIT_DB_FOREIGN with a message in err.
  */
-int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err,
-               size_t errlen);
+int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen);
 void mg_db_close(struct mg_db *db);
 
 /* Opens, checks and closes: what the master does before forking. Same results. */

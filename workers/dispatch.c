@@ -50,8 +50,8 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_response_error(res, 400, "the request path has a malformed percent-escape or a NUL");
         return MG_ROUTE_BAD_REQUEST;
     }
-    if (mg_query_parse(&req->query, hr->query.ptr, hr->query.len, b->query, b->query_cap,
-                       &why) < 0) {
+    if (mg_query_parse(&req->query, hr->query.ptr, hr->query.len, b->query, b->query_cap, &why) <
+        0) {
         mg_response_error(res, 400, "%s", why ? why : "the query string is malformed");
         return MG_ROUTE_BAD_REQUEST;
     }

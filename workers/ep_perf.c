@@ -5,8 +5,8 @@
  * and row counts, then meshgate's own sections (workers, gates, counters).
  *
  * Fixed order: uptime, totalRequests, avgMs, endpoints, slowQueries, cache, packetStore,
- * sqlite, [memoryBreakdown, memoryBreakdownNote], workers, gates, counters. endpoints and counters are maps:
- * their keys are in bytewise order. Milliseconds have 1 decimal, megabytes 2 (1 MB =
+ * sqlite, [memoryBreakdown, memoryBreakdownNote], workers, gates, counters. endpoints and counters
+ * are maps: their keys are in bytewise order. Milliseconds have 1 decimal, megabytes 2 (1 MB =
  * 1048576 bytes), as CoreScope prints them.
  *
  * The figures are read without locks while workers keep adding to them, so a route's count
@@ -298,9 +298,8 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
     struct walk_state *st = (struct walk_state *)req->park->state;
     if (st->step == 0) {
         int retry_after = 1;
-        enum mg_diag_result admitted = mg_diag_gate_try(env->seg->diag, env->pid, env->slot,
-                                                        mg_monotonic_ns(), &st->token,
-                                                        &retry_after);
+        enum mg_diag_result admitted = mg_diag_gate_try(
+            env->seg->diag, env->pid, env->slot, mg_monotonic_ns(), &st->token, &retry_after);
         if (admitted != MG_DIAG_ADMITTED) {
             mg_response_refuse(res, 429, retry_after,
                                admitted == MG_DIAG_BUSY

@@ -162,9 +162,9 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
         st->step = JOIN;
         return;
     }
-    enum mg_cache_outcome found = mg_result_cache_lookup(&env->seg->cache, env->pid, env->slot,
-                                                         st->key, mg_monotonic_ns(), &res->body,
-                                                         &st->build_id);
+    enum mg_cache_outcome found =
+        mg_result_cache_lookup(&env->seg->cache, env->pid, env->slot, st->key, mg_monotonic_ns(),
+                               &res->body, &st->build_id);
     if (found == MG_CACHE_HIT) {
         mg_response_json(res, 200);
         return;
@@ -209,8 +209,8 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
 
 static void step_join(struct mg_env *env, struct reach_state *st, struct mg_response *res)
 {
-    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token,
-                              &st->place, &st->ticket);
+    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token, &st->place,
+                              &st->ticket);
     if (r == MG_FIFO_ADMITTED) {
         st->step = ADMITTED;
     } else if (r == MG_FIFO_QUEUED) {
@@ -232,8 +232,8 @@ static void step_queued(struct mg_env *env, const struct mg_request *req, struct
         answer_gone(res);
         return;
     }
-    int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place,
-                              st->ticket, mg_monotonic_ns(), st->deadline_ns, &st->token);
+    int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place, st->ticket,
+                              mg_monotonic_ns(), st->deadline_ns, &st->token);
     if (r == MG_FIFO_QUEUED) {
         park(res);
     } else if (r == MG_FIFO_ADMITTED) {

@@ -50,8 +50,8 @@ static void section_server(struct mg_buf *b, struct mg_segment *seg, int64_t now
                   "<p>meshgate %s, master pid %d, <b>%s</b>, generation %u, up %" PRId64
                   " s, workers <b>%u</b> alive of %u, segment <code>",
                   h->version, (int)atomic_load(&h->master_pid),
-                  mg_server_state_name(atomic_load(&h->server_state)),
-                  atomic_load(&h->generation), up, mg_scoreboard_alive(seg), seg->slot_count);
+                  mg_server_state_name(atomic_load(&h->server_state)), atomic_load(&h->generation),
+                  up, mg_scoreboard_alive(seg), seg->slot_count);
     text(b, seg->config->shm_name, sizeof seg->config->shm_name);
     mg_buf_puts(b, "</code></p>\n<table><tr><th></th><th>last 5 s</th><th>last 60 s</th>"
                    "<th>since start</th></tr>\n");
@@ -67,8 +67,7 @@ static void section_server(struct mg_buf *b, struct mg_segment *seg, int64_t now
                   "<tr><td>requests</td><td id=\"rate\">%s</td><td>%s</td><td>%" PRIu64
                   "</td></tr>\n<tr><td>refused by a gate</td><td>%s</td><td>%s</td><td>%" PRIu64
                   "</td></tr>\n</table>\n",
-                  c5, c60, mg_counter_get(seg, MG_CTR_REQUESTS), d5, d60,
-                  mg_rates_refusals(seg));
+                  c5, c60, mg_counter_get(seg, MG_CTR_REQUESTS), d5, d60, mg_rates_refusals(seg));
 }
 
 static void section_scoreboard(struct mg_buf *b, struct mg_segment *seg, int64_t now)
@@ -90,8 +89,8 @@ static void section_scoreboard(struct mg_buf *b, struct mg_segment *seg, int64_t
                       "<tr><td>%u</td><td>%d</td><td>%s</td><td>%u</td><td>%u</td><td>%" PRIu64
                       "</td><td>%.0f ms ago</td><td>",
                       i, (int)atomic_load(&s.pid), mg_slot_state_name(atomic_load(&s.state)),
-                      atomic_load(&s.spawns), atomic_load(&s.connections),
-                      atomic_load(&s.requests), ms(now - atomic_load(&s.heartbeat_monotonic_ns)));
+                      atomic_load(&s.spawns), atomic_load(&s.connections), atomic_load(&s.requests),
+                      ms(now - atomic_load(&s.heartbeat_monotonic_ns)));
         int64_t since = atomic_load(&s.request_started_monotonic_ns);
         if (since) {
             text(b, s.method, sizeof s.method);
@@ -110,8 +109,7 @@ static void records(struct mg_buf *b, const char *what, const struct mg_fifo_rec
     for (unsigned i = 0; i < count; i++) {
         if (r[i].pid == 0 || (bool)r[i].follower != followers)
             continue;
-        mg_buf_printf(b, "<tr><td>%s</td><td>%u</td><td>%d</td><td>", what, r[i].slot,
-                      r[i].pid);
+        mg_buf_printf(b, "<tr><td>%s</td><td>%u</td><td>%d</td><td>", what, r[i].slot, r[i].pid);
         text(b, r[i].key, sizeof r[i].key);
         mg_buf_printf(b, "</td><td>%.0f ms</td></tr>\n", ms(now - r[i].since_monotonic_ns));
     }

@@ -47,8 +47,7 @@ static void *run(void *arg)
     return NULL;
 }
 
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err,
-                              size_t errlen)
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err, size_t errlen)
 {
     struct mg_jobs *j = calloc(1, sizeof *j);
     if (!j) {

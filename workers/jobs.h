@@ -27,8 +27,7 @@ struct mg_jobs;
 
 /* Starts the thread (it opens its own connection to cfg's database). NULL with err set on
  * failure. *event_fd becomes readable each time a job is done. */
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err,
-                              size_t errlen);
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err, size_t errlen);
 
 /* Hands job to the thread; false when it is busy with another (try again later). */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);

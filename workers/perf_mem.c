@@ -91,8 +91,8 @@ int mg_perf_mem_walk(struct mg_db *db, struct mg_perf_mem *out, char *err, size_
         }
         struct tx_row t = {
             .id = sqlite3_column_int64(tx, 0),
-            .route_type = sqlite3_column_type(tx, 1) == SQLITE_NULL ? -1
-                                                                     : sqlite3_column_int64(tx, 1),
+            .route_type =
+                sqlite3_column_type(tx, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(tx, 1),
             .raw_hex_len = sqlite3_column_int64(tx, 2),
             .hash_len = sqlite3_column_int64(tx, 3),
             .decoded_len = sqlite3_column_int64(tx, 4),

@@ -67,8 +67,7 @@ void mg_response_error(struct mg_response *res, int status, const char *fmt, ...
     mg_buf_putc(&res->body, '\n');
 }
 
-void mg_response_refuse(struct mg_response *res, int status, int retry_after_s,
-                        const char *message)
+void mg_response_refuse(struct mg_response *res, int status, int retry_after_s, const char *message)
 {
     if (retry_after_s < 1)
         retry_after_s = 1;

@@ -162,7 +162,8 @@ static int accept_some(struct worker *w, int64_t now, int max)
                 mg_counter_add(w->env.seg, MG_CTR_ACCEPT_ERRORS, 1);
                 if (errno == EMFILE || errno == ENFILE)
                     mg_warn("accept: %s (raise LimitNOFILE or lower "
-                            "MESHGATE_MAX_CONNS_PER_WORKER)", strerror(errno));
+                            "MESHGATE_MAX_CONNS_PER_WORKER)",
+                            strerror(errno));
             }
             return accepted;
         }
@@ -207,8 +208,7 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now);
 static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
 {
     while (c->out_sent < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent, MSG_NOSIGNAL);
         if (n > 0) {
             c->out_sent += (size_t)n;
             mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, (uint64_t)n);
@@ -259,9 +259,8 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
     }
     target[n] = '\0';
     char line[1024];
-    int len = snprintf(line, sizeof line,
-                       "access %s \"%.*s %s HTTP/1.%d\" %d %zu %.3fms worker=%u", c->peer,
-                       hr ? (int)(hr->method.len > 16 ? 16 : hr->method.len) : 1,
+    int len = snprintf(line, sizeof line, "access %s \"%.*s %s HTTP/1.%d\" %d %zu %.3fms worker=%u",
+                       c->peer, hr ? (int)(hr->method.len > 16 ? 16 : hr->method.len) : 1,
                        hr ? hr->method.ptr : "-", hr ? target : "-", hr ? hr->minor_version : 1,
                        status, bytes, (double)duration_us / 1000.0, w->env.slot);
     if (len > 0)
@@ -278,8 +277,7 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
                       c->requests + 1 < (unsigned)w->env.cfg->max_requests_per_conn;
     mg_buf_reset(&c->out);
     c->out_sent = 0;
-    mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok,
-                          w->env.cfg->gzip_min_bytes);
+    mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok, w->env.cfg->gzip_min_bytes);
     c->requests++;
     c->close_after_write = !keep_alive;
 
@@ -361,8 +359,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
     /* The request's bytes are used up: drop them before the response goes out. */
     mg_buf_consume(&c->in, hr->head_len);
-    respond(w, c, hr, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
-            c->request_start_ns, raw_path);
+    respond(w, c, hr, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip, c->request_start_ns,
+            raw_path);
 }
 
 /* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
@@ -530,8 +528,8 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
 
     w.signal_fd = setup_signals();
     char err[512];
-    if (mg_db_open(&w.db, seg->config->db_path, seg->config->db_busy_timeout_ms, err,
-                   sizeof err) != 0) {
+    if (mg_db_open(&w.db, seg->config->db_path, seg->config->db_busy_timeout_ms, err, sizeof err) !=
+        0) {
         mg_error("%s", err);
         return 1;
     }

@@ -308,7 +308,9 @@ static void tick(struct master *m, int64_t now)
     /* Pet the watchdog only while every worker shows signs of life. */
     if (m->watchdog_usec && m->ready_sent) {
         int64_t interval = m->watchdog_usec * 1000;
-        if (now - m->last_watchdog_ns >= interval / 2 && heartbeats_fresh(m, now, interval)) {
+        /* An idle worker beats once a second (its loop's longest sleep): allow for that. */
+        if (now - m->last_watchdog_ns >= interval / 2 &&
+            heartbeats_fresh(m, now, interval + 1500 * MG_NS_PER_MS)) {
             mg_notify("WATCHDOG=1");
             m->last_watchdog_ns = now;
         }

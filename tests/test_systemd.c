@@ -89,7 +89,7 @@ static char *replace_all(const char *text, const char *from, const char *to)
     for (const char *p = text; (p = strstr(p, from)); p += fl)
         count++;
     char *out = malloc(strlen(text) + count * tl + 1), *o = out;
-    for (const char *p = text, *q; ; p = q + fl) {
+    for (const char *p = text, *q;; p = q + fl) {
         q = strstr(p, from);
         size_t n = q ? (size_t)(q - p) : strlen(p);
         memcpy(o, p, n);
@@ -107,7 +107,8 @@ static char *replace_all(const char *text, const char *from, const char *to)
 static const char *unit_value(const char *unit, const char *key, char *out, size_t cap)
 {
     size_t kl = strlen(key);
-    for (const char *line = unit; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (const char *line = unit; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, key, kl) == 0 && line[kl] == '=') {
             const char *v = line + kl + 1, *end = strchr(v, '\n');
             size_t n = end ? (size_t)(end - v) : strlen(v);
@@ -308,9 +309,9 @@ Test(systemd, socket_activation_notify_and_watchdog_end_to_end)
          * worker refreshes its heartbeat once a second, and the master pets only while every
          * heartbeat is younger than the interval.
          */
-        const char *argv[32] = {activate, "-l", listen_arg, "-E", e_notify, "-E",
-                                "WATCHDOG_USEC=2000000", "-E", e_db, "-E", e_listen, "-E", e_shm,
-                                "-E", "MESHGATE_WORKERS=2"};
+        const char *argv[32] = {
+            activate, "-l", listen_arg, "-E", e_notify, "-E", "WATCHDOG_USEC=2000000", "-E",
+            e_db,     "-E", e_listen,   "-E", e_shm,    "-E", "MESHGATE_WORKERS=2"};
         int argc = 15;
         const char *pass[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
         for (int i = 0; i < 3; i++)

@@ -46,6 +46,8 @@ struct mg_config {
     /* responses */
     int32_t gzip_min_bytes;       /* 0 turns gzip off */
     char public_dir[MG_PATH_MAX]; /* empty: no static files */
+    /* who is signed in */
+    char api_keys_file[MG_PATH_MAX]; /* empty: no keys, everyone is anonymous */
     /* the diagnostic gate (/api/perf?mem=1) */
     int32_t perf_mem_cooldown_ms;
     bool perf_mem_gate;

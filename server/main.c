@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "db.h"
+#include "keys.h"
 #include "listener.h"
 #include "log.h"
 #include "master.h"
@@ -75,6 +76,13 @@ int main(int argc, char **argv)
         mg_error("MESHGATE_DB: %s", err);
         return rc;
     }
+
+    if (mg_keys_load(&mg_api_keys, cfg.api_keys_file, err, sizeof err) < 0) {
+        mg_error("%s", err);
+        return MG_EXIT_CONFIG;
+    }
+    if (mg_api_keys.count)
+        mg_info("%u API key(s) loaded", mg_api_keys.count);
 
     bool from_systemd = false;
     int listen_fd = mg_listener_open(&cfg, &from_systemd, err, sizeof err);

@@ -5,6 +5,7 @@
 #include "notify.h"
 #include "rates.h"
 #include "gate_diag.h"
+#include "keys.h"
 #include "gate_fifo.h"
 #include "reclaim.h"
 #include "router.h"
@@ -214,6 +215,14 @@ static void begin_reload(struct master *m)
     mg_segment_set_state(&m->seg, MG_SERVER_RELOADING);
     mg_notify("RELOADING=1\nSTATUS=reloading: replacing workers one at a time");
     mg_info("reload (generation %u): replacing the workers one at a time", m->generation);
+    /* New workers fork from the master: they get the keys as the file says now. */
+    static struct mg_keys fresh;
+    char err[512];
+    if (mg_keys_load(&fresh, m->cfg.api_keys_file, err, sizeof err) < 0)
+        mg_error("%s; the workers keep the keys they had", err);
+    else
+        memcpy(&mg_api_keys, &fresh, sizeof fresh);
+    memset(&fresh, 0, sizeof fresh);
     m->reload_slot = 0;
     m->reload_step_ns = 0;
 }

@@ -34,7 +34,9 @@
     X(WORKER_EXITS, "worker_exits", "worker processes that exited")                                \
     X(WORKER_CRASHES, "worker_crashes", "workers that died by a signal or exited non-zero")        \
     X(WORKER_SLOTS_RECLAIMED, "worker_slots_reclaimed", "slots of dead workers cleaned up")        \
-    X(RELOADS, "reloads", "SIGHUP reloads")
+    X(RELOADS, "reloads", "SIGHUP reloads")                                                        \
+    X(SIGNED_IN, "signed_in", "requests that presented a valid API key")                           \
+    X(UNAUTHORIZED, "unauthorized", "requests refused with 401 for an API key that is not valid")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,

@@ -1,12 +1,15 @@
 #include "dispatch.h"
 
+#include "keys.h"
 #include "router.h"
+#include "stats.h"
 #include "scoreboard.h"
 #include "static_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool mg_dispatch_buffers_init(struct mg_dispatch_buffers *b, const struct mg_config *cfg)
 {
@@ -54,6 +57,32 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         0) {
         mg_response_error(res, 400, "%s", why ? why : "the query string is malformed");
         return MG_ROUTE_BAD_REQUEST;
+    }
+    /* Credentials: a key that is presented must be valid (never a silent downgrade to
+     * anonymous). Only the Bearer scheme and X-API-Key count; the key is never logged. */
+    const struct mg_str *auth = mg_http_header_get(hr, "Authorization");
+    const struct mg_str *api_key = mg_http_header_get(hr, "X-API-Key");
+    const char *key = NULL;
+    size_t key_len = 0;
+    if (auth && auth->len > 7 && strncasecmp(auth->ptr, "Bearer ", 7) == 0) {
+        key = auth->ptr + 7;
+        key_len = auth->len - 7;
+        while (key_len && *key == ' ')
+            key++, key_len--;
+    } else if (api_key) {
+        key = api_key->ptr;
+        key_len = api_key->len;
+    }
+    if (key) {
+        if (!mg_keys_match(&mg_api_keys, key, key_len)) {
+            mg_counter_add(env->seg, MG_CTR_UNAUTHORIZED, 1);
+            mg_response_error(res, 401, "the API key is not valid");
+            mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
+                                    "error=\"invalid_token\"");
+            return MG_ROUTE_BAD_REQUEST;
+        }
+        req->signed_in = true;
+        mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
     }
     req->path = b->path;
     unsigned route = mg_route_match(b->path, req->path_param, sizeof req->path_param);

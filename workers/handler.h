@@ -58,6 +58,7 @@ struct mg_request {
     bool (*client_gone)(void *arg);
     void *client_gone_arg;
     struct mg_park *park; /* never NULL when a handler runs */
+    bool signed_in;       /* it presented a valid API key */
 };
 
 struct mg_response {

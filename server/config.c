@@ -68,6 +68,24 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_API_KEYS_FILE", MG_CFG_PATH, FIELD(api_keys_file), 0, 0, "",
      "file of API keys (one a line) that sign clients in, readable by meshgate alone; "
      "empty: none"},
+    {"MESHGATE_ANON_CONCURRENCY", MG_CFG_INT_AUTO, FIELD(anon_concurrency), 0, 64, "auto",
+     "heavy requests of anonymous clients handled at once in the whole server; auto: half "
+     "the workers (at least 1); 0: no line (for A/B measurements only)"},
+    {"MESHGATE_ANON_QUEUE", MG_CFG_INT, FIELD(anon_queue), 0, 256, "32",
+     "anonymous heavy requests that may wait in line for a permit; past it: 503"},
+    {"MESHGATE_ANON_WAIT_MS", MG_CFG_INT, FIELD(anon_wait_ms), 0, 60000, "2000",
+     "longest wait in the anonymous line before 503 (ms); 0: no waiting"},
+    {"MESHGATE_ANON_RATE", MG_CFG_INT, FIELD(anon_rate), 0, 1000000, "300",
+     "heavy requests a minute one anonymous client (an IPv4 address, an IPv6 /64) may make "
+     "on average; past it: 429; 0: no limit"},
+    {"MESHGATE_ANON_BURST", MG_CFG_INT, FIELD(anon_burst), 1, 100000, "30",
+     "heavy requests one anonymous client may make at once before MESHGATE_ANON_RATE applies"},
+    {"MESHGATE_ANON_CLIENTS", MG_CFG_INT, FIELD(anon_clients), 8, 1048576, "4096",
+     "clients the rate table tracks at once (rounded up to a multiple of 8); when it is full "
+     "the least recently seen go"},
+    {"MESHGATE_TRUSTED_PROXIES", MG_CFG_CIDRS, FIELD(trusted_proxies_text), 0, 0, "",
+     "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "
+     "X-Forwarded-For names the client; empty: the peer is always the client"},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug"},
     {"MESHGATE_ACCESS_LOG", MG_CFG_BOOL, FIELD(access_log), 0, 0, "0",
@@ -241,6 +259,13 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
             }
         }
         return fail(err, errlen, v, value, "must be error, warning, info or debug");
+    case MG_CFG_CIDRS: {
+        char why[300];
+        if (mg_cidr_list_parse(value, &cfg->trusted_proxies, why, sizeof why) < 0)
+            return fail(err, errlen, v, value, why);
+        memcpy(field, value, strlen(value) + 1); /* parse checked the length */
+        return 0;
+    }
     }
     return fail(err, errlen, v, value, "has an unknown kind");
 }
@@ -279,8 +304,21 @@ int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen)
         int queue = cfg->workers / 2 - cfg->reach_cold_max;
         cfg->reach_cold_queue = queue > 0 ? queue : 0;
     }
-    /* Requests that wait in a gate's line are parked and hold no worker, so no combination
-     * of these values can starve cheap requests; nothing to warn about yet. */
+    if (cfg->anon_concurrency == MG_CONFIG_AUTO)
+        cfg->anon_concurrency = cfg->workers / 2 > 1 ? cfg->workers / 2 : 1;
+    /* Requests that wait in a gate's line are parked and hold no worker; what can hold a
+     * worker's loop is an anonymous heavy request being handled, at most anon_concurrency
+     * of them. As many as there are workers would leave light requests none. */
+    if (cfg->anon_concurrency == 0)
+        snprintf(warning, warnlen,
+                 "MESHGATE_ANON_CONCURRENCY=0: anonymous heavy requests have no line and can "
+                 "occupy every worker (meant for A/B measurements only)");
+    else if (cfg->anon_concurrency >= cfg->workers)
+        snprintf(warning, warnlen,
+                 "MESHGATE_ANON_CONCURRENCY=%d with MESHGATE_WORKERS=%d: anonymous heavy "
+                 "requests can occupy every worker and keep light requests waiting; keep it "
+                 "below the number of workers",
+                 cfg->anon_concurrency, cfg->workers);
     return 0;
 }
 
@@ -333,6 +371,7 @@ void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, 
         case MG_CFG_STRING:
         case MG_CFG_PATH:
         case MG_CFG_SHM_NAME:
+        case MG_CFG_CIDRS:
             snprintf(text, sizeof text, "%s=%.*s", v->name, (int)v->size, field);
             break;
         case MG_CFG_LISTEN:

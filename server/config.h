@@ -13,6 +13,8 @@
 #ifndef MESHGATE_CONFIG_H
 #define MESHGATE_CONFIG_H
 
+#include "netaddr.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +60,16 @@ struct mg_config {
     int32_t reach_cache_ttl_ms; /* 0: no caching */
     int32_t reach_cache_entries;
     int32_t reach_cache_bytes;
+    /* anonymous heavy requests: their line, and the per-client rate limit */
+    int32_t anon_concurrency; /* MG_CONFIG_AUTO until resolved; 0: no line (A/B only) */
+    int32_t anon_queue;
+    int32_t anon_wait_ms;
+    int32_t anon_rate; /* requests a minute per client; 0: no limit */
+    int32_t anon_burst;
+    int32_t anon_clients; /* entries of the rate table */
+    /* X-Forwarded-For is believed only from these peers */
+    char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
+    struct mg_cidr_list trusted_proxies;
     /* logging */
     int32_t log_level; /* enum mg_log_level */
     bool access_log;
@@ -74,6 +86,7 @@ enum mg_config_kind {
     MG_CFG_LISTEN,
     MG_CFG_SHM_NAME,
     MG_CFG_LOG_LEVEL,
+    MG_CFG_CIDRS, /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
 };
 
 struct mg_config_var {
@@ -100,9 +113,9 @@ typedef const char *(*mg_getenv_fn)(const char *name, void *arg);
 int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *err, size_t errlen);
 
 /*
- * Fills in the values left "auto" (the cold queue: half the workers minus the cold cap, so
- * that builders and waiters together hold at most half the workers) and checks values that
- * depend on each other. A combination that works but defeats a gate's purpose is not an
+ * Fills in the values left "auto" (the cold queue: half the workers minus the cold cap; the
+ * anonymous line's permits: half the workers, at least 1) and checks values that depend on
+ * each other. A combination that works but defeats a gate's purpose is not an
  * error: warning (empty when all is well) says why. Returns 0.
  */
 int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);

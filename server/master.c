@@ -300,12 +300,13 @@ static void tick(struct master *m, int64_t now)
         const struct mg_fifo_gate *cold = m->seg.cold;
         snprintf(status, sizeof status,
                  "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
-                 "%u waiting; memory walk %s; %llu refused",
+                 "%u waiting; anonymous heavy %u/%u, %u waiting; memory walk %s; %llu refused",
                  m->draining           ? "draining"
                  : m->reload_slot >= 0 ? "reloading"
                                        : "serving",
                  alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
-                 cold->in_flight, cold->cap, cold->waiting,
+                 cold->in_flight, cold->cap, cold->waiting, m->seg.anon->in_flight,
+                 m->seg.anon->cap, m->seg.anon->waiting,
                  atomic_load(&m->seg.diag->running) ? "running" : "idle",
                  (unsigned long long)mg_rates_refusals(&m->seg));
         if (strcmp(status, m->last_status) != 0) {

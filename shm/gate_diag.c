@@ -58,6 +58,14 @@ enum mg_diag_result mg_diag_gate_try(struct mg_diag_gate *g, int pid, unsigned s
     return result;
 }
 
+bool mg_diag_gate_open(struct mg_diag_gate *g, int pid, int64_t now_ns)
+{
+    mg_lock_acquire(&g->lock, pid);
+    bool open = !g->enabled || (g->holder_pid == 0 && now_ns >= g->cooldown_until_monotonic_ns);
+    mg_lock_release(&g->lock, pid);
+    return open;
+}
+
 bool mg_diag_gate_release(struct mg_diag_gate *g, int pid, uint64_t token, int64_t now_ns,
                           int64_t walk_ns)
 {

@@ -58,6 +58,10 @@ void mg_diag_gate_init(struct mg_diag_gate *g, int64_t cooldown_ns, bool enabled
 enum mg_diag_result mg_diag_gate_try(struct mg_diag_gate *g, int pid, unsigned slot, int64_t now_ns,
                                      uint64_t *token, int *retry_after_s);
 
+/* True when a try at now_ns would be admitted (the gate is off, or free and not cooling);
+ * read under the lock, changes nothing. The answer may be stale by the time it is used. */
+bool mg_diag_gate_open(struct mg_diag_gate *g, int pid, int64_t now_ns);
+
 /* Gives the permit back when the walk ends; the cooldown starts at now_ns. Returns false
  * (and changes nothing) when token is not the current holder's. */
 bool mg_diag_gate_release(struct mg_diag_gate *g, int pid, uint64_t token, int64_t now_ns,

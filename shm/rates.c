@@ -7,7 +7,9 @@
 uint64_t mg_rates_refusals(const struct mg_segment *seg)
 {
     return atomic_load(&seg->diag->refused_busy) + atomic_load(&seg->diag->refused_cooling) +
-           atomic_load(&seg->cold->refused_full) + atomic_load(&seg->cold->refused_timeout);
+           atomic_load(&seg->cold->refused_full) + atomic_load(&seg->cold->refused_timeout) +
+           atomic_load(&seg->anon->refused_full) + atomic_load(&seg->anon->refused_timeout) +
+           mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED);
 }
 
 void mg_rates_sample(struct mg_segment *seg, int64_t now_s)

@@ -1,5 +1,6 @@
 #include "reclaim.h"
 
+#include "client_limit.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
@@ -15,5 +16,7 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     freed += mg_diag_gate_reclaim(seg->diag, pid, mg_monotonic_ns()) ? 1u : 0u;
     freed += mg_fifo_gate_reclaim(seg->cold, pid);
     freed += mg_result_cache_reclaim(&seg->cache, pid);
+    freed += mg_fifo_gate_reclaim(seg->anon, pid);
+    freed += mg_client_limit_reclaim(&seg->clients, pid);
     return freed;
 }

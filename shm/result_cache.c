@@ -128,6 +128,16 @@ enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, u
     return r;
 }
 
+bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int64_t now)
+{
+    mg_lock_acquire(&v->cache->lock, pid);
+    int i = find(v, key);
+    bool warm =
+        i >= 0 && v->entry[i].state == MG_CACHE_READY && v->entry[i].expires_monotonic_ns > now;
+    mg_lock_release(&v->cache->lock, pid);
+    return warm;
+}
+
 enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,
                                              const char *key, int64_t now, struct mg_buf *out,
                                              uint64_t *build_id)

@@ -88,6 +88,9 @@ struct mg_buf;
 enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, unsigned slot,
                                              const char *key, int64_t now, struct mg_buf *out,
                                              uint64_t *build_id);
+/* True when key has a stored body that has not expired at now; copies nothing, counts
+ * nothing (what admission asks to tell a warm answer from a cold build). */
+bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int64_t now);
 /* The same, for a request that already counted (asking again while it follows a build):
  * it changes no counter but takeovers. */
 enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,

@@ -1,6 +1,7 @@
 #include "segment.h"
 #include "version.h"
 
+#include "client_limit.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
@@ -31,19 +32,23 @@ enum {
     SEC_CACHE_ENTRIES,
     SEC_CACHE_PAGES,
     SEC_SLOTS,
+    SEC_ANON,
+    SEC_CLIENTS,
+    SEC_CLIENT_SETS,
     SEC_COUNT
 };
 
 static const char *const section_names[SEC_COUNT] = {
-    "config", "counters", "routes",       "slow",       "values", "diag",
-    "cold",   "cache",    "cacheentries", "cachepages", "slots"};
+    "config", "counters",     "routes",     "slow",  "values", "diag",    "cold",
+    "cache",  "cacheentries", "cachepages", "slots", "anon",   "clients", "clientsets"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config),       sizeof(struct mg_counters),
     sizeof(struct mg_route_stats),  sizeof(struct mg_slow_ring),
     sizeof(struct mg_shared_value), sizeof(struct mg_diag_gate),
     sizeof(struct mg_fifo_gate),    sizeof(struct mg_result_cache),
     sizeof(struct mg_cache_entry),  MG_CACHE_PAGE,
-    sizeof(struct mg_slot)};
+    sizeof(struct mg_slot),         sizeof(struct mg_fifo_gate),
+    sizeof(struct mg_client_table), sizeof(struct mg_client_set)};
 
 static size_t align_up(size_t n)
 {
@@ -51,7 +56,7 @@ static size_t align_up(size_t n)
 }
 
 static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count,
-                     uint32_t cache_entries, uint32_t pages_per_entry)
+                     uint32_t cache_entries, uint32_t pages_per_entry, uint32_t client_sets)
 {
     const uint64_t counts[SEC_COUNT] = {1,
                                         1,
@@ -63,7 +68,10 @@ static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t rout
                                         1,
                                         cache_entries,
                                         (uint64_t)cache_entries * pages_per_entry,
-                                        slot_count};
+                                        slot_count,
+                                        1,
+                                        1,
+                                        client_sets};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -155,7 +163,7 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
             return -1;
         }
         if ((i == SEC_CONFIG || i == SEC_COUNTERS || i == SEC_SLOW || i == SEC_DIAG ||
-             i == SEC_COLD || i == SEC_CACHE) &&
+             i == SEC_COLD || i == SEC_CACHE || i == SEC_ANON || i == SEC_CLIENTS) &&
             s->record_count != 1) {
             snprintf(err, errlen, "segment section \"%s\" holds %llu records, expected 1",
                      section_names[i], (unsigned long long)s->record_count);
@@ -201,6 +209,15 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
     }
     seg->slots = ptr[SEC_SLOTS];
     seg->slot_count = (uint32_t)h->sections[SEC_SLOTS].record_count;
+    seg->anon = ptr[SEC_ANON];
+    seg->clients.table = ptr[SEC_CLIENTS];
+    seg->clients.sets = ptr[SEC_CLIENT_SETS];
+    if (seg->clients.table->sets != h->sections[SEC_CLIENT_SETS].record_count) {
+        snprintf(err, errlen, "segment rate table says %u sets, its section holds %llu",
+                 seg->clients.table->sets,
+                 (unsigned long long)h->sections[SEC_CLIENT_SETS].record_count);
+        return -1;
+    }
     return 0;
 }
 
@@ -331,7 +348,8 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     uint32_t pages_per_entry = (uint32_t)cfg->reach_cache_bytes / entries / MG_CACHE_PAGE;
     if (pages_per_entry == 0)
         pages_per_entry = 1;
-    size_t total = layout(&proto, slot_count, route_count, entries, pages_per_entry);
+    uint32_t client_sets = mg_client_limit_sets_for((uint32_t)cfg->anon_clients);
+    size_t total = layout(&proto, slot_count, route_count, entries, pages_per_entry, client_sets);
 
     int fd = -1;
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
@@ -387,6 +405,9 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         (struct mg_result_cache *)((char *)base + proto.sections[SEC_CACHE].offset);
     cache->entries = entries;
     cache->pages_per_entry = pages_per_entry;
+    struct mg_client_table *clients =
+        (struct mg_client_table *)((char *)base + proto.sections[SEC_CLIENTS].offset);
+    clients->sets = client_sets;
     char why[256];
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic); /* validate wants it; fenced below */
     if (mg_segment_validate(base, total, seg, why, sizeof why) < 0) {
@@ -408,6 +429,10 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
                       (int64_t)cfg->reach_cold_wait_ms * MG_NS_PER_MS);
     mg_result_cache_init(&seg->cache, entries, pages_per_entry,
                          (int64_t)cfg->reach_cache_ttl_ms * MG_NS_PER_MS);
+    mg_fifo_gate_init(seg->anon, (uint32_t)cfg->anon_concurrency, (uint32_t)cfg->anon_queue,
+                      (int64_t)cfg->anon_wait_ms * MG_NS_PER_MS);
+    mg_client_limit_init(&seg->clients, client_sets, (uint32_t)cfg->anon_rate,
+                         (uint32_t)cfg->anon_burst);
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

@@ -23,6 +23,11 @@
  *   cachepages    and the pages that hold the bodies
  *   slots      the scoreboard: one slot per worker                (its worker; the master on spawn
  *                                                                  and reap)
+ *   anon       the line of anonymous heavy requests: permits      (workers under its lock;
+ *              with their holders, the line (shm/gate_fifo.h)      the master on reap)
+ *   clients    the per-client rate table of anonymous requests:   (workers under each set's
+ *   clientsets its header and counters, and its sets of entries    lock; the master on reap)
+ *              (shm/client_limit.h)
  *
  * A gate added later gets a section of its own at the end; the section table lets the
  * dump tool find and check each one, and the layout version changes whenever a record does.
@@ -37,6 +42,7 @@
 #ifndef MESHGATE_SEGMENT_H
 #define MESHGATE_SEGMENT_H
 
+#include "client_limit.h"
 #include "config.h"
 #include "result_cache.h"
 
@@ -46,7 +52,7 @@
 #include <stdint.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 5u
+#define MG_SHM_LAYOUT_VERSION 6u
 #define MG_SHM_SECTIONS_MAX 16
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64
@@ -122,6 +128,8 @@ struct mg_segment {
     struct mg_cache_view cache; /* the shared result cache and its in-flight table */
     struct mg_slot *slots;
     uint32_t slot_count;
+    struct mg_fifo_gate *anon;     /* the line of anonymous heavy requests */
+    struct mg_client_view clients; /* the per-client rate table */
 };
 
 /*

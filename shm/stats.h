@@ -36,7 +36,12 @@
     X(WORKER_SLOTS_RECLAIMED, "worker_slots_reclaimed", "slots of dead workers cleaned up")        \
     X(RELOADS, "reloads", "SIGHUP reloads")                                                        \
     X(SIGNED_IN, "signed_in", "requests that presented a valid API key")                           \
-    X(UNAUTHORIZED, "unauthorized", "requests refused with 401 for an API key that is not valid")
+    X(UNAUTHORIZED, "unauthorized", "requests refused with 401 for an API key that is not valid")  \
+    X(ANON_BYPASSED, "anon_bypassed",                                                              \
+      "heavy requests of signed-in clients, which skip the "                                       \
+      "anonymous line")                                                                            \
+    X(ANON_RATE_LIMITED, "anon_rate_limited",                                                      \
+      "anonymous heavy requests refused with 429 by the per-client rate limit")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,

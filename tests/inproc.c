@@ -33,6 +33,8 @@ bool mg_test_ctx_open(struct mg_test_ctx *t, const char *db_path)
     t->cfg.max_header_bytes = 8192;
     t->cfg.db_busy_timeout_ms = 1000;
     t->cfg.gzip_min_bytes = 1024;
+    char warning[256];
+    mg_config_resolve(&t->cfg, warning, sizeof warning);
     snprintf(t->shm_name, sizeof t->shm_name, "/mgtest-inproc-%d-%d", (int)getpid(), ++ctx_counter);
     snprintf(t->cfg.shm_name, sizeof t->cfg.shm_name, "%s", t->shm_name);
     const char *routes[MG_ROUTES_MAX];

@@ -313,6 +313,16 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
         add_bad(s, too_long);
         return true;
     }
+    case MG_CFG_CIDRS:
+        add_valid(s, "");
+        add_valid(s, "127.0.0.1");
+        add_valid(s, "10.0.0.0/8, ::1, fd00::/8");
+        add_bad(s, "10.0.0.1/8");
+        add_bad(s, "1.2.3.4/33");
+        add_bad(s, "::1/129");
+        add_bad(s, "proxy.example.org");
+        add_bad(s, "1.2.3");
+        return true;
     case MG_CFG_LOG_LEVEL:
         add_valid(s, "error");
         add_valid(s, "debug");

@@ -78,7 +78,7 @@ Test(perf, top_level_sections_come_in_fixed_order)
                           ",\"avgMs\":",           ",\"endpoints\":",
                           ",\"slowQueries\":",     ",\"cache\":",
                           ",\"packetStore\":null", ",\"sqlite\":",
-                          ",\"workers\":",         ",\"gates\":{\"perfMem\":{",
+                          ",\"workers\":",         ",\"gates\":{\"anonLine\":{",
                           ",\"counters\":"};
     const char *at = body;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {

@@ -43,12 +43,14 @@ Test(server, healthz_reports_live_workers_with_sorted_keys)
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
     cr_expect_eq(r.status, 200);
-    cr_expect_str_eq(r.body, "{\"from_pubkey_backfill\":{\"done\":true,\"processed\":0,"
-                             "\"total\":0},\"gates\":{\"perfMem\":{\"cooldownRemainingMs\":0,"
-                             "\"enabled\":true,\"running\":0},\"reachCold\":{\"cap\":2,"
-                             "\"inFlight\":0,\"queueMax\":0,\"waiting\":0}},\"loadedObs\":0,"
-                             "\"loadedTx\":0,\"ready\":true,\"workers\":{\"alive\":3,"
-                             "\"configured\":3}}\n");
+    cr_expect_str_eq(r.body,
+                     "{\"from_pubkey_backfill\":{\"done\":true,\"processed\":0,"
+                     "\"total\":0},\"gates\":{\"anonLine\":{\"cap\":1,\"inFlight\":0,"
+                     "\"queueMax\":32,\"waiting\":0},\"perfMem\":{\"cooldownRemainingMs\":0,"
+                     "\"enabled\":true,\"running\":0},\"reachCold\":{\"cap\":2,"
+                     "\"inFlight\":0,\"queueMax\":0,\"waiting\":0}},\"loadedObs\":0,"
+                     "\"loadedTx\":0,\"ready\":true,\"workers\":{\"alive\":3,"
+                     "\"configured\":3}}\n");
     char v[128];
     cr_expect(mg_test_header(&r, "Cache-Control", v, sizeof v) && strcmp(v, "no-store") == 0);
     cr_expect(mg_test_header(&r, "Content-Type", v, sizeof v) &&

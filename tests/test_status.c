@@ -63,8 +63,10 @@ Test(status, page_shows_scoreboard_gates_rates_and_routes)
     cr_expect_eq(scoreboard_chars(r.body), 3, "%s", r.body);
     cr_expect(strstr(r.body, "<meta http-equiv=\"refresh\" content=\"2\">"));
     cr_expect_eq(count_in(r.body, "<table id=\"workers\">", "<tr><td>"), 3, "%s", r.body);
-    cr_expect_eq(count_in(r.body, "<table id=\"gates\">", "<tr><td>"), 2, "%s", r.body);
+    cr_expect_eq(count_in(r.body, "<table id=\"gates\">", "<tr><td>"), 3, "%s", r.body);
     cr_expect(strstr(r.body, "cold reach builds</td><td>2</td>"), "%s", r.body);
+    cr_expect(strstr(r.body, "anonymous heavy requests</td><td>1</td>"), "%s", r.body);
+    cr_expect(strstr(r.body, "per-client limit: 300 a minute, burst 30"), "%s", r.body);
     cr_expect(strstr(r.body, "memory breakdown"), "%s", r.body);
     cr_expect(strstr(r.body, "<td>/api/healthz</td><td>1</td>"), "%s", r.body);
     mg_test_response_free(&r);

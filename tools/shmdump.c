@@ -64,7 +64,15 @@
  *                      "cancelled", "reclaimed",
  *                      "cache": {"entries", "ready", "hits", "misses", "coalesced",
  *                                "stored", "evicted", "too_large", "takeovers",
- *                                "reclaimed"}}
+ *                                "reclaimed"}},
+ *       "anon_line": {"cap": 8, "in_flight": 8, "waiting": 3, "queue_max": 32,
+ *                     "wait_ms": 2000.0, "peak": 8,
+ *                     "holders": [...], "waiters": [...],   records as above; the key is
+ *                                                           "CLIENT PATH"
+ *                     "admitted", "waited", "refused_full", "refused_timeout",
+ *                     "cancelled", "reclaimed", "bypassed", "unauthorized"},
+ *       "anon_rate": {"per_minute": 300, "burst": 30, "entries": 4096, "tracked": 12,
+ *                     "allowed", "rate_limited", "evicted"}   per_minute 0: no limit
  *     },
  *     "scoreboard": "_HS_....",                 one mg_slot_state_char per slot
  *     "workers": [                              every slot
@@ -80,6 +88,7 @@
  */
 #include "shmdump.h"
 
+#include "client_limit.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
@@ -539,6 +548,7 @@ static void config_copy(const struct mg_config *src, struct mg_config *dst)
         case MG_CFG_PATH:
         case MG_CFG_SHM_NAME:
         case MG_CFG_LISTEN:
+        case MG_CFG_CIDRS:
             if (v->size)
                 field[v->size - 1] = '\0';
             break;
@@ -780,6 +790,43 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
                   atomic_load(&c->takeovers));
 }
 
+static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    const struct mg_fifo_gate *g = d->seg.anon;
+    const struct mg_client_table *t = d->seg.clients.table;
+    if (g->cap)
+        mg_buf_printf(out,
+                      "  anon_line (anonymous heavy requests): cap %" PRIu32 ", %" PRIu32
+                      " in flight, %" PRIu32 " waiting of %" PRIu32
+                      " places, wait %.0f ms, peak %" PRIu32 "\n",
+                      g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
+                      atomic_load(&g->peak));
+    else
+        mg_buf_puts(out, "  anon_line (anonymous heavy requests): OFF (no line)\n");
+    text_records(d, out, "holder", g->holder, MG_FIFO_HOLDERS_MAX, false);
+    text_records(d, out, "waiter", g->waiter, MG_FIFO_WAITERS_MAX, false);
+    mg_buf_printf(out,
+                  "    admitted %" PRIu64 ", waited %" PRIu64 ", refused full %" PRIu64
+                  ", refused timeout %" PRIu64 ", cancelled %" PRIu64 ", reclaimed %" PRIu64
+                  ", bypassed (signed in) %" PRIu64 ", 401s %" PRIu64 "\n",
+                  atomic_load(&g->acquired), atomic_load(&g->waited), atomic_load(&g->refused_full),
+                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
+                  atomic_load(&g->reclaimed), mg_counter_get(&d->seg, MG_CTR_ANON_BYPASSED),
+                  mg_counter_get(&d->seg, MG_CTR_UNAUTHORIZED));
+    if (t->per_minute)
+        mg_buf_printf(out,
+                      "  anon_rate (per client): %" PRIu32 " a minute, burst %" PRIu32 ", %" PRIu32
+                      " of %" PRIu32 " entries tracking, rate-limited %" PRIu64 ", evicted %" PRIu64
+                      "\n",
+                      t->per_minute, t->burst,
+                      mg_client_limit_tracked(&d->seg.clients, d->taken_monotonic_ns),
+                      t->sets * MG_CLIENT_WAYS, mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED),
+                      atomic_load(&t->evicted));
+    else
+        mg_buf_printf(out, "  anon_rate (per client): OFF, rate-limited %" PRIu64 "\n",
+                      mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED));
+}
+
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
 {
     /* Apache wraps its scoreboard line every 64 workers. */
@@ -845,6 +892,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_values(d, out);
     text_gates(d, out);
     text_cold(d, out);
+    text_anon(d, out);
     text_scoreboard(d, out);
 }
 
@@ -1049,12 +1097,11 @@ static void json_records(struct mg_json *j, const struct mg_shmdump *d, const ch
     mg_json_array_end(j);
 }
 
-static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
+/* A FIFO gate's fields, the same for the cold gate and the anonymous line; admitted_key
+ * names the permits given. Followers are the cold gate's only. */
+static void json_fifo(struct mg_json *j, const struct mg_shmdump *d, const struct mg_fifo_gate *g,
+                      const char *admitted_key, bool followers)
 {
-    const struct mg_fifo_gate *g = d->seg.cold;
-    const struct mg_result_cache *c = d->seg.cache.cache;
-    mg_json_key(j, "reach_cold");
-    mg_json_object_begin(j);
     mg_json_kv_uint(j, "cap", g->cap);
     mg_json_kv_uint(j, "in_flight", g->in_flight);
     mg_json_kv_uint(j, "waiting", g->waiting);
@@ -1063,13 +1110,23 @@ static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
     json_records(j, d, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false);
     json_records(j, d, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false);
-    json_records(j, d, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true);
-    mg_json_kv_uint(j, "acquired", atomic_load(&g->acquired));
+    if (followers)
+        json_records(j, d, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true);
+    mg_json_kv_uint(j, admitted_key, atomic_load(&g->acquired));
     mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
     mg_json_kv_uint(j, "refused_full", atomic_load(&g->refused_full));
     mg_json_kv_uint(j, "refused_timeout", atomic_load(&g->refused_timeout));
     mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
     mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+}
+
+static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
+{
+    const struct mg_fifo_gate *g = d->seg.cold;
+    const struct mg_result_cache *c = d->seg.cache.cache;
+    mg_json_key(j, "reach_cold");
+    mg_json_object_begin(j);
+    json_fifo(j, d, g, "acquired", true);
     mg_json_key(j, "cache");
     mg_json_object_begin(j);
     mg_json_kv_uint(j, "entries", c->entries);
@@ -1083,6 +1140,28 @@ static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "takeovers", atomic_load(&c->takeovers));
     mg_json_kv_uint(j, "reclaimed", atomic_load(&c->reclaimed));
     mg_json_object_end(j);
+    mg_json_object_end(j);
+}
+
+static void json_anon(struct mg_json *j, const struct mg_shmdump *d)
+{
+    const struct mg_fifo_gate *g = d->seg.anon;
+    const struct mg_client_table *t = d->seg.clients.table;
+    mg_json_key(j, "anon_line");
+    mg_json_object_begin(j);
+    json_fifo(j, d, g, "admitted", false);
+    mg_json_kv_uint(j, "bypassed", mg_counter_get(&d->seg, MG_CTR_ANON_BYPASSED));
+    mg_json_kv_uint(j, "unauthorized", mg_counter_get(&d->seg, MG_CTR_UNAUTHORIZED));
+    mg_json_object_end(j);
+    mg_json_key(j, "anon_rate");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "per_minute", t->per_minute);
+    mg_json_kv_uint(j, "burst", t->burst);
+    mg_json_kv_uint(j, "entries", (uint64_t)t->sets * MG_CLIENT_WAYS);
+    mg_json_kv_uint(j, "tracked", mg_client_limit_tracked(&d->seg.clients, d->taken_monotonic_ns));
+    mg_json_kv_uint(j, "allowed", atomic_load(&t->allowed));
+    mg_json_kv_uint(j, "rate_limited", mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED));
+    mg_json_kv_uint(j, "evicted", atomic_load(&t->evicted));
     mg_json_object_end(j);
 }
 
@@ -1117,6 +1196,7 @@ static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
     mg_json_object_end(j);
     json_cold(j, d);
+    json_anon(j, d);
     mg_json_object_end(j);
 }
 

@@ -1,15 +1,20 @@
 #include "dispatch.h"
 
+#include "client_limit.h"
+#include "clock.h"
+#include "gate_fifo.h"
 #include "keys.h"
+#include "netaddr.h"
 #include "router.h"
-#include "stats.h"
 #include "scoreboard.h"
 #include "static_files.h"
+#include "stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 bool mg_dispatch_buffers_init(struct mg_dispatch_buffers *b, const struct mg_config *cfg)
 {
@@ -25,6 +30,176 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
     free(b->path);
     free(b->query);
     memset(b, 0, sizeof *b);
+}
+
+/*
+ * Admission of heavy requests, before their handler runs (and so before any gate of the
+ * handler's own, such as the cold-scan gate of reach reports):
+ *
+ *   light       never touches the rate table or the line;
+ *   signed in   skips both: never waits in the line, never refused by it (counted bypassed);
+ *   anonymous   first the per-client rate limit (429 with Retry-After: the seconds until
+ *               the next request of that client would pass, rounded up), then the line: a
+ *               permit, or a place in it (parked: the request holds no worker while it
+ *               waits), or 503 when the line is full; a place that waits past the bound is
+ *               given up with 503. Both 503s carry Retry-After: 1 and no-store.
+ *
+ * The state lives in the request's park (req->park->admission), next to the handler's own,
+ * so a parked request resumes where it was. A permit is given back when the handler has
+ * answered (not while it is parked: a reach build keeps it), on every path; a worker that
+ * dies holding one is reclaimed by the master after waitpid (shm/reclaim.c).
+ */
+enum {
+    ADMIT_NEW = 0, /* not decided yet: the first turn */
+    ADMIT_LIGHT,   /* not heavy: nothing to take */
+    ADMIT_BYPASS,  /* heavy, signed in */
+    ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
+    ADMIT_QUEUED,  /* waiting in the line */
+    ADMIT_HELD,    /* holds a permit */
+    ADMIT_DONE,    /* the permit is back */
+};
+
+#define LINE_RETRY_AFTER_S 1
+
+/* The client's address: the peer, or X-Forwarded-For when the peer is a trusted proxy. */
+static void client_address(const struct mg_env *env, const struct mg_request *req,
+                           uint8_t addr[MG_ADDR_BYTES])
+{
+    const struct mg_http_request *hr = req->http;
+    struct mg_xff_part parts[8];
+    size_t n = 0;
+    if (env->cfg->trusted_proxies.count > 0)
+        for (size_t i = 0; i < hr->header_count && n < sizeof parts / sizeof parts[0]; i++)
+            if (hr->headers[i].name.len == 15 &&
+                strncasecmp(hr->headers[i].name.ptr, "X-Forwarded-For", 15) == 0)
+                parts[n++] =
+                    (struct mg_xff_part){hr->headers[i].value.ptr, hr->headers[i].value.len};
+    mg_client_address(req->peer, parts, n, &env->cfg->trusted_proxies, addr);
+}
+
+static void refuse_line(struct mg_response *res, const char *why)
+{
+    mg_response_refuse(res, 503, LINE_RETRY_AFTER_S, why);
+}
+
+/* True when the handler may run now; false when res holds the answer or is parked. */
+static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
+                  struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    struct mg_fifo_gate *line = env->seg->anon;
+    if (a->step == ADMIT_NEW) {
+        if (!mg_route_is_heavy(route, env, req)) {
+            a->step = ADMIT_LIGHT;
+            return true;
+        }
+        if (req->signed_in) {
+            mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
+            a->step = ADMIT_BYPASS;
+            return true;
+        }
+        uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
+        client_address(env, req, addr);
+        mg_client_key(addr, key);
+        int64_t retry_ns = 0;
+        if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(),
+                                  &retry_ns)) {
+            mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
+            mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
+                               "too many heavy requests from this address; retry after "
+                               "Retry-After");
+            return false;
+        }
+        if (line->cap == 0) {
+            a->step = ADMIT_OFF;
+            return true;
+        }
+        /* The record names who waits: the client and the path, for the dump tool. */
+        _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
+        mg_addr_format(addr, a->who, sizeof a->who);
+        size_t used = strlen(a->who);
+        snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
+        int r =
+            mg_fifo_gate_join(line, env->pid, env->slot, a->who, &a->token, &a->place, &a->ticket);
+        if (r == MG_FIFO_ADMITTED) {
+            a->step = ADMIT_HELD;
+            return true;
+        }
+        if (r == MG_FIFO_QUEUED) {
+            a->deadline_ns = mg_monotonic_ns() + line->wait_ns;
+            a->step = ADMIT_QUEUED;
+            res->parked = true;
+            return false;
+        }
+        refuse_line(res, "the line for anonymous heavy requests is full; retry after "
+                         "Retry-After, or sign in with an API key");
+        return false;
+    }
+    if (a->step == ADMIT_QUEUED) {
+        if (req->client_gone && req->client_gone(req->client_gone_arg)) {
+            mg_fifo_gate_cancel(line, env->pid, a->place, a->ticket);
+            a->step = ADMIT_DONE;
+            refuse_line(res, "the client went away");
+            res->close = true;
+            return false;
+        }
+        int r = mg_fifo_gate_poll(line, env->pid, env->slot, a->who, a->place, a->ticket,
+                                  mg_monotonic_ns(), a->deadline_ns, &a->token);
+        if (r == MG_FIFO_QUEUED) {
+            res->parked = true;
+            return false;
+        }
+        if (r == MG_FIFO_ADMITTED) {
+            a->step = ADMIT_HELD;
+            return true;
+        }
+        a->step = ADMIT_DONE;
+        refuse_line(res, "the wait in the line for anonymous heavy requests ran out; retry "
+                         "after Retry-After, or sign in with an API key");
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Tests only. With MESHGATE_TEST_HOOKS=park or block in the worker's environment, a heavy
+ * request that carries "X-Test-Hold-Ms: N" (at most 30000) is held N ms after its admission,
+ * with whatever admission gave it, before its handler runs: parked (its worker goes on
+ * serving), or blocking its worker as a long scan would. A reach report is held instead on
+ * the helper thread, inside its build (ep_reach.c), so that it holds its cold permit. This is
+ * how the tests make heavy work last without locking the database, which light requests
+ * need too. Without the variable the header means nothing.
+ */
+static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route,
+                      struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT)
+        return true;
+    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Hold-Ms");
+    int ms = 0;
+    for (size_t i = 0; h && i < h->len && i < 6 && h->ptr[i] >= '0' && h->ptr[i] <= '9'; i++)
+        ms = ms * 10 + (h->ptr[i] - '0');
+    ms = ms > 30000 ? 30000 : ms;
+    req->test_hold_ms = ms;
+    if (ms == 0 || mg_routes[route].handler == mg_handle_reach)
+        return true;
+    int64_t now = mg_monotonic_ns();
+    if (a->hold_until_ns == 0)
+        a->hold_until_ns = now + (int64_t)ms * MG_NS_PER_MS;
+    if (env->test_hooks == MG_TEST_HOOKS_BLOCK) {
+        while (now < a->hold_until_ns) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            now = mg_monotonic_ns();
+        }
+        return true;
+    }
+    if (now < a->hold_until_ns) {
+        res->parked = true;
+        return false;
+    }
+    return true;
 }
 
 unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
@@ -82,7 +257,8 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             return MG_ROUTE_BAD_REQUEST;
         }
         req->signed_in = true;
-        mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        if (req->park->turns <= 1) /* a parked request is dispatched again on each turn */
+            mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
     }
     req->path = b->path;
     unsigned route = mg_route_match(b->path, req->path_param, sizeof req->path_param);
@@ -102,7 +278,13 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     if (slot)
         mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
                               req->start_monotonic_ns);
-    handler(env, req, res);
+    if (admit(env, req, route, res) && test_hold(env, req, route, res))
+        handler(env, req, res);
+    struct mg_admission *a = &req->park->admission;
+    if (a->step == ADMIT_HELD && !res->parked) {
+        mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
+        a->step = ADMIT_DONE;
+    }
     if (slot)
         mg_slot_end_request(slot);
     return route;

@@ -16,6 +16,7 @@
  * sum of the buckets read, so it always equals the +Inf bucket; _sum is read apart and may be
  * one request ahead or behind while workers add to it.
  */
+#include "client_limit.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
@@ -267,6 +268,51 @@ static void write_cold_gate(struct mg_buf *b, const struct mg_fifo_gate *g)
                 "cold-scan permits and places of dead workers given back", load64(&g->reclaimed));
 }
 
+static void write_anon_line(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
+{
+    const struct mg_fifo_gate *g = seg->anon;
+    const struct mg_client_table *t = seg->clients.table;
+    single_uint(b, "meshgate_anon_line_cap", "gauge",
+                "anonymous heavy requests handled at once (0: no line)", g->cap);
+    single_uint(b, "meshgate_anon_line_in_flight", "gauge",
+                "anonymous heavy requests holding a permit now",
+                *(volatile const uint32_t *)&g->in_flight);
+    single_uint(b, "meshgate_anon_line_waiting", "gauge",
+                "anonymous heavy requests waiting in line now",
+                *(volatile const uint32_t *)&g->waiting);
+    single_uint(b, "meshgate_anon_line_queue_max", "gauge", "places in the anonymous line",
+                g->queue_max);
+    single_uint(b, "meshgate_anon_line_peak", "gauge",
+                "most anonymous heavy requests holding a permit at once", atomic_load(&g->peak));
+    single_uint(b, "meshgate_anon_line_admitted_total", "counter",
+                "anonymous heavy requests admitted, at once or after waiting",
+                load64(&g->acquired));
+    single_uint(b, "meshgate_anon_line_waited_total", "counter",
+                "anonymous heavy requests that joined the line", load64(&g->waited));
+    single_uint(b, "meshgate_anon_line_refused_full_total", "counter",
+                "anonymous heavy requests refused with 503 because the line was full",
+                load64(&g->refused_full));
+    single_uint(b, "meshgate_anon_line_refused_timeout_total", "counter",
+                "anonymous heavy requests refused with 503 because their wait ran out",
+                load64(&g->refused_timeout));
+    single_uint(b, "meshgate_anon_line_cancelled_total", "counter",
+                "anonymous heavy requests that left the line because the client went away",
+                load64(&g->cancelled));
+    single_uint(b, "meshgate_anon_line_reclaimed_total", "counter",
+                "anonymous permits and places of dead workers given back", load64(&g->reclaimed));
+    single_uint(b, "meshgate_anon_rate_per_minute", "gauge",
+                "heavy requests a minute allowed to one anonymous client (0: no limit)",
+                t->per_minute);
+    single_uint(b, "meshgate_anon_rate_burst", "gauge",
+                "heavy requests one anonymous client may make at once", t->burst);
+    single_uint(b, "meshgate_anon_rate_clients_tracked", "gauge",
+                "anonymous clients in the rate table that have used part of their burst",
+                mg_client_limit_tracked(&seg->clients, now));
+    single_uint(b, "meshgate_anon_rate_evicted_total", "counter",
+                "rate table entries pushed out by new clients while still limiting",
+                load64(&t->evicted));
+}
+
 static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
 {
     const struct mg_result_cache *c = seg->cache.cache;
@@ -306,4 +352,5 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_diag_gate(b, seg->diag, now);
     write_cold_gate(b, seg->cold);
     write_cache(b, seg, now);
+    write_anon_line(b, seg, now);
 }

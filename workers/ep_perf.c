@@ -257,6 +257,15 @@ static bool wants_memory_breakdown(const struct mg_request *req)
     return mem && strcmp(mem, "1") == 0;
 }
 
+/* A walk the diagnostic gate is about to refuse (one runs, or the cooldown) costs nothing:
+ * it is refused at once with its own Retry-After rather than made to wait in the anonymous
+ * line for a permit it would not use. */
+bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    return wants_memory_breakdown(req) &&
+           mg_diag_gate_open(env->seg->diag, env->pid, mg_monotonic_ns());
+}
+
 /*
  * ?mem=1: the diagnostic walk behind the diagnostic gate. Admission is the very first thing
  * (invariant 4): a refusal answers 429 without a single database call. The walk runs on the

@@ -49,6 +49,7 @@ struct build_job {
     char pubkey[65];
     int days;
     int64_t now_unix;
+    int hold_ms; /* tests only: X-Test-Hold-Ms (see dispatch.c) */
     struct mg_buf body;
     enum mg_reach_result result;
     bool busy; /* the database was busy past its timeout */
@@ -76,6 +77,11 @@ _Static_assert(sizeof(struct reach_state) <= MG_PARK_BYTES, "reach state fits a 
 static void run_build(struct mg_job *job, struct mg_db *db)
 {
     struct build_job *b = (struct build_job *)job;
+    if (b->hold_ms > 0) {
+        struct timespec ts = {b->hold_ms / 1000, (long)(b->hold_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0)
+            ;
+    }
     struct mg_reach_stats stats;
     memset(&stats, 0, sizeof stats);
     b->result = mg_reach_build(db, b->pubkey, b->days, b->now_unix, &b->body, &stats, b->err,
@@ -244,7 +250,8 @@ static void step_queued(struct mg_env *env, const struct mg_request *req, struct
     }
 }
 
-static void step_admitted(struct mg_env *env, struct reach_state *st, struct mg_response *res)
+static void step_admitted(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+                          struct mg_response *res)
 {
     if (!st->job) {
         st->job = calloc(1, sizeof *st->job);
@@ -257,6 +264,7 @@ static void step_admitted(struct mg_env *env, struct reach_state *st, struct mg_
         st->job->job.run = run_build;
         memcpy(st->job->pubkey, st->pubkey, sizeof st->pubkey);
         st->job->days = st->days;
+        st->job->hold_ms = req->test_hold_ms;
         st->job->now_unix = (int64_t)time(NULL);
         mg_buf_init(&st->job->body);
     }
@@ -270,6 +278,23 @@ static void step_admitted(struct mg_env *env, struct reach_state *st, struct mg_
     if (mg_jobs_submit(env->jobs, &st->job->job))
         st->step = BUILDING;
     park(res);
+}
+
+bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    char pubkey[65];
+    if (!mg_reach_parse_pubkey(req->path_param, pubkey))
+        return false;
+    int64_t days = 7;
+    const char *text = mg_param_str(req, "days");
+    if (text && !mg_parse_int64(text, &days))
+        return false;
+    days = days < 1 ? 1 : days > 30 ? 30 : days; /* as step_start clamps it */
+    if (env->seg->config->reach_cache_ttl_ms <= 0)
+        return true;
+    char key[MG_CACHE_KEY_MAX];
+    snprintf(key, sizeof key, "%s|%d", pubkey, (int)days);
+    return !mg_result_cache_warm(&env->seg->cache, env->pid, key, mg_monotonic_ns());
 }
 
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
@@ -291,7 +316,7 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
             step_queued(env, req, st, res);
             break;
         case ADMITTED:
-            step_admitted(env, st, res);
+            step_admitted(env, req, st, res);
             break;
         case BUILDING:
             /* A build on the helper thread runs to its end even if the client left: its

@@ -5,6 +5,7 @@
  * per-route latency. Plain HTML that refreshes itself every 2 s; no script, so nothing can
  * fail in the browser. Read from the segment without taking any lock.
  */
+#include "client_limit.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
@@ -137,6 +138,27 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
                   atomic_load(&g->reclaimed), mg_result_cache_ready(&seg->cache, now),
                   atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced));
+    const struct mg_fifo_gate *a = seg->anon;
+    const struct mg_client_table *t = seg->clients.table;
+    char rate[96], acap[16];
+    if (a->cap)
+        snprintf(acap, sizeof acap, "%u", a->cap);
+    else
+        snprintf(acap, sizeof acap, "off");
+    if (t->per_minute)
+        snprintf(rate, sizeof rate, "%u a minute, burst %u", t->per_minute, t->burst);
+    else
+        snprintf(rate, sizeof rate, "off");
+    mg_buf_printf(b,
+                  "<tr><td>anonymous heavy requests</td><td>%s</td><td>%u</td><td>%u of %u</td>"
+                  "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64
+                  " timed out, %" PRIu64 " gone, %" PRIu64 " rate-limited</td><td>%" PRIu64
+                  "</td><td>%" PRIu64 " signed-in bypassed; per-client limit: %s</td></tr>\n",
+                  acap, a->in_flight, a->waiting, a->queue_max, atomic_load(&a->peak),
+                  atomic_load(&a->acquired), atomic_load(&a->refused_full),
+                  atomic_load(&a->refused_timeout), atomic_load(&a->cancelled),
+                  mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED), atomic_load(&a->reclaimed),
+                  mg_counter_get(seg, MG_CTR_ANON_BYPASSED), rate);
     const struct mg_diag_gate *d = seg->diag;
     int64_t cooling = d->holder_pid == 0 && d->cooldown_until_monotonic_ns > now
                           ? d->cooldown_until_monotonic_ns - now
@@ -155,6 +177,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
     records(b, "holds a permit", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
     records(b, "waits in line", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
     records(b, "waits for a build", g->waiter, MG_FIFO_WAITERS_MAX, true, now);
+    records(b, "holds an anonymous permit", a->holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in the anonymous line", a->waiter, MG_FIFO_WAITERS_MAX, false, now);
     mg_buf_puts(b, "</table>\n");
 }
 

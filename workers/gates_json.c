@@ -1,9 +1,11 @@
 #include "gates_json.h"
 
+#include "client_limit.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "result_cache.h"
+#include "stats.h"
 
 static void kv_ms(struct mg_json *j, const char *key, int64_t ns)
 {
@@ -70,25 +72,35 @@ static void records_json(struct mg_json *j, const char *key, const struct mg_fif
     mg_json_array_end(j);
 }
 
+/* What every FIFO gate shows: in healthz the four saturation keys (cap, inFlight, queueMax,
+ * waiting: bytewise order, as /api/healthz wants); in full also its bound and counters.
+ * admitted_key names the permits given ("acquired" for the cold gate, as it always was). */
+static void fifo_json(struct mg_json *j, const struct mg_fifo_gate *g, bool full,
+                      const char *admitted_key)
+{
+    mg_json_kv_uint(j, "cap", g->cap);
+    mg_json_kv_uint(j, "inFlight", *(volatile const uint32_t *)&g->in_flight);
+    mg_json_kv_uint(j, "queueMax", g->queue_max);
+    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&g->waiting);
+    if (!full)
+        return;
+    kv_ms(j, "waitMs", g->wait_ns);
+    mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
+    mg_json_kv_uint(j, admitted_key, atomic_load(&g->acquired));
+    mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
+    mg_json_kv_uint(j, "refusedFull", atomic_load(&g->refused_full));
+    mg_json_kv_uint(j, "refusedTimeout", atomic_load(&g->refused_timeout));
+    mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
+    mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+}
+
 static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
 {
     const struct mg_fifo_gate *g = seg->cold;
     const struct mg_result_cache *c = seg->cache.cache;
     mg_json_object_begin(j);
-    /* cap, inFlight, queueMax, waiting: bytewise order, as /api/healthz wants. */
-    mg_json_kv_uint(j, "cap", g->cap);
-    mg_json_kv_uint(j, "inFlight", *(volatile const uint32_t *)&g->in_flight);
-    mg_json_kv_uint(j, "queueMax", g->queue_max);
-    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&g->waiting);
+    fifo_json(j, g, full, "acquired");
     if (full) {
-        kv_ms(j, "waitMs", g->wait_ns);
-        mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
-        mg_json_kv_uint(j, "acquired", atomic_load(&g->acquired));
-        mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
-        mg_json_kv_uint(j, "refusedFull", atomic_load(&g->refused_full));
-        mg_json_kv_uint(j, "refusedTimeout", atomic_load(&g->refused_timeout));
-        mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
-        mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
         mg_json_kv_uint(j, "cacheHits", atomic_load(&c->hits));
         mg_json_kv_uint(j, "cacheMisses", atomic_load(&c->misses));
         mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
@@ -100,10 +112,36 @@ static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full
     mg_json_object_end(j);
 }
 
+static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
+{
+    const struct mg_fifo_gate *g = seg->anon;
+    const struct mg_client_table *t = seg->clients.table;
+    mg_json_object_begin(j);
+    fifo_json(j, g, full, "admitted");
+    if (full) {
+        mg_json_kv_uint(j, "bypassed", mg_counter_get(seg, MG_CTR_ANON_BYPASSED));
+        mg_json_kv_uint(j, "rateLimited", mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED));
+        mg_json_kv_uint(j, "unauthorized", mg_counter_get(seg, MG_CTR_UNAUTHORIZED));
+        mg_json_key(j, "rateLimit");
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "perMinute", t->per_minute);
+        mg_json_kv_uint(j, "burst", t->burst);
+        mg_json_kv_uint(j, "entries", (uint64_t)t->sets * MG_CLIENT_WAYS);
+        mg_json_kv_uint(j, "tracked", mg_client_limit_tracked(&seg->clients, now));
+        mg_json_kv_uint(j, "evicted", atomic_load(&t->evicted));
+        mg_json_object_end(j);
+        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
+        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    }
+    mg_json_object_end(j);
+}
+
 void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full)
 {
     int64_t now = mg_monotonic_ns();
     mg_json_object_begin(j); /* a map: keys in bytewise order */
+    mg_json_key(j, "anonLine");
+    anon_json(j, seg, full, now);
     mg_json_key(j, "perfMem");
     diag_json(j, seg->diag, full, now);
     mg_json_key(j, "reachCold");

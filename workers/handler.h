@@ -32,6 +32,16 @@ struct mg_jobs;
  */
 struct mg_park {
     unsigned turns; /* calls so far for this request */
+    /* The anonymous line, kept by dispatch (the handler's state is its own): */
+    struct mg_admission {
+        int step;              /* enum in dispatch.c */
+        int place;             /* in line, while waiting */
+        uint64_t ticket;       /* of the place */
+        uint64_t token;        /* of the permit, once admitted */
+        int64_t deadline_ns;   /* end of the wait */
+        char who[80];          /* "client path", as the line's records show it */
+        int64_t hold_until_ns; /* tests only: see mg_env.test_hooks */
+    } admission;
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
 
@@ -42,6 +52,13 @@ struct mg_env {
     struct mg_jobs *jobs; /* the worker's helper thread; NULL: run heavy work inline */
     unsigned slot;
     int pid;
+    /* Tests only (MESHGATE_TEST_HOOKS, read by the worker at start): how a heavy request that
+     * asks with X-Test-Hold-Ms is held after admission. See dispatch.c. */
+    enum mg_test_hooks {
+        MG_TEST_HOOKS_OFF = 0,
+        MG_TEST_HOOKS_PARK,
+        MG_TEST_HOOKS_BLOCK
+    } test_hooks;
 };
 
 struct mg_request {
@@ -52,13 +69,15 @@ struct mg_request {
     int64_t start_monotonic_ns;
     int64_t start_realtime_ns;
     bool accepts_gzip;
-    const char *client_addr;
+    const char *client_addr; /* the peer, as text */
+    uint8_t peer[16];        /* the peer's address (netaddr.h form); all zero when unknown */
     /* Asks, without reading, whether the client has gone away (for a handler that waits in
      * a gate's line); NULL when there is no socket to ask (in-process tests). */
     bool (*client_gone)(void *arg);
     void *client_gone_arg;
     struct mg_park *park; /* never NULL when a handler runs */
     bool signed_in;       /* it presented a valid API key */
+    int test_hold_ms;     /* tests only: X-Test-Hold-Ms, when test hooks are on */
 };
 
 struct mg_response {

@@ -93,6 +93,14 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
     return taken;
 }
 
+bool mg_jobs_busy(struct mg_jobs *j)
+{
+    pthread_mutex_lock(&j->mutex);
+    bool busy = j->busy;
+    pthread_mutex_unlock(&j->mutex);
+    return busy;
+}
+
 void mg_jobs_ack(struct mg_jobs *j)
 {
     uint64_t count;

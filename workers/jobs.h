@@ -32,6 +32,9 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *
 /* Hands job to the thread; false when it is busy with another (try again later). */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
 
+/* True while a job is pending or running (the worker then leaves new connections to others). */
+bool mg_jobs_busy(struct mg_jobs *jobs);
+
 /* Drains the eventfd (call when it is readable). */
 void mg_jobs_ack(struct mg_jobs *jobs);
 

@@ -3,16 +3,23 @@
 #include <string.h>
 
 const struct mg_route mg_routes[] = {
-    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz},
-    {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes},
-    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach},
-    {"/api/packets", MG_COST_HEAVY, mg_handle_packets},
-    {"/api/stats", MG_COST_LIGHT, mg_handle_stats},
-    {"/api/perf", MG_COST_LIGHT, mg_handle_perf},
-    {"/server-status", MG_COST_LIGHT, mg_handle_status},
-    {"/metrics", MG_COST_LIGHT, mg_handle_metrics},
+    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL},
+    {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes, NULL},
+    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy},
+    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL},
+    {"/api/stats", MG_COST_LIGHT, mg_handle_stats, NULL},
+    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy},
+    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL},
+    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
+
+bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req)
+{
+    if (route >= mg_route_table_len || mg_routes[route].cost != MG_COST_HEAVY)
+        return false;
+    return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
+}
 
 unsigned mg_route_names(const char **out, unsigned cap)
 {

@@ -1,9 +1,15 @@
 /*
  * router: the one table of routes. Each row declares the route's template (the name it is
- * counted under in /api/perf and the segment), its cost class (heavy routes scan the
- * database and are what the anonymous line admits), and its handler. Templates are exact
- * paths, or have one ":name" segment that matches any single path segment and is handed to
- * the handler as req->path_param.
+ * counted under in /api/perf and the segment), its cost class, and its handler. Templates
+ * are exact paths, or have one ":name" segment that matches any single path segment and is
+ * handed to the handler as req->path_param.
+ *
+ * Cost classes. Heavy routes scan the database: an anonymous heavy request passes the
+ * per-client rate limit and the anonymous line before its handler runs (dispatch.c); light
+ * routes never touch either. A heavy route may name a `heavy_when` test for the requests
+ * of it that really scan (/api/perf only with mem=1; a reach report only when it is not
+ * warm in the shared cache): the others are light. An endpoint added later that scans is
+ * declared heavy here, and nothing else needs to change.
  */
 #ifndef MESHGATE_ROUTER_H
 #define MESHGATE_ROUTER_H
@@ -12,11 +18,17 @@
 
 enum mg_cost { MG_COST_LIGHT = 0, MG_COST_HEAVY };
 
+typedef bool (*mg_heavy_fn)(struct mg_env *env, const struct mg_request *req);
+
 struct mg_route {
     const char *template;
     enum mg_cost cost;
     mg_handler_fn handler;
+    mg_heavy_fn heavy_when; /* heavy routes: NULL, every request is heavy */
 };
+
+/* Whether this request of route (an id from mg_route_match) is heavy. */
+bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req);
 
 /* Route ids are indexes into the table; the last three are not in it but are counted. */
 extern const struct mg_route mg_routes[];
@@ -45,6 +57,12 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
 #define MG_STATS_INTERVAL_NS (10 * 1000000000LL)
 void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+/* /api/perf is heavy with mem=1 exactly (the diagnostic walk), unless the diagnostic gate
+ * would refuse it at once. */
+bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* A reach report is heavy unless it is warm in the shared cache or its parameters are bad
+ * (answered 400 before any work). */
+bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 
 #endif

@@ -7,6 +7,7 @@
 #include "http.h"
 #include "jobs.h"
 #include "log.h"
+#include "netaddr.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
@@ -52,6 +53,7 @@ struct conn {
     int64_t request_start_ns; /* when the request now being handled was first dispatched */
     struct mg_park park;
     char peer[64];
+    uint8_t peer_addr[16]; /* netaddr.h form */
     struct conn *prev, *next;
 };
 
@@ -182,6 +184,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         mg_buf_init(&c->in);
         mg_buf_init(&c->out);
         format_peer(&ss, c->peer, sizeof c->peer);
+        mg_addr_from_sockaddr((const struct sockaddr *)&ss, c->peer_addr);
         c->epoll_events = EPOLLIN | EPOLLRDHUP;
         struct epoll_event ev = {.events = c->epoll_events, .data.ptr = c};
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -338,6 +341,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     req.start_realtime_ns = mg_realtime_ns();
     req.accepts_gzip = ae && mg_http_has_token(ae, "gzip");
     req.client_addr = c->peer;
+    memcpy(req.peer, c->peer_addr, sizeof req.peer);
     req.client_gone = client_gone;
     req.client_gone_arg = c;
     req.park = &c->park;
@@ -510,6 +514,11 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     w.env.db = &w.db;
     w.env.slot = slot_index;
     w.env.pid = getpid();
+    const char *hooks = getenv("MESHGATE_TEST_HOOKS"); /* tests only: see dispatch.c */
+    w.env.test_hooks = !hooks                        ? MG_TEST_HOOKS_OFF
+                       : strcmp(hooks, "park") == 0  ? MG_TEST_HOOKS_PARK
+                       : strcmp(hooks, "block") == 0 ? MG_TEST_HOOKS_BLOCK
+                                                     : MG_TEST_HOOKS_OFF;
     w.slot = mg_slot_get(seg, slot_index);
     w.listen_fd = listen_fd;
     w.master_pid = master_pid;
@@ -605,13 +614,16 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
             if (c->deadline_ns < next_deadline)
                 next_deadline = c->deadline_ns;
         }
-        /* A worker with parked requests (waiting in a gate, building on its helper thread)
-         * leaves new connections to the others. The gates bound how many requests park,
-         * so at least half the workers always accept. */
-        if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker &&
-            w.parked == 0)
+        /* A worker whose helper thread is busy (a cold build, a diagnostic walk) leaves new
+         * connections to the others, so heavy work spreads over the helpers. Requests that
+         * wait in a line are parked and cost the loop nothing: their worker keeps accepting.
+         * What can keep a loop from new connections is thus a heavy handler running inline
+         * (at most MESHGATE_ANON_CONCURRENCY of them for anonymous clients) or a busy helper
+         * (bounded by the cold gate and the diagnostic gate): see docs/architecture.md. */
+        bool helper_busy = w.jobs && mg_jobs_busy(w.jobs);
+        if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker && !helper_busy)
             listen_start(&w);
-        else if (w.parked > 0)
+        else if (helper_busy)
             listen_stop(&w);
         update_slot_state(&w);
 

@@ -1,0 +1,551 @@
+/*
+ * The anonymous line, the per-client rate limit and the gates together (issue 6), against
+ * the real binary with real worker processes.
+ *
+ * Heavy work is made to last with the test hooks (MESHGATE_TEST_HOOKS, dispatch.c): a heavy
+ * request carrying "X-Test-Hold-Ms: N" is held N ms after its admission, parked ("park") or
+ * blocking its worker as a long scan would ("block"); a reach report is held inside its build
+ * on the helper thread. Light requests read the database freely meanwhile, which a database
+ * lock (the technique of test_reach_gate.c) would not allow.
+ */
+#include "harness.h"
+
+#include "gate_diag.h"
+#include "gate_fifo.h"
+#include "segment.h"
+#include "stats.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+TestSuite(anon, .timeout = 90);
+
+#define KEY "operator-0123456789abcdef"
+#define SIGNED_IN "Authorization: Bearer " KEY "\r\n"
+#define HOLD(ms) "X-Test-Hold-Ms: " #ms "\r\n"
+
+static char dir[128], keys_path[256], keys_setting[300];
+
+static void make_dir(void)
+{
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(keys_path, sizeof keys_path, "%s/keys", dir);
+    FILE *f = fopen(keys_path, "w");
+    cr_assert(f);
+    fputs(KEY "\n", f);
+    fclose(f);
+    chmod(keys_path, 0600);
+    snprintf(keys_setting, sizeof keys_setting, "MESHGATE_API_KEYS_FILE=%s", keys_path);
+}
+
+static void remove_dir(void)
+{
+    mg_test_rmdir(dir);
+}
+
+/* One request on its own connection, maybe on a thread of its own. */
+struct call {
+    int port;
+    const char *path;
+    const char *headers;
+    int status; /* -1: no answer (the connection broke) */
+    char retry_after[16];
+    char cache_control[32];
+    char body[512];
+    int64_t ms;
+    pthread_t thread;
+};
+
+static void *run_call(void *p)
+{
+    struct call *c = p;
+    int64_t start = mg_test_now_ms();
+    struct mg_test_response r;
+    c->status = -1;
+    c->retry_after[0] = c->cache_control[0] = c->body[0] = '\0';
+    if (mg_test_get(c->port, c->path, c->headers, &r)) {
+        c->status = r.status;
+        mg_test_header(&r, "Retry-After", c->retry_after, sizeof c->retry_after);
+        mg_test_header(&r, "Cache-Control", c->cache_control, sizeof c->cache_control);
+        snprintf(c->body, sizeof c->body, "%s", r.body ? r.body : "");
+        mg_test_response_free(&r);
+    }
+    c->ms = mg_test_now_ms() - start;
+    return NULL;
+}
+
+static void call_now(struct call *c, int port, const char *path, const char *headers)
+{
+    c->port = port;
+    c->path = path;
+    c->headers = headers;
+    run_call(c);
+}
+
+static void call_start(struct call *c, int port, const char *path, const char *headers)
+{
+    c->port = port;
+    c->path = path;
+    c->headers = headers;
+    cr_assert_eq(pthread_create(&c->thread, NULL, run_call, c), 0);
+}
+
+static void call_join(struct call *c)
+{
+    pthread_join(c->thread, NULL);
+}
+
+static void attach(struct mg_test_server *s, struct mg_segment *seg)
+{
+    char err[256];
+    cr_assert_eq(mg_segment_attach(seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+}
+
+static bool wait_for(const volatile uint32_t *value, uint32_t want, int ms)
+{
+    int64_t give_up = mg_test_now_ms() + ms;
+    while (*value != want && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    return *value == want;
+}
+
+static bool wait_for64(const _Atomic uint64_t *value, uint64_t want, int ms)
+{
+    int64_t give_up = mg_test_now_ms() + ms;
+    while (atomic_load(value) < want && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    return atomic_load(value) >= want;
+}
+
+static void expect_line_refusal(const struct call *c, const char *why)
+{
+    cr_expect_eq(c->status, 503, "%d %s", c->status, c->body);
+    cr_expect_str_eq(c->retry_after, "1");
+    cr_expect_str_eq(c->cache_control, "no-store");
+    cr_expect(strncmp(c->body, "{\"error\":\"", 10) == 0, "%s", c->body);
+    cr_expect(strstr(c->body, "\",\"retryAfter\":1}"), "%s", c->body);
+    cr_expect(strstr(c->body, why), "%s", c->body);
+}
+
+Test(anon, with_every_permit_held_anonymous_heavy_waits_while_signed_in_and_light_answer,
+     .init = make_dir, .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=4",
+                         "MESHGATE_ANON_CONCURRENCY=2",
+                         "MESHGATE_ANON_QUEUE=4",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         keys_setting,
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call holder[2], waiter;
+    for (int i = 0; i < 2; i++)
+        call_start(&holder[i], s.port, "/api/packets", HOLD(2500));
+    cr_assert(wait_for(&seg.anon->in_flight, 2, 5000), "both permits held");
+    call_start(&waiter, s.port, "/api/packets?limit=1", NULL);
+    cr_assert(wait_for(&seg.anon->waiting, 1, 5000), "the third anonymous request waits");
+
+    /* Signed in: never waits in the line; light: never touches it. */
+    struct call c;
+    call_now(&c, s.port, "/api/packets?limit=2", SIGNED_IN);
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    cr_expect_lt(c.ms, 1000, "signed-in heavy took %lld ms", (long long)c.ms);
+    call_now(&c, s.port, "/api/packets?limit=3", "X-API-Key: " KEY "\r\n");
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    cr_expect_lt(c.ms, 1000);
+    call_now(&c, s.port, "/api/nodes", NULL);
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    cr_expect_lt(c.ms, 1000, "anonymous light took %lld ms", (long long)c.ms);
+    call_now(&c, s.port, "/api/perf", NULL);
+    cr_expect_eq(c.status, 200);
+    cr_expect_lt(c.ms, 1000);
+    cr_expect_eq(seg.anon->waiting, 1, "the anonymous request still waits");
+    cr_expect_eq(seg.anon->in_flight, 2);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_BYPASSED), 2);
+
+    for (int i = 0; i < 2; i++) {
+        call_join(&holder[i]);
+        cr_expect_eq(holder[i].status, 200, "%s", holder[i].body);
+    }
+    call_join(&waiter);
+    cr_expect_eq(waiter.status, 200, "%s", waiter.body);
+    cr_expect_geq(waiter.ms, 1500, "admitted only when a permit came back (%lld ms)",
+                  (long long)waiter.ms);
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 3);
+    cr_expect_eq(atomic_load(&seg.anon->waited), 1);
+    cr_expect_eq(atomic_load(&seg.anon->refused_full) + atomic_load(&seg.anon->refused_timeout), 0);
+    cr_expect_eq(atomic_load(&seg.anon->peak), 2);
+    cr_expect(wait_for(&seg.anon->in_flight, 0, 2000), "every permit is back");
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(anon, a_full_line_answers_503_with_retry_after_and_does_not_grow, .init = make_dir,
+     .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=4",
+                         "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=2",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call holder, waiter[2];
+    call_start(&holder, s.port, "/api/packets", HOLD(2000));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, 5000));
+    for (int i = 0; i < 2; i++)
+        call_start(&waiter[i], s.port, "/api/packets", NULL);
+    cr_assert(wait_for(&seg.anon->waiting, 2, 5000));
+    for (int i = 0; i < 5; i++) {
+        struct call c;
+        call_now(&c, s.port, "/api/packets?limit=5", NULL);
+        expect_line_refusal(&c, "line for anonymous heavy requests is full");
+        cr_expect_lt(c.ms, 1000, "a refusal is immediate (%lld ms)", (long long)c.ms);
+        cr_expect_eq(seg.anon->waiting, 2, "the line grew");
+    }
+    cr_expect_eq(atomic_load(&seg.anon->refused_full), 5);
+    call_join(&holder);
+    cr_expect_eq(holder.status, 200);
+    for (int i = 0; i < 2; i++) {
+        call_join(&waiter[i]);
+        cr_expect_eq(waiter[i].status, 200, "%s", waiter[i].body);
+    }
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 3);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(anon, thirty_at_once_against_two_permits_and_three_places_admit_five, .init = make_dir,
+     .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=4",
+                         "MESHGATE_ANON_CONCURRENCY=2",
+                         "MESHGATE_ANON_QUEUE=3",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    enum { N = 30 };
+    struct call c[N];
+    for (int i = 0; i < N; i++)
+        call_start(&c[i], s.port, "/api/packets", HOLD(1500));
+    int ok = 0, refused = 0;
+    for (int i = 0; i < N; i++) {
+        call_join(&c[i]);
+        if (c[i].status == 200) {
+            ok++;
+        } else {
+            refused++;
+            expect_line_refusal(&c[i], "is full");
+        }
+    }
+    cr_expect_eq(ok, 5, "admitted or waiting: %d", ok);
+    cr_expect_eq(refused, 25);
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 5);
+    cr_expect_eq(atomic_load(&seg.anon->waited), 3);
+    cr_expect_eq(atomic_load(&seg.anon->refused_full), 25);
+    cr_expect_eq(atomic_load(&seg.anon->peak), 2, "the cap was exceeded");
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(anon, the_wait_in_line_is_bounded, .init = make_dir, .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_ANON_CONCURRENCY=1", "MESHGATE_ANON_QUEUE=4",
+                         "MESHGATE_ANON_WAIT_MS=400",   "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",    NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call holder, c;
+    call_start(&holder, s.port, "/api/packets", HOLD(3000));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, 5000));
+    call_now(&c, s.port, "/api/packets", NULL);
+    expect_line_refusal(&c, "ran out");
+    cr_expect_geq(c.ms, 380, "refused before its wait (%lld ms)", (long long)c.ms);
+    cr_expect_lt(c.ms, 1500, "waited past its bound (%lld ms)", (long long)c.ms);
+    cr_expect_eq(atomic_load(&seg.anon->refused_timeout), 1);
+    cr_expect_eq(seg.anon->waiting, 0, "the place was given up");
+    call_join(&holder);
+    cr_expect_eq(holder.status, 200);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(anon, a_worker_killed_holding_an_anonymous_permit_gives_it_back, .init = make_dir,
+     .fini = remove_dir)
+{
+    /* The holder blocks its worker, so the waiter is surely read by the other one. */
+    const char *env[] = {"MESHGATE_WORKERS=2",
+                         "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=4",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=block",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call holder, waiter;
+    call_start(&holder, s.port, "/api/packets", HOLD(30000));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, 5000));
+    int pid = 0;
+    for (int i = 0; i < MG_FIFO_HOLDERS_MAX && !pid; i++)
+        pid = seg.anon->holder[i].pid;
+    cr_assert_gt(pid, 0, "the permit names its holder");
+    cr_expect(strstr(seg.anon->holder[0].key, "127.0.0.1 /api/packets") ||
+                  strstr(seg.anon->holder[1].key, "127.0.0.1 /api/packets"),
+              "the record names the client and the path");
+    call_start(&waiter, s.port, "/api/packets", NULL);
+    cr_assert(wait_for(&seg.anon->waiting, 1, 5000));
+    int64_t killed = mg_test_now_ms();
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    cr_expect(wait_for64(&seg.anon->reclaimed, 1, 3000), "the permit was not reclaimed");
+    call_join(&waiter);
+    cr_expect_eq(waiter.status, 200, "%s", waiter.body);
+    cr_expect_lt(mg_test_now_ms() - killed, 3000, "the waiter got the permit late");
+    call_join(&holder);
+    cr_expect_eq(holder.status, -1, "the killed worker's client got no answer");
+    cr_expect(wait_for(&seg.anon->in_flight, 0, 2000));
+    struct call c;
+    call_now(&c, s.port, "/api/packets", NULL);
+    cr_expect_eq(c.status, 200);
+    cr_expect_lt(c.ms, 1000);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(anon, the_rate_limit_lets_the_burst_through_then_says_when_to_come_back, .init = make_dir,
+     .fini = remove_dir)
+{
+    /* 30 a minute: one every 2 s after a burst of 3. */
+    const char *env[] = {"MESHGATE_ANON_RATE=30", "MESHGATE_ANON_BURST=3", keys_setting, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call c;
+    for (int i = 0; i < 3; i++) {
+        call_now(&c, s.port, "/api/packets", NULL);
+        cr_expect_eq(c.status, 200, "request %d of the burst: %d %s", i + 1, c.status, c.body);
+    }
+    call_now(&c, s.port, "/api/packets", NULL);
+    cr_expect_eq(c.status, 429, "%d %s", c.status, c.body);
+    cr_expect_str_eq(c.retry_after, "2");
+    cr_expect_str_eq(c.cache_control, "no-store");
+    cr_expect(strstr(c.body, "\"retryAfter\":2}"), "%s", c.body);
+    int64_t refused_at = mg_test_now_ms();
+    /* Light requests and signed-in clients are not counted against it. */
+    call_now(&c, s.port, "/api/nodes", NULL);
+    cr_expect_eq(c.status, 200);
+    call_now(&c, s.port, "/api/packets", SIGNED_IN);
+    cr_expect_eq(c.status, 200);
+    /* A refusal takes nothing: the next is refused with the same wait, no longer. */
+    call_now(&c, s.port, "/api/packets?limit=1", NULL);
+    cr_expect_eq(c.status, 429);
+    cr_expect(strcmp(c.retry_after, "1") == 0 || strcmp(c.retry_after, "2") == 0, "%s",
+              c.retry_after);
+    mg_test_sleep_ms((int)(2050 - (mg_test_now_ms() - refused_at)));
+    call_now(&c, s.port, "/api/packets", NULL);
+    cr_expect_eq(c.status, 200, "after Retry-After one passes again: %d %s", c.status, c.body);
+    call_now(&c, s.port, "/api/packets", NULL);
+    cr_expect_eq(c.status, 429, "and only one");
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_RATE_LIMITED), 3);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_BYPASSED), 1);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+static int status_from(int port, const char *xff)
+{
+    char headers[256] = "";
+    if (xff)
+        snprintf(headers, sizeof headers, "X-Forwarded-For: %s\r\n", xff);
+    struct call c;
+    call_now(&c, port, "/api/packets?limit=1", headers);
+    return c.status;
+}
+
+Test(anon, x_forwarded_for_counts_only_from_a_trusted_proxy, .init = make_dir, .fini = remove_dir)
+{
+    /* One request a minute: a second from the same client is refused. */
+    const char *untrusted[] = {"MESHGATE_ANON_RATE=1", "MESHGATE_ANON_BURST=1", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, untrusted));
+    cr_expect_eq(status_from(s.port, "198.51.100.1"), 200);
+    cr_expect_eq(status_from(s.port, "198.51.100.2"), 429, "a client chose its address");
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+
+    const char *trusted[] = {"MESHGATE_ANON_RATE=1", "MESHGATE_ANON_BURST=1",
+                             "MESHGATE_TRUSTED_PROXIES=10.0.0.0/8, 127.0.0.1", NULL};
+    cr_assert(mg_test_server_start(&s, NULL, trusted));
+    cr_expect_eq(status_from(s.port, "198.51.100.1"), 200);
+    cr_expect_eq(status_from(s.port, "198.51.100.2"), 200, "another client behind the proxy");
+    cr_expect_eq(status_from(s.port, "198.51.100.1"), 429, "the same client again");
+    cr_expect_eq(status_from(s.port, NULL), 200, "the proxy's own requests are its own");
+    /* Entries a client puts in front forge nothing; trusted hops are skipped. */
+    cr_expect_eq(status_from(s.port, "203.0.113.9, 198.51.100.3"), 200);
+    cr_expect_eq(status_from(s.port, "203.0.113.7, 198.51.100.3"), 429);
+    cr_expect_eq(status_from(s.port, "198.51.100.4, 10.1.2.3"), 200);
+    cr_expect_eq(status_from(s.port, "198.51.100.4"), 429);
+    /* An IPv6 /64 is one client. */
+    cr_expect_eq(status_from(s.port, "2001:db8::1"), 200);
+    cr_expect_eq(status_from(s.port, "2001:db8::ffff:2"), 429);
+    cr_expect_eq(status_from(s.port, "2001:db8:0:1::1"), 200);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make_dir,
+     .fini = remove_dir)
+{
+    /* Six workers: the anonymous line holds at most three (auto: half), and its holders here
+     * block their workers as long scans would; the cold gate's one permit keeps a helper
+     * thread busy (its worker leaves new connections to the others); the diagnostic gate is
+     * cooling. The lines are full. */
+    const char *env[] = {"MESHGATE_WORKERS=6",
+                         "MESHGATE_ANON_QUEUE=3",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_REACH_COLD_MAX=1",
+                         "MESHGATE_REACH_COLD_QUEUE=2",
+                         "MESHGATE_REACH_COLD_WAIT_MS=20000",
+                         "MESHGATE_PERF_MEM_COOLDOWN_MS=60000",
+                         "MESHGATE_TEST_HOOKS=block",
+                         keys_setting,
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    cr_assert_eq(seg.anon->cap, 3);
+    struct call c;
+
+    /* The diagnostic gate: one walk, then the cooldown refuses the next at once. */
+    call_now(&c, s.port, "/api/perf?mem=1", SIGNED_IN);
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    call_now(&c, s.port, "/api/perf?mem=1", NULL);
+    cr_expect_eq(c.status, 429, "%s", c.body);
+
+    /* The cold gate: one build held on a helper thread, two more keys waiting. */
+    static char reach[4][128];
+    for (int i = 0; i < 4; i++) {
+        char key[65];
+        memset(key, "abcd"[i], 64);
+        key[64] = '\0';
+        snprintf(reach[i], sizeof reach[i], "/api/nodes/%s/reach", key);
+    }
+    struct call cold[3];
+    call_start(&cold[0], s.port, reach[0], SIGNED_IN HOLD(5000));
+    cr_assert(wait_for(&seg.cold->in_flight, 1, 5000));
+    call_start(&cold[1], s.port, reach[1], SIGNED_IN);
+    call_start(&cold[2], s.port, reach[2], SIGNED_IN);
+    cr_assert(wait_for(&seg.cold->waiting, 2, 5000));
+    call_now(&c, s.port, reach[3], SIGNED_IN);
+    cr_expect_eq(c.status, 429, "the cold line is full: %s", c.body);
+
+    /* The anonymous line: three holders blocking their workers, three waiting. */
+    struct call holder[3], waiter[3];
+    for (int i = 0; i < 3; i++) {
+        call_start(&holder[i], s.port, "/api/packets", HOLD(5000));
+        cr_assert(wait_for(&seg.anon->in_flight, (uint32_t)i + 1, 5000));
+    }
+    for (int i = 0; i < 3; i++)
+        call_start(&waiter[i], s.port, "/api/packets", NULL);
+    cr_assert(wait_for(&seg.anon->waiting, 3, 5000));
+    call_now(&c, s.port, "/api/packets", NULL);
+    expect_line_refusal(&c, "is full");
+
+    /* Every gate is full; light requests are answered at once all the same. */
+    int64_t worst = 0;
+    for (int i = 0; i < 10; i++) {
+        call_now(&c, s.port, i % 2 ? "/api/nodes" : "/api/nodes?limit=5", NULL);
+        cr_expect_eq(c.status, 200, "%s", c.body);
+        worst = c.ms > worst ? c.ms : worst;
+    }
+    cr_expect_lt(worst, 500, "a light request took %lld ms", (long long)worst);
+    cr_expect_eq(seg.anon->in_flight, 3);
+    cr_expect_eq(seg.anon->waiting, 3);
+    cr_expect_eq(seg.cold->in_flight, 1);
+    cr_expect_eq(seg.cold->waiting, 2);
+
+    for (int i = 0; i < 3; i++) {
+        call_join(&holder[i]);
+        call_join(&waiter[i]);
+        call_join(&cold[i]);
+        cr_expect_eq(holder[i].status, 200);
+        cr_expect_eq(waiter[i].status, 200);
+        cr_expect_eq(cold[i].status, 404, "no such node: %s", cold[i].body);
+    }
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+}
+
+Test(anon, warm_answers_and_refused_walks_do_not_wait_in_the_line, .init = make_dir,
+     .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=4",       "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=1",    "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",     "MESHGATE_PERF_MEM_COOLDOWN_MS=60000",
+                         "MESHGATE_TEST_HOOKS=park", NULL};
+    char db[256];
+    snprintf(db, sizeof db, "%s/nodes.db", dir);
+    char key[65];
+    memset(key, 'e', 64);
+    key[64] = '\0';
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO nodes (public_key, name, role, first_seen) VALUES ('%s', 'R', "
+             "'repeater', '2026-01-01T00:00:00Z');",
+             key);
+    cr_assert_eq(mg_test_make_db(db, false, sql), 0);
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    char path[160];
+    snprintf(path, sizeof path, "/api/nodes/%s/reach", key);
+    struct call c;
+    call_now(&c, s.port, path, NULL); /* cold: through the line, then cached */
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    call_now(&c, s.port, "/api/perf?mem=1", NULL); /* a walk: through the line */
+    cr_expect_eq(c.status, 200);
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 2);
+
+    struct call holder, waiter;
+    call_start(&holder, s.port, "/api/packets", HOLD(2000));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, 5000));
+    call_start(&waiter, s.port, "/api/packets", NULL);
+    cr_assert(wait_for(&seg.anon->waiting, 1, 5000));
+    call_now(&c, s.port, path, NULL);
+    cr_expect_eq(c.status, 200, "a warm report: %d %s", c.status, c.body);
+    cr_expect_lt(c.ms, 1000);
+    call_now(&c, s.port, "/api/perf?mem=1", NULL);
+    cr_expect_eq(c.status, 429, "the cooling walk is refused by its own gate: %s", c.body);
+    cr_expect_lt(c.ms, 1000);
+    cr_expect_eq(atomic_load(&seg.anon->refused_full), 0);
+    call_join(&holder);
+    call_join(&waiter);
+    cr_expect_eq(waiter.status, 200);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}

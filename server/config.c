@@ -83,6 +83,9 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_ANON_CLIENTS", MG_CFG_INT, FIELD(anon_clients), 8, 1048576, "4096",
      "clients the rate table tracks at once (rounded up to a multiple of 8); when it is full "
      "the least recently seen go"},
+    {"MESHGATE_ANON_NICE", MG_CFG_INT, FIELD(anon_nice), 0, 19, "10",
+     "nice value of the helper threads that run anonymous heavy requests, so they yield the "
+     "CPU to signed-in and light requests; 0: the same priority as everything else"},
     {"MESHGATE_TRUSTED_PROXIES", MG_CFG_CIDRS, FIELD(trusted_proxies_text), 0, 0, "",
      "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "
      "X-Forwarded-For names the client; empty: the peer is always the client"},

@@ -67,6 +67,7 @@ struct mg_config {
     int32_t anon_rate; /* requests a minute per client; 0: no limit */
     int32_t anon_burst;
     int32_t anon_clients; /* entries of the rate table */
+    int32_t anon_nice;    /* CPU priority of the helper threads that run anonymous heavy work */
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
     struct mg_cidr_list trusted_proxies;

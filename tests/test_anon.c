@@ -3,19 +3,21 @@
  * the real binary with real worker processes.
  *
  * Heavy work is made to last with the test hooks (MESHGATE_TEST_HOOKS, dispatch.c): a heavy
- * request carrying "X-Test-Hold-Ms: N" is held N ms after its admission, parked ("park") or
- * blocking its worker as a long scan would ("block"); a reach report is held inside its build
- * on the helper thread. Light requests read the database freely meanwhile, which a database
- * lock (the technique of test_reach_gate.c) would not allow.
+ * request carrying "X-Test-Hold-Ms: N" is held N ms after its admission: on the helper thread
+ * that runs it (anonymous heavy requests, reach builds), or else parked ("park") or blocking its
+ * worker as a long inline scan would ("block"). Light requests read the database freely meanwhile,
+ * which a database lock (the technique of test_reach_gate.c) would not allow.
  */
 #include "harness.h"
 
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "scoreboard.h"
 #include "segment.h"
 #include "stats.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -294,14 +296,13 @@ Test(anon, the_wait_in_line_is_bounded, .init = make_dir, .fini = remove_dir)
 Test(anon, a_worker_killed_holding_an_anonymous_permit_gives_it_back, .init = make_dir,
      .fini = remove_dir)
 {
-    /* The holder blocks its worker, so the waiter is surely read by the other one. */
-    const char *env[] = {"MESHGATE_WORKERS=2",
-                         "MESHGATE_ANON_CONCURRENCY=1",
-                         "MESHGATE_ANON_QUEUE=4",
-                         "MESHGATE_ANON_WAIT_MS=20000",
-                         "MESHGATE_ANON_RATE=0",
-                         "MESHGATE_TEST_HOOKS=block",
-                         NULL};
+    /* The holder keeps its worker's anonymous helper busy, and with four workers against one
+     * anonymous permit and one cold permit that worker leaves new connections to the others:
+     * the waiter is surely read by another worker. */
+    const char *env[] = {"MESHGATE_WORKERS=4",          "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_REACH_COLD_MAX=1",   "MESHGATE_ANON_QUEUE=4",
+                         "MESHGATE_ANON_WAIT_MS=20000", "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",    NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_segment seg;
@@ -418,10 +419,11 @@ Test(anon, x_forwarded_for_counts_only_from_a_trusted_proxy, .init = make_dir, .
 Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make_dir,
      .fini = remove_dir)
 {
-    /* Six workers: the anonymous line holds at most three (auto: half), and its holders here
-     * block their workers as long scans would; the cold gate's one permit keeps a helper
-     * thread busy (its worker leaves new connections to the others); the diagnostic gate is
-     * cooling. The lines are full. */
+    /* Six workers: the anonymous line holds at most three (auto: half), whose holders keep
+     * their workers' anonymous helpers busy; the cold gate's one permit keeps a helper busy;
+     * each of those workers leaves new connections to the others (six workers outnumber the
+     * four helpers the gates can keep busy). The diagnostic gate is cooling; the lines are
+     * full. */
     const char *env[] = {"MESHGATE_WORKERS=6",
                          "MESHGATE_ANON_QUEUE=3",
                          "MESHGATE_ANON_WAIT_MS=20000",
@@ -430,7 +432,7 @@ Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make
                          "MESHGATE_REACH_COLD_QUEUE=2",
                          "MESHGATE_REACH_COLD_WAIT_MS=20000",
                          "MESHGATE_PERF_MEM_COOLDOWN_MS=60000",
-                         "MESHGATE_TEST_HOOKS=block",
+                         "MESHGATE_TEST_HOOKS=park",
                          keys_setting,
                          NULL};
     struct mg_test_server s;
@@ -463,7 +465,7 @@ Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make
     call_now(&c, s.port, reach[3], SIGNED_IN);
     cr_expect_eq(c.status, 429, "the cold line is full: %s", c.body);
 
-    /* The anonymous line: three holders blocking their workers, three waiting. */
+    /* The anonymous line: three holders running on helpers, three waiting. */
     struct call holder[3], waiter[3];
     for (int i = 0; i < 3; i++) {
         call_start(&holder[i], s.port, "/api/packets", HOLD(5000));
@@ -546,6 +548,71 @@ Test(anon, warm_answers_and_refused_walks_do_not_wait_in_the_line, .init = make_
     call_join(&holder);
     call_join(&waiter);
     cr_expect_eq(waiter.status, 200);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+/* The nice value (field 19 of /proc/PID/task/TID/stat) of each thread of pid, in out; how many. */
+static int thread_nices(int pid, int *out, int cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    cr_assert(d, "%s", path);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < cap;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char stat_path[512], text[1024];
+        snprintf(stat_path, sizeof stat_path, "%s/%s/stat", path, e->d_name);
+        FILE *f = fopen(stat_path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[len] = '\0';
+        const char *p = strrchr(text, ')'); /* fields restart after the command name */
+        for (int field = 3; p && field <= 19; field++)
+            p = strchr(p + 1, ' ');
+        if (p)
+            out[n++] = atoi(p + 1);
+    }
+    closedir(d);
+    return n;
+}
+
+Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays_free,
+     .init = make_dir, .fini = remove_dir)
+{
+    /* One worker; "block" would stop its loop if the request ran there. */
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_ANON_RATE=0", "MESHGATE_TEST_HOOKS=block",
+                         keys_setting, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    int worker = atomic_load(&seg.slots[0].pid);
+    cr_assert_gt(worker, 0);
+    int nice[16], n = thread_nices(worker, nice, 16), low = 0, normal = 0;
+    for (int i = 0; i < n; i++)
+        low += nice[i] == 10, normal += nice[i] == 0;
+    cr_expect_eq(n, 3, "the loop and two helpers: %d threads", n);
+    cr_expect_eq(low, 1, "one helper at MESHGATE_ANON_NICE (10)");
+    cr_expect_eq(normal, 2);
+
+    struct call heavy, c;
+    call_start(&heavy, s.port, "/api/packets", HOLD(2000));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, 5000));
+    call_now(&c, s.port, "/api/nodes", NULL);
+    cr_expect_eq(c.status, 200);
+    cr_expect_lt(c.ms, 500, "the worker's loop was held for %lld ms", (long long)c.ms);
+    call_now(&c, s.port, "/api/packets?limit=1", SIGNED_IN);
+    cr_expect_eq(c.status, 200);
+    cr_expect_lt(c.ms, 500, "a signed-in heavy request waited %lld ms", (long long)c.ms);
+    cr_expect_eq(seg.anon->in_flight, 1, "the anonymous request is still running");
+    call_join(&heavy);
+    cr_expect_eq(heavy.status, 200, "%s", heavy.body);
+    cr_expect(strstr(heavy.body, "\"packets\":["), "%s", heavy.body);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }

@@ -368,8 +368,12 @@ Test(reach_gate, a_failed_build_gives_its_permit_back_and_caches_nothing, .init 
 Test(reach_gate, killing_a_builder_returns_its_permit_and_its_follower_still_gets_the_answer,
      .init = make_db, .fini = remove_db)
 {
-    const char *env[] = {ANON_LINE_OFF,
-                         "MESHGATE_WORKERS=4",
+    /* With the anonymous line on and the workers outnumbering every helper the gates can
+     * keep busy (12 > 8 + 2 + 1), the builder's worker leaves new connections to the others,
+     * so followers land elsewhere and survive it (see worker.c, yield_when_busy). */
+    const char *env[] = {"MESHGATE_WORKERS=12",
+                         "MESHGATE_ANON_CONCURRENCY=8",
+                         "MESHGATE_ANON_WAIT_MS=20000",
                          "MESHGATE_REACH_COLD_QUEUE=6",
                          "MESHGATE_REACH_COLD_WAIT_MS=20000",
                          "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",

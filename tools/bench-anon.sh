@@ -8,7 +8,8 @@
 #      schedule whatever the answers (meshgate-bench's open streams; latency counts from the
 #      scheduled time), for SECONDS.
 # The per-client rate limit is off in A-C (the flood comes from one address, which the limit
-# alone would turn away: that is D), so A-C measure the line itself.
+# alone would turn away: that is D), so A-C measure the line and the anonymous helpers' lower
+# CPU priority (MESHGATE_ANON_NICE) one step at a time.
 #
 #   tools/bench-anon.sh DB [SECONDS] [RATE]
 #
@@ -48,7 +49,9 @@ run() { # label, then extra environment
   kill -TERM $pid; wait $pid || true
   echo
 }
-run "A: no line (MESHGATE_ANON_CONCURRENCY=0)" MESHGATE_ANON_CONCURRENCY=0 MESHGATE_ANON_RATE=0
-run "B: the line with defaults (half the workers)" MESHGATE_ANON_RATE=0
-run "C: the line at 2 (this machine's cores)" MESHGATE_ANON_CONCURRENCY=2 MESHGATE_ANON_RATE=0
-run "D: every default (the line and the per-client rate limit)"
+run "A: no line, same CPU priority (MESHGATE_ANON_CONCURRENCY=0, MESHGATE_ANON_NICE=0)" \
+  MESHGATE_ANON_CONCURRENCY=0 MESHGATE_ANON_NICE=0 MESHGATE_ANON_RATE=0
+run "B: the line (half the workers), same CPU priority (MESHGATE_ANON_NICE=0)" \
+  MESHGATE_ANON_NICE=0 MESHGATE_ANON_RATE=0
+run "C: the line and the lower priority (defaults but MESHGATE_ANON_RATE=0)" MESHGATE_ANON_RATE=0
+run "D: every default (the line, the priority and the per-client rate limit)"

@@ -3,6 +3,7 @@
 #include "client_limit.h"
 #include "clock.h"
 #include "gate_fifo.h"
+#include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
 #include "router.h"
@@ -165,10 +166,11 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
  * Tests only. With MESHGATE_TEST_HOOKS=park or block in the worker's environment, a heavy
  * request that carries "X-Test-Hold-Ms: N" (at most 30000) is held N ms after its admission,
  * with whatever admission gave it, before its handler runs: parked (its worker goes on
- * serving), or blocking its worker as a long scan would. A reach report is held instead on
- * the helper thread, inside its build (ep_reach.c), so that it holds its cold permit. This is
- * how the tests make heavy work last without locking the database, which light requests
- * need too. Without the variable the header means nothing.
+ * serving), or blocking its worker as a long scan would. Work that runs on a helper thread
+ * is held there instead: a reach report inside its build (ep_reach.c), so that it holds its
+ * cold permit, and an anonymous heavy request inside its job (below), keeping its helper busy. This
+ * is how the tests make heavy work last without locking the database, which light requests need
+ * too. Without the variable the header means nothing.
  */
 static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route,
                       struct mg_response *res)
@@ -182,7 +184,12 @@ static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route
         ms = ms * 10 + (h->ptr[i] - '0');
     ms = ms > 30000 ? 30000 : ms;
     req->test_hold_ms = ms;
-    if (ms == 0 || mg_routes[route].handler == mg_handle_reach)
+    /* Held on a helper instead: a reach report inside its build, an anonymous request run
+     * on the anonymous helper inside its job. */
+    bool on_helper = mg_routes[route].handler == mg_handle_reach ||
+                     (env->anon_jobs && (a->step == ADMIT_HELD || a->step == ADMIT_OFF) &&
+                      !mg_routes[route].own_jobs);
+    if (ms == 0 || on_helper)
         return true;
     int64_t now = mg_monotonic_ns();
     if (a->hold_until_ns == 0)
@@ -199,6 +206,125 @@ static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route
         res->parked = true;
         return false;
     }
+    return true;
+}
+
+/*
+ * Anonymous heavy work runs on the worker's anonymous helper thread, at a lower CPU priority
+ * (MESHGATE_ANON_NICE): the loop stays free for light and signed-in requests on its other
+ * connections, and a flood of anonymous scans yields the CPU to them. Routes whose handler
+ * puts its heavy part on a helper itself (own_jobs) get the anonymous helper as env->jobs;
+ * the others (/api/packets) are run whole there, on a copy of the request: the head's bytes
+ * stay where they are (a parked connection is not read, and the worker stops its helpers
+ * before it closes connections), the decoded path and query are copied out of the worker's
+ * dispatch buffers, which the next request reuses.
+ */
+struct mg_handler_job {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    mg_handler_fn handler;
+    struct mg_env env;
+    struct mg_http_request http;
+    struct mg_request req;
+    struct mg_park park;
+    struct mg_response res;
+    int hold_ms; /* tests only */
+    char *path;
+    char *query;
+};
+
+static void run_handler_job(struct mg_job *job, struct mg_db *db)
+{
+    struct mg_handler_job *h = (struct mg_handler_job *)job;
+    if (h->hold_ms > 0) {
+        struct timespec ts = {h->hold_ms / 1000, (long)(h->hold_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0)
+            ;
+    }
+    h->env.db = db;
+    h->handler(&h->env, &h->req, &h->res);
+    if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
+        mg_response_reset(&h->res);
+        mg_response_error(&h->res, 500, "the request could not be handled");
+    }
+}
+
+static void handler_job_free(struct mg_handler_job *h)
+{
+    if (!h)
+        return;
+    mg_response_free(&h->res);
+    free(h->path);
+    free(h->query);
+    free(h);
+}
+
+static struct mg_handler_job *handler_job_new(const struct mg_env *env,
+                                              const struct mg_request *req,
+                                              const struct mg_dispatch_buffers *b,
+                                              mg_handler_fn handler)
+{
+    struct mg_handler_job *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->path = strdup(req->path);
+    h->query = malloc(b->query_cap);
+    if (!h->path || !h->query) {
+        handler_job_free(h);
+        return NULL;
+    }
+    memcpy(h->query, b->query, b->query_cap);
+    h->job.run = run_handler_job;
+    h->handler = handler;
+    h->env = *env;
+    h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */
+    h->http = *req->http;
+    h->req = *req;
+    h->req.http = &h->http;
+    h->req.path = h->path;
+    for (size_t i = 0; i < h->req.query.count; i++) {
+        struct mg_query_param *p = &h->req.query.param[i];
+        p->name = h->query + (p->name - b->query);
+        p->value = h->query + (p->value - b->query);
+    }
+    h->req.client_gone = NULL;
+    h->req.park = &h->park;
+    h->hold_ms = req->test_hold_ms;
+    mg_response_init(&h->res);
+    return h;
+}
+
+/* Runs the handler on the anonymous helper over the turns of the loop; true when res holds
+ * its answer, false when the request is parked meanwhile. */
+static bool offload(struct mg_env *env, struct mg_request *req, const struct mg_dispatch_buffers *b,
+                    mg_handler_fn handler, struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (!a->job) {
+        a->job = handler_job_new(env, req, b, handler);
+        if (!a->job) {
+            mg_response_error(res, 500, "out of memory");
+            return true;
+        }
+    }
+    struct mg_handler_job *h = a->job;
+    if (!a->submitted)
+        a->submitted = mg_jobs_submit(env->anon_jobs, &h->job);
+    if (!a->submitted || !atomic_load(&h->job.done)) {
+        res->parked = true;
+        return false;
+    }
+    res->status = h->res.status;
+    res->content_type = h->res.content_type;
+    res->no_store = h->res.no_store;
+    res->close = res->close || h->res.close;
+    struct mg_buf swap = res->body;
+    res->body = h->res.body;
+    h->res.body = swap;
+    swap = res->headers;
+    res->headers = h->res.headers;
+    h->res.headers = swap;
+    handler_job_free(h);
+    a->job = NULL;
     return true;
 }
 
@@ -278,9 +404,19 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     if (slot)
         mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
                               req->start_monotonic_ns);
-    if (admit(env, req, route, res) && test_hold(env, req, route, res))
-        handler(env, req, res);
     struct mg_admission *a = &req->park->admission;
+    if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
+        bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
+        if (!anonymous_heavy || !env->anon_jobs) {
+            handler(env, req, res);
+        } else if (mg_routes[route].own_jobs) {
+            struct mg_env anon_env = *env;
+            anon_env.jobs = env->anon_jobs;
+            handler(&anon_env, req, res);
+        } else {
+            offload(env, req, b, handler, res);
+        }
+    }
     if (a->step == ADMIT_HELD && !res->parked) {
         mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
         a->step = ADMIT_DONE;

@@ -601,7 +601,9 @@ struct total_entry {
     int64_t cost_ns;
 };
 
-static struct total_entry total_cache[TOTAL_CACHE_ENTRIES];
+/* One per thread: the worker's loop and its helper thread each read through their own
+ * connection, whose data version the entries are checked against. */
+static _Thread_local struct total_entry total_cache[TOTAL_CACHE_ENTRIES];
 
 static struct total_entry *total_find(const struct mg_buf *key)
 {

@@ -21,6 +21,7 @@
 #define MG_PARK_BYTES 512
 
 struct mg_jobs;
+struct mg_handler_job;
 
 /*
  * A request a handler cannot finish now (it waits in a gate's line, for another request's
@@ -34,13 +35,15 @@ struct mg_park {
     unsigned turns; /* calls so far for this request */
     /* The anonymous line, kept by dispatch (the handler's state is its own): */
     struct mg_admission {
-        int step;              /* enum in dispatch.c */
-        int place;             /* in line, while waiting */
-        uint64_t ticket;       /* of the place */
-        uint64_t token;        /* of the permit, once admitted */
-        int64_t deadline_ns;   /* end of the wait */
-        char who[80];          /* "client path", as the line's records show it */
-        int64_t hold_until_ns; /* tests only: see mg_env.test_hooks */
+        int step;                   /* enum in dispatch.c */
+        int place;                  /* in line, while waiting */
+        uint64_t ticket;            /* of the place */
+        uint64_t token;             /* of the permit, once admitted */
+        int64_t deadline_ns;        /* end of the wait */
+        char who[80];               /* "client path", as the line's records show it */
+        int64_t hold_until_ns;      /* tests only: see mg_env.test_hooks */
+        struct mg_handler_job *job; /* a handler run on the anonymous helper thread */
+        bool submitted;
     } admission;
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
@@ -49,7 +52,8 @@ struct mg_env {
     const struct mg_config *cfg;
     struct mg_segment *seg;
     struct mg_db *db;
-    struct mg_jobs *jobs; /* the worker's helper thread; NULL: run heavy work inline */
+    struct mg_jobs *jobs;      /* the worker's helper thread; NULL: run heavy work inline */
+    struct mg_jobs *anon_jobs; /* its helper for anonymous heavy work (lower priority) */
     unsigned slot;
     int pid;
     /* Tests only (MESHGATE_TEST_HOOKS, read by the worker at start): how a heavy request that

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct mg_jobs {
@@ -19,6 +21,7 @@ struct mg_jobs {
     struct mg_job *pending; /* handed over, not yet taken */
     bool busy;              /* a job is pending or running */
     bool stop;
+    int nice;
     int event_fd;
     struct mg_db db;
 };
@@ -26,6 +29,9 @@ struct mg_jobs {
 static void *run(void *arg)
 {
     struct mg_jobs *j = arg;
+    /* Linux keeps a nice value per thread; raising it needs no privilege. */
+    if (j->nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice) < 0)
+        mg_warn("jobs: cannot lower the helper thread's priority: %s", strerror(errno));
     pthread_mutex_lock(&j->mutex);
     for (;;) {
         while (!j->pending && !j->stop)
@@ -47,7 +53,8 @@ static void *run(void *arg)
     return NULL;
 }
 
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err, size_t errlen)
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd, char *err,
+                              size_t errlen)
 {
     struct mg_jobs *j = calloc(1, sizeof *j);
     if (!j) {
@@ -58,6 +65,7 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *
         free(j);
         return NULL;
     }
+    j->nice = nice;
     j->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&j->mutex, NULL);
     pthread_cond_init(&j->cond, NULL);

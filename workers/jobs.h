@@ -1,5 +1,7 @@
 /*
- * jobs: a worker's helper thread for heavy work (a cold reach report). The event loop hands
+ * jobs: a worker's helper thread for heavy work (a cold reach report). A worker has two:
+ * one for signed-in clients, and one at a lower CPU priority for anonymous heavy requests
+ * (MESHGATE_ANON_NICE), so a flood of those yields the CPU to everything else. The event loop hands
  * it one job at a time and goes on serving its other connections; the thread has its own
  * read-only database connection and tells the loop through an eventfd when a job is done.
  * So a worker building a report still answers cheap requests on its other connections, and
@@ -25,9 +27,11 @@ struct mg_job {
 
 struct mg_jobs;
 
-/* Starts the thread (it opens its own connection to cfg's database). NULL with err set on
- * failure. *event_fd becomes readable each time a job is done. */
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int *event_fd, char *err, size_t errlen);
+/* Starts the thread (it opens its own connection to cfg's database) at the scheduling
+ * priority nice (0: as the worker; higher: yields the CPU to the worker's loop and to other
+ * work). NULL with err set on failure. *event_fd becomes readable each time a job is done. */
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd, char *err,
+                              size_t errlen);
 
 /* Hands job to the thread; false when it is busy with another (try again later). */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);

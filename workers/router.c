@@ -3,14 +3,14 @@
 #include <string.h>
 
 const struct mg_route mg_routes[] = {
-    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL},
-    {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes, NULL},
-    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy},
-    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL},
-    {"/api/stats", MG_COST_LIGHT, mg_handle_stats, NULL},
-    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy},
-    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL},
-    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL},
+    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false},
+    {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes, NULL, false},
+    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true},
+    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false},
+    {"/api/stats", MG_COST_LIGHT, mg_handle_stats, NULL, false},
+    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true},
+    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false},
+    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 

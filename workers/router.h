@@ -25,6 +25,9 @@ struct mg_route {
     enum mg_cost cost;
     mg_handler_fn handler;
     mg_heavy_fn heavy_when; /* heavy routes: NULL, every request is heavy */
+    /* The handler puts its heavy part on a helper thread itself (env->jobs). The others'
+     * anonymous heavy requests are run whole on the anonymous helper (dispatch.c). */
+    bool own_jobs;
 };
 
 /* Whether this request of route (an id from mg_route_match) is heavy. */

@@ -74,9 +74,12 @@ struct worker {
     struct mg_http_limits limits;
     struct mg_response res;
     struct mg_dispatch_buffers bufs;
-    struct mg_jobs *jobs;
+    struct mg_jobs *jobs; /* helper thread for signed-in heavy work */
     int jobs_fd;
-    unsigned parked; /* connections in CONN_PARKED */
+    struct mg_jobs *anon_jobs; /* helper thread for anonymous heavy work, at MESHGATE_ANON_NICE */
+    int anon_jobs_fd;
+    bool yield_when_busy; /* stop accepting while a helper is busy (see the loop) */
+    unsigned parked;      /* connections in CONN_PARKED */
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -550,14 +553,27 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     }
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
-    w.jobs = mg_jobs_start(seg->config, &w.jobs_fd, err, sizeof err);
-    if (!w.jobs) {
+    w.jobs = mg_jobs_start(seg->config, 0, &w.jobs_fd, err, sizeof err);
+    if (w.jobs)
+        w.anon_jobs =
+            mg_jobs_start(seg->config, seg->config->anon_nice, &w.anon_jobs_fd, err, sizeof err);
+    if (!w.jobs || !w.anon_jobs) {
         mg_error("%s", err);
         return 1;
     }
     w.env.jobs = w.jobs;
+    w.env.anon_jobs = w.anon_jobs;
+    /* The gates bound the helpers busy at once in the whole group: an anonymous permit each,
+     * the cold builds of signed-in clients, one diagnostic walk. Only when the workers
+     * outnumber them all can a worker with a busy helper leave new connections to others
+     * and be sure some remain. */
+    const struct mg_config *cfg = seg->config;
+    w.yield_when_busy = cfg->anon_concurrency > 0 && cfg->reach_cold_max > 0 &&
+                        cfg->workers > cfg->anon_concurrency + cfg->reach_cold_max + 1;
     struct epoll_event jev = {.events = EPOLLIN, .data.ptr = &w.jobs_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.jobs_fd, &jev);
+    struct epoll_event aev = {.events = EPOLLIN, .data.ptr = &w.anon_jobs_fd};
+    epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.anon_jobs_fd, &aev);
     mg_response_init(&w.res);
     listen_start(&w);
     mg_slot_set_state(w.slot, MG_SLOT_IDLE);
@@ -614,13 +630,12 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
             if (c->deadline_ns < next_deadline)
                 next_deadline = c->deadline_ns;
         }
-        /* A worker whose helper thread is busy (a cold build, a diagnostic walk) leaves new
-         * connections to the others, so heavy work spreads over the helpers. Requests that
-         * wait in a line are parked and cost the loop nothing: their worker keeps accepting.
-         * What can keep a loop from new connections is thus a heavy handler running inline
-         * (at most MESHGATE_ANON_CONCURRENCY of them for anonymous clients) or a busy helper
-         * (bounded by the cold gate and the diagnostic gate): see docs/architecture.md. */
-        bool helper_busy = w.jobs && mg_jobs_busy(w.jobs);
+        /* A worker whose helper thread is busy (anonymous heavy work, a cold build, a
+         * diagnostic walk) leaves new connections to the others when the gates guarantee
+         * there are others (yield_when_busy), so heavy work spreads over the helpers.
+         * Requests that wait in a line are parked and cost the loop nothing: their worker
+         * keeps accepting. See docs/architecture.md for the worst case. */
+        bool helper_busy = w.yield_when_busy && (mg_jobs_busy(w.jobs) || mg_jobs_busy(w.anon_jobs));
         if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker && !helper_busy)
             listen_start(&w);
         else if (helper_busy)
@@ -647,6 +662,8 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
                     accept_some(&w, now, 1);
             } else if (ptr == &w.jobs_fd) {
                 mg_jobs_ack(w.jobs);
+            } else if (ptr == &w.anon_jobs_fd) {
+                mg_jobs_ack(w.anon_jobs);
             } else if (ptr == &w.signal_fd) {
                 struct signalfd_siginfo si;
                 while (read(w.signal_fd, &si, sizeof si) == sizeof si)
@@ -658,7 +675,8 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
          * memory (the graveyard) and marked closed. */
         for (int i = 0; i < n; i++) {
             struct conn *c = events[i].data.ptr;
-            if (c == NULL || (void *)c == &w.signal_fd || (void *)c == &w.jobs_fd || c->closed)
+            if (c == NULL || (void *)c == &w.signal_fd || (void *)c == &w.jobs_fd ||
+                (void *)c == &w.anon_jobs_fd || c->closed)
                 continue;
             uint32_t ev = events[i].events;
             if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
@@ -684,6 +702,9 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
         if (getppid() != w.master_pid)
             begin_drain(&w, now);
     }
+    /* The helpers first: a job may still read its request in a connection's buffer. */
+    mg_jobs_stop(w.jobs);
+    mg_jobs_stop(w.anon_jobs);
     while (w.conns)
         conn_close(&w, w.conns);
     while (w.graveyard) {
@@ -691,7 +712,6 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
         w.graveyard = dead->next;
         free(dead);
     }
-    mg_jobs_stop(w.jobs);
     mg_response_free(&w.res);
     mg_db_close(&w.db);
     mg_dispatch_buffers_free(&w.bufs);

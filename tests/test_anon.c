@@ -494,9 +494,12 @@ Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make
         call_join(&holder[i]);
         call_join(&waiter[i]);
         call_join(&cold[i]);
-        cr_expect_eq(holder[i].status, 200);
-        cr_expect_eq(waiter[i].status, 200);
-        cr_expect_eq(cold[i].status, 404, "no such node: %s", cold[i].body);
+        cr_expect_eq(holder[i].status, 200, "holder %d: %d %s", i, holder[i].status,
+                     holder[i].body);
+        cr_expect_eq(waiter[i].status, 200, "waiter %d: %d %s", i, waiter[i].status,
+                     waiter[i].body);
+        cr_expect_eq(cold[i].status, 404, "no such node %d: %d %s", i, cold[i].status,
+                     cold[i].body);
     }
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);

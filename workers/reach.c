@@ -419,13 +419,16 @@ static int text_order(const void *a, const void *b)
 
 static void index_nodes(struct reach *r)
 {
-    qsort(r->infos, r->n_infos, sizeof *r->infos, info_order);
+    /* qsort wants a valid pointer even for no elements, and an empty table has none. */
+    if (r->n_infos > 0)
+        qsort(r->infos, r->n_infos, sizeof *r->infos, info_order);
     size_t kept = 0;
     for (size_t i = 0; i < r->n_infos; i++)
         if (kept == 0 || !text_equal(r->infos[kept - 1].key, r->infos[i].key))
             r->infos[kept++] = r->infos[i];
     r->n_infos = kept;
-    qsort(r->relays, r->n_relays, sizeof *r->relays, text_order);
+    if (r->n_relays > 0)
+        qsort(r->relays, r->n_relays, sizeof *r->relays, text_order);
 }
 
 static const struct node_info *find_info(const struct reach *r, struct text key)

@@ -398,7 +398,8 @@ Test(anon, x_forwarded_for_counts_only_from_a_trusted_proxy, .init = make_dir, .
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 
     const char *trusted[] = {"MESHGATE_ANON_RATE=1", "MESHGATE_ANON_BURST=1",
-                             "MESHGATE_TRUSTED_PROXIES=10.0.0.0/8, 127.0.0.1", NULL};
+                             "MESHGATE_TRUSTED_PROXIES=10.0.0.0/8, 127.0.0.1",
+                             "MESHGATE_ACCESS_LOG=1", NULL};
     cr_assert(mg_test_server_start(&s, NULL, trusted));
     cr_expect_eq(status_from(s.port, "198.51.100.1"), 200);
     cr_expect_eq(status_from(s.port, "198.51.100.2"), 200, "another client behind the proxy");
@@ -413,6 +414,13 @@ Test(anon, x_forwarded_for_counts_only_from_a_trusted_proxy, .init = make_dir, .
     cr_expect_eq(status_from(s.port, "2001:db8::1"), 200);
     cr_expect_eq(status_from(s.port, "2001:db8::ffff:2"), 429);
     cr_expect_eq(status_from(s.port, "2001:db8:0:1::1"), 200);
+    /* The access log names the client, and the proxy it came through. */
+    mg_test_sleep_ms(100);
+    char *log = mg_test_server_log(&s);
+    cr_expect(strstr(log, "access 198.51.100.2 (via 127.0.0.1) \"GET /api/packets?limit=1"), "%s",
+              log);
+    cr_expect(strstr(log, "access 127.0.0.1 \"GET /api/packets?limit=1"), "%s", log);
+    free(log);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }
 

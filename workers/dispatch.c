@@ -62,20 +62,18 @@ enum {
 
 #define LINE_RETRY_AFTER_S 1
 
-/* The client's address: the peer, or X-Forwarded-For when the peer is a trusted proxy. */
-static void client_address(const struct mg_env *env, const struct mg_request *req,
-                           uint8_t addr[MG_ADDR_BYTES])
+bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
+                       const uint8_t peer[MG_ADDR_BYTES], uint8_t addr[MG_ADDR_BYTES])
 {
-    const struct mg_http_request *hr = req->http;
     struct mg_xff_part parts[8];
     size_t n = 0;
-    if (env->cfg->trusted_proxies.count > 0)
+    if (cfg->trusted_proxies.count > 0)
         for (size_t i = 0; i < hr->header_count && n < sizeof parts / sizeof parts[0]; i++)
             if (hr->headers[i].name.len == 15 &&
                 strncasecmp(hr->headers[i].name.ptr, "X-Forwarded-For", 15) == 0)
                 parts[n++] =
                     (struct mg_xff_part){hr->headers[i].value.ptr, hr->headers[i].value.len};
-    mg_client_address(req->peer, parts, n, &env->cfg->trusted_proxies, addr);
+    return mg_client_address(peer, parts, n, &cfg->trusted_proxies, addr);
 }
 
 static void refuse_line(struct mg_response *res, const char *why)
@@ -100,7 +98,7 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
             return true;
         }
         uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
-        client_address(env, req, addr);
+        mg_request_client(env->cfg, req->http, req->peer, addr);
         mg_client_key(addr, key);
         int64_t retry_ns = 0;
         if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(),

@@ -264,9 +264,19 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
             target[n++] = (char)ch;
     }
     target[n] = '\0';
+    /* Behind a trusted proxy the client is what X-Forwarded-For says, the proxy after it. */
+    char client[64 + 80];
+    uint8_t addr[MG_ADDR_BYTES];
+    if (hr && mg_request_client(w->env.cfg, hr, c->peer_addr, addr)) {
+        mg_addr_format(addr, client, 64);
+        size_t used = strlen(client);
+        snprintf(client + used, sizeof client - used, " (via %s)", c->peer);
+    } else {
+        snprintf(client, sizeof client, "%s", c->peer);
+    }
     char line[1024];
     int len = snprintf(line, sizeof line, "access %s \"%.*s %s HTTP/1.%d\" %d %zu %.3fms worker=%u",
-                       c->peer, hr ? (int)(hr->method.len > 16 ? 16 : hr->method.len) : 1,
+                       client, hr ? (int)(hr->method.len > 16 ? 16 : hr->method.len) : 1,
                        hr ? hr->method.ptr : "-", hr ? target : "-", hr ? hr->minor_version : 1,
                        status, bytes, (double)duration_us / 1000.0, w->env.slot);
     if (len > 0)

@@ -125,6 +125,19 @@ static bool wait_for64(const _Atomic uint64_t *value, uint64_t want, int ms)
     return atomic_load(value) >= want;
 }
 
+/* What meshgate-shm prints for the server's segment (args: "" or "--json"). */
+static void tool_output(const struct mg_test_server *s, const char *args, char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/meshgate-shm --name %s %s", MESHGATE_BUILD_DIR, s->shm_name,
+             args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "%s", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    cr_expect_eq(pclose(p), 0, "%s", cmd);
+}
+
 static void expect_line_refusal(const struct call *c, const char *why)
 {
     cr_expect_eq(c->status, 503, "%d %s", c->status, c->body);
@@ -220,6 +233,28 @@ Test(anon, a_full_line_answers_503_with_retry_after_and_does_not_grow, .init = m
         cr_expect_eq(seg.anon->waiting, 2, "the line grew");
     }
     cr_expect_eq(atomic_load(&seg.anon->refused_full), 5);
+    /* Every view shows the line and its counters: the dump tool, /api/perf, /metrics. */
+    char text[65536];
+    tool_output(&s, "", text, sizeof text);
+    cr_expect(strstr(text, "anon_line (anonymous heavy requests): cap 1, 1 in flight, 2 waiting "
+                           "of 2 places"),
+              "%s", text);
+    cr_expect(strstr(text, "refused full 5, refused timeout 0"), "%s", text);
+    cr_expect(strstr(text, "holder    worker"), "%s", text);
+    cr_expect(strstr(text, "127.0.0.1 /api/packets"), "%s", text);
+    tool_output(&s, "--json", text, sizeof text);
+    cr_expect(strstr(text, "\"anon_line\":{\"cap\":1,\"in_flight\":1,\"waiting\":2,"), "%s", text);
+    cr_expect(strstr(text, "\"refused_full\":5,"), "%s", text);
+    struct mg_test_response m;
+    cr_assert(mg_test_get(s.port, "/api/perf", NULL, &m));
+    cr_expect(strstr(m.body, "\"anonLine\":{\"cap\":1,\"inFlight\":1,\"queueMax\":2,"
+                             "\"waiting\":2,"),
+              "%s", m.body);
+    cr_expect(strstr(m.body, "\"refusedFull\":5,\"refusedTimeout\":0,"), "%s", m.body);
+    mg_test_response_free(&m);
+    cr_assert(mg_test_get(s.port, "/metrics", NULL, &m));
+    cr_expect(strstr(m.body, "\nmeshgate_anon_line_refused_full_total 5\n"), "%s", m.body);
+    mg_test_response_free(&m);
     call_join(&holder);
     cr_expect_eq(holder.status, 200);
     for (int i = 0; i < 2; i++) {

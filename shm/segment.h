@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 6u
+#define MG_SHM_LAYOUT_VERSION 7u
 #define MG_SHM_SECTIONS_MAX 16
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64

@@ -41,7 +41,11 @@
       "heavy requests of signed-in clients, which skip the "                                       \
       "anonymous line")                                                                            \
     X(ANON_RATE_LIMITED, "anon_rate_limited",                                                      \
-      "anonymous heavy requests refused with 429 by the per-client rate limit")
+      "anonymous heavy requests refused with 429 by the per-client rate limit")                    \
+    X(GROUP_VALUE_HITS, "group_value_hits",                                                        \
+      "answers served from a group value (stats, row counts) within its interval")                 \
+    X(GROUP_VALUE_STALE_HITS, "group_value_stale_hits",                                            \
+      "answers served from a group value past its interval while another worker refreshed it")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,

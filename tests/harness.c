@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -156,11 +157,20 @@ static pid_t spawn_binary(const char *const *env, const char *log_path)
         dup2(fd, STDERR_FILENO);
         close(fd);
     }
+    /* MG_TEST_UID=N (not passed on): the server runs as that user, group and no others. */
+    for (const char *const *e = env; e && *e; e++) {
+        if (strncmp(*e, "MG_TEST_UID=", 12) != 0)
+            continue;
+        uid_t uid = (uid_t)strtoul(*e + 12, NULL, 10);
+        if (setgroups(0, NULL) < 0 || setgid((gid_t)uid) < 0 || setuid(uid) < 0)
+            _exit(126);
+    }
     /* The server sees only what the test gives it. */
     clearenv();
     setenv("PATH", "/usr/bin:/bin", 1);
     for (; env && *env; env++)
-        putenv((char *)*env);
+        if (strncmp(*env, "MG_TEST_UID=", 12) != 0)
+            putenv((char *)*env);
     execl(MESHGATE_BUILD_DIR "/meshgate", "meshgate", (char *)NULL);
     _exit(127);
 }

@@ -7,6 +7,7 @@
 #include "db.h"
 
 #include <criterion/criterion.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -94,24 +95,121 @@ Test(db, a_missing_file_is_not_created, .init = make, .fini = cleanup)
     cr_expect_neq(access(missing, F_OK), 0, "opening created the file");
 }
 
-Test(db, optional_columns_are_probed_per_schema, .init = make, .fini = cleanup)
+static bool flag_of(const struct mg_db *db, const struct mg_db_optional *o)
 {
-    char full[300], err[512];
-    snprintf(full, sizeof full, "%s/full.db", dir);
-    cr_assert_eq(mg_test_make_db(full, true, NULL), 0);
+    return *(const bool *)((const char *)&db->schema + o->flag_offset);
+}
+
+/* Runs sql on path read-write (a test's own setup, never the server's connection). */
+static void exec_on(const char *file, const char *sql)
+{
+    sqlite3 *conn;
+    cr_assert_eq(sqlite3_open(file, &conn), SQLITE_OK);
+    char *err = NULL;
+    cr_assert_eq(sqlite3_exec(conn, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+    sqlite3_close(conn);
+}
+
+/* Adds every optional column and table the file lacks. */
+static void add_every_optional(const char *file)
+{
+    sqlite3 *conn;
+    cr_assert_eq(sqlite3_open(file, &conn), SQLITE_OK);
+    for (size_t i = 0; i < mg_db_optionals_count; i++) {
+        const struct mg_db_optional *o = &mg_db_optionals[i];
+        char sql[256];
+        if (!o->column) {
+            snprintf(sql, sizeof sql, "CREATE TABLE IF NOT EXISTS %s (id INTEGER PRIMARY KEY)",
+                     o->table);
+        } else {
+            snprintf(sql, sizeof sql, "SELECT 1 FROM pragma_table_info('%s') WHERE name = '%s'",
+                     o->table, o->column);
+            sqlite3_stmt *st;
+            cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK);
+            bool present = sqlite3_step(st) == SQLITE_ROW;
+            sqlite3_finalize(st);
+            if (present)
+                continue;
+            snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s TEXT", o->table, o->column);
+        }
+        cr_assert_eq(sqlite3_exec(conn, sql, NULL, NULL, NULL), SQLITE_OK, "%s: %s", sql,
+                     sqlite3_errmsg(conn));
+    }
+    sqlite3_close(conn);
+}
+
+/* Drops one optional column (with the indexes that name it) or table. */
+static void drop_optional(const char *file, const struct mg_db_optional *o)
+{
+    sqlite3 *conn;
+    cr_assert_eq(sqlite3_open(file, &conn), SQLITE_OK);
+    char sql[512];
+    if (o->column) {
+        snprintf(sql, sizeof sql,
+                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '%s'"
+                 " AND sql LIKE '%%%s%%'",
+                 o->table, o->column);
+        sqlite3_stmt *st;
+        cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK);
+        char names[8][64];
+        int n = 0;
+        while (n < 8 && sqlite3_step(st) == SQLITE_ROW)
+            snprintf(names[n++], sizeof names[0], "%s", sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        for (int i = 0; i < n; i++) {
+            char drop[128];
+            snprintf(drop, sizeof drop, "DROP INDEX \"%.60s\"", names[i]);
+            cr_assert_eq(sqlite3_exec(conn, drop, NULL, NULL, NULL), SQLITE_OK, "dropping index %s",
+                         names[i]);
+        }
+        snprintf(sql, sizeof sql, "ALTER TABLE %s DROP COLUMN %s", o->table, o->column);
+    } else {
+        snprintf(sql, sizeof sql, "DROP TABLE %s", o->table);
+    }
+    cr_assert_eq(sqlite3_exec(conn, sql, NULL, NULL, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(conn));
+    sqlite3_close(conn);
+}
+
+Test(db, each_optional_column_is_detected_on_its_own, .init = make, .fini = cleanup)
+{
+    char err[512];
+    struct mg_db db;
+    for (size_t drop = 0; drop < mg_db_optionals_count; drop++) {
+        const struct mg_db_optional *gone = &mg_db_optionals[drop];
+        char file[300];
+        snprintf(file, sizeof file, "%s/without-%zu.db", dir, drop);
+        cr_assert_eq(mg_test_make_db(file, true, NULL), 0);
+        add_every_optional(file);
+        drop_optional(file, gone);
+        cr_assert_eq(mg_db_open(&db, file, 100, err, sizeof err), 0, "%s", err);
+        for (size_t i = 0; i < mg_db_optionals_count; i++) {
+            const struct mg_db_optional *o = &mg_db_optionals[i];
+            cr_expect_eq(flag_of(&db, o), i != drop, "without %s.%s: the flag of %s.%s is %d",
+                         gone->table, gone->column ? gone->column : "*", o->table,
+                         o->column ? o->column : "*", flag_of(&db, o));
+        }
+        mg_db_close(&db);
+    }
+}
+
+Test(db, an_unknown_extra_column_or_table_is_no_reason_to_refuse, .init = make, .fini = cleanup)
+{
+    exec_on(path, "ALTER TABLE nodes ADD COLUMN zz_future TEXT;"
+                  "ALTER TABLE observations ADD COLUMN zz_future INTEGER;"
+                  "CREATE TABLE zz_future_table (x);");
+    char err[512];
     struct mg_db db;
     cr_assert_eq(mg_db_open(&db, path, 100, err, sizeof err), 0, "%s", err);
-    cr_expect_not(db.schema.nodes_scope);
-    cr_expect_not(db.schema.tx_scope_name);
-    cr_expect_not(db.schema.obs_raw_hex);
-    cr_expect_not(db.schema.dropped_packets);
-    cr_expect(db.schema.obs_resolved_path);
+    cr_expect_not(db.schema.nodes_default_scope);
     mg_db_close(&db);
-    cr_assert_eq(mg_db_open(&db, full, 100, err, sizeof err), 0, "%s", err);
-    cr_expect(db.schema.nodes_scope);
-    cr_expect(db.schema.tx_scope_name);
-    cr_expect(db.schema.tx_last_seen);
-    cr_expect(db.schema.obs_raw_hex);
-    cr_expect(db.schema.dropped_packets);
-    mg_db_close(&db);
+}
+
+Test(db, a_missing_required_column_is_named, .init = make, .fini = cleanup)
+{
+    exec_on(path, "ALTER TABLE nodes DROP COLUMN advert_count");
+    char err[512];
+    struct mg_db db;
+    cr_expect_eq(mg_db_open(&db, path, 100, err, sizeof err), MG_EXIT_DB_FOREIGN);
+    cr_expect(strstr(err, "nodes.advert_count"), "%s", err);
 }

@@ -198,22 +198,46 @@ Test(perf, counters_name_every_counter_in_bytewise_order)
     close_fixture(&f);
 }
 
-Test(perf, cache_reports_how_often_group_values_were_recomputed)
+Test(perf, meshgate_cache_reports_how_often_group_values_were_recomputed)
 {
     struct fixture f;
     open_fixture(&f, NULL);
     const char *body = perf(&f, "/api/perf");
     /* The first /api/perf computed the row counts; nobody asked for /api/stats yet. */
     cr_expect(strstr(body,
-                     "\"cache\":{\"stats\":{\"refreshes\":0,\"ageMs\":null,"
+                     "\"meshgateCache\":{\"stats\":{\"refreshes\":0,\"ageMs\":null,"
                      "\"intervalMs\":10000},\"dbCounts\":{\"refreshes\":1,\"ageMs\":") != NULL,
               "%s", body);
     cr_assert_eq(mg_test_ctx_get(&f.t, "/api/stats"), 200);
     cr_assert_eq(mg_test_ctx_get(&f.t, "/api/stats"), 200);
     body = perf(&f, "/api/perf");
-    cr_expect(strstr(body, "\"cache\":{\"stats\":{\"refreshes\":1,\"ageMs\":") != NULL, "%s", body);
-    cr_expect_lt(int_after(body, "\"cache\":{\"stats\":", "ageMs"), 5000);
+    cr_expect(strstr(body, "\"meshgateCache\":{\"stats\":{\"refreshes\":1,\"ageMs\":") != NULL,
+              "%s", body);
+    cr_expect_lt(int_after(body, "\"meshgateCache\":{\"stats\":", "ageMs"), 5000);
     cr_expect_eq(int_after(body, "\"dbCounts\":", "refreshes"), 1, "%s", body);
+    cr_expect_eq(int_after(body, "\"meshgateCache\":", "groupValueHits"), 2, "%s", body);
+    close_fixture(&f);
+}
+
+/*
+ * "cache" has the keys and order CoreScope's Perf page reads (size, hits, misses, staleHits,
+ * recomputes, hitRate), filled from the group values and the shared result cache.
+ */
+Test(perf, cache_has_the_shape_corescope_perf_page_reads)
+{
+    struct fixture f;
+    open_fixture(&f, NULL);
+    const char *body = perf(&f, "/api/perf");
+    /* One group value computed (the row counts): one entry, one miss, no hit. */
+    cr_expect(strstr(body, "\"cache\":{\"size\":1,\"hits\":0,\"misses\":1,\"staleHits\":0,"
+                           "\"recomputes\":1,\"hitRate\":0},\"packetStore\":null,") != NULL,
+              "%s", body);
+    cr_assert_eq(mg_test_ctx_get(&f.t, "/api/stats"), 200); /* computed: a miss */
+    cr_assert_eq(mg_test_ctx_get(&f.t, "/api/stats"), 200); /* fresh: a hit */
+    body = perf(&f, "/api/perf");                           /* row counts fresh: a hit */
+    cr_expect(strstr(body, "\"cache\":{\"size\":2,\"hits\":2,\"misses\":2,\"staleHits\":0,"
+                           "\"recomputes\":2,\"hitRate\":50},") != NULL,
+              "%s", body);
     close_fixture(&f);
 }
 

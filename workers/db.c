@@ -3,7 +3,9 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,7 +19,7 @@ static const struct {
     {"nodes",
      {"public_key", "name", "role", "lat", "lon", "last_seen", "first_seen", "advert_count",
       "battery_mv", "temperature_c", NULL}},
-    {"observers", {"id", "name", "iata", "last_seen", "inactive", NULL}},
+    {"observers", {"id", "name", "iata", "last_seen", NULL}},
     {"transmissions",
      {"id", "raw_hex", "hash", "first_seen", "route_type", "payload_type", "decoded_json",
       "from_pubkey", NULL}},
@@ -25,6 +27,27 @@ static const struct {
      {"id", "transmission_id", "observer_idx", "snr", "rssi", "path_json", "timestamp", NULL}},
     {"neighbor_edges", {"node_a", "node_b", "count", NULL}},
 };
+
+#define OPTIONAL(table, column, flag)                                                              \
+    {                                                                                              \
+        table, column, offsetof(struct mg_db_schema, flag)                                         \
+    }
+const struct mg_db_optional mg_db_optionals[] = {
+    OPTIONAL("nodes", "foreign_advert", nodes_foreign_advert),
+    OPTIONAL("nodes", "default_scope", nodes_default_scope),
+    OPTIONAL("nodes", "multibyte_sup", nodes_multibyte_sup),
+    OPTIONAL("nodes", "multibyte_evidence", nodes_multibyte_evidence),
+    OPTIONAL("observers", "inactive", observers_inactive),
+    OPTIONAL("observers", "last_packet_at", observers_last_packet_at),
+    OPTIONAL("transmissions", "channel_hash", tx_channel_hash),
+    OPTIONAL("transmissions", "scope_name", tx_scope_name),
+    OPTIONAL("transmissions", "last_seen", tx_last_seen),
+    OPTIONAL("observations", "resolved_path", obs_resolved_path),
+    OPTIONAL("observations", "raw_hex", obs_raw_hex),
+    OPTIONAL("dropped_packets", NULL, dropped_packets),
+};
+#undef OPTIONAL
+const size_t mg_db_optionals_count = sizeof mg_db_optionals / sizeof mg_db_optionals[0];
 
 /* Only reading: SELECT, reads of columns, functions, and the pragmas we use. */
 static int authorize(void *arg, int action, const char *a, const char *b, const char *c,
@@ -87,6 +110,83 @@ static bool has_table(sqlite3 *conn, const char *table)
     return found;
 }
 
+/* Whether the file's header says WAL (bytes 18 and 19, the write and read versions, are 2). */
+static bool header_says_wal(const char *path)
+{
+    unsigned char header[20];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return false;
+    bool wal = pread(fd, header, sizeof header, 0) == (ssize_t)sizeof header &&
+               memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 && header[19] == 2;
+    close(fd);
+    return wal;
+}
+
+/*
+ * A WAL database needs its -shm and -wal files. SQLite creates them when they are missing,
+ * which a reader can do only where it may write the directory, and which would leave them
+ * owned by meshgate: CoreScope's ingestor, running as another user, could then no longer
+ * write. When they exist and meshgate may only read them, SQLite reads the -shm without
+ * writing it (its read-only shared-memory mode), which serves a live database well. So:
+ * existing files must be readable; missing ones may be created only by root (SQLite gives
+ * them the database's owner) or by the database's owner. Returns 0 or MG_EXIT_DB_MISSING.
+ */
+static int check_wal_files(const char *path, char *err, size_t errlen)
+{
+    if (!header_says_wal(path))
+        return 0;
+    struct stat db_st;
+    if (stat(path, &db_st) < 0)
+        return 0; /* reported by the caller */
+    static const char *const suffixes[] = {"-shm", "-wal"};
+    for (size_t i = 0; i < 2; i++) {
+        char file[PATH_MAX + 8];
+        snprintf(file, sizeof file, "%s%s", path, suffixes[i]);
+        if (access(file, F_OK) == 0) {
+            if (access(file, R_OK) < 0) {
+                snprintf(err, errlen,
+                         "database %s is in WAL mode and %s is not readable by meshgate "
+                         "(uid %d): let meshgate's user read the database's -shm and -wal files "
+                         "(for instance a group shared with CoreScope's user, with the files "
+                         "group-readable, and SupplementaryGroups= in the unit)",
+                         path, file, (int)geteuid());
+                return MG_EXIT_DB_MISSING;
+            }
+            continue;
+        }
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = '\0';
+        else
+            *slash = '\0';
+        if (access(dir, W_OK) < 0) {
+            snprintf(err, errlen,
+                     "database %s is in WAL mode and %s does not exist; meshgate (uid %d) cannot "
+                     "create it in %s: start CoreScope's ingestor first (it creates the -shm "
+                     "and -wal files and keeps them while it runs), or run meshgate as the "
+                     "database's owner",
+                     path, file, (int)geteuid(), dir);
+            return MG_EXIT_DB_MISSING;
+        }
+        if (geteuid() != 0 && geteuid() != db_st.st_uid) {
+            snprintf(err, errlen,
+                     "database %s is in WAL mode and %s does not exist; meshgate (uid %d) would "
+                     "create it as its own, and CoreScope's ingestor (the owner, uid %d) could "
+                     "then no longer write the database: start the ingestor first (it creates "
+                     "the -shm and -wal files and keeps them while it runs), or run meshgate as "
+                     "the database's owner",
+                     path, file, (int)geteuid(), (int)db_st.st_uid);
+            return MG_EXIT_DB_MISSING;
+        }
+    }
+    return 0;
+}
+
 int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
@@ -105,6 +205,9 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
         snprintf(err, errlen, "database %s: %s", path, strerror(errno));
         return MG_EXIT_DB_MISSING;
     }
+    int wal_rc = check_wal_files(path, err, errlen);
+    if (wal_rc != 0)
+        return wal_rc;
     int rc = sqlite3_open_v2(path, &db->conn,
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_PRIVATECACHE,
                              NULL);
@@ -153,13 +256,11 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
             }
         }
     }
-    db->schema.nodes_scope = has_column(db->conn, "nodes", "default_scope");
-    db->schema.nodes_foreign_advert = has_column(db->conn, "nodes", "foreign_advert");
-    db->schema.tx_scope_name = has_column(db->conn, "transmissions", "scope_name");
-    db->schema.tx_last_seen = has_column(db->conn, "transmissions", "last_seen");
-    db->schema.obs_raw_hex = has_column(db->conn, "observations", "raw_hex");
-    db->schema.obs_resolved_path = has_column(db->conn, "observations", "resolved_path");
-    db->schema.dropped_packets = has_table(db->conn, "dropped_packets");
+    for (size_t i = 0; i < mg_db_optionals_count; i++) {
+        const struct mg_db_optional *o = &mg_db_optionals[i];
+        *(bool *)((char *)&db->schema + o->flag_offset) =
+            o->column ? has_column(db->conn, o->table, o->column) : has_table(db->conn, o->table);
+    }
 
     /* From here on nothing but reading is allowed, whatever a statement says. */
     sqlite3_set_authorizer(db->conn, authorize, NULL);

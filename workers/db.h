@@ -21,15 +21,35 @@
 #define MG_EXIT_DB_MISSING 66 /* EX_NOINPUT: no such file, or not readable */
 #define MG_EXIT_DB_FOREIGN 65 /* EX_DATAERR: not SQLite, or not CoreScope's schema */
 
+/*
+ * What a database has beyond the required columns, each column detected on its own: a
+ * schema may have any subset of them (CoreScope's migration adds them one by one, and a
+ * later CoreScope may add more; an unknown extra column is never named, so it is ignored).
+ * A query names an optional column only where its flag is set.
+ */
 struct mg_db_schema {
-    bool nodes_scope;       /* nodes.default_scope, configured_scope, ... */
-    bool tx_scope_name;     /* transmissions.scope_name */
-    bool tx_last_seen;      /* transmissions.last_seen */
-    bool obs_raw_hex;       /* observations.raw_hex */
-    bool obs_resolved_path; /* observations.resolved_path */
-    bool dropped_packets;   /* table dropped_packets */
-    bool nodes_foreign_advert;
+    bool nodes_foreign_advert;     /* nodes.foreign_advert */
+    bool nodes_default_scope;      /* nodes.default_scope (migrated) */
+    bool nodes_multibyte_sup;      /* nodes.multibyte_sup (migrated) */
+    bool nodes_multibyte_evidence; /* nodes.multibyte_evidence (migrated) */
+    bool observers_inactive;       /* observers.inactive */
+    bool observers_last_packet_at; /* observers.last_packet_at */
+    bool tx_channel_hash;          /* transmissions.channel_hash */
+    bool tx_scope_name;            /* transmissions.scope_name (migrated) */
+    bool tx_last_seen;             /* transmissions.last_seen (migrated) */
+    bool obs_resolved_path;        /* observations.resolved_path */
+    bool obs_raw_hex;              /* observations.raw_hex (migrated) */
+    bool dropped_packets;          /* table dropped_packets */
 };
+
+/* The optional columns of struct mg_db_schema, as "table.column" (tables as "table"). */
+struct mg_db_optional {
+    const char *table;
+    const char *column; /* NULL: the table itself */
+    size_t flag_offset; /* offsetof(struct mg_db_schema, ...) */
+};
+extern const struct mg_db_optional mg_db_optionals[];
+extern const size_t mg_db_optionals_count;
 
 struct mg_db {
     sqlite3 *conn;

@@ -25,6 +25,8 @@
 #include "params.h"
 #include "router.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,32 +124,38 @@ enum key_source {
     ALWAYS_FALSE,
 };
 
+#define ALWAYS SIZE_MAX /* a key every schema has */
+#define ONLY_WITH(flag) offsetof(struct mg_db_schema, flag)
 static const struct node_key {
     const char *key;
     const char *expr; /* NULL for the constants */
     enum key_source source;
-    bool scope; /* only when the schema has nodes' scope columns */
+    size_t needs; /* ALWAYS, or the schema flag of the optional column it reads */
 } node_keys[] = {
-    {"advert_count", "advert_count", FROM_COLUMN, false},
-    {"battery_mv", "battery_mv", FROM_COLUMN, false},
-    {"configured_scope", "configured_scope", FROM_COLUMN, true},
-    {"configured_scope_at", "configured_scope_at", FROM_COLUMN, true},
-    {"default_scope", "default_scope", FROM_COLUMN, true},
-    {"default_scope_confirmed_at", "default_scope_confirmed_at", FROM_COLUMN, true},
-    {"first_seen", "first_seen", FROM_COLUMN, false},
-    {"foreign", "coalesce(foreign_advert <> 0, 0)", FROM_FLAG, false},
-    {"hash_size", NULL, ALWAYS_NULL, false},
-    {"hash_size_inconsistent", NULL, ALWAYS_FALSE, false},
-    {"last_heard", "last_seen", FROM_COLUMN, false},
-    {"last_seen", "last_seen", FROM_COLUMN, false},
-    {"lat", "lat", FROM_COLUMN, false},
-    {"lon", "lon", FROM_COLUMN, false},
-    {"name", "name", FROM_COLUMN, false},
-    {"public_key", "public_key", FROM_COLUMN, false},
-    {"role", "role", FROM_COLUMN, false},
-    {"temperature_c", "temperature_c", FROM_COLUMN, false},
+    {"advert_count", "advert_count", FROM_COLUMN, ALWAYS},
+    {"battery_mv", "battery_mv", FROM_COLUMN, ALWAYS},
+    {"default_scope", "default_scope", FROM_COLUMN, ONLY_WITH(nodes_default_scope)},
+    {"first_seen", "first_seen", FROM_COLUMN, ALWAYS},
+    /* Without the column no node is foreign: the key stays, read as 0. */
+    {"foreign", "coalesce(foreign_advert <> 0, 0)", FROM_FLAG, ALWAYS},
+    {"hash_size", NULL, ALWAYS_NULL, ALWAYS},
+    {"hash_size_inconsistent", NULL, ALWAYS_FALSE, ALWAYS},
+    {"last_heard", "last_seen", FROM_COLUMN, ALWAYS},
+    {"last_seen", "last_seen", FROM_COLUMN, ALWAYS},
+    {"lat", "lat", FROM_COLUMN, ALWAYS},
+    {"lon", "lon", FROM_COLUMN, ALWAYS},
+    {"name", "name", FROM_COLUMN, ALWAYS},
+    {"public_key", "public_key", FROM_COLUMN, ALWAYS},
+    {"role", "role", FROM_COLUMN, ALWAYS},
+    {"temperature_c", "temperature_c", FROM_COLUMN, ALWAYS},
 };
 #define NODE_KEYS (sizeof node_keys / sizeof node_keys[0])
+
+/* Whether this schema has what key reads. */
+static bool key_present(const struct node_key *key, const struct mg_db_schema *schema)
+{
+    return key->needs == ALWAYS || *(const bool *)((const char *)schema + key->needs);
+}
 
 /* The roles counted in "counts": its keys (sorted) and the role value each counts. */
 static const struct {
@@ -276,7 +284,7 @@ void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query
     bool first = true;
     for (size_t k = 0; k < NODE_KEYS; k++) {
         const struct node_key *key = &node_keys[k];
-        if (!key->expr || (key->scope && !schema->nodes_scope))
+        if (!key->expr || !key_present(key, schema))
             continue;
         const char *expr = key->expr;
         if (key->source == FROM_FLAG && !schema->nodes_foreign_advert)
@@ -438,13 +446,13 @@ static int run_once(sqlite3 *conn, sqlite3_stmt **st, const char *sql)
 
 /* --- the handler ------------------------------------------------------------------------ */
 
-static void write_node(struct mg_json *j, sqlite3_stmt *st, bool scope)
+static void write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema)
 {
     mg_json_object_begin(j); /* keys in bytewise order (node_keys) */
     int col = 0;
     for (size_t k = 0; k < NODE_KEYS; k++) {
         const struct node_key *key = &node_keys[k];
-        if (key->scope && !scope)
+        if (!key_present(key, schema))
             continue;
         mg_json_key(j, key->key);
         switch (key->source) {
@@ -520,7 +528,8 @@ static int read_total(sqlite3_stmt *st, const struct mg_nodes_query *q, int64_t 
  * the page is empty past the end, since the column then has no row to arrive in (an empty
  * first page means a total of 0).
  */
-static int write_answer(struct mg_response *res, sqlite3_stmt *page, bool scope, bool total_in_page,
+static int write_answer(struct mg_response *res, sqlite3_stmt *page,
+                        const struct mg_db_schema *schema, bool total_in_page,
                         sqlite3_stmt *total_st, const struct mg_nodes_query *q, int64_t now_s)
 {
     mg_response_json(res, 200);
@@ -534,7 +543,7 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page, bool scope,
     while ((rc = sqlite3_step(page)) == SQLITE_ROW) {
         if (rows++ == 0 && total_in_page)
             total = sqlite3_column_int64(page, sqlite3_column_count(page) - 1);
-        write_node(&j, page, scope);
+        write_node(&j, page, schema);
     }
     mg_json_array_end(&j);
     if (rc != SQLITE_DONE)
@@ -580,8 +589,8 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (rc == SQLITE_OK)
         rc = mg_nodes_bind(page, &q, now_s);
     if (rc == SQLITE_OK)
-        rc = write_answer(res, page, env->db->schema.nodes_scope, total_in_page(filters_of(&q)),
-                          total_st, &q, now_s);
+        rc = write_answer(res, page, &env->db->schema, total_in_page(filters_of(&q)), total_st, &q,
+                          now_s);
     if (rc != SQLITE_OK)
         answer_failure(res, rc, rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(conn));
 

@@ -5,9 +5,9 @@
  * and row counts, then meshgate's own sections (workers, gates, counters).
  *
  * Fixed order: uptime, totalRequests, avgMs, endpoints, slowQueries, cache, packetStore,
- * sqlite, [memoryBreakdown, memoryBreakdownNote], workers, gates, counters. endpoints and counters
- * are maps: their keys are in bytewise order. Milliseconds have 1 decimal, megabytes 2 (1 MB =
- * 1048576 bytes), as CoreScope prints them.
+ * sqlite, [memoryBreakdown, memoryBreakdownNote], meshgateCache, workers, gates, counters.
+ * endpoints and counters are maps: their keys are in bytewise order. Milliseconds have 1 decimal,
+ * megabytes 2 (1 MB = 1048576 bytes), as CoreScope prints them.
  *
  * The figures are read without locks while workers keep adding to them, so a route's count
  * and its sum may be one request apart; every figure only grows.
@@ -18,6 +18,7 @@
 #include "gates_json.h"
 #include "jobs.h"
 #include "log.h"
+#include "result_cache.h"
 #include "perf_mem.h"
 #include "json.h"
 #include "params.h"
@@ -149,14 +150,68 @@ static void write_group_value(struct mg_json *j, const char *key, struct mg_shar
     mg_json_object_end(j);
 }
 
-static void write_cache(struct mg_json *j, const struct mg_segment *seg)
+/*
+ * "cache" in the shape CoreScope's Perf page reads (size, hits, misses, staleHits,
+ * recomputes, hitRate), filled from what meshgate caches, as the nearest meaning:
+ * - size: reports ready in the shared result cache, plus the group values that hold one;
+ * - hits: answers from either while fresh; staleHits: answers from a group value past its
+ *   interval while another worker refreshed it (CoreScope's stale-while-revalidate);
+ * - misses: result-cache misses plus group-value computations; recomputes: reports stored
+ *   plus group-value computations;
+ * - hitRate: percent of answers served from a cache (fresh or stale), 1 decimal.
+ */
+static void write_cache(struct mg_json *j, struct mg_segment *seg)
 {
     int64_t now = mg_monotonic_ns();
+    const struct mg_result_cache *c = seg->cache.cache;
+    uint64_t size = mg_result_cache_ready(&seg->cache, now);
+    uint64_t refreshes = 0;
+    for (int id = 0; id < MG_VALUE_COUNT; id++) {
+        struct mg_shared_value *v = &seg->values[id];
+        size += atomic_load_explicit(&v->computed_monotonic_ns, memory_order_relaxed) != 0;
+        refreshes += atomic_load_explicit(&v->refreshes, memory_order_relaxed);
+    }
+    uint64_t hits = atomic_load(&c->hits) + mg_counter_get(seg, MG_CTR_GROUP_VALUE_HITS);
+    uint64_t stale = mg_counter_get(seg, MG_CTR_GROUP_VALUE_STALE_HITS);
+    uint64_t misses = atomic_load(&c->misses) + refreshes;
+    uint64_t served = hits + stale;
+
     mg_json_key(j, "cache");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "size", size);
+    mg_json_kv_uint(j, "hits", hits);
+    mg_json_kv_uint(j, "misses", misses);
+    mg_json_kv_uint(j, "staleHits", stale);
+    mg_json_kv_uint(j, "recomputes", atomic_load(&c->stored) + refreshes);
+    mg_json_key(j, "hitRate");
+    mg_json_double_rounded(
+        j, served + misses ? 100.0 * (double)served / (double)(served + misses) : 0.0, 1);
+    mg_json_object_end(j);
+}
+
+/* meshgate's own caches in detail: each group value, and the shared result cache. */
+static void write_meshgate_cache(struct mg_json *j, struct mg_segment *seg)
+{
+    int64_t now = mg_monotonic_ns();
+    const struct mg_result_cache *c = seg->cache.cache;
+    mg_json_key(j, "meshgateCache");
     mg_json_object_begin(j);
     write_group_value(j, "stats", &seg->values[MG_VALUE_STATS], MG_STATS_INTERVAL_NS, now);
     write_group_value(j, "dbCounts", &seg->values[MG_VALUE_DB_COUNTS], MG_DB_COUNTS_INTERVAL_NS,
                       now);
+    mg_json_kv_uint(j, "groupValueHits", mg_counter_get(seg, MG_CTR_GROUP_VALUE_HITS));
+    mg_json_kv_uint(j, "groupValueStaleHits", mg_counter_get(seg, MG_CTR_GROUP_VALUE_STALE_HITS));
+    mg_json_key(j, "results");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "entries", mg_result_cache_ready(&seg->cache, now));
+    mg_json_kv_uint(j, "capacity", c->entries);
+    mg_json_kv_uint(j, "hits", atomic_load(&c->hits));
+    mg_json_kv_uint(j, "misses", atomic_load(&c->misses));
+    mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
+    mg_json_kv_uint(j, "stored", atomic_load(&c->stored));
+    mg_json_kv_uint(j, "evicted", atomic_load(&c->evicted));
+    mg_json_kv_uint(j, "tooLarge", atomic_load(&c->too_large));
+    mg_json_object_end(j);
     mg_json_object_end(j);
 }
 
@@ -392,6 +447,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
         mg_json_raw(&j, breakdown.data, breakdown.len);
         mg_json_kv_string(&j, "memoryBreakdownNote", mg_perf_mem_note);
     }
+    write_meshgate_cache(&j, seg);
     write_workers(&j, env);
     mg_json_key(&j, "gates");
     mg_gates_json(&j, seg, true);

@@ -107,14 +107,18 @@ static long compute_stats(struct mg_env *env, char *out, size_t cap)
     rfc3339(now - ACTIVE_NODE_WINDOW_S, cutoff, sizeof cutoff);
 
     /* One statement, so every figure comes from the same read transaction (snapshot). */
-    sqlite3_stmt *st = mg_db_prepare(
-        env->db, "SELECT (SELECT count(*) FROM transmissions),"
-                 " (SELECT count(*) FROM observations),"
-                 " (SELECT count(*) FROM nodes WHERE last_seen >= ?1),"
-                 " (SELECT count(*) FROM nodes),"
-                 " (SELECT count(*) FROM observers WHERE inactive IS NULL OR inactive = 0),"
-                 " (SELECT count(*) FROM observations WHERE timestamp >= ?2),"
-                 " (SELECT count(*) FROM observations WHERE timestamp >= ?3)");
+    /* Without observers.inactive (an older CoreScope) every observer is active. */
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT count(*) FROM transmissions),"
+             " (SELECT count(*) FROM observations),"
+             " (SELECT count(*) FROM nodes WHERE last_seen >= ?1),"
+             " (SELECT count(*) FROM nodes),"
+             " (SELECT count(*) FROM observers%s),"
+             " (SELECT count(*) FROM observations WHERE timestamp >= ?2),"
+             " (SELECT count(*) FROM observations WHERE timestamp >= ?3)",
+             env->db->schema.observers_inactive ? " WHERE inactive IS NULL OR inactive = 0" : "");
+    sqlite3_stmt *st = mg_db_prepare(env->db, sql);
     if (!st)
         return -1;
     sqlite3_bind_text(st, 1, cutoff, -1, SQLITE_STATIC);

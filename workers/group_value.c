@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "shared_value.h"
+#include "stats.h"
 
 #include <time.h>
 
@@ -26,12 +27,16 @@ long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interva
     int64_t now = mg_monotonic_ns();
     int64_t age = 0;
     long len = mg_shared_value_read(v, out, cap, now, &age);
-    if (len >= 0 && age < interval_ns)
+    if (len >= 0 && age < interval_ns) {
+        mg_counter_add(env->seg, MG_CTR_GROUP_VALUE_HITS, 1);
         return len;
+    }
     if (mg_shared_value_try_lease(v, env->pid, now))
         return compute_and_publish(env, v, compute, out, cap);
-    if (len >= 0)
+    if (len >= 0) {
+        mg_counter_add(env->seg, MG_CTR_GROUP_VALUE_STALE_HITS, 1);
         return len; /* stale, but another worker is refreshing it */
+    }
 
     /* No value yet and another worker computes it: wait for it a little. */
     int64_t give_up = now + FIRST_VALUE_WAIT_NS;

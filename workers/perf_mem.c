@@ -65,9 +65,10 @@ int mg_perf_mem_walk(struct mg_db *db, struct mg_perf_mem *out, char *err, size_
             "FROM transmissions ORDER BY id");
     char obs_sql[256];
     snprintf(obs_sql, sizeof obs_sql,
-             "SELECT transmission_id, path_json, length(direction), length(resolved_path)%s "
+             "SELECT transmission_id, path_json, length(direction), %s, %s "
              "FROM observations ORDER BY transmission_id",
-             db->schema.obs_raw_hex ? ", length(raw_hex)" : ", 0");
+             db->schema.obs_resolved_path ? "length(resolved_path)" : "NULL",
+             db->schema.obs_raw_hex ? "length(raw_hex)" : "0");
     sqlite3_stmt *obs = mg_db_prepare(db, obs_sql);
     int rc = 0;
     if (!tx || !obs) {

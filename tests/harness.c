@@ -85,18 +85,34 @@ static const char *base_schema =
     "CREATE INDEX idx_observations_observer_idx ON observations(observer_idx);"
     "CREATE INDEX idx_transmissions_from_pubkey ON transmissions(from_pubkey);";
 
-static const char *full_schema_extra =
-    "ALTER TABLE nodes ADD COLUMN default_scope TEXT;"
-    "ALTER TABLE nodes ADD COLUMN configured_scope TEXT;"
-    "ALTER TABLE nodes ADD COLUMN configured_scope_at TEXT;"
-    "ALTER TABLE nodes ADD COLUMN default_scope_confirmed_at TEXT;"
-    "ALTER TABLE transmissions ADD COLUMN scope_name TEXT;"
-    "ALTER TABLE transmissions ADD COLUMN last_seen INTEGER;"
+/* What CoreScope's migration adds to the base schema (every live database has it): the
+ * columns, the inactive_nodes and _migrations tables, and the indexes. */
+static const char *migration =
+    "ALTER TABLE nodes ADD COLUMN default_scope TEXT DEFAULT NULL;"
+    "ALTER TABLE nodes ADD COLUMN multibyte_sup INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE nodes ADD COLUMN multibyte_evidence TEXT;"
+    "ALTER TABLE observers ADD COLUMN clock_skew_seconds INTEGER DEFAULT NULL;"
+    "ALTER TABLE observers ADD COLUMN clock_skew_count_24h INTEGER DEFAULT 0;"
+    "ALTER TABLE observers ADD COLUMN clock_last_naive_at TEXT DEFAULT NULL;"
+    "ALTER TABLE observers ADD COLUMN can_relay INTEGER DEFAULT 1;"
+    "ALTER TABLE observers ADD COLUMN can_relay_seen INTEGER DEFAULT 0;"
+    "ALTER TABLE transmissions ADD COLUMN scope_name TEXT DEFAULT NULL;"
+    "ALTER TABLE transmissions ADD COLUMN last_seen INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE observations ADD COLUMN raw_hex TEXT;"
-    "CREATE TABLE dropped_packets (id INTEGER PRIMARY KEY, hash TEXT, reason TEXT,"
-    " observer_id TEXT, timestamp INTEGER);";
+    "CREATE INDEX idx_observations_tx_ts ON observations(transmission_id, timestamp);"
+    "CREATE TABLE inactive_nodes (public_key TEXT PRIMARY KEY, name TEXT, role TEXT, lat REAL,"
+    " lon REAL, last_seen TEXT, first_seen TEXT, advert_count INTEGER DEFAULT 0,"
+    " battery_mv INTEGER, temperature_c REAL, foreign_advert INTEGER DEFAULT 0,"
+    " default_scope TEXT DEFAULT NULL, multibyte_sup INTEGER NOT NULL DEFAULT 0,"
+    " multibyte_evidence TEXT);"
+    "CREATE INDEX idx_inactive_nodes_last_seen ON inactive_nodes(last_seen);"
+    "CREATE TABLE _migrations (name TEXT PRIMARY KEY);"
+    "INSERT INTO _migrations (name) VALUES ('scope_name_v1'), ('nodes_default_scope_v1'),"
+    " ('observations_raw_hex_v1');"
+    "CREATE INDEX idx_tx_scope_name ON transmissions(scope_name) WHERE scope_name IS NOT NULL;"
+    "CREATE INDEX idx_tx_last_seen_zero ON transmissions(id) WHERE last_seen=0;";
 
-int mg_test_make_db(const char *path, bool full_schema, const char *sql)
+int mg_test_make_db(const char *path, bool migrated, const char *sql)
 {
     sqlite3 *db;
     if (sqlite3_open(path, &db) != SQLITE_OK)
@@ -106,8 +122,8 @@ int mg_test_make_db(const char *path, bool full_schema, const char *sql)
     int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, &err);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, base_schema, NULL, NULL, &err);
-    if (rc == SQLITE_OK && full_schema)
-        rc = sqlite3_exec(db, full_schema_extra, NULL, NULL, &err);
+    if (rc == SQLITE_OK && migrated)
+        rc = sqlite3_exec(db, migration, NULL, NULL, &err);
     if (rc == SQLITE_OK && sql)
         rc = sqlite3_exec(db, sql, NULL, NULL, &err);
     if (rc == SQLITE_OK)

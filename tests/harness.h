@@ -39,9 +39,10 @@ void mg_test_tmpdir(char *out, size_t cap);
 /* Removes a directory made by mg_test_tmpdir and everything in it. */
 void mg_test_rmdir(const char *dir);
 
-/* Writes a database with CoreScope's base schema (full: with the optional columns) and runs
- * sql (may be NULL) in it. Returns 0. */
-int mg_test_make_db(const char *path, bool full_schema, const char *sql);
+/* Writes a database with CoreScope's base schema (migrated: with what CoreScope's migration
+ * adds, as every live database has; never a table or column CoreScope lacks) and runs sql
+ * (may be NULL) in it. Returns 0. */
+int mg_test_make_db(const char *path, bool migrated, const char *sql);
 
 /* A TCP port on 127.0.0.1 that nothing listens on right now. */
 int mg_test_free_port(void);

@@ -190,7 +190,6 @@ static bool file_exists(const char *path)
 Test(fixture, same_seed_sizes_and_now_give_identical_tables)
 {
     struct mg_fixture_options o = small_options(7);
-    o.full_schema = true;
     uint64_t a = db_checksum(generate("a.db", &o));
     uint64_t b = db_checksum(generate("b.db", &o));
     cr_assert_eq(a, b, "two databases from the same options differ");
@@ -232,6 +231,7 @@ Test(fixture, different_seeds_give_different_tables)
 Test(fixture, base_schema_is_corescope_base_schema_in_wal_mode)
 {
     struct mg_fixture_options o = small_options(1);
+    o.schema = MG_FIXTURE_BASE;
     sqlite3 *db = open_db(generate("base.db", &o));
     cr_assert_str_eq(columns_of(db, "nodes"),
                      "public_key,name,role,lat,lon,last_seen,first_seen,advert_count,"
@@ -276,39 +276,99 @@ Test(fixture, base_schema_is_corescope_base_schema_in_wal_mode)
     sqlite3_close(db);
 }
 
-Test(fixture, full_schema_adds_the_optional_columns_and_dropped_packets)
+Test(fixture, migrated_schema_is_the_default_and_has_the_migration_tables_and_columns)
 {
-    struct mg_fixture_options o = small_options(1);
-    o.full_schema = true;
-    sqlite3 *db = open_db(generate("full.db", &o));
+    struct mg_fixture_options o;
+    mg_fixture_options_default(&o);
+    cr_assert_eq(o.schema, MG_FIXTURE_MIGRATED);
+    o = small_options(1);
+    sqlite3 *db = open_db(generate("migrated.db", &o));
     cr_assert_str_eq(columns_of(db, "nodes"),
                      "public_key,name,role,lat,lon,last_seen,first_seen,advert_count,"
-                     "battery_mv,temperature_c,foreign_advert,default_scope,configured_scope,"
-                     "configured_scope_at,default_scope_confirmed_at");
+                     "battery_mv,temperature_c,foreign_advert,default_scope,multibyte_sup,"
+                     "multibyte_evidence");
+    cr_assert_str_eq(columns_of(db, "inactive_nodes"), columns_of(db, "nodes"));
+    cr_assert_str_eq(columns_of(db, "observers"),
+                     "id,name,iata,last_seen,first_seen,packet_count,model,firmware,"
+                     "client_version,radio,battery_mv,uptime_secs,noise_floor,inactive,"
+                     "last_packet_at,clock_skew_seconds,clock_skew_count_24h,"
+                     "clock_last_naive_at,can_relay,can_relay_seen");
     cr_assert_str_eq(columns_of(db, "transmissions"),
                      "id,raw_hex,hash,first_seen,route_type,payload_type,payload_version,"
                      "decoded_json,created_at,channel_hash,from_pubkey,scope_name,last_seen");
     cr_assert_str_eq(columns_of(db, "observations"),
                      "id,transmission_id,observer_idx,direction,snr,rssi,score,path_json,"
                      "timestamp,resolved_path,raw_hex");
-    cr_assert_gt(query_int(db, "SELECT count(*) FROM dropped_packets"), 0);
-    cr_assert_gt(query_int(db, "SELECT count(*) FROM nodes WHERE default_scope IS NOT NULL"), 0);
-    cr_assert_gt(query_int(db, "SELECT count(*) FROM observations WHERE raw_hex IS NOT NULL"), 0);
-    /* last_seen of a transmission is its newest observation. */
-    cr_assert_eq(query_int(db, "SELECT count(*) FROM transmissions t WHERE last_seen != "
-                               "(SELECT max(timestamp) FROM observations o "
-                               "WHERE o.transmission_id = t.id)"),
-                 0);
+    cr_assert_str_eq(query_text(db, "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+                                    "sqlite_master WHERE type = 'table' ORDER BY name)"),
+                     "_migrations,inactive_nodes,neighbor_edges,nodes,observations,observers,"
+                     "sqlite_sequence,transmissions");
+    cr_assert_str_eq(query_text(db, "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+                                    "_migrations ORDER BY rowid)"),
+                     "scope_name_v1,nodes_default_scope_v1,observations_raw_hex_v1");
+    cr_assert_str_eq(query_text(db, "PRAGMA journal_mode"), "wal");
     sqlite3_close(db);
 }
 
-Test(fixture, full_schema_has_the_same_base_rows_as_base_schema)
+Test(fixture, migrated_columns_hold_what_corescope_writes_there)
+{
+    struct mg_fixture_options o = small_options(1);
+    o.observers = 40;
+    sqlite3 *db = open_db(generate("values.db", &o));
+    static const struct {
+        const char *sql, *why;
+    } none[] = {
+        {"SELECT count(*) FROM transmissions t WHERE last_seen != (SELECT max(timestamp) FROM "
+         "observations o WHERE o.transmission_id = t.id)",
+         "transmissions.last_seen is the newest observation (the backfill is done)"},
+        {"SELECT count(*) FROM transmissions WHERE scope_name IS NOT NULL AND route_type "
+         "NOT IN (0, 3)",
+         "only transport routes carry a scope"},
+        {"SELECT count(*) FROM nodes WHERE multibyte_evidence IS NOT CASE multibyte_sup "
+         "WHEN 2 THEN 'advert' WHEN 1 THEN 'path' END",
+         "multibyte_sup 2 is confirmed by an advert, 1 suspected from paths, 0 unknown"},
+        {"SELECT count(*) FROM observers WHERE can_relay_seen = 0 AND can_relay != 1",
+         "an observer that never sent its repeat flag keeps can_relay's default 1"},
+        {"SELECT count(*) FROM observers WHERE (clock_skew_seconds IS NULL) != "
+         "(clock_last_naive_at IS NULL) OR (clock_skew_seconds IS NULL) != "
+         "(clock_skew_count_24h = 0) OR abs(clock_skew_seconds) <= 900",
+         "a naive clock has a skew beyond 15 minutes, a count and a time"},
+        {"SELECT count(*) FROM inactive_nodes i WHERE i.public_key IN (SELECT public_key FROM "
+         "nodes) OR unixepoch(i.last_seen) >= 1779041349 - 7 * 86400 OR i.first_seen > "
+         "i.last_seen",
+         "inactive nodes are not nodes and went quiet before the window"},
+    };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        cr_expect_eq(query_int(db, none[i].sql), 0, "%s: %s", none[i].why, none[i].sql);
+    static const struct {
+        const char *sql, *what;
+    } some[] = {
+        {"SELECT count(*) FROM transmissions WHERE scope_name LIKE '#%'", "named scopes"},
+        {"SELECT count(*) FROM transmissions WHERE scope_name = ''", "unknown scopes"},
+        {"SELECT count(*) FROM nodes WHERE default_scope IS NOT NULL", "default scopes"},
+        {"SELECT count(*) FROM nodes WHERE multibyte_sup = 2", "confirmed multi-byte nodes"},
+        {"SELECT count(*) FROM nodes WHERE multibyte_sup = 1", "suspected multi-byte nodes"},
+        {"SELECT count(*) FROM observations WHERE raw_hex IS NOT NULL", "observation raw_hex"},
+        {"SELECT count(*) FROM observers WHERE clock_skew_seconds IS NOT NULL", "naive clocks"},
+        {"SELECT count(*) FROM observers WHERE can_relay_seen = 1 AND can_relay = 0",
+         "listener-only observers"},
+        {"SELECT count(*) FROM observers WHERE can_relay_seen = 1 AND can_relay = 1",
+         "relaying observers"},
+        {"SELECT count(*) FROM inactive_nodes", "inactive nodes"},
+    };
+    for (size_t i = 0; i < sizeof some / sizeof some[0]; i++)
+        cr_expect_gt(query_int(db, some[i].sql), 0, "no %s: %s", some[i].what, some[i].sql);
+    sqlite3_close(db);
+}
+
+Test(fixture, migrated_schema_has_the_same_base_rows_as_base_schema)
 {
     struct mg_fixture_options o = small_options(13);
+    o.schema = MG_FIXTURE_BASE;
     const char *base = generate("base.db", &o);
-    o.full_schema = true;
-    const char *full = generate("full.db", &o);
-    sqlite3 *db = open_db(full);
+    o.schema = MG_FIXTURE_MIGRATED;
+    const char *migrated = generate("migrated.db", &o);
+    sqlite3 *db = open_db(migrated);
     char sql[512];
     snprintf(sql, sizeof sql, "ATTACH '%s' AS b", base);
     cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
@@ -322,13 +382,148 @@ Test(fixture, full_schema_has_the_same_base_rows_as_base_schema)
         "SELECT count(*) FROM (SELECT id, transmission_id, observer_idx, direction, snr, rssi, "
         "score, path_json, timestamp, resolved_path FROM main.observations EXCEPT "
         "SELECT * FROM b.observations)",
-        "SELECT count(*) FROM (SELECT * FROM main.observers EXCEPT SELECT * FROM b.observers)",
+        "SELECT count(*) FROM (SELECT id, name, iata, last_seen, first_seen, packet_count, "
+        "model, firmware, client_version, radio, battery_mv, uptime_secs, noise_floor, "
+        "inactive, last_packet_at FROM main.observers EXCEPT SELECT * FROM b.observers)",
         "SELECT count(*) FROM (SELECT * FROM main.neighbor_edges EXCEPT "
         "SELECT * FROM b.neighbor_edges)",
     };
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
         cr_assert_eq(query_int(db, checks[i]), 0, "%s", checks[i]);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM main.observations"),
+                 query_int(db, "SELECT count(*) FROM b.observations"));
     sqlite3_close(db);
+}
+
+/* --- the schema against CoreScope's own ------------------------------------------------- */
+
+/* Every table's columns (name, type, NOT NULL, default, primary key) and every index (its
+ * table, uniqueness, origin, partiality and key columns, and the SQL of one made by CREATE
+ * INDEX with its white space made single spaces), one line each, sorted: two databases have
+ * the same schema exactly when these texts are equal. Returns a malloc'ed string. */
+static char *schema_of(sqlite3 *db)
+{
+    static const char sql[] =
+        "SELECT group_concat(line, char(10)) FROM (SELECT line FROM ("
+        " SELECT 'table ' || m.name || ' column ' || printf('%02d', c.cid) || ' ' || c.name ||"
+        "  ' ' || c.type || ' notnull=' || c.\"notnull\" || ' default=' ||"
+        "  coalesce(c.dflt_value, '-') || ' pk=' || c.pk || ' hidden=' || c.hidden AS line"
+        "  FROM sqlite_master m, pragma_table_xinfo(m.name) c WHERE m.type = 'table'"
+        " UNION ALL"
+        " SELECT 'index ' || l.name || ' on ' || m.name || ' unique=' || l.\"unique\" ||"
+        "  ' origin=' || l.origin || ' partial=' || l.partial || ' keys=' ||"
+        "  (SELECT group_concat(k, ',') FROM (SELECT coalesce(x.name, x.cid) || ' desc=' ||"
+        "   x.desc || ' ' || x.coll AS k FROM pragma_index_xinfo(l.name) x WHERE x.key"
+        "   ORDER BY x.seqno))"
+        "  FROM sqlite_master m, pragma_index_list(m.name) l WHERE m.type = 'table'"
+        " UNION ALL"
+        " SELECT 'index sql ' || replace(replace(replace(replace(replace(sql, char(10), ' '),"
+        "  char(9), ' '), '    ', ' '), '  ', ' '), '  ', ' ')"
+        "  FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        ") ORDER BY line)";
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    const unsigned char *text = sqlite3_column_text(st, 0);
+    char *out = strdup(text ? (const char *)text : "");
+    sqlite3_finalize(st);
+    cr_assert_not_null(out);
+    return out;
+}
+
+#define SHARED_DATA MESHGATE_SOURCE_DIR "/../shared/data/"
+#define CORESCOPE_SCHEMA SHARED_DATA "corescope-schema.sql"
+#define COMMITTED_FIXTURE SHARED_DATA "corescope-e2e-fixture.db"
+#define MIGRATED_FIXTURE SHARED_DATA "corescope-e2e-fixture-migrated.db"
+
+static sqlite3 *open_read_only(const char *path)
+{
+    char uri[1024];
+    snprintf(uri, sizeof uri, "file:%s?mode=ro&immutable=1", path);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    cr_assert_eq(rc, SQLITE_OK, "open %s: %s", path, db ? sqlite3_errmsg(db) : "?");
+    return db;
+}
+
+/* The schema file is `sqlite3 .schema` of CoreScope's migrated database: run as SQL into a
+ * database in memory, without the line that names sqlite_sequence (SQLite makes that table
+ * itself, with the first AUTOINCREMENT table). */
+static sqlite3 *load_schema_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "open %s", path);
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    cr_assert_lt(n, sizeof text - 1, "%s is larger than expected", path);
+    text[n] = '\0';
+    char *seq = strstr(text, "CREATE TABLE sqlite_sequence");
+    if (seq != NULL)
+        for (char *p = seq; *p != '\0' && *p != '\n'; p++)
+            *p = ' ';
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_exec(db, text, NULL, NULL, &msg), SQLITE_OK, "%s: %s", path,
+                 msg ? msg : "?");
+    return db;
+}
+
+Test(fixture, migrated_schema_matches_corescope_schema_column_by_column)
+{
+    if (access(CORESCOPE_SCHEMA, R_OK) != 0)
+        cr_skip_test("%s is not present (CI has it)", CORESCOPE_SCHEMA);
+    sqlite3 *want_db = load_schema_file(CORESCOPE_SCHEMA);
+    struct mg_fixture_options o = small_options(2);
+    sqlite3 *got_db = open_db(generate("migrated.db", &o));
+    char *want = schema_of(want_db), *got = schema_of(got_db);
+    cr_assert_gt(strlen(want), 1000, "the schema file gave almost nothing: %s", want);
+    cr_expect_str_eq(got, want);
+    free(want);
+    free(got);
+    sqlite3_close(want_db);
+    sqlite3_close(got_db);
+}
+
+Test(fixture, base_schema_matches_the_unmigrated_corescope_fixture_column_by_column)
+{
+    if (access(COMMITTED_FIXTURE, R_OK) != 0)
+        cr_skip_test("%s is not present (CI has it)", COMMITTED_FIXTURE);
+    sqlite3 *want_db = open_read_only(COMMITTED_FIXTURE);
+    struct mg_fixture_options o = small_options(2);
+    o.schema = MG_FIXTURE_BASE;
+    sqlite3 *got_db = open_db(generate("base.db", &o));
+    char *want = schema_of(want_db), *got = schema_of(got_db);
+    cr_assert_gt(strlen(want), 1000, "the fixture gave almost nothing: %s", want);
+    cr_expect_str_eq(got, want);
+    free(want);
+    free(got);
+    sqlite3_close(want_db);
+    sqlite3_close(got_db);
+}
+
+/* CoreScope has never had these; a generator that wrote them hid a server that asked for them. */
+Test(fixture, no_shape_has_a_column_or_table_corescope_never_had)
+{
+    static const enum mg_fixture_schema shapes[] = {MG_FIXTURE_MIGRATED, MG_FIXTURE_BASE};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        struct mg_fixture_options o = small_options(3);
+        o.schema = shapes[i];
+        char name[32];
+        snprintf(name, sizeof name, "shape%zu.db", i);
+        sqlite3 *db = open_db(generate(name, &o));
+        cr_expect_str_eq(
+            query_text(db, "SELECT coalesce(group_concat(m.name || '.' || c.name), '') FROM "
+                           "sqlite_master m, pragma_table_info(m.name) c WHERE m.type = "
+                           "'table' AND c.name IN ('configured_scope', 'configured_scope_at', "
+                           "'default_scope_confirmed_at')"),
+            "", "shape %zu", i);
+        cr_expect_eq(query_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                   "'dropped_packets'"),
+                     0, "shape %zu has dropped_packets", i);
+        sqlite3_close(db);
+    }
 }
 
 /* --- sizes ----------------------------------------------------------------------------- */
@@ -658,11 +853,21 @@ Test(fixture, refuses_to_overwrite_an_existing_file_unless_told)
 Test(fixture, freshen_leaves_the_source_alone_and_brings_newest_times_to_now)
 {
     struct mg_fixture_options o = small_options(12);
-    o.full_schema = true;
     const char *src = generate("source.db", &o);
     const char *dst = in_dir("fresh.db");
     sqlite3 *db = open_db(src);
     int64_t spread = query_int(db, "SELECT max(timestamp) - min(timestamp) FROM observations");
+    /* Gaps the shift must keep (to the second: a value without milliseconds rounds down). */
+    static const char naive_gap[] =
+        "SELECT sum(unixepoch(last_seen) - unixepoch(clock_last_naive_at)) FROM observers";
+    static const char inactive_gap[] = "SELECT (SELECT max(unixepoch(last_seen)) FROM nodes) - "
+                                       "(SELECT max(unixepoch(last_seen)) FROM inactive_nodes)";
+    static const char newest_naive[] = "SELECT max(clock_last_naive_at) FROM observers";
+    int64_t naive_before = query_int(db, naive_gap), inactive_before = query_int(db, inactive_gap);
+    int64_t naive_count = query_int(db, "SELECT count(clock_last_naive_at) FROM observers");
+    char naive_newest[64];
+    snprintf(naive_newest, sizeof naive_newest, "%s", query_text(db, newest_naive));
+    cr_assert_neq(naive_newest[0], '\0', "no observer has a naive clock to move");
     sqlite3_close(db);
     uint64_t before = file_checksum(src);
 
@@ -677,6 +882,19 @@ Test(fixture, freshen_leaves_the_source_alone_and_brings_newest_times_to_now)
     cr_assert_eq(query_int(db, "SELECT max(timestamp) - min(timestamp) FROM observations"), spread,
                  "relative times changed");
     cr_assert_eq(query_int(db, "SELECT max(last_seen) FROM transmissions"), later);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM transmissions t WHERE last_seen != "
+                               "(SELECT max(timestamp) FROM observations o "
+                               "WHERE o.transmission_id = t.id)"),
+                 0, "transmissions.last_seen moved with the observations");
+    cr_assert_str_neq(query_text(db, newest_naive), naive_newest, "clock_last_naive_at stayed");
+    int64_t naive_after = query_int(db, naive_gap), inactive_after = query_int(db, inactive_gap);
+    cr_assert(llabs(naive_after - naive_before) <= naive_count + 1,
+              "clock_last_naive_at did not follow observers.last_seen: gaps %" PRId64
+              " then %" PRId64,
+              naive_before, naive_after);
+    cr_assert(llabs(inactive_after - inactive_before) <= 1,
+              "inactive_nodes did not follow nodes: gap %" PRId64 " then %" PRId64, inactive_before,
+              inactive_after);
     int64_t ms;
     const char *newest = query_text(db, "SELECT last_seen FROM nodes ORDER BY "
                                         "julianday(last_seen) DESC LIMIT 1");
@@ -807,8 +1025,6 @@ Test(fixture, rfc3339_parser_accepts_corescope_forms_only)
     }
 }
 
-#define COMMITTED_FIXTURE MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture.db"
-
 Test(fixture, freshen_of_the_corescope_fixture_moves_its_newest_times_to_now)
 {
     if (access(COMMITTED_FIXTURE, R_OK) != 0)
@@ -827,4 +1043,65 @@ Test(fixture, freshen_of_the_corescope_fixture_moves_its_newest_times_to_now)
     cr_assert_eq(query_int(db, "SELECT count(*) FROM nodes"), 200);
     cr_assert_eq(query_int(db, "SELECT count(*) FROM nodes WHERE first_seen > last_seen"), 0);
     sqlite3_close(db);
+}
+
+/* The migrated file has the columns the migration adds; transmissions.last_seen is all 0
+ * there (CoreScope's backfill had not run), which means "unknown" and must stay 0. */
+Test(fixture, freshen_of_the_migrated_corescope_fixture_moves_times_and_keeps_its_shape)
+{
+    if (access(MIGRATED_FIXTURE, R_OK) != 0)
+        cr_skip_test("%s is not present (CI has it)", MIGRATED_FIXTURE);
+    uint64_t before = file_checksum(MIGRATED_FIXTURE);
+    sqlite3 *src = open_read_only(MIGRATED_FIXTURE);
+    char *schema_before = schema_of(src);
+    int64_t unbackfilled = query_int(src, "SELECT count(*) FROM transmissions WHERE last_seen = 0");
+    sqlite3_close(src);
+
+    const char *dst = in_dir("migrated-fresh.db");
+    char err[512] = "";
+    const int64_t later = NOW + 86400 * 200;
+    cr_assert_eq(mg_fixture_freshen(MIGRATED_FIXTURE, dst, later, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(file_checksum(MIGRATED_FIXTURE), before, "the fixture changed");
+    sqlite3 *db = open_db(dst);
+    char *schema_after = schema_of(db);
+    cr_expect_str_eq(schema_after, schema_before, "freshen changed the schema");
+    cr_assert_eq(query_int(db, "SELECT max(timestamp) FROM observations"), later);
+    cr_assert_str_eq(query_text(db, "SELECT max(last_seen) FROM nodes"), "2026-12-03T18:09:09Z");
+    cr_assert_str_eq(query_text(db, "SELECT max(last_seen) FROM observers"),
+                     "2026-12-03T18:09:09Z");
+    cr_assert_str_eq(query_text(db, "SELECT max(first_seen) FROM transmissions"),
+                     "2026-12-03T18:09:09Z");
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM transmissions WHERE last_seen = 0"),
+                 unbackfilled, "a last_seen of 0 (not backfilled) was shifted");
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM _migrations"), 3);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM observers WHERE first_seen > last_seen"), 0);
+    free(schema_before);
+    free(schema_after);
+    sqlite3_close(db);
+}
+
+/* --- observations per transmission ------------------------------------------------------ */
+
+Test(fixture, obs_per_tx_sets_transmissions_from_observations)
+{
+    struct mg_fixture_options o = small_options(14), r;
+    char err[256] = "";
+    o.obs_per_tx = 1;
+    cr_assert_eq(mg_fixture_resolve(&o, &r, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(r.transmissions, 3000);
+    cr_assert_eq(mg_fixture_resolve(&r, &r, err, sizeof err), 0, "resolving twice: %s", err);
+    o.obs_per_tx = 6;
+    sqlite3 *db = open_db(generate("per-tx.db", &o));
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM transmissions"), 500);
+    cr_assert_eq(query_int(db, "SELECT count(*) FROM observations"), 3000);
+    sqlite3_close(db);
+
+    o.transmissions = 900;
+    cr_assert_eq(mg_fixture_resolve(&o, &r, err, sizeof err), -1);
+    cr_assert(strstr(err, "obs-per-tx 6") != NULL && strstr(err, "not both") != NULL, "message: %s",
+              err);
+    o.transmissions = 0;
+    o.obs_per_tx = 1001;
+    cr_assert_eq(mg_fixture_resolve(&o, &r, err, sizeof err), -1);
+    cr_assert(strstr(err, "obs-per-tx 1001") != NULL, "message: %s", err);
 }

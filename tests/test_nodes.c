@@ -25,12 +25,12 @@ struct fixture {
     struct mg_test_ctx t;
 };
 
-static void open_fixture_schema(struct fixture *f, bool full_schema, const char *sql)
+static void open_fixture_schema(struct fixture *f, bool migrated, const char *sql)
 {
     mg_test_tmpdir(f->dir, sizeof f->dir);
     cr_assert(f->dir[0], "no temporary directory");
     snprintf(f->db, sizeof f->db, "%s/nodes.db", f->dir);
-    cr_assert_eq(mg_test_make_db(f->db, full_schema, sql), 0);
+    cr_assert_eq(mg_test_make_db(f->db, migrated, sql), 0);
     cr_assert(mg_test_ctx_open(&f->t, f->db));
 }
 
@@ -128,20 +128,19 @@ Test(nodes, one_node_answer_is_exact_with_keys_sorted_and_envelope_in_fixed_orde
     close_fixture(&f);
 }
 
-Test(nodes, full_schema_adds_the_scope_columns_at_their_sorted_places)
+/* CoreScope's migrated schema has default_scope and no other scope column of nodes. */
+Test(nodes, migrated_schema_adds_default_scope_at_its_sorted_place)
 {
     struct fixture f;
     open_fixture_schema(
         &f, true,
         "INSERT INTO nodes (public_key, name, role, last_seen, first_seen, advert_count,"
-        " foreign_advert, default_scope, configured_scope, configured_scope_at,"
-        " default_scope_confirmed_at) VALUES ('k1', 'N', 'room', '2026-05-17T18:00:00Z',"
-        " '2026-05-01T00:00:00Z', 2, 0, '#bay', '#sf', '2026-05-02T00:00:00Z', NULL);");
+        " foreign_advert, default_scope, multibyte_sup, multibyte_evidence) VALUES ('k1', 'N',"
+        " 'room', '2026-05-17T18:00:00Z', '2026-05-01T00:00:00Z', 2, 0, '#bay', 2, 'advert');");
     cr_expect_str_eq(
         get_ok(&f, "/api/nodes"),
-        "{\"nodes\":[{\"advert_count\":2,\"battery_mv\":null,\"configured_scope\":\"#sf\","
-        "\"configured_scope_at\":\"2026-05-02T00:00:00Z\",\"default_scope\":\"#bay\","
-        "\"default_scope_confirmed_at\":null,\"first_seen\":\"2026-05-01T00:00:00Z\","
+        "{\"nodes\":[{\"advert_count\":2,\"battery_mv\":null,\"default_scope\":\"#bay\","
+        "\"first_seen\":\"2026-05-01T00:00:00Z\","
         "\"foreign\":false,\"hash_size\":null,\"hash_size_inconsistent\":false,"
         "\"last_heard\":\"2026-05-17T18:00:00Z\",\"last_seen\":\"2026-05-17T18:00:00Z\","
         "\"lat\":null,\"lon\":null,\"name\":\"N\",\"public_key\":\"k1\",\"role\":\"room\","

@@ -24,12 +24,12 @@ struct fixture {
     struct mg_test_ctx t;
 };
 
-static void open_fixture_schema(struct fixture *f, bool full_schema, const char *sql)
+static void open_fixture_schema(struct fixture *f, bool migrated, const char *sql)
 {
     mg_test_tmpdir(f->dir, sizeof f->dir);
     cr_assert(f->dir[0], "no temporary directory");
     snprintf(f->db, sizeof f->db, "%s/packets.db", f->dir);
-    cr_assert_eq(mg_test_make_db(f->db, full_schema, sql), 0);
+    cr_assert_eq(mg_test_make_db(f->db, migrated, sql), 0);
     cr_assert(mg_test_ctx_open(&f->t, f->db));
 }
 
@@ -369,7 +369,7 @@ Test(packets, decoded_json_is_a_string_escaped_by_the_contract)
     close_fixture(&f);
 }
 
-Test(packets, full_schema_reports_scope_name)
+Test(packets, migrated_schema_reports_scope_name)
 {
     struct fixture f;
     open_fixture_schema(&f, true,

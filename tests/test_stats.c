@@ -49,11 +49,11 @@ struct fixture {
     struct mg_test_ctx t;
 };
 
-static void open_fixture(struct fixture *f, bool full_schema, const char *sql)
+static void open_fixture(struct fixture *f, bool migrated, const char *sql)
 {
     mg_test_tmpdir(f->dir, sizeof f->dir);
     snprintf(f->db, sizeof f->db, "%s/stats.db", f->dir);
-    cr_assert_eq(mg_test_make_db(f->db, full_schema, sql), 0);
+    cr_assert_eq(mg_test_make_db(f->db, migrated, sql), 0);
     cr_assert(mg_test_ctx_open(&f->t, f->db));
 }
 
@@ -131,6 +131,10 @@ Test(stats, signature_drops_count_rows_of_dropped_packets_when_the_table_exists)
 {
     struct fixture f;
     open_fixture(&f, true,
+                 "CREATE TABLE dropped_packets (id INTEGER PRIMARY KEY AUTOINCREMENT, hash TEXT,"
+                 " raw_hex TEXT, reason TEXT NOT NULL, observer_id TEXT, observer_name TEXT,"
+                 " node_pubkey TEXT, node_name TEXT, dropped_at DATETIME DEFAULT"
+                 " CURRENT_TIMESTAMP);"
                  "INSERT INTO dropped_packets (hash, reason) VALUES ('a', 'sig'), ('b', 'sig'),"
                  " ('c', 'sig');");
     cr_assert(f.t.db.schema.dropped_packets);

@@ -15,8 +15,8 @@
  * hop-count table along one random shortest path, so the same neighbour pairs recur the way
  * relay traffic does. Every random choice comes from a xoshiro256** stream consumed in a
  * fixed order by one thread at a time, so the same options give the same rows; the columns
- * only the full schema has draw from a second stream, so the base columns do not depend on
- * the schema.
+ * and tables only the migrated schema has draw from a second stream, so the base columns do
+ * not depend on the schema.
  *
  * A producer thread makes the rows while the caller's thread writes them (the pipe below),
  * in one transaction with journaling off; secondary indexes are created after the rows, and
@@ -339,7 +339,7 @@ static void format_rfc3339(char *out, size_t n, int64_t ms, bool with_ms)
                  c.minute, c.second);
 }
 
-/* SQLite's datetime('now') shape, which CoreScope's created_at and dropped_at have. */
+/* SQLite's datetime('now') shape, which CoreScope's created_at has. */
 static void format_sql_datetime(char *out, size_t n, int64_t secs)
 {
     struct civil c = civil_from_ms(secs * 1000);
@@ -515,8 +515,6 @@ static const char *const radios[] = {"910.5250244,62.5,7,5", "910.525,62.5,7,5",
                                      "910.525024,62.5,7,5", "910.5250244,62.5,7,8"};
 static const char *const models[] = {"Heltec V3", "RAK4631", "Station G2", "T-Beam", "Xiao nRF52"};
 static const char *const firmwares[] = {"v1.7.2", "v1.8.0", "v1.9.1", "v1.10.0"};
-static const char *const drop_reasons[] = {"invalid advert signature", "advert timestamp in future",
-                                           "malformed advert appdata"};
 
 struct channel {
     const char *name; /* NULL: a private channel whose key CoreScope does not have */
@@ -618,9 +616,9 @@ struct pipe {
 struct gen {
     struct mg_fixture_options o;
     struct rng rng;
-    /* Draws for the full schema's data only, so that the base columns are the same rows
-     * whichever schema is asked for. */
-    struct rng rng_optional;
+    /* Draws for the migrated schema's own columns and tables only, so that the base columns
+     * are the same rows whichever schema is asked for. */
+    struct rng rng_migrated;
     int64_t now, start, span;
 
     struct node *nodes;
@@ -655,6 +653,11 @@ struct gen {
     size_t errlen;
     char producer_err[256];
 };
+
+static bool migrated(const struct gen *g)
+{
+    return g->o.schema == MG_FIXTURE_MIGRATED;
+}
 
 static double geo_d2(double lat1, double lon1, double lat2, double lon2)
 {
@@ -2138,8 +2141,8 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
         rec_str(rc, path_null ? NULL : g->t_path.p, g->t_path.len);
         rec_i64(rc, ts);
         rec_str(rc, resolved_null ? NULL : g->t_resolved.p, g->t_resolved.len);
-        if (g->o.full_schema) {
-            if (rng_chance(&g->rng_optional, 0.85)) {
+        if (migrated(g)) {
+            if (rng_chance(&g->rng_migrated, 0.85)) {
                 build_raw(&g->t_obs_raw, g, p, &pk, path, path_null ? 0 : len, hop_size);
                 rec_str(rc, g->t_obs_raw.p, g->t_obs_raw.len);
             } else {
@@ -2175,10 +2178,14 @@ static int write_transmission(struct gen *g, long index, long *obs_id)
     rec_str(rc, created_at, strlen(created_at));
     rec_str(rc, channel_hash[0] ? channel_hash : NULL, strlen(channel_hash));
     rec_str(rc, p->payload_type == PT_ADVERT ? src->hex : NULL, 64);
-    if (g->o.full_schema) {
-        bool scoped = p->route == RT_TRANSPORT_FLOOD || p->route == RT_TRANSPORT_DIRECT;
-        const char *scope = clusters[src->cluster].scope;
-        rec_str(rc, scoped ? scope : NULL, strlen(scope));
+    if (migrated(g)) {
+        /* CoreScope names the region of a transport-routed packet when its transport code
+         * matches a known scope, writes '' when it matches none, and NULL for the rest. */
+        const char *scope = NULL;
+        if (p->route == RT_TRANSPORT_FLOOD || p->route == RT_TRANSPORT_DIRECT)
+            scope = rng_chance(&g->rng_migrated, 0.9) ? clusters[src->cluster].scope : "";
+        rec_str(rc, scope, scope ? strlen(scope) : 0);
+        /* last_seen: the newest observation, as CoreScope's backfill and ingestor keep it. */
         rec_i64(rc, last_ts);
     }
     if (check_row_text(g) != 0)
@@ -2232,13 +2239,13 @@ static void bind_observation(struct gen *g, sqlite3_stmt *st, int base, struct r
     rd_bind_str(rd, st, base + 8);
     sqlite3_bind_int64(st, base + 9, rd_i64(rd));
     rd_bind_str(rd, st, base + 10);
-    if (g->o.full_schema)
+    if (migrated(g))
         rd_bind_str(rd, st, base + 11);
 }
 
 static int obs_columns(const struct gen *g)
 {
-    return g->o.full_schema ? 11 : 10;
+    return migrated(g) ? 11 : 10;
 }
 
 /* Observations go in OBS_BATCH to a statement: an AUTOINCREMENT table pays a look-up and an
@@ -2267,7 +2274,7 @@ static int write_record(struct gen *g, struct reader *rd)
     rd_bind_str(rd, st, 9);
     rd_bind_str(rd, st, 10);
     rd_bind_str(rd, st, 11);
-    if (g->o.full_schema) {
+    if (migrated(g)) {
         rd_bind_str(rd, st, 12);
         sqlite3_bind_int64(st, 13, rd_i64(rd));
     }
@@ -2320,17 +2327,33 @@ static int write_rows(struct gen *g)
     }
 }
 
-/* --- nodes, observers, edges, dropped packets -------------------------------------------- */
+/* --- nodes, observers, edges, inactive nodes --------------------------------------------- */
+
+/* nodes.multibyte_sup as CoreScope's capability cache stores it, and the evidence it names. */
+enum multibyte { MULTIBYTE_UNKNOWN = 0, MULTIBYTE_SUSPECTED = 1, MULTIBYTE_CONFIRMED = 2 };
+static const char *const multibyte_evidence[] = {NULL, "path", "advert"};
+
+/* Confirmed when the node's own adverts carry hops of 2 or 3 bytes; suspected when it is a
+ * relay that forwarded such packets (its prefix appears in multi-byte paths) but no advert of
+ * its own shows it. A few capable nodes are not in the cache yet. */
+static enum multibyte multibyte_of(struct rng *q, const struct node *nd)
+{
+    if (nd->hop_size >= 2 && nd->adverts > 0)
+        return rng_chance(q, 0.95) ? MULTIBYTE_CONFIRMED : MULTIBYTE_UNKNOWN;
+    if (is_relay_role(nd->role) && !nd->stale)
+        return rng_chance(q, nd->hop_size >= 2 ? 0.8 : 0.1) ? MULTIBYTE_SUSPECTED
+                                                            : MULTIBYTE_UNKNOWN;
+    return MULTIBYTE_UNKNOWN;
+}
 
 static int write_nodes(struct gen *g)
 {
     struct rng *r = &g->rng;
-    const char *sql = g->o.full_schema
+    const char *sql = migrated(g)
                           ? "INSERT INTO nodes (public_key, name, role, lat, lon, last_seen, "
                             "first_seen, advert_count, battery_mv, temperature_c, "
-                            "foreign_advert, default_scope, configured_scope, "
-                            "configured_scope_at, default_scope_confirmed_at) VALUES "
-                            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                            "foreign_advert, default_scope, multibyte_sup, multibyte_evidence) "
+                            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                           : "INSERT INTO nodes (public_key, name, role, lat, lon, last_seen, "
                             "first_seen, advert_count, battery_mv, temperature_c, "
                             "foreign_advert) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
@@ -2393,34 +2416,15 @@ static int write_nodes(struct gen *g)
         else
             sqlite3_bind_null(st, 10);
         sqlite3_bind_int(st, 11, rng_chance(r, 0.02) ? 1 : 0);
-        if (g->o.full_schema) {
-            struct rng *q = &g->rng_optional;
+        if (migrated(g)) {
+            struct rng *q = &g->rng_migrated;
             const char *scope = clusters[nd->cluster].scope;
             bool has_default = nd->role == ROLE_REPEATER && rng_chance(q, 0.6);
-            char confirmed[40], configured[64], configured_at[40];
             bind_text_or_null(st, 12, has_default ? (rng_chance(q, 0.7) ? scope : "*") : NULL,
                               (size_t)-1);
-            if (nd->role == ROLE_REPEATER && rng_chance(q, 0.2)) {
-                const char *other = clusters[rng_below(q, CLUSTER_COUNT)].scope;
-                if (strcmp(other, scope) != 0 && rng_chance(q, 0.5))
-                    snprintf(configured, sizeof configured, "%s,%s", scope, other);
-                else
-                    snprintf(configured, sizeof configured, "%s", scope);
-                format_rfc3339(configured_at, sizeof configured_at,
-                               first + (int64_t)(rng_unit(q) * (double)(last - first)), false);
-                sqlite3_bind_text(st, 13, configured, -1, SQLITE_TRANSIENT);
-                sqlite3_bind_text(st, 14, configured_at, -1, SQLITE_TRANSIENT);
-            } else {
-                sqlite3_bind_null(st, 13);
-                sqlite3_bind_null(st, 14);
-            }
-            if (has_default && rng_chance(q, 0.35)) {
-                format_rfc3339(confirmed, sizeof confirmed,
-                               first + (int64_t)(rng_unit(q) * (double)(last - first)), false);
-                sqlite3_bind_text(st, 15, confirmed, -1, SQLITE_TRANSIENT);
-            } else {
-                sqlite3_bind_null(st, 15);
-            }
+            enum multibyte cap = multibyte_of(q, nd);
+            sqlite3_bind_int(st, 13, (int)cap);
+            bind_text_or_null(st, 14, multibyte_evidence[cap], (size_t)-1);
         }
         rc = step_insert(g, st, "nodes");
     }
@@ -2428,14 +2432,53 @@ static int write_nodes(struct gen *g)
     return rc;
 }
 
+/* The observers columns of the migration (parameters 17..21):
+ *   - a few observers send timestamps in naive local time (Pacific, 7 or 8 hours behind
+ *     UTC); CoreScope records the skew, how often it clamped one in the last 24 hours, and
+ *     when it last did (older than 24 hours: the flag has decayed);
+ *   - firmware that reports its repeat flag sets can_relay_seen = 1, with can_relay 1 for an
+ *     observer that is a repeater and 0 for a listener; otherwise can_relay keeps its
+ *     default 1 and can_relay_seen 0 (unknown). */
+static void bind_observer_migrated(struct gen *g, sqlite3_stmt *st, const struct observer *ob,
+                                   int64_t first_ms, int64_t last_ms)
+{
+    struct rng *q = &g->rng_migrated;
+    if (rng_chance(q, 0.12)) {
+        int64_t skew = (rng_chance(q, 0.7) ? -25200 : -28800) + (int64_t)rng_below(q, 121) - 60;
+        int64_t at =
+            last_ms - (int64_t)(rng_unit(q) * (rng_chance(q, 0.75) ? 20.0 : 200.0) * 3600000.0);
+        if (at < first_ms)
+            at = first_ms;
+        char at_s[40];
+        format_rfc3339(at_s, sizeof at_s, at, false);
+        sqlite3_bind_int64(st, 17, skew);
+        sqlite3_bind_int(st, 18, 1 + (int)rng_below(q, 400));
+        sqlite3_bind_text(st, 19, at_s, -1, SQLITE_TRANSIENT);
+    } else {
+        sqlite3_bind_null(st, 17);
+        sqlite3_bind_int(st, 18, 0);
+        sqlite3_bind_null(st, 19);
+    }
+    bool seen = rng_chance(q, 0.55);
+    sqlite3_bind_int(st, 20, seen ? ob->node >= 0 : 1);
+    sqlite3_bind_int(st, 21, seen);
+}
+
 static int write_observers(struct gen *g)
 {
     struct rng *r = &g->rng;
     sqlite3_stmt *st = NULL;
-    const char *sql = "INSERT INTO observers (rowid, id, name, iata, last_seen, first_seen, "
-                      "packet_count, model, firmware, client_version, radio, battery_mv, "
-                      "uptime_secs, noise_floor, inactive, last_packet_at) "
-                      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    const char *sql = migrated(g)
+                          ? "INSERT INTO observers (rowid, id, name, iata, last_seen, "
+                            "first_seen, packet_count, model, firmware, client_version, radio, "
+                            "battery_mv, uptime_secs, noise_floor, inactive, last_packet_at, "
+                            "clock_skew_seconds, clock_skew_count_24h, clock_last_naive_at, "
+                            "can_relay, can_relay_seen) "
+                            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                          : "INSERT INTO observers (rowid, id, name, iata, last_seen, "
+                            "first_seen, packet_count, model, firmware, client_version, radio, "
+                            "battery_mv, uptime_secs, noise_floor, inactive, last_packet_at) "
+                            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     if (sqlite3_prepare_v2(g->db, sql, -1, &st, NULL) != SQLITE_OK)
         return fail(g->err, g->errlen, "prepare insert into observers: %s", sqlite3_errmsg(g->db));
     int rc = 0;
@@ -2499,6 +2542,8 @@ static int write_observers(struct gen *g)
         } else {
             sqlite3_bind_null(st, 16);
         }
+        if (migrated(g))
+            bind_observer_migrated(g, st, ob, first, last);
         rc = step_insert(g, st, "observers");
     }
     sqlite3_finalize(st);
@@ -2560,42 +2605,66 @@ static int write_edges(struct gen *g)
     return rc;
 }
 
-static int write_dropped(struct gen *g)
+/* Nodes CoreScope soft-deleted after they went quiet: one for every 20 nodes, last heard
+ * between 1 and 60 days before the window, with the columns of nodes. */
+static int write_inactive_nodes(struct gen *g)
 {
-    struct rng *r = &g->rng_optional;
-    long n = g->o.observations / 5000 > 3 ? g->o.observations / 5000 : 3;
+    struct rng *q = &g->rng_migrated;
+    long n = g->n_nodes / 20 > 1 ? g->n_nodes / 20 : 1;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(g->db,
-                           "INSERT INTO dropped_packets (id, hash, raw_hex, reason, observer_id, "
-                           "observer_name, node_pubkey, node_name, dropped_at) "
-                           "VALUES (?,?,?,?,?,?,?,?,?)",
+                           "INSERT INTO inactive_nodes (public_key, name, role, lat, lon, "
+                           "last_seen, first_seen, advert_count, battery_mv, temperature_c, "
+                           "foreign_advert, default_scope, multibyte_sup, multibyte_evidence) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
-        return fail(g->err, g->errlen, "prepare insert into dropped_packets: %s",
+        return fail(g->err, g->errlen, "prepare insert into inactive_nodes: %s",
                     sqlite3_errmsg(g->db));
     int rc = 0;
     for (long i = 0; i < n && rc == 0; i++) {
-        const struct observer *ob = &g->observers[rng_below(r, (uint64_t)g->n_observers)];
-        const struct node *nd = &g->nodes[rng_below(r, (uint64_t)g->n_nodes)];
-        char hash[17], when[40];
-        uint8_t raw[140];
-        snprintf(hash, sizeof hash, "%016" PRIx64, rng_next(r));
-        raw[0] = PT_ADVERT << 2 | RT_FLOOD;
-        raw[1] = 0;
-        memcpy(raw + 2, nd->key, 32);
-        rng_bytes(r, raw + 34, sizeof raw - 34);
+        struct node nd;
+        memset(&nd, 0, sizeof nd);
+        rng_bytes(q, nd.key, sizeof nd.key);
         text_reset(&g->t_raw);
-        text_hex(&g->t_raw, raw, sizeof raw, true);
-        format_sql_datetime(when, sizeof when, g->start + (int64_t)(rng_unit(r) * (double)g->span));
-        sqlite3_bind_int64(st, 1, i + 1);
-        sqlite3_bind_text(st, 2, hash, 16, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 3, g->t_raw.p, (int)g->t_raw.len, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, drop_reasons[rng_below(r, 3)], -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, ob->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 6, ob->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 7, nd->hex, 64, SQLITE_STATIC);
-        sqlite3_bind_text(st, 8, nd->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 9, when, -1, SQLITE_TRANSIENT);
-        rc = step_insert(g, st, "dropped_packets");
+        text_hex(&g->t_raw, nd.key, sizeof nd.key, false);
+        snprintf(nd.hex, sizeof nd.hex, "%.*s", 64, g->t_raw.p);
+        double u = rng_unit(q);
+        nd.role = u < 0.75 ? ROLE_REPEATER : u < 0.9 ? ROLE_COMPANION : ROLE_ROOM;
+        nd.cluster = (uint8_t)rng_below(q, CLUSTER_COUNT);
+        make_name(q, &nd);
+        const struct cluster *cl = &clusters[nd.cluster];
+        int64_t last = (g->start - 86400 - (int64_t)(rng_unit(q) * 59.0 * 86400.0)) * 1000;
+        int64_t first = last - (int64_t)(rng_unit(q) * 120.0 * 86400000.0);
+        char last_s[40], first_s[40];
+        format_rfc3339(last_s, sizeof last_s, last, rng_chance(q, 0.25));
+        format_rfc3339(first_s, sizeof first_s, first, rng_chance(q, 0.8));
+
+        sqlite3_bind_text(st, 1, nd.hex, 64, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, nd.name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 3, role_names[nd.role], -1, SQLITE_STATIC);
+        if (rng_chance(q, 0.1)) {
+            sqlite3_bind_null(st, 4);
+            sqlite3_bind_null(st, 5);
+        } else {
+            sqlite3_bind_double(st, 4, round_to(cl->lat + rng_gauss(q) * cl->spread_deg, 5));
+            sqlite3_bind_double(st, 5, round_to(cl->lon + rng_gauss(q) * cl->spread_deg, 5));
+        }
+        sqlite3_bind_text(st, 6, last_s, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 7, first_s, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(st, 8, 1 + (int)rng_below(q, 60));
+        if (rng_chance(q, 0.2))
+            sqlite3_bind_int(st, 9, 3400 + (int)rng_below(q, 800));
+        else
+            sqlite3_bind_null(st, 9);
+        sqlite3_bind_null(st, 10);
+        sqlite3_bind_int(st, 11, rng_chance(q, 0.02) ? 1 : 0);
+        bool scoped = nd.role == ROLE_REPEATER && rng_chance(q, 0.3);
+        bind_text_or_null(st, 12, scoped ? cl->scope : NULL, (size_t)-1);
+        bool multibyte = rng_chance(q, 0.1);
+        sqlite3_bind_int(st, 13, multibyte ? MULTIBYTE_CONFIRMED : MULTIBYTE_UNKNOWN);
+        bind_text_or_null(st, 14, multibyte_evidence[multibyte ? MULTIBYTE_CONFIRMED : 0],
+                          (size_t)-1);
+        rc = step_insert(g, st, "inactive_nodes");
     }
     sqlite3_finalize(st);
     return rc;
@@ -2662,26 +2731,20 @@ static const char schema_tables[] =
     "\t\tPRIMARY KEY (node_a, node_b)\n"
     "\t);\n";
 
-/* The optional columns, added the way CoreScope's migrations add them. */
-static const char schema_optional[] =
-    "ALTER TABLE nodes ADD COLUMN default_scope TEXT;\n"
-    "ALTER TABLE nodes ADD COLUMN configured_scope TEXT;\n"
-    "ALTER TABLE nodes ADD COLUMN configured_scope_at TEXT;\n"
-    "ALTER TABLE nodes ADD COLUMN default_scope_confirmed_at TEXT;\n"
-    "ALTER TABLE transmissions ADD COLUMN scope_name TEXT;\n"
-    "ALTER TABLE transmissions ADD COLUMN last_seen INTEGER;\n"
-    "ALTER TABLE observations ADD COLUMN raw_hex TEXT;\n"
-    "CREATE TABLE dropped_packets (\n"
-    "\t\t\t\tid INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-    "\t\t\t\thash TEXT,\n"
-    "\t\t\t\traw_hex TEXT,\n"
-    "\t\t\t\treason TEXT NOT NULL,\n"
-    "\t\t\t\tobserver_id TEXT,\n"
-    "\t\t\t\tobserver_name TEXT,\n"
-    "\t\t\t\tnode_pubkey TEXT,\n"
-    "\t\t\t\tnode_name TEXT,\n"
-    "\t\t\t\tdropped_at DATETIME DEFAULT CURRENT_TIMESTAMP\n"
-    "\t\t\t);\n";
+/* The migration's columns, added the way CoreScope's migration adds them (an added column's
+ * definition is appended to its table's CREATE text), before any row is written. */
+static const char schema_migrated_columns[] =
+    "ALTER TABLE nodes ADD COLUMN default_scope TEXT DEFAULT NULL;\n"
+    "ALTER TABLE nodes ADD COLUMN multibyte_sup INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE nodes ADD COLUMN multibyte_evidence TEXT;\n"
+    "ALTER TABLE observers ADD COLUMN clock_skew_seconds INTEGER DEFAULT NULL;\n"
+    "ALTER TABLE observers ADD COLUMN clock_skew_count_24h INTEGER DEFAULT 0;\n"
+    "ALTER TABLE observers ADD COLUMN clock_last_naive_at TEXT DEFAULT NULL;\n"
+    "ALTER TABLE observers ADD COLUMN can_relay INTEGER DEFAULT 1;\n"
+    "ALTER TABLE observers ADD COLUMN can_relay_seen INTEGER DEFAULT 0;\n"
+    "ALTER TABLE transmissions ADD COLUMN scope_name TEXT DEFAULT NULL;\n"
+    "ALTER TABLE transmissions ADD COLUMN last_seen INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE observations ADD COLUMN raw_hex TEXT;\n";
 
 static const char schema_indexes[] =
     "CREATE INDEX idx_tx_channel_hash ON transmissions(channel_hash) WHERE payload_type = 5;\n"
@@ -2693,9 +2756,34 @@ static const char schema_indexes[] =
     "CREATE INDEX idx_observations_observer_idx ON observations(observer_idx);\n"
     "CREATE INDEX idx_transmissions_from_pubkey ON transmissions(from_pubkey);\n";
 
-static const char schema_optional_indexes[] =
-    "CREATE INDEX idx_dropped_observer ON dropped_packets(observer_id);\n"
-    "CREATE INDEX idx_dropped_node ON dropped_packets(node_pubkey);\n";
+/* The rest of the migration, after the rows and in the order it leaves sqlite_master: the
+ * composite observations index, the table of soft-deleted nodes (the columns of nodes, its
+ * own index), the markers of the migrations that record one (as CoreScope's migrated e2e
+ * fixture has them), and the two partial transmissions indexes. */
+static const char schema_migrated_rest[] =
+    "CREATE INDEX idx_observations_tx_ts ON observations(transmission_id, timestamp);\n"
+    "CREATE TABLE inactive_nodes (\n"
+    "    public_key TEXT PRIMARY KEY,\n"
+    "    name TEXT,\n"
+    "    role TEXT,\n"
+    "    lat REAL,\n"
+    "    lon REAL,\n"
+    "    last_seen TEXT,\n"
+    "    first_seen TEXT,\n"
+    "    advert_count INTEGER DEFAULT 0,\n"
+    "    battery_mv INTEGER,\n"
+    "    temperature_c REAL,\n"
+    "    foreign_advert INTEGER DEFAULT 0\n"
+    ");\n"
+    "ALTER TABLE inactive_nodes ADD COLUMN default_scope TEXT DEFAULT NULL;\n"
+    "ALTER TABLE inactive_nodes ADD COLUMN multibyte_sup INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE inactive_nodes ADD COLUMN multibyte_evidence TEXT;\n"
+    "CREATE INDEX idx_inactive_nodes_last_seen ON inactive_nodes(last_seen);\n"
+    "CREATE TABLE _migrations (name TEXT PRIMARY KEY);\n"
+    "INSERT INTO _migrations (name) VALUES ('scope_name_v1'), ('nodes_default_scope_v1'),\n"
+    "    ('observations_raw_hex_v1');\n"
+    "CREATE INDEX idx_tx_scope_name ON transmissions(scope_name) WHERE scope_name IS NOT NULL;\n"
+    "CREATE INDEX idx_tx_last_seen_zero ON transmissions(id) WHERE last_seen=0;\n";
 
 static int exec_sql(struct gen *g, const char *sql, const char *what)
 {
@@ -2710,7 +2798,7 @@ static int exec_sql(struct gen *g, const char *sql, const char *what)
 
 static int prepare_inserts(struct gen *g)
 {
-    const char *tx = g->o.full_schema
+    const char *tx = migrated(g)
                          ? "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type, "
                            "payload_type, payload_version, decoded_json, created_at, "
                            "channel_hash, from_pubkey, scope_name, last_seen) "
@@ -2718,7 +2806,7 @@ static int prepare_inserts(struct gen *g)
                          : "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type, "
                            "payload_type, payload_version, decoded_json, created_at, "
                            "channel_hash, from_pubkey) VALUES (?,?,?,?,?,?,?,?,?,?,?)";
-    const char *obs = g->o.full_schema
+    const char *obs = migrated(g)
                           ? "INSERT INTO observations (id, transmission_id, observer_idx, "
                             "direction, snr, rssi, score, path_json, timestamp, resolved_path, "
                             "raw_hex) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
@@ -2777,10 +2865,25 @@ int mg_fixture_resolve(const struct mg_fixture_options *opt, struct mg_fixture_o
                     MG_FIXTURE_MAX_DAYS);
     if (out->days == 0)
         out->days = 7;
+    if (out->schema != MG_FIXTURE_MIGRATED && out->schema != MG_FIXTURE_BASE)
+        return fail(err, errlen, "schema %d: must be migrated or base", (int)out->schema);
     if (out->transmissions < 0)
         return fail(err, errlen, "transmissions %ld: must be at least 1", out->transmissions);
-    if (out->transmissions == 0 && out->observations > 0)
-        out->transmissions = out->observations / 4 > 0 ? out->observations / 4 : 1;
+    if (out->obs_per_tx < 0 || out->obs_per_tx > MG_FIXTURE_MAX_OBS_PER_TX)
+        return fail(err, errlen, "obs-per-tx %ld: must be between 1 and %d", out->obs_per_tx,
+                    MG_FIXTURE_MAX_OBS_PER_TX);
+    /* Resolving twice gives the same options: transmissions, once set, agree with obs_per_tx. */
+    long per_tx = out->obs_per_tx > 0 ? out->obs_per_tx : MG_FIXTURE_DEFAULT_OBS_PER_TX;
+    long implied = out->observations / per_tx > 0 ? out->observations / per_tx : 1;
+    if (out->observations == 0)
+        implied = 0;
+    if (out->transmissions == 0)
+        out->transmissions = implied;
+    else if (out->obs_per_tx > 0 && out->transmissions != implied)
+        return fail(err, errlen,
+                    "obs-per-tx %ld: give either it or transmissions (%ld), not both, since "
+                    "each sets the other",
+                    out->obs_per_tx, out->transmissions);
     if (out->transmissions > out->observations)
         return fail(err, errlen,
                     "transmissions %ld: must not exceed observations (%ld), since every "
@@ -2884,7 +2987,7 @@ static int generate_into(struct gen *g, const char *path, const char *tmp)
                  "set generation pragmas") != 0 ||
         exec_sql(g, "BEGIN", "begin") != 0 ||
         exec_sql(g, schema_tables, "create CoreScope's tables") != 0 ||
-        (g->o.full_schema && exec_sql(g, schema_optional, "add the optional columns") != 0) ||
+        (migrated(g) && exec_sql(g, schema_migrated_columns, "add the migration's columns") != 0) ||
         prepare_inserts(g) != 0)
         return -1;
 
@@ -2915,11 +3018,11 @@ static int generate_into(struct gen *g, const char *path, const char *tmp)
         return fail(g->err, g->errlen, "%s", g->producer_err);
     if (rc != 0)
         return -1;
-    if (write_nodes(g) != 0 || write_observers(g) != 0 || write_edges(g) != 0 ||
-        (g->o.full_schema && write_dropped(g) != 0))
+    if (write_nodes(g) != 0 || write_observers(g) != 0 || write_edges(g) != 0)
         return -1;
     if (exec_sql(g, schema_indexes, "create indexes") != 0 ||
-        (g->o.full_schema && exec_sql(g, schema_optional_indexes, "create indexes") != 0) ||
+        (migrated(g) && (exec_sql(g, schema_migrated_rest, "finish the migration") != 0 ||
+                         write_inactive_nodes(g) != 0)) ||
         exec_sql(g, "COMMIT", "commit") != 0)
         return -1;
     sqlite3_finalize(g->ins_tx);
@@ -2968,7 +3071,7 @@ int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, 
     g.n_nodes = g.o.nodes;
     g.n_observers = g.o.observers;
     rng_seed(&g.rng, g.o.seed);
-    rng_seed(&g.rng_optional, g.o.seed ^ 0x6F7074696F6E616Cu);
+    rng_seed(&g.rng_migrated, g.o.seed ^ 0x6F7074696F6E616Cu);
 
     int rc = generate_into(&g, path, tmp);
     gen_free(&g);
@@ -3066,18 +3169,24 @@ static int exec_int64(sqlite3 *db, const char *sql, int64_t arg)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* A text time column whose newest value becomes now, and the columns of its table that move
+ * by the same offset. A group with like_nodes moves by the offset of nodes.last_seen instead
+ * (when nodes had one): soft-deleted nodes stay older than the nodes still heard. */
 struct text_group {
     const char *table;
     const char *lead;
-    const char *followers[2];
+    const char *followers[3];
+    bool like_nodes;
 };
 
 static const struct text_group text_groups[] = {
-    {"nodes", "last_seen", {"first_seen", NULL}},
-    {"observers", "last_seen", {"first_seen", "last_packet_at"}},
-    {"transmissions", "first_seen", {NULL, NULL}},
-    {"neighbor_edges", "last_seen", {NULL, NULL}},
+    {"nodes", "last_seen", {"first_seen"}, false},
+    {"inactive_nodes", "last_seen", {"first_seen"}, true},
+    {"observers", "last_seen", {"first_seen", "last_packet_at", "clock_last_naive_at"}, false},
+    {"transmissions", "first_seen", {NULL}, false},
+    {"neighbor_edges", "last_seen", {NULL}, false},
 };
+#define TEXT_GROUP_FOLLOWERS (sizeof text_groups[0].followers / sizeof text_groups[0].followers[0])
 
 static int shift_times(sqlite3 *db, int64_t now, char *err, size_t errlen)
 {
@@ -3097,11 +3206,13 @@ static int shift_times(sqlite3 *db, int64_t now, char *err, size_t errlen)
             if (has_column(db, "transmissions", "last_seen") &&
                 exec_int64(db,
                            "UPDATE transmissions SET last_seen = last_seen + ?1 "
-                           "WHERE typeof(last_seen) = 'integer'",
+                           "WHERE typeof(last_seen) = 'integer' AND last_seen > 0",
                            delta) != 0)
                 return fail(err, errlen, "shift transmissions.last_seen: %s", sqlite3_errmsg(db));
         }
     }
+    int64_t nodes_offset = 0; /* text_groups[0] is nodes */
+    bool nodes_offset_known = false;
     for (size_t i = 0; i < sizeof text_groups / sizeof *text_groups; i++) {
         const struct text_group *tg = &text_groups[i];
         if (!has_column(db, tg->table, tg->lead))
@@ -3111,18 +3222,27 @@ static int shift_times(sqlite3 *db, int64_t now, char *err, size_t errlen)
         if (query_int64(db, sql, &newest, &has) != 0)
             return fail(err, errlen, "read newest %s.%s: %s", tg->table, tg->lead,
                         sqlite3_errmsg(db));
-        if (!has || newest == now * 1000)
+        if (!has)
+            continue;
+        int64_t offset = now * 1000 - newest;
+        if (tg->like_nodes && nodes_offset_known)
+            offset = nodes_offset;
+        if (i == 0) {
+            nodes_offset = offset;
+            nodes_offset_known = true;
+        }
+        if (offset == 0)
             continue;
         int len =
             snprintf(sql, sizeof sql, "UPDATE \"%s\" SET \"%s\" = mg_rfc3339_shift(\"%s\", ?1)",
                      tg->table, tg->lead, tg->lead);
-        for (int k = 0; k < 2; k++) {
+        for (size_t k = 0; k < TEXT_GROUP_FOLLOWERS; k++) {
             const char *f = tg->followers[k];
             if (f != NULL && has_column(db, tg->table, f))
                 len += snprintf(sql + len, sizeof sql - (size_t)len,
                                 ", \"%s\" = mg_rfc3339_shift(\"%s\", ?1)", f, f);
         }
-        if (exec_int64(db, sql, now * 1000 - newest) != 0)
+        if (exec_int64(db, sql, offset) != 0)
             return fail(err, errlen, "shift %s.%s: %s", tg->table, tg->lead, sqlite3_errmsg(db));
     }
     return 0;

@@ -32,12 +32,16 @@ static const char usage_text[] =
     "  --out PATH            the database file to write (required)\n"
     "  --seed N              random seed, 0..2^64-1 (default 1)\n"
     "  --observations N      rows of observations (default 100000)\n"
-    "  --transmissions N     rows of transmissions (default observations / 4)\n"
+    "  --transmissions N     rows of transmissions (default observations / --obs-per-tx)\n"
+    "  --obs-per-tx N        observations per transmission on average, 1..1000 (default 4;\n"
+    "                        not with --transmissions)\n"
     "  --nodes N             rows of nodes, 10..20000 (default observations / 250, 60..2000)\n"
     "  --observers N         rows of observers, 1..2000 (default nodes / 12, 4..150)\n"
     "  --days N              traffic spans the last N days, 1..365 (default 7)\n"
-    "  --schema base|full    full adds CoreScope's optional columns and dropped_packets\n"
-    "                        (default base)\n"
+    "  --schema migrated|base\n"
+    "                        migrated (the default): the schema CoreScope's migration leaves,\n"
+    "                        as in every live database; base: the shape before it (no\n"
+    "                        inactive_nodes, _migrations or the columns the migration adds)\n"
     "  --now UNIX            the newest timestamp, in Unix seconds (default: the current time)\n"
     "  --force               replace PATH if it exists\n"
     "  --freshen SRC         write a copy of SRC to PATH with its timestamps shifted so that\n"
@@ -124,6 +128,7 @@ int main(int argc, char **argv)
         OPT_OBSERVERS,
         OPT_TRANSMISSIONS,
         OPT_OBSERVATIONS,
+        OPT_OBS_PER_TX,
         OPT_DAYS,
         OPT_SCHEMA,
         OPT_NOW,
@@ -138,6 +143,7 @@ int main(int argc, char **argv)
         {"observers", required_argument, NULL, OPT_OBSERVERS},
         {"transmissions", required_argument, NULL, OPT_TRANSMISSIONS},
         {"observations", required_argument, NULL, OPT_OBSERVATIONS},
+        {"obs-per-tx", required_argument, NULL, OPT_OBS_PER_TX},
         {"days", required_argument, NULL, OPT_DAYS},
         {"schema", required_argument, NULL, OPT_SCHEMA},
         {"now", required_argument, NULL, OPT_NOW},
@@ -182,17 +188,23 @@ int main(int argc, char **argv)
                 (long)parse_integer("--observations", optarg, 1, MG_FIXTURE_MAX_OBSERVATIONS);
             generation_option = "--observations";
             break;
+        case OPT_OBS_PER_TX:
+            opt.obs_per_tx =
+                (long)parse_integer("--obs-per-tx", optarg, 1, MG_FIXTURE_MAX_OBS_PER_TX);
+            generation_option = "--obs-per-tx";
+            break;
         case OPT_DAYS:
             opt.days = (int)parse_integer("--days", optarg, 1, MG_FIXTURE_MAX_DAYS);
             generation_option = "--days";
             break;
         case OPT_SCHEMA:
-            if (strcmp(optarg, "base") == 0)
-                opt.full_schema = false;
-            else if (strcmp(optarg, "full") == 0)
-                opt.full_schema = true;
+            /* "full" was the name of the migrated shape before it matched CoreScope's. */
+            if (strcmp(optarg, "migrated") == 0 || strcmp(optarg, "full") == 0)
+                opt.schema = MG_FIXTURE_MIGRATED;
+            else if (strcmp(optarg, "base") == 0)
+                opt.schema = MG_FIXTURE_BASE;
             else
-                usage_error("--schema '%s': expected base or full", optarg);
+                usage_error("--schema '%s': expected migrated or base", optarg);
             generation_option = "--schema";
             break;
         case OPT_NOW:
@@ -270,8 +282,8 @@ int main(int argc, char **argv)
     printf("meshgate-fixture: wrote %s (%s schema, seed %" PRIu64 "): %ld nodes, %ld observers, "
            "%ld transmissions, %ld observations, %lld neighbor edges over %d days to %s; "
            "%.1f MB in %.2f s\n",
-           out, resolved.full_schema ? "full" : "base", resolved.seed, resolved.nodes,
-           resolved.observers, resolved.transmissions, resolved.observations,
+           out, resolved.schema == MG_FIXTURE_BASE ? "base" : "migrated", resolved.seed,
+           resolved.nodes, resolved.observers, resolved.transmissions, resolved.observations,
            count_rows(out, "neighbor_edges"), resolved.days, when, file_mb(out), took);
     return 0;
 }

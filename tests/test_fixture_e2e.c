@@ -27,6 +27,10 @@
 #ifndef FIXTURE_DB /* overridable only to check that the suite skips without it */
 #define FIXTURE_DB MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture.db"
 #endif
+#ifndef FIXTURE_MIGRATED_DB
+#define FIXTURE_MIGRATED_DB MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture-migrated.db"
+#endif
+#define BUSIEST_PUBKEY "1000009e310d729534b70faa33a1abe5cd5e45d594f72f786febccbb770b7e74"
 #define N6IJ_PUBKEY "ec3433bb3adf1acaee0ce117600b0ca473705486ec666137379a1e8cbb7e75f4"
 #define MISSING LLONG_MIN
 
@@ -489,25 +493,30 @@ static void cleanup(void)
 
 TestSuite(fixture_e2e, .fini = cleanup, .timeout = 60);
 
-/* Freshens a private copy of the fixture (newest times = now) and serves it with 2 workers. */
-static void start(void)
+/* Freshens a private copy of source (newest times = now) and serves it with 2 workers. */
+static void start_from(const char *source)
 {
-    if (access(FIXTURE_DB, R_OK) != 0)
+    if (access(source, R_OK) != 0)
         cr_skip_test("%s not present: this suite checks meshgate against CoreScope's real "
                      "end-to-end database, which CI provides (see ../shared/data/README.md)",
-                     FIXTURE_DB);
+                     source);
     mg_test_tmpdir(e2e.dir, sizeof e2e.dir);
     cr_assert(e2e.dir[0], "no temporary directory under /tmp");
     snprintf(e2e.db, sizeof e2e.db, "%s/corescope-e2e-fresh.db", e2e.dir);
     e2e.freshened_at = (int64_t)time(NULL);
     char err[512] = "";
-    cr_assert_eq(mg_fixture_freshen(FIXTURE_DB, e2e.db, e2e.freshened_at, err, sizeof err), 0,
-                 "freshening %s: %s", FIXTURE_DB, err);
+    cr_assert_eq(mg_fixture_freshen(source, e2e.db, e2e.freshened_at, err, sizeof err), 0,
+                 "freshening %s: %s", source, err);
     cr_assert(file_print_take(&e2e.before), "cannot read %s", e2e.db);
     static const char *const env[] = {"MESHGATE_WORKERS=2", NULL};
     cr_assert(mg_test_server_start(&e2e.server, e2e.db, env), "meshgate did not start on %s",
               e2e.db);
     e2e.running = true;
+}
+
+static void start(void)
+{
+    start_from(FIXTURE_DB);
 }
 
 /* Stops the server and checks that the copy it served is exactly as it was before. */
@@ -1075,6 +1084,131 @@ Test(fixture_e2e, packets_filters_agree_with_the_database)
         mg_test_response_free(&r);
     }
     free(observer);
+    finish();
+}
+
+/*
+ * groupByHash against the served copy (e2e.db): every group in order, with its counts,
+ * IATA codes, latest sighting and chosen observation, as this SQL works them out: latest is
+ * the greatest string of first_seen and the observation times (with milliseconds), ties by
+ * id; the chosen observation has the longest path, then the newest time, then the highest id.
+ */
+static void check_grouped_packets(void)
+{
+    static const char expected_sql[] =
+        "SELECT t.hash, (SELECT max(v) FROM (SELECT t.first_seen AS v UNION ALL"
+        "   SELECT strftime('%Y-%m-%dT%H:%M:%fZ', o.timestamp, 'unixepoch') FROM observations o"
+        "   WHERE o.transmission_id = t.id)) AS latest,"
+        " (SELECT count(*) FROM (SELECT DISTINCT o.observer_idx, o.path_json FROM observations o"
+        "   WHERE o.transmission_id = t.id)),"
+        " (SELECT count(DISTINCT ob.id) FROM observations o JOIN observers ob"
+        "   ON ob.rowid = o.observer_idx WHERE o.transmission_id = t.id AND ob.id <> ''),"
+        " coalesce((SELECT group_concat(iata, ',') FROM (SELECT DISTINCT ob.iata FROM"
+        "   observations o JOIN observers ob ON ob.rowid = o.observer_idx"
+        "   WHERE o.transmission_id = t.id AND ob.iata <> '' ORDER BY ob.iata)), ''),"
+        " (SELECT ob.id FROM observations o LEFT JOIN observers ob ON ob.rowid = o.observer_idx"
+        "   WHERE o.transmission_id = t.id ORDER BY"
+        "   coalesce(json_array_length(o.path_json), 0) DESC, o.timestamp DESC, o.id DESC"
+        "   LIMIT 1)"
+        " FROM transmissions t ORDER BY latest DESC, t.id DESC";
+    long long total = db_int("SELECT count(*) FROM transmissions");
+    struct mg_test_response r;
+    api_get("/api/packets?groupByHash=true&limit=1000", 200, &r);
+    cr_expect_eq(json_int_at(r.body, "total"), total, "groupByHash total");
+    cr_expect_eq(json_length(json_get(r.body, "packets")), total, "groupByHash lists all");
+    sqlite3 *db = db_open();
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(db, expected_sql, -1, &st, NULL), SQLITE_OK, "%s",
+                 sqlite3_errmsg(db));
+    const char *p = json_first(json_get(r.body, "packets"));
+    char *hashes[1000];
+    int n = 0, wrong = 0;
+    for (; p && sqlite3_step(st) == SQLITE_ROW && n < 1000; p = json_next(p), n++) {
+        const char *hash = (const char *)sqlite3_column_text(st, 0);
+        hashes[n] = strdup(hash);
+        char iatas[256] = "";
+        for (const char *v = json_first(json_get(p, "distinct_iatas")); v; v = json_next(v)) {
+            char *code = json_string_dup(v);
+            snprintf(iatas + strlen(iatas), sizeof iatas - strlen(iatas), "%s%s",
+                     iatas[0] ? "," : "", code);
+            free(code);
+        }
+        const char *observer = (const char *)sqlite3_column_text(st, 5);
+        bool same = json_str_at_eq(p, "hash", hash) &&
+                    json_str_at_eq(p, "latest", (const char *)sqlite3_column_text(st, 1)) &&
+                    json_int_at(p, "count") == sqlite3_column_int64(st, 2) &&
+                    json_int_at(p, "observation_count") == sqlite3_column_int64(st, 2) &&
+                    json_int_at(p, "observer_count") == sqlite3_column_int64(st, 3) &&
+                    strcmp(iatas, (const char *)sqlite3_column_text(st, 4)) == 0 &&
+                    (observer ? json_str_at_eq(p, "observer_id", observer)
+                              : json_is_at(p, "observer_id", "null")) &&
+                    json_keys_sorted(p);
+        if (!same && wrong++ < 3)
+            cr_expect(same,
+                      "group %d: want hash %s latest %s count %lld observers %lld iatas %s"
+                      " observer %s; got %.600s",
+                      n, hash, sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2),
+                      sqlite3_column_int64(st, 3), sqlite3_column_text(st, 4),
+                      observer ? observer : "null", p);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    cr_expect_eq(n, total, "groups compared");
+    cr_expect_eq(wrong, 0, "%d groups differ from the database", wrong);
+    mg_test_response_free(&r);
+    /* A page from the middle (the merged walk) is the same slice. */
+    api_get("/api/packets?groupByHash=true&limit=50&offset=100", 200, &r);
+    int i = 100;
+    for (p = json_first(json_get(r.body, "packets")); p && i < n; p = json_next(p), i++)
+        if (!json_str_at_eq(p, "hash", hashes[i])) {
+            cr_expect(false, "offset=100: group %d is not %s: %.300s", i, hashes[i], p);
+            break;
+        }
+    cr_expect_eq(i, 150, "offset=100&limit=50 lists 50 groups");
+    mg_test_response_free(&r);
+    for (int k = 0; k < n; k++)
+        free(hashes[k]);
+}
+
+/* nodes= against the served copy: packets sent by either node or relayed by one (a quoted
+ * element of an observation's resolved_path), newest id first. */
+static void check_multi_node_packets(void)
+{
+    long long want[500];
+    int want_n = db_ints(want, 500,
+                         "SELECT t.id FROM transmissions t WHERE t.from_pubkey IN ('%s', '%s')"
+                         " OR EXISTS (SELECT 1 FROM observations o WHERE o.transmission_id = t.id"
+                         " AND (instr(o.resolved_path, '\"%s\"') OR"
+                         " instr(o.resolved_path, '\"%s\"'))) ORDER BY t.id DESC",
+                         N6IJ_PUBKEY, BUSIEST_PUBKEY, N6IJ_PUBKEY, BUSIEST_PUBKEY);
+    cr_expect_gt(want_n, 50, "the two nodes have more than a page of packets");
+    struct mg_test_response r;
+    const char *target = "/api/packets?nodes=" N6IJ_PUBKEY ",%20" BUSIEST_PUBKEY "&limit=500";
+    api_get(target, 200, &r);
+    cr_expect_eq(json_int_at(r.body, "total"), want_n, "GET %s: total", target);
+    expect_ids(target, r.body, want, want_n < 200 ? want_n : 200);
+    mg_test_response_free(&r);
+    /* The node's name resolves; the default page is the newest 50. */
+    target = "/api/packets?nodes=N6IJ%20Repeater," BUSIEST_PUBKEY;
+    api_get(target, 200, &r);
+    cr_expect_eq(json_int_at(r.body, "total"), want_n, "GET %s: total", target);
+    expect_ids(target, r.body, want, 50);
+    mg_test_response_free(&r);
+}
+
+Test(fixture_e2e, grouped_and_multi_node_packets_agree_with_the_database)
+{
+    start();
+    check_grouped_packets();
+    check_multi_node_packets();
+    finish();
+}
+
+Test(fixture_e2e, grouped_and_multi_node_packets_agree_with_the_migrated_database)
+{
+    start_from(FIXTURE_MIGRATED_DB);
+    check_grouped_packets();
+    check_multi_node_packets();
     finish();
 }
 

@@ -152,6 +152,7 @@ static const char *unsorted_key(const char *body)
 
 #define PK_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define PK_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define PK_B_UPPER "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
 #define PK_C "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
 
 /*
@@ -240,7 +241,7 @@ Test(packets, route_is_registered_as_a_heavy_endpoint)
     cr_expect(found, "/api/packets is not in the route table");
 }
 
-Test(packets, best_observation_has_the_most_hops_and_among_equals_the_highest_id)
+Test(packets, best_observation_has_the_most_hops_and_among_equal_times_the_highest_id)
 {
     struct fixture f;
     open_fixture(&f, "INSERT INTO observers (rowid, id, name) VALUES (1, 'O1', 'One'),"
@@ -659,6 +660,247 @@ Test(packets, malformed_parameters_answer_400_naming_the_parameter)
     close_fixture(&f);
 }
 
+/* --- best observation and observation order (ids that do not follow timestamps) ---------- */
+
+/* Observation 12 has the highest id of the two-hop ones, but 10 is newer. */
+static const char unordered_observations[] =
+    "INSERT INTO observers (rowid, id, name) VALUES (1, 'O1', 'One'), (2, 'O2', 'Two');"
+    "INSERT INTO transmissions (id, raw_hex, hash, first_seen) VALUES"
+    " (1, '', 'h1', '2026-05-01T00:00:00Z'), (2, '', 'h2', '2026-05-02T00:00:00Z');"
+    "INSERT INTO observations (id, transmission_id, observer_idx, snr, path_json, timestamp)"
+    " VALUES (10, 1, 1, 10, '[\"A\",\"B\"]', 9), (11, 1, 2, 11, '[\"C\",\"D\"]', 2),"
+    " (12, 1, 2, 12, '[\"E\",\"F\"]', 4), (13, 1, 1, 13, '[\"G\"]', 1),"
+    " (20, 2, 1, 20, '[\"A\"]', 5), (21, 2, 2, 21, '[\"B\"]', 5), (22, 2, 1, 22, '[]', 6);";
+
+Test(packets, best_observation_among_equal_hops_is_the_newest_by_timestamp_not_the_highest_id)
+{
+    struct fixture f;
+    open_fixture(&f, unordered_observations);
+    const char *body = get_ok(&f, "/api/packets?hash=h1");
+    cr_expect(strstr(body, "\"_parsedPath\":[\"A\",\"B\"]"), "%s", body);
+    cr_expect(strstr(body, "\"snr\":10,"), "%s", body);
+    /* Equal hops and equal times: the highest id. */
+    body = get_ok(&f, "/api/packets?hash=h2");
+    cr_expect(strstr(body, "\"_parsedPath\":[\"B\"]"), "%s", body);
+    cr_expect(strstr(body, "\"snr\":21,"), "%s", body);
+    /* The grouped row takes the same observation. */
+    body = get_ok(&f, "/api/packets?hash=h1&groupByHash=true");
+    cr_expect(strstr(body, "\"path_json\":\"[\\\"A\\\",\\\"B\\\"]\""), "%s", body);
+    close_fixture(&f);
+}
+
+Test(packets, expanded_observations_are_listed_by_timestamp_desc_then_id_desc)
+{
+    struct fixture f;
+    open_fixture(&f, unordered_observations);
+    /* The packet's id comes first (keys sorted), then its observations'. */
+    cr_expect_str_eq(values_of(get_ok(&f, "/api/packets?expand=observations&hash=h1"), "id"),
+                     "1,10,12,11,13");
+    cr_expect_str_eq(values_of(get_ok(&f, "/api/packets?expand=observations&hash=h2"), "id"),
+                     "2,22,21,20");
+    close_fixture(&f);
+}
+
+/* --- groupByHash ---------------------------------------------------------------------------- */
+
+Test(packets, grouped_answer_is_exact_with_the_keys_corescope_gives_a_group)
+{
+    struct fixture f;
+    open_fixture(&f,
+                 "INSERT INTO observers (rowid, id, name, iata) VALUES (1, 'OBS1', 'One', 'SFO'),"
+                 " (2, 'OBS2', '', 'OAK'), (3, 'OBS3', 'Three', 'SFO');"
+                 "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+                 " payload_type, decoded_json) VALUES (1, 'AABB', '0123456789abcdef',"
+                 " '2026-05-17T18:13:27Z', 1, 4, '{\"type\":\"ADVERT\"}');"
+                 "INSERT INTO observations (id, transmission_id, observer_idx, direction, snr,"
+                 " rssi, path_json, timestamp) VALUES"
+                 " (1, 1, 1, 'rx', 5.25, -90, '[\"7D1D\"]', 1779041607),"
+                 " (2, 1, 2, 'rx', 3, -95, '[\"7D1D\",\"DA2A\"]', 1779041608),"
+                 " (3, 1, 3, 'rx', 1, -99, '[\"7D1D\"]', 1779041609),"
+                 " (4, 1, 3, 'rx', 1, -99, '[\"7D1D\"]', 1779041610);");
+    cr_expect_str_eq(
+        get_ok(&f, "/api/packets?groupByHash=true"),
+        "{\"packets\":[{\"count\":3,\"decoded_json\":\"{\\\"type\\\":\\\"ADVERT\\\"}\","
+        "\"distinct_iatas\":[\"OAK\",\"SFO\"],\"first_seen\":\"2026-05-17T18:13:27Z\","
+        "\"hash\":\"0123456789abcdef\",\"latest\":\"2026-05-17T18:13:30.000Z\","
+        "\"observation_count\":3,\"observer_count\":3,\"observer_iata\":\"OAK\","
+        "\"observer_id\":\"OBS2\",\"observer_name\":null,"
+        "\"path_json\":\"[\\\"7D1D\\\",\\\"DA2A\\\"]\",\"payload_type\":4,\"raw_hex\":\"AABB\","
+        "\"route_type\":1,\"rssi\":-95,\"snr\":3}],\"total\":1,\"limit\":50,\"offset\":0}\n");
+    close_fixture(&f);
+}
+
+/*
+ * Latest sightings that do not follow ids: 1 was heard last; 2 has no observation (its
+ * first_seen counts); 3's first_seen is in the same second as its observation, and "…00Z"
+ * is the greater string than "…00.000Z" (CoreScope compares the strings).
+ */
+static const char latest_packets[] =
+    "INSERT INTO observers (rowid, id, iata) VALUES (1, 'O1', 'SFO');"
+    "INSERT INTO transmissions (id, raw_hex, hash, first_seen, payload_type) VALUES"
+    " (1, '', 'h1', '2026-05-01T00:00:00Z', 4), (2, '', 'h2', '2026-05-04T00:00:00Z', 5),"
+    " (3, '', 'h3', '2026-05-03T00:00:00Z', 4), (4, '', 'h4', '2026-05-02T00:00:00Z', 5),"
+    " (5, '', 'h5', '2026-05-02T12:00:00Z', 4);"
+    "INSERT INTO observations (id, transmission_id, observer_idx, path_json, timestamp) VALUES"
+    " (1, 1, 1, '[]', 1777593600), (2, 1, 1, '[\"A\"]', 1778025600)," /* 05-01, 05-06 */
+    " (3, 3, 1, '[]', 1777766400),"                                   /* 05-03T00:00:00 */
+    " (4, 4, 1, '[]', 1777852800),"                                   /* 05-04T00:00:00 */
+    " (5, 5, 1, '[]', 1777723200);";                                  /* 05-02T12:00:00 */
+
+Test(packets, grouped_rows_are_listed_by_latest_sighting_newest_first_not_by_id)
+{
+    struct fixture f;
+    open_fixture(&f, latest_packets);
+    const char *body = get_ok(&f, "/api/packets?groupByHash=true");
+    cr_expect_str_eq(values_of(body, "hash"), "h1,h2,h4,h3,h5");
+    cr_expect_str_eq(values_of(body, "latest"),
+                     "2026-05-06T00:00:00.000Z,2026-05-04T00:00:00Z,2026-05-04T00:00:00.000Z,"
+                     "2026-05-03T00:00:00Z,2026-05-02T12:00:00Z");
+    cr_expect(strstr(body, "],\"total\":5,\"limit\":50,\"offset\":0}\n"), "%s", body);
+    cr_expect_null(unsorted_key(body));
+    close_fixture(&f);
+}
+
+Test(packets, grouped_pages_by_merge_and_by_sort_agree)
+{
+    struct fixture f;
+    open_fixture(&f, latest_packets);
+    /* limit=1 pages are merged (the page takes fewer rows than match); the whole list is
+     * sorted; both must tell one order. */
+    char pages[256] = "";
+    for (int offset = 0; offset < 5; offset++) {
+        char target[128];
+        snprintf(target, sizeof target, "/api/packets?groupByHash=true&limit=1&offset=%d", offset);
+        const char *body = get_ok(&f, target);
+        cr_expect(strstr(body, "\"total\":5,"), "%s", body);
+        if (offset)
+            strcat(pages, ",");
+        strcat(pages, values_of(body, "hash"));
+    }
+    cr_expect_str_eq(pages, "h1,h2,h4,h3,h5");
+    cr_expect_str_eq(
+        values_of(get_ok(&f, "/api/packets?groupByHash=true&limit=2&offset=1"), "hash"), "h2,h4");
+    cr_expect_str_eq(values_of(get_ok(&f, "/api/packets?groupByHash=true&offset=5"), "hash"), "");
+    /* Filters apply as in the listing, by either form. */
+    cr_expect_str_eq(values_of(get_ok(&f, "/api/packets?groupByHash=true&type=4"), "hash"),
+                     "h1,h3,h5");
+    cr_expect_str_eq(
+        values_of(get_ok(&f, "/api/packets?groupByHash=true&type=4&limit=1&offset=1"), "hash"),
+        "h3");
+    cr_expect_str_eq(values_of(get_ok(&f, "/api/packets?groupByHash=true&type=4&limit=1"), "hash"),
+                     "h1");
+    cr_expect_str_eq(values_of(get_ok(&f, "/api/packets?groupByHash=true&since="
+                                          "2026-05-02T00:00:00Z&limit=2"),
+                               "hash"),
+                     "h2,h3");
+    close_fixture(&f);
+}
+
+Test(packets, grouped_rows_count_observers_and_their_distinct_iatas)
+{
+    struct fixture f;
+    open_fixture(&f, six_packets);
+    const char *body = get_ok(&f, "/api/packets?groupByHash=true&observer=AAAA01,bbbb02");
+    cr_expect_str_eq(values_of(body, "hash"),
+                     "abcdef0000000006,abcdef0000000005,abcdef0000000002,abcdef0000000001");
+    cr_expect(strstr(body, "\"distinct_iatas\":[\"OAK\"]"), "%s", body);
+    cr_expect(strstr(body, "\"distinct_iatas\":[\"SFO\"]"), "%s", body);
+    /* Observer 3 has an empty IATA: no entry; a missing path is null. */
+    body = get_ok(&f, "/api/packets?groupByHash=true&hash=abcdef0000000003");
+    cr_expect(strstr(body, "\"distinct_iatas\":[],"), "%s", body);
+    cr_expect(strstr(body, "\"observer_count\":1,\"observer_iata\":null,"), "%s", body);
+    body = get_ok(&f, "/api/packets?groupByHash=true&hash=abcdef0000000006");
+    cr_expect(strstr(body, "\"path_json\":null,"), "%s", body);
+    /* No observation: zero counts, null observer fields, latest = first_seen. */
+    body = get_ok(&f, "/api/packets?groupByHash=true&hash=abcdef0000000004");
+    cr_expect(strstr(body, "{\"count\":0,"), "%s", body);
+    cr_expect(strstr(body, "\"latest\":\"2026-05-04T00:00:00Z\",\"observation_count\":0,"
+                           "\"observer_count\":0,\"observer_iata\":null,\"observer_id\":null,"
+                           "\"observer_name\":null,\"path_json\":null,"),
+              "%s", body);
+    cr_expect(strstr(body, "\"rssi\":null,\"snr\":null}"), "%s", body);
+    close_fixture(&f);
+}
+
+/* --- nodes ------------------------------------------------------------------------------------ */
+
+Test(packets, nodes_lists_packets_sent_or_relayed_by_any_of_the_named_nodes)
+{
+    struct fixture f;
+    open_fixture(&f, six_packets);
+    cr_expect_str_eq(ids_of(&f, "/api/packets?nodes=" PK_A), "1");
+    cr_expect_str_eq(ids_of(&f, "/api/packets?nodes=" PK_A ",Node%20B"), "5,2,1");
+    cr_expect_eq(total_of(&f, "/api/packets?nodes=%20" PK_A "%20,,Node%20B"), 3);
+    cr_expect_str_eq(ids_of(&f, "/api/packets?nodes=" PK_A ",Node%20B&order=asc&limit=2"), "1,2");
+    /* Upper-case keys are keys; a name no node has matches nothing. */
+    cr_expect_str_eq(ids_of(&f, "/api/packets?nodes=nobody," PK_B_UPPER), "5,2");
+    cr_expect_eq(total_of(&f, "/api/packets?nodes=nobody,nothing"), 0);
+    /* Other filters narrow it (CoreScope ignores them there). */
+    cr_expect_str_eq(ids_of(&f, "/api/packets?nodes=" PK_A "," PK_B "&type=4"), "5,1");
+    cr_expect_str_eq(
+        values_of(get_ok(&f, "/api/packets?nodes=" PK_A "," PK_B "&groupByHash=true"), "hash"),
+        "abcdef0000000005,abcdef0000000002,abcdef0000000001");
+    close_fixture(&f);
+}
+
+Test(packets, nodes_takes_since_and_until_inclusively_as_corescope_does)
+{
+    struct fixture f;
+    open_fixture(&f, six_packets);
+    cr_expect_str_eq(ids_of(&f, "/api/packets?nodes=" PK_A "," PK_B
+                                "&since=2026-05-02T00:00:00Z&until=2026-05-05T00:00:00Z"),
+                     "5,2");
+    cr_expect_str_eq(ids_of(&f, "/api/packets?node=" PK_B
+                                "&since=2026-05-02T00:00:00Z&until=2026-05-05T00:00:00Z"),
+                     "");
+    close_fixture(&f);
+}
+
+Test(packets, nodes_probe_and_list_forms_agree)
+{
+    struct fixture f;
+    open_fixture(&f, six_packets);
+    for (int form = MG_PACKETS_PROBE; form <= MG_PACKETS_LIST_SCAN; form++) {
+        struct mg_packets_filter q = {.limit = 50, .nodes = "x", .nodes_count = 2};
+        snprintf(q.nodes_pubkeys[0], 65, "%s", PK_A);
+        snprintf(q.nodes_pubkeys[1], 65, "%s", PK_B);
+        q.node_form = (enum mg_packets_form)form;
+        struct mg_buf sql;
+        mg_buf_init(&sql);
+        mg_packets_sql(&f.t.db, &q, MG_PACKETS_SQL_COUNT, &sql);
+        sqlite3_stmt *st = NULL;
+        cr_assert_eq(sqlite3_prepare_v2(f.t.db.conn, mg_buf_cstr(&sql), -1, &st, NULL), SQLITE_OK,
+                     "%s", mg_buf_cstr(&sql));
+        cr_assert_eq(mg_packets_bind(&f.t.db, &q, st), 4);
+        cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+        cr_expect_eq(sqlite3_column_int(st, 0), 3, "form %d: %s", form, mg_buf_cstr(&sql));
+        sqlite3_finalize(st);
+        mg_buf_free(&sql);
+    }
+    close_fixture(&f);
+}
+
+Test(packets, group_nodes_and_area_refuse_what_they_cannot_answer)
+{
+    struct fixture f;
+    open_fixture(&f, six_packets);
+    expect_bad_request(&f, "/api/packets?groupByHash=yes", "groupByHash");
+    expect_bad_request(&f, "/api/packets?groupByHash=TRUE", "false, true");
+    expect_bad_request(&f, "/api/packets?groupByHash=true&order=asc", "order=asc");
+    expect_bad_request(&f, "/api/packets?groupByHash=true&expand=observations", "expand");
+    expect_bad_request(&f, "/api/packets?area=bay", "area");
+    expect_bad_request(&f, "/api/packets?groupByHash=true&area=bay", "area");
+    expect_bad_request(&f, "/api/packets?nodes=,%20,", "nodes");
+    char target[1024] = "/api/packets?nodes=";
+    for (int i = 0; i <= MG_PACKETS_LIST_MAX; i++)
+        strcat(target, "N1,");
+    expect_bad_request(&f, target, "nodes");
+    /* Accepted spellings. */
+    cr_expect_str_eq(ids_of(&f, "/api/packets?groupByHash=false&limit=2"), "6,5");
+    cr_expect_eq(total_of(&f, "/api/packets?groupByHash=true&order=desc"), 6);
+    close_fixture(&f);
+}
+
 /* --- the database ------------------------------------------------------------------------ */
 
 Test(packets, total_follows_rows_the_ingestor_writes_between_requests)
@@ -768,10 +1010,14 @@ Test(packets, default_and_expand_statements_use_indexes_and_never_sort)
             expect_no_scan_of_observations_and_no_sort(plan, "page");
             cr_expect_str_eq(plan, "SCAN t\n", "the page does not walk the primary key");
             plan = plan_of(&f, &q, MG_PACKETS_SQL_OBSERVATIONS);
-            expect_no_scan_of_observations_and_no_sort(plan, "observations");
             cr_expect(strstr(plan, "SEARCH o USING INDEX idx_observations_transmission_id "
                                    "(transmission_id=?)"),
                       "%s", plan);
+            /* With expand, only the transmission's own observations are sorted. */
+            if (expand)
+                cr_expect(strstr(plan, "USE TEMP B-TREE FOR ORDER BY"), "%s", plan);
+            else
+                expect_no_scan_of_observations_and_no_sort(plan, "observations");
             plan = plan_of(&f, &q, MG_PACKETS_SQL_BEST);
             expect_no_scan_of_observations_and_no_sort(plan, "best");
             cr_expect(strstr(plan, "SEARCH o USING INTEGER PRIMARY KEY (rowid=?)"), "%s", plan);
@@ -819,4 +1065,21 @@ Test(packets, corescope_fixture_has_499_packets_and_a_sane_first_page)
     cr_expect(strstr(t.res.body.data, "\"total\":499,\"limit\":500,"));
     cr_expect_null(unsorted_key(t.res.body.data));
     mg_test_ctx_close(&t);
+}
+
+Test(packets, grouped_statements_walk_their_indexes)
+{
+    struct fixture f;
+    open_fixture(&f, six_packets);
+    struct mg_packets_filter q = {.limit = 50, .group_by_hash = true};
+    const char *plan = plan_of(&f, &q, MG_PACKETS_SQL_LATEST_FIRST_SEEN);
+    cr_expect(strstr(plan, "idx_transmissions_first_seen"), "%s", plan);
+    cr_expect_not(strstr(plan, "TEMP B-TREE"), "%s", plan);
+    plan = plan_of(&f, &q, MG_PACKETS_SQL_LATEST_OBSERVED);
+    cr_expect(strstr(plan, "SCAN o USING INDEX idx_observations_timestamp"), "%s", plan);
+    cr_expect(strstr(plan, "SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "%s", plan);
+    cr_expect_not(strstr(plan, "USE TEMP B-TREE FOR ORDER BY"), "%s", plan);
+    plan = plan_of(&f, &q, MG_PACKETS_SQL_ROW);
+    cr_expect(strstr(plan, "SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "%s", plan);
+    close_fixture(&f);
 }

@@ -108,8 +108,9 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
 {
     static const char *const orders[] = {"desc", "asc", NULL};
     static const char *const expands[] = {"observations", NULL};
+    static const char *const booleans[] = {"false", "true", NULL};
     memset(f, 0, sizeof *f);
-    int order = 0, expand = -1;
+    int order = 0, expand = -1, group = 0;
     if (!mg_param_int(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, 1, MG_PACKETS_LIMIT_MAX,
                       &f->limit) ||
         !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &f->offset) ||
@@ -122,8 +123,39 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
                             "3 transport-direct",
                             &f->has_route, &f->route_type) ||
         !param_list(req, res, "observer", "observer ids", false, &f->observer) ||
-        !param_list(req, res, "region", "IATA codes", true, &f->region))
+        !param_list(req, res, "region", "IATA codes", true, &f->region) ||
+        !param_list(req, res, "nodes", "node public keys or names", false, &f->nodes) ||
+        !mg_param_choice(req, res, "groupByHash", booleans, 0, &group))
         return false;
+    /* CoreScope's area is a key into the areas of its config.json, which meshgate does not
+     * have: refusing says so, where answering every area would return rows it excludes. */
+    if (mg_param_str(req, "area")) {
+        mg_response_error(res, 400,
+                          "area is not supported: meshgate has no configured geographic areas "
+                          "(CoreScope's config.json areas); use region (observer IATA codes)");
+        return false;
+    }
+    if (mg_param_str(req, "nodes") && !f->nodes) {
+        mg_response_error(res, 400,
+                          "invalid nodes: expected a comma-separated list of node "
+                          "public keys or names");
+        return false;
+    }
+    /* CoreScope ignores order and expand when grouping; meshgate refuses rather than
+     * answer something other than what was asked. */
+    if (group && order == 1) {
+        mg_response_error(res, 400,
+                          "order=asc is not supported with groupByHash=true: grouped "
+                          "packets are listed by their latest sighting, newest first");
+        return false;
+    }
+    if (group && expand == 0) {
+        mg_response_error(res, 400,
+                          "expand=observations is not supported with groupByHash=true: ask "
+                          "/api/packets?hash=H&expand=observations for one group's observations");
+        return false;
+    }
+    f->group_by_hash = group == 1;
     f->ascending = order == 1;
     f->expand_observations = expand == 0;
     f->hash = mg_param_str(req, "hash");
@@ -235,6 +267,47 @@ static void walk_observer_term(struct walk *w, const char *list, bool region,
 }
 
 /*
+ * Transmissions of any of the nodes keys (lowercase public keys): sent by one (from_pubkey)
+ * or relayed by one (an observation's resolved_path holds it as a quoted element; nothing
+ * indexes resolved_path, so the list form reads observations once, the probe form per
+ * transmission). No key matches nothing.
+ */
+static void walk_node_keys(struct walk *w, struct mg_db *db, const char (*keys)[65], int count,
+                           enum mg_packets_form form)
+{
+    if (count <= 0) {
+        walk_term(w, "0");
+        return;
+    }
+    bool resolved = db->schema.obs_resolved_path;
+    if (!resolved)
+        walk_term(w, "t.from_pubkey IN (");
+    else if (form == MG_PACKETS_PROBE)
+        walk_term(w, "(t.from_pubkey IN (");
+    else
+        walk_term(w, "t.id IN (SELECT n.id FROM transmissions n WHERE n.from_pubkey IN (");
+    for (int i = 0; i < count; i++) {
+        walk_sql(w, i ? ",?" : "?");
+        walk_text(w, keys[i], strlen(keys[i]));
+    }
+    if (!resolved) {
+        walk_sql(w, ")");
+        return;
+    }
+    walk_sql(w, form == MG_PACKETS_PROBE
+                    ? ") OR EXISTS (SELECT 1 FROM observations o WHERE o.transmission_id = t.id "
+                      "AND ("
+                    : ") UNION ALL SELECT o.transmission_id FROM observations o WHERE (");
+    for (int i = 0; i < count; i++) {
+        char pattern[72];
+        snprintf(pattern, sizeof pattern, "%%\"%s\"%%", keys[i]);
+        walk_sql(w, i ? " OR o.resolved_path LIKE ?" : "o.resolved_path LIKE ?");
+        walk_text(w, pattern, strlen(pattern));
+    }
+    walk_sql(w, form == MG_PACKETS_PROBE ? ")))" : "))");
+}
+
+/*
  * The WHERE clause of the page and count statements. One walk writes the SQL, binds the
  * values and writes the cache key, so the three cannot get out of step.
  */
@@ -243,7 +316,7 @@ static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packet
 {
     w->n = 0;
     w->ok = true;
-    w->joiner = " WHERE ";
+    w->joiner = w->joiner ? w->joiner : " WHERE ";
     if (!keys_not_null)
         walk_term(w, "t.hash IS NOT NULL AND t.first_seen IS NOT NULL");
     if (f->has_type) {
@@ -262,12 +335,14 @@ static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packet
         walk_text(w, f->hash, strlen(f->hash));
         walk_text(w, f->hash, strlen(f->hash));
     }
+    /* CoreScope's nodes= listing takes since and until inclusively, its other listings
+     * strictly; both are kept. */
     if (f->since) {
-        walk_term(w, "t.first_seen > ?");
+        walk_term(w, f->nodes ? "t.first_seen >= ?" : "t.first_seen > ?");
         walk_text(w, f->since, strlen(f->since));
     }
     if (f->until) {
-        walk_term(w, "t.first_seen < ?");
+        walk_term(w, f->nodes ? "t.first_seen <= ?" : "t.first_seen < ?");
         walk_text(w, f->until, strlen(f->until));
     }
     if (f->observer)
@@ -275,26 +350,11 @@ static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packet
     if (f->region)
         walk_observer_term(w, f->region, true, f->region_form);
     if (f->node) {
-        /* resolved_path holds lowercase keys as quoted elements; nothing indexes it, so the
-         * list form reads observations once, the probe form per transmission. */
-        char pattern[72];
-        snprintf(pattern, sizeof pattern, "%%\"%s\"%%", f->node_pubkey);
-        if (!db->schema.obs_resolved_path) {
-            walk_term(w, "t.from_pubkey = ?");
-            walk_text(w, f->node_pubkey, strlen(f->node_pubkey));
-        } else if (f->node_form == MG_PACKETS_PROBE) {
-            walk_term(w, "(t.from_pubkey = ? OR EXISTS (SELECT 1 FROM observations o WHERE "
-                         "o.transmission_id = t.id AND o.resolved_path LIKE ?))");
-            walk_text(w, f->node_pubkey, strlen(f->node_pubkey));
-            walk_text(w, pattern, strlen(pattern));
-        } else {
-            walk_term(w, "t.id IN (SELECT n.id FROM transmissions n WHERE n.from_pubkey = ? "
-                         "UNION ALL SELECT o.transmission_id FROM observations o "
-                         "WHERE o.resolved_path LIKE ?)");
-            walk_text(w, f->node_pubkey, strlen(f->node_pubkey));
-            walk_text(w, pattern, strlen(pattern));
-        }
+        const char(*key)[65] = &f->node_pubkey;
+        walk_node_keys(w, db, key, 1, f->node_form);
     }
+    if (f->nodes)
+        walk_node_keys(w, db, (const char(*)[65])f->nodes_pubkeys, f->nodes_count, f->node_form);
     if (f->channel) {
         /* decoded_json is checked before it is read: json_extract fails on malformed text,
          * and CASE is the construct whose order of evaluation SQLite guarantees. */
@@ -331,17 +391,51 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
         filter_walk(&w, db, f, keys_not_null);
         break;
     case MG_PACKETS_SQL_OBSERVATIONS:
-        if (f->expand_observations)
+        /* Without expand the rows come in index order and the best is chosen in C; with
+         * it they are listed newest first, which sorts this transmission's few rows. */
+        mg_buf_puts(out, "SELECT o.id, o.observer_idx, o.path_json, o.timestamp");
+        if (f->expand_observations || f->group_by_hash)
             mg_buf_printf(out,
-                          "SELECT o.id, o.observer_idx, o.path_json, o.direction, o.snr,"
-                          " o.rssi, %s%s,"
+                          ", o.direction, o.snr, o.rssi, %s%s,"
                           " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch'),"
-                          " ob.id, ob.name, ob.iata FROM observations o"
+                          " ob.id, ob.name, ob.iata,"
+                          " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch')"
+                          " FROM observations o"
                           " LEFT JOIN observers ob ON ob.rowid = o.observer_idx",
                           resolved_of, resolved);
         else
-            mg_buf_puts(out, "SELECT o.id, o.observer_idx, o.path_json FROM observations o");
-        mg_buf_puts(out, " WHERE o.transmission_id = ? ORDER BY o.id DESC");
+            mg_buf_puts(out, " FROM observations o");
+        mg_buf_puts(out, f->expand_observations
+                             ? " WHERE o.transmission_id = ? ORDER BY o.timestamp DESC, o.id DESC"
+                             : " WHERE o.transmission_id = ?");
+        break;
+    case MG_PACKETS_SQL_ROW:
+        mg_buf_printf(out,
+                      "SELECT t.id, t.raw_hex, t.hash, t.first_seen, t.route_type,"
+                      " t.payload_type, t.decoded_json, %s FROM transmissions t WHERE t.id = ?",
+                      db->schema.tx_scope_name ? "t.scope_name" : "NULL");
+        break;
+    case MG_PACKETS_SQL_LATEST_FIRST_SEEN:
+        mg_buf_puts(out, "SELECT t.id, t.first_seen FROM transmissions t");
+        filter_walk(&w, db, f, keys_not_null);
+        mg_buf_puts(out, " ORDER BY t.first_seen DESC, t.id DESC");
+        break;
+    case MG_PACKETS_SQL_LATEST_OBSERVED:
+        /* CROSS JOIN keeps observations outside, walked by idx_observations_timestamp. */
+        mg_buf_puts(out, "SELECT t.id, strftime('%Y-%m-%dT%H:%M:%fZ', o.timestamp, 'unixepoch')"
+                         " FROM observations o CROSS JOIN transmissions t"
+                         " WHERE t.id = o.transmission_id AND o.timestamp IS NOT NULL");
+        w.joiner = " AND ";
+        filter_walk(&w, db, f, keys_not_null);
+        mg_buf_puts(out, " ORDER BY o.timestamp DESC, o.transmission_id DESC");
+        break;
+    case MG_PACKETS_SQL_GROUPED_SORTED:
+        mg_buf_puts(out, "SELECT t.id, max(t.first_seen, coalesce((SELECT"
+                         " strftime('%Y-%m-%dT%H:%M:%fZ', max(o.timestamp), 'unixepoch')"
+                         " FROM observations o WHERE o.transmission_id = t.id), '')) AS latest"
+                         " FROM transmissions t");
+        filter_walk(&w, db, f, keys_not_null);
+        mg_buf_puts(out, " ORDER BY latest DESC, t.id DESC LIMIT ? OFFSET ?");
         break;
     case MG_PACKETS_SQL_BEST:
         mg_buf_printf(out,
@@ -660,6 +754,7 @@ enum obs_col {
     O_ID,
     O_OBSERVER_IDX,
     O_PATH_JSON,
+    O_TS_RAW,
     O_DIRECTION,
     O_SNR,
     O_RSSI,
@@ -668,6 +763,7 @@ enum obs_col {
     O_OBSERVER_ID,
     O_OBSERVER_NAME,
     O_OBSERVER_IATA,
+    O_LATEST, /* the time as CoreScope's store keeps it, with milliseconds */
 };
 enum best_col {
     B_DIRECTION,
@@ -695,11 +791,16 @@ struct packets_run {
     bool have_data_version;
     sqlite3_stmt *observations;
     sqlite3_stmt *best;
+    sqlite3_stmt *row;       /* grouped: a page row by id */
     struct mg_buf tmp;       /* a decoded string of a stored array */
     struct mg_buf obs_json;  /* the observations array of one packet */
     struct mg_buf pair_text; /* encoded (observer, path) pairs of one packet */
     struct pair *pairs;
     size_t pairs_cap;
+    /* Grouped: the observer ids and IATA codes of one packet, and its latest sighting. */
+    struct mg_buf id_text, iata_text, latest;
+    struct pair *ids, *iatas;
+    size_t ids_len, iatas_len, ids_cap, iatas_cap;
     int error; /* SQLite result code of the first failure, 0 when none */
 };
 
@@ -793,21 +894,19 @@ static int64_t count_packets(struct packets_run *r, const struct mg_packets_filt
 }
 
 /*
- * The node parameter as a public key: a 64-hex key lowercased, or the key of the node with
- * exactly that name (the most recently seen one when several share it). False when no
- * node has the name (or a query failed).
+ * A node named by text as a public key: a 64-hex key lowercased, or the key of the node with
+ * exactly that name (the most recently seen one when several share it). False when no node
+ * has the name (or a query failed).
  */
-static bool resolve_node(struct packets_run *r)
+static bool resolve_node_key(struct packets_run *r, const char *text, size_t len, char out[65])
 {
-    struct mg_packets_filter *f = r->f;
-    size_t len = strlen(f->node);
     bool hex = len == 64;
     for (size_t i = 0; hex && i < len; i++)
-        hex = isxdigit((unsigned char)f->node[i]) != 0;
+        hex = isxdigit((unsigned char)text[i]) != 0;
     if (hex) {
         for (size_t i = 0; i < len; i++)
-            f->node_pubkey[i] = (char)tolower((unsigned char)f->node[i]);
-        f->node_pubkey[len] = '\0';
+            out[i] = (char)tolower((unsigned char)text[i]);
+        out[len] = '\0';
         return true;
     }
     sqlite3_stmt *st = mg_db_prepare(r->env->db, "SELECT lower(public_key) FROM nodes"
@@ -817,15 +916,34 @@ static bool resolve_node(struct packets_run *r)
         fail(r, SQLITE_ERROR);
         return false;
     }
-    sqlite3_bind_text(st, 1, f->node, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, text, (int)len, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     const char *pk = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
     if (pk)
-        snprintf(f->node_pubkey, sizeof f->node_pubkey, "%s", pk);
+        snprintf(out, 65, "%s", pk);
     else if (rc != SQLITE_DONE && rc != SQLITE_ROW)
         fail(r, rc);
     sqlite3_finalize(st);
     return pk != NULL;
+}
+
+static bool resolve_node(struct packets_run *r)
+{
+    return resolve_node_key(r, r->f->node, strlen(r->f->node), r->f->node_pubkey);
+}
+
+/* The keys of the nodes list that name a node (an entry naming none is left out, as it
+ * matches nothing; repeats are kept, harmlessly). False when none does. */
+static bool resolve_nodes(struct packets_run *r)
+{
+    struct mg_packets_filter *f = r->f;
+    struct list_item items[MG_PACKETS_LIST_MAX];
+    int count = list_split(f->nodes, false, items, MG_PACKETS_LIST_MAX);
+    f->nodes_count = 0;
+    for (int i = 0; i < count && i < MG_PACKETS_LIST_MAX && !r->error; i++)
+        if (resolve_node_key(r, items[i].text, items[i].len, f->nodes_pubkeys[f->nodes_count]))
+            f->nodes_count++;
+    return f->nodes_count > 0;
 }
 
 /*
@@ -870,14 +988,14 @@ static bool choose_list_form(struct packets_run *r, const char *list, bool regio
 static void choose_page_forms(struct packets_run *r, int64_t total)
 {
     struct mg_packets_filter *f = r->f;
-    if (!f->observer && !f->region && !f->node)
+    if (!f->observer && !f->region && !f->node && !f->nodes)
         return;
     struct mg_packets_filter everything = {.limit = 1};
     int64_t all = count_packets(r, &everything);
     if (all <= 0 || total <= 0)
         return;
     bool scans = (f->observer && f->observer_form == MG_PACKETS_LIST_SCAN) ||
-                 (f->region && f->region_form == MG_PACKETS_LIST_SCAN) || f->node;
+                 (f->region && f->region_form == MG_PACKETS_LIST_SCAN) || f->node || f->nodes;
     double expected = ((double)f->offset + (double)f->limit) * (double)all / (double)total;
     double budget = scans && all / 4 > PROBE_BUDGET ? (double)(all / 4) : PROBE_BUDGET;
     if (expected <= budget)
@@ -986,18 +1104,108 @@ static void write_observation(struct packets_run *r, struct mg_json *j, sqlite3_
     mg_json_object_end(j);
 }
 
+/* SQLite's order of storage classes: NULL, numbers, text, blob. */
+static int value_class(sqlite3_value *v)
+{
+    switch (sqlite3_value_type(v)) {
+    case SQLITE_NULL:
+        return 0;
+    case SQLITE_INTEGER:
+    case SQLITE_FLOAT:
+        return 1;
+    case SQLITE_TEXT:
+        return 2;
+    default:
+        return 3;
+    }
+}
+
+/* Orders two observation timestamps as SQLite's ORDER BY does (BINARY collation). */
+static int timestamp_compare(sqlite3_value *a, sqlite3_value *b)
+{
+    int ca = value_class(a), cb = value_class(b);
+    if (ca != cb)
+        return ca < cb ? -1 : 1;
+    if (ca == 0)
+        return 0;
+    if (ca == 1) {
+        if (sqlite3_value_type(a) == SQLITE_INTEGER && sqlite3_value_type(b) == SQLITE_INTEGER) {
+            sqlite3_int64 x = sqlite3_value_int64(a), y = sqlite3_value_int64(b);
+            return x < y ? -1 : x > y;
+        }
+        double x = sqlite3_value_double(a), y = sqlite3_value_double(b);
+        return x < y ? -1 : x > y;
+    }
+    const void *x = ca == 2 ? (const void *)sqlite3_value_text(a) : sqlite3_value_blob(a);
+    const void *y = cb == 2 ? (const void *)sqlite3_value_text(b) : sqlite3_value_blob(b);
+    size_t xl = (size_t)sqlite3_value_bytes(a), yl = (size_t)sqlite3_value_bytes(b);
+    int c = xl && yl ? memcmp(x, y, xl < yl ? xl : yl) : 0;
+    return c ? c : (xl < yl ? -1 : xl > yl);
+}
+
+/* Bytewise order of two texts (Go's string order): a common prefix sorts first. */
+static int text_compare(const char *x, size_t xl, const char *y, size_t yl)
+{
+    int c = xl && yl ? memcmp(x, y, xl < yl ? xl : yl) : 0;
+    return c ? c : (xl < yl ? -1 : xl > yl);
+}
+
+static int arena_text_compare(const void *a, const void *b, void *arena)
+{
+    const struct pair *x = a, *y = b;
+    const char *text = arena;
+    return text_compare(text + x->at, x->len, text + y->at, y->len);
+}
+
+/* Appends a non-empty text to a list kept in arena; false when out of memory. */
+static bool add_text(struct mg_buf *arena, struct pair **list, size_t *len, size_t *cap,
+                     const char *text, size_t text_len)
+{
+    if (!text || text_len == 0)
+        return true;
+    if (*len == *cap) {
+        size_t grown = *cap ? *cap * 2 : 16;
+        struct pair *p = realloc(*list, grown * sizeof *p);
+        if (!p)
+            return false;
+        *list = p;
+        *cap = grown;
+    }
+    (*list)[(*len)++] = (struct pair){arena->len, text_len, 0};
+    mg_buf_append(arena, text, text_len);
+    return !arena->failed;
+}
+
+/* Sorts a text list bytewise and drops repeats; returns how many are left. */
+static size_t sort_unique(struct mg_buf *arena, struct pair *list, size_t len)
+{
+    if (len < 2)
+        return len;
+    qsort_r(list, len, sizeof *list, arena_text_compare, arena->data);
+    size_t kept = 1;
+    for (size_t i = 1; i < len; i++)
+        if (arena_text_compare(&list[kept - 1], &list[i], arena->data) != 0)
+            list[kept++] = list[i];
+    return kept;
+}
+
 /*
- * One pass over a transmission's observations, newest first: the best one (most hops; the
- * first met of equals is the newest), the distinct (observer, path) pairs, and with expand
- * the observations array in r->obs_json. *best_id is -1 when there is none.
+ * One pass over a transmission's observations: the best one (most hops, then the newest
+ * timestamp, then the highest id), the distinct (observer, path) pairs, with expand the
+ * observations array in r->obs_json, and when grouped the observer ids, IATA codes and
+ * latest time of r. *best_id is -1 when there is none.
  */
-static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool expand,
+static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool expand, bool grouped,
                               sqlite3_int64 *best_id, int64_t *distinct)
 {
     sqlite3_stmt *st = r->observations;
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, tx_id);
     mg_buf_reset(&r->pair_text);
+    mg_buf_reset(&r->id_text);
+    mg_buf_reset(&r->iata_text);
+    mg_buf_reset(&r->latest);
+    r->ids_len = r->iatas_len = 0;
     struct mg_json j;
     if (expand) {
         mg_buf_reset(&r->obs_json);
@@ -1006,12 +1214,14 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
     }
     *best_id = -1;
     long best_hops = -1;
+    sqlite3_value *best_time = NULL;
     size_t n = 0;
+    bool ok = true;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!add_pair(r, n, st)) {
-            fail(r, SQLITE_NOMEM);
-            return false;
+            ok = false;
+            break;
         }
         n++;
         size_t path_len;
@@ -1019,12 +1229,44 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
         long hops = path ? string_array_walk(path, path_len, NULL, NULL) : 0;
         if (hops < 0)
             hops = 0;
-        if (hops > best_hops) {
-            best_hops = hops;
-            *best_id = sqlite3_column_int64(st, O_ID);
+        sqlite3_int64 id = sqlite3_column_int64(st, O_ID);
+        if (hops >= best_hops) {
+            sqlite3_value *time = sqlite3_value_dup(sqlite3_column_value(st, O_TS_RAW));
+            if (!time) {
+                ok = false;
+                break;
+            }
+            int c = hops > best_hops ? 1 : timestamp_compare(time, best_time);
+            if (c > 0 || (c == 0 && id > *best_id)) {
+                best_hops = hops;
+                *best_id = id;
+                sqlite3_value_free(best_time);
+                best_time = time;
+            } else {
+                sqlite3_value_free(time);
+            }
         }
         if (expand)
             write_observation(r, &j, st);
+        if (grouped) {
+            size_t id_len, iata_len, latest_len;
+            const char *observer_id = column_text(st, O_OBSERVER_ID, &id_len);
+            const char *iata = column_text(st, O_OBSERVER_IATA, &iata_len);
+            const char *latest = column_text(st, O_LATEST, &latest_len);
+            ok = add_text(&r->id_text, &r->ids, &r->ids_len, &r->ids_cap, observer_id, id_len) &&
+                 add_text(&r->iata_text, &r->iatas, &r->iatas_len, &r->iatas_cap, iata, iata_len);
+            if (latest && text_compare(latest, latest_len, r->latest.data ? r->latest.data : "",
+                                       r->latest.len) > 0) {
+                mg_buf_reset(&r->latest);
+                mg_buf_append(&r->latest, latest, latest_len);
+                ok = ok && !r->latest.failed;
+            }
+        }
+    }
+    sqlite3_value_free(best_time);
+    if (!ok) {
+        fail(r, SQLITE_NOMEM);
+        return false;
     }
     if (rc != SQLITE_DONE) {
         fail(r, rc);
@@ -1036,25 +1278,34 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
     return true;
 }
 
+/* The best observation's row (with its observer), or NULL when there is none or the read
+ * failed (then r->error is set). */
+static sqlite3_stmt *read_best(struct packets_run *r, sqlite3_int64 best_id)
+{
+    if (best_id < 0)
+        return NULL;
+    sqlite3_stmt *best = r->best;
+    sqlite3_reset(best);
+    sqlite3_bind_int64(best, 1, best_id);
+    int rc = sqlite3_step(best);
+    if (rc != SQLITE_ROW) {
+        fail(r, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+        return NULL;
+    }
+    return best;
+}
+
 /* Writes the packet of the page statement's current row; false when a query failed. */
 static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt *page)
 {
     bool expand = r->f->expand_observations;
     sqlite3_int64 tx_id = sqlite3_column_int64(page, P_ID), best_id;
     int64_t distinct;
-    if (!scan_observations(r, tx_id, expand, &best_id, &distinct))
+    if (!scan_observations(r, tx_id, expand, false, &best_id, &distinct))
         return false;
-    sqlite3_stmt *best = NULL;
-    if (best_id >= 0) {
-        best = r->best;
-        sqlite3_reset(best);
-        sqlite3_bind_int64(best, 1, best_id);
-        int rc = sqlite3_step(best);
-        if (rc != SQLITE_ROW) {
-            fail(r, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
-            return false;
-        }
-    }
+    sqlite3_stmt *best = read_best(r, best_id);
+    if (r->error)
+        return false;
     size_t path_len = 0, resolved_len = 0, iata_len = 0, id_len = 0, name_len = 0;
     const char *path = NULL, *resolved = NULL, *iata = NULL, *observer_id = NULL,
                *observer_name = NULL;
@@ -1139,6 +1390,268 @@ static bool write_page(struct packets_run *r, struct mg_json *j)
     return !r->error;
 }
 
+/* --- groupByHash ---------------------------------------------------------------------------- */
+
+static void write_text_or_null_when_empty(struct mg_json *j, const char *key, sqlite3_stmt *st,
+                                          int col)
+{
+    size_t len;
+    const char *text = st ? column_text(st, col, &len) : NULL;
+    write_text_or_null(j, key, text, text ? len : 0, true);
+}
+
+/*
+ * Writes the grouped packet of transmission tx_id, with the keys CoreScope's store gives a
+ * group (its strings are null when empty); false when a query failed.
+ */
+static bool write_grouped_packet(struct packets_run *r, struct mg_json *j, sqlite3_int64 tx_id)
+{
+    sqlite3_stmt *row = r->row;
+    sqlite3_reset(row);
+    sqlite3_bind_int64(row, 1, tx_id);
+    int rc = sqlite3_step(row);
+    if (rc != SQLITE_ROW) {
+        fail(r, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+        return false;
+    }
+    sqlite3_int64 best_id;
+    int64_t distinct;
+    if (!scan_observations(r, tx_id, false, true, &best_id, &distinct))
+        return false;
+    sqlite3_stmt *best = read_best(r, best_id);
+    if (r->error)
+        return false;
+    size_t seen_len;
+    const char *first_seen = column_text(row, P_FIRST_SEEN, &seen_len);
+    const char *latest = first_seen;
+    size_t latest_len = seen_len;
+    if (r->latest.len && text_compare(r->latest.data, r->latest.len, first_seen, seen_len) > 0) {
+        latest = r->latest.data;
+        latest_len = r->latest.len;
+    }
+    size_t iatas = sort_unique(&r->iata_text, r->iatas, r->iatas_len);
+    size_t observers = sort_unique(&r->id_text, r->ids, r->ids_len);
+
+    mg_json_object_begin(j); /* keys in bytewise order */
+    mg_json_kv_int(j, "count", distinct);
+    write_text_or_null_when_empty(j, "decoded_json", row, P_DECODED);
+    mg_json_key(j, "distinct_iatas");
+    mg_json_array_begin(j);
+    for (size_t i = 0; i < iatas; i++)
+        mg_json_string_n(j, r->iata_text.data + r->iatas[i].at, r->iatas[i].len);
+    mg_json_array_end(j);
+    write_text_or_null(j, "first_seen", first_seen, seen_len, true);
+    write_text_or_null_when_empty(j, "hash", row, P_HASH);
+    write_text_or_null(j, "latest", latest, latest_len, true);
+    mg_json_kv_int(j, "observation_count", distinct);
+    mg_json_kv_int(j, "observer_count", (int64_t)observers);
+    write_text_or_null_when_empty(j, "observer_iata", best, B_OBSERVER_IATA);
+    write_text_or_null_when_empty(j, "observer_id", best, B_OBSERVER_ID);
+    write_text_or_null_when_empty(j, "observer_name", best, B_OBSERVER_NAME);
+    write_text_or_null_when_empty(j, "path_json", best, B_PATH_JSON);
+    mg_json_key(j, "payload_type");
+    mg_db_json_column(j, row, P_PAYLOAD_TYPE);
+    write_text_or_null_when_empty(j, "raw_hex", row, P_RAW_HEX);
+    mg_json_key(j, "route_type");
+    mg_db_json_column(j, row, P_ROUTE_TYPE);
+    mg_json_key(j, "rssi");
+    if (best)
+        mg_db_json_column(j, best, B_RSSI);
+    else
+        mg_json_null(j);
+    mg_json_key(j, "snr");
+    if (best)
+        mg_db_json_column(j, best, B_SNR);
+    else
+        mg_json_null(j);
+    mg_json_object_end(j);
+    return true;
+}
+
+/* A set of transmission ids (open addressing; ids are ≥ 0 in practice, -1 marks empty). */
+struct id_set {
+    sqlite3_int64 *slots;
+    size_t cap, len;
+};
+
+static size_t id_slot(const struct id_set *s, sqlite3_int64 id)
+{
+    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 17) & (s->cap - 1);
+    while (s->slots[i] != -1 && s->slots[i] != id)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+/* Adds id; 1 when it was new, 0 when present, -1 when out of memory. */
+static int id_set_add(struct id_set *s, sqlite3_int64 id)
+{
+    if (id == -1)
+        return 0; /* not a real transmission id; never listed */
+    if ((s->len + 1) * 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        sqlite3_int64 *slots = malloc(cap * sizeof *slots);
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < cap; i++)
+            slots[i] = -1;
+        struct id_set grown = {slots, cap, s->len};
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i] != -1)
+                grown.slots[id_slot(&grown, s->slots[i])] = s->slots[i];
+        free(s->slots);
+        *s = grown;
+    }
+    size_t i = id_slot(s, id);
+    if (s->slots[i] == id)
+        return 0;
+    s->slots[i] = id;
+    s->len++;
+    return 1;
+}
+
+/* Prepares a statement of f and binds its filter values; NULL on failure (r->error set). */
+static sqlite3_stmt *prepare_filtered(struct packets_run *r, enum mg_packets_statement which,
+                                      const struct mg_packets_filter *f, int *bound)
+{
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_packets_sql(r->env->db, f, which, &sql);
+    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    *bound = st ? mg_packets_bind(r->env->db, f, st) : -1;
+    if (*bound < 0) {
+        fail(r, SQLITE_ERROR);
+        sqlite3_finalize(st);
+        return NULL;
+    }
+    return st;
+}
+
+/* Steps a merge stream; false at its end (or on failure, then r->error is set). */
+static bool stream_step(struct packets_run *r, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        return true;
+    if (rc != SQLITE_DONE)
+        fail(r, rc);
+    return false;
+}
+
+/*
+ * The page's transmission ids by the merge of the two latest-first walks: the next row is
+ * the greater (time, id) of the two heads; a transmission is listed where it first
+ * appears, which is at its latest time. Rows without a time are never heads.
+ */
+static bool grouped_page_by_merge(struct packets_run *r, const struct mg_packets_filter *f,
+                                  sqlite3_int64 *ids, size_t *count)
+{
+    int bound;
+    sqlite3_stmt *seen = prepare_filtered(r, MG_PACKETS_SQL_LATEST_FIRST_SEEN, f, &bound);
+    sqlite3_stmt *observed =
+        seen ? prepare_filtered(r, MG_PACKETS_SQL_LATEST_OBSERVED, f, &bound) : NULL;
+    struct id_set listed = {0};
+    int64_t wanted = f->offset + f->limit, walked = 0;
+    *count = 0;
+    bool have_seen = observed && stream_step(r, seen);
+    bool have_observed = observed && !r->error && stream_step(r, observed);
+    while (!r->error && walked < wanted) {
+        while (have_seen && sqlite3_column_type(seen, 1) == SQLITE_NULL)
+            have_seen = stream_step(r, seen);
+        while (have_observed && sqlite3_column_type(observed, 1) == SQLITE_NULL)
+            have_observed = stream_step(r, observed);
+        if (r->error || (!have_seen && !have_observed))
+            break;
+        sqlite3_stmt *head = have_seen ? seen : observed;
+        if (have_seen && have_observed) {
+            size_t sl, ol;
+            const char *s = column_text(seen, 1, &sl), *o = column_text(observed, 1, &ol);
+            int c = text_compare(s, sl, o, ol);
+            if (c == 0)
+                c = sqlite3_column_int64(seen, 0) < sqlite3_column_int64(observed, 0) ? -1 : 1;
+            head = c > 0 ? seen : observed;
+        }
+        sqlite3_int64 id = sqlite3_column_int64(head, 0);
+        int added = id_set_add(&listed, id);
+        if (added < 0)
+            fail(r, SQLITE_NOMEM);
+        if (added > 0) {
+            if (walked >= f->offset)
+                ids[(*count)++] = id;
+            walked++;
+        }
+        if (head == seen)
+            have_seen = stream_step(r, seen);
+        else
+            have_observed = stream_step(r, observed);
+    }
+    free(listed.slots);
+    sqlite3_finalize(seen);
+    sqlite3_finalize(observed);
+    return !r->error;
+}
+
+/* The page's transmission ids by sorting every match on its latest time. */
+static bool grouped_page_by_sort(struct packets_run *r, const struct mg_packets_filter *f,
+                                 sqlite3_int64 *ids, size_t *count)
+{
+    int bound;
+    sqlite3_stmt *st = prepare_filtered(r, MG_PACKETS_SQL_GROUPED_SORTED, f, &bound);
+    *count = 0;
+    if (!st)
+        return false;
+    if (sqlite3_bind_int64(st, bound + 1, f->limit) != SQLITE_OK ||
+        sqlite3_bind_int64(st, bound + 2, f->offset) != SQLITE_OK)
+        fail(r, SQLITE_ERROR);
+    while (!r->error && stream_step(r, st) && *count < (size_t)f->limit)
+        ids[(*count)++] = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return !r->error;
+}
+
+/*
+ * Writes the grouped page. The merge walks about (offset + limit) × all / total rows of each
+ * index; sorting reads every match once. The merge is taken when it walks fewer rows, and
+ * never when the page takes every remaining match (then the walk could not stop early).
+ */
+static bool write_grouped_page(struct packets_run *r, struct mg_json *j, int64_t total)
+{
+    struct mg_packets_filter *f = r->f;
+    int64_t rows = total - f->offset < f->limit ? total - f->offset : f->limit;
+    if (rows <= 0)
+        return true;
+    sqlite3_int64 *ids = malloc((size_t)rows * sizeof *ids);
+    if (!ids) {
+        fail(r, SQLITE_NOMEM);
+        return false;
+    }
+    struct mg_packets_filter probes;
+    bool merge = total > f->offset + f->limit;
+    if (merge) {
+        struct mg_packets_filter everything = {.limit = 1};
+        int64_t all = count_packets(r, &everything);
+        double expected = ((double)f->offset + (double)f->limit) * (double)all / (double)total;
+        merge = all > 0 && expected <= (double)total;
+    }
+    if (merge) {
+        /* The merge checks each candidate: probes, not lists built for a few rows. */
+        probes = *f;
+        probes.observer_form = probes.region_form = probes.node_form = MG_PACKETS_PROBE;
+        f = &probes;
+    }
+    size_t count = 0;
+    bool ok =
+        merge ? grouped_page_by_merge(r, f, ids, &count) : grouped_page_by_sort(r, f, ids, &count);
+    r->observations = ok ? prepare_statement(r, MG_PACKETS_SQL_OBSERVATIONS) : NULL;
+    r->best = r->observations ? prepare_statement(r, MG_PACKETS_SQL_BEST) : NULL;
+    r->row = r->best ? prepare_statement(r, MG_PACKETS_SQL_ROW) : NULL;
+    for (size_t i = 0; r->row && !r->error && i < count; i++)
+        write_grouped_packet(r, j, ids[i]);
+    free(ids);
+    return !r->error;
+}
+
 static void answer_failure(struct packets_run *r)
 {
     int primary = r->error & 0xff;
@@ -1161,6 +1674,9 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     mg_buf_init(&r.tmp);
     mg_buf_init(&r.obs_json);
     mg_buf_init(&r.pair_text);
+    mg_buf_init(&r.id_text);
+    mg_buf_init(&r.iata_text);
+    mg_buf_init(&r.latest);
 
     /* One read transaction: the total and the page see one snapshot. */
     bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
@@ -1169,13 +1685,15 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     bool matches_nothing = false;
     if (!r.error && f.node)
         matches_nothing = !resolve_node(&r);
+    if (!r.error && !matches_nothing && f.nodes)
+        matches_nothing = !resolve_nodes(&r);
     if (!r.error && !matches_nothing && f.observer)
         matches_nothing = !choose_list_form(&r, f.observer, false, &f.observer_form);
     if (!r.error && !matches_nothing && f.region)
         matches_nothing = !choose_list_form(&r, f.region, true, &f.region_form);
     f.node_form = MG_PACKETS_LIST_SCAN;
     int64_t total = r.error || matches_nothing ? 0 : count_packets(&r, &f);
-    if (total > 0 && !r.error)
+    if (total > 0 && !r.error && !f.group_by_hash)
         choose_page_forms(&r, total);
 
     mg_response_json(res, 200);
@@ -1185,7 +1703,7 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_key(&j, "packets");
     mg_json_array_begin(&j);
     if (total > 0 && !r.error)
-        write_page(&r, &j);
+        f.group_by_hash ? write_grouped_page(&r, &j, total) : write_page(&r, &j);
     mg_json_array_end(&j);
     mg_json_kv_int(&j, "total", total);
     mg_json_kv_int(&j, "limit", f.limit);
@@ -1197,10 +1715,16 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
 
     sqlite3_finalize(r.observations);
     sqlite3_finalize(r.best);
+    sqlite3_finalize(r.row);
     if (in_transaction)
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
     mg_buf_free(&r.tmp);
     mg_buf_free(&r.obs_json);
     mg_buf_free(&r.pair_text);
+    mg_buf_free(&r.id_text);
+    mg_buf_free(&r.iata_text);
+    mg_buf_free(&r.latest);
     free(r.pairs);
+    free(r.ids);
+    free(r.iatas);
 }

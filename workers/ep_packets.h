@@ -5,12 +5,24 @@
  *   count         how many transmissions pass the filter (cached per worker, see below);
  *   page          one page of them in id order: the primary key, or an index that keeps
  *                 rowid order, so nothing is sorted;
- *   observations  per page row: its observations through idx_observations_transmission_id,
- *                 newest (highest id) first; the best one (most hops, then highest id) and
- *                 the number of distinct (observer, path) pairs are found in C from this
- *                 one pass, so no row opens a temporary B-tree;
+ *   observations  per page row: its observations through idx_observations_transmission_id;
+ *                 the best one (most hops, then newest timestamp, then highest id) and the
+ *                 number of distinct (observer, path) pairs are found in C from this one
+ *                 pass. Only with expand=observations (listed newest first) are a row's few
+ *                 observations sorted;
  *   best          per page row with observations: the best one with its observer, by
  *                 primary key.
+ *
+ * groupByHash=true lists the same transmissions by their latest sighting, newest first
+ * (latest = the greater string of first_seen and the newest observation's time as
+ * YYYY-MM-DDTHH:MM:SS.sssZ). Its page is found one of two ways, chosen from the total:
+ *   merge         two index walks, transmissions by first_seen desc (LATEST_FIRST_SEEN) and
+ *                 observations by timestamp desc (LATEST_OBSERVED), merged; a transmission's
+ *                 first appearance in the merged walk carries its latest, so the walk stops
+ *                 after offset + limit distinct transmissions (cheap when matches are dense);
+ *   sorted        every matching transmission with its latest, sorted (GROUPED_SORTED;
+ *                 cheap when matches are few, and needed when the page takes all of them).
+ * Each row of the page is then read by id (ROW) and scanned like a listing row.
  *
  * Filters on observations (observer, region, node) take one of two forms: a probe per
  * transmission (EXISTS through idx_observations_transmission_id; cheap when matches are
@@ -66,8 +78,13 @@ struct mg_packets_filter {
     const char *region;   /* comma list of IATA codes, trimmed, uppercased, ALL ignored */
     const char *node;     /* a 64-hex public key or an exact node name */
     const char *channel;  /* a decoded channel name, or enc_ + channelHashHex */
-    /* Filled by the handler: the node's public key (lowercase) and the forms. */
+    const char *nodes;    /* comma list of public keys or exact node names */
+    bool group_by_hash;   /* groupByHash=true */
+    /* Filled by the handler: the node's public key (lowercase), the keys nodes names (those
+     * that resolve), and the forms. */
     char node_pubkey[65];
+    int nodes_count;
+    char nodes_pubkeys[MG_PACKETS_LIST_MAX][65];
     enum mg_packets_form observer_form, region_form, node_form;
 };
 
@@ -76,6 +93,10 @@ enum mg_packets_statement {
     MG_PACKETS_SQL_COUNT,
     MG_PACKETS_SQL_OBSERVATIONS,
     MG_PACKETS_SQL_BEST,
+    MG_PACKETS_SQL_ROW,               /* one transmission by id, the PAGE columns */
+    MG_PACKETS_SQL_LATEST_FIRST_SEEN, /* id, first_seen; by first_seen desc, id desc */
+    MG_PACKETS_SQL_LATEST_OBSERVED,   /* id, observation time; by timestamp desc, id desc */
+    MG_PACKETS_SQL_GROUPED_SORTED,    /* id; by latest desc, id desc; LIMIT ? OFFSET ? */
 };
 
 /*
@@ -87,9 +108,11 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
 
 /*
  * Writes the SQL of one statement for f into out. PAGE and COUNT bind the filter's values
- * in order (PAGE then LIMIT and OFFSET); OBSERVATIONS binds a transmission id (with
- * f->expand_observations it also reads what an observation's JSON needs); BEST binds an
- * observation id. db gives the schema (optional columns, NOT NULL declarations).
+ * in order (PAGE then LIMIT and OFFSET); so do LATEST_FIRST_SEEN, LATEST_OBSERVED and
+ * GROUPED_SORTED (with LIMIT and OFFSET); OBSERVATIONS binds a transmission id (with
+ * f->expand_observations or f->group_by_hash it also reads the observer and times); BEST
+ * binds an observation id, ROW a transmission id. db gives the schema (optional columns, NOT NULL
+ * declarations).
  */
 void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
                     enum mg_packets_statement which, struct mg_buf *out);

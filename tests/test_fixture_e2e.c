@@ -492,6 +492,27 @@ static void cleanup(void)
 }
 
 TestSuite(fixture_e2e, .fini = cleanup, .timeout = 60);
+TestSuite(fixture_e2e_migrated, .fini = cleanup, .timeout = 60);
+
+/*
+ * Each test runs on both files a user may have: the fixture as captured (fixture_e2e) and
+ * as CoreScope's own migration leaves it (fixture_e2e_migrated), the shape of every live
+ * database. Every check derives what it expects from the file it serves.
+ */
+static const char *fixture_source = FIXTURE_DB;
+#define FIXTURE_TEST(name)                                                                         \
+    static void name(void);                                                                        \
+    Test(fixture_e2e, name)                                                                        \
+    {                                                                                              \
+        fixture_source = FIXTURE_DB;                                                               \
+        name();                                                                                    \
+    }                                                                                              \
+    Test(fixture_e2e_migrated, name)                                                               \
+    {                                                                                              \
+        fixture_source = FIXTURE_MIGRATED_DB;                                                      \
+        name();                                                                                    \
+    }                                                                                              \
+    static void name(void)
 
 /* Freshens a private copy of source (newest times = now) and serves it with 2 workers. */
 static void start_from(const char *source)
@@ -516,7 +537,7 @@ static void start_from(const char *source)
 
 static void start(void)
 {
-    start_from(FIXTURE_DB);
+    start_from(fixture_source);
 }
 
 /* Stops the server and checks that the copy it served is exactly as it was before. */
@@ -701,7 +722,7 @@ static void expect_packet_keys(const char *target, const char *body, bool expand
 
 /* ---- tests ------------------------------------------------------------------------------- */
 
-Test(fixture_e2e, healthz_counts_the_fixture_rows_with_two_live_workers)
+FIXTURE_TEST(healthz_counts_the_fixture_rows_with_two_live_workers)
 {
     start();
     struct mg_test_response r;
@@ -720,7 +741,7 @@ Test(fixture_e2e, healthz_counts_the_fixture_rows_with_two_live_workers)
     finish();
 }
 
-Test(fixture_e2e, nodes_lists_all_200_with_sorted_keys_newest_first)
+FIXTURE_TEST(nodes_lists_all_200_with_sorted_keys_newest_first)
 {
     start();
     const char *target = "/api/nodes?limit=2000";
@@ -736,9 +757,15 @@ Test(fixture_e2e, nodes_lists_all_200_with_sorted_keys_newest_first)
     cr_expect(counts && strncmp(counts, want_counts, strlen(want_counts)) == 0, "counts: %.80s",
               counts ? counts : "(absent)");
 
-    const char *const node_keys = "advert_count,battery_mv,first_seen,foreign,hash_size,"
-                                  "hash_size_inconsistent,last_heard,last_seen,lat,lon,name,"
-                                  "public_key,role,temperature_c";
+    /* default_scope where the file has that column (CoreScope's migration adds it). */
+    bool scope = db_int("SELECT count(*) FROM pragma_table_info('nodes')"
+                        " WHERE name = 'default_scope'") == 1;
+    const char *const node_keys = scope ? "advert_count,battery_mv,default_scope,first_seen,"
+                                          "foreign,hash_size,hash_size_inconsistent,last_heard,"
+                                          "last_seen,lat,lon,name,public_key,role,temperature_c"
+                                        : "advert_count,battery_mv,first_seen,foreign,hash_size,"
+                                          "hash_size_inconsistent,last_heard,last_seen,lat,lon,"
+                                          "name,public_key,role,temperature_c";
     const char *n6ij = NULL;
     char *prev_seen = NULL;
     int count = 0, bad_keys = 0, bad_order = 0, bad_heard = 0;
@@ -796,7 +823,7 @@ Test(fixture_e2e, nodes_lists_all_200_with_sorted_keys_newest_first)
     finish();
 }
 
-Test(fixture_e2e, nodes_filters_agree_with_the_database)
+FIXTURE_TEST(nodes_filters_agree_with_the_database)
 {
     start();
     struct mg_test_response r;
@@ -887,7 +914,7 @@ Test(fixture_e2e, nodes_filters_agree_with_the_database)
     finish();
 }
 
-Test(fixture_e2e, packets_pages_by_id_with_observations)
+FIXTURE_TEST(packets_pages_by_id_with_observations)
 {
     start();
     struct mg_test_response r;
@@ -972,7 +999,7 @@ Test(fixture_e2e, packets_pages_by_id_with_observations)
     finish();
 }
 
-Test(fixture_e2e, packets_filters_agree_with_the_database)
+FIXTURE_TEST(packets_filters_agree_with_the_database)
 {
     start();
     struct mg_test_response r;
@@ -1196,17 +1223,9 @@ static void check_multi_node_packets(void)
     mg_test_response_free(&r);
 }
 
-Test(fixture_e2e, grouped_and_multi_node_packets_agree_with_the_database)
+FIXTURE_TEST(grouped_and_multi_node_packets_agree_with_the_database)
 {
     start();
-    check_grouped_packets();
-    check_multi_node_packets();
-    finish();
-}
-
-Test(fixture_e2e, grouped_and_multi_node_packets_agree_with_the_migrated_database)
-{
-    start_from(FIXTURE_MIGRATED_DB);
     check_grouped_packets();
     check_multi_node_packets();
     finish();
@@ -1230,7 +1249,7 @@ static bool json_number_or_null_at(const char *v, const char *path, sqlite3_stmt
  * Every packet against its row: the stored texts come back unchanged (emoji and all), and
  * path_json / _parsedPath are those of the best observation (most hops, then newest).
  */
-Test(fixture_e2e, every_packet_and_node_carries_its_stored_values_unchanged)
+FIXTURE_TEST(every_packet_and_node_carries_its_stored_values_unchanged)
 {
     start();
     struct mg_test_response r;
@@ -1320,7 +1339,7 @@ Test(fixture_e2e, every_packet_and_node_carries_its_stored_values_unchanged)
     finish();
 }
 
-Test(fixture_e2e, stats_counts_the_fixture_in_corescope_order)
+FIXTURE_TEST(stats_counts_the_fixture_in_corescope_order)
 {
     start();
     struct mg_test_response r;
@@ -1397,7 +1416,7 @@ static bool perf_has_routes(const char *body, const char *const *want, const cha
     return true;
 }
 
-Test(fixture_e2e, perf_covers_the_routes_called_and_gates_the_memory_walk)
+FIXTURE_TEST(perf_covers_the_routes_called_and_gates_the_memory_walk)
 {
     start();
     struct mg_test_response r;
@@ -1477,7 +1496,7 @@ Test(fixture_e2e, perf_covers_the_routes_called_and_gates_the_memory_walk)
     finish();
 }
 
-Test(fixture_e2e, reach_of_n6ij_repeater_matches_the_readme)
+FIXTURE_TEST(reach_of_n6ij_repeater_matches_the_readme)
 {
     start();
     const char *target = "/api/nodes/" N6IJ_PUBKEY "/reach?days=7";
@@ -1572,7 +1591,7 @@ Test(fixture_e2e, reach_of_n6ij_repeater_matches_the_readme)
     finish();
 }
 
-Test(fixture_e2e, database_file_is_byte_identical_after_a_tour_of_every_endpoint)
+FIXTURE_TEST(database_file_is_byte_identical_after_a_tour_of_every_endpoint)
 {
     start();
     const char *tour[] = {"/api/healthz",

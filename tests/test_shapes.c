@@ -78,8 +78,8 @@ static void text_of(char *out, size_t cap, const char *sql)
 
 static bool file_has_column(const char *table, const char *column)
 {
-    return count_of("SELECT count(*) FROM pragma_table_info(%Q) WHERE name = %Q", table,
-                    column) > 0;
+    return count_of("SELECT count(*) FROM pragma_table_info(%Q) WHERE name = %Q", table, column) >
+           0;
 }
 
 static void exec_rw(const char *sql)
@@ -107,7 +107,7 @@ static void generate(bool migrated)
     mg_fixture_options_default(&o);
     o.observations = 4000;
     o.seed = 11;
-    o.full_schema = migrated; //TMP
+    o.schema = migrated ? MG_FIXTURE_MIGRATED : MG_FIXTURE_BASE;
     char err[512] = "";
     cr_assert_eq(mg_fixture_generate(s.db, &o, err, sizeof err), 0, "%s", err);
 }
@@ -176,7 +176,7 @@ static void tour(void)
                  "default_scope in a node: %d, the column in the file: %d", !scope, scope);
     cr_expect(strstr(body, "configured_scope") == NULL, "a key no CoreScope has");
     static const char *const node_queries[] = {
-        "sortBy=name",       "sortBy=packetCount", "role=repeater", "search=a",
+        "sortBy=name",       "sortBy=packetCount", "role=repeater",  "search=a",
         "before=2100-01-01", "lastHeard=30d",      "region=SJC,OAK", "offset=5&limit=3",
     };
     for (size_t i = 0; i < sizeof node_queries / sizeof node_queries[0]; i++) {
@@ -197,7 +197,7 @@ static void tour(void)
         "since=2000-01-01&until=2100-01-01",
         "region=SJC",
         "groupByHash=true",
-        "groupByHash=true&expand=observations&limit=10",
+        "groupByHash=true&type=4&limit=10",
     };
     for (size_t i = 0; i < sizeof packet_queries / sizeof packet_queries[0]; i++) {
         snprintf(target, sizeof target, "/api/packets?%s", packet_queries[i]);

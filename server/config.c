@@ -334,8 +334,7 @@ int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t er
     else if (!S_ISDIR(st.st_mode))
         why = "must be a directory (or empty: no static files), not a file";
     else if (access(cfg->public_dir, R_OK | X_OK) < 0)
-        snprintf(err, errlen,
-                 "MESHGATE_PUBLIC_DIR=%s: must be a directory meshgate may read (%s)",
+        snprintf(err, errlen, "MESHGATE_PUBLIC_DIR=%s: must be a directory meshgate may read (%s)",
                  cfg->public_dir, strerror(errno));
     else
         return 0;

@@ -43,9 +43,9 @@ enum {
 };
 
 static const char *const section_names[SEC_COUNT] = {
-    "config", "counters",     "routes",     "slow",  "values", "diag",    "cold",
-    "cache",  "cacheentries", "cachepages", "slots", "anon",   "clients", "clientsets",
-    "conns",  "connsets",     "connholds"};
+    "config",  "counters",   "routes",       "slow",       "values",   "diag",
+    "cold",    "cache",      "cacheentries", "cachepages", "slots",    "anon",
+    "clients", "clientsets", "conns",        "connsets",   "connholds"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config),       sizeof(struct mg_counters),
     sizeof(struct mg_route_stats),  sizeof(struct mg_slow_ring),
@@ -174,7 +174,8 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
             return -1;
         }
         if ((i == SEC_CONFIG || i == SEC_COUNTERS || i == SEC_SLOW || i == SEC_DIAG ||
-             i == SEC_COLD || i == SEC_CACHE || i == SEC_ANON || i == SEC_CLIENTS || i == SEC_CONNS) &&
+             i == SEC_COLD || i == SEC_CACHE || i == SEC_ANON || i == SEC_CLIENTS ||
+             i == SEC_CONNS) &&
             s->record_count != 1) {
             snprintf(err, errlen, "segment section \"%s\" holds %llu records, expected 1",
                      section_names[i], (unsigned long long)s->record_count);
@@ -238,8 +239,7 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
         snprintf(err, errlen,
                  "segment connection table says %u sets and %u x %u holds, its sections hold "
                  "%llu and %llu",
-                 seg->conns.table->sets, seg->conns.table->slots,
-                 seg->conns.table->holds_per_slot,
+                 seg->conns.table->sets, seg->conns.table->slots, seg->conns.table->holds_per_slot,
                  (unsigned long long)h->sections[SEC_CONN_SETS].record_count,
                  (unsigned long long)h->sections[SEC_CONN_HOLDS].record_count);
         return -1;

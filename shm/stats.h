@@ -27,7 +27,7 @@
     X(CONNECTIONS_ACCEPTED, "connections_accepted", "connections accepted")                        \
     X(CONNECTIONS_CLOSED, "connections_closed", "connections closed")                              \
     X(CONNECTIONS_OVER_CLIENT_CAP, "connections_over_client_cap",                                  \
-      "connections closed at once because their address had MESHGATE_MAX_CONNS_PER_CLIENT open")  \
+      "connections closed at once because their address had MESHGATE_MAX_CONNS_PER_CLIENT open")   \
     X(HEADER_TIMEOUTS, "header_timeouts", "connections cut for a request head not sent in time")   \
     X(IDLE_TIMEOUTS, "idle_timeouts", "kept-alive connections closed for being idle")              \
     X(SEND_TIMEOUTS, "send_timeouts", "connections cut for a response not read in time")           \

@@ -313,8 +313,8 @@ Test(static_files, range_values_parse_as_rfc_9110_says)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t first = 7, last = 7;
-        int r = mg_static_parse_range(cases[i].value, strlen(cases[i].value), cases[i].size,
-                                      &first, &last);
+        int r = mg_static_parse_range(cases[i].value, strlen(cases[i].value), cases[i].size, &first,
+                                      &last);
         cr_expect_eq(r, cases[i].result, "\"%s\" of %llu: %d", cases[i].value,
                      (unsigned long long)cases[i].size, r);
         if (r == MG_RANGE_OK && cases[i].result == MG_RANGE_OK)
@@ -348,8 +348,7 @@ static void write_pattern_file(const char *path, uint64_t size)
 }
 
 /* Sends a GET (with extra header lines) and reads the head; returns the status or -1. */
-static int send_and_read_head(int fd, const char *target, const char *extra, char *head,
-                              size_t cap)
+static int send_and_read_head(int fd, const char *target, const char *extra, char *head, size_t cap)
 {
     char req[1024];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", target,
@@ -440,8 +439,7 @@ Test(static_files, a_large_file_read_slowly_by_many_is_streamed_in_bounded_memor
     in_dir(path, sizeof path, public, "big.bin");
     write_pattern_file(path, LARGE_BYTES);
     snprintf(env_public, sizeof env_public, "MESHGATE_PUBLIC_DIR=%s", public);
-    const char *env[] = {env_public, "MESHGATE_WORKERS=2", "MESHGATE_SEND_TIMEOUT_MS=100000",
-                         NULL};
+    const char *env[] = {env_public, "MESHGATE_WORKERS=2", "MESHGATE_SEND_TIMEOUT_MS=100000", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     long idle_kib = workers_rss_kib(&s);
@@ -456,9 +454,9 @@ Test(static_files, a_large_file_read_slowly_by_many_is_streamed_in_bounded_memor
         cr_assert(fd[i] >= 0);
         int rcvbuf = 64 * 1024;
         setsockopt(fd[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-        cr_assert_eq(send_and_read_head(fd[i], "/big.bin", "Accept-Encoding: gzip\r\n", head,
-                                        sizeof head),
-                     200, "%s", head);
+        cr_assert_eq(
+            send_and_read_head(fd[i], "/big.bin", "Accept-Encoding: gzip\r\n", head, sizeof head),
+            200, "%s", head);
         cr_expect(header_value(head, "Content-Length", v, sizeof v) &&
                       strtoull(v, NULL, 10) == LARGE_BYTES,
                   "%s", head);
@@ -521,9 +519,9 @@ Test(static_files, ranges_get_206_or_416_and_several_ranges_get_the_whole_file)
     char head[4096], v[128];
     int fd = mg_test_connect(s.port);
 
-    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=1000-1999\r\n", head,
-                                    sizeof head),
-                 206, "%s", head);
+    cr_assert_eq(
+        send_and_read_head(fd, "/data.bin", "Range: bytes=1000-1999\r\n", head, sizeof head), 206,
+        "%s", head);
     cr_expect_str_eq(header_value(head, "Content-Range", v, sizeof v), "bytes 1000-1999/100000");
     cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "1000");
     cr_expect_str_eq(header_value(head, "Accept-Ranges", v, sizeof v), "bytes");
@@ -540,8 +538,7 @@ Test(static_files, ranges_get_206_or_416_and_several_ranges_get_the_whole_file)
     cr_expect(read_pattern_body(fd, 99900, 100, 4096));
 
     /* Past the end: 416 naming the size, with a JSON error body. */
-    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=100000-\r\n", head,
-                                    sizeof head),
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=100000-\r\n", head, sizeof head),
                  416, "%s", head);
     cr_expect_str_eq(header_value(head, "Content-Range", v, sizeof v), "bytes */100000");
     cr_assert(header_value(head, "Content-Length", v, sizeof v));
@@ -552,16 +549,14 @@ Test(static_files, ranges_get_206_or_416_and_several_ranges_get_the_whole_file)
     cr_expect(strncmp(body, "{\"error\":", 9) == 0, "%s", body);
 
     /* Several ranges: the whole file, 200 (RFC 9110 allows ignoring Range). */
-    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=0-1,5-6\r\n", head,
-                                    sizeof head),
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=0-1,5-6\r\n", head, sizeof head),
                  200, "%s", head);
     cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "100000");
     cr_expect(read_pattern_body(fd, 0, SIZE, 4096));
 
     /* If-Range: no validator is ever sent, so the range is ignored. */
-    cr_assert_eq(send_and_read_head(fd, "/data.bin",
-                                    "Range: bytes=0-9\r\nIf-Range: \"x\"\r\n", head,
-                                    sizeof head),
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=0-9\r\nIf-Range: \"x\"\r\n",
+                                    head, sizeof head),
                  200, "%s", head);
     cr_expect(read_pattern_body(fd, 0, SIZE, 4096));
 
@@ -577,17 +572,17 @@ Test(static_files, ranges_get_206_or_416_and_several_ranges_get_the_whole_file)
 
     /* A small text file for a client that takes gzip is still compressed (when large
      * enough) or served as it is; a range of it is served as it is. */
-    cr_assert_eq(send_and_read_head(fd, "/app.js", "Range: bytes=0-6\r\n", head, sizeof head),
-                 206, "%s", head);
+    cr_assert_eq(send_and_read_head(fd, "/app.js", "Range: bytes=0-6\r\n", head, sizeof head), 206,
+                 "%s", head);
     cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "7");
     cr_assert_eq(recv(fd, body, 7, MSG_WAITALL), 7);
     cr_expect(memcmp(body, "console", 7) == 0);
 
     /* gzip: a small text file is compressed for a client that takes it; one past
      * MG_STATIC_GZIP_MAX_BYTES goes out as it is, streamed. */
-    cr_assert_eq(send_and_read_head(fd, "/small.css", "Accept-Encoding: gzip\r\n", head,
-                                    sizeof head),
-                 200, "%s", head);
+    cr_assert_eq(
+        send_and_read_head(fd, "/small.css", "Accept-Encoding: gzip\r\n", head, sizeof head), 200,
+        "%s", head);
     cr_expect_str_eq(header_value(head, "Content-Encoding", v, sizeof v), "gzip");
     cr_assert(header_value(head, "Content-Length", v, sizeof v));
     len = strtoul(v, NULL, 10);
@@ -595,9 +590,9 @@ Test(static_files, ranges_get_206_or_416_and_several_ranges_get_the_whole_file)
     char *zipped = malloc(len);
     cr_assert_eq(recv(fd, zipped, len, MSG_WAITALL), (ssize_t)len);
     free(zipped);
-    cr_assert_eq(send_and_read_head(fd, "/large.css", "Accept-Encoding: gzip\r\n", head,
-                                    sizeof head),
-                 200, "%s", head);
+    cr_assert_eq(
+        send_and_read_head(fd, "/large.css", "Accept-Encoding: gzip\r\n", head, sizeof head), 200,
+        "%s", head);
     cr_expect(!header_value(head, "Content-Encoding", v, sizeof v), "%s", head);
     cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "1048577");
     zipped = malloc(1048577);

@@ -26,9 +26,9 @@
  *
  * Ranges (RFC 9110 14): one range of bytes ("bytes=A-B", "bytes=A-", "bytes=-N") is answered
  * 206 with Content-Range; a range that starts past the end (or "bytes=-0") is 416 with
- * "Content-Range: bytes * /SIZE" (without the blank); anything else (several ranges, another unit, a malformed
- * value, or a Range with If-Range, since no validator is sent) is ignored, and the whole file
- * is answered 200, as the RFC allows. Every file answer says "Accept-Ranges: bytes".
+ * "Content-Range: bytes * /SIZE" (without the blank); anything else (several ranges, another unit,
+ * a malformed value, or a Range with If-Range, since no validator is sent) is ignored, and the
+ * whole file is answered 200, as the RFC allows. Every file answer says "Accept-Ranges: bytes".
  *
  * Caching: index.html gets "Cache-Control: no-cache" (a browser revalidates it, so a new
  * front end is seen at once); every other file "public, max-age=3600": an hour, since the

@@ -51,10 +51,10 @@ struct conn {
     struct mg_buf in;
     struct mg_buf out;
     size_t out_sent;
-    int file_fd;        /* a static file being sent after out (sendfile); -1: none */
-    off_t file_offset;  /* next byte of it to send */
-    off_t file_end;     /* one past the last byte to send */
-    int32_t hold;       /* its hold record in the per-client connection table; -1: not counted */
+    int file_fd;       /* a static file being sent after out (sendfile); -1: none */
+    off_t file_offset; /* next byte of it to send */
+    off_t file_end;    /* one past the last byte to send */
+    int32_t hold;      /* its hold record in the per-client connection table; -1: not counted */
     int64_t deadline_ns;
     unsigned requests;
     bool close_after_write;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define FIELD(f) offsetof(struct mg_config, f), sizeof(((struct mg_config *)0)->f)
 
@@ -37,6 +39,10 @@ const struct mg_config_var mg_config_vars[] = {
      "requests served on one connection before it is closed"},
     {"MESHGATE_MAX_CONNS_PER_WORKER", MG_CFG_INT, FIELD(max_conns_per_worker), 1, 65536, "256",
      "open connections one worker keeps; past it the worker stops accepting"},
+    {"MESHGATE_MAX_CONNS_PER_CLIENT", MG_CFG_INT, FIELD(max_conns_per_client), 0, 65536, "64",
+     "open connections one client address (IPv4 address, IPv6 /64) may have in the whole "
+     "server; past it a new connection is closed at once; trusted proxies are not counted; "
+     "0: no cap"},
     {"MESHGATE_MAX_HEADER_BYTES", MG_CFG_INT, FIELD(max_header_bytes), 1024, 1048576, "8192",
      "largest request head (request line and headers) in bytes; larger: 431"},
     {"MESHGATE_MAX_URI_BYTES", MG_CFG_INT, FIELD(max_uri_bytes), 64, 1048576, "4096",
@@ -118,10 +124,15 @@ static int fail(char *err, size_t errlen, const struct mg_config_var *v, const c
     return -1;
 }
 
+/* A whole number as a person writes it: digits, with a '-' only before a value that is not
+ * zero. strtoll alone would also take "+5", "-0" and leading blanks. */
 static int parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 {
-    if (!*s || isspace((unsigned char)*s))
+    const char *digits = s[0] == '-' ? s + 1 : s;
+    if (!isdigit((unsigned char)digits[0]))
         return -1;
+    if (s[0] == '-' && digits[strspn(digits, "0")] == '\0')
+        return -1; /* "-0" */
     errno = 0;
     char *end;
     long long n = strtoll(s, &end, 10);
@@ -296,7 +307,40 @@ int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *
                  cfg->max_uri_bytes, cfg->max_header_bytes);
         return -1;
     }
+    /* The connection table keeps a record per connection the group can hold. */
+    if (cfg->max_conns_per_client > 0 &&
+        (int64_t)cfg->workers * cfg->max_conns_per_worker > MG_CONNS_TRACKED_MAX) {
+        snprintf(err, errlen,
+                 "MESHGATE_MAX_CONNS_PER_CLIENT=%d: must be 0 when MESHGATE_WORKERS x "
+                 "MESHGATE_MAX_CONNS_PER_WORKER (%d x %d) exceeds %d connections",
+                 cfg->max_conns_per_client, cfg->workers, cfg->max_conns_per_worker,
+                 MG_CONNS_TRACKED_MAX);
+        return -1;
+    }
     return 0;
+}
+
+int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->public_dir[0])
+        return 0;
+    struct stat st;
+    const char *why = NULL;
+    if (cfg->public_dir[0] != '/')
+        why = "must be an absolute path to a directory (or empty: no static files)";
+    else if (stat(cfg->public_dir, &st) < 0)
+        snprintf(err, errlen, "MESHGATE_PUBLIC_DIR=%s: must be an existing directory (%s)",
+                 cfg->public_dir, strerror(errno));
+    else if (!S_ISDIR(st.st_mode))
+        why = "must be a directory (or empty: no static files), not a file";
+    else if (access(cfg->public_dir, R_OK | X_OK) < 0)
+        snprintf(err, errlen, "MESHGATE_PUBLIC_DIR=%s: must be a directory meshgate may read (%s)",
+                 cfg->public_dir, strerror(errno));
+    else
+        return 0;
+    if (why)
+        snprintf(err, errlen, "MESHGATE_PUBLIC_DIR=%s: %s", cfg->public_dir, why);
+    return -1;
 }
 
 int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen)

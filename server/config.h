@@ -24,6 +24,8 @@
 #define MG_SHM_NAME_MAX 200
 #define MG_HOST_MAX 256
 #define MG_WORKERS_MAX 1024
+/* Connections the per-client table can follow: workers x connections per worker. */
+#define MG_CONNS_TRACKED_MAX (1 << 20)
 
 struct mg_config {
     /* listening */
@@ -43,6 +45,7 @@ struct mg_config {
     int32_t send_timeout_ms;
     int32_t max_requests_per_conn;
     int32_t max_conns_per_worker;
+    int32_t max_conns_per_client; /* group-wide, per peer address; 0: no cap */
     int32_t max_header_bytes;
     int32_t max_uri_bytes;
     /* responses */
@@ -120,6 +123,12 @@ int mg_config_load(struct mg_config *cfg, mg_getenv_fn lookup, void *arg, char *
  * error: warning (empty when all is well) says why. Returns 0.
  */
 int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);
+
+/*
+ * MESHGATE_PUBLIC_DIR, when set, must name a directory meshgate can read (checked at start,
+ * so a typo is not every static request answering 500). Returns 0, or -1 with the message.
+ */
+int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen);
 
 /* Names MESHGATE_* variables in envp that no row of the table knows; returns how many. */
 int mg_config_unknown(char *const *envp, char *out, size_t outlen);

@@ -62,6 +62,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "meshgate: %s\n", err);
         return MG_EXIT_CONFIG;
     }
+    if (mg_config_check_public_dir(&cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "meshgate: %s\n", err);
+        return MG_EXIT_CONFIG;
+    }
     mg_log_set_level((enum mg_log_level)cfg.log_level);
     mg_log_set_role("master");
     mg_config_resolve(&cfg, err, sizeof err);

@@ -3,6 +3,7 @@
 
 #include "client_limit.h"
 #include "clock.h"
+#include "conn_limit.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "result_cache.h"
@@ -35,12 +36,16 @@ enum {
     SEC_ANON,
     SEC_CLIENTS,
     SEC_CLIENT_SETS,
+    SEC_CONNS,
+    SEC_CONN_SETS,
+    SEC_CONN_HOLDS,
     SEC_COUNT
 };
 
 static const char *const section_names[SEC_COUNT] = {
-    "config", "counters",     "routes",     "slow",  "values", "diag",    "cold",
-    "cache",  "cacheentries", "cachepages", "slots", "anon",   "clients", "clientsets"};
+    "config",  "counters",   "routes",       "slow",       "values",   "diag",
+    "cold",    "cache",      "cacheentries", "cachepages", "slots",    "anon",
+    "clients", "clientsets", "conns",        "connsets",   "connholds"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config),       sizeof(struct mg_counters),
     sizeof(struct mg_route_stats),  sizeof(struct mg_slow_ring),
@@ -48,7 +53,9 @@ static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_fifo_gate),    sizeof(struct mg_result_cache),
     sizeof(struct mg_cache_entry),  MG_CACHE_PAGE,
     sizeof(struct mg_slot),         sizeof(struct mg_fifo_gate),
-    sizeof(struct mg_client_table), sizeof(struct mg_client_set)};
+    sizeof(struct mg_client_table), sizeof(struct mg_client_set),
+    sizeof(struct mg_conn_table),   sizeof(struct mg_conn_set),
+    sizeof(struct mg_conn_hold)};
 
 static size_t align_up(size_t n)
 {
@@ -56,7 +63,8 @@ static size_t align_up(size_t n)
 }
 
 static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count,
-                     uint32_t cache_entries, uint32_t pages_per_entry, uint32_t client_sets)
+                     uint32_t cache_entries, uint32_t pages_per_entry, uint32_t client_sets,
+                     uint32_t conn_sets, uint64_t conn_holds)
 {
     const uint64_t counts[SEC_COUNT] = {1,
                                         1,
@@ -71,7 +79,10 @@ static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t rout
                                         slot_count,
                                         1,
                                         1,
-                                        client_sets};
+                                        client_sets,
+                                        1,
+                                        conn_sets,
+                                        conn_holds};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -163,7 +174,8 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
             return -1;
         }
         if ((i == SEC_CONFIG || i == SEC_COUNTERS || i == SEC_SLOW || i == SEC_DIAG ||
-             i == SEC_COLD || i == SEC_CACHE || i == SEC_ANON || i == SEC_CLIENTS) &&
+             i == SEC_COLD || i == SEC_CACHE || i == SEC_ANON || i == SEC_CLIENTS ||
+             i == SEC_CONNS) &&
             s->record_count != 1) {
             snprintf(err, errlen, "segment section \"%s\" holds %llu records, expected 1",
                      section_names[i], (unsigned long long)s->record_count);
@@ -216,6 +228,20 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
         snprintf(err, errlen, "segment rate table says %u sets, its section holds %llu",
                  seg->clients.table->sets,
                  (unsigned long long)h->sections[SEC_CLIENT_SETS].record_count);
+        return -1;
+    }
+    seg->conns.table = ptr[SEC_CONNS];
+    seg->conns.sets = ptr[SEC_CONN_SETS];
+    seg->conns.holds = ptr[SEC_CONN_HOLDS];
+    if (seg->conns.table->sets != h->sections[SEC_CONN_SETS].record_count ||
+        (uint64_t)seg->conns.table->slots * seg->conns.table->holds_per_slot !=
+            h->sections[SEC_CONN_HOLDS].record_count) {
+        snprintf(err, errlen,
+                 "segment connection table says %u sets and %u x %u holds, its sections hold "
+                 "%llu and %llu",
+                 seg->conns.table->sets, seg->conns.table->slots, seg->conns.table->holds_per_slot,
+                 (unsigned long long)h->sections[SEC_CONN_SETS].record_count,
+                 (unsigned long long)h->sections[SEC_CONN_HOLDS].record_count);
         return -1;
     }
     return 0;
@@ -349,7 +375,13 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     if (pages_per_entry == 0)
         pages_per_entry = 1;
     uint32_t client_sets = mg_client_limit_sets_for((uint32_t)cfg->anon_clients);
-    size_t total = layout(&proto, slot_count, route_count, entries, pages_per_entry, client_sets);
+    /* The connection table: twice the entries of the connections the group can hold, and a
+     * hold record for each connection a worker can hold (none when there is no cap). */
+    uint32_t holds_per_slot =
+        cfg->max_conns_per_client > 0 ? (uint32_t)cfg->max_conns_per_worker : 0;
+    uint32_t conn_sets = mg_conn_limit_sets_for((uint64_t)slot_count * holds_per_slot);
+    size_t total = layout(&proto, slot_count, route_count, entries, pages_per_entry, client_sets,
+                          conn_sets, (uint64_t)slot_count * holds_per_slot);
 
     int fd = -1;
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
@@ -408,6 +440,11 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     struct mg_client_table *clients =
         (struct mg_client_table *)((char *)base + proto.sections[SEC_CLIENTS].offset);
     clients->sets = client_sets;
+    struct mg_conn_table *conns =
+        (struct mg_conn_table *)((char *)base + proto.sections[SEC_CONNS].offset);
+    conns->sets = conn_sets;
+    conns->slots = slot_count;
+    conns->holds_per_slot = holds_per_slot;
     char why[256];
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic); /* validate wants it; fenced below */
     if (mg_segment_validate(base, total, seg, why, sizeof why) < 0) {
@@ -433,6 +470,8 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
                       (int64_t)cfg->anon_wait_ms * MG_NS_PER_MS);
     mg_client_limit_init(&seg->clients, client_sets, (uint32_t)cfg->anon_rate,
                          (uint32_t)cfg->anon_burst);
+    mg_conn_limit_init(&seg->conns, conn_sets, slot_count, holds_per_slot,
+                       (uint32_t)cfg->max_conns_per_client);
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

@@ -28,6 +28,9 @@
  *   clients    the per-client rate table of anonymous requests:   (workers under each set's
  *   clientsets its header and counters, and its sets of entries    lock; the master on reap)
  *              (shm/client_limit.h)
+ *   conns      open connections per client address: its header,  (workers under each set's
+ *   connsets   counters, its sets of entries, and one hold record  lock; the master on reap)
+ *   connholds  per connection a worker can hold (shm/conn_limit.h)
  *
  * A gate added later gets a section of its own at the end; the section table lets the
  * dump tool find and check each one, and the layout version changes whenever a record does.
@@ -44,6 +47,7 @@
 
 #include "client_limit.h"
 #include "config.h"
+#include "conn_limit.h"
 #include "result_cache.h"
 
 #include <stdatomic.h>
@@ -52,8 +56,8 @@
 #include <stdint.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 7u
-#define MG_SHM_SECTIONS_MAX 16
+#define MG_SHM_LAYOUT_VERSION 8u
+#define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64
 
@@ -130,6 +134,7 @@ struct mg_segment {
     uint32_t slot_count;
     struct mg_fifo_gate *anon;     /* the line of anonymous heavy requests */
     struct mg_client_view clients; /* the per-client rate table */
+    struct mg_conn_view conns;     /* open connections per client address */
 };
 
 /*

@@ -73,6 +73,13 @@ uint64_t mg_hist_quantile_us(const struct mg_route_stats *r, double q)
     return max;
 }
 
+int mg_status_class(int status)
+{
+    if (status == 501 || status == 505)
+        return 4;
+    return status / 100;
+}
+
 void mg_route_record(struct mg_segment *seg, unsigned route, int status, int64_t duration_us)
 {
     if (route >= seg->route_count)
@@ -82,7 +89,7 @@ void mg_route_record(struct mg_segment *seg, unsigned route, int status, int64_t
     atomic_fetch_add_explicit(&r->count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->sum_us, us, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->bucket[mg_hist_bucket(us)], 1, memory_order_relaxed);
-    if (status >= 500)
+    if (mg_status_class(status) == 5)
         atomic_fetch_add_explicit(&r->errors, 1, memory_order_relaxed);
     uint64_t old = atomic_load_explicit(&r->max_us, memory_order_relaxed);
     while (us > old && !atomic_compare_exchange_weak_explicit(

@@ -20,11 +20,14 @@
     X(REQUESTS, "requests", "requests answered")                                                   \
     X(RESPONSES_2XX, "responses_2xx", "responses with a 2xx status")                               \
     X(RESPONSES_3XX, "responses_3xx", "responses with a 3xx status")                               \
-    X(RESPONSES_4XX, "responses_4xx", "responses with a 4xx status")                               \
-    X(RESPONSES_5XX, "responses_5xx", "responses with a 5xx status")                               \
+    X(RESPONSES_4XX, "responses_4xx",                                                              \
+      "responses with a 4xx status, and the 501 and 505 that refuse what a client sent")           \
+    X(RESPONSES_5XX, "responses_5xx", "responses with a 5xx status that the server caused")        \
     X(BYTES_SENT, "bytes_sent", "bytes of responses written to sockets")                           \
     X(CONNECTIONS_ACCEPTED, "connections_accepted", "connections accepted")                        \
     X(CONNECTIONS_CLOSED, "connections_closed", "connections closed")                              \
+    X(CONNECTIONS_OVER_CLIENT_CAP, "connections_over_client_cap",                                  \
+      "connections closed at once because their address had MESHGATE_MAX_CONNS_PER_CLIENT open")   \
     X(HEADER_TIMEOUTS, "header_timeouts", "connections cut for a request head not sent in time")   \
     X(IDLE_TIMEOUTS, "idle_timeouts", "kept-alive connections closed for being idle")              \
     X(SEND_TIMEOUTS, "send_timeouts", "connections cut for a response not read in time")           \
@@ -71,7 +74,7 @@ struct mg_route_stats {
     _Atomic uint64_t count;
     _Atomic uint64_t sum_us;
     _Atomic uint64_t max_us;
-    _Atomic uint64_t errors; /* 5xx */
+    _Atomic uint64_t errors; /* server faults: mg_status_class 5 */
     _Atomic uint64_t bucket[MG_HIST_BUCKETS];
 };
 
@@ -94,6 +97,14 @@ struct mg_slow_ring {
 
 void mg_counter_add(struct mg_segment *seg, enum mg_counter c, uint64_t n);
 uint64_t mg_counter_get(const struct mg_segment *seg, enum mg_counter c);
+
+/*
+ * The class a status is counted in (2..5): its first digit, except 501 (a transfer coding
+ * other than chunked) and 505 (an HTTP version other than 1.x), which meshgate answers only
+ * to what a client sent: they are client errors (4), not server faults, in every counter and
+ * histogram, so an alert on 5xx is not set off by a client.
+ */
+int mg_status_class(int status);
 
 /* Records one answered request on a route (route < seg->route_count). */
 void mg_route_record(struct mg_segment *seg, unsigned route, int status, int64_t duration_us);

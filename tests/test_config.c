@@ -759,3 +759,48 @@ Test(config, table_names_are_unique_prefixed_and_helpful)
         cr_assert(v->help && strlen(v->help) > 10, "%s has no help sentence", v->name);
     }
 }
+
+Test(config, signed_numbers_and_negative_zero_are_not_whole_numbers)
+{
+    /* strtoll takes them; a person who writes "+5" or "-0" has made a mistake. */
+    const char *bad[] = {"+5", "-0", "-00", "+0", " 5", "5 ", "0x10", "1e3", "-"};
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        if (v->kind != MG_CFG_INT && v->kind != MG_CFG_INT_AUTO)
+            continue;
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            assert_refused(load_one(v->name, bad[i]), v->name, bad[i]);
+    }
+    cr_expect_eq(load_one("MESHGATE_LISTEN", "127.0.0.1:+80"), -1, "a signed port");
+    cr_expect_eq(load_one("MESHGATE_WORKERS", "007"), 0, "leading zeros are still a number: %s",
+                 err);
+    cr_expect_eq(cfg.workers, 7);
+}
+
+Test(config, the_public_directory_must_be_a_readable_directory)
+{
+    struct mg_config c;
+    memset(&c, 0, sizeof c);
+    char why[512];
+    cr_expect_eq(mg_config_check_public_dir(&c, why, sizeof why), 0, "empty: no static files");
+    const char *bad[] = {"/nonexistent", "/etc/passwd", "public", "/dev/null"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(c.public_dir, sizeof c.public_dir, "%s", bad[i]);
+        cr_expect_eq(mg_config_check_public_dir(&c, why, sizeof why), -1, "%s accepted", bad[i]);
+        char expected[128];
+        snprintf(expected, sizeof expected, "MESHGATE_PUBLIC_DIR=%s: must ", bad[i]);
+        cr_expect(strncmp(why, expected, strlen(expected)) == 0, "%s", why);
+    }
+    snprintf(c.public_dir, sizeof c.public_dir, "/tmp");
+    cr_expect_eq(mg_config_check_public_dir(&c, why, sizeof why), 0, "%s", why);
+}
+
+Test(config, the_connection_table_must_fit_when_the_client_cap_is_on)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_WORKERS", "1024");
+    env_set(&env, "MESHGATE_MAX_CONNS_PER_WORKER", "65536");
+    cr_assert_eq(load(&env), -1);
+    cr_expect(strstr(err, "MESHGATE_MAX_CONNS_PER_CLIENT=64: must be 0"), "%s", err);
+    env_set(&env, "MESHGATE_MAX_CONNS_PER_CLIENT", "0");
+    cr_expect_eq(load(&env), 0, "no cap, no table: %s", err);
+}

@@ -82,6 +82,12 @@ Test(startup, bad_environment_values_stop_the_start_with_78_and_a_message, .init
          "MESHGATE_LOG_LEVEL=loud: must be error, warning, info or debug"},
         {"MESHGATE_ACCESS_LOG=maybe", "MESHGATE_ACCESS_LOG=maybe"},
         {"MESHGATE_DB=", "MESHGATE_DB="},
+        {"MESHGATE_WORKERS=+5", "MESHGATE_WORKERS=+5: must be a whole number"},
+        {"MESHGATE_PUBLIC_DIR=/nonexistent",
+         "MESHGATE_PUBLIC_DIR=/nonexistent: must be an existing directory"},
+        {"MESHGATE_PUBLIC_DIR=/etc/passwd", "MESHGATE_PUBLIC_DIR=/etc/passwd: must be a directory"},
+        {"MESHGATE_PUBLIC_DIR=relative/dir",
+         "MESHGATE_PUBLIC_DIR=relative/dir: must be an absolute"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *extra[] = {cases[i].setting, NULL};

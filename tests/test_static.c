@@ -5,9 +5,13 @@
 #include "harness.h"
 #include "inproc.h"
 
+#include "scoreboard.h"
+#include "segment.h"
 #include "static_files.h"
 
 #include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,19 +282,325 @@ Test(static_files, only_regular_files_are_served)
     close_fixture(&f);
 }
 
-Test(static_files, files_over_the_size_limit_are_refused)
+Test(static_files, range_values_parse_as_rfc_9110_says)
 {
-    struct fixture f;
-    open_fixture(&f, true);
-    char path[512];
-    in_dir(path, sizeof path, f.public, "huge.bin");
-    int fd = open(path, O_WRONLY | O_CREAT, 0644);
-    cr_assert(fd >= 0);
-    cr_assert_eq(ftruncate(fd, (off_t)MG_STATIC_MAX_BYTES + 1), 0); /* sparse: no disk used */
+    const struct {
+        const char *value;
+        uint64_t size;
+        int result;
+        uint64_t first, last;
+    } cases[] = {
+        {"bytes=0-99", 1000, MG_RANGE_OK, 0, 99},
+        {"bytes=100-", 1000, MG_RANGE_OK, 100, 999},
+        {"bytes=-10", 1000, MG_RANGE_OK, 990, 999},
+        {"bytes=-5000", 1000, MG_RANGE_OK, 0, 999},
+        {"bytes=990-5000", 1000, MG_RANGE_OK, 990, 999},
+        {"BYTES=1-1", 1000, MG_RANGE_OK, 1, 1},
+        {" bytes=999-999 ", 1000, MG_RANGE_OK, 999, 999},
+        {"bytes=1000-", 1000, MG_RANGE_UNSATISFIABLE, 0, 0},
+        {"bytes=5000-6000", 1000, MG_RANGE_UNSATISFIABLE, 0, 0},
+        {"bytes=-0", 1000, MG_RANGE_UNSATISFIABLE, 0, 0},
+        {"bytes=99999999999999999999999-", 1000, MG_RANGE_UNSATISFIABLE, 0, 0},
+        {"bytes=0-1,5-6", 1000, MG_RANGE_IGNORED, 0, 0}, /* several: the whole file */
+        {"bytes=5-1", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"bytes=", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"bytes=-", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"bytes=a-b", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"bytes=+1-2", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"bytes=1-2x", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"items=0-1", 1000, MG_RANGE_IGNORED, 0, 0},
+        {"bytes=0-", 0, MG_RANGE_IGNORED, 0, 0}, /* an empty file: 200, empty */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t first = 7, last = 7;
+        int r = mg_static_parse_range(cases[i].value, strlen(cases[i].value), cases[i].size, &first,
+                                      &last);
+        cr_expect_eq(r, cases[i].result, "\"%s\" of %llu: %d", cases[i].value,
+                     (unsigned long long)cases[i].size, r);
+        if (r == MG_RANGE_OK && cases[i].result == MG_RANGE_OK)
+            cr_expect(first == cases[i].first && last == cases[i].last,
+                      "\"%s\": %llu-%llu, expected %llu-%llu", cases[i].value,
+                      (unsigned long long)first, (unsigned long long)last,
+                      (unsigned long long)cases[i].first, (unsigned long long)cases[i].last);
+    }
+}
+
+/* The byte at offset i of the generated large file: differs from block to block, so a
+ * misplaced chunk is seen. */
+static unsigned char pattern_byte(uint64_t i)
+{
+    uint64_t block = i >> 12;
+    return (unsigned char)((block * 2654435761u >> 7) ^ (i & 0xff));
+}
+
+static void write_pattern_file(const char *path, uint64_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0, "cannot write %s", path);
+    static unsigned char block[1 << 16];
+    for (uint64_t off = 0; off < size; off += sizeof block) {
+        size_t n = size - off < sizeof block ? (size_t)(size - off) : sizeof block;
+        for (size_t i = 0; i < n; i++)
+            block[i] = pattern_byte(off + i);
+        cr_assert_eq(write(fd, block, n), (ssize_t)n);
+    }
     close(fd);
-    expect_refused(&f, "/huge.bin", 403);
-    cr_expect(strstr(f.t.res.body.data, "64 MiB") != NULL, "%s", f.t.res.body.data);
-    close_fixture(&f);
+}
+
+/* Sends a GET (with extra header lines) and reads the head; returns the status or -1. */
+static int send_and_read_head(int fd, const char *target, const char *extra, char *head, size_t cap)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", target,
+                     extra ? extra : "");
+    if (!mg_test_send(fd, req, (size_t)n))
+        return -1;
+    size_t have = 0;
+    while (have + 1 < cap) {
+        ssize_t got = recv(fd, head + have, 1, 0); /* byte by byte: the body stays queued */
+        if (got <= 0)
+            return -1;
+        have++;
+        if (have >= 4 && memcmp(head + have - 4, "\r\n\r\n", 4) == 0)
+            break;
+    }
+    head[have] = '\0';
+    int status = 0;
+    return sscanf(head, "HTTP/1.1 %d", &status) == 1 ? status : -1;
+}
+
+/* Reads exactly len bytes of body and checks each against the pattern from offset. */
+static bool read_pattern_body(int fd, uint64_t offset, uint64_t len, size_t chunk)
+{
+    static unsigned char buf[1 << 16];
+    if (chunk > sizeof buf)
+        chunk = sizeof buf;
+    uint64_t have = 0;
+    while (have < len) {
+        size_t want = len - have < chunk ? (size_t)(len - have) : chunk;
+        ssize_t got = recv(fd, buf, want, 0);
+        if (got <= 0)
+            return false;
+        for (ssize_t i = 0; i < got; i++)
+            if (buf[i] != pattern_byte(offset + have + (uint64_t)i))
+                return false;
+        have += (uint64_t)got;
+    }
+    return true;
+}
+
+/* VmRSS of pid in KiB, 0 when unknown. */
+static long rss_kib(int pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static long workers_rss_kib(const struct mg_test_server *s)
+{
+    struct mg_segment seg;
+    char err[256];
+    cr_assert_eq(mg_segment_attach(&seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+    long total = 0;
+    for (uint32_t i = 0; i < seg.slot_count; i++) {
+        int pid = atomic_load(&seg.slots[i].pid);
+        if (pid > 0)
+            total += rss_kib(pid);
+    }
+    mg_segment_detach(&seg);
+    return total;
+}
+
+static char *header_value(const char *head, const char *name, char *out, size_t cap)
+{
+    struct mg_test_response r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.head, sizeof r.head, "%s", head);
+    return mg_test_header(&r, name, out, cap) ? out : NULL;
+}
+
+#define LARGE_BYTES ((uint64_t)64 * 1024 * 1024 + 12345)
+#define SLOW_READERS 8
+
+Test(static_files, a_large_file_read_slowly_by_many_is_streamed_in_bounded_memory, .timeout = 120)
+{
+    char dir[128], public[256], env_public[300], path[512];
+    mg_test_tmpdir(dir, sizeof dir);
+    in_dir(public, sizeof public, dir, "public");
+    cr_assert_eq(mkdir(public, 0755), 0);
+    in_dir(path, sizeof path, public, "big.bin");
+    write_pattern_file(path, LARGE_BYTES);
+    snprintf(env_public, sizeof env_public, "MESHGATE_PUBLIC_DIR=%s", public);
+    const char *env[] = {env_public, "MESHGATE_WORKERS=2", "MESHGATE_SEND_TIMEOUT_MS=100000", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    long idle_kib = workers_rss_kib(&s);
+
+    /* Every reader asks, takes its first 256 KiB, then stops reading: the server holds
+     * SLOW_READERS responses of 64 MiB in flight at once. Held whole, as they once were,
+     * that is over 512 MiB. */
+    int fd[SLOW_READERS];
+    char head[4096], v[64];
+    for (int i = 0; i < SLOW_READERS; i++) {
+        fd[i] = mg_test_connect(s.port);
+        cr_assert(fd[i] >= 0);
+        int rcvbuf = 64 * 1024;
+        setsockopt(fd[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        cr_assert_eq(
+            send_and_read_head(fd[i], "/big.bin", "Accept-Encoding: gzip\r\n", head, sizeof head),
+            200, "%s", head);
+        cr_expect(header_value(head, "Content-Length", v, sizeof v) &&
+                      strtoull(v, NULL, 10) == LARGE_BYTES,
+                  "%s", head);
+        cr_expect(!header_value(head, "Content-Encoding", v, sizeof v), "%s", head);
+        cr_assert(read_pattern_body(fd[i], 0, 256 * 1024, 4096), "reader %d: wrong bytes", i);
+    }
+    mg_test_sleep_ms(300); /* the workers fill the sockets' buffers and wait */
+    long busy_kib = workers_rss_kib(&s);
+    cr_expect_lt(busy_kib - idle_kib, 64 * 1024,
+                 "the workers grew by %ld KiB with %d slow readers of a %llu-byte file",
+                 busy_kib - idle_kib, SLOW_READERS, (unsigned long long)LARGE_BYTES);
+
+    /* Then every reader takes the rest, a little at a time, round robin. */
+    uint64_t offset[SLOW_READERS];
+    for (int i = 0; i < SLOW_READERS; i++)
+        offset[i] = 256 * 1024;
+    for (bool left = true; left;) {
+        left = false;
+        for (int i = 0; i < SLOW_READERS; i++) {
+            if (offset[i] == LARGE_BYTES)
+                continue;
+            uint64_t n = LARGE_BYTES - offset[i] < 4 << 20 ? LARGE_BYTES - offset[i] : 4 << 20;
+            cr_assert(read_pattern_body(fd[i], offset[i], n, 1 << 16),
+                      "reader %d: wrong bytes near %llu", i, (unsigned long long)offset[i]);
+            offset[i] += n;
+            left = true;
+        }
+    }
+    /* Kept alive: the same connection answers again. */
+    cr_assert_eq(send_and_read_head(fd[0], "/big.bin", "Range: bytes=-3\r\n", head, sizeof head),
+                 206, "%s", head);
+    cr_expect(read_pattern_body(fd[0], LARGE_BYTES - 3, 3, 3));
+    for (int i = 0; i < SLOW_READERS; i++)
+        close(fd[i]);
+    mg_test_server_stop(&s, 5000);
+    mg_test_rmdir(dir);
+}
+
+Test(static_files, ranges_get_206_or_416_and_several_ranges_get_the_whole_file)
+{
+    char dir[128], public[256], env_public[300], path[512];
+    mg_test_tmpdir(dir, sizeof dir);
+    in_dir(public, sizeof public, dir, "public");
+    cr_assert_eq(mkdir(public, 0755), 0);
+    in_dir(path, sizeof path, public, "data.bin");
+    enum { SIZE = 100000 };
+    write_pattern_file(path, SIZE);
+    write_file(public, "app.js", "console.log(1);\n");
+    static char text[MG_STATIC_GZIP_MAX_BYTES + 2];
+    memset(text, 'a', sizeof text - 1);
+    text[4096] = '\0';
+    write_file(public, "small.css", text);
+    text[4096] = 'a';
+    text[MG_STATIC_GZIP_MAX_BYTES + 1] = '\0';
+    write_file(public, "large.css", text);
+    snprintf(env_public, sizeof env_public, "MESHGATE_PUBLIC_DIR=%s", public);
+    const char *env[] = {env_public, "MESHGATE_WORKERS=1", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    char head[4096], v[128];
+    int fd = mg_test_connect(s.port);
+
+    cr_assert_eq(
+        send_and_read_head(fd, "/data.bin", "Range: bytes=1000-1999\r\n", head, sizeof head), 206,
+        "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Range", v, sizeof v), "bytes 1000-1999/100000");
+    cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "1000");
+    cr_expect_str_eq(header_value(head, "Accept-Ranges", v, sizeof v), "bytes");
+    cr_expect(read_pattern_body(fd, 1000, 1000, 4096));
+
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=99990-\r\n", head, sizeof head),
+                 206, "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Range", v, sizeof v), "bytes 99990-99999/100000");
+    cr_expect(read_pattern_body(fd, 99990, 10, 4096));
+
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=-100\r\n", head, sizeof head),
+                 206, "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Range", v, sizeof v), "bytes 99900-99999/100000");
+    cr_expect(read_pattern_body(fd, 99900, 100, 4096));
+
+    /* Past the end: 416 naming the size, with a JSON error body. */
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=100000-\r\n", head, sizeof head),
+                 416, "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Range", v, sizeof v), "bytes */100000");
+    cr_assert(header_value(head, "Content-Length", v, sizeof v));
+    size_t len = strtoul(v, NULL, 10);
+    char body[512] = "";
+    cr_assert_lt(len, sizeof body);
+    cr_assert_eq(recv(fd, body, len, MSG_WAITALL), (ssize_t)len);
+    cr_expect(strncmp(body, "{\"error\":", 9) == 0, "%s", body);
+
+    /* Several ranges: the whole file, 200 (RFC 9110 allows ignoring Range). */
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=0-1,5-6\r\n", head, sizeof head),
+                 200, "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "100000");
+    cr_expect(read_pattern_body(fd, 0, SIZE, 4096));
+
+    /* If-Range: no validator is ever sent, so the range is ignored. */
+    cr_assert_eq(send_and_read_head(fd, "/data.bin", "Range: bytes=0-9\r\nIf-Range: \"x\"\r\n",
+                                    head, sizeof head),
+                 200, "%s", head);
+    cr_expect(read_pattern_body(fd, 0, SIZE, 4096));
+
+    /* HEAD with a range: the 206 head, no body (the next answer follows at once). */
+    const char *both = "HEAD /data.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=10-19\r\n\r\n";
+    cr_assert(mg_test_send(fd, both, strlen(both)));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, true, 5000));
+    cr_expect_eq(r.status, 206);
+    cr_expect(mg_test_header(&r, "Content-Length", v, sizeof v) && strcmp(v, "10") == 0, "%s",
+              r.head);
+    mg_test_response_free(&r);
+
+    /* A small text file for a client that takes gzip is still compressed (when large
+     * enough) or served as it is; a range of it is served as it is. */
+    cr_assert_eq(send_and_read_head(fd, "/app.js", "Range: bytes=0-6\r\n", head, sizeof head), 206,
+                 "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "7");
+    cr_assert_eq(recv(fd, body, 7, MSG_WAITALL), 7);
+    cr_expect(memcmp(body, "console", 7) == 0);
+
+    /* gzip: a small text file is compressed for a client that takes it; one past
+     * MG_STATIC_GZIP_MAX_BYTES goes out as it is, streamed. */
+    cr_assert_eq(
+        send_and_read_head(fd, "/small.css", "Accept-Encoding: gzip\r\n", head, sizeof head), 200,
+        "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Encoding", v, sizeof v), "gzip");
+    cr_assert(header_value(head, "Content-Length", v, sizeof v));
+    len = strtoul(v, NULL, 10);
+    cr_expect_lt(len, 4096, "compressed");
+    char *zipped = malloc(len);
+    cr_assert_eq(recv(fd, zipped, len, MSG_WAITALL), (ssize_t)len);
+    free(zipped);
+    cr_assert_eq(
+        send_and_read_head(fd, "/large.css", "Accept-Encoding: gzip\r\n", head, sizeof head), 200,
+        "%s", head);
+    cr_expect(!header_value(head, "Content-Encoding", v, sizeof v), "%s", head);
+    cr_expect_str_eq(header_value(head, "Content-Length", v, sizeof v), "1048577");
+    zipped = malloc(1048577);
+    cr_assert_eq(recv(fd, zipped, 1048577, MSG_WAITALL), 1048577);
+    free(zipped);
+    close(fd);
+    mg_test_server_stop(&s, 5000);
+    mg_test_rmdir(dir);
 }
 
 Test(static_files, api_paths_never_fall_through_to_files)
@@ -335,6 +645,13 @@ Test(static_files, real_server_answers_head_and_counts_static_requests)
     cr_assert_eq(mkdir(public, 0755), 0);
     write_file(public, "index.html", "<!doctype html>\n");
     write_file(public, "app.js", "console.log(1);\n");
+    static char text[MG_STATIC_GZIP_MAX_BYTES + 2];
+    memset(text, 'a', sizeof text - 1);
+    text[4096] = '\0';
+    write_file(public, "small.css", text);
+    text[4096] = 'a';
+    text[MG_STATIC_GZIP_MAX_BYTES + 1] = '\0';
+    write_file(public, "large.css", text);
     snprintf(env_public, sizeof env_public, "MESHGATE_PUBLIC_DIR=%s", public);
     const char *env[] = {env_public, "MESHGATE_WORKERS=1", NULL};
     struct mg_test_server s;

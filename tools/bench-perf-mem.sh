@@ -25,7 +25,7 @@ run() {
   local port=$(( 20000 + RANDOM % 20000 )) name=/meshgate-bench-mem-$$
   cat "$db" > /dev/null
   env "$@" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$port MESHGATE_SHM_NAME=$name \
-    MESHGATE_LOG_LEVEL=error "$bin/meshgate" &
+    MESHGATE_LOG_LEVEL=error MESHGATE_MAX_CONNS_PER_CLIENT=0 "$bin/meshgate" &
   local pid=$!
   for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/api/healthz" >/dev/null && break; sleep 0.05; done
   local t0=$(date +%s.%N)

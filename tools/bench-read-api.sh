@@ -16,7 +16,7 @@ conns=("$@")
 bin=${MESHGATE_BIN:-build/meshgate}
 port=$(( 20000 + RANDOM % 20000 ))
 name=/meshgate-bench-$$
-env -u MESHGATE_BIN MESHGATE_DB=$db MESHGATE_LISTEN=127.0.0.1:$port MESHGATE_WORKERS=$workers \
+env -u MESHGATE_BIN MESHGATE_DB=$db MESHGATE_LISTEN=127.0.0.1:$port MESHGATE_WORKERS=$workers MESHGATE_MAX_CONNS_PER_CLIENT=0 \
   MESHGATE_SHM_NAME=$name MESHGATE_LOG_LEVEL=warning "$bin" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT

@@ -363,17 +363,20 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     const struct mg_str *api_key = mg_http_header_get(hr, "X-API-Key");
     const char *key = NULL;
     size_t key_len = 0;
-    if (auth && auth->len > 7 && strncasecmp(auth->ptr, "Bearer ", 7) == 0) {
-        key = auth->ptr + 7;
-        key_len = auth->len - 7;
-        while (key_len && *key == ' ')
+    if (auth && auth->len >= 6 && strncasecmp(auth->ptr, "Bearer", 6) == 0 &&
+        (auth->len == 6 || auth->ptr[6] == ' ' || auth->ptr[6] == '\t')) {
+        /* "Bearer" with no token is a credential that is not valid, not an anonymous
+         * request: key is then empty, and no key matches it. */
+        key = auth->ptr + 6;
+        key_len = auth->len - 6;
+        while (key_len && (*key == ' ' || *key == '\t'))
             key++, key_len--;
     } else if (api_key) {
         key = api_key->ptr;
         key_len = api_key->len;
     }
     if (key) {
-        if (!mg_keys_match(&mg_api_keys, key, key_len)) {
+        if (key_len == 0 || !mg_keys_match(&mg_api_keys, key, key_len)) {
             mg_counter_add(env->seg, MG_CTR_UNAUTHORIZED, 1);
             mg_response_error(res, 401, "the API key is not valid");
             mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
@@ -385,7 +388,12 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
     }
     req->path = b->path;
-    unsigned route = mg_route_match(b->path, req->path_param, sizeof req->path_param);
+    /* An encoded slash is part of a segment, not a separator: decoded, "/api%2Fhealthz"
+     * would read as "/api/healthz", so a path that holds one matches no route (static files
+     * refuse it on their own, with 400). */
+    unsigned route = mg_path_has_encoded_slash(&hr->path)
+                         ? MG_ROUTE_NOT_FOUND
+                         : mg_route_match(b->path, req->path_param, sizeof req->path_param);
     mg_handler_fn handler;
     if (route != MG_ROUTE_NOT_FOUND) {
         handler = mg_routes[route].handler;

@@ -92,6 +92,12 @@ struct mg_response {
     bool no_store;         /* Cache-Control: no-store */
     bool close;            /* close the connection after this response */
     bool parked;           /* no response yet: call the handler again (see mg_park) */
+    /* A body streamed from a file rather than held in `body` (static files): the response
+     * owns file_fd until the worker takes it over to send file_length bytes from
+     * file_offset; -1: none. Reset, an error or free closes it. */
+    int file_fd;
+    uint64_t file_offset;
+    uint64_t file_length;
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
@@ -100,6 +106,15 @@ typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
 void mg_response_init(struct mg_response *res);
 void mg_response_reset(struct mg_response *res);
 void mg_response_free(struct mg_response *res);
+
+/* Makes the body file_length bytes of fd from file_offset, sent by the worker as the client
+ * reads them; the response owns fd from now on. */
+void mg_response_file(struct mg_response *res, int fd, uint64_t file_offset, uint64_t file_length);
+/* Closes the response's file, if any. */
+void mg_response_drop_file(struct mg_response *res);
+
+/* True for a Content-Type that gzip makes smaller (JSON, text, JavaScript, SVG). */
+bool mg_response_compressible(const char *content_type);
 
 /* Adds a header line ("Name: value"); the CRLF is added. */
 void mg_response_header(struct mg_response *res, const char *fmt, ...)

@@ -706,6 +706,8 @@ const char *mg_http_reason(int status)
         return "Content Too Large";
     case 414:
         return "URI Too Long";
+    case 416:
+        return "Range Not Satisfiable";
     case 429:
         return "Too Many Requests";
     case 431:
@@ -721,4 +723,13 @@ const char *mg_http_reason(int status)
     default:
         return "Unknown";
     }
+}
+
+bool mg_path_has_encoded_slash(const struct mg_str *raw)
+{
+    for (size_t i = 0; i + 2 < raw->len; i++)
+        if (raw->ptr[i] == '%' && raw->ptr[i + 1] == '2' &&
+            (raw->ptr[i + 2] == 'f' || raw->ptr[i + 2] == 'F'))
+            return true;
+    return false;
 }

@@ -81,6 +81,9 @@ bool mg_http_has_token(const struct mg_str *value, const char *token);
  */
 long mg_url_decode(const char *src, size_t len, char *dst, size_t cap, bool plus_is_space);
 
+/* True when a path as sent holds "%2F" or "%2f": a slash that is data, not a separator. */
+bool mg_path_has_encoded_slash(const struct mg_str *raw_path);
+
 struct mg_query_param {
     const char *name; /* decoded, NUL-terminated, in the caller's storage */
     const char *value;

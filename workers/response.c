@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 void mg_response_init(struct mg_response *res)
@@ -15,6 +16,24 @@ void mg_response_init(struct mg_response *res)
     mg_buf_init(&res->body);
     mg_buf_init(&res->headers);
     res->status = 200;
+    res->file_fd = -1;
+}
+
+void mg_response_file(struct mg_response *res, int fd, uint64_t file_offset, uint64_t file_length)
+{
+    mg_response_drop_file(res);
+    mg_buf_reset(&res->body);
+    res->file_fd = fd;
+    res->file_offset = file_offset;
+    res->file_length = file_length;
+}
+
+void mg_response_drop_file(struct mg_response *res)
+{
+    if (res->file_fd >= 0)
+        close(res->file_fd);
+    res->file_fd = -1;
+    res->file_offset = res->file_length = 0;
 }
 
 void mg_response_reset(struct mg_response *res)
@@ -26,12 +45,14 @@ void mg_response_reset(struct mg_response *res)
     res->no_store = false;
     res->close = false;
     res->parked = false;
+    mg_response_drop_file(res);
 }
 
 void mg_response_free(struct mg_response *res)
 {
     mg_buf_free(&res->body);
     mg_buf_free(&res->headers);
+    mg_response_drop_file(res);
 }
 
 void mg_response_header(struct mg_response *res, const char *fmt, ...)
@@ -57,6 +78,7 @@ void mg_response_error(struct mg_response *res, int status, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    mg_response_drop_file(res);
     mg_buf_reset(&res->body);
     mg_response_json(res, status);
     struct mg_json j;
@@ -99,7 +121,7 @@ static const char *http_date(void)
     return text;
 }
 
-static bool compressible(const char *type)
+bool mg_response_compressible(const char *type)
 {
     return type && (strncmp(type, "application/json", 16) == 0 || strncmp(type, "text/", 5) == 0 ||
                     strncmp(type, "application/javascript", 22) == 0 ||
@@ -140,11 +162,12 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
         mg_response_error(res, 500, "the server ran out of memory building this response");
         mg_buf_reset(&res->headers);
     }
-    bool may_compress = compressible(res->content_type);
+    bool may_compress = mg_response_compressible(res->content_type);
+    bool from_file = res->file_fd >= 0; /* the worker sends the file after the head */
     struct mg_buf zipped;
     mg_buf_init(&zipped);
     const struct mg_buf *body = &res->body;
-    bool zip = gzip_ok && may_compress && gzip_min_bytes > 0 &&
+    bool zip = !from_file && gzip_ok && may_compress && gzip_min_bytes > 0 &&
                res->body.len >= (size_t)gzip_min_bytes && gzip_body(&res->body, &zipped);
     if (zip)
         body = &zipped;
@@ -153,7 +176,10 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
                   mg_http_reason(res->status), http_date());
     if (res->content_type)
         mg_buf_printf(out, "Content-Type: %s\r\n", res->content_type);
-    mg_buf_printf(out, "Content-Length: %zu\r\n", body->len);
+    if (from_file)
+        mg_buf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)res->file_length);
+    else
+        mg_buf_printf(out, "Content-Length: %zu\r\n", body->len);
     if (zip)
         mg_buf_puts(out, "Content-Encoding: gzip\r\n");
     if (may_compress && gzip_min_bytes > 0)
@@ -163,7 +189,7 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
     mg_buf_append(out, res->headers.data, res->headers.len);
     mg_buf_puts(out, keep_alive && !res->close ? "Connection: keep-alive\r\n\r\n"
                                                : "Connection: close\r\n\r\n");
-    if (!head_only)
+    if (!head_only && !from_file)
         mg_buf_append(out, body->data, body->len);
     mg_buf_free(&zipped);
 }

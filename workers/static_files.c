@@ -129,15 +129,6 @@ static int relative_path(const char *path, char *rel, const char **why)
     return 0;
 }
 
-static bool has_encoded_slash(const struct mg_str *raw)
-{
-    for (size_t i = 0; i + 2 < raw->len; i++)
-        if (raw->ptr[i] == '%' && raw->ptr[i + 1] == '2' &&
-            (raw->ptr[i + 2] == 'f' || raw->ptr[i + 2] == 'F'))
-            return true;
-    return false;
-}
-
 /* The answer to a failed openat2 (errno in err). */
 static void open_failed(struct mg_response *res, int err, const char *rel)
 {
@@ -197,10 +188,124 @@ static bool read_file(int fd, size_t size, struct mg_buf *body)
     return true;
 }
 
+/* A decimal number at *p, advancing it; saturates at UINT64_MAX (a position past any file). */
+static bool range_number(const char **p, const char *end, uint64_t *out)
+{
+    const char *q = *p;
+    uint64_t n = 0;
+    while (q < end && *q >= '0' && *q <= '9') {
+        unsigned d = (unsigned)(*q - '0');
+        n = n > (UINT64_MAX - d) / 10 ? UINT64_MAX : n * 10 + d;
+        q++;
+    }
+    if (q == *p)
+        return false;
+    *p = q;
+    *out = n;
+    return true;
+}
+
+int mg_static_parse_range(const char *value, size_t len, uint64_t size, uint64_t *first,
+                          uint64_t *last)
+{
+    const char *p = value, *end = value + len;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (end - p < 6 || strncasecmp(p, "bytes=", 6) != 0 || memchr(p, ',', (size_t)(end - p)))
+        return MG_RANGE_IGNORED; /* another unit, or several ranges: the whole file */
+    p += 6;
+    uint64_t a = 0, b = 0;
+    if (size == 0)
+        return MG_RANGE_IGNORED; /* no byte of an empty file can be named: 200, empty */
+    if (p < end && *p == '-') {
+        p++;
+        if (!range_number(&p, end, &b) || p != end)
+            return MG_RANGE_IGNORED;
+        if (b == 0)
+            return MG_RANGE_UNSATISFIABLE;
+        *first = b >= size ? 0 : size - b;
+        *last = size - 1;
+        return MG_RANGE_OK;
+    }
+    if (!range_number(&p, end, &a) || p == end || *p != '-')
+        return MG_RANGE_IGNORED;
+    p++;
+    if (p == end) {
+        b = size - 1;
+    } else {
+        if (!range_number(&p, end, &b) || p != end || b < a)
+            return MG_RANGE_IGNORED;
+    }
+    if (a >= size)
+        return MG_RANGE_UNSATISFIABLE;
+    *first = a;
+    *last = b >= size ? size - 1 : b;
+    return MG_RANGE_OK;
+}
+
+/*
+ * Answers with the open regular file fd (size from st), which it takes over. A Range the
+ * server honours is streamed; a small compressible file for a client that takes gzip is read
+ * and compressed whole (bounded by MG_STATIC_GZIP_MAX_BYTES); everything else is streamed as
+ * it is, so no file costs more memory per connection than that bound.
+ */
+static void serve_file(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                       int fd, const struct stat *st, const char *name)
+{
+    uint64_t size = (uint64_t)st->st_size;
+    const char *type = mg_static_content_type(name);
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    const struct mg_str *range = mg_http_header_get(req->http, "Range");
+    /* If-Range names a validator this server never sends: the range is ignored (RFC 9110
+     * 13.1.5), the whole file goes out. */
+    if (range && mg_http_header_get(req->http, "If-Range"))
+        range = NULL;
+    uint64_t first = 0, last = size ? size - 1 : 0;
+    int r = range ? mg_static_parse_range(range->ptr, range->len, size, &first, &last)
+                  : MG_RANGE_IGNORED;
+    if (r == MG_RANGE_UNSATISFIABLE) {
+        close(fd);
+        mg_response_error(res, 416, "the range is outside the file's %llu bytes",
+                          (unsigned long long)size);
+        mg_response_header(res, "Content-Range: bytes */%llu", (unsigned long long)size);
+        return;
+    }
+    int gzip_min = env->cfg->gzip_min_bytes;
+    if (r == MG_RANGE_IGNORED && req->accepts_gzip && mg_response_compressible(type) &&
+        gzip_min > 0 && size >= (uint64_t)gzip_min && size <= MG_STATIC_GZIP_MAX_BYTES) {
+        mg_buf_reset(&res->body);
+        bool ok = read_file(fd, (size_t)size, &res->body);
+        close(fd);
+        if (!ok) {
+            mg_error("static files: reading %s: %s", name, strerror(errno));
+            mg_response_error(res, 500, "the file could not be read; see the server log");
+            return;
+        }
+    } else if (r == MG_RANGE_OK) {
+        mg_response_file(res, fd, first, last - first + 1);
+    } else {
+        mg_response_file(res, fd, 0, size);
+    }
+    res->status = r == MG_RANGE_OK ? 206 : 200;
+    res->content_type = type;
+    res->no_store = false;
+    if (r == MG_RANGE_OK)
+        mg_response_header(res, "Content-Range: bytes %llu-%llu/%llu", (unsigned long long)first,
+                           (unsigned long long)last, (unsigned long long)size);
+    mg_response_header(res, "Accept-Ranges: bytes");
+    if (strcmp(base, INDEX_FILE) == 0)
+        mg_response_header(res, "Cache-Control: no-cache");
+    else
+        mg_response_header(res, "Cache-Control: public, max-age=%d", MG_STATIC_MAX_AGE_S);
+}
+
 void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     const char *why = NULL;
-    if (has_encoded_slash(&req->http->path)) {
+    if (mg_path_has_encoded_slash(&req->http->path)) {
         mg_response_error(res, 400, "an encoded \"/\" (%%2F) is not allowed in a file path");
         return;
     }
@@ -250,26 +355,9 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
     }
     if (!S_ISREG(st.st_mode)) {
         mg_response_error(res, 403, "only regular files are served");
-    } else if (st.st_size > MG_STATIC_MAX_BYTES) {
-        mg_response_error(res, 403, "this file is larger than the %d MiB that are served",
-                          MG_STATIC_MAX_BYTES / (1024 * 1024));
+        close(fd);
     } else {
-        mg_buf_reset(&res->body);
-        if (!read_file(fd, (size_t)st.st_size, &res->body)) {
-            mg_error("static files: reading %s: %s", rel, strerror(errno));
-            mg_response_error(res, 500, "the file could not be read; see the server log");
-        } else {
-            res->status = 200;
-            res->content_type = mg_static_content_type(name);
-            res->no_store = false;
-            const char *base = strrchr(name, '/');
-            base = base ? base + 1 : name;
-            if (strcmp(base, INDEX_FILE) == 0)
-                mg_response_header(res, "Cache-Control: no-cache");
-            else
-                mg_response_header(res, "Cache-Control: public, max-age=%d", MG_STATIC_MAX_AGE_S);
-        }
+        serve_file(env, req, res, fd, &st, name);
     }
-    close(fd);
     free(rel);
 }

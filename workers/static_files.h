@@ -11,12 +11,24 @@
  *   - not served (404): names that begin with "." (.git, .env, ...), missing files, a
  *     directory without index.html;
  *   - refused with 403: symbolic links, wherever they point (inside the directory too),
- *     anything that is not a regular file, files larger than 64 MiB, files the server may
- *     not read.
+ *     anything that is not a regular file, files the server may not read.
  * The last guard is the kernel's, not string checks: each file is opened with openat2()
  * beneath the directory (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
  * O_NOFOLLOW), relative to a descriptor of the directory that each worker opens once.
  * Without openat2 (Linux before 5.6) every file answers 500 with a message saying so.
+ *
+ * Memory: a file is never held whole per connection. The body is streamed by the worker
+ * with sendfile() as the client reads it (workers/worker.c), under the send timeout, so a
+ * connection costs its socket buffers whatever the file's size. The one exception is gzip:
+ * a compressible file (text, JavaScript, JSON, SVG) of at most MG_STATIC_GZIP_MAX_BYTES, for
+ * a client that accepts gzip and asks for no range, is read and compressed in memory as
+ * API bodies are; larger files go out uncompressed.
+ *
+ * Ranges (RFC 9110 14): one range of bytes ("bytes=A-B", "bytes=A-", "bytes=-N") is answered
+ * 206 with Content-Range; a range that starts past the end (or "bytes=-0") is 416 with
+ * "Content-Range: bytes * /SIZE" (without the blank); anything else (several ranges, another unit,
+ * a malformed value, or a Range with If-Range, since no validator is sent) is ignored, and the
+ * whole file is answered 200, as the RFC allows. Every file answer says "Accept-Ranges: bytes".
  *
  * Caching: index.html gets "Cache-Control: no-cache" (a browser revalidates it, so a new
  * front end is seen at once); every other file "public, max-age=3600": an hour, since the
@@ -28,9 +40,23 @@
 #include "handler.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#define MG_STATIC_MAX_BYTES (64 * 1024 * 1024)
 #define MG_STATIC_MAX_AGE_S 3600
+/* The largest file gzip-compressed in memory; larger files are streamed as they are. */
+#define MG_STATIC_GZIP_MAX_BYTES (1024 * 1024)
+
+enum { MG_RANGE_IGNORED = 0, MG_RANGE_OK, MG_RANGE_UNSATISFIABLE };
+
+/*
+ * The Range header value (len bytes) against a file of size bytes: MG_RANGE_OK with the
+ * inclusive byte positions in *first and *last; MG_RANGE_UNSATISFIABLE (416); or
+ * MG_RANGE_IGNORED (serve the whole file): several ranges, another unit, malformed, an
+ * empty file.
+ */
+int mg_static_parse_range(const char *value, size_t len, uint64_t size, uint64_t *first,
+                          uint64_t *last);
 
 /* True when path (decoded) is one for static files: a public directory is set and the path
  * is not under /api/. */

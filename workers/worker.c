@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include "clock.h"
+#include "conn_limit.h"
 #include "db.h"
 #include "dispatch.h"
 #include "handler.h"
@@ -23,12 +24,18 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 /* How often a parked request is asked again (its gate or build may have moved on). */
 #define PARK_POLL_NS (2 * MG_NS_PER_MS)
+/* The most of a file sent to one connection in one turn, so a fast reader of a large file
+ * does not keep the loop from the others; the rest goes on the next turns. */
+#define FILE_CHUNK_BYTES (1024 * 1024)
+/* Connections closed at once for their client's cap, at most, in one call to accept_some. */
+#define CAPPED_PER_ACCEPT 64
 
 enum conn_state {
     CONN_IDLE,    /* kept alive, waiting for the first byte of a request */
@@ -44,6 +51,10 @@ struct conn {
     struct mg_buf in;
     struct mg_buf out;
     size_t out_sent;
+    int file_fd;       /* a static file being sent after out (sendfile); -1: none */
+    off_t file_offset; /* next byte of it to send */
+    off_t file_end;    /* one past the last byte to send */
+    int32_t hold;      /* its hold record in the per-client connection table; -1: not counted */
     int64_t deadline_ns;
     unsigned requests;
     bool close_after_write;
@@ -80,6 +91,8 @@ struct worker {
     int anon_jobs_fd;
     bool yield_when_busy; /* stop accepting while a helper is busy (see the loop) */
     unsigned parked;      /* connections in CONN_PARKED */
+    uint32_t *free_holds; /* this slot's free hold records of the connection table (a stack) */
+    uint32_t free_hold_count;
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -103,6 +116,14 @@ static void conn_close(struct worker *w, struct conn *c)
     close(c->fd);
     c->fd = -1;
     c->closed = true;
+    if (c->file_fd >= 0)
+        close(c->file_fd);
+    c->file_fd = -1;
+    if (c->hold >= 0) {
+        mg_conn_limit_close(&w->env.seg->conns, w->env.pid, w->env.slot, (uint32_t)c->hold);
+        w->free_holds[w->free_hold_count++] = (uint32_t)c->hold;
+        c->hold = -1;
+    }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -148,12 +169,41 @@ static void format_peer(const struct sockaddr_storage *ss, char *out, size_t cap
     snprintf(out, cap, "%s", host);
 }
 
+/*
+ * The per-client connection cap, decided on the peer address before anything is read
+ * (X-Forwarded-For cannot be known yet). Trusted proxies and peers without an IP address
+ * (a local socket) are not counted: every client behind them shares their address. Returns
+ * false when the connection must be closed at once; *hold is its hold record, or -1 when it
+ * is not counted.
+ */
+static bool client_cap_admits(struct worker *w, const uint8_t addr[MG_ADDR_BYTES], bool has_addr,
+                              int32_t *hold)
+{
+    *hold = -1;
+    const struct mg_config *cfg = w->env.cfg;
+    if (cfg->max_conns_per_client == 0 || !has_addr || w->free_hold_count == 0 ||
+        mg_cidr_list_contains(&cfg->trusted_proxies, addr))
+        return true;
+    uint8_t key[MG_ADDR_BYTES];
+    mg_client_key(addr, key);
+    uint32_t index = w->free_holds[w->free_hold_count - 1];
+    enum mg_conn_verdict v =
+        mg_conn_limit_open(&w->env.seg->conns, w->env.pid, w->env.slot, index, key);
+    if (v == MG_CONN_OVER_CAP)
+        return false;
+    if (v == MG_CONN_COUNTED) {
+        w->free_hold_count--;
+        *hold = (int32_t)index;
+    }
+    return true;
+}
+
 /* Accepts up to max connections; returns how many. */
 static int accept_some(struct worker *w, int64_t now, int max)
 {
-    int accepted = 0;
-    for (; accepted < max && w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker;
-         accepted++) {
+    int accepted = 0, capped = 0;
+    while (accepted < max && capped < CAPPED_PER_ACCEPT &&
+           w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         int fd = accept4(w->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -172,14 +222,31 @@ static int accept_some(struct worker *w, int64_t now, int max)
             }
             return accepted;
         }
+        uint8_t addr[MG_ADDR_BYTES];
+        bool has_addr = mg_addr_from_sockaddr((const struct sockaddr *)&ss, addr);
+        int32_t hold;
+        if (!client_cap_admits(w, addr, has_addr, &hold)) {
+            /* Closed before a byte is read: the client's other connections go on. */
+            close(fd);
+            mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_OVER_CLIENT_CAP, 1);
+            capped++;
+            continue;
+        }
+        accepted++;
         struct conn *c = calloc(1, sizeof *c);
         if (!c) {
             close(fd);
+            if (hold >= 0) {
+                mg_conn_limit_close(&w->env.seg->conns, w->env.pid, w->env.slot, (uint32_t)hold);
+                w->free_holds[w->free_hold_count++] = (uint32_t)hold;
+            }
             return accepted;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
+        c->file_fd = -1;
+        c->hold = hold;
         c->state = CONN_IDLE;
         /* A new connection has the header deadline for its first request: a client that
          * connects and says nothing is cut like one that stops half-way. */
@@ -187,14 +254,9 @@ static int accept_some(struct worker *w, int64_t now, int max)
         mg_buf_init(&c->in);
         mg_buf_init(&c->out);
         format_peer(&ss, c->peer, sizeof c->peer);
-        mg_addr_from_sockaddr((const struct sockaddr *)&ss, c->peer_addr);
+        memcpy(c->peer_addr, addr, sizeof c->peer_addr);
         c->epoll_events = EPOLLIN | EPOLLRDHUP;
-        struct epoll_event ev = {.events = c->epoll_events, .data.ptr = c};
-        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            close(fd);
-            free(c);
-            continue;
-        }
+        /* Linked before epoll so that conn_close can give everything back on any failure. */
         c->next = w->conns;
         if (w->conns)
             w->conns->prev = c;
@@ -202,6 +264,9 @@ static int accept_some(struct worker *w, int64_t now, int max)
         w->conn_count++;
         mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_ACCEPTED, 1);
         mg_slot_set_connections(w->slot, w->conn_count);
+        struct epoll_event ev = {.events = c->epoll_events, .data.ptr = c};
+        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
+            conn_close(w, c);
     }
     if (w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker)
         listen_stop(w);
@@ -228,6 +293,36 @@ static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
         }
         conn_close(w, c); /* the client is gone */
         return false;
+    }
+    /* Then the file, straight from the page cache: no copy of it is ever held here. */
+    size_t sent_this_turn = 0;
+    while (c->file_fd >= 0 && c->file_offset < c->file_end) {
+        if (sent_this_turn >= FILE_CHUNK_BYTES) {
+            set_interest(w, c, EPOLLOUT); /* still writable: the next turn goes on */
+            return true;
+        }
+        off_t left = c->file_end - c->file_offset;
+        size_t chunk = left < FILE_CHUNK_BYTES ? (size_t)left : FILE_CHUNK_BYTES;
+        ssize_t n = sendfile(c->fd, c->file_fd, &c->file_offset, chunk);
+        if (n > 0) {
+            sent_this_turn += (size_t)n;
+            mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, (uint64_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            set_interest(w, c, EPOLLOUT);
+            return true;
+        }
+        /* The client is gone, or the file shrank under us (n == 0): the promised length
+         * cannot be sent, and only closing tells the client so. */
+        conn_close(w, c);
+        return false;
+    }
+    if (c->file_fd >= 0) {
+        close(c->file_fd);
+        c->file_fd = -1;
     }
     mg_buf_reset(&c->out);
     c->out_sent = 0;
@@ -294,6 +389,16 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     mg_buf_reset(&c->out);
     c->out_sent = 0;
     mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok, w->env.cfg->gzip_min_bytes);
+    size_t bytes = c->out.len;
+    if (res->file_fd >= 0 && !head_only) {
+        /* The connection takes the file over; it is sent after the head. */
+        c->file_fd = res->file_fd;
+        c->file_offset = (off_t)res->file_offset;
+        c->file_end = (off_t)(res->file_offset + res->file_length);
+        bytes += res->file_length;
+        res->file_fd = -1;
+    }
+    mg_response_drop_file(res);
     c->requests++;
     c->close_after_write = !keep_alive;
 
@@ -301,7 +406,7 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     int64_t duration_us = (end_ns - start_ns) / 1000;
     struct mg_segment *seg = w->env.seg;
     mg_counter_add(seg, MG_CTR_REQUESTS, 1);
-    int cls = res->status / 100;
+    int cls = mg_status_class(res->status);
     if (cls >= 2 && cls <= 5)
         mg_counter_add(seg, (enum mg_counter)(MG_CTR_RESPONSES_2XX + (cls - 2)), 1);
     mg_route_record(seg, route, res->status, duration_us);
@@ -309,7 +414,7 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     atomic_fetch_add_explicit(&w->slot->requests, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
     if (w->env.cfg->access_log)
-        access_log(w, c, hr, res->status, c->out.len, duration_us);
+        access_log(w, c, hr, res->status, bytes, duration_us);
 
     c->state = CONN_WRITING;
     c->deadline_ns = end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
@@ -584,6 +689,16 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.jobs_fd, &jev);
     struct epoll_event aev = {.events = EPOLLIN, .data.ptr = &w.anon_jobs_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.anon_jobs_fd, &aev);
+    /* This slot's hold records of the connection table, all free: the master cleared them
+     * when it reaped the slot's last worker. */
+    uint32_t holds = seg->conns.table->holds_per_slot;
+    w.free_holds = calloc(holds ? holds : 1, sizeof *w.free_holds);
+    if (!w.free_holds) {
+        mg_error("cannot set up the connection table: out of memory");
+        return 1;
+    }
+    for (uint32_t i = 0; i < holds; i++)
+        w.free_holds[w.free_hold_count++] = holds - 1 - i;
     mg_response_init(&w.res);
     listen_start(&w);
     mg_slot_set_state(w.slot, MG_SLOT_IDLE);
@@ -723,6 +838,7 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
         free(dead);
     }
     mg_response_free(&w.res);
+    free(w.free_holds);
     mg_db_close(&w.db);
     mg_dispatch_buffers_free(&w.bufs);
     mg_slot_set_state(w.slot, MG_SLOT_DRAINING);

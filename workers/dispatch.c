@@ -326,6 +326,24 @@ static bool offload(struct mg_env *env, struct mg_request *req, const struct mg_
     return true;
 }
 
+/*
+ * How long a statement on the worker's loop waits for a writer's lock. A light request waits
+ * at most MG_LIGHT_BUSY_TIMEOUT_MS and then answers 503 with Retry-After, so a writer holding
+ * an exclusive lock (a rollback-journal database, locking_mode=EXCLUSIVE, a TRUNCATE
+ * checkpoint) holds no loop for the whole MESHGATE_DB_BUSY_TIMEOUT_MS; heavy work (on the
+ * helper threads, whose connections keep it, or signed-in on the loop) waits that long.
+ */
+static void set_busy_wait(struct mg_env *env, bool light)
+{
+    int ms = env->cfg->db_busy_timeout_ms;
+    if (light && ms > MG_LIGHT_BUSY_TIMEOUT_MS)
+        ms = MG_LIGHT_BUSY_TIMEOUT_MS;
+    if (env->db && env->db->conn && env->db->busy_timeout_ms != ms) {
+        sqlite3_busy_timeout(env->db->conn, ms);
+        env->db->busy_timeout_ms = ms;
+    }
+}
+
 unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
                      struct mg_response *res)
 {
@@ -404,6 +422,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
                               req->start_monotonic_ns);
     struct mg_admission *a = &req->park->admission;
     if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
+        set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
         if (!anonymous_heavy || !env->anon_jobs) {
             handler(env, req, res);
@@ -422,4 +441,9 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     if (slot)
         mg_slot_end_request(slot);
     return route;
+}
+
+bool mg_dispatch_was_light(const struct mg_park *park)
+{
+    return park->admission.step == ADMIT_LIGHT;
 }

@@ -434,6 +434,11 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             offload(env, req, b, handler, res);
         }
     }
+    if (res->readmit) {
+        res->readmit = false;
+        if (res->parked && a->step == ADMIT_LIGHT)
+            a->step = ADMIT_NEW;
+    }
     if (a->step == ADMIT_HELD && !res->parked) {
         mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
         a->step = ADMIT_DONE;

@@ -92,6 +92,9 @@ struct mg_response {
     bool no_store;         /* Cache-Control: no-store */
     bool close;            /* close the connection after this response */
     bool parked;           /* no response yet: call the handler again (see mg_park) */
+    /* With parked: the request was admitted as light and has become heavy (a reach report
+     * it followed must now be built here); dispatch admits it again on its next turn. */
+    bool readmit;
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,

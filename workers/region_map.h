@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MG_REGION_MAP_INTERVAL_NS (60 * 1000000000LL)
+#define MG_REGION_MAP_INTERVAL_NS (300 * 1000000000LL)
 
 /* Whether this process has a map of conn's database file younger than the interval at now
  * (CLOCK_MONOTONIC). A map is of one file: a process that opens another (tests) builds

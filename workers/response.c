@@ -26,6 +26,7 @@ void mg_response_reset(struct mg_response *res)
     res->no_store = false;
     res->close = false;
     res->parked = false;
+    res->readmit = false;
 }
 
 void mg_response_free(struct mg_response *res)

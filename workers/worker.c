@@ -585,9 +585,11 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.jobs_fd, &jev);
     struct epoll_event aev = {.events = EPOLLIN, .data.ptr = &w.anon_jobs_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.anon_jobs_fd, &aev);
-    /* The row counts exist before the first request reads them (db_counts.h). */
+    /* The row counts exist before the first request reads them (db_counts.h); a worker that
+     * replaces another finds them and leaves their refresh to its helper. */
     struct mg_db_counts counts;
-    mg_db_counts_get(&w.env, &counts);
+    if (!mg_db_counts_peek(&w.env, &counts))
+        mg_db_counts_get(&w.env, &counts);
     mg_response_init(&w.res);
     listen_start(&w);
     mg_slot_set_state(w.slot, MG_SLOT_IDLE);

@@ -5,7 +5,7 @@
  * every row of a large table takes time (29 ms at 2M observations: count(*) walks every page
  * of an index), which is why no request does it: a worker computes them when it starts
  * (before it serves), and a request that finds them stale asks the worker's helper thread to
- * refresh them (mg_db_counts_refresh) and answers with what it has, at most an interval and
+ * refresh them (mg_db_counts_current) and answers with what it has, at most an interval and
  * a refresh old.
  */
 #ifndef MESHGATE_DB_COUNTS_H
@@ -33,9 +33,10 @@ bool mg_db_counts_get(struct mg_env *env, struct mg_db_counts *out);
 /* The group's counts whatever their age, never computed here; false when there are none. */
 bool mg_db_counts_peek(struct mg_env *env, struct mg_db_counts *out);
 
-/* When the counts are stale and nobody refreshes them, has the worker's helper thread
- * refresh them (once at a time per process); returns at once. Without a helper (in-process
- * tests) they are computed here. */
-void mg_db_counts_refresh(struct mg_env *env);
+/* What requests read: the group's last counts (false when there are none). When they are
+ * stale and nobody refreshes them, the worker's helper thread is asked to (once at a time per
+ * process) and this returns at once; without a helper (in-process tests) they are computed
+ * here. */
+bool mg_db_counts_current(struct mg_env *env, struct mg_db_counts *out);
 
 #endif

@@ -63,8 +63,7 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
         return;
     }
     struct mg_db_counts counts;
-    mg_db_counts_refresh(env);
-    bool have_counts = mg_db_counts_peek(env, &counts);
+    bool have_counts = mg_db_counts_current(env, &counts);
 
     mg_response_json(res, 200);
     struct mg_json j;

@@ -144,7 +144,7 @@ bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key)
     int i = find(v, key);
     int builder = i >= 0 && v->entry[i].state == MG_CACHE_BUILDING ? v->entry[i].builder_pid : 0;
     mg_lock_release(&v->cache->lock, pid);
-    return builder != 0 && builder != pid && mg_process_alive(builder, 0);
+    return builder != 0 && mg_process_alive(builder, 0);
 }
 
 enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,

@@ -537,8 +537,11 @@ Test(reach_gate, identical_anonymous_requests_on_four_workers_share_one_build_wi
     for (int i = 0; i < SAME; i++)
         free(calls[i].body);
     cr_expect_eq(atomic_load(&seg.cold->acquired), 1, "one build for one key");
-    cr_expect_eq(atomic_load(&seg.cache.cache->coalesced), SAME - 1);
-    cr_expect_eq(atomic_load(&seg.anon->acquired), 1, "only the builder is anonymous heavy work");
+    cr_expect_eq(atomic_load(&seg.cache.cache->coalesced), SAME - 1, "coalesced %llu",
+                 (unsigned long long)atomic_load(&seg.cache.cache->coalesced));
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 1,
+                 "only the builder is anonymous heavy work: %llu permits",
+                 (unsigned long long)atomic_load(&seg.anon->acquired));
     mg_segment_detach(&seg);
     mg_test_server_stop(&s, 5000);
 }

@@ -62,6 +62,15 @@ static int oldest_waiter(const struct mg_fifo_gate *g)
     return best;
 }
 
+/* Under lock: places held by followers (they wait for a result, not for a permit). */
+static uint32_t followers(const struct mg_fifo_gate *g)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
+        n += g->waiter[i].pid != 0 && g->waiter[i].follower;
+    return n;
+}
+
 static void leave_line(struct mg_fifo_gate *g, int index)
 {
     memset(&g->waiter[index], 0, sizeof g->waiter[index]);
@@ -85,7 +94,7 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
     }
     /* Checking the bound and joining the line are one step under the lock. */
     int at = -1;
-    if (g->waiting < g->queue_max && g->wait_ns > 0)
+    if (g->waiting - followers(g) < g->queue_max && g->wait_ns > 0)
         for (int i = 0; i < MG_FIFO_WAITERS_MAX && at < 0; i++)
             if (g->waiter[i].pid == 0)
                 at = i;
@@ -200,7 +209,7 @@ int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const ch
 {
     int place = -1;
     mg_lock_acquire(&g->lock, pid);
-    if (g->waiting < g->queue_max)
+    if (followers(g) < MG_FIFO_WAITERS_MAX - g->queue_max)
         for (int i = 0; i < MG_FIFO_WAITERS_MAX && place < 0; i++)
             if (g->waiter[i].pid == 0)
                 place = i;

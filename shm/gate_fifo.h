@@ -105,9 +105,12 @@ bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token);
 
 /*
  * A place in line for a request that waits for another request's result (an identical key
- * being built) rather than for a permit. It counts against queue_max like any waiter, so
- * the line bounds every worker the gate can hold. Returns the place (>= 0), or -1 when the
- * line is full (counted as refused_full).
+ * being built) rather than for a permit. A follower is no cold work and holds no worker (it
+ * is parked), so it does not take one of the queue_max places of requests that wait for a
+ * permit: followers have the records those leave, MG_FIFO_WAITERS_MAX - queue_max of them
+ * (so with the default line on 4 workers, where queue_max is 0, identical requests still
+ * share one build). Returns the place (>= 0), or -1 when those are all taken (counted as
+ * refused_full).
  */
 int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key);
 /* Leaves a place taken by mg_fifo_gate_follow. */

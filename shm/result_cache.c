@@ -138,6 +138,15 @@ bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int
     return warm;
 }
 
+bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key)
+{
+    mg_lock_acquire(&v->cache->lock, pid);
+    int i = find(v, key);
+    int builder = i >= 0 && v->entry[i].state == MG_CACHE_BUILDING ? v->entry[i].builder_pid : 0;
+    mg_lock_release(&v->cache->lock, pid);
+    return builder != 0 && mg_process_alive(builder, 0);
+}
+
 enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,
                                              const char *key, int64_t now, struct mg_buf *out,
                                              uint64_t *build_id)

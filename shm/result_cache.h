@@ -91,6 +91,9 @@ enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, u
 /* True when key has a stored body that has not expired at now; copies nothing, counts
  * nothing (what admission asks to tell a warm answer from a cold build). */
 bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int64_t now);
+/* True when a live build of key is under way (a request for it would follow that build, not
+ * build): what admission asks so that followers are not counted as cold work. */
+bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key);
 /* The same, for a request that already counted (asking again while it follows a build):
  * it changes no counter but takeovers. */
 enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,

@@ -98,6 +98,8 @@ int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
     for (;;) {
         park.turns++;
         mg_dispatch(&t->env, &req, &t->bufs, &t->res);
+        if (park.turns == 1)
+            t->light = mg_dispatch_was_light(&park);
         if (!t->res.parked)
             break;
         mg_response_reset(&t->res);

@@ -20,6 +20,7 @@ struct mg_test_ctx {
     struct mg_dispatch_buffers bufs;
     struct mg_response res;
     char shm_name[64];
+    bool light; /* the last request was admitted as light (router.h) */
 };
 
 /* Opens db_path read-only with a fresh segment (one slot); false on failure. */

@@ -148,8 +148,12 @@ Test(gate_fifo, a_full_line_refuses_at_once_and_does_not_grow)
                  MG_FIFO_REFUSED_FULL);
     cr_expect_lt(mg_monotonic_ns() - t0, 50 * MG_NS_PER_MS, "a refusal must not wait");
     cr_expect_eq(g->waiting, 2, "the line grew past its bound");
-    cr_expect_eq(mg_fifo_gate_follow(g, getpid(), 3, "same"), -1,
-                 "a follower needs a place in line too");
+    /* A follower waits for a result, not a permit: it takes none of the line's places. */
+    int place = mg_fifo_gate_follow(g, getpid(), 3, "same");
+    cr_expect_geq(place, 0, "a follower was refused by a line of permit waiters");
+    cr_expect_eq(mg_fifo_gate_join(g, getpid(), 3, "late", &token, &(int){0}, &(uint64_t){0}),
+                 MG_FIFO_REFUSED_FULL, "a follower made room for a third waiter");
+    mg_fifo_gate_unfollow(g, getpid(), place);
     cr_expect_eq(atomic_load(&g->refused_full), 2);
     mg_fifo_gate_release(g, getpid(), held);
     for (int k = 0; k < 2; k++) {

@@ -7,6 +7,7 @@
 #include "harness.h"
 #include "inproc.h"
 
+#include "region_map.h"
 #include "router.h"
 
 #include <criterion/criterion.h>
@@ -189,13 +190,14 @@ Test(nodes, empty_table_answers_an_empty_list_not_null)
     close_fixture(&f);
 }
 
-Test(nodes, route_is_registered_as_a_light_endpoint)
+Test(nodes, route_is_registered_as_heavy_only_when_it_builds_the_region_map)
 {
     bool found = false;
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         if (strcmp(mg_routes[i].template, "/api/nodes") == 0) {
             found = true;
-            cr_expect_eq(mg_routes[i].cost, MG_COST_LIGHT);
+            cr_expect_eq(mg_routes[i].cost, MG_COST_HEAVY);
+            cr_expect(mg_routes[i].heavy_when == mg_nodes_is_heavy);
             cr_expect(mg_routes[i].handler == mg_handle_nodes);
         }
     }
@@ -723,30 +725,46 @@ Test(nodes, default_statements_read_only_the_nodes_table)
     close_fixture(&f);
 }
 
-Test(nodes, region_statements_search_transmissions_and_observations_by_index)
+Test(nodes, region_statements_read_only_nodes_and_the_map_build_searches_by_index)
 {
     struct fixture f;
     open_fixture(&f, NULL);
     struct mg_nodes_query q;
     mg_nodes_query_init(&q);
     mg_buf_puts(&q.regions, ",SJC,");
-    const enum mg_nodes_statement statements[] = {MG_NODES_SQL_PAGE, MG_NODES_SQL_TOTAL};
-    for (size_t i = 0; i < 2; i++) {
-        const char *plan = plan_of(&f, &q, statements[i]);
-        cr_expect_not(strstr(plan, "SCAN observations"), "%s", plan);
-        cr_expect_not(strstr(plan, "SCAN transmissions"), "%s", plan);
-        cr_expect_not(strstr(plan, "SCAN t\n"), "%s", plan);
-        cr_expect_not(strstr(plan, "SCAN o\n"), "%s", plan);
-        cr_expect_not(strstr(plan, "USING INDEX idx_observations_observer_idx"),
-                      "observations must be probed by transmission, not walked by observer:\n%s",
-                      plan);
-        cr_expect(strstr(plan, "SEARCH t USING INDEX idx_transmissions_payload_type"), "%s", plan);
-        cr_expect(strstr(plan, "SEARCH o USING INDEX idx_observations_transmission_id"), "%s",
-                  plan);
-    }
-    /* The role counts ignore the filters. */
+    /* The region comes from the region map: a request reads nodes only. */
+    expect_only_nodes(&f, &q, MG_NODES_SQL_PAGE, "the page with a region");
+    expect_only_nodes(&f, &q, MG_NODES_SQL_TOTAL, "the total with a region");
     expect_only_nodes(&f, &q, MG_NODES_SQL_COUNTS, "the role counts with a region");
     mg_nodes_query_free(&q);
+    /* The map's one pass: ADVERTs by their index, each one's observations by theirs. */
+    char sql[1024];
+    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", mg_region_map_adverts_sql);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(f.t.db.conn, sql, -1, &st, NULL), SQLITE_OK);
+    char plan[2048] = "";
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        strncat(plan, (const char *)sqlite3_column_text(st, 3), sizeof plan - strlen(plan) - 2);
+        strcat(plan, "\n");
+    }
+    sqlite3_finalize(st);
+    cr_expect(strstr(plan, "SEARCH t USING INDEX idx_transmissions_payload_type"), "%s", plan);
+    cr_expect(strstr(plan, "SEARCH o USING INDEX idx_observations_transmission_id"), "%s", plan);
+    cr_expect_not(strstr(plan, "SCAN o\n"), "%s", plan);
+    close_fixture(&f);
+}
+
+Test(nodes, a_region_request_is_heavy_only_while_the_region_map_is_stale)
+{
+    struct fixture f;
+    open_fixture(&f, region_data);
+    mg_region_map_forget();
+    cr_expect_str_eq(keys_of(&f, "/api/nodes?region=SJC"), "n1,n3");
+    cr_expect_not(f.t.light, "the request that builds the map must be heavy");
+    cr_expect_str_eq(keys_of(&f, "/api/nodes?region=OAK"), "n1,n2");
+    cr_expect(f.t.light, "a fresh map answers a region as a light request");
+    cr_expect_str_eq(keys_of(&f, "/api/nodes?region=ALL"), "n1,n2,n3,n4,n5");
+    cr_expect(f.t.light, "ALL is no region");
     close_fixture(&f);
 }
 

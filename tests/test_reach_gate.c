@@ -470,10 +470,10 @@ Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections,
     cr_assert(mg_test_server_start(&s, db_path, env));
     struct mg_segment seg;
     attach(&s, &seg);
-    /* A light answer that needs no database read for 10 s (healthz's counts are shared). */
+    /* A light answer that reads no database (healthz does: under the lock it says 503). */
     struct mg_test_response r;
     int keep = mg_test_connect(s.port);
-    const char *health = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *health = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
     cr_assert(mg_test_send(keep, health, strlen(health)) &&
               mg_test_read_response(keep, &r, false, 5000));
     mg_test_response_free(&r);
@@ -499,5 +499,97 @@ Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections,
     free(cold.body);
     close(keep);
     mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+/* Issue 13: with the default anonymous line on 4 workers (2 permits, no place in the cold
+ * line), identical anonymous requests follow the one build instead of being refused. */
+Test(reach_gate, identical_anonymous_requests_on_four_workers_share_one_build_with_the_default_line,
+     .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=4", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    cr_assert_eq(seg.cold->queue_max, 0, "the default line on 4 workers has no cold place");
+    sqlite3 *w = lock_db();
+    enum { SAME = 4 };
+    struct call calls[SAME];
+    pthread_t t[SAME];
+    calls[0] = (struct call){.port = s.port, .key = 5};
+    pthread_create(&t[0], NULL, call, &calls[0]);
+    cr_assert(wait_until(&seg.cold->in_flight, 1, 5000), "the first request does not build");
+    for (int i = 1; i < SAME; i++) {
+        calls[i] = (struct call){.port = s.port, .key = 5};
+        pthread_create(&t[i], NULL, call, &calls[i]);
+    }
+    cr_expect(wait_until(&seg.cold->waiting, SAME - 1, 5000), "followers %u", seg.cold->waiting);
+    unlock_db(w);
+    for (int i = 0; i < SAME; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < SAME; i++) {
+        cr_expect_eq(calls[i].status, 200, "request %d: %d %s", i, calls[i].status,
+                     calls[i].body ? calls[i].body : "");
+        if (calls[i].body && calls[0].body)
+            cr_expect_str_eq(calls[i].body, calls[0].body);
+    }
+    for (int i = 0; i < SAME; i++)
+        free(calls[i].body);
+    cr_expect_eq(atomic_load(&seg.cold->acquired), 1, "one build for one key");
+    cr_expect_eq(atomic_load(&seg.cache.cache->coalesced), SAME - 1, "coalesced %llu",
+                 (unsigned long long)atomic_load(&seg.cache.cache->coalesced));
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 1,
+                 "only the builder is anonymous heavy work: %llu permits",
+                 (unsigned long long)atomic_load(&seg.anon->acquired));
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 5000);
+}
+
+static int64_t ms_since(const struct timespec *a)
+{
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (int64_t)(b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* Issue 13: under a writer's exclusive lock (a rollback-journal database in BEGIN EXCLUSIVE,
+ * held by this process) healthz says 503 at once, not 200 from cached counts nor after the
+ * whole busy timeout, and light requests answer 503 with Retry-After instead of holding
+ * their worker's loop for it. */
+Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answer_503_quickly,
+     .init = make_db, .fini = remove_db)
+{
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    free(r.body);
+    sqlite3 *w = lock_db();
+    const char *const light[] = {"/api/healthz", "/api/nodes", "/api/nodes?search=a", NULL};
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; light[i]; i++) {
+            struct timespec t0;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            cr_assert(mg_test_get(s.port, light[i], NULL, &r));
+            int64_t ms = ms_since(&t0);
+            char retry[16] = "";
+            mg_test_header(&r, "Retry-After", retry, sizeof retry);
+            cr_expect_eq(r.status, 503, "%s under the lock: %d %s", light[i], r.status, r.body);
+            cr_expect_str_eq(retry, "1", "%s: Retry-After", light[i]);
+            /* The busy timeout is 20 s; the light wait is 100 ms. */
+            cr_expect_lt(ms, 5000, "%s took %lld ms under the lock", light[i], (long long)ms);
+            if (i == 0)
+                cr_expect(strstr(r.body, "\"ready\":false"), "%s", r.body);
+            free(r.body);
+        }
+    }
+    unlock_db(w);
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+    cr_expect_eq(r.status, 200, "after the lock: %s", r.body);
+    cr_expect(strstr(r.body, "\"ready\":true"), "%s", r.body);
+    free(r.body);
     mg_test_server_stop(&s, 5000);
 }

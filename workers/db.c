@@ -1,6 +1,7 @@
 #include "db.h"
 
 #include "log.h"
+#include "region_map.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -74,7 +75,7 @@ static int authorize(void *arg, int action, const char *a, const char *b, const 
                   strcmp(a, "freelist_count") == 0 || strcmp(a, "query_only") == 0 ||
                   strcmp(a, "busy_timeout") == 0 || strcmp(a, "journal_mode") == 0 ||
                   strcmp(a, "cache_size") == 0 || strcmp(a, "mmap_size") == 0 ||
-                  strcmp(a, "temp_store") == 0))
+                  strcmp(a, "temp_store") == 0 || strcmp(a, "schema_version") == 0))
             return SQLITE_OK;
         return SQLITE_DENY;
     default:
@@ -187,6 +188,49 @@ static int check_wal_files(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* Each statement's counters are moved into the connection's sum when it ends (profile
+ * events come at its last step, its reset and its finalize), and reset, so a statement
+ * kept prepared and run again is counted once per run. */
+static int count_steps(unsigned type, void *arg, void *p, void *x)
+{
+    (void)x;
+    struct mg_db *db = arg;
+    if (type == SQLITE_TRACE_PROFILE) {
+        db->vm_steps += sqlite3_stmt_status(p, SQLITE_STMTSTATUS_VM_STEP, 1);
+        db->fullscan_steps += sqlite3_stmt_status(p, SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
+    }
+    return 0;
+}
+
+int64_t mg_db_vm_steps(struct mg_db *db)
+{
+    int64_t running = 0;
+    for (sqlite3_stmt *st = sqlite3_next_stmt(db->conn, NULL); st;
+         st = sqlite3_next_stmt(db->conn, st))
+        running += sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
+    return db->vm_steps + running;
+}
+
+int64_t mg_db_pages_fetched(struct mg_db *db)
+{
+    int hit = 0, miss = 0, high = 0;
+    sqlite3_db_status(db->conn, SQLITE_DBSTATUS_CACHE_HIT, &hit, &high, 0);
+    sqlite3_db_status(db->conn, SQLITE_DBSTATUS_CACHE_MISS, &miss, &high, 0);
+    return (int64_t)hit + miss;
+}
+
+static int authorize(void *arg, int action, const char *a, const char *b, const char *c,
+                     const char *d);
+
+void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
+{
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA mmap_size=%lld", (long long)bytes);
+    sqlite3_set_authorizer(db->conn, NULL, NULL);
+    sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
+    sqlite3_set_authorizer(db->conn, authorize, NULL);
+}
+
 int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
@@ -218,6 +262,7 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
         return MG_EXIT_DB_MISSING;
     }
     sqlite3_busy_timeout(db->conn, busy_timeout_ms);
+    db->busy_timeout_ms = busy_timeout_ms;
     sqlite3_exec(db->conn, "PRAGMA query_only=ON", NULL, NULL, NULL);
     /* Reads through a memory map avoid a copy per page; the page cache is per worker. */
     sqlite3_exec(db->conn, "PRAGMA mmap_size=2147418112", NULL, NULL, NULL);
@@ -264,6 +309,8 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
 
     /* From here on nothing but reading is allowed, whatever a statement says. */
     sqlite3_set_authorizer(db->conn, authorize, NULL);
+    sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
+    mg_region_map_register(db->conn);
     return 0;
 }
 

@@ -54,7 +54,16 @@ extern const size_t mg_db_optionals_count;
 struct mg_db {
     sqlite3 *conn;
     struct mg_db_schema schema;
+    /* Virtual-machine steps (SQLITE_STMTSTATUS_VM_STEP) of every statement this connection
+     * has run to its end, reset or finalized: a measure of the rows a request walks that does
+     * not depend on the machine (tests/test_cost.c bounds it for light routes). */
+    int64_t vm_steps;
+    int64_t fullscan_steps; /* SQLITE_STMTSTATUS_FULLSCAN_STEP of the same */
+    int busy_timeout_ms;    /* as last set */
 };
+
+/* The longest a light request waits for a writer's lock before it answers 503 (dispatch.c). */
+#define MG_LIGHT_BUSY_TIMEOUT_MS 100
 
 /*
  * Opens path read-only and checks that it is a CoreScope database. Returns 0; or
@@ -65,6 +74,17 @@ void mg_db_close(struct mg_db *db);
 
 /* Opens, checks and closes: what the master does before forking. Same results. */
 int mg_db_check(const char *path, char *err, size_t errlen);
+
+/* Steps so far (see struct mg_db), including statements still running. */
+int64_t mg_db_vm_steps(struct mg_db *db);
+
+/* Pages the connection has fetched so far (page cache hits and misses). Pages read through
+ * the memory map are not counted, so a measurement first turns it off (mg_db_set_mmap): a
+ * count(*) walks a b-tree's pages in one virtual-machine step, and this is what sees it. */
+int64_t mg_db_pages_fetched(struct mg_db *db);
+
+/* Sets PRAGMA mmap_size (tests and measurements: 0 makes every page fetch counted). */
+void mg_db_set_mmap(struct mg_db *db, int64_t bytes);
 
 /* Prepares sql (a programming error is logged and reported as NULL). */
 sqlite3_stmt *mg_db_prepare(struct mg_db *db, const char *sql);

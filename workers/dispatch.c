@@ -326,6 +326,24 @@ static bool offload(struct mg_env *env, struct mg_request *req, const struct mg_
     return true;
 }
 
+/*
+ * How long a statement on the worker's loop waits for a writer's lock. A light request waits
+ * at most MG_LIGHT_BUSY_TIMEOUT_MS and then answers 503 with Retry-After, so a writer holding
+ * an exclusive lock (a rollback-journal database, locking_mode=EXCLUSIVE, a TRUNCATE
+ * checkpoint) holds no loop for the whole MESHGATE_DB_BUSY_TIMEOUT_MS; heavy work (on the
+ * helper threads, whose connections keep it, or signed-in on the loop) waits that long.
+ */
+static void set_busy_wait(struct mg_env *env, bool light)
+{
+    int ms = env->cfg->db_busy_timeout_ms;
+    if (light && ms > MG_LIGHT_BUSY_TIMEOUT_MS)
+        ms = MG_LIGHT_BUSY_TIMEOUT_MS;
+    if (env->db && env->db->conn && env->db->busy_timeout_ms != ms) {
+        sqlite3_busy_timeout(env->db->conn, ms);
+        env->db->busy_timeout_ms = ms;
+    }
+}
+
 unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
                      struct mg_response *res)
 {
@@ -412,6 +430,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
                               req->start_monotonic_ns);
     struct mg_admission *a = &req->park->admission;
     if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
+        set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
         if (!anonymous_heavy || !env->anon_jobs) {
             handler(env, req, res);
@@ -423,6 +442,11 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             offload(env, req, b, handler, res);
         }
     }
+    if (res->readmit) {
+        res->readmit = false;
+        if (res->parked && a->step == ADMIT_LIGHT)
+            a->step = ADMIT_NEW;
+    }
     if (a->step == ADMIT_HELD && !res->parked) {
         mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
         a->step = ADMIT_DONE;
@@ -430,4 +454,9 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     if (slot)
         mg_slot_end_request(slot);
     return route;
+}
+
+bool mg_dispatch_was_light(const struct mg_park *park)
+{
+    return park->admission.step == ADMIT_LIGHT;
 }

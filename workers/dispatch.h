@@ -35,4 +35,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
 bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
                        const uint8_t peer[16], uint8_t addr[16]);
 
+/* Whether the request of this park was admitted as light (tests of the cost classes). */
+bool mg_dispatch_was_light(const struct mg_park *park);
+
 #endif

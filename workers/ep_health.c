@@ -2,6 +2,12 @@
  * GET /api/healthz: 200 when the server can answer, with CoreScope's fields (the front end
  * polls from_pubkey_backfill) and meshgate's own summary; 503 with Retry-After while it
  * cannot (the database does not answer).
+ *
+ * Whether the database answers is asked every time, and cheaply: a read of the schema cookie
+ * (one page), with the short busy wait of every light request (MG_LIGHT_BUSY_TIMEOUT_MS). So
+ * under a writer's exclusive lock healthz says 503 within that wait, instead of "ready" from
+ * cached counts or after the whole MESHGATE_DB_BUSY_TIMEOUT_MS. The row counts are body data
+ * only: the group's last counts (db_counts.h), refreshed off the request path.
  */
 #include "db_counts.h"
 #include "gates_json.h"
@@ -13,24 +19,51 @@
 #include <stdio.h>
 #include <string.h>
 
+/* One read of the database's header: SQLITE_OK, or why it cannot be read now. */
+static int probe(struct mg_db *db)
+{
+    static _Thread_local sqlite3 *prepared_on;
+    static _Thread_local sqlite3_stmt *st;
+    if (prepared_on != db->conn) {
+        /* A connection closed with sqlite3_close_v2 lives on until this is finalized, so
+         * another one cannot have its address meanwhile. */
+        sqlite3_finalize(st);
+        st = NULL;
+        prepared_on = NULL;
+        if (sqlite3_prepare_v3(db->conn, "PRAGMA schema_version", -1, SQLITE_PREPARE_PERSISTENT,
+                               &st, NULL) != SQLITE_OK)
+            return sqlite3_errcode(db->conn);
+        prepared_on = db->conn;
+    }
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     (void)req;
-    struct mg_db_counts counts;
-    bool have_counts = mg_db_counts_get(env, &counts);
+    int rc = probe(env->db);
     unsigned alive = mg_scoreboard_alive(env->seg);
-    if (!have_counts) {
-        mg_response_refuse(res, 503, 5, "the database does not answer");
+    if (rc != SQLITE_OK) {
+        int primary = rc & 0xff;
+        const char *reason = primary == SQLITE_BUSY || primary == SQLITE_LOCKED
+                                 ? "the database is locked by a writer"
+                                 : "the database does not answer";
+        mg_response_refuse(res, 503, primary == SQLITE_BUSY || primary == SQLITE_LOCKED ? 1 : 5,
+                           reason);
         mg_buf_reset(&res->body);
         struct mg_json j;
         mg_json_init(&j, &res->body);
         mg_json_object_begin(&j);
-        mg_json_kv_string(&j, "reason", "the database does not answer");
+        mg_json_kv_string(&j, "reason", reason);
         mg_json_kv_bool(&j, "ready", false);
         mg_json_object_end(&j);
         mg_buf_putc(&res->body, '\n');
         return;
     }
+    struct mg_db_counts counts;
+    bool have_counts = mg_db_counts_current(env, &counts);
 
     mg_response_json(res, 200);
     struct mg_json j;
@@ -44,8 +77,14 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_object_end(&j);
     mg_json_key(&j, "gates");
     mg_gates_json(&j, env->seg, false);
-    mg_json_kv_int(&j, "loadedObs", counts.observations);
-    mg_json_kv_int(&j, "loadedTx", counts.transmissions);
+    /* Null only before the first worker has counted (it does so before it serves). */
+    if (have_counts) {
+        mg_json_kv_int(&j, "loadedObs", counts.observations);
+        mg_json_kv_int(&j, "loadedTx", counts.transmissions);
+    } else {
+        mg_json_kv_null(&j, "loadedObs");
+        mg_json_kv_null(&j, "loadedTx");
+    }
     mg_json_kv_bool(&j, "ready", true);
     mg_json_key(&j, "workers");
     mg_json_object_begin(&j);

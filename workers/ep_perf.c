@@ -427,7 +427,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
         return;
     }
     struct mg_db_counts counts;
-    bool have_counts = mg_db_counts_get(env, &counts);
+    bool have_counts = mg_db_counts_current(env, &counts);
     struct mg_segment *seg = env->seg;
     int64_t uptime_ns = mg_monotonic_ns() - seg->header->created_monotonic_ns;
 

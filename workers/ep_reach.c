@@ -27,6 +27,7 @@
  * its claim are reclaimed after waitpid, and a follower takes the build over.
  */
 #include "clock.h"
+#include "dispatch.h"
 #include "gate_fifo.h"
 #include "jobs.h"
 #include "log.h"
@@ -203,11 +204,18 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
     }
     mg_fifo_gate_unfollow(env->seg->cold, env->pid, st->place);
     st->place = -1;
-    if (found == MG_CACHE_HIT)
+    if (found == MG_CACHE_HIT) {
         mg_response_json(res, 200);
-    else if (found == MG_CACHE_CLAIMED)
+    } else if (found == MG_CACHE_CLAIMED && !req->signed_in && mg_dispatch_was_light(req->park)) {
+        /* It followed as a light request and would now build: that is cold work, which an
+         * anonymous request does only through the anonymous line. Start over there. */
+        give_up_claim(env, st);
+        memset(st, 0, sizeof *st);
+        res->readmit = true;
+        park(res);
+    } else if (found == MG_CACHE_CLAIMED) {
         st->step = JOIN; /* the build was given up, or its builder died: ours now */
-    else if (gone(req))
+    } else if (gone(req))
         answer_gone(res);
     else
         refuse(res, "the reach report is still being built; retry after Retry-After");
@@ -294,7 +302,9 @@ bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
         return true;
     char key[MG_CACHE_KEY_MAX];
     snprintf(key, sizeof key, "%s|%d", pubkey, (int)days);
-    return !mg_result_cache_warm(&env->seg->cache, env->pid, key, mg_monotonic_ns());
+    /* Warm, or being built by another request (this one will follow it, parked): light. */
+    return !mg_result_cache_warm(&env->seg->cache, env->pid, key, mg_monotonic_ns()) &&
+           !mg_result_cache_building(&env->seg->cache, env->pid, key);
 }
 
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res)

@@ -202,3 +202,9 @@ void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg
     mg_response_json(res, 200);
     mg_buf_append(&res->body, body, (size_t)len);
 }
+
+bool mg_stats_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    (void)req;
+    return mg_group_value_would_compute(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS);
+}

@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "shared_value.h"
+#include "segment.h"
 #include "stats.h"
 
 #include <time.h>
@@ -50,4 +51,16 @@ long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interva
             return compute_and_publish(env, v, compute, out, cap);
     }
     return compute(env, out, cap);
+}
+
+bool mg_group_value_would_compute(struct mg_env *env, enum mg_value_id id, int64_t interval_ns)
+{
+    struct mg_shared_value *v = &env->seg->values[id];
+    int64_t computed = atomic_load(&v->computed_monotonic_ns);
+    if (computed == 0)
+        return true;
+    if (mg_monotonic_ns() - computed < interval_ns)
+        return false;
+    int32_t holder = atomic_load(&v->lease_pid);
+    return holder == 0 || holder == env->pid || !mg_process_alive(holder, 0);
 }

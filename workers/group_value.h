@@ -19,4 +19,8 @@ typedef long (*mg_group_compute_fn)(struct mg_env *env, char *out, size_t cap);
 long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
                         mg_group_compute_fn compute, char *out, size_t cap);
 
+/* Whether a get at this moment would compute the value here (there is none, or it is stale
+ * and nobody alive refreshes it): what makes a request that reads it heavy. */
+bool mg_group_value_would_compute(struct mg_env *env, enum mg_value_id id, int64_t interval_ns);
+
 #endif

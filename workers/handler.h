@@ -98,6 +98,9 @@ struct mg_response {
     int file_fd;
     uint64_t file_offset;
     uint64_t file_length;
+    /* With parked: the request was admitted as light and has become heavy (a reach report
+     * it followed must now be built here); dispatch admits it again on its next turn. */
+    bool readmit;
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,

@@ -46,6 +46,7 @@ void mg_response_reset(struct mg_response *res)
     res->close = false;
     res->parked = false;
     mg_response_drop_file(res);
+    res->readmit = false;
 }
 
 void mg_response_free(struct mg_response *res)

@@ -2,15 +2,56 @@
 
 #include <string.h>
 
+/*
+ * Each route's class, and the requests of it that are light with their worst parameters
+ * (tests/test_cost.c runs each on a generated database and fails when one steps through
+ * more rows than a light request may, or when a route that can be light declares none).
+ * "{node}" stands for a node's key. Costs at 2M observations: docs/benchmarks.md.
+ */
+
+/* Light: the cached counts and a probe of the schema cookie (no table is read). */
+static const char *const healthz_cases[] = {"/api/healthz", NULL};
+/* Heavy only with a region while this process's region map is stale (it is built then, one
+ * pass over the ADVERTs' observations); otherwise one or two passes over nodes, whatever
+ * the filters, sort or offset. */
+static const char *const nodes_cases[] = {
+    "/api/nodes",
+    "/api/nodes?limit=2000",
+    "/api/nodes?limit=2000&offset=1000000000",
+    "/api/nodes?sortBy=name&limit=2000&offset=100",
+    "/api/nodes?sortBy=packetCount&limit=2000",
+    "/api/nodes?search=zzzz-matches-nothing",
+    "/api/nodes?search=a&sortBy=name",
+    "/api/nodes?lastHeard=30d&before=2999-01-01&role=repeater",
+    "/api/nodes?region=SJC",
+    "/api/nodes?region=SJC,OAK,SFO,LAX,ALL&role=repeater&search=e&sortBy=packetCount"
+    "&lastHeard=30d&limit=2000&offset=3",
+    NULL,
+};
+/* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
+static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
+                                          "/api/nodes/{node}/reach?days=30", NULL};
+/* Light: the body is computed at most once per 10 s for the group; the request that would
+ * compute it is heavy (mg_stats_is_heavy). */
+static const char *const stats_cases[] = {"/api/stats", NULL};
+/* Heavy with mem=1 (the walk); otherwise the segment, the cached counts and three pragmas. */
+static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/perf?mem=true",
+                                         NULL};
+/* Light: the segment only. */
+static const char *const status_cases[] = {"/server-status", NULL};
+static const char *const metrics_cases[] = {"/metrics", NULL};
+
 const struct mg_route mg_routes[] = {
-    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false},
-    {"/api/nodes", MG_COST_LIGHT, mg_handle_nodes, NULL, false},
-    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true},
-    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false},
-    {"/api/stats", MG_COST_LIGHT, mg_handle_stats, NULL, false},
-    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true},
-    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false},
-    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false},
+    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases},
+    {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases},
+    {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
+     reach_cases},
+    /* Heavy: every request reads transmissions and observations. */
+    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL},
+    {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases},
+    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases},
+    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases},
+    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 

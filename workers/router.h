@@ -28,6 +28,9 @@ struct mg_route {
     /* The handler puts its heavy part on a helper thread itself (env->jobs). The others'
      * anonymous heavy requests are run whole on the anonymous helper (dispatch.c). */
     bool own_jobs;
+    /* The requests of this route that are light, with their worst parameters (NULL-ended;
+     * NULL for a route that is always heavy). tests/test_cost.c bounds what each costs. */
+    const char *const *light_cases;
 };
 
 /* Whether this request of route (an id from mg_route_match) is heavy. */
@@ -59,6 +62,9 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
 /* The /api/stats body is rendered at most once per this for the whole group. */
 #define MG_STATS_INTERVAL_NS (10 * 1000000000LL)
 void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+/* /api/stats is heavy for the request that would render the body (none, or a stale one whose
+ * refresh nobody holds); the others serve the group's value. */
+bool mg_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 /* /api/perf is heavy with mem=1 exactly (the diagnostic walk), unless the diagnostic gate
  * would refuse it at once. */
@@ -66,6 +72,9 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* A reach report is heavy unless it is warm in the shared cache or its parameters are bad
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* /api/nodes is heavy with a region when this process's region map is stale (it is built
+ * in that request; region_map.h). */
+bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 
 #endif

@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "conn_limit.h"
 #include "db.h"
+#include "db_counts.h"
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
@@ -699,6 +700,11 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     }
     for (uint32_t i = 0; i < holds; i++)
         w.free_holds[w.free_hold_count++] = holds - 1 - i;
+    /* The row counts exist before the first request reads them (db_counts.h); a worker that
+     * replaces another finds them and leaves their refresh to its helper. */
+    struct mg_db_counts counts;
+    if (!mg_db_counts_peek(&w.env, &counts))
+        mg_db_counts_get(&w.env, &counts);
     mg_response_init(&w.res);
     listen_start(&w);
     mg_slot_set_state(w.slot, MG_SLOT_IDLE);

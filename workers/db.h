@@ -54,6 +54,8 @@ extern const size_t mg_db_optionals_count;
 struct mg_db {
     sqlite3 *conn;
     struct mg_db_schema schema;
+    int64_t busy_timeout_ns; /* MESHGATE_DB_BUSY_TIMEOUT_MS */
+    int64_t busy_since_ns;   /* when the current wait for a lock began */
 };
 
 /*

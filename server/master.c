@@ -87,6 +87,7 @@ struct master {
 
 /* For the SIGBUS handler, which has nothing else to go by. */
 static struct master *sigbus_master;
+static char sigbus_path[16 + MG_SHM_NAME_MAX]; /* /dev/shm/NAME */
 
 static int spawn(struct master *m, unsigned slot_index)
 {
@@ -596,6 +597,12 @@ static void on_sigbus(int sig)
     for (unsigned i = 0; m && i < m->workers; i++)
         if (m->child[i].pid > 0)
             kill(m->child[i].pid, SIGKILL);
+    /* As segment_lost does, with async-signal-safe calls only: open, fstat, unlink. */
+    struct stat ours, named;
+    int fd = open(sigbus_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (m && fd >= 0 && fstat(fd, &named) == 0 && fstat(m->seg.fd, &ours) == 0 &&
+        ours.st_ino == named.st_ino && ours.st_dev == named.st_dev)
+        unlink(sigbus_path);
     _exit(71);
 }
 
@@ -644,6 +651,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
     /* The master's own waits for locks never wait on a holder that cannot release. */
     mg_lock_set_watch(master_lock_watch, &m);
     sigbus_master = &m;
+    snprintf(sigbus_path, sizeof sigbus_path, "/dev/shm%s", m.seg.name);
     struct sigaction bus = {.sa_handler = on_sigbus};
     sigaction(SIGBUS, &bus, NULL);
     m.child = calloc(m.workers, sizeof *m.child);

@@ -33,12 +33,10 @@ TestSuite(stall, .timeout = 90);
 
 #define REACH_KEY "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-static const char *const base_env[] = {"MESHGATE_WORKERS=2",
-                                       "MESHGATE_WORKER_STALL_MS=1500",
-                                       "MESHGATE_TEST_HOOKS=park",
-                                       "MESHGATE_DRAIN_TIMEOUT_MS=1000",
-                                       "MESHGATE_ANON_CONCURRENCY=2",
-                                       NULL};
+static const char *const base_env[] = {
+    "MESHGATE_WORKERS=2",          "MESHGATE_WORKER_STALL_MS=1500",
+    "MESHGATE_TEST_HOOKS=park",    "MESHGATE_DRAIN_TIMEOUT_MS=1000",
+    "MESHGATE_ANON_CONCURRENCY=2", NULL};
 
 static void attach(const struct mg_test_server *s, struct mg_segment *seg, bool read_only)
 {
@@ -103,10 +101,9 @@ static bool wait_lock_free_of(struct mg_segment *seg, const char *part, int pid)
     while (mg_test_now_ms() < give_up) {
         bool held = false;
         for (const struct mg_lock *l = lo; (const void *)l < hi && !held;
-             l = (const struct mg_lock *)((const char *)l +
-                                          (strcmp(part, "clients") == 0
-                                               ? sizeof(struct mg_client_set)
-                                               : sizeof(struct mg_lock))))
+             l = (const struct mg_lock *)((const char *)l + (strcmp(part, "clients") == 0
+                                                                 ? sizeof(struct mg_client_set)
+                                                                 : sizeof(struct mg_lock))))
             held = atomic_load(&((struct mg_lock *)l)->owner_pid) == pid;
         if (!held)
             return true;
@@ -229,8 +226,7 @@ Test(stall, a_stopped_worker_is_killed_once_its_heartbeat_is_older_than_the_boun
     cr_assert(wait_replaced(&seg, 0, victim), "the stopped worker was not replaced");
     int64_t took = mg_test_now_ms() - stopped_at;
     /* An idle worker beats once a second: its heartbeat was up to that old when stopped. */
-    cr_expect_geq(took, STALL_MS - 1100, "killed after %lld ms, before the bound",
-                  (long long)took);
+    cr_expect_geq(took, STALL_MS - 1100, "killed after %lld ms, before the bound", (long long)took);
     cr_expect_lt(took, STALL_MS + SLACK_MS, "killed after %lld ms", (long long)took);
     int last_exit = atomic_load(&seg.slots[0].last_exit);
     cr_expect(WIFSIGNALED(last_exit) && WTERMSIG(last_exit) == SIGKILL, "wait status %d",

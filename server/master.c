@@ -34,10 +34,11 @@
  * Respawn policy (docs/architecture.md, "Respawn"): a worker that lived at least
  * DIED_YOUNG_NS comes back at once; one that died younger waits 50 ms, doubling with each
  * young death in a row up to 1 s. But the slots never all wait at once: a worker that had
- * started serving and leaves no other worker alive comes back at once, so killing workers
- * (an OOM killer, a crash on a repeated request) costs the service a fork and a database
- * open, not a backoff. A worker that could not start (it died before serving: the database
- * is gone) always waits, so that never becomes a fork storm.
+ * started serving (or was SIGKILLed) and leaves no other worker alive comes back at once, so
+ * killing workers (an OOM killer, a crash on a repeated request) costs the service a fork and
+ * a database open, not a backoff. A worker that could not start (it ended on its own before
+ * serving: the database is gone, a crash in start-up) always waits, so that never becomes a
+ * fork storm.
  */
 #define RESPAWN_BACKOFF_MIN_NS (50 * MG_NS_PER_MS)
 #define RESPAWN_BACKOFF_MAX_NS (1 * MG_NS_PER_SEC)
@@ -288,7 +289,10 @@ static void reap(struct master *m)
             delay = RESPAWN_BACKOFF_MIN_NS << (ch->fail_streak > 6 ? 5 : ch->fail_streak - 1);
             if (delay > RESPAWN_BACKOFF_MAX_NS)
                 delay = RESPAWN_BACKOFF_MAX_NS;
-            if (served && live_children(m) == 0) {
+            /* Killed from outside (an OOM killer, an operator) is not a failure to start:
+             * only a worker that ended on its own before serving waits regardless. */
+            bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+            if ((served || killed) && live_children(m) == 0) {
                 delay = 0;
                 why_now = " (no other worker is alive)";
             }

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -134,8 +133,8 @@ static void describe_exit(int status, char *out, size_t cap)
         snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
     } else if (WIFSIGNALED(status)) {
         const char *abbrev = sigabbrev_np(WTERMSIG(status));
-        snprintf(out, cap, "was killed by SIG%s (signal %d, %s)%s", abbrev ? abbrev : "?",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)),
+        snprintf(out, cap, "was killed by signal %d (SIG%s, %s)%s", WTERMSIG(status),
+                 abbrev ? abbrev : "?", strsignal(WTERMSIG(status)),
                  WCOREDUMP(status) ? ", core dumped" : "");
     } else {
         snprintf(out, cap, "ended (wait status %d)", status);

@@ -127,7 +127,7 @@ Test(respawn, workers_killed_again_and_again_leave_the_service_up)
         mg_test_sleep_ms(10);
     cr_expect_eq(serving(&seg), seg.slot_count);
     char *log = mg_test_server_log(&s);
-    cr_expect(log && strstr(log, "was killed by SIGKILL (signal 9"), "%s", log);
+    cr_expect(log && strstr(log, "was killed by signal 9 (SIGKILL, Killed)"), "%s", log);
     cr_expect(log && strstr(log, "respawning in 0 ms (no other worker is alive)"), "%s", log);
     free(log);
     mg_segment_detach(&seg);
@@ -171,7 +171,7 @@ Test(respawn, the_log_names_the_signal_and_the_request_a_worker_died_on)
     kill(victim, SIGKILL);
     char expected[160];
     snprintf(expected, sizeof expected,
-             "(pid %d) was killed by SIGKILL (signal 9, Killed) while handling GET "
+             "(pid %d) was killed by signal 9 (SIGKILL, Killed) while handling GET "
              "/api/packets from 127.0.0.1",
              victim);
     char *log = NULL;

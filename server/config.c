@@ -29,6 +29,9 @@ const struct mg_config_var mg_config_vars[] = {
      "name of the POSIX shared-memory segment (\"/name\"); empty: /meshgate-HOST-PORT"},
     {"MESHGATE_DRAIN_TIMEOUT_MS", MG_CFG_INT, FIELD(drain_timeout_ms), 0, 600000, "10000",
      "on SIGTERM or SIGHUP, how long requests in flight may take to finish (ms)"},
+    {"MESHGATE_WORKER_STALL_MS", MG_CFG_INT, FIELD(worker_stall_ms), 500, 3600000, "30000",
+     "a worker whose heartbeat is older than this (stopped, or stuck) is killed with SIGKILL "
+     "and replaced, and what it held is given back (ms)"},
     {"MESHGATE_HEADER_TIMEOUT_MS", MG_CFG_INT, FIELD(header_timeout_ms), 100, 600000, "10000",
      "time a client has to send a whole request head, from its first byte (ms)"},
     {"MESHGATE_IDLE_TIMEOUT_MS", MG_CFG_INT, FIELD(idle_timeout_ms), 100, 3600000, "15000",
@@ -202,6 +205,9 @@ static int parse_shm_name(const char *s, char *out, size_t outlen)
     size_t n = strlen(s);
     if (s[0] != '/' || n < 2 || n >= outlen || strchr(s + 1, '/'))
         return -1;
+    /* "/." and "/.." name /dev/shm itself and its parent, not an object in it. */
+    if (strcmp(s, "/.") == 0 || strcmp(s, "/..") == 0)
+        return -1;
     for (const char *p = s + 1; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
             return -1;
@@ -262,7 +268,7 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
         if (parse_shm_name(value, field, v->size) < 0)
             return fail(err, errlen, v, value,
                         "must be empty or \"/\" followed by up to 198 letters, digits, '.', "
-                        "'_' or '-'");
+                        "'_' or '-' (no other '/', and not \".\" or \"..\" alone)");
         return 0;
     case MG_CFG_LOG_LEVEL:
         for (int i = 0; i <= MG_LOG_DEBUG; i++) {

@@ -39,6 +39,7 @@ struct mg_config {
     int32_t workers;
     char shm_name[MG_SHM_NAME_MAX]; /* empty: derived from the listen address */
     int32_t drain_timeout_ms;
+    int32_t worker_stall_ms; /* a heartbeat older than this: the worker is killed */
     /* connections */
     int32_t header_timeout_ms;
     int32_t idle_timeout_ms;

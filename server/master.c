@@ -7,6 +7,8 @@
 #include "gate_diag.h"
 #include "keys.h"
 #include "gate_fifo.h"
+#include "lock.h"
+#include "process.h"
 #include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -15,6 +17,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,12 +25,29 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RESPAWN_BACKOFF_MIN_NS (100 * MG_NS_PER_MS)
-#define RESPAWN_BACKOFF_MAX_NS (10 * MG_NS_PER_SEC)
+/*
+ * Respawn policy (docs/architecture.md, "Respawn"): a worker that lived at least
+ * DIED_YOUNG_NS comes back at once; one that died younger waits 50 ms, doubling with each
+ * young death in a row up to 1 s. But the slots never all wait at once: a worker that had
+ * started serving (or was SIGKILLed) and leaves no other worker alive comes back at once, so
+ * killing workers (an OOM killer, a crash on a repeated request) costs the service a fork and
+ * a database open, not a backoff. A worker that could not start (it ended on its own before
+ * serving: the database is gone, a crash in start-up) always waits, so that never becomes a
+ * fork storm.
+ */
+#define RESPAWN_BACKOFF_MIN_NS (50 * MG_NS_PER_MS)
+#define RESPAWN_BACKOFF_MAX_NS (1 * MG_NS_PER_SEC)
 #define DIED_YOUNG_NS (1 * MG_NS_PER_SEC)
+/* The longest the master waits in its own reclaim for a lock held by a worker that runs,
+ * before it takes the worker for frozen (critical sections last microseconds). */
+#define MASTER_LOCK_WAIT_NS (1 * MG_NS_PER_SEC)
+/* After SIGKILL, how long the master waits for the holder to be gone before forcing its
+ * lock anyway (a killed process never returns to user space). */
+#define KILLED_GONE_WAIT_NS (1 * MG_NS_PER_SEC)
 #define KILL_GRACE_NS (2 * MG_NS_PER_SEC)
 #define RELOAD_STEP_TIMEOUT_NS (10 * MG_NS_PER_SEC)
 #define LISTEN_SHUTDOWN_GRACE_NS (150 * MG_NS_PER_MS)
@@ -39,6 +59,8 @@ struct child {
     unsigned fail_streak;  /* deaths in a row soon after spawning */
     int64_t respawn_at_ns; /* 0: nothing scheduled */
     int64_t spawned_ns;
+    bool killing; /* the master sent it SIGKILL; why: */
+    char kill_reason[200];
 };
 
 struct master {
@@ -63,6 +85,10 @@ struct master {
     char last_status[256];
 };
 
+/* For the SIGBUS handler, which has nothing else to go by. */
+static struct master *sigbus_master;
+static char sigbus_path[16 + MG_SHM_NAME_MAX]; /* /dev/shm/NAME */
+
 static int spawn(struct master *m, unsigned slot_index)
 {
     struct mg_slot *slot = mg_slot_get(&m->seg, slot_index);
@@ -80,6 +106,8 @@ static int spawn(struct master *m, unsigned slot_index)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGBUS, SIG_DFL);
+        mg_lock_set_watch(NULL, NULL);
         unsetenv("NOTIFY_SOCKET");
         unsetenv("WATCHDOG_USEC");
         unsetenv("WATCHDOG_PID");
@@ -92,6 +120,8 @@ static int spawn(struct master *m, unsigned slot_index)
     ch->replacing = false;
     ch->respawn_at_ns = 0;
     ch->spawned_ns = mg_monotonic_ns();
+    ch->killing = false;
+    ch->kill_reason[0] = '\0';
     mg_counter_add(&m->seg, MG_CTR_WORKER_SPAWNS, 1);
     mg_debug("worker %u started (pid %d)", slot_index, pid);
     return 0;
@@ -99,13 +129,113 @@ static int spawn(struct master *m, unsigned slot_index)
 
 static void describe_exit(int status, char *out, size_t cap)
 {
-    if (WIFEXITED(status))
+    if (WIFEXITED(status)) {
         snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status))
-        snprintf(out, cap, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else
+    } else if (WIFSIGNALED(status)) {
+        const char *abbrev = sigabbrev_np(WTERMSIG(status));
+        snprintf(out, cap, "was killed by signal %d (SIG%s, %s)%s", WTERMSIG(status),
+                 abbrev ? abbrev : "?", strsignal(WTERMSIG(status)),
+                 WCOREDUMP(status) ? ", core dumped" : "");
+    } else {
         snprintf(out, cap, "ended (wait status %d)", status);
+    }
+}
+
+static int child_index(const struct master *m, int pid)
+{
+    for (unsigned i = 0; pid > 0 && i < m->workers; i++)
+        if (m->child[i].pid == pid)
+            return (int)i;
+    return -1;
+}
+
+static unsigned live_children(const struct master *m)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < m->workers; i++)
+        n += m->child[i].pid > 0;
+    return n;
+}
+
+/* What the slot's worker is doing, for a log line: " while handling GET /x from 1.2.3.4". */
+static void describe_request(struct mg_slot *slot, char *out, size_t cap)
+{
+    struct mg_slot copy;
+    mg_slot_snapshot(slot, &copy);
+    if (atomic_load(&copy.request_started_monotonic_ns) != 0)
+        snprintf(out, cap, " while handling %s %s from %s", copy.method, copy.path,
+                 copy.client[0] ? copy.client : "an unknown client");
+    else if (copy.path[0])
+        snprintf(out, cap, " between requests (its last: %s %s from %s)", copy.method, copy.path,
+                 copy.client[0] ? copy.client : "an unknown client");
+    else
+        out[0] = '\0';
+}
+
+/* SIGKILL, once, with the reason kept for the line the reap writes. */
+static void kill_worker(struct master *m, unsigned i, const char *why)
+{
+    struct child *ch = &m->child[i];
+    if (ch->pid <= 0 || ch->killing)
+        return;
+    char doing[320];
+    describe_request(mg_slot_get(&m->seg, i), doing, sizeof doing);
+    mg_warn("killing worker %u (pid %d) with SIGKILL: %s%s", i, ch->pid, why, doing);
+    kill(ch->pid, SIGKILL);
+    ch->killing = true;
+    snprintf(ch->kill_reason, sizeof ch->kill_reason, "%s", why);
+    mg_counter_add(&m->seg, MG_CTR_WORKER_STALLS, 1);
+}
+
+static void force_free(struct master *m, struct mg_lock *l, const char *name, int holder,
+                       const char *why)
+{
+    if (mg_lock_reclaim(l, holder)) {
+        mg_error("forced the %s lock free from pid %d: %s", name, holder, why);
+        mg_counter_add(&m->seg, MG_CTR_LOCKS_FORCED, 1);
+    }
+}
+
+static void wait_gone(int pid, int64_t limit_ns)
+{
+    int64_t until = mg_monotonic_ns() + limit_ns;
+    while (mg_process_state(pid, NULL) != MG_PROCESS_GONE && mg_monotonic_ns() < until) {
+        struct timespec ts = {0, MG_NS_PER_MS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/*
+ * The master's own lock waits (its reclaim after a reap): it never waits for a holder that
+ * cannot release. A pid that is no worker of ours (a damaged word), or a worker that is gone,
+ * is forced at once; a worker that is stopped, or keeps the lock past MASTER_LOCK_WAIT_NS, is
+ * killed first, then forced (a killed process never runs another instruction).
+ */
+static void master_lock_watch(void *arg, struct mg_lock *l, enum mg_lock_event event, int holder,
+                              enum mg_process_state state, int64_t held_ns)
+{
+    struct master *m = arg;
+    if (event != MG_LOCK_WAITING)
+        return;
+    char name[48] = "shared";
+    mg_segment_lock_at(&m->seg, (uint64_t)((char *)l - (char *)m->seg.base), name, sizeof name);
+    int i = child_index(m, holder);
+    if (i < 0) {
+        force_free(m, l, name, holder, "no worker of this server has that pid");
+        return;
+    }
+    if (state == MG_PROCESS_GONE) {
+        force_free(m, l, name, holder, "the worker is gone and cannot release it");
+        return;
+    }
+    if (state != MG_PROCESS_STOPPED && held_ns < MASTER_LOCK_WAIT_NS)
+        return;
+    char why[200];
+    snprintf(why, sizeof why, "it holds the %s lock, which the master needs, and is %s", name,
+             state == MG_PROCESS_STOPPED ? "stopped" : "not releasing it (frozen)");
+    kill_worker(m, (unsigned)i, why);
+    wait_gone(holder, KILLED_GONE_WAIT_NS);
+    force_free(m, l, name, holder, "its worker was killed inside it");
 }
 
 static void reap(struct master *m)
@@ -121,6 +251,10 @@ static void reap(struct master *m)
         struct child *ch = &m->child[i];
         int64_t now = mg_monotonic_ns();
         struct mg_slot *slot = mg_slot_get(&m->seg, i);
+        /* What it was doing, before the slot forgets (a crash on a request names it). */
+        char doing[320];
+        describe_request(slot, doing, sizeof doing);
+        bool served = atomic_load(&slot->state) != MG_SLOT_STARTING;
         /* Invariant 2: mark the slot and give back all it held before anything else. */
         mg_slot_mark_dead(slot, status);
         unsigned freed = mg_segment_reclaim(&m->seg, i, pid);
@@ -129,8 +263,12 @@ static void reap(struct master *m)
         ch->pid = 0;
 
         bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        char how[96];
+        char how[512];
         describe_exit(status, how, sizeof how);
+        if (ch->killing) {
+            size_t used = strlen(how);
+            snprintf(how + used, sizeof how - used, " (by the master: %s)", ch->kill_reason);
+        }
         if (m->draining) {
             mg_debug("worker %u (pid %d) %s", i, pid, how);
             continue;
@@ -144,17 +282,25 @@ static void reap(struct master *m)
         mg_counter_add(&m->seg, MG_CTR_WORKER_CRASHES, 1);
         int64_t lived = now - ch->spawned_ns;
         int64_t delay = 0;
+        const char *why_now = "";
         if (lived < DIED_YOUNG_NS) {
             ch->fail_streak++;
-            delay = RESPAWN_BACKOFF_MIN_NS << (ch->fail_streak > 7 ? 7 : ch->fail_streak - 1);
+            delay = RESPAWN_BACKOFF_MIN_NS << (ch->fail_streak > 6 ? 5 : ch->fail_streak - 1);
             if (delay > RESPAWN_BACKOFF_MAX_NS)
                 delay = RESPAWN_BACKOFF_MAX_NS;
+            /* Killed from outside (an OOM killer, an operator) is not a failure to start:
+             * only a worker that ended on its own before serving waits regardless. */
+            bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+            if ((served || killed) && live_children(m) == 0) {
+                delay = 0;
+                why_now = " (no other worker is alive)";
+            }
         } else {
             ch->fail_streak = 0;
         }
         ch->respawn_at_ns = now + delay;
-        mg_warn("worker %u (pid %d) %s; %u held item(s) reclaimed; respawning in %lld ms", i, pid,
-                how, freed, (long long)(delay / MG_NS_PER_MS));
+        mg_warn("worker %u (pid %d) %s%s; %u held item(s) reclaimed; respawning in %lld ms%s", i,
+                pid, how, doing, freed, (long long)(delay / MG_NS_PER_MS), why_now);
     }
 }
 
@@ -327,12 +473,155 @@ static void tick(struct master *m, int64_t now)
     }
 }
 
-static unsigned live_children(const struct master *m)
+/*
+ * Frozen workers (docs/architecture.md): a worker whose heartbeat is older than
+ * MESHGATE_WORKER_STALL_MS is killed; so is one that a waiting worker reports stopped inside
+ * a shared lock (at once: it cannot release it), or holding one past the stall bound.
+ */
+static void judge_lock_report(struct master *m, unsigned waiter, int64_t now)
 {
-    unsigned n = 0;
+    struct mg_slot *slot = mg_slot_get(&m->seg, waiter);
+    int holder = atomic_load(&slot->lock_wait_holder);
+    if (holder == 0)
+        return;
+    char name[48];
+    struct mg_lock *l =
+        mg_segment_lock_at(&m->seg, atomic_load(&slot->lock_wait_offset), name, sizeof name);
+    /* A report is a hint: act only while that lock still holds that pid. */
+    if (!l || atomic_load(&l->owner_pid) != holder)
+        return;
+    int i = child_index(m, holder);
+    if (i < 0)
+        return; /* no worker of ours: the sweep forces it */
+    if (m->child[i].killing)
+        return;
+    int64_t held_ns = now - atomic_load(&slot->lock_wait_since_ns);
+    char letter;
+    enum mg_process_state state = mg_process_state(holder, &letter);
+    char why[200];
+    if (state == MG_PROCESS_STOPPED)
+        snprintf(why, sizeof why,
+                 "it is stopped (state %c) inside the %s lock, which worker %u has waited "
+                 "for %lld ms",
+                 letter, name, waiter, (long long)(held_ns / MG_NS_PER_MS));
+    else if (state == MG_PROCESS_RUNNING &&
+             held_ns > (int64_t)m->cfg.worker_stall_ms * MG_NS_PER_MS)
+        snprintf(why, sizeof why,
+                 "it has held the %s lock for %lld ms (state %c) while worker %u waited "
+                 "(MESHGATE_WORKER_STALL_MS=%d)",
+                 name, (long long)(held_ns / MG_NS_PER_MS), letter, waiter, m->cfg.worker_stall_ms);
+    else
+        return;
+    kill_worker(m, (unsigned)i, why);
+}
+
+static void watch_workers(struct master *m, int64_t now)
+{
+    int64_t stall_ns = (int64_t)m->cfg.worker_stall_ms * MG_NS_PER_MS;
+    for (unsigned i = 0; i < m->workers; i++) {
+        struct child *ch = &m->child[i];
+        if (ch->pid <= 0 || ch->killing)
+            continue;
+        struct mg_slot *slot = mg_slot_get(&m->seg, i);
+        int64_t age = now - atomic_load(&slot->heartbeat_monotonic_ns);
+        if (age > stall_ns) {
+            char letter, why[200];
+            enum mg_process_state state = mg_process_state(ch->pid, &letter);
+            snprintf(why, sizeof why,
+                     "no heartbeat for %lld ms (MESHGATE_WORKER_STALL_MS=%d); it is %s "
+                     "(state %c)",
+                     (long long)(age / MG_NS_PER_MS), m->cfg.worker_stall_ms,
+                     mg_process_state_name(state), letter);
+            kill_worker(m, i, why);
+            continue;
+        }
+        judge_lock_report(m, i, now);
+    }
+}
+
+/* A lock word naming a pid that is no worker of ours will never be released by anyone: a
+ * damaged word, or a leftover of a process long gone. The master holds no lock between its
+ * steps, so its own pid there is damage too. */
+static void sweep_lock(void *arg, struct mg_lock *l, const char *name)
+{
+    struct master *m = arg;
+    int32_t owner = atomic_load_explicit(&l->owner_pid, memory_order_relaxed);
+    if (owner != 0 && child_index(m, owner) < 0)
+        force_free(m, l, name, owner,
+                   "no worker of this server has that pid (a damaged lock word)");
+}
+
+/*
+ * Someone truncated the segment: every process that touches the lost pages dies of SIGBUS,
+ * and the group's state (permits, lines, counters) is gone. The master does not touch it
+ * again: it kills the workers, removes the name if it is still the object it created (so a
+ * restart starts afresh), and stops with EX_OSERR, which systemd restarts.
+ */
+static int segment_lost(struct master *m, const char *why)
+{
+    mg_error("%s; stopping: killing the workers and removing the name so that a restart "
+             "creates the segment afresh (exit 71)",
+             why);
     for (unsigned i = 0; i < m->workers; i++)
-        n += m->child[i].pid > 0;
-    return n;
+        if (m->child[i].pid > 0)
+            kill(m->child[i].pid, SIGKILL);
+    int64_t until = mg_monotonic_ns() + 2 * MG_NS_PER_SEC;
+    while (live_children(m) > 0 && mg_monotonic_ns() < until) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        int i = child_index(m, pid);
+        if (i >= 0)
+            m->child[i].pid = 0;
+        else if (pid <= 0) {
+            struct timespec ts = {0, MG_NS_PER_MS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    struct stat ours, named;
+    char err[256];
+    int fd = mg_segment_open_existing(m->seg.name, O_RDONLY, &named, err, sizeof err);
+    if (fd >= 0) {
+        if (fstat(m->seg.fd, &ours) == 0 && ours.st_ino == named.st_ino &&
+            ours.st_dev == named.st_dev)
+            mg_segment_unlink(m->seg.name);
+        close(fd);
+    }
+    return 71; /* EX_OSERR */
+}
+
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    static const char msg[] = "meshgate: master: SIGBUS: the shared segment was truncated "
+                              "under the server; killing the workers and stopping (exit 71)\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    struct master *m = sigbus_master;
+    for (unsigned i = 0; m && i < m->workers; i++)
+        if (m->child[i].pid > 0)
+            kill(m->child[i].pid, SIGKILL);
+    /* As segment_lost does, with async-signal-safe calls only: open, fstat, unlink. */
+    struct stat ours, named;
+    int fd = open(sigbus_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (m && fd >= 0 && fstat(fd, &named) == 0 && fstat(m->seg.fd, &ours) == 0 &&
+        ours.st_ino == named.st_ino && ours.st_dev == named.st_dev)
+        unlink(sigbus_path);
+    _exit(71);
+}
+
+/* The poll timeout: the usual tick, shorter when a respawn falls due sooner. */
+static int poll_timeout_ms(const struct master *m, int64_t now)
+{
+    int timeout_ms = m->ready_sent && m->reload_slot < 0 && !m->draining ? 250 : 20;
+    for (unsigned i = 0; i < m->workers; i++) {
+        int64_t at = m->child[i].respawn_at_ns;
+        if (m->child[i].pid == 0 && at) {
+            int64_t ms = at <= now ? 0 : (at - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS;
+            if (ms < timeout_ms)
+                timeout_ms = (int)ms;
+        }
+    }
+    return timeout_ms;
 }
 
 int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen_desc)
@@ -358,6 +647,16 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
     if (m.seg.replaced_stale)
         mg_warn("replaced segment %s, left by an instance that is no longer running",
                 cfg->shm_name);
+    if (m.seg.removed_empty)
+        mg_warn("removed an empty segment file %s (left by a start that failed, or truncated) "
+                "and created it afresh",
+                cfg->shm_name);
+    /* The master's own waits for locks never wait on a holder that cannot release. */
+    mg_lock_set_watch(master_lock_watch, &m);
+    sigbus_master = &m;
+    snprintf(sigbus_path, sizeof sigbus_path, "/dev/shm%s", m.seg.name);
+    struct sigaction bus = {.sa_handler = on_sigbus};
+    sigaction(SIGBUS, &bus, NULL);
     m.child = calloc(m.workers, sizeof *m.child);
     sigset_t set;
     sigemptyset(&set);
@@ -394,8 +693,13 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
             }
         }
         struct pollfd pfd = {.fd = m.signal_fd, .events = POLLIN};
-        int timeout_ms = m.ready_sent && m.reload_slot < 0 && !m.draining ? 250 : 20;
-        poll(&pfd, 1, timeout_ms);
+        poll(&pfd, 1, poll_timeout_ms(&m, now));
+        /* Before anything touches the segment: is it still whole? */
+        if (mg_segment_check_size(&m.seg, err, sizeof err) < 0) {
+            int rc = segment_lost(&m, err);
+            free(m.child);
+            return rc;
+        }
         struct signalfd_siginfo si;
         while (read(m.signal_fd, &si, sizeof si) == sizeof si) {
             now = mg_monotonic_ns();
@@ -412,7 +716,10 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
             }
         }
         reap(&m);
-        tick(&m, mg_monotonic_ns());
+        now = mg_monotonic_ns();
+        watch_workers(&m, now);
+        mg_segment_for_each_lock(&m.seg, sweep_lock, &m);
+        tick(&m, now);
     }
     mg_segment_set_state(&m.seg, MG_SERVER_STOPPED);
     mg_segment_unlink(m.seg.name);

@@ -38,6 +38,7 @@ void mg_slot_prepare(struct mg_slot *slot)
     atomic_store(&slot->started_monotonic_ns, now);
     atomic_store(&slot->heartbeat_monotonic_ns, now);
     atomic_store(&slot->request_started_monotonic_ns, 0);
+    atomic_store(&slot->lock_wait_holder, 0);
     mg_slot_end_request(slot);
 }
 
@@ -85,6 +86,47 @@ void mg_slot_begin_request(struct mg_slot *slot, const char *method, const char 
     atomic_store_explicit(&slot->state, MG_SLOT_HANDLING, memory_order_relaxed);
 }
 
+void mg_slot_set_client(struct mg_slot *slot, const char *client)
+{
+    uint32_t seq = atomic_load_explicit(&slot->seq, memory_order_relaxed);
+    atomic_store_explicit(&slot->seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    copy_field(slot->client, sizeof slot->client, client ? client : "");
+    atomic_store_explicit(&slot->seq, seq + 2, memory_order_release);
+}
+
+static struct mg_slot *self_slot;
+
+void mg_scoreboard_set_self(struct mg_slot *slot)
+{
+    self_slot = slot;
+}
+
+void mg_scoreboard_beat(void)
+{
+    struct mg_slot *slot = self_slot;
+    if (!slot)
+        return;
+    int64_t now = mg_monotonic_ns();
+    if (now - atomic_load_explicit(&slot->heartbeat_monotonic_ns, memory_order_relaxed) >
+        MG_NS_PER_MS)
+        mg_slot_heartbeat(slot, now);
+}
+
+void mg_slot_report_lock_wait(struct mg_slot *slot, int holder, uint64_t offset,
+                              int64_t since_monotonic_ns)
+{
+    atomic_store(&slot->lock_wait_offset, offset);
+    atomic_store(&slot->lock_wait_since_ns, since_monotonic_ns);
+    atomic_store(&slot->lock_wait_holder, holder);
+}
+
+void mg_slot_clear_lock_wait(struct mg_slot *slot, uint64_t offset)
+{
+    if (atomic_load(&slot->lock_wait_offset) == offset)
+        atomic_store(&slot->lock_wait_holder, 0);
+}
+
 void mg_slot_end_request(struct mg_slot *slot)
 {
     atomic_store_explicit(&slot->request_started_monotonic_ns, 0, memory_order_relaxed);
@@ -107,6 +149,7 @@ void mg_slot_snapshot(const struct mg_slot *slot, struct mg_slot *out)
     /* Whatever the copy caught, its strings end inside their fields. */
     out->method[MG_SLOT_METHOD_MAX - 1] = '\0';
     out->path[MG_SLOT_PATH_MAX - 1] = '\0';
+    out->client[MG_SLOT_CLIENT_MAX - 1] = '\0';
 }
 
 unsigned mg_scoreboard_alive(const struct mg_segment *seg)

@@ -34,6 +34,7 @@ enum mg_slot_state {
 
 #define MG_SLOT_METHOD_MAX 8
 #define MG_SLOT_PATH_MAX 120
+#define MG_SLOT_CLIENT_MAX 48
 
 struct mg_slot {
     _Atomic uint32_t seq; /* odd while method/path are being written */
@@ -48,8 +49,16 @@ struct mg_slot {
     _Atomic int64_t started_monotonic_ns;
     _Atomic int64_t heartbeat_monotonic_ns;
     _Atomic int64_t request_started_monotonic_ns; /* 0 when not handling */
+    /* A lock this worker has waited on past MG_LOCK_CHECK_MS, for the master to judge its
+     * holder (lock.h): written by the waiting worker, read by the master, which checks that
+     * the lock at that offset still holds that pid before it acts. */
+    _Atomic int32_t lock_wait_holder; /* 0: none */
+    uint32_t reserved;
+    _Atomic uint64_t lock_wait_offset;  /* of the struct mg_lock in the segment */
+    _Atomic int64_t lock_wait_since_ns; /* monotonic: when the waiter saw that holder */
     char method[MG_SLOT_METHOD_MAX];
     char path[MG_SLOT_PATH_MAX];
+    char client[MG_SLOT_CLIENT_MAX]; /* the peer of the current or last request */
 };
 
 const char *mg_slot_state_name(uint32_t state);
@@ -70,8 +79,24 @@ void mg_slot_set_state(struct mg_slot *slot, enum mg_slot_state state);
 void mg_slot_heartbeat(struct mg_slot *slot, int64_t now_monotonic_ns);
 void mg_slot_begin_request(struct mg_slot *slot, const char *method, const char *path,
                            int64_t now_monotonic_ns);
+/* Worker: the client of the request it begins next (under the same sequence number rule). */
+void mg_slot_set_client(struct mg_slot *slot, const char *client);
 void mg_slot_end_request(struct mg_slot *slot);
 void mg_slot_set_connections(struct mg_slot *slot, unsigned n);
+
+/*
+ * Worker: its own slot, for code that has no handle on it (database progress handlers, lock
+ * waits on helper threads): mg_scoreboard_beat refreshes that slot's heartbeat, at most
+ * every millisecond; it does nothing in a process that has not set one (the master, tools).
+ */
+void mg_scoreboard_set_self(struct mg_slot *slot);
+void mg_scoreboard_beat(void);
+
+/* Worker: reports a lock held too long by holder (offset: the lock's in the segment). */
+void mg_slot_report_lock_wait(struct mg_slot *slot, int holder, uint64_t offset,
+                              int64_t since_monotonic_ns);
+/* Worker: takes the report back once it got the lock at offset. */
+void mg_slot_clear_lock_wait(struct mg_slot *slot, uint64_t offset);
 
 /* A copy of a slot with its strings re-terminated; never blocks. */
 void mg_slot_snapshot(const struct mg_slot *slot, struct mg_slot *out);

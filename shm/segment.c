@@ -6,6 +6,7 @@
 #include "conn_limit.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "process.h"
 #include "result_cache.h"
 #include "scoreboard.h"
 #include "shared_value.h"
@@ -131,6 +132,73 @@ bool mg_process_alive(int pid, uint64_t start_ticks)
             return false; /* the pid was reused by another process */
     }
     return true;
+}
+
+bool mg_process_is_meshgate(int pid, uint64_t start_ticks)
+{
+    if (pid <= 0)
+        return false;
+    /* EPERM: another user's process, which cannot be the master of a segment we may open
+     * (it is created 0600). */
+    if (kill(pid, 0) < 0)
+        return false;
+    if (!mg_process_alive(pid, start_ticks))
+        return false;
+    char theirs[32], ours[32];
+    if (!mg_process_comm(pid, theirs, sizeof theirs))
+        return true; /* /proc does not say (hidepid): assume the worst, it may be one */
+    if (strcmp(theirs, "meshgate") == 0)
+        return true;
+    return mg_process_comm(getpid(), ours, sizeof ours) && strcmp(theirs, ours) == 0;
+}
+
+static const char *file_type_name(mode_t mode)
+{
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISLNK(mode)  ? "a symbolic link"
+                            : "not a regular file";
+}
+
+int mg_segment_open_existing(const char *name, int flags, struct stat *st, char *err, size_t errlen)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever.
+     * O_NOFOLLOW: a symbolic link under /dev/shm is not ours to follow. */
+    int fd = shm_open(name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP)
+            snprintf(err, errlen,
+                     "segment %s is a symbolic link, not a segment: remove /dev/shm%s if "
+                     "nothing uses it, or set MESHGATE_SHM_NAME",
+                     name, name);
+        else
+            snprintf(err, errlen, "segment %s: %s", name, strerror(e));
+        errno = e;
+        return -1;
+    }
+    if (fstat(fd, st) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "segment %s: fstat: %s", name, strerror(e));
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        snprintf(err, errlen,
+                 "segment %s is %s, not a shared-memory segment: remove /dev/shm%s if "
+                 "nothing uses it, or set MESHGATE_SHM_NAME",
+                 name, file_type_name(st->st_mode), name);
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    /* Reads and maps of a regular file never block; keep the descriptor ordinary. */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
 }
 
 int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err, size_t errlen)
@@ -275,15 +343,14 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
                       size_t errlen)
 {
     memset(seg, 0, sizeof *seg);
-    int fd = shm_open(name, read_only ? O_RDONLY : O_RDWR, 0);
+    struct stat st;
+    int fd = mg_segment_open_existing(name, read_only ? O_RDONLY : O_RDWR, &st, err, errlen);
     if (fd < 0) {
         if (errno == ENOENT)
             snprintf(err, errlen,
                      "no segment %s: is meshgate running with this "
                      "MESHGATE_LISTEN or MESHGATE_SHM_NAME?",
                      name);
-        else
-            snprintf(err, errlen, "segment %s: %s", name, strerror(errno));
         return -1;
     }
     void *base;
@@ -306,15 +373,32 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
 /* An existing name: replace it when it is a stale segment of ours, refuse otherwise. */
 static int handle_existing(const char *name, char *err, size_t errlen)
 {
-    int fd = shm_open(name, O_RDONLY, 0);
+    struct stat st;
+    char why_open[400];
+    int fd = mg_segment_open_existing(name, O_RDONLY, &st, why_open, sizeof why_open);
     if (fd < 0) {
         if (errno == ENOENT)
             return 0; /* gone meanwhile */
-        snprintf(err, errlen,
-                 "segment %s exists and cannot be opened (%s); remove it with "
-                 "`rm /dev/shm%s` if no meshgate uses it, or set MESHGATE_SHM_NAME",
-                 name, strerror(errno), name);
+        if (errno == EINVAL || errno == ELOOP)
+            snprintf(err, errlen, "%s", why_open);
+        else
+            snprintf(err, errlen,
+                     "segment %s exists and cannot be opened (%s); remove it with "
+                     "`rm /dev/shm%s` if no meshgate uses it, or set MESHGATE_SHM_NAME",
+                     name, strerror(errno), name);
         return -1;
+    }
+    /* Empty and ours: a start that died between creating and sizing it, or a segment
+     * truncated under its server (which stops when it notices). Nothing to judge it by, and
+     * nothing in it to lose. */
+    if (st.st_size == 0 && st.st_uid == geteuid()) {
+        close(fd);
+        if (shm_unlink(name) < 0 && errno != ENOENT) {
+            snprintf(err, errlen, "segment %s is empty but cannot be removed: %s", name,
+                     strerror(errno));
+            return -1;
+        }
+        return 2;
     }
     void *base;
     size_t size;
@@ -341,7 +425,7 @@ static int handle_existing(const char *name, char *err, size_t errlen)
     int pid = atomic_load(&h->master_pid);
     uint64_t ticks = atomic_load(&h->master_start_ticks);
     munmap(base, size);
-    if (mg_process_alive(pid, ticks)) {
+    if (mg_process_is_meshgate(pid, ticks)) {
         snprintf(err, errlen,
                  "another meshgate (master pid %d) is running on segment %s; stop "
                  "it first, or give this instance its own MESHGATE_SHM_NAME or MESHGATE_LISTEN",
@@ -395,8 +479,10 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         int rc = handle_existing(name, err, errlen);
         if (rc < 0)
             return -1;
-        if (rc > 0)
+        if (rc == 1)
             seg->replaced_stale = true;
+        else if (rc == 2)
+            seg->removed_empty = true;
     }
     if (fd < 0) {
         snprintf(err, errlen, "cannot create segment %s: it keeps reappearing", name);
@@ -410,9 +496,9 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         return -1;
     }
     void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (base == MAP_FAILED) {
         snprintf(err, errlen, "segment %s: mmap: %s", name, strerror(errno));
+        close(fd);
         shm_unlink(name);
         return -1;
     }
@@ -450,9 +536,12 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     if (mg_segment_validate(base, total, seg, why, sizeof why) < 0) {
         snprintf(err, errlen, "segment %s: %s", name, why);
         munmap(base, total);
+        close(fd);
         shm_unlink(name);
         return -1;
     }
+    seg->fd = fd;
+    seg->fd_open = true;
     memset(h->magic, 0, sizeof h->magic);
     memcpy(seg->config, cfg, sizeof *cfg);
     for (uint32_t i = 0; i < route_count; i++)
@@ -483,7 +572,21 @@ void mg_segment_detach(struct mg_segment *seg)
 {
     if (seg->base)
         munmap(seg->base, seg->size);
+    if (seg->fd_open)
+        close(seg->fd);
     memset(seg, 0, sizeof *seg);
+}
+
+int mg_segment_check_size(const struct mg_segment *seg, char *err, size_t errlen)
+{
+    struct stat st;
+    if (!seg->fd_open || fstat(seg->fd, &st) < 0 || (uint64_t)st.st_size >= seg->size)
+        return 0;
+    snprintf(err, errlen,
+             "segment %s was truncated from %zu to %lld bytes by another process: the "
+             "group's shared state is lost and touching it raises SIGBUS",
+             seg->name, seg->size, (long long)st.st_size);
+    return -1;
 }
 
 int mg_segment_unlink(const char *name)

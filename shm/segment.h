@@ -38,9 +38,16 @@
  * copy and re-terminate every string.
  *
  * Creation is exclusive (O_EXCL, mode 0600). An existing segment under the same name is
- * replaced only when it is ours (magic) and its master is gone (pid no longer runs, or runs
- * a different process: the start time differs); a live master, or a segment that is not
- * ours, stops the start with a message.
+ * replaced only when it is ours (magic) and its master is gone: the pid no longer runs, or
+ * runs a different process (its start time differs, or its command name is not meshgate's:
+ * a crafted record naming pid 1 is stale), or is another user's. An empty file that we
+ * own (a start that died between creating and sizing it, or a truncated segment) is removed.
+ * A live master, or anything else under the name, stops the start with a message.
+ *
+ * An existing name is opened with O_NOFOLLOW | O_NONBLOCK and checked with fstat before
+ * anything reads it: a FIFO, a device or a symbolic link there is refused at once, never
+ * waited on. The master keeps its descriptor so that it can notice (fstat, each tick) a
+ * segment that someone truncated under it, before touching it would raise SIGBUS.
  */
 #ifndef MESHGATE_SEGMENT_H
 #define MESHGATE_SEGMENT_H
@@ -54,6 +61,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
 #define MG_SHM_LAYOUT_VERSION 8u
@@ -119,6 +127,9 @@ struct mg_segment {
     size_t size;
     bool read_only;
     bool replaced_stale; /* create found a segment left by a dead instance and replaced it */
+    bool removed_empty;  /* create found an empty file of ours under the name and removed it */
+    bool fd_open;        /* create keeps the descriptor (fd), for mg_segment_check_size */
+    int fd;
     char name[MG_SHM_NAME_MAX];
     struct mg_shm_header *header;
     struct mg_config *config;
@@ -158,6 +169,21 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
 int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err, size_t errlen);
 
 void mg_segment_detach(struct mg_segment *seg);
+
+/*
+ * Master: checks that the object under the mapping still has the size it was created with.
+ * Returns 0; or -1 with a message in err when someone truncated it (touching the lost pages
+ * would raise SIGBUS in every process).
+ */
+int mg_segment_check_size(const struct mg_segment *seg, char *err, size_t errlen);
+
+/*
+ * Opens an existing segment by name without ever blocking (O_NOFOLLOW | O_NONBLOCK) and
+ * refuses anything that is not a regular file. Returns the descriptor and fills *st; or -1
+ * with errno kept (ENOENT: no such name) and a message in err.
+ */
+int mg_segment_open_existing(const char *name, int flags, struct stat *st, char *err,
+                             size_t errlen);
 /* Removes the name (the mapping stays valid for whoever has it). */
 int mg_segment_unlink(const char *name);
 
@@ -168,5 +194,8 @@ const char *mg_server_state_name(uint32_t state);
 uint64_t mg_process_start_ticks(int pid);
 /* True when pid runs and, if start_ticks is not 0, is the process that started then. */
 bool mg_process_alive(int pid, uint64_t start_ticks);
+/* True when pid is a running meshgate that may be the master a header names: alive as
+ * above, one we may signal, and with meshgate's command name (or this program's). */
+bool mg_process_is_meshgate(int pid, uint64_t start_ticks);
 
 #endif

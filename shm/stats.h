@@ -37,6 +37,10 @@
     X(WORKER_EXITS, "worker_exits", "worker processes that exited")                                \
     X(WORKER_CRASHES, "worker_crashes", "workers that died by a signal or exited non-zero")        \
     X(WORKER_SLOTS_RECLAIMED, "worker_slots_reclaimed", "slots of dead workers cleaned up")        \
+    X(WORKER_STALLS, "worker_stalls",                                                              \
+      "workers the master killed for a stopped heartbeat or for freezing inside a shared lock")    \
+    X(LOCKS_FORCED, "locks_forced",                                                                \
+      "shared locks forced free because their holder could never release them")                    \
     X(RELOADS, "reloads", "SIGHUP reloads")                                                        \
     X(SIGNED_IN, "signed_in", "requests that presented a valid API key")                           \
     X(UNAUTHORIZED, "unauthorized", "requests refused with 401 for an API key that is not valid")  \

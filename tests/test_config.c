@@ -11,12 +11,14 @@
 #include <criterion/criterion.h>
 
 #include "config.h"
+#include "harness.h"
 #include "log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 /* A fake environment: name/value pairs, later settings replace earlier ones. */
 #define FAKE_ENV_MAX 64
@@ -464,6 +466,29 @@ Test(config, shm_name_refuses_no_slash_inner_slash_bare_slash_and_long_names)
     const char *const bad[] = {"noslash", "/a/b", "/", long_name, "/a b", "/tab\there", "//"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_refused(load_one("MESHGATE_SHM_NAME", bad[i]), "MESHGATE_SHM_NAME", bad[i]);
+}
+
+Test(config, shm_name_refuses_dot_and_dotdot_alone)
+{
+    /* "/.." passed validation once: it names /dev/shm's parent, not an object in /dev/shm. */
+    const char *const bad[] = {"/.", "/.."};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_refused(load_one("MESHGATE_SHM_NAME", bad[i]), "MESHGATE_SHM_NAME", bad[i]);
+        cr_assert(strstr(err, "\"..\""), "message does not say dots alone are refused: %s", err);
+    }
+    /* Dots inside a name stay allowed. */
+    cr_assert_eq(load_one("MESHGATE_SHM_NAME", "/..x"), 0, "%s", err);
+    cr_assert_eq(load_one("MESHGATE_SHM_NAME", "/a.b"), 0, "%s", err);
+}
+
+Test(config, shm_name_dotdot_stops_the_start_with_exit_78_naming_it)
+{
+    char out[4096];
+    const char *env[] = {"MESHGATE_DB=/nonexistent.db", "MESHGATE_SHM_NAME=/..", NULL};
+    int status = mg_test_run_expect_exit(env, out, sizeof out, 10000);
+    cr_assert(status != -1 && WIFEXITED(status), "the start did not exit: %s", out);
+    cr_assert_eq(WEXITSTATUS(status), 78, "%s", out);
+    cr_assert(strstr(out, "MESHGATE_SHM_NAME=/..: must be"), "%s", out);
 }
 
 Test(config, shm_name_length_limit_is_the_one_the_message_states)

@@ -231,21 +231,22 @@ enum mg_shmdump_status mg_shmdump_take(struct mg_shmdump *d, const char *name, c
                                        size_t errlen)
 {
     memset(d, 0, sizeof *d);
-    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    /* Never blocks: a FIFO or a symbolic link under the name is refused, not opened. */
+    struct stat st;
+    char why[400];
+    int fd = mg_segment_open_existing(name, O_RDONLY, &st, why, sizeof why);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT) {
             snprintf(err, errlen, "no segment %s", name);
             return MG_SHMDUMP_MISSING;
         }
+        if (e == EINVAL || e == ELOOP) {
+            snprintf(err, errlen, "%s", why);
+            return MG_SHMDUMP_NOT_UNDERSTOOD;
+        }
         snprintf(err, errlen, "segment %s: cannot open it: %s%s", name, strerror(e),
                  e == EACCES ? " (run as the server's user, or as root)" : "");
-        return MG_SHMDUMP_SYSTEM_ERROR;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        snprintf(err, errlen, "segment %s: fstat: %s", name, strerror(errno));
-        close(fd);
         return MG_SHMDUMP_SYSTEM_ERROR;
     }
     if (st.st_size < (off_t)sizeof(struct mg_shm_header)) {

@@ -1,7 +1,9 @@
 #include "db.h"
 
+#include "clock.h"
 #include "log.h"
 #include "region_map.h"
+#include "scoreboard.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Tables and columns without which a file is not a CoreScope database. */
@@ -231,6 +234,46 @@ void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
     sqlite3_set_authorizer(db->conn, authorize, NULL);
 }
 
+/*
+ * Heartbeats from inside SQLite. A worker is judged stalled when its scoreboard heartbeat
+ * stops (MESHGATE_WORKER_STALL_MS), so long database work must keep beating: a query that
+ * scans steps through SQLite's progress handler, and a query that waits for the ingestor's
+ * lock sleeps in this busy handler rather than in sqlite3_busy_timeout's, which is silent.
+ * Both beat the calling process's own slot (nothing in the master and the tools).
+ */
+static int progress_beat(void *arg)
+{
+    (void)arg;
+    mg_scoreboard_beat();
+    return 0; /* go on */
+}
+
+static int busy_wait(void *arg, int count)
+{
+    static const int delays_ms[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
+    struct mg_db *db = arg;
+    int64_t now = mg_monotonic_ns();
+    if (count == 0)
+        db->busy_since_ns = now;
+    int64_t left = db->busy_timeout_ns - (now - db->busy_since_ns);
+    if (left <= 0)
+        return 0; /* SQLITE_BUSY, as with sqlite3_busy_timeout */
+    int64_t sleep_ns = (int64_t)delays_ms[count < 12 ? count : 11] * MG_NS_PER_MS;
+    if (sleep_ns > left)
+        sleep_ns = left;
+    struct timespec ts = {sleep_ns / MG_NS_PER_SEC, sleep_ns % MG_NS_PER_SEC};
+    nanosleep(&ts, NULL);
+    mg_scoreboard_beat();
+    return 1;
+}
+
+void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms)
+{
+    db->busy_timeout_ms = busy_timeout_ms;
+    db->busy_timeout_ns = (int64_t)busy_timeout_ms * MG_NS_PER_MS;
+    sqlite3_busy_handler(db->conn, busy_timeout_ms > 0 ? busy_wait : NULL, db);
+}
+
 int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
@@ -261,8 +304,8 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
         mg_db_close(db);
         return MG_EXIT_DB_MISSING;
     }
-    sqlite3_busy_timeout(db->conn, busy_timeout_ms);
-    db->busy_timeout_ms = busy_timeout_ms;
+    mg_db_set_busy_timeout(db, busy_timeout_ms);
+    sqlite3_progress_handler(db->conn, 10000, progress_beat, NULL);
     sqlite3_exec(db->conn, "PRAGMA query_only=ON", NULL, NULL, NULL);
     /* Reads through a memory map avoid a copy per page; the page cache is per worker. */
     sqlite3_exec(db->conn, "PRAGMA mmap_size=2147418112", NULL, NULL, NULL);

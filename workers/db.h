@@ -58,8 +58,10 @@ struct mg_db {
      * has run to its end, reset or finalized: a measure of the rows a request walks that does
      * not depend on the machine (tests/test_cost.c bounds it for light routes). */
     int64_t vm_steps;
-    int64_t fullscan_steps; /* SQLITE_STMTSTATUS_FULLSCAN_STEP of the same */
-    int busy_timeout_ms;    /* as last set */
+    int64_t fullscan_steps;  /* SQLITE_STMTSTATUS_FULLSCAN_STEP of the same */
+    int busy_timeout_ms;     /* as last set */
+    int64_t busy_timeout_ns; /* MESHGATE_DB_BUSY_TIMEOUT_MS */
+    int64_t busy_since_ns;   /* when the current wait for a lock began */
 };
 
 /* The longest a light request waits for a writer's lock before it answers 503 (dispatch.c). */
@@ -71,6 +73,10 @@ struct mg_db {
  */
 int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen);
 void mg_db_close(struct mg_db *db);
+
+/* How long a statement waits for a writer's lock (0: not at all) before SQLITE_BUSY; the
+ * wait keeps the worker's heartbeat going. */
+void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms);
 
 /* Opens, checks and closes: what the master does before forking. Same results. */
 int mg_db_check(const char *path, char *err, size_t errlen);

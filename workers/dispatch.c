@@ -6,6 +6,7 @@
 #include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
+#include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "static_files.h"
@@ -197,6 +198,7 @@ static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
             now = mg_monotonic_ns();
+            mg_scoreboard_beat(); /* as a long scan does, from SQLite's progress handler */
         }
         return true;
     }
@@ -205,6 +207,27 @@ static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route
         return false;
     }
     return true;
+}
+
+/*
+ * Tests only. With MESHGATE_TEST_HOOKS set, a request that carries "X-Test-Stop-In-Lock: PART"
+ * (anon, cold, diag, cache or clients: shm/reclaim.h) stops its whole worker (SIGSTOP) the
+ * next time this thread takes that part's lock while serving it, inside the critical
+ * section: how the tests freeze a worker in a shared lock (docs/architecture.md).
+ */
+static void test_stop_in_lock(struct mg_env *env, struct mg_request *req)
+{
+    if (env->test_hooks == MG_TEST_HOOKS_OFF || req->park->turns > 1)
+        return;
+    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Stop-In-Lock");
+    char part[16];
+    const void *lo, *hi;
+    if (h && h->len < sizeof part) {
+        memcpy(part, h->ptr, h->len);
+        part[h->len] = '\0';
+        if (mg_segment_lock_range(env->seg, part, &lo, &hi))
+            mg_lock_test_stop_inside(lo, hi);
+    }
 }
 
 /*
@@ -339,8 +362,7 @@ static void set_busy_wait(struct mg_env *env, bool light)
     if (light && ms > MG_LIGHT_BUSY_TIMEOUT_MS)
         ms = MG_LIGHT_BUSY_TIMEOUT_MS;
     if (env->db && env->db->conn && env->db->busy_timeout_ms != ms) {
-        sqlite3_busy_timeout(env->db->conn, ms);
-        env->db->busy_timeout_ms = ms;
+        mg_db_set_busy_timeout(env->db, ms);
     }
 }
 
@@ -425,9 +447,12 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
     char shown[MG_SLOT_PATH_MAX];
     snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
-    if (slot)
+    if (slot) {
+        mg_slot_set_client(slot, req->client_addr);
         mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
                               req->start_monotonic_ns);
+    }
+    test_stop_in_lock(env, req);
     struct mg_admission *a = &req->park->admission;
     if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
@@ -453,6 +478,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     }
     if (slot)
         mg_slot_end_request(slot);
+    mg_lock_test_stop_inside(NULL, NULL);
     return route;
 }
 

@@ -10,6 +10,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "netaddr.h"
+#include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
@@ -610,6 +611,45 @@ static void update_slot_state(struct worker *w)
                                          : MG_SLOT_IDLE);
 }
 
+/*
+ * A lock wait past MG_LOCK_CHECK_MS (shm/lock.h). This worker is alive, only blocked by the
+ * holder, so it beats; a holder that is stopped or gone, or keeps the lock longer than
+ * LOCK_REPORT_NS, is logged (once per holder) and reported to the master in the slot. The
+ * master judges it (server/master.c): it kills a holder that cannot run, and the heartbeat
+ * rule catches one that is stuck. Runs on any thread of the worker.
+ */
+#define LOCK_REPORT_NS (100 * MG_NS_PER_MS)
+static _Thread_local const struct mg_lock *reported_lock;
+static _Thread_local int reported_holder;
+
+static void lock_watch(void *arg, struct mg_lock *l, enum mg_lock_event event, int holder,
+                       enum mg_process_state state, int64_t held_ns)
+{
+    struct worker *w = arg;
+    mg_scoreboard_beat();
+    uint64_t offset = (uint64_t)((char *)l - (char *)w->env.seg->base);
+    char name[48] = "shared";
+    if (event == MG_LOCK_ACQUIRED) {
+        if (reported_lock == l) {
+            mg_slot_clear_lock_wait(w->slot, offset);
+            mg_segment_lock_at(w->env.seg, offset, name, sizeof name);
+            mg_info("got the %s lock after %lld ms", name, (long long)(held_ns / MG_NS_PER_MS));
+            reported_lock = NULL;
+        }
+        return;
+    }
+    if (state == MG_PROCESS_RUNNING && held_ns < LOCK_REPORT_NS)
+        return;
+    if (reported_lock != l || reported_holder != holder) {
+        mg_segment_lock_at(w->env.seg, offset, name, sizeof name);
+        mg_warn("waiting %lld ms for the %s lock, held by pid %d (%s); reported to the master",
+                (long long)(held_ns / MG_NS_PER_MS), name, holder, mg_process_state_name(state));
+        reported_lock = l;
+        reported_holder = holder;
+    }
+    mg_slot_report_lock_wait(w->slot, holder, offset, mg_monotonic_ns() - held_ns);
+}
+
 static int setup_signals(void)
 {
     sigset_t set;
@@ -639,6 +679,8 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
                        : strcmp(hooks, "block") == 0 ? MG_TEST_HOOKS_BLOCK
                                                      : MG_TEST_HOOKS_OFF;
     w.slot = mg_slot_get(seg, slot_index);
+    mg_scoreboard_set_self(w.slot);
+    mg_lock_set_watch(lock_watch, &w);
     w.listen_fd = listen_fd;
     w.master_pid = master_pid;
     w.limits.max_header_bytes = (size_t)seg->config->max_header_bytes;

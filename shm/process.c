@@ -1,0 +1,77 @@
+#include "process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+enum mg_process_state mg_process_state(int pid, char *letter)
+{
+    if (letter)
+        *letter = '?';
+    if (pid <= 0)
+        return MG_PROCESS_GONE;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return kill(pid, 0) < 0 && errno == ESRCH ? MG_PROCESS_GONE : MG_PROCESS_RUNNING;
+    /* The command name (field 2) may hold spaces and ')': the state follows the last ')'. */
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return MG_PROCESS_RUNNING;
+    char c = p[2];
+    if (letter)
+        *letter = c;
+    switch (c) {
+    case 'Z':
+    case 'X':
+    case 'x':
+        return MG_PROCESS_GONE;
+    case 'T':
+    case 't':
+        return MG_PROCESS_STOPPED;
+    default:
+        return MG_PROCESS_RUNNING;
+    }
+}
+
+const char *mg_process_state_name(enum mg_process_state state)
+{
+    switch (state) {
+    case MG_PROCESS_GONE:
+        return "gone";
+    case MG_PROCESS_STOPPED:
+        return "stopped";
+    case MG_PROCESS_RUNNING:
+        return "running";
+    }
+    return "?";
+}
+
+bool mg_process_comm(int pid, char *out, size_t cap)
+{
+    char path[64], buf[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", pid);
+    ssize_t n = read_small(path, buf, sizeof buf);
+    if (n <= 0)
+        return false;
+    if (buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+    snprintf(out, cap, "%s", buf);
+    return true;
+}

@@ -1,0 +1,33 @@
+/*
+ * process: what /proc says about another process, for the code that must decide whether a
+ * pid found in shared memory can still act: the holder of a lock, the master named by a
+ * segment's header.
+ *
+ * A process counts as running only when it can execute: a stopped one (SIGSTOP, a
+ * debugger: state T or t) holds what it holds until someone resumes it, which may be never,
+ * and a zombie (Z, X) will never touch memory again.
+ */
+#ifndef MESHGATE_PROCESS_H
+#define MESHGATE_PROCESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum mg_process_state {
+    MG_PROCESS_GONE = 0, /* no such pid, or a zombie: it will never run again */
+    MG_PROCESS_STOPPED,  /* T or t: stopped by a signal or a debugger */
+    MG_PROCESS_RUNNING,  /* anything else, including D (uninterruptible sleep) */
+};
+
+/* The state of pid from /proc/PID/stat; *letter (may be NULL) gets the kernel's letter ('?'
+ * when the pid is gone). A pid /proc does not show (hidepid) counts as running when
+ * kill(pid, 0) finds it. */
+enum mg_process_state mg_process_state(int pid, char *letter);
+
+/* The state's name for a log line: "gone", "stopped", "running". */
+const char *mg_process_state_name(enum mg_process_state state);
+
+/* The command name of pid (/proc/PID/comm, at most 15 bytes) into out; false when unknown. */
+bool mg_process_comm(int pid, char *out, size_t cap);
+
+#endif

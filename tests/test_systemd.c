@@ -405,7 +405,7 @@ Test(systemd, make_install_places_files_and_keeps_an_edited_env_file)
     const char *bins[] = {"meshgate", "meshgate-shm", "meshgate-fixture", "meshgate-bench"};
     for (int i = 0; i < 4; i++) {
         char rel[128];
-        snprintf(rel, sizeof rel, "/usr/bin/%s", bins[i]);
+        snprintf(rel, sizeof rel, i < 2 ? "/usr/bin/%s" : "/usr/libexec/meshgate/%s", bins[i]);
         expect_file(dir, rel, 0755);
     }
     expect_file(dir, "/usr/share/man/man8/meshgate.8", 0644);

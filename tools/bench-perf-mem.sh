@@ -5,8 +5,9 @@
 # probed back to back. Prints the walk's duration, walks run, the server's CPU time, and
 # the probe latencies. Both clients sign in (an API key file of its own), so the anonymous
 # line and the per-client rate limit stay out of it: it measures the diagnostic gate alone.
-# Expected answers: 2xx for the probe; the walks 200, and with the gate 429; anything else
-# above MAX_UNEXPECTED_PCT (1 %) fails the script (exit 2).
+# Expected answers: 2xx for the probe; the walks 200, and timeouts without the gate (eight
+# walks at once on a loaded machine can pass the 30 s timeout: that is what A shows), 429
+# with it; anything else above MAX_UNEXPECTED_PCT (1 %) fails the script (exit 2).
 #
 #   tools/bench-perf-mem.sh DB [SECONDS]
 #   PORT, MESHGATE_BUILD, MAX_UNEXPECTED_PCT, BENCH_SMOKE: see tools/bench-common.sh
@@ -50,5 +51,5 @@ run() { # label, what the walks may answer, then extra environment
   "$bin/meshgate-shm" --name "$server_name" | sed -n '/perf_mem/,/admitted/p'
   stop_server
 }
-run "A: no diagnostic gate (MESHGATE_PERF_MEM_GATE=0)" 200 MESHGATE_PERF_MEM_GATE=0
+run "A: no diagnostic gate (MESHGATE_PERF_MEM_GATE=0)" 200,err MESHGATE_PERF_MEM_GATE=0
 run "B: defaults (one walk at a time, 5 s cooldown)" 200,429

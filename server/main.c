@@ -5,6 +5,7 @@
  * CoreScope database; 66 the database is missing or unreadable; 71 a system error (socket,
  * signals); 73 another live meshgate uses the segment name; 78 bad configuration.
  */
+#include "build_info.h"
 #include "config.h"
 #include "db.h"
 #include "keys.h"
@@ -46,7 +47,8 @@ int main(int argc, char **argv)
             return 0;
         }
         if (strcmp(argv[1], "--version") == 0) {
-            printf("meshgate %s\n", MESHGATE_VERSION);
+            printf("meshgate %s (commit %s, built %s)\n", MESHGATE_VERSION, mg_build_commit(),
+                   mg_build_time());
             return 0;
         }
         fprintf(stderr,
@@ -106,7 +108,7 @@ int main(int argc, char **argv)
         mg_config_default_shm_name(cfg.listen_host, cfg.listen_port, cfg.shm_name,
                                    sizeof cfg.shm_name);
 
-    mg_info("meshgate %s starting (%s socket %s)", MESHGATE_VERSION,
+    mg_info("meshgate %s (commit %s) starting (%s socket %s)", MESHGATE_VERSION, mg_build_commit(),
             from_systemd ? "systemd's" : "own", desc);
     mg_info("effective configuration:");
     mg_config_describe(&cfg, print_line, NULL);

@@ -883,3 +883,85 @@ Test(bench, the_binary_prints_one_json_object, .fini = stop_server)
     size_t len = strlen(tool.out);
     cr_expect(len > 2 && tool.out[len - 1] == '\n' && tool.out[len - 2] == '}', "one object");
 }
+
+/* --- what a scenario expects ------------------------------------------------------------------ */
+
+Test(bench, expect_lists_parse_and_default_to_2xx, .fini = cleanup_run)
+{
+    cr_assert_eq(
+        parse((const char *[]){"--stream", "a:/:closed:1", "--stream", "b:/:once:2", "--expect",
+                               "b:200,429,5xx,err", "--max-unexpected-pct", "1.5", NULL}),
+        MG_BENCH_ARGS_OK, "%s", err);
+    cr_expect(cfg.streams[0].expect_status[204] && !cfg.streams[0].expect_status[429]);
+    cr_expect_not(cfg.streams[0].expect_errors);
+    cr_expect_str_eq(cfg.streams[0].expect_text, "2xx");
+    cr_expect(cfg.streams[1].expect_status[200] && cfg.streams[1].expect_status[429] &&
+              cfg.streams[1].expect_status[503] && cfg.streams[1].expect_errors);
+    cr_expect_not(cfg.streams[1].expect_status[204], "a list replaces the default");
+    cr_expect_float_eq(cfg.max_unexpected_pct, 1.5, 1e-12);
+
+    const char *bad[][2] = {{"c:200", "no --stream is called \"c\""},
+                            {"a:200,42", "\"42\" is not a status"},
+                            {"a:6xx", "\"6xx\" is not a status"},
+                            {"a:", "\"\" is not a status"},
+                            {"a", "must be STREAM:LIST"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(
+            parse((const char *[]){"--stream", "a:/:closed:1", "--expect", bad[i][0], NULL}),
+            MG_BENCH_ARGS_BAD, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]), "--expect %s: %s", bad[i][0], err);
+    }
+    cr_expect_eq(
+        parse((const char *[]){"--stream", "a:/:closed:1", "--max-unexpected-pct", "101", NULL}),
+        MG_BENCH_ARGS_BAD);
+}
+
+Test(bench, more_unexpected_answers_than_the_limit_fail_the_check, .fini = cleanup_run)
+{
+    cr_assert_eq(parse((const char *[]){"--stream", "a:/:closed:1", "--stream", "b:/:closed:1",
+                                        "--expect", "b:200,429", NULL}),
+                 MG_BENCH_ARGS_OK, "%s", err);
+    memset(&rep, 0, sizeof rep);
+    rep.nstreams = 2;
+    /* a: 1000 sent, 990 200s, 10 429s: exactly 1 %. b: 429s asked for, 11 timeouts. */
+    rep.streams[0].sent = 1000;
+    rep.streams[0].status_counts[200] = 990;
+    rep.streams[0].status_counts[429] = 10;
+    rep.streams[1].sent = 1000;
+    rep.streams[1].status_counts[200] = 489;
+    rep.streams[1].status_counts[429] = 500;
+    rep.streams[1].errors_total = 11;
+    snprintf(rep.streams[1].first_error, sizeof rep.streams[1].first_error, "timed out");
+    cr_expect_eq(mg_bench_unexpected(&cfg.streams[0], &rep.streams[0]), 10);
+    cr_expect_eq(mg_bench_unexpected(&cfg.streams[1], &rep.streams[1]), 11);
+
+    cr_expect(mg_bench_check_unexpected(&cfg, &rep, err, sizeof err), "not checked by default");
+    cfg.max_unexpected_pct = 1;
+    cr_expect_not(mg_bench_check_unexpected(&cfg, &rep, err, sizeof err));
+    cr_expect(strstr(err, "stream b: 11 of 1000 requests (1.10 %)") &&
+                  strstr(err, "errors x 11 (timed out)") && strstr(err, "--expect b:200,429"),
+              "%s", err);
+    rep.streams[1].errors_total = 10;
+    cr_expect(mg_bench_check_unexpected(&cfg, &rep, err, sizeof err), "1 %% is not more than 1 %%");
+    rep.streams[0].status_counts[404] = 1;
+    cr_expect_not(mg_bench_check_unexpected(&cfg, &rep, err, sizeof err));
+    cr_expect(strstr(err, "stream a: 11 of 1000") && strstr(err, "404 x 1, 429 x 10"), "%s", err);
+    memset(&rep, 0, sizeof rep);
+}
+
+Test(bench, the_binary_exits_2_when_answers_nobody_asked_for_pass_the_limit, .fini = stop_server)
+{
+    start_server();
+    run_tool((const char *[]){"--target", target_of(server.port), "--duration", "0.3",
+                              "--max-unexpected-pct", "1", "--stream",
+                              "missing:/api/no-such-thing:closed:1", NULL});
+    cr_expect_eq(tool.status, 2, "%s", tool.err);
+    cr_expect(strstr(tool.err, "FAILED: stream missing:") && strstr(tool.err, "404 x"), "%s",
+              tool.err);
+    cr_expect(strstr(tool.out, "missing"), "the report is still printed: %s", tool.out);
+
+    run_tool((const char *[]){"--target", target_of(server.port), "--duration", "0.3",
+                              "--max-unexpected-pct", "1", "--expect", "missing:404", "--stream",
+                              "missing:/api/no-such-thing:closed:1", NULL});
+    cr_expect_eq(tool.status, 0, "a 404 the scenario asks for: %s", tool.err);
+}

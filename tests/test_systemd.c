@@ -405,11 +405,20 @@ Test(systemd, make_install_places_files_and_keeps_an_edited_env_file)
     const char *bins[] = {"meshgate", "meshgate-shm", "meshgate-fixture", "meshgate-bench"};
     for (int i = 0; i < 4; i++) {
         char rel[128];
-        snprintf(rel, sizeof rel, "/usr/bin/%s", bins[i]);
+        snprintf(rel, sizeof rel, i < 2 ? "/usr/bin/%s" : "/usr/libexec/meshgate/%s", bins[i]);
         expect_file(dir, rel, 0755);
+    }
+    /* The test tools stay off PATH; bin holds what has a man page. */
+    for (int i = 2; i < 4; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/usr/bin/%s", dir, bins[i]);
+        cr_expect_neq(access(path, F_OK), 0, "%s is a test tool, not for bin", bins[i]);
     }
     expect_file(dir, "/usr/share/man/man8/meshgate.8", 0644);
     expect_file(dir, "/usr/share/man/man8/meshgate-shm.8", 0644);
+    expect_file(dir, "/usr/share/meshgate/grafana/meshgate.json", 0644);
+    expect_file(dir, "/usr/share/meshgate/prometheus/meshgate-rules.yml", 0644);
+    expect_file(dir, "/usr/share/meshgate/prometheus/scrape.yml", 0644);
     expect_file(dir, "/usr/lib/systemd/system/meshgate.socket", 0644);
     expect_file(dir, "/usr/lib/systemd/system/meshgate.service", 0644);
     expect_file(dir, "/etc/meshgate/meshgate.env", 0644);

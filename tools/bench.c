@@ -39,6 +39,7 @@
 #include "json.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <netinet/tcp.h>
@@ -270,6 +271,9 @@ static int check_path(const char *spec, struct mg_bench_stream *s, char *err, si
 int mg_bench_parse_stream(const char *spec, struct mg_bench_stream *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
+    for (int code = 200; code < 300; code++)
+        s->expect_status[code] = true;
+    snprintf(s->expect_text, sizeof s->expect_text, "2xx");
     const char *colon = strchr(spec, ':');
     if (!colon) {
         set_err(err, errlen, "--stream %s: must be %s", spec, STREAM_FORMS);
@@ -416,6 +420,57 @@ static bool token_char(char c)
 }
 
 /* "STREAM:Name: value" -> the stream's index and the header line. */
+/* --expect STREAM:LIST, LIST a comma list of statuses (429), classes (2xx) and "err". */
+static int add_expect(struct mg_bench_config *cfg, const char *arg, char *err, size_t errlen)
+{
+    const char *colon = strchr(arg, ':');
+    size_t name_len = colon ? (size_t)(colon - arg) : 0;
+    struct mg_bench_stream *s = NULL;
+    for (unsigned i = 0; colon && i < cfg->nstreams; i++)
+        if (strlen(cfg->streams[i].name) == name_len &&
+            memcmp(cfg->streams[i].name, arg, name_len) == 0)
+            s = &cfg->streams[i];
+    if (!s) {
+        set_err(err, errlen,
+                colon ? "--expect %s: no --stream is called \"%.*s\""
+                      : "--expect %s: must be STREAM:LIST, e.g. --expect 'cold:200,429'",
+                arg, (int)name_len, arg);
+        return -1;
+    }
+    const char *list = colon + 1;
+    if (strlen(list) >= sizeof s->expect_text) {
+        set_err(err, errlen, "--expect %s: the list is longer than %zu characters", arg,
+                sizeof s->expect_text - 1);
+        return -1;
+    }
+    bool status[600] = {false}, errors = false;
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        bool digits = n == 3 && p[0] >= '1' && p[0] <= '5' && isdigit((unsigned char)p[1]) &&
+                      isdigit((unsigned char)p[2]);
+        if (n == 3 && strncmp(p, "err", 3) == 0) {
+            errors = true;
+        } else if (digits) {
+            status[(p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0')] = true;
+        } else if (n == 3 && p[0] >= '1' && p[0] <= '5' && p[1] == 'x' && p[2] == 'x') {
+            for (int code = (p[0] - '0') * 100; code < (p[0] - '0') * 100 + 100; code++)
+                status[code] = true;
+        } else {
+            set_err(err, errlen,
+                    "--expect %s: \"%.*s\" is not a status (100 to 599), a class (2xx) or err", arg,
+                    (int)n, p);
+            return -1;
+        }
+        if (p[n] == '\0')
+            break;
+        p += n + 1;
+    }
+    memcpy(s->expect_status, status, sizeof status);
+    s->expect_errors = errors;
+    snprintf(s->expect_text, sizeof s->expect_text, "%s", list);
+    return 0;
+}
+
 static int add_header(struct mg_bench_config *cfg, const char *arg, char *err, size_t errlen)
 {
     const char *colon = strchr(arg, ':');
@@ -655,6 +710,7 @@ void mg_bench_config_init(struct mg_bench_config *cfg)
     cfg->threads = MG_BENCH_DEFAULT_THREADS;
     cfg->max_requests = MG_BENCH_DEFAULT_MAX_REQUESTS;
     cfg->max_outstanding = MG_BENCH_DEFAULT_MAX_OUTSTANDING;
+    cfg->max_unexpected_pct = -1;
     mg_bench_parse_target(MG_BENCH_DEFAULT_TARGET, &cfg->target, NULL, 0);
 }
 
@@ -722,6 +778,11 @@ void mg_bench_usage(struct mg_buf *out)
         "                        it is not sent and counted as dropped (1 to %u, default %u, or\n"
         "                        less when the open-file limit allows fewer)\n"
         "  --label TEXT          printed at the top of the report, to tell A/B runs apart\n"
+        "  --expect STREAM:LIST  what the stream's scenario asks for: statuses (429), classes\n"
+        "                        (2xx) and err (timeouts, resets), comma-separated; default 2xx\n"
+        "  --max-unexpected-pct PCT\n"
+        "                        exit 2 when more than PCT %% of a stream's requests end in what\n"
+        "                        its --expect does not list (0 to 100; default: not checked)\n"
         "  --json                one JSON object instead of the table\n"
         "  -h, --help            this text\n"
         "\n"
@@ -742,7 +803,8 @@ void mg_bench_usage(struct mg_buf *out)
         "is sent, and requests still out are waited for until their timeout. Ctrl-C ends it\n"
         "early: requests still out count as aborted, and the report is printed.\n"
         "\n"
-        "Exit codes: 0 done; 1 cannot connect to the target at the start; 64 bad usage (also a\n"
+        "Exit codes: 0 done; 1 cannot connect to the target at the start; 2 more unexpected\n"
+        "answers than --max-unexpected-pct allows (the report is printed); 64 bad usage (also a\n"
         "non-loopback target, or a run needing more open files than ulimit -n allows); 71 a\n"
         "system error; 130 interrupted (the report is printed).\n",
         MG_BENCH_CONNS_MAX, MG_BENCH_PAUSE_MAX_MS, MG_BENCH_RATE_MAX, MG_BENCH_ONCE_MAX,
@@ -768,6 +830,8 @@ enum option_id {
     OPT_MAX_OUTSTANDING,
     OPT_LABEL,
     OPT_JSON,
+    OPT_EXPECT,
+    OPT_MAX_UNEXPECTED,
 };
 
 static const struct option_def {
@@ -789,14 +853,18 @@ static const struct option_def {
     {"--max-outstanding", OPT_MAX_OUTSTANDING, true, false, "a number of requests"},
     {"--label", OPT_LABEL, true, false, "a text"},
     {"--json", OPT_JSON, false, false, NULL},
+    {"--expect", OPT_EXPECT, true, true, "STREAM:LIST, e.g. cold:200,429"},
+    {"--max-unexpected-pct", OPT_MAX_UNEXPECTED, true, false, "a percentage from 0 to 100"},
 };
 
 #define OPTIONS_ACCEPTED                                                                           \
     "accepted are --target, --stream, --header, --keys, --duration, --warmup, --timeout-ms, "      \
-    "--threads, --max-requests, --max-outstanding, --label, --json and --help"
+    "--threads, --max-requests, --max-outstanding, --label, --json, --expect, "                    \
+    "--max-unexpected-pct and --help"
 
 static int apply_option(struct mg_bench_config *cfg, enum option_id id, const char *value,
-                        const char **header_args, unsigned *nheader_args, char *err, size_t errlen)
+                        const char **header_args, unsigned *nheader_args, const char **expect_args,
+                        unsigned *nexpect_args, char *err, size_t errlen)
 {
     uint64_t v;
     switch (id) {
@@ -900,13 +968,28 @@ static int apply_option(struct mg_bench_config *cfg, enum option_id id, const ch
     case OPT_JSON:
         cfg->json = true;
         return 0;
+    case OPT_EXPECT:
+        if (*nexpect_args >= MG_BENCH_MAX_STREAMS) {
+            set_err(err, errlen, "--expect %s: at most one a stream", value);
+            return -1;
+        }
+        expect_args[(*nexpect_args)++] = value;
+        return 0;
+    case OPT_MAX_UNEXPECTED:
+        if (!parse_decimal(value, 0, false, 100, &cfg->max_unexpected_pct)) {
+            set_err(err, errlen, "--max-unexpected-pct %s: must be a percentage from 0 to 100",
+                    value);
+            return -1;
+        }
+        return 0;
     }
     return -1;
 }
 
 /* What only the whole command line can tell: keys for {key}, headers for named streams. */
 static int check_config(struct mg_bench_config *cfg, const char **header_args,
-                        unsigned nheader_args, char *err, size_t errlen)
+                        unsigned nheader_args, const char **expect_args, unsigned nexpect_args,
+                        char *err, size_t errlen)
 {
     if (cfg->nstreams == 0) {
         set_err(err, errlen,
@@ -916,6 +999,9 @@ static int check_config(struct mg_bench_config *cfg, const char **header_args,
     }
     for (unsigned i = 0; i < nheader_args; i++)
         if (add_header(cfg, header_args[i], err, errlen) < 0)
+            return -1;
+    for (unsigned i = 0; i < nexpect_args; i++)
+        if (add_expect(cfg, expect_args[i], err, errlen) < 0)
             return -1;
     bool any_key = false;
     for (unsigned i = 0; i < cfg->nstreams; i++) {
@@ -959,7 +1045,8 @@ enum mg_bench_args mg_bench_parse_args(struct mg_bench_config *cfg, int argc, ch
                                        char *err, size_t errlen)
 {
     const char *header_args[MG_BENCH_MAX_STREAMS * MG_BENCH_MAX_HEADERS];
-    unsigned nheader_args = 0, seen = 0;
+    const char *expect_args[MG_BENCH_MAX_STREAMS];
+    unsigned nheader_args = 0, nexpect_args = 0, seen = 0;
     free(cfg->command_line);
     cfg->command_line = quote_command(argc, argv);
     if (!cfg->command_line) {
@@ -1009,10 +1096,11 @@ enum mg_bench_args mg_bench_parse_args(struct mg_bench_config *cfg, int argc, ch
             }
             seen |= 1u << opt->id;
         }
-        if (apply_option(cfg, opt->id, value, header_args, &nheader_args, err, errlen) < 0)
+        if (apply_option(cfg, opt->id, value, header_args, &nheader_args, expect_args,
+                         &nexpect_args, err, errlen) < 0)
             return MG_BENCH_ARGS_BAD;
     }
-    if (check_config(cfg, header_args, nheader_args, err, errlen) < 0)
+    if (check_config(cfg, header_args, nheader_args, expect_args, nexpect_args, err, errlen) < 0)
         return MG_BENCH_ARGS_BAD;
     return MG_BENCH_ARGS_OK;
 }
@@ -2632,4 +2720,46 @@ void mg_bench_render_json(const struct mg_bench_config *cfg, const struct mg_ben
     }
     mg_json_array_end(&j);
     mg_json_object_end(&j);
+}
+
+uint64_t mg_bench_unexpected(const struct mg_bench_stream *s,
+                             const struct mg_bench_stream_report *r)
+{
+    uint64_t n = s->expect_errors ? 0 : r->errors_total;
+    for (int code = 100; code < 600; code++)
+        if (!s->expect_status[code])
+            n += r->status_counts[code];
+    return n;
+}
+
+bool mg_bench_check_unexpected(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
+                               char *err, size_t errlen)
+{
+    if (cfg->max_unexpected_pct < 0)
+        return true;
+    for (unsigned i = 0; i < cfg->nstreams && i < rep->nstreams; i++) {
+        const struct mg_bench_stream *s = &cfg->streams[i];
+        const struct mg_bench_stream_report *r = &rep->streams[i];
+        uint64_t bad = mg_bench_unexpected(s, r);
+        if (r->sent == 0 || (double)bad * 100.0 <= cfg->max_unexpected_pct * (double)r->sent)
+            continue;
+        char got[256];
+        size_t len = 0;
+        got[0] = '\0';
+        for (int code = 100; code < 600 && len < sizeof got - 32; code++)
+            if (!s->expect_status[code] && r->status_counts[code])
+                len += (size_t)snprintf(got + len, sizeof got - len, "%s%d x %llu", len ? ", " : "",
+                                        code, (unsigned long long)r->status_counts[code]);
+        if (!s->expect_errors && r->errors_total && len < sizeof got - 32)
+            snprintf(got + len, sizeof got - len, "%serrors x %llu (%s)", len ? ", " : "",
+                     (unsigned long long)r->errors_total, r->first_error);
+        set_err(err, errlen,
+                "stream %s: %llu of %llu requests (%.2f %%) ended in what it does not expect "
+                "(--expect %s:%s): %s; more than --max-unexpected-pct %g",
+                s->name, (unsigned long long)bad, (unsigned long long)r->sent,
+                100.0 * (double)bad / (double)r->sent, s->name, s->expect_text, got,
+                cfg->max_unexpected_pct);
+        return false;
+    }
+    return true;
 }

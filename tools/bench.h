@@ -92,6 +92,11 @@ struct mg_bench_stream {
     unsigned key_slots;   /* how many {key} the path holds */
     char headers[MG_BENCH_MAX_HEADERS][MG_BENCH_HEADER_MAX + 1]; /* "Name: value" */
     unsigned nheaders;
+    /* What the scenario asks for (--expect; default: every 2xx): any other status, and an
+     * error unless expect_errors, is an answer nobody asked for (mg_bench_unexpected). */
+    bool expect_status[600];
+    bool expect_errors;
+    char expect_text[64]; /* as given, for messages; "2xx" by default */
 };
 
 /* A literal loopback address and a port. text is what the user wrote, for the report. */
@@ -112,6 +117,7 @@ struct mg_bench_config {
     unsigned max_outstanding; /* per open stream */
     bool max_outstanding_given;
     bool json;
+    double max_unexpected_pct; /* --max-unexpected-pct; < 0: not checked */
     char label[MG_BENCH_LABEL_MAX + 1];
     char *command_line; /* malloc'd; the arguments, shell-quoted, as they were given */
     char *keys_path;    /* malloc'd, or NULL */
@@ -135,6 +141,7 @@ enum mg_bench_args {
 enum mg_bench_status {
     MG_BENCH_OK = 0,
     MG_BENCH_CANNOT_CONNECT = 1, /* the probe connection before the run failed */
+    MG_BENCH_UNEXPECTED = 2,     /* a stream's unexpected answers exceed --max-unexpected-pct */
     MG_BENCH_REFUSED = 64,       /* the configuration is not acceptable (non-loopback...) */
     MG_BENCH_SYSTEM_ERROR = 71,  /* threads, epoll, memory, the open-file limit */
 };
@@ -245,6 +252,18 @@ struct mg_bench_report {
 enum mg_bench_status mg_bench_run(const struct mg_bench_config *cfg, struct mg_bench_report *rep,
                                   char *err, size_t errlen);
 void mg_bench_report_free(struct mg_bench_report *rep);
+
+/*
+ * Requests of a stream whose outcome the scenario did not ask for: responses with a status
+ * its --expect does not list, and errors unless it lists "err". Dropped requests were never
+ * sent and do not count. mg_bench_check_unexpected applies --max-unexpected-pct to every
+ * stream: false (with a sentence in err naming the stream, the share and what came back)
+ * when a stream's share of unexpected outcomes among its sent requests is above it.
+ */
+uint64_t mg_bench_unexpected(const struct mg_bench_stream *s,
+                             const struct mg_bench_stream_report *r);
+bool mg_bench_check_unexpected(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
+                               char *err, size_t errlen);
 
 /* Descriptors a run of cfg may hold at once (sockets, epoll), to compare with RLIMIT_NOFILE. */
 uint64_t mg_bench_descriptors_needed(const struct mg_bench_config *cfg);

@@ -646,6 +646,7 @@ struct gen {
     sqlite3_stmt *ins_tx, *ins_obs, *ins_obs_batch;
     const uint8_t *batch[OBS_BATCH]; /* records bound to ins_obs_batch, not yet written */
     int batched;
+    long observations_written; /* for opt.progress */
     struct text t_path, t_resolved, t_raw, t_obs_raw, t_json;
     struct record rec;
     struct pipe *pipe;
@@ -2255,6 +2256,7 @@ static int write_record(struct gen *g, struct reader *rd)
     const uint8_t *start = rd->p;
     uint8_t kind = rd_u8(rd);
     if (kind == RECORD_OBSERVATION) {
+        g->observations_written++;
         g->batch[g->batched] = start;
         bind_observation(g, g->ins_obs_batch, g->batched * obs_columns(g), rd);
         if (++g->batched < OBS_BATCH)
@@ -2317,6 +2319,8 @@ static int write_rows(struct gen *g)
             return -1;
         }
         bool last = ch->last;
+        if (g->o.progress)
+            g->o.progress(g->o.progress_arg, "rows", g->observations_written, g->o.observations);
         pthread_mutex_lock(&pp->mu);
         ch->full = false;
         pp->drain = (pp->drain + 1) % PIPE_CHUNKS;
@@ -3020,6 +3024,8 @@ static int generate_into(struct gen *g, const char *path, const char *tmp)
         return -1;
     if (write_nodes(g) != 0 || write_observers(g) != 0 || write_edges(g) != 0)
         return -1;
+    if (g->o.progress)
+        g->o.progress(g->o.progress_arg, "indexes", g->o.observations, g->o.observations);
     if (exec_sql(g, schema_indexes, "create indexes") != 0 ||
         (migrated(g) && (exec_sql(g, schema_migrated_rest, "finish the migration") != 0 ||
                          write_inactive_nodes(g) != 0)) ||

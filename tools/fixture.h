@@ -54,6 +54,11 @@ struct mg_fixture_options {
     enum mg_fixture_schema schema;
     bool overwrite;   /* replace an existing file at the path (else refuse) */
     int64_t now_unix; /* the newest possible timestamp; 0: the current time */
+    /* Optional (NULL: none): told how far the writing is, from the writing thread, after each
+     * chunk of rows (stage "rows": done of total observations) and once before the indexes
+     * are built (stage "indexes"). The tool shows it on a terminal. */
+    void (*progress)(void *arg, const char *stage, long done, long total);
+    void *progress_arg;
 };
 
 /* The defaults of the command-line tool: seed 1, 100000 observations, 7 days, migrated

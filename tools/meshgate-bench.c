@@ -6,6 +6,8 @@
  * Exit codes:
  *   0    the report was written
  *   1    the target did not accept a connection at the start (nothing was measured)
+ *   2    a stream had more answers it does not expect than --max-unexpected-pct allows (the
+ *        report was written, and a line on stderr names the stream and what came back)
  *   64   bad command line, a target other than 127.0.0.1 / ::1, or a run that would need more
  *        open files than the limit allows
  *   71   a system error (threads, epoll, memory, the output)
@@ -130,6 +132,10 @@ int main(int argc, char **argv)
     int rc = write_out(&out);
     if (rc == 0 && rep.interrupted)
         rc = EXIT_INTERRUPTED;
+    if (rc == 0 && !mg_bench_check_unexpected(&cfg, &rep, err, sizeof err)) {
+        fprintf(stderr, "meshgate-bench: FAILED: %s\n", err);
+        rc = MG_BENCH_UNEXPECTED;
+    }
     mg_buf_free(&out);
     mg_bench_report_free(&rep);
     mg_bench_config_free(&cfg);

@@ -90,6 +90,34 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* On a terminal only (stderr), one line redrawn at most 5 times a second: a 2-million-row
+ * file takes half a minute, and output that is redirected stays exactly the summary. */
+struct progress {
+    struct timespec started;
+    double last_s;
+    bool shown;
+};
+
+static void show_progress(void *arg, const char *stage, long done, long total)
+{
+    struct progress *p = arg;
+    double now = seconds_since(&p->started);
+    bool indexes = strcmp(stage, "indexes") == 0;
+    if (p->shown && !indexes && now - p->last_s < 0.2)
+        return;
+    p->last_s = now;
+    p->shown = true;
+    if (indexes)
+        fprintf(stderr,
+                "\r\033[Kmeshgate-fixture: %ld observations written, building indexes "
+                "(%.0f s)",
+                total, now);
+    else
+        fprintf(stderr, "\r\033[Kmeshgate-fixture: %ld of %ld observations (%.0f %%, %.0f s)", done,
+                total, total > 0 ? 100.0 * (double)done / (double)total : 100.0, now);
+    fflush(stderr);
+}
+
 static double file_mb(const char *path)
 {
     struct stat st;
@@ -272,7 +300,15 @@ int main(int argc, char **argv)
     struct mg_fixture_options resolved;
     if (mg_fixture_resolve(&opt, &resolved, err, sizeof err) != 0)
         usage_error("--%s", err);
-    if (mg_fixture_generate(out, &resolved, err, sizeof err) != 0) {
+    struct progress bar = {.started = t0};
+    if (isatty(STDERR_FILENO)) {
+        resolved.progress = show_progress;
+        resolved.progress_arg = &bar;
+    }
+    int generated = mg_fixture_generate(out, &resolved, err, sizeof err);
+    if (bar.shown)
+        fputs("\r\033[K", stderr); /* the progress line goes; the summary follows */
+    if (generated != 0) {
         fprintf(stderr, "meshgate-fixture: %s\n", err);
         return 1;
     }

@@ -15,8 +15,14 @@
  * segment bucket also holds every larger value, so it counts only toward +Inf. _count is the
  * sum of the buckets read, so it always equals the +Inf bucket; _sum is read apart and may be
  * one request ahead or behind while workers add to it.
+ *
+ * meshgate_database_up is the one figure that may touch the database: it is the answer of the
+ * group's row counts (db_counts.h), the value /api/healthz answers 503 on, so a scrape costs
+ * the database at most one count per interval for the whole group.
  */
+#include "build_info.h"
 #include "client_limit.h"
+#include "db_counts.h"
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
@@ -210,8 +216,31 @@ static void write_server(struct mg_buf *b, const struct mg_segment *seg, int64_t
     char version[MG_VERSION_MAX];
     memcpy(version, h->version, sizeof version);
     version[MG_VERSION_MAX - 1] = '\0';
-    family(b, "meshgate_build_info", "gauge", "always 1; the version of the running binary");
-    sample_uint(b, "meshgate_build_info", "version", version, 1);
+    family(b, "meshgate_build_info", "gauge",
+           "always 1; the version of the running binary and the commit it was built from");
+    mg_buf_puts(b, "meshgate_build_info{version=\"");
+    put_escaped(b, version, true);
+    mg_buf_puts(b, "\",commit=\"");
+    put_escaped(b, mg_build_commit(), true);
+    mg_buf_puts(b, "\"} 1\n");
+}
+
+static void write_database(struct mg_buf *b, struct mg_env *env)
+{
+    struct mg_db_counts counts;
+    bool up = mg_db_counts_get(env, &counts);
+    single_uint(b, "meshgate_database_up", "gauge",
+                "1 when the database answers (the row counts of /api/healthz), 0 when not", up);
+    if (!up)
+        return; /* no rows rather than made-up zeros */
+    family(b, "meshgate_database_rows", "gauge",
+           "rows in CoreScope's tables, counted at most once per 10 s for the whole group");
+    sample_uint(b, "meshgate_database_rows", "table", "transmissions",
+                (uint64_t)counts.transmissions);
+    sample_uint(b, "meshgate_database_rows", "table", "observations",
+                (uint64_t)counts.observations);
+    sample_uint(b, "meshgate_database_rows", "table", "nodes", (uint64_t)counts.nodes);
+    sample_uint(b, "meshgate_database_rows", "table", "observers", (uint64_t)counts.observers);
 }
 
 static void write_diag_gate(struct mg_buf *b, const struct mg_diag_gate *g, int64_t now)
@@ -353,4 +382,5 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_cold_gate(b, seg->cold);
     write_cache(b, seg, now);
     write_anon_line(b, seg, now);
+    write_database(b, env);
 }

@@ -8,6 +8,7 @@
  * per interval, not one per request or per worker, and what a client sees may be up to an
  * interval old (as in CoreScope, which caches it the same way within one process).
  */
+#include "build_info.h"
 #include "clock.h"
 #include "group_value.h"
 #include "json.h"
@@ -19,39 +20,6 @@
 #include <time.h>
 
 #define ACTIVE_NODE_WINDOW_S (7 * 24 * 3600)
-
-#ifndef MESHGATE_COMMIT
-#define MESHGATE_COMMIT "unknown"
-#endif
-
-/* A build system may pass the build's time; otherwise the compiler's clock (see below). */
-#ifdef MESHGATE_BUILD_TIME
-static const char *build_time(void)
-{
-    return MESHGATE_BUILD_TIME;
-}
-#else
-/*
- * __DATE__ ("May 17 2026") and __TIME__ ("18:13:27") as "2026-05-17T18:13:27". They are
- * the compiler's local time, which is why no zone is claimed; and they date this file's
- * compilation, not the link.
- */
-static const char *build_time(void)
-{
-    static char text[32];
-    if (text[0])
-        return text;
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    const char *date = __DATE__;
-    int month = 0;
-    for (int m = 0; m < 12; m++)
-        if (memcmp(date, months + 3 * m, 3) == 0)
-            month = m + 1;
-    int day = (date[4] == ' ' ? 0 : date[4] - '0') * 10 + (date[5] - '0');
-    snprintf(text, sizeof text, "%.4s-%02d-%02dT%.8s", date + 7, month, day, __TIME__);
-    return text;
-}
-#endif
 
 /* The version the master recorded in the segment: the one definition lives with it. */
 static void server_version(const struct mg_env *env, char *out, size_t cap)
@@ -165,8 +133,8 @@ static long compute_stats(struct mg_env *env, char *out, size_t cap)
     mg_json_kv_int(&j, "packetsLast24h", last_day);
     mg_json_kv_string(&j, "engine", "meshgate");
     mg_json_kv_string(&j, "version", version);
-    mg_json_kv_string(&j, "commit", MESHGATE_COMMIT);
-    mg_json_kv_string(&j, "buildTime", build_time());
+    mg_json_kv_string(&j, "commit", mg_build_commit());
+    mg_json_kv_string(&j, "buildTime", mg_build_time());
     mg_json_key(&j, "counts");
     mg_json_object_begin(&j); /* a map: keys in bytewise order */
     mg_json_kv_int(&j, "companions", roles.companions);

@@ -1,0 +1,165 @@
+/*
+ * The benchmark scripts of docs/benchmarks.md, each run once in its smoke mode
+ * (BENCH_SMOKE=1: tiny windows on a small generated database), so they cannot rot again: each
+ * must start its own server on a free loopback port, finish with exit 0 and print its report;
+ * and a run whose answers are not what its scenario asks for must fail loudly (exit 2, with
+ * a line that says so). The whole suite takes about 25 s of wall time on 2 cores.
+ */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+TestSuite(bench_scripts, .timeout = 90);
+
+static char dir[128], db[256], keys[256];
+static char out[1 << 18];
+
+static int run(const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen %s", cmd);
+    size_t len = 0, n;
+    while (len + 1 < sizeof out && (n = fread(out + len, 1, sizeof out - 1 - len, p)) > 0)
+        len += n;
+    out[len] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A small database (80 nodes, 20 000 observations) and its 60 busiest nodes' keys. */
+static void make_db(void)
+{
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/small.db", dir);
+    snprintf(keys, sizeof keys, "%s/keys.txt", dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s/meshgate-fixture' --out '%s' --observations 20000 --seed 1 2>&1 >/dev/null",
+             MESHGATE_BUILD_DIR, db);
+    cr_assert_eq(run(cmd), 0, "meshgate-fixture: %s", out);
+    sqlite3 *conn;
+    cr_assert_eq(sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(conn,
+                                    "SELECT public_key FROM nodes ORDER BY advert_count DESC, "
+                                    "public_key LIMIT 60",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    FILE *f = fopen(keys, "w");
+    cr_assert(f);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        fprintf(f, "%s\n", (const char *)sqlite3_column_text(st, 0));
+    fclose(f);
+    sqlite3_finalize(st);
+    sqlite3_close(conn);
+}
+
+static void remove_db(void)
+{
+    mg_test_rmdir(dir);
+}
+
+/* Runs tools/SCRIPT ARGS in smoke mode; returns its exit status, its output in out. */
+static int smoke(const char *script, const char *args, const char *extra_env)
+{
+#ifdef __SANITIZE_ADDRESS__
+    /* make check runs each script once, in the plain pass: under the sanitizers the windows
+     * would measure the sanitizers, and the time would double. */
+    cr_skip_test("the benchmark scripts run in the build without sanitizers");
+#endif
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && BENCH_SMOKE=1 MESHGATE_BUILD='%s' %s timeout 80 tools/%s %s 2>&1",
+             MESHGATE_SOURCE_DIR, MESHGATE_BUILD_DIR, extra_env ? extra_env : "", script, args);
+    return run(cmd);
+}
+
+static void expect_in_out(const char *const *wanted)
+{
+    for (size_t i = 0; wanted[i]; i++)
+        cr_expect(strstr(out, wanted[i]), "no \"%s\" in:\n%s", wanted[i], out);
+}
+
+Test(bench_scripts, read_api_script_measures_2xx_only, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-read-api.sh", args, NULL);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"| `/api/nodes?limit=50` | 4 |",
+                                   "| `/api/packets?limit=50` | 4 |",
+                                   "| `/api/packets?limit=50&expand=observations` | 4 |", NULL});
+    /* Every row ends in its count of answers that were not 2xx: none here. */
+    for (const char *row = strstr(out, "| `"); row; row = strstr(row + 1, "| `")) {
+        const char *eol = strchr(row, '\n');
+        cr_expect(eol && eol - row > 4 && strncmp(eol - 4, " 0 |", 4) == 0,
+                  "a row with answers that were not 2xx: %.*s", (int)(eol ? eol - row : 80), row);
+    }
+}
+
+Test(bench_scripts, reach_script_runs_both_arms, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' '%s'", db, keys);
+    int rc = smoke("bench-reach.sh", args, NULL);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"### A: no cold gate", "### B: defaults", "cold            4",
+                                   "burst", "warm", "reach_cold", NULL});
+    cr_expect_null(strstr(out, "Bearer bench-"), "the key is redacted from the report");
+}
+
+Test(bench_scripts, perf_mem_script_runs_both_arms, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-perf-mem.sh", args, NULL);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"### A: no diagnostic gate", "### B: defaults",
+                                   "one walk alone: ", "server CPU during the run: ", NULL});
+}
+
+Test(bench_scripts, anon_script_runs_every_configuration, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-anon.sh", args, NULL);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"### A: no line", "### B: the line", "### C: the line",
+                                   "### D: every default", "flood ", "anon_line", NULL});
+}
+
+/* Keys of nodes that do not exist: every reach report is a 404, which no scenario asks for. */
+Test(bench_scripts, a_script_fails_loudly_on_answers_nobody_asked_for, .init = make_db,
+     .fini = remove_db)
+{
+    FILE *f = fopen(keys, "w");
+    cr_assert(f);
+    for (int i = 0; i < 60; i++)
+        fprintf(f, "%064x\n", 0xdead0000 + i);
+    fclose(f);
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' '%s'", db, keys);
+    int rc = smoke("bench-reach.sh", args, NULL);
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"FAILED: stream cold", "404 x 4",
+                                   "bench-reach.sh: FAILED: meshgate-bench exited 2", NULL});
+    cr_expect_null(strstr(out, "### B"), "the script stops at the first failure");
+}
+
+Test(bench_scripts, a_port_can_be_chosen, .init = make_db, .fini = remove_db)
+{
+    int port = mg_test_free_port();
+    char args[1024], env[64];
+    snprintf(args, sizeof args, "'%s'", db);
+    snprintf(env, sizeof env, "PORT=%d", port);
+    int rc = smoke("bench-perf-mem.sh", args, env);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    char listen[64];
+    snprintf(listen, sizeof listen, "meshgate on 127.0.0.1:%d", port);
+    cr_expect(strstr(out, listen), "no \"%s\" in:\n%s", listen, out);
+}

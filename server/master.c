@@ -83,7 +83,16 @@ struct master {
     int64_t last_watchdog_ns;
     int64_t last_status_ns;
     char last_status[256];
+    /* The database file the workers opened (their connections keep that inode), and when
+     * the path was last looked at: a file moved over the path is noticed and logged. */
+    dev_t db_dev;
+    ino_t db_ino;
+    bool db_known;
+    bool db_warned;
+    int64_t db_checked_ns;
 };
+
+static void remember_db(struct master *m);
 
 /* For the SIGBUS handler, which has nothing else to go by. */
 static struct master *sigbus_master;
@@ -403,6 +412,7 @@ static void reload_step(struct master *m, int64_t now)
     mg_segment_set_state(&m->seg, MG_SERVER_RUNNING);
     mg_notify("READY=1");
     mg_info("reload done: every worker is of generation %u", m->generation);
+    remember_db(m); /* the file the new workers opened */
 }
 
 static bool heartbeats_fresh(struct master *m, int64_t now, int64_t limit_ns)
@@ -418,6 +428,48 @@ static bool heartbeats_fresh(struct master *m, int64_t now, int64_t limit_ns)
             return false;
     }
     return alive > 0;
+}
+
+/*
+ * A database replaced under the workers (mv or cp over MESHGATE_DB, a restore) is not what
+ * they serve: each connection keeps the file it opened until SIGHUP replaces the workers,
+ * and a reopen while the old file's -wal still holds frames reads them as pages of the new
+ * file. Looked at every 2 s; logged once per replacement, with the safe order.
+ */
+#define DB_CHECK_INTERVAL_NS (2 * MG_NS_PER_SEC)
+
+static void remember_db(struct master *m)
+{
+    struct stat st;
+    m->db_known = stat(m->cfg.db_path, &st) == 0;
+    if (m->db_known) {
+        m->db_dev = st.st_dev;
+        m->db_ino = st.st_ino;
+    }
+    m->db_warned = false;
+}
+
+static void check_db_file(struct master *m, int64_t now)
+{
+    if (now - m->db_checked_ns < DB_CHECK_INTERVAL_NS || m->db_warned || !m->db_known)
+        return;
+    m->db_checked_ns = now;
+    struct stat st;
+    if (stat(m->cfg.db_path, &st) < 0) {
+        mg_warn("the database %s is gone (%s): the workers go on serving the file they opened; "
+                "put it back, or restart meshgate",
+                m->cfg.db_path, strerror(errno));
+    } else if (st.st_dev != m->db_dev || st.st_ino != m->db_ino) {
+        mg_warn("the database %s was replaced by another file: the workers go on serving the "
+                "one they opened until SIGHUP. Reload only once the old file's -wal is empty "
+                "(stop the ingestor, run PRAGMA wal_checkpoint(TRUNCATE)): a reopen reads a "
+                "leftover -wal as pages of the new file (docs/architecture.md, A live database)",
+                m->cfg.db_path);
+    } else {
+        return;
+    }
+    m->db_warned = true;
+    mg_counter_add(&m->seg, MG_CTR_DATABASE_REPLACED, 1);
 }
 
 static void tick(struct master *m, int64_t now)
@@ -440,6 +492,7 @@ static void tick(struct master *m, int64_t now)
         mg_info("ready: %u workers serving", alive);
     }
     reload_step(m, now);
+    check_db_file(m, now);
 
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
         char status[256];
@@ -675,6 +728,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
     setproctitle("master %s (%u workers, segment %s)", listen_desc, m.workers, cfg->shm_name);
     mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers, cfg->shm_name);
 
+    remember_db(&m);
     for (unsigned i = 0; i < m.workers; i++)
         spawn(&m, i);
 

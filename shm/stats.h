@@ -51,6 +51,8 @@
       "anonymous heavy requests refused with 429 by the per-client rate limit")                    \
     X(GROUP_VALUE_HITS, "group_value_hits",                                                        \
       "answers served from a group value (stats, row counts) within its interval")                 \
+    X(DATABASE_REPLACED, "database_replaced",                                                      \
+      "times the database path was found to name another file than the workers serve (or none)")   \
     X(GROUP_VALUE_STALE_HITS, "group_value_stale_hits",                                            \
       "answers served from a group value past its interval while another worker refreshed it")
 

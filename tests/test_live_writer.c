@@ -17,6 +17,7 @@
  */
 #include "fixture.h"
 #include "harness.h"
+#include "stats.h"
 #include "segment.h"
 
 #include <criterion/criterion.h>
@@ -787,6 +788,16 @@ Test(live_writer, sighup_after_replacement_serves_the_new_file, .init = make_two
     struct mg_segment seg;
     char err[256];
     cr_assert_eq(mg_segment_attach(&seg, server.shm_name, true, err, sizeof err), 0, "%s", err);
+    /* The master notices the replacement (it looks every 2 s) and says what to do. */
+    int64_t warn_by = mg_test_now_ms() + 30000;
+    while (mg_counter_get(&seg, MG_CTR_DATABASE_REPLACED) == 0 && mg_test_now_ms() < warn_by)
+        mg_test_sleep_ms(20);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_DATABASE_REPLACED), 1);
+    char *log = mg_test_server_log(&server);
+    cr_expect(log && strstr(log, "was replaced by another file") &&
+                  strstr(log, "wal_checkpoint(TRUNCATE)"),
+              "no warning about the replaced file in the log:\n%s", log ? log : "(none)");
+    free(log);
     cr_assert_eq(kill(server.pid, SIGHUP), 0);
     int64_t give_up = mg_test_now_ms() + 30000;
     while ((atomic_load(&seg.header->generation) < 1 ||

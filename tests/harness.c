@@ -467,3 +467,44 @@ bool mg_test_wait_closed(int fd, int timeout_ms)
     }
     return false;
 }
+
+char *mg_test_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0, n;
+    char chunk[4096];
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        char *grown = realloc(buf, len + n + 1);
+        if (!grown) {
+            free(buf);
+            fclose(f);
+            return NULL;
+        }
+        buf = grown;
+        memcpy(buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (!buf)
+        buf = calloc(1, 1);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+int mg_test_shell(const char *cmd, char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t len = 0, n;
+    while (len + 1 < cap && (n = fread(out + len, 1, cap - 1 - len, p)) > 0)
+        len += n;
+    out[len] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

@@ -86,6 +86,13 @@ void mg_test_response_free(struct mg_test_response *r);
 /* True when the peer closed the connection (recv returns 0) within timeout_ms. */
 bool mg_test_wait_closed(int fd, int timeout_ms);
 
+/* The whole file at path, NUL-terminated and malloc'ed; NULL when it cannot be read. */
+char *mg_test_read_file(const char *path);
+
+/* Runs cmd through sh with its output (stdout, and stderr where cmd says 2>&1) in out;
+ * returns its exit code, or -1 when it could not run or died by a signal. */
+int mg_test_shell(const char *cmd, char *out, size_t cap);
+
 int64_t mg_test_now_ms(void);
 void mg_test_sleep_ms(int ms);
 

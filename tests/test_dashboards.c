@@ -23,29 +23,9 @@ TestSuite(dashboards, .timeout = 60);
 #define RULES_TEST MESHGATE_SOURCE_DIR "/etc/prometheus/meshgate-rules.test.yml"
 #define SCRAPE MESHGATE_SOURCE_DIR "/etc/prometheus/scrape.yml"
 
-static char *read_whole(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t len = 0, n;
-    char chunk[4096];
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        buf = realloc(buf, len + n + 1);
-        memcpy(buf + len, chunk, n);
-        len += n;
-    }
-    fclose(f);
-    if (!buf)
-        buf = calloc(1, 1);
-    buf[len] = '\0';
-    return buf;
-}
-
 Test(dashboards, dashboard_is_strict_json_with_a_query_in_every_panel)
 {
-    char *text = read_whole(DASHBOARD);
+    char *text = mg_test_read_file(DASHBOARD);
     cr_assert(text, "cannot read %s", DASHBOARD);
     const char *start = json_ws(text);
     const char *end = json_skip_value(start, 0);
@@ -152,7 +132,7 @@ Test(dashboards, every_metric_the_dashboard_and_rules_name_exists_in_a_real_metr
     const char *files[] = {DASHBOARD, RULES, RULES_TEST, SCRAPE};
     size_t checked = 0;
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-        char *text = read_whole(files[f]);
+        char *text = mg_test_read_file(files[f]);
         cr_assert(text, "cannot read %s", files[f]);
         struct names named = {0};
         names_in_text(text, &named);
@@ -196,18 +176,6 @@ static bool find_promtool(char *path, size_t cap)
     return false;
 }
 
-static int run(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t len = 0, n;
-    while (len + 1 < cap && (n = fread(out + len, 1, cap - 1 - len, p)) > 0)
-        len += n;
-    out[len] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 Test(dashboards, promtool_accepts_the_rules_their_unit_tests_and_the_scrape_example)
 {
     char promtool[512];
@@ -220,7 +188,7 @@ Test(dashboards, promtool_accepts_the_rules_their_unit_tests_and_the_scrape_exam
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         snprintf(cmd, sizeof cmd, "cd '%s/etc/prometheus' && timeout 20 '%s' %s 2>&1",
                  MESHGATE_SOURCE_DIR, promtool, checks[i]);
-        int rc = run(cmd, out, sizeof out);
+        int rc = mg_test_shell(cmd, out, sizeof out);
         cr_expect_eq(rc, 0, "promtool %s (exit %d):\n%s", checks[i], rc, out);
     }
 }

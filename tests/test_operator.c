@@ -22,38 +22,6 @@ TestSuite(operator, .timeout = 60);
 #define MESHGATE_8 MESHGATE_SOURCE_DIR "/etc/meshgate.8"
 #define MESHGATE_SHM_8 MESHGATE_SOURCE_DIR "/etc/meshgate-shm.8"
 
-static char *read_whole(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t len = 0, n;
-    char chunk[4096];
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        buf = realloc(buf, len + n + 1);
-        memcpy(buf + len, chunk, n);
-        len += n;
-    }
-    fclose(f);
-    if (!buf)
-        buf = calloc(1, 1);
-    buf[len] = '\0';
-    return buf;
-}
-
-static int run(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t len = 0, n;
-    while (len + 1 < cap && (n = fread(out + len, 1, cap - 1 - len, p)) > 0)
-        len += n;
-    out[len] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* A line of the page that starts with start and, after it, holds also (when not NULL). */
 static bool has_line(const char *page, const char *start, const char *also, const char *next)
 {
@@ -71,7 +39,7 @@ static bool has_line(const char *page, const char *start, const char *also, cons
 
 Test(operator, meshgate_8_lists_every_route_of_the_route_table)
 {
-    char *page = read_whole(MESHGATE_8);
+    char *page = mg_test_read_file(MESHGATE_8);
     cr_assert(page, "cannot read %s", MESHGATE_8);
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *tmpl = mg_routes[i].template;
@@ -113,13 +81,13 @@ Test(operator, both_man_pages_describe_every_gate_the_segment_holds)
     static char out[1 << 17];
     snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --json --name '%s' 2>&1", MESHGATE_BUILD_DIR,
              s.shm_name);
-    int rc = run(cmd, out, sizeof out);
+    int rc = mg_test_shell(cmd, out, sizeof out);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
     cr_assert_eq(rc, 0, "meshgate-shm: %s", out);
     const char *gates = json_at(json_ws(out), "gates");
     cr_assert(gates && *gates == '{', "no gates in %s", out);
 
-    char *page = read_whole(MESHGATE_8), *shm_page = read_whole(MESHGATE_SHM_8);
+    char *page = mg_test_read_file(MESHGATE_8), *shm_page = mg_test_read_file(MESHGATE_SHM_8);
     cr_assert(page && shm_page);
     const char *gates_section = strstr(page, ".Sh GATES\n");
     cr_assert(gates_section, "meshgate.8 has no GATES section");
@@ -153,7 +121,7 @@ Test(operator, version_names_the_commit)
 {
     char cmd[512], out[512];
     snprintf(cmd, sizeof cmd, "'%s/meshgate' --version", MESHGATE_BUILD_DIR);
-    cr_assert_eq(run(cmd, out, sizeof out), 0);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0);
     char want[128];
     snprintf(want, sizeof want, "(commit %s, built ", mg_build_commit());
     cr_expect(strncmp(out, "meshgate ", 9) == 0 && strstr(out, want), "%s", out);
@@ -172,7 +140,7 @@ Test(operator, fixture_shows_progress_on_a_terminal_and_stays_quiet_otherwise)
              "'%s/meshgate-fixture' --out '%s/a.db' --observations 20000 2>'%s/err' >'%s/out'; "
              "cat '%s/err'; echo ===; cat '%s/out'",
              MESHGATE_BUILD_DIR, dir, dir, dir, dir, dir);
-    cr_assert_eq(run(cmd, out, sizeof out), 0);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0);
     cr_expect(strncmp(out, "===\nmeshgate-fixture: wrote ", 28) == 0, "%s", out);
     cr_expect_null(strchr(out, '\r'), "%s", out);
 
@@ -184,7 +152,7 @@ Test(operator, fixture_shows_progress_on_a_terminal_and_stays_quiet_otherwise)
     snprintf(cmd, sizeof cmd,
              "script -qec \"'%s/meshgate-fixture' --out '%s/b.db' --observations 20000\" /dev/null",
              MESHGATE_BUILD_DIR, dir);
-    cr_assert_eq(run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "\rmeshgate-fixture: ") == NULL || strstr(out, "\r\033[K"), "%s", out);
     cr_expect(strstr(out, "observations written, building indexes"), "%s", out);
     cr_expect(strstr(out, "meshgate-fixture: wrote "), "%s", out);

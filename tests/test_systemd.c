@@ -58,19 +58,6 @@ static bool write_file(const char *path, const char *text)
     return fclose(f) == 0 && ok;
 }
 
-/* Runs cmd through sh with its output (stdout and stderr) in out; returns the exit code. */
-static int run_shell(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t len = 0, n;
-    while (len + 1 < cap && (n = fread(out + len, 1, cap - 1 - len, p)) > 0)
-        len += n;
-    out[len] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static bool find_program(const char *name, char *path, size_t cap)
 {
     const char *dirs[] = {"/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin"};
@@ -148,7 +135,7 @@ Test(systemd, units_pass_systemd_analyze_verify)
     snprintf(cmd, sizeof cmd,
              "cd '%s' && timeout 20 %s verify --man=no ./meshgate.service ./meshgate.socket 2>&1",
              dir, analyze);
-    int rc = run_shell(cmd, out, sizeof out);
+    int rc = mg_test_shell(cmd, out, sizeof out);
     /* In a container verify may complain about the host (no D-Bus, missing units
      * elsewhere); only messages about our two units count. */
     char ours[16384] = "";
@@ -399,7 +386,7 @@ Test(systemd, make_install_places_files_and_keeps_an_edited_env_file)
              "timeout 20 make -s --no-print-directory -C '%s' BUILD='%s' install DESTDIR='%s' "
              "PREFIX=/usr 2>&1",
              MESHGATE_SOURCE_DIR, MESHGATE_BUILD_DIR, dir);
-    int rc = run_shell(cmd, out, sizeof out);
+    int rc = mg_test_shell(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "make install failed (%d):\n%s", rc, out);
 
     const char *bins[] = {"meshgate", "meshgate-shm", "meshgate-fixture", "meshgate-bench"};
@@ -436,7 +423,7 @@ Test(systemd, make_install_places_files_and_keeps_an_edited_env_file)
     snprintf(env, sizeof env, "%s/etc/meshgate/meshgate.env", dir);
     const char *edited = "MESHGATE_DB=/srv/mine.db\n";
     cr_assert(write_file(env, edited));
-    rc = run_shell(cmd, out, sizeof out);
+    rc = mg_test_shell(cmd, out, sizeof out);
     cr_assert_eq(rc, 0, "second make install failed (%d):\n%s", rc, out);
     char *now = read_file(env);
     cr_expect_str_eq(now ? now : "", edited, "make install overwrote an edited meshgate.env");

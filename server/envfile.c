@@ -111,6 +111,9 @@ int mg_envfile_parse(struct mg_envfile *f, const char *text, size_t len, char *e
         case PRE_NAME:
             if (c == '#' || c == ';')
                 state = COMMENT;
+            else if (c == '=')
+                return parse_fail(f, &name, &value, err, errlen, line,
+                                  "\"\" is not a variable name (a line starts with '=')");
             else if (c != '\n' && !is_blank(c)) {
                 state = NAME;
                 start_line = line;

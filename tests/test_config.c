@@ -1083,3 +1083,16 @@ Test(config, the_man_page_names_every_restart_setting_in_its_reload_section, .fi
                                               : "restart-only but not listed");
     free(restart);
 }
+
+Test(config, the_shipped_environment_file_parses_and_sets_only_known_variables)
+{
+    struct mg_envfile f;
+    char why[600];
+    cr_assert_eq(mg_envfile_read(&f, MESHGATE_SOURCE_DIR "/etc/meshgate.env", why, sizeof why), 0,
+                 "%s", why);
+    cr_expect_gt(f.count, 0);
+    for (size_t i = 0; i < f.count; i++)
+        cr_expect_not_null(find_var(f.vars[i].name), "etc/meshgate.env sets unknown %s",
+                           f.vars[i].name);
+    mg_envfile_free(&f);
+}

@@ -14,95 +14,117 @@
 #define FIELD(f) offsetof(struct mg_config, f), sizeof(((struct mg_config *)0)->f)
 
 const struct mg_config_var mg_config_vars[] = {
+    {"MESHGATE_ENV_FILE", MG_CFG_PATH, FIELD(env_file), 0, 0, "",
+     "a KEY=value file (systemd's EnvironmentFile= syntax) read at start and again on SIGHUP; "
+     "the process environment wins over it; empty: none",
+     MG_RELOAD_RESTART},
     {"MESHGATE_LISTEN", MG_CFG_LISTEN, FIELD(listen_host), 0, 0, "127.0.0.1:8080",
      "address and port to listen on: HOST:PORT, [IPV6]:PORT or :PORT (all addresses); "
-     "ignored when systemd passes a socket (LISTEN_FDS)"},
+     "ignored when systemd passes a socket (LISTEN_FDS)",
+     MG_RELOAD_RESTART},
     {"MESHGATE_BACKLOG", MG_CFG_INT, FIELD(backlog), 1, 65535, "511",
-     "length of the listen queue for connections no worker has accepted yet"},
+     "length of the listen queue for connections no worker has accepted yet", MG_RELOAD_RESTART},
     {"MESHGATE_DB", MG_CFG_PATH, FIELD(db_path), 0, 0, NULL,
-     "path of CoreScope's SQLite database; opened read-only, never written"},
+     "path of CoreScope's SQLite database; opened read-only, never written", MG_RELOAD_RESTART},
     {"MESHGATE_DB_BUSY_TIMEOUT_MS", MG_CFG_INT, FIELD(db_busy_timeout_ms), 0, 60000, "5000",
-     "how long a query waits for a lock held by the ingestor before it fails (ms)"},
+     "how long a query waits for a lock held by the ingestor before it fails (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_WORKERS", MG_CFG_INT, FIELD(workers), 1, MG_WORKERS_MAX, "16",
-     "number of worker processes"},
+     "number of worker processes", MG_RELOAD_LIVE},
     {"MESHGATE_SHM_NAME", MG_CFG_SHM_NAME, FIELD(shm_name), 0, 0, "",
-     "name of the POSIX shared-memory segment (\"/name\"); empty: /meshgate-HOST-PORT"},
+     "name of the POSIX shared-memory segment (\"/name\"); empty: /meshgate-HOST-PORT",
+     MG_RELOAD_RESTART},
     {"MESHGATE_DRAIN_TIMEOUT_MS", MG_CFG_INT, FIELD(drain_timeout_ms), 0, 600000, "10000",
-     "on SIGTERM or SIGHUP, how long requests in flight may take to finish (ms)"},
+     "on SIGTERM or SIGHUP, how long requests in flight may take to finish (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_WORKER_STALL_MS", MG_CFG_INT, FIELD(worker_stall_ms), 500, 3600000, "30000",
      "a worker whose heartbeat is older than this (stopped, or stuck) is killed with SIGKILL "
-     "and replaced, and what it held is given back (ms)"},
+     "and replaced, and what it held is given back (ms)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_HEADER_TIMEOUT_MS", MG_CFG_INT, FIELD(header_timeout_ms), 100, 600000, "10000",
-     "time a client has to send a whole request head, from its first byte (ms)"},
+     "time a client has to send a whole request head, from its first byte (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_IDLE_TIMEOUT_MS", MG_CFG_INT, FIELD(idle_timeout_ms), 100, 3600000, "15000",
-     "time a kept-alive connection may sit idle between requests (ms)"},
+     "time a kept-alive connection may sit idle between requests (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_SEND_TIMEOUT_MS", MG_CFG_INT, FIELD(send_timeout_ms), 100, 600000, "30000",
-     "time a client has to read a whole response (ms)"},
+     "time a client has to read a whole response (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_REQUESTS_PER_CONN", MG_CFG_INT, FIELD(max_requests_per_conn), 1, 1000000, "1000",
-     "requests served on one connection before it is closed"},
+     "requests served on one connection before it is closed", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_CONNS_PER_WORKER", MG_CFG_INT, FIELD(max_conns_per_worker), 1, 65536, "256",
-     "open connections one worker keeps; past it the worker stops accepting"},
+     "open connections one worker keeps; past it the worker stops accepting", MG_RELOAD_RESTART},
     {"MESHGATE_MAX_CONNS_PER_CLIENT", MG_CFG_INT, FIELD(max_conns_per_client), 0, 65536, "64",
      "open connections one client address (IPv4 address, IPv6 /64) may have in the whole "
      "server; past it a new connection is closed at once; trusted proxies are not counted; "
-     "0: no cap"},
+     "0: no cap",
+     MG_RELOAD_LIVE},
     {"MESHGATE_MAX_HEADER_BYTES", MG_CFG_INT, FIELD(max_header_bytes), 1024, 1048576, "8192",
-     "largest request head (request line and headers) in bytes; larger: 431"},
+     "largest request head (request line and headers) in bytes; larger: 431", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_URI_BYTES", MG_CFG_INT, FIELD(max_uri_bytes), 64, 1048576, "4096",
-     "longest request target in bytes; longer: 414 (must not exceed MESHGATE_MAX_HEADER_BYTES)"},
+     "longest request target in bytes; longer: 414 (must not exceed MESHGATE_MAX_HEADER_BYTES)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_GZIP_MIN_BYTES", MG_CFG_INT, FIELD(gzip_min_bytes), 0, 1073741824, "1024",
-     "bodies at least this large are gzip-compressed for clients that accept it; 0: never"},
+     "bodies at least this large are gzip-compressed for clients that accept it; 0: never",
+     MG_RELOAD_LIVE},
     {"MESHGATE_PUBLIC_DIR", MG_CFG_PATH, FIELD(public_dir), 0, 0, "",
-     "directory of a front end's static files, served outside /api/; empty: none"},
+     "directory of a front end's static files, served outside /api/; empty: none", MG_RELOAD_LIVE},
     {"MESHGATE_PERF_MEM_COOLDOWN_MS", MG_CFG_INT, FIELD(perf_mem_cooldown_ms), 0, 3600000, "5000",
-     "after a /api/perf?mem=1 walk completes, how long until the next may start (ms)"},
+     "after a /api/perf?mem=1 walk completes, how long until the next may start (ms)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_PERF_MEM_GATE", MG_CFG_BOOL, FIELD(perf_mem_gate), 0, 0, "1",
      "1: one /api/perf?mem=1 walk at a time with a cooldown; 0: no gate (for A/B "
-     "measurements only)"},
+     "measurements only)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_REACH_COLD_MAX", MG_CFG_INT, FIELD(reach_cold_max), 0, 64, "2",
-     "cold reach reports built at once in the whole server; 0: unlimited (for A/B only)"},
+     "cold reach reports built at once in the whole server; 0: unlimited (for A/B only)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_REACH_COLD_WAIT_MS", MG_CFG_INT, FIELD(reach_cold_wait_ms), 0, 60000, "3000",
-     "longest wait in line for a cold-build permit before 429 (ms); 0: no waiting"},
+     "longest wait in line for a cold-build permit before 429 (ms); 0: no waiting", MG_RELOAD_LIVE},
     {"MESHGATE_REACH_COLD_QUEUE", MG_CFG_INT_AUTO, FIELD(reach_cold_queue), 0, 256, "auto",
      "places in line for cold reach reports (waiting for a permit or for an identical build); "
-     "auto: half the workers minus MESHGATE_REACH_COLD_MAX"},
+     "auto: half the workers minus MESHGATE_REACH_COLD_MAX",
+     MG_RELOAD_LIVE},
     {"MESHGATE_REACH_CACHE_TTL_MS", MG_CFG_INT, FIELD(reach_cache_ttl_ms), 0, 86400000, "300000",
-     "how long a reach report is served from the shared cache (ms); 0: no cache"},
+     "how long a reach report is served from the shared cache (ms); 0: no cache", MG_RELOAD_LIVE},
     {"MESHGATE_REACH_CACHE_ENTRIES", MG_CFG_INT, FIELD(reach_cache_entries), 1, 4096, "256",
-     "reach reports the shared cache holds"},
+     "reach reports the shared cache holds", MG_RELOAD_RESTART},
     {"MESHGATE_REACH_CACHE_BYTES", MG_CFG_INT, FIELD(reach_cache_bytes), 4096, 1073741824,
      "16777216",
      "shared memory for cached reach report bodies, split evenly among the "
-     "entries (a larger body is served but not cached)"},
+     "entries (a larger body is served but not cached)",
+     MG_RELOAD_RESTART},
     {"MESHGATE_API_KEYS_FILE", MG_CFG_PATH, FIELD(api_keys_file), 0, 0, "",
      "file of API keys (one a line) that sign clients in, readable by meshgate alone; "
-     "empty: none"},
+     "empty: none",
+     MG_RELOAD_LIVE},
     {"MESHGATE_ANON_CONCURRENCY", MG_CFG_INT_AUTO, FIELD(anon_concurrency), 0, 64, "auto",
      "heavy requests of anonymous clients handled at once in the whole server; auto: half "
-     "the workers (at least 1); 0: no line (for A/B measurements only)"},
+     "the workers (at least 1); 0: no line (for A/B measurements only)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_ANON_QUEUE", MG_CFG_INT, FIELD(anon_queue), 0, 256, "32",
-     "anonymous heavy requests that may wait in line for a permit; past it: 503"},
+     "anonymous heavy requests that may wait in line for a permit; past it: 503", MG_RELOAD_LIVE},
     {"MESHGATE_ANON_WAIT_MS", MG_CFG_INT, FIELD(anon_wait_ms), 0, 60000, "2000",
-     "longest wait in the anonymous line before 503 (ms); 0: no waiting"},
+     "longest wait in the anonymous line before 503 (ms); 0: no waiting", MG_RELOAD_LIVE},
     {"MESHGATE_ANON_RATE", MG_CFG_INT, FIELD(anon_rate), 0, 1000000, "300",
      "heavy requests a minute one anonymous client (an IPv4 address, an IPv6 /64) may make "
-     "on average; past it: 429; 0: no limit"},
+     "on average; past it: 429; 0: no limit",
+     MG_RELOAD_LIVE},
     {"MESHGATE_ANON_BURST", MG_CFG_INT, FIELD(anon_burst), 1, 100000, "30",
-     "heavy requests one anonymous client may make at once before MESHGATE_ANON_RATE applies"},
+     "heavy requests one anonymous client may make at once before MESHGATE_ANON_RATE applies",
+     MG_RELOAD_LIVE},
     {"MESHGATE_ANON_CLIENTS", MG_CFG_INT, FIELD(anon_clients), 8, 1048576, "4096",
      "clients the rate table tracks at once (rounded up to a multiple of 8); when it is full "
-     "the least recently seen go"},
+     "the least recently seen go",
+     MG_RELOAD_RESTART},
     {"MESHGATE_ANON_NICE", MG_CFG_INT, FIELD(anon_nice), 0, 19, "10",
      "nice value of the helper threads that run anonymous heavy requests, so they yield the "
-     "CPU to signed-in and light requests; 0: the same priority as everything else"},
+     "CPU to signed-in and light requests; 0: the same priority as everything else",
+     MG_RELOAD_LIVE},
     {"MESHGATE_TRUSTED_PROXIES", MG_CFG_CIDRS, FIELD(trusted_proxies_text), 0, 0, "",
      "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "
-     "X-Forwarded-For names the client; empty: the peer is always the client"},
+     "X-Forwarded-For names the client; empty: the peer is always the client",
+     MG_RELOAD_LIVE},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
-     "error, warning, info or debug"},
+     "error, warning, info or debug", MG_RELOAD_LIVE},
     {"MESHGATE_ACCESS_LOG", MG_CFG_BOOL, FIELD(access_log), 0, 0, "0",
-     "one line per request on stderr: 1 (on) or 0 (off)"},
-    {NULL, 0, 0, 0, 0, 0, NULL, NULL},
+     "one line per request on stderr: 1 (on) or 0 (off)", MG_RELOAD_LIVE},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, MG_RELOAD_UNSET},
 };
 
 static const char *log_level_names[] = {"error", "warning", "info", "debug"};
@@ -403,43 +425,46 @@ int mg_config_unknown(char *const *envp, char *out, size_t outlen)
     return count;
 }
 
+void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_var *v, char *text,
+                            size_t cap)
+{
+    const char *field = (const char *)cfg + v->offset;
+    switch (v->kind) {
+    case MG_CFG_INT:
+        snprintf(text, cap, "%s=%d", v->name, *(const int32_t *)field);
+        break;
+    case MG_CFG_INT_AUTO:
+        if (*(const int32_t *)field == MG_CONFIG_AUTO)
+            snprintf(text, cap, "%s=auto", v->name);
+        else
+            snprintf(text, cap, "%s=%d", v->name, *(const int32_t *)field);
+        break;
+    case MG_CFG_BOOL:
+        snprintf(text, cap, "%s=%d", v->name, *(const bool *)field ? 1 : 0);
+        break;
+    case MG_CFG_STRING:
+    case MG_CFG_PATH:
+    case MG_CFG_SHM_NAME:
+    case MG_CFG_CIDRS:
+        snprintf(text, cap, "%s=%.*s", v->name, (int)v->size, field);
+        break;
+    case MG_CFG_LISTEN:
+        if (strchr(cfg->listen_host, ':'))
+            snprintf(text, cap, "%s=[%s]:%u", v->name, cfg->listen_host, cfg->listen_port);
+        else
+            snprintf(text, cap, "%s=%s:%u", v->name, cfg->listen_host, cfg->listen_port);
+        break;
+    case MG_CFG_LOG_LEVEL:
+        snprintf(text, cap, "%s=%s", v->name, mg_log_level_name(*(const int32_t *)field));
+        break;
+    }
+}
+
 void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *), void *arg)
 {
     char text[MG_PATH_MAX + 64];
     for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
-        const char *field = (const char *)cfg + v->offset;
-        switch (v->kind) {
-        case MG_CFG_INT:
-            snprintf(text, sizeof text, "%s=%d", v->name, *(const int32_t *)field);
-            break;
-        case MG_CFG_INT_AUTO:
-            if (*(const int32_t *)field == MG_CONFIG_AUTO)
-                snprintf(text, sizeof text, "%s=auto", v->name);
-            else
-                snprintf(text, sizeof text, "%s=%d", v->name, *(const int32_t *)field);
-            break;
-        case MG_CFG_BOOL:
-            snprintf(text, sizeof text, "%s=%d", v->name, *(const bool *)field ? 1 : 0);
-            break;
-        case MG_CFG_STRING:
-        case MG_CFG_PATH:
-        case MG_CFG_SHM_NAME:
-        case MG_CFG_CIDRS:
-            snprintf(text, sizeof text, "%s=%.*s", v->name, (int)v->size, field);
-            break;
-        case MG_CFG_LISTEN:
-            if (strchr(cfg->listen_host, ':'))
-                snprintf(text, sizeof text, "%s=[%s]:%u", v->name, cfg->listen_host,
-                         cfg->listen_port);
-            else
-                snprintf(text, sizeof text, "%s=%s:%u", v->name, cfg->listen_host,
-                         cfg->listen_port);
-            break;
-        case MG_CFG_LOG_LEVEL:
-            snprintf(text, sizeof text, "%s=%s", v->name,
-                     mg_log_level_name(*(const int32_t *)field));
-            break;
-        }
+        mg_config_describe_var(cfg, v, text, sizeof text);
         line(text, arg);
     }
 }
@@ -452,4 +477,159 @@ void mg_config_default_shm_name(const char *host, unsigned port, char *out, size
         clean[j++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-') ? *p : '_';
     clean[j] = '\0';
     snprintf(out, outlen, "/meshgate-%s-%u", j ? clean : "any", port);
+}
+
+/* ---- sources: the environment, then MESHGATE_ENV_FILE ---------------------------------- */
+
+#define ENV_FILE_VAR "MESHGATE_ENV_FILE"
+
+static const char *source_env(const struct mg_config_sources *s, const char *name)
+{
+    return s->env ? s->env(name, s->env_arg) : getenv(name);
+}
+
+int mg_config_sources_init(struct mg_config_sources *s, mg_getenv_fn env, void *env_arg, char *err,
+                           size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->env = env;
+    s->env_arg = env_arg;
+    const char *path = source_env(s, ENV_FILE_VAR);
+    if (path && *path) {
+        if (strlen(path) >= sizeof s->file_path) {
+            snprintf(err, errlen, ENV_FILE_VAR "=%s: must be shorter than %zu bytes", path,
+                     sizeof s->file_path);
+            return -1;
+        }
+        snprintf(s->file_path, sizeof s->file_path, "%s", path);
+        if (mg_envfile_read(&s->file, s->file_path, err, errlen) < 0)
+            return -1;
+    }
+    size_t row = 0;
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++, row++) {
+        const char *from_env = source_env(s, v->name);
+        const char *from_file = mg_envfile_get(&s->file, v->name);
+        /* Equal to the file's value: the file passed on by EnvironmentFile=, not an override. */
+        s->env_wins[row] = from_env && !(from_file && strcmp(from_env, from_file) == 0);
+    }
+    return 0;
+}
+
+int mg_config_sources_reread(const struct mg_config_sources *s, struct mg_config_sources *next,
+                             char *err, size_t errlen)
+{
+    *next = *s;
+    memset(&next->file, 0, sizeof next->file);
+    if (!s->file_path[0])
+        return 0;
+    return mg_envfile_read(&next->file, s->file_path, err, errlen);
+}
+
+void mg_config_sources_free(struct mg_config_sources *s)
+{
+    mg_envfile_free(&s->file);
+}
+
+static const char *sources_lookup(const char *name, void *arg)
+{
+    const struct mg_config_sources *s = arg;
+    size_t row = 0;
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++, row++) {
+        if (strcmp(v->name, name) != 0)
+            continue;
+        if (strcmp(name, ENV_FILE_VAR) == 0 || s->env_wins[row])
+            return source_env(s, name);
+        return mg_envfile_get(&s->file, name);
+    }
+    return source_env(s, name);
+}
+
+int mg_config_load_sources(struct mg_config *cfg, const struct mg_config_sources *s, char *err,
+                           size_t errlen)
+{
+    return mg_config_load(cfg, sources_lookup, (void *)s, err, errlen);
+}
+
+int mg_config_sources_notes(const struct mg_config_sources *s, void (*line)(const char *, void *),
+                            void *arg)
+{
+    char text[MG_PATH_MAX + 1000];
+    int count = 0;
+    for (size_t i = 0; i < s->file.count; i++) {
+        const struct mg_envfile_var *fv = &s->file.vars[i];
+        if (strncmp(fv->name, "MESHGATE_", 9) != 0 || strcmp(fv->name, ENV_FILE_VAR) == 0)
+            continue;
+        size_t row = 0;
+        const struct mg_config_var *v;
+        for (v = mg_config_vars; v->name && strcmp(v->name, fv->name) != 0; v++)
+            row++;
+        if (!v->name) {
+            snprintf(text, sizeof text,
+                     "%s line %u: ignoring unknown variable %.100s: see meshgate --help",
+                     s->file_path, fv->line, fv->name);
+        } else {
+            const char *from_env = source_env(s, v->name);
+            if (!s->env_wins[row] || !from_env || strcmp(from_env, fv->value) == 0)
+                continue;
+            snprintf(text, sizeof text,
+                     "%s line %u: %s=%.300s is overridden by the process environment (%s=%.300s), "
+                     "which wins over the file",
+                     s->file_path, fv->line, v->name, fv->value, v->name, from_env);
+        }
+        line(text, arg);
+        count++;
+    }
+    return count;
+}
+
+static bool same_value(const struct mg_config *a, const struct mg_config *b,
+                       const struct mg_config_var *v)
+{
+    if (v->kind == MG_CFG_LISTEN && a->listen_port != b->listen_port)
+        return false;
+    if (v->kind == MG_CFG_CIDRS || v->kind == MG_CFG_PATH || v->kind == MG_CFG_STRING ||
+        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN)
+        return strncmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
+    return memcmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
+}
+
+static void keep_running_value(const struct mg_config *running, struct mg_config *next,
+                               const struct mg_config_var *v)
+{
+    memcpy((char *)next + v->offset, (const char *)running + v->offset, v->size);
+    if (v->kind == MG_CFG_LISTEN)
+        next->listen_port = running->listen_port;
+    if (v->kind == MG_CFG_CIDRS)
+        next->trusted_proxies = running->trusted_proxies;
+}
+
+int mg_config_keep_restart_settings(const struct mg_config *running, struct mg_config *next,
+                                    unsigned worker_slots, void (*warn)(const char *, void *),
+                                    void *arg)
+{
+    int kept = 0;
+    char now[MG_PATH_MAX + 64], asked[MG_PATH_MAX + 64], text[2 * MG_PATH_MAX + 300];
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        if (same_value(running, next, v))
+            continue;
+        const char *why = NULL;
+        if (v->reload != MG_RELOAD_LIVE)
+            why = "needs a restart";
+        else if (strcmp(v->name, "MESHGATE_WORKERS") == 0 && worker_slots &&
+                 next->workers > (int32_t)worker_slots)
+            why = "needs a restart: more workers than the segment has slots for (the number at "
+                  "start)";
+        else if (strcmp(v->name, "MESHGATE_MAX_CONNS_PER_CLIENT") == 0 &&
+                 (running->max_conns_per_client == 0) != (next->max_conns_per_client == 0))
+            why = "needs a restart: turning the cap on or off resizes the connection table";
+        if (!why)
+            continue;
+        mg_config_describe_var(next, v, asked, sizeof asked);
+        keep_running_value(running, next, v);
+        mg_config_describe_var(next, v, now, sizeof now);
+        snprintf(text, sizeof text, "%s %s; keeping %s until then", asked, why, now);
+        warn(text, arg);
+        kept++;
+    }
+    return kept;
 }

@@ -1,5 +1,7 @@
 /*
- * config: meshgate is configured only from MESHGATE_* environment variables.
+ * config: meshgate is configured only from MESHGATE_* variables: the process environment,
+ * and the file MESHGATE_ENV_FILE names (envfile.h), the one systemd's EnvironmentFile= reads.
+ * The environment wins over the file; what neither sets takes its default.
  *
  * Every variable is one row of a table (config.c): its name, kind, bounds, default and a
  * sentence for people. The table drives parsing, the summary printed at start, the copy
@@ -13,6 +15,7 @@
 #ifndef MESHGATE_CONFIG_H
 #define MESHGATE_CONFIG_H
 
+#include "envfile.h"
 #include "netaddr.h"
 
 #include <stdbool.h>
@@ -78,6 +81,8 @@ struct mg_config {
     /* logging */
     int32_t log_level; /* enum mg_log_level */
     bool access_log;
+    /* where the rest came from, besides the environment (envfile.h); empty: nowhere */
+    char env_file[MG_PATH_MAX];
 };
 
 #define MG_CONFIG_AUTO (-1)
@@ -94,6 +99,16 @@ enum mg_config_kind {
     MG_CFG_CIDRS, /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
 };
 
+/*
+ * What SIGHUP does with a variable the file changes (docs/architecture.md, "Reload"):
+ *   live     applied: in place in the segment where a gate keeps it, and by the workers that
+ *            replace the old ones one at a time (each forks with the new configuration);
+ *   restart  kept at its running value, with one warning naming it: it shapes the segment
+ *            (a table's size), or it is the socket, the segment's name or the database.
+ * A row without a decision is a defect (tests/test_config.c) and is treated as restart.
+ */
+enum mg_config_reload { MG_RELOAD_UNSET = 0, MG_RELOAD_LIVE, MG_RELOAD_RESTART };
+
 struct mg_config_var {
     const char *name;
     enum mg_config_kind kind;
@@ -102,6 +117,7 @@ struct mg_config_var {
     int64_t min, max;
     const char *default_value; /* as a person writes it; NULL: required */
     const char *help;
+    enum mg_config_reload reload;
 };
 
 /* The table, ending with a row whose name is NULL. */
@@ -141,5 +157,59 @@ void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, 
 void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen);
 
 const char *mg_log_level_name(int level);
+
+/* ---- where values come from: the environment, then MESHGATE_ENV_FILE -------------------- */
+
+#define MG_CONFIG_VARS_MAX 64
+
+/*
+ * The environment at start and the file as last read. A variable the environment sets wins
+ * for the life of the process (the environment of a running process cannot change), except
+ * when it holds exactly the file's value at start: that is the file passed on by systemd's
+ * EnvironmentFile=, and a reload takes the file's new value. MESHGATE_ENV_FILE itself is
+ * read from the environment only.
+ */
+struct mg_config_sources {
+    mg_getenv_fn env; /* getenv when NULL */
+    void *env_arg;
+    char file_path[MG_PATH_MAX]; /* empty: no file */
+    struct mg_envfile file;
+    bool env_wins[MG_CONFIG_VARS_MAX]; /* by row of mg_config_vars */
+};
+
+/* At start: notes what the environment sets and reads the file it names. Returns 0, or -1
+ * with a message (the file cannot be read or parsed). */
+int mg_config_sources_init(struct mg_config_sources *s, mg_getenv_fn env, void *env_arg, char *err,
+                           size_t errlen);
+/* On reload: reads the file again into *next (a copy of s with the new file). s is not
+ * changed. Returns 0, or -1 with a message. */
+int mg_config_sources_reread(const struct mg_config_sources *s, struct mg_config_sources *next,
+                             char *err, size_t errlen);
+void mg_config_sources_free(struct mg_config_sources *s);
+
+/* mg_config_load from the sources: the environment where it wins, else the file, else the
+ * default. */
+int mg_config_load_sources(struct mg_config *cfg, const struct mg_config_sources *s, char *err,
+                           size_t errlen);
+
+/* One line per variable the file sets that the environment overrides, and per unknown
+ * MESHGATE_* name in the file, through line. Returns how many. */
+int mg_config_sources_notes(const struct mg_config_sources *s, void (*line)(const char *, void *),
+                            void *arg);
+
+/*
+ * For a reload: next (as loaded, before mg_config_resolve) takes running's value of every
+ * variable that needs a restart and differs, with one line through warn naming it. So do
+ * MESHGATE_WORKERS above worker_slots (the segment's scoreboard has no more slots) and
+ * MESHGATE_MAX_CONNS_PER_CLIENT turned on or off (the connection table is sized at start).
+ * Returns how many were kept.
+ */
+int mg_config_keep_restart_settings(const struct mg_config *running, struct mg_config *next,
+                                    unsigned worker_slots, void (*warn)(const char *, void *),
+                                    void *arg);
+
+/* "NAME=value" of one variable of cfg, as mg_config_describe writes it. */
+void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_var *v, char *out,
+                            size_t cap);
 
 #endif

@@ -55,6 +55,34 @@ static int from_systemd_fds(char *err, size_t errlen)
     return fd;
 }
 
+static int resolve(const struct mg_config *cfg, struct addrinfo **res, char *err, size_t errlen)
+{
+    char port[8];
+    snprintf(port, sizeof port, "%u", cfg->listen_port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
+    int rc = getaddrinfo(host, port, &hints, res);
+    if (rc != 0) {
+        snprintf(err, errlen, "MESHGATE_LISTEN=%s:%s: cannot resolve the host: %s",
+                 cfg->listen_host, port, gai_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int mg_listener_check(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    struct addrinfo *res = NULL;
+    if (resolve(cfg, &res, err, errlen) < 0)
+        return -1;
+    freeaddrinfo(res);
+    return 0;
+}
+
 int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err, size_t errlen)
 {
     int fd = from_systemd_fds(err, errlen);
@@ -62,20 +90,10 @@ int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err,
     if (fd != -2)
         return fd;
 
-    char port[8];
-    snprintf(port, sizeof port, "%u", cfg->listen_port);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
-    int rc = getaddrinfo(host, port, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "MESHGATE_LISTEN=%s:%s: cannot resolve the host: %s",
-                 cfg->listen_host, port, gai_strerror(rc));
+    struct addrinfo *res = NULL;
+    if (resolve(cfg, &res, err, errlen) < 0)
         return -1;
-    }
+    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
     /* With no host, prefer IPv6 (dual-stack) when the machine has it. */
     struct addrinfo *pick = res;
     if (!host)
@@ -104,9 +122,9 @@ int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err,
         fd = -1;
     }
     freeaddrinfo(res);
-    snprintf(err, errlen, "MESHGATE_LISTEN=%s%s%s:%s: cannot listen: %s",
+    snprintf(err, errlen, "MESHGATE_LISTEN=%s%s%s:%u: cannot listen: %s",
              strchr(cfg->listen_host, ':') ? "[" : "", cfg->listen_host,
-             strchr(cfg->listen_host, ':') ? "]" : "", port, strerror(last_errno));
+             strchr(cfg->listen_host, ':') ? "]" : "", cfg->listen_port, strerror(last_errno));
     return -1;
 }
 

@@ -16,6 +16,12 @@
  */
 int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err, size_t errlen);
 
+/*
+ * For --check: resolves MESHGATE_LISTEN as a start would, binding nothing (a running server
+ * holds the port). Returns 0, or -1 with the message a start would give.
+ */
+int mg_listener_check(const struct mg_config *cfg, char *err, size_t errlen);
+
 /* "127.0.0.1:8080" or "[::1]:8080" for a bound socket; host and port separately if wanted. */
 void mg_listener_describe(int fd, char *out, size_t cap, char *host, size_t host_cap,
                           unsigned *port);

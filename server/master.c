@@ -1,6 +1,8 @@
 #include "master.h"
 
+#include "client_limit.h"
 #include "clock.h"
+#include "conn_limit.h"
 #include "log.h"
 #include "notify.h"
 #include "rates.h"
@@ -10,6 +12,7 @@
 #include "lock.h"
 #include "process.h"
 #include "reclaim.h"
+#include "result_cache.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "segment.h"
@@ -64,13 +67,16 @@ struct child {
 };
 
 struct master {
-    struct mg_config cfg;
+    struct mg_config cfg;    /* in effect: what workers forked from now on get */
+    struct mg_config loaded; /* the same as loaded, before "auto" was resolved */
+    struct mg_config_sources *sources;
     struct mg_segment seg;
     int listen_fd;
     int signal_fd;
     int pid;
     struct child *child;
-    unsigned workers;
+    unsigned slots;   /* the scoreboard's, fixed at start: MESHGATE_WORKERS then */
+    unsigned workers; /* MESHGATE_WORKERS now: slots from here on are retired */
     uint32_t generation;
     bool ready_sent;
     bool draining;
@@ -121,7 +127,7 @@ static int spawn(struct master *m, unsigned slot_index)
         unsetenv("WATCHDOG_USEC");
         unsetenv("WATCHDOG_PID");
         mg_slot_set_pid(slot, getpid());
-        _exit(mg_worker_run(&m->seg, slot_index, m->listen_fd, m->pid));
+        _exit(mg_worker_run(&m->seg, &m->cfg, slot_index, m->listen_fd, m->pid));
     }
     mg_slot_set_pid(slot, pid);
     ch->pid = pid;
@@ -152,7 +158,7 @@ static void describe_exit(int status, char *out, size_t cap)
 
 static int child_index(const struct master *m, int pid)
 {
-    for (unsigned i = 0; pid > 0 && i < m->workers; i++)
+    for (unsigned i = 0; pid > 0 && i < m->slots; i++)
         if (m->child[i].pid == pid)
             return (int)i;
     return -1;
@@ -161,7 +167,7 @@ static int child_index(const struct master *m, int pid)
 static unsigned live_children(const struct master *m)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < m->workers; i++)
+    for (unsigned i = 0; i < m->slots; i++)
         n += m->child[i].pid > 0;
     return n;
 }
@@ -253,9 +259,9 @@ static void reap(struct master *m)
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         unsigned i;
-        for (i = 0; i < m->workers && m->child[i].pid != pid; i++)
+        for (i = 0; i < m->slots && m->child[i].pid != pid; i++)
             ;
-        if (i == m->workers)
+        if (i == m->slots)
             continue; /* not a worker of ours */
         struct child *ch = &m->child[i];
         int64_t now = mg_monotonic_ns();
@@ -280,6 +286,14 @@ static void reap(struct master *m)
         }
         if (m->draining) {
             mg_debug("worker %u (pid %d) %s", i, pid, how);
+            continue;
+        }
+        if (i >= m->workers) {
+            /* A reload lowered MESHGATE_WORKERS: the slot stays empty. */
+            mg_info("worker %u (pid %d) %s; retired (MESHGATE_WORKERS=%u)", i, pid, how,
+                    m->workers);
+            atomic_store(&slot->state, MG_SLOT_EMPTY);
+            ch->respawn_at_ns = 0;
             continue;
         }
         if (ch->replacing && clean) {
@@ -318,7 +332,7 @@ static void begin_drain(struct master *m, int64_t now)
     if (m->draining) {
         /* Asked twice: stop now. */
         mg_warn("second stop signal: killing the workers");
-        for (unsigned i = 0; i < m->workers; i++)
+        for (unsigned i = 0; i < m->slots; i++)
             if (m->child[i].pid > 0)
                 kill(m->child[i].pid, SIGKILL);
         m->killed_stragglers = true;
@@ -329,7 +343,7 @@ static void begin_drain(struct master *m, int64_t now)
     mg_segment_set_state(&m->seg, MG_SERVER_DRAINING);
     mg_notify("STOPPING=1\nSTATUS=draining: finishing requests in flight");
     mg_info("stopping: draining requests in flight (up to %d ms)", m->cfg.drain_timeout_ms);
-    for (unsigned i = 0; i < m->workers; i++)
+    for (unsigned i = 0; i < m->slots; i++)
         if (m->child[i].pid > 0)
             kill(m->child[i].pid, SIGTERM);
     m->listen_shutdown_ns = now + LISTEN_SHUTDOWN_GRACE_NS;
@@ -348,7 +362,7 @@ static void shutdown_listener(struct master *m, int64_t now)
     if (m->listen_fd < 0)
         return;
     bool all_draining = true;
-    for (unsigned i = 0; i < m->workers; i++) {
+    for (unsigned i = 0; i < m->slots; i++) {
         uint32_t st = atomic_load(&mg_slot_get(&m->seg, i)->state);
         if (m->child[i].pid > 0 && st != MG_SLOT_DRAINING)
             all_draining = false;
@@ -360,24 +374,134 @@ static void shutdown_listener(struct master *m, int64_t now)
     m->listen_fd = -1;
 }
 
+static void warn_line(const char *line, void *arg)
+{
+    (void)arg;
+    mg_warn("reload: %s", line);
+}
+
+/*
+ * Reads MESHGATE_ENV_FILE again and checks the result as a start would (every value, the
+ * public directory, the key file). On success *next is the configuration to apply, with
+ * every setting that needs a restart kept at its running value (one warning each), and the
+ * keys are in *keys. On failure nothing is changed and the caller keeps serving.
+ */
+static bool reread_configuration(struct master *m, struct mg_config *next_loaded,
+                                 struct mg_config *next, struct mg_keys *keys)
+{
+    struct mg_config_sources fresh;
+    char err[1024];
+    if (mg_config_sources_reread(m->sources, &fresh, err, sizeof err) < 0) {
+        mg_error("reload: %s; nothing changed, still serving with the running configuration", err);
+        return false;
+    }
+    bool ok = mg_config_load_sources(next_loaded, &fresh, err, sizeof err) == 0;
+    if (ok) {
+        *next = *next_loaded;
+        mg_config_resolve(next, err, sizeof err);
+        if (err[0])
+            mg_warn("reload: %s", err);
+        ok = mg_config_check_public_dir(next, err, sizeof err) == 0 &&
+             mg_keys_load(keys, next->api_keys_file, err, sizeof err) == 0;
+    }
+    if (!ok) {
+        mg_error("reload: %s; nothing changed, still serving with the running configuration", err);
+        mg_config_sources_free(&fresh);
+        return false;
+    }
+    mg_config_sources_notes(&fresh, warn_line, NULL);
+    /* Restart-only settings keep their running values: decided on the values as loaded, then
+     * resolved again so "auto" follows what is kept. */
+    if (mg_config_keep_restart_settings(&m->loaded, next_loaded, m->slots, warn_line, NULL) > 0) {
+        *next = *next_loaded;
+        mg_config_resolve(next, err, sizeof err);
+    }
+    memcpy(next->shm_name, m->cfg.shm_name, sizeof next->shm_name); /* derived at start */
+    mg_config_sources_free(m->sources);
+    *m->sources = fresh;
+    return true;
+}
+
+/* Logs each variable whose value a reload changes, as "NAME=old -> new". */
+static unsigned log_changes(const struct mg_config *old, const struct mg_config *next)
+{
+    unsigned changed = 0;
+    char a[MG_PATH_MAX + 64], b[MG_PATH_MAX + 64];
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        mg_config_describe_var(old, v, a, sizeof a);
+        mg_config_describe_var(next, v, b, sizeof b);
+        if (strcmp(a, b) != 0) {
+            mg_info("reload: %s -> %s", a, b + strlen(v->name) + 1);
+            changed++;
+        }
+    }
+    return changed;
+}
+
+/*
+ * What lives in the segment changes in place, under each gate's lock, at once for every
+ * worker; the rest reaches the workers as they are replaced one at a time (each forks with
+ * m->cfg). The segment's copy of the configuration is for readers (meshgate-shm, /metrics).
+ */
+static void apply_configuration(struct master *m, const struct mg_config *loaded,
+                                const struct mg_config *next)
+{
+    const struct mg_config *c = next;
+    mg_fifo_gate_configure(m->seg.cold, m->pid, (uint32_t)c->reach_cold_max,
+                           c->reach_cold_queue > 0 ? (uint32_t)c->reach_cold_queue : 0,
+                           (int64_t)c->reach_cold_wait_ms * MG_NS_PER_MS);
+    mg_fifo_gate_configure(m->seg.anon, m->pid, (uint32_t)c->anon_concurrency,
+                           (uint32_t)c->anon_queue, (int64_t)c->anon_wait_ms * MG_NS_PER_MS);
+    mg_diag_gate_configure(m->seg.diag, m->pid, (int64_t)c->perf_mem_cooldown_ms * MG_NS_PER_MS,
+                           c->perf_mem_gate);
+    mg_result_cache_set_ttl(&m->seg.cache, m->pid, (int64_t)c->reach_cache_ttl_ms * MG_NS_PER_MS);
+    mg_client_limit_set_rate(&m->seg.clients, (uint32_t)c->anon_rate, (uint32_t)c->anon_burst);
+    if (c->max_conns_per_client > 0 && atomic_load(&m->seg.conns.table->cap) > 0)
+        mg_conn_limit_set_cap(&m->seg.conns, (uint32_t)c->max_conns_per_client);
+    memcpy(m->seg.config, c, sizeof *c);
+    mg_log_set_level((enum mg_log_level)c->log_level);
+
+    unsigned workers = (unsigned)c->workers;
+    if (workers < m->workers) {
+        for (unsigned i = workers; i < m->workers; i++) {
+            m->child[i].respawn_at_ns = 0;
+            if (m->child[i].pid > 0)
+                kill(m->child[i].pid, SIGTERM); /* drains; reap leaves the slot empty */
+        }
+    }
+    unsigned before = m->workers;
+    m->workers = workers;
+    m->cfg = *c;
+    m->loaded = *loaded;
+    for (unsigned i = before; i < workers; i++)
+        if (m->child[i].pid == 0)
+            spawn(m, i);
+}
+
 static void begin_reload(struct master *m)
 {
     if (m->draining)
         return;
+    /* New workers fork from the master: they get the configuration and the keys as the
+     * files say now. A file that fails its checks changes nothing. */
+    static struct mg_keys fresh;
+    struct mg_config next_loaded, next;
+    if (!reread_configuration(m, &next_loaded, &next, &fresh)) {
+        memset(&fresh, 0, sizeof fresh);
+        return;
+    }
     m->generation++;
     atomic_store(&m->seg.header->generation, m->generation);
     mg_counter_add(&m->seg, MG_CTR_RELOADS, 1);
     mg_segment_set_state(&m->seg, MG_SERVER_RELOADING);
     mg_notify("RELOADING=1\nSTATUS=reloading: replacing workers one at a time");
-    mg_info("reload (generation %u): replacing the workers one at a time", m->generation);
-    /* New workers fork from the master: they get the keys as the file says now. */
-    static struct mg_keys fresh;
-    char err[512];
-    if (mg_keys_load(&fresh, m->cfg.api_keys_file, err, sizeof err) < 0)
-        mg_error("%s; the workers keep the keys they had", err);
-    else
-        memcpy(&mg_api_keys, &fresh, sizeof fresh);
+    unsigned changed = log_changes(&m->cfg, &next);
+    apply_configuration(m, &next_loaded, &next);
+    memcpy(&mg_api_keys, &fresh, sizeof fresh);
     memset(&fresh, 0, sizeof fresh);
+    mg_info("reload (generation %u): %u setting(s) changed%s; replacing the workers one at a "
+            "time",
+            m->generation, changed, m->sources->file_path[0] ? "" : " (no MESHGATE_ENV_FILE)");
     m->reload_slot = 0;
     m->reload_step_ns = 0;
 }
@@ -418,7 +542,7 @@ static void reload_step(struct master *m, int64_t now)
 static bool heartbeats_fresh(struct master *m, int64_t now, int64_t limit_ns)
 {
     unsigned alive = 0;
-    for (unsigned i = 0; i < m->workers; i++) {
+    for (unsigned i = 0; i < m->slots; i++) {
         struct mg_slot *s = mg_slot_get(&m->seg, i);
         uint32_t st = atomic_load(&s->state);
         if (st == MG_SLOT_EMPTY || st == MG_SLOT_DEAD || st == MG_SLOT_STARTING)
@@ -482,7 +606,7 @@ static void tick(struct master *m, int64_t now)
                 spawn(m, i);
 
     unsigned alive = mg_scoreboard_alive(&m->seg), starting = 0;
-    for (unsigned i = 0; i < m->workers; i++)
+    for (unsigned i = 0; i < m->slots; i++)
         starting += atomic_load(&mg_slot_get(&m->seg, i)->state) == MG_SLOT_STARTING;
 
     if (!m->ready_sent && !m->draining && alive == m->workers && starting == 0) {
@@ -571,7 +695,7 @@ static void judge_lock_report(struct master *m, unsigned waiter, int64_t now)
 static void watch_workers(struct master *m, int64_t now)
 {
     int64_t stall_ns = (int64_t)m->cfg.worker_stall_ms * MG_NS_PER_MS;
-    for (unsigned i = 0; i < m->workers; i++) {
+    for (unsigned i = 0; i < m->slots; i++) {
         struct child *ch = &m->child[i];
         if (ch->pid <= 0 || ch->killing)
             continue;
@@ -615,7 +739,7 @@ static int segment_lost(struct master *m, const char *why)
     mg_error("%s; stopping: killing the workers and removing the name so that a restart "
              "creates the segment afresh (exit 71)",
              why);
-    for (unsigned i = 0; i < m->workers; i++)
+    for (unsigned i = 0; i < m->slots; i++)
         if (m->child[i].pid > 0)
             kill(m->child[i].pid, SIGKILL);
     int64_t until = mg_monotonic_ns() + 2 * MG_NS_PER_SEC;
@@ -650,7 +774,7 @@ static void on_sigbus(int sig)
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
     struct master *m = sigbus_master;
-    for (unsigned i = 0; m && i < m->workers; i++)
+    for (unsigned i = 0; m && i < m->slots; i++)
         if (m->child[i].pid > 0)
             kill(m->child[i].pid, SIGKILL);
     /* As segment_lost does, with async-signal-safe calls only: open, fstat, unlink. */
@@ -666,7 +790,7 @@ static void on_sigbus(int sig)
 static int poll_timeout_ms(const struct master *m, int64_t now)
 {
     int timeout_ms = m->ready_sent && m->reload_slot < 0 && !m->draining ? 250 : 20;
-    for (unsigned i = 0; i < m->workers; i++) {
+    for (unsigned i = 0; i < m->slots; i++) {
         int64_t at = m->child[i].respawn_at_ns;
         if (m->child[i].pid == 0 && at) {
             int64_t ms = at <= now ? 0 : (at - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS;
@@ -677,14 +801,18 @@ static int poll_timeout_ms(const struct master *m, int64_t now)
     return timeout_ms;
 }
 
-int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen_desc)
+int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
+                  struct mg_config_sources *sources, int listen_fd, const char *listen_desc)
 {
     struct master m;
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
+    m.loaded = *loaded;
+    m.sources = sources;
     m.listen_fd = listen_fd;
     m.pid = getpid();
     m.workers = (unsigned)cfg->workers;
+    m.slots = m.workers;
     m.reload_slot = -1;
     m.watchdog_usec = mg_notify_watchdog_usec();
     mg_log_set_role("master");
@@ -692,7 +820,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
     const char *routes[MG_ROUTES_MAX];
     unsigned route_count = mg_route_names(routes, MG_ROUTES_MAX);
     char err[512];
-    if (mg_segment_create(&m.seg, cfg->shm_name, cfg, m.workers, routes, route_count, err,
+    if (mg_segment_create(&m.seg, cfg->shm_name, cfg, m.slots, routes, route_count, err,
                           sizeof err) < 0) {
         mg_error("%s", err);
         return strstr(err, "another meshgate") ? 73 /* EX_CANTCREAT */ : MG_EXIT_CONFIG;
@@ -710,7 +838,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
     snprintf(sigbus_path, sizeof sigbus_path, "/dev/shm%s", m.seg.name);
     struct sigaction bus = {.sa_handler = on_sigbus};
     sigaction(SIGBUS, &bus, NULL);
-    m.child = calloc(m.workers, sizeof *m.child);
+    m.child = calloc(m.slots, sizeof *m.child);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -740,7 +868,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
                 break;
             if (now >= m.drain_deadline_ns && !m.killed_stragglers) {
                 mg_warn("drain deadline passed: killing %u worker(s)", live_children(&m));
-                for (unsigned i = 0; i < m.workers; i++)
+                for (unsigned i = 0; i < m.slots; i++)
                     if (m.child[i].pid > 0)
                         kill(m.child[i].pid, SIGKILL);
                 m.killed_stragglers = true;

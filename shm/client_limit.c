@@ -20,16 +20,25 @@ void mg_client_limit_init(struct mg_client_view *v, uint32_t sets, uint32_t per_
     memset(t, 0, sizeof *t);
     memset(v->sets, 0, (size_t)sets * sizeof *v->sets);
     t->sets = sets;
-    t->burst = burst ? burst : 1;
-    t->per_minute = per_minute;
-    if (per_minute) {
-        t->interval_ns = 60 * MG_NS_PER_SEC / per_minute;
-        uint64_t extra = t->burst - 1;
-        t->tolerance_ns = extra > (uint64_t)(TOLERANCE_MAX / t->interval_ns)
-                              ? TOLERANCE_MAX
-                              : (int64_t)extra * t->interval_ns;
-    }
+    mg_client_limit_set_rate(v, per_minute, burst);
     arc4random_buf(t->seed, sizeof t->seed);
+}
+
+void mg_client_limit_set_rate(struct mg_client_view *v, uint32_t per_minute, uint32_t burst)
+{
+    struct mg_client_table *t = v->table;
+    int64_t interval = per_minute ? 60 * MG_NS_PER_SEC / per_minute : 0, tolerance = 0;
+    burst = burst ? burst : 1;
+    if (per_minute) {
+        uint64_t extra = burst - 1;
+        tolerance = extra > (uint64_t)(TOLERANCE_MAX / interval) ? TOLERANCE_MAX
+                                                                 : (int64_t)extra * interval;
+    }
+    /* The switch last, so a limit turned on finds its times in place. */
+    atomic_store(&t->interval_ns, interval);
+    atomic_store(&t->tolerance_ns, tolerance);
+    atomic_store(&t->burst, burst);
+    atomic_store(&t->per_minute, per_minute);
 }
 
 uint32_t mg_client_limit_sets_for(uint32_t entries)
@@ -112,14 +121,15 @@ bool mg_client_limit_take(struct mg_client_view *v, int pid, const uint8_t key[M
     mg_lock_acquire(&s->lock, pid);
     struct mg_client_entry *e = find_entry(s, key, now_ns, &found, &evicting);
     int64_t tat = found && e->tat_ns > now_ns ? e->tat_ns : now_ns;
-    if (tat - now_ns > t->tolerance_ns) {
+    int64_t tolerance = atomic_load(&t->tolerance_ns), interval = atomic_load(&t->interval_ns);
+    if (tat - now_ns > tolerance) {
         /* Only a known client can be refused: a new one starts from a full burst. */
         allowed = false;
-        wait = tat - now_ns - t->tolerance_ns;
+        wait = tat - now_ns - tolerance;
     } else {
         if (!found)
             memcpy(e->key, key, MG_CLIENT_KEY_BYTES);
-        e->tat_ns = tat + t->interval_ns;
+        e->tat_ns = tat + interval;
         e->last_ns = now_ns;
     }
     mg_lock_release(&s->lock, pid);

@@ -34,7 +34,9 @@
  *   - counters only grow (8).
  *
  * Who writes what: mg_client_limit_init (the master, before any worker runs) writes the
- * header and zeroes the sets; afterwards the header's parameters and seed are only read.
+ * header and zeroes the sets; afterwards the seed is only read, and the parameters change
+ * only when the master applies a reload (mg_client_limit_set_rate): each is atomic, so a
+ * request that meets a reload is judged by the old or the new values, never by torn ones.
  * Workers write entries under their set's lock only, for a few dozen instructions that
  * never block, and add to the counters atomically after. The master, after reaping a
  * worker, frees any set lock it died holding (invariant 2); entries name no owner, so
@@ -68,13 +70,13 @@ struct mg_client_set {
 };
 
 struct mg_client_table {
-    uint32_t sets;       /* number of sets (>= 1; 0 turns the limit off) */
-    uint32_t burst;      /* requests allowed at once (>= 1) */
-    uint32_t per_minute; /* 0: the limit is off */
+    uint32_t sets;               /* number of sets (>= 1; 0 turns the limit off) */
+    _Atomic uint32_t burst;      /* requests allowed at once (>= 1) */
+    _Atomic uint32_t per_minute; /* 0: the limit is off */
     uint32_t reserved;
-    int64_t interval_ns;  /* T = 60 s / per_minute */
-    int64_t tolerance_ns; /* T * (burst - 1), bounded so times cannot overflow */
-    uint64_t seed[2];     /* hash key, random at init */
+    _Atomic int64_t interval_ns;  /* T = 60 s / per_minute */
+    _Atomic int64_t tolerance_ns; /* T * (burst - 1), bounded so times cannot overflow */
+    uint64_t seed[2];             /* hash key, random at init */
     /* counters: only grow */
     _Atomic uint64_t allowed;
     _Atomic uint64_t limited;
@@ -94,6 +96,10 @@ struct mg_client_view {
  */
 void mg_client_limit_init(struct mg_client_view *v, uint32_t sets, uint32_t per_minute,
                           uint32_t burst);
+
+/* Master, on reload: a new rate and burst (per_minute 0 turns the limit off). Entries keep
+ * their times: a client limited now stays limited only as long as the new rate says. */
+void mg_client_limit_set_rate(struct mg_client_view *v, uint32_t per_minute, uint32_t burst);
 
 /* How many sets hold at least `entries` entries: ceil(entries / MG_CLIENT_WAYS), at least 1. */
 uint32_t mg_client_limit_sets_for(uint32_t entries);

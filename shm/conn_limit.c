@@ -28,6 +28,11 @@ void mg_conn_limit_init(struct mg_conn_view *v, uint32_t sets, uint32_t slots,
     arc4random_buf(t->seed, sizeof t->seed);
 }
 
+void mg_conn_limit_set_cap(struct mg_conn_view *v, uint32_t cap)
+{
+    atomic_store(&v->table->cap, cap);
+}
+
 static uint64_t scramble(uint64_t x)
 {
     x ^= x >> 33;
@@ -78,7 +83,8 @@ enum mg_conn_verdict mg_conn_limit_open(struct mg_conn_view *v, int pid, uint32_
 {
     struct mg_conn_table *t = v->table;
     struct mg_conn_hold *h = hold_of(v, slot, hold);
-    if (t->cap == 0 || !h || h->set_plus_one != 0)
+    uint32_t cap = atomic_load(&t->cap);
+    if (cap == 0 || !h || h->set_plus_one != 0)
         return MG_CONN_UNTRACKED;
     uint32_t set = set_of(t, key);
     struct mg_conn_set *s = &v->sets[set];
@@ -87,7 +93,7 @@ enum mg_conn_verdict mg_conn_limit_open(struct mg_conn_view *v, int pid, uint32_
     mg_lock_acquire(&s->lock, pid);
     struct mg_conn_entry *free_entry;
     struct mg_conn_entry *e = find(s, key, &free_entry);
-    if (e && e->count >= t->cap) {
+    if (e && e->count >= cap) {
         verdict = MG_CONN_OVER_CAP;
     } else if (!e && !free_entry) {
         verdict = MG_CONN_UNTRACKED;

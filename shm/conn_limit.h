@@ -71,9 +71,9 @@ struct mg_conn_hold {
 };
 
 struct mg_conn_table {
-    uint32_t sets;           /* >= 1 */
-    uint32_t cap;            /* connections per client; 0: no cap, nothing is counted */
-    uint32_t slots;          /* workers */
+    uint32_t sets;        /* >= 1 */
+    _Atomic uint32_t cap; /* connections per client; 0: no cap; the master changes it on reload */
+    uint32_t slots;       /* workers */
     uint32_t holds_per_slot; /* connections one worker holds at most */
     uint64_t seed[2];        /* hash key, random at init */
     /* counters: only grow */
@@ -98,6 +98,11 @@ enum mg_conn_verdict {
 
 /* Sets for a group that holds `connections` at once: twice as many entries, at least 1 set. */
 uint32_t mg_conn_limit_sets_for(uint64_t connections);
+
+/* Master, on reload: a new cap for connections opened from now on (never 0 when it was not:
+ * turning the cap on or off needs a restart, since the table is sized by it). Clients over a
+ * lowered cap keep what they have open. */
+void mg_conn_limit_set_cap(struct mg_conn_view *v, uint32_t cap);
 
 /* Zeroes sets and holds and the counters, draws a new seed. cap 0: no cap. */
 void mg_conn_limit_init(struct mg_conn_view *v, uint32_t sets, uint32_t slots,

@@ -12,6 +12,14 @@ void mg_diag_gate_init(struct mg_diag_gate *g, int64_t cooldown_ns, bool enabled
     g->enabled = enabled;
 }
 
+void mg_diag_gate_configure(struct mg_diag_gate *g, int pid, int64_t cooldown_ns, bool enabled)
+{
+    mg_lock_acquire(&g->lock, pid);
+    g->cooldown_ns = cooldown_ns;
+    g->enabled = enabled;
+    mg_lock_release(&g->lock, pid);
+}
+
 int mg_retry_after_seconds(int64_t remaining_ns)
 {
     if (remaining_ns <= MG_NS_PER_SEC)

@@ -51,6 +51,10 @@ enum mg_diag_result { MG_DIAG_ADMITTED = 0, MG_DIAG_BUSY, MG_DIAG_COOLING };
 
 void mg_diag_gate_init(struct mg_diag_gate *g, int64_t cooldown_ns, bool enabled);
 
+/* Master, on reload: a new cooldown and switch, under the gate's lock. A cooldown already
+ * running keeps its end; a walk running is not affected. */
+void mg_diag_gate_configure(struct mg_diag_gate *g, int pid, int64_t cooldown_ns, bool enabled);
+
 /*
  * Asks for the walk. On MG_DIAG_ADMITTED *token identifies the permit; otherwise
  * *retry_after_s is the whole seconds (>= 1) to wait.

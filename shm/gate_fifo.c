@@ -260,3 +260,14 @@ unsigned mg_fifo_gate_reclaim(struct mg_fifo_gate *g, int pid)
     }
     return freed;
 }
+
+void mg_fifo_gate_configure(struct mg_fifo_gate *g, int pid, uint32_t cap, uint32_t queue_max,
+                            int64_t wait_ns)
+{
+    mg_lock_acquire(&g->lock, pid);
+    g->cap = cap;
+    g->queue_max = queue_max > MG_FIFO_WAITERS_MAX ? MG_FIFO_WAITERS_MAX : queue_max;
+    g->wait_ns = wait_ns;
+    mg_lock_release(&g->lock, pid);
+    wake_all(g);
+}

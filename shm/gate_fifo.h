@@ -73,6 +73,14 @@ enum mg_fifo_result {
 
 void mg_fifo_gate_init(struct mg_fifo_gate *g, uint32_t cap, uint32_t queue_max, int64_t wait_ns);
 
+/*
+ * Master, on reload: new limits, under the gate's lock. Permits held stay held (a lower cap
+ * admits no one until in_flight falls below it); waiters are woken, so a raised cap admits
+ * them at once. A request already in line keeps the deadline it was given.
+ */
+void mg_fifo_gate_configure(struct mg_fifo_gate *g, int pid, uint32_t cap, uint32_t queue_max,
+                            int64_t wait_ns);
+
 /* Says, while a request waits, whether its client is gone (then it leaves the line). */
 typedef bool (*mg_fifo_cancel_fn)(void *arg);
 

@@ -20,6 +20,13 @@ void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pa
     memset(v->entry, 0, sizeof *v->entry * entries);
 }
 
+void mg_result_cache_set_ttl(struct mg_cache_view *v, int pid, int64_t ttl_ns)
+{
+    mg_lock_acquire(&v->cache->lock, pid);
+    v->cache->ttl_ns = ttl_ns;
+    mg_lock_release(&v->cache->lock, pid);
+}
+
 static unsigned char *body_of(struct mg_cache_view *v, unsigned i)
 {
     return v->pages + (size_t)i * v->cache->pages_per_entry * MG_CACHE_PAGE;

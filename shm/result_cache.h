@@ -74,6 +74,10 @@ struct mg_cache_view {
 void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages_per_entry,
                           int64_t ttl_ns);
 
+/* Master, on reload: how long entries built from now on are kept, under the cache's lock
+ * (entries already built keep their expiry). */
+void mg_result_cache_set_ttl(struct mg_cache_view *v, int pid, int64_t ttl_ns);
+
 enum mg_cache_outcome {
     MG_CACHE_HIT = 0, /* *out holds the body */
     MG_CACHE_CLAIMED, /* the caller builds; *build_id identifies the claim */

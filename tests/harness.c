@@ -181,13 +181,18 @@ static pid_t spawn_binary(const char *const *env, const char *log_path)
         if (setgroups(0, NULL) < 0 || setgid((gid_t)uid) < 0 || setuid(uid) < 0)
             _exit(126);
     }
+    /* MG_TEST_ARG=x (not passed on): the one command-line argument, e.g. --check. */
+    const char *arg = NULL;
+    for (const char *const *e = env; e && *e; e++)
+        if (strncmp(*e, "MG_TEST_ARG=", 12) == 0)
+            arg = *e + 12;
     /* The server sees only what the test gives it. */
     clearenv();
     setenv("PATH", "/usr/bin:/bin", 1);
     for (; env && *env; env++)
-        if (strncmp(*env, "MG_TEST_UID=", 12) != 0)
+        if (strncmp(*env, "MG_TEST_UID=", 12) != 0 && strncmp(*env, "MG_TEST_ARG=", 12) != 0)
             putenv((char *)*env);
-    execl(MESHGATE_BUILD_DIR "/meshgate", "meshgate", (char *)NULL);
+    execl(MESHGATE_BUILD_DIR "/meshgate", "meshgate", arg, (char *)NULL);
     _exit(127);
 }
 

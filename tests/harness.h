@@ -57,7 +57,9 @@ int mg_test_free_port(void);
 bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *const *env);
 
 /* Runs the binary with env and waits for it to exit (for start-up failures): returns the
- * wait status; the combined output goes to out. */
+ * wait status; the combined output goes to out. In env (here and for mg_test_server_start),
+ * MG_TEST_ARG=x passes x as the one command-line argument (--check, say), and MG_TEST_UID=N
+ * runs it as that user; neither reaches the binary's environment. */
 int mg_test_run_expect_exit(const char *const *env, char *out, size_t cap, int timeout_ms);
 
 /* SIGTERM, then wait up to timeout_ms (SIGKILL after it); removes the directory and segment.

@@ -829,3 +829,270 @@ Test(config, the_connection_table_must_fit_when_the_client_cap_is_on)
     env_set(&env, "MESHGATE_MAX_CONNS_PER_CLIENT", "0");
     cr_expect_eq(load(&env), 0, "no cap, no table: %s", err);
 }
+
+/* ---- reload: what it applies, and where values come from ---------------------------------- */
+
+Test(config, every_variable_says_whether_a_reload_applies_it)
+{
+    cr_assert_lt(var_count(), MG_CONFIG_VARS_MAX, "raise MG_CONFIG_VARS_MAX");
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        cr_expect(v->reload == MG_RELOAD_LIVE || v->reload == MG_RELOAD_RESTART,
+                  "%s: decide MG_RELOAD_LIVE or MG_RELOAD_RESTART (and document it)", v->name);
+}
+
+static char env_dir[128], env_path[256], env_setting[300];
+
+static void write_env_file(const char *text)
+{
+    FILE *f = fopen(env_path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_env_dir(void)
+{
+    mg_test_tmpdir(env_dir, sizeof env_dir);
+    snprintf(env_path, sizeof env_path, "%s/meshgate.env", env_dir);
+    snprintf(env_setting, sizeof env_setting, "%s", env_path);
+}
+
+static void remove_env_dir(void)
+{
+    mg_test_rmdir(env_dir);
+}
+
+static int load_from(struct fake_env *env, struct mg_config_sources *s)
+{
+    err[0] = '\0';
+    if (mg_config_sources_init(s, fake_lookup, env, err, sizeof err) < 0)
+        return -1;
+    return mg_config_load_sources(&cfg, s, err, sizeof err);
+}
+
+Test(config, the_environment_wins_over_the_file_and_the_file_over_defaults, .init = make_env_dir,
+     .fini = remove_env_dir)
+{
+    write_env_file("MESHGATE_WORKERS=8\nMESHGATE_ANON_RATE=10\nMESHGATE_DB=/from/file.db\n");
+    struct fake_env env = {.count = 0};
+    env_set(&env, "MESHGATE_ENV_FILE", env_setting);
+    env_set(&env, "MESHGATE_WORKERS", "4");
+    struct mg_config_sources s;
+    cr_assert_eq(load_from(&env, &s), 0, "%s", err);
+    cr_expect_eq(cfg.workers, 4, "the environment wins");
+    cr_expect_eq(cfg.anon_rate, 10, "the file fills what the environment does not set");
+    cr_expect_str_eq(cfg.db_path, "/from/file.db", "a required variable may come from the file");
+    cr_expect_eq(cfg.anon_burst, 30, "what neither sets takes its default");
+    cr_expect_str_eq(cfg.env_file, env_path);
+    mg_config_sources_free(&s);
+}
+
+/* What systemd's EnvironmentFile= passes on is the file's, so a reload may change it; a value
+ * the environment sets otherwise stays for the life of the process. */
+Test(config, a_reread_takes_the_files_new_values_except_where_the_environment_won,
+     .init = make_env_dir, .fini = remove_env_dir)
+{
+    write_env_file("MESHGATE_DB=/db\nMESHGATE_WORKERS=8\nMESHGATE_ANON_BURST=9\n");
+    struct fake_env env = {.count = 0};
+    env_set(&env, "MESHGATE_ENV_FILE", env_setting);
+    env_set(&env, "MESHGATE_DB", "/db");                /* as EnvironmentFile= passes it */
+    env_set(&env, "MESHGATE_WORKERS", "8");             /* as EnvironmentFile= passes it */
+    env_set(&env, "MESHGATE_ANON_BURST", "7");          /* an override */
+    env_set(&env, "MESHGATE_HEADER_TIMEOUT_MS", "500"); /* set only in the environment */
+    struct mg_config_sources s;
+    cr_assert_eq(load_from(&env, &s), 0, "%s", err);
+    cr_expect_eq(cfg.workers, 8);
+    cr_expect_eq(cfg.anon_burst, 7);
+
+    write_env_file("MESHGATE_DB=/db\nMESHGATE_WORKERS=6\nMESHGATE_ANON_BURST=11\n"
+                   "MESHGATE_HEADER_TIMEOUT_MS=900\n");
+    struct mg_config_sources next;
+    cr_assert_eq(mg_config_sources_reread(&s, &next, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(mg_config_load_sources(&cfg, &next, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(cfg.workers, 6, "the file's own value follows the file");
+    cr_expect_eq(cfg.anon_burst, 7, "the environment's override stays");
+    cr_expect_eq(cfg.header_timeout_ms, 500, "the environment's own variable stays");
+
+    struct described notes = {.count = 0};
+    cr_expect_eq(mg_config_sources_notes(&next, collect_line, &notes), 2);
+    cr_expect(strstr(notes.line[0], "MESHGATE_ANON_BURST=11 is overridden by the process "
+                                    "environment (MESHGATE_ANON_BURST=7)"),
+              "%s", notes.line[0]);
+    cr_expect(strstr(notes.line[1], "MESHGATE_HEADER_TIMEOUT_MS=900 is overridden"), "%s",
+              notes.line[1]);
+    mg_config_sources_free(&next);
+    mg_config_sources_free(&s);
+}
+
+Test(config, a_file_that_cannot_be_read_or_parsed_is_an_error_naming_it, .init = make_env_dir,
+     .fini = remove_env_dir)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_ENV_FILE", env_setting);
+    struct mg_config_sources s;
+    cr_expect_eq(load_from(&env, &s), -1, "a missing file");
+    cr_expect(strstr(err, "MESHGATE_ENV_FILE=") && strstr(err, "cannot read it"), "%s", err);
+    write_env_file("MESHGATE_WORKERS='4\n");
+    cr_expect_eq(load_from(&env, &s), -1, "an unclosed quote");
+    cr_expect(strstr(err, "line 1: the single quote"), "%s", err);
+    write_env_file("MESHGATE_WORKERS=0\n");
+    cr_expect_eq(load_from(&env, &s), -1, "a bad value");
+    cr_expect(strstr(err, "MESHGATE_WORKERS=0: must be a whole number from 1"), "%s", err);
+    mg_config_sources_free(&s);
+}
+
+Test(config, unknown_names_in_the_file_are_noted_with_their_line, .init = make_env_dir,
+     .fini = remove_env_dir)
+{
+    write_env_file("MESHGATE_DB=/db\n\nMESHGATE_WORKRES=4\nOTHER_PROGRAM=1\n");
+    struct fake_env env = {.count = 0};
+    env_set(&env, "MESHGATE_ENV_FILE", env_setting);
+    struct mg_config_sources s;
+    cr_assert_eq(load_from(&env, &s), 0, "%s", err);
+    struct described notes = {.count = 0};
+    cr_expect_eq(mg_config_sources_notes(&s, collect_line, &notes), 1);
+    cr_expect(strstr(notes.line[0], "line 3: ignoring unknown variable MESHGATE_WORKRES"), "%s",
+              notes.line[0]);
+    mg_config_sources_free(&s);
+}
+
+Test(config, the_file_cannot_name_another_file)
+{
+    /* MESHGATE_ENV_FILE comes from the environment only: a line for it in the file is ignored. */
+    char dir[128], path[256], other[300];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/a.env", dir);
+    snprintf(other, sizeof other, "MESHGATE_DB=/db\nMESHGATE_ENV_FILE=%s/b.env\n", dir);
+    FILE *f = fopen(path, "w");
+    fputs(other, f);
+    fclose(f);
+    struct fake_env env = {.count = 0};
+    env_set(&env, "MESHGATE_ENV_FILE", path);
+    struct mg_config_sources s;
+    cr_assert_eq(load_from(&env, &s), 0, "%s", err);
+    cr_expect_str_eq(cfg.env_file, path);
+    mg_config_sources_free(&s);
+    mg_test_rmdir(dir);
+}
+
+struct warnings {
+    char line[8][600];
+    int count;
+};
+
+static void collect_warning(const char *line, void *arg)
+{
+    struct warnings *w = arg;
+    cr_assert_lt(w->count, 8);
+    snprintf(w->line[w->count++], sizeof w->line[0], "%s", line);
+}
+
+Test(config, a_reload_keeps_restart_settings_with_one_warning_each_and_applies_the_rest)
+{
+    struct fake_env env = minimal_env();
+    cr_assert_eq(load(&env), 0, "%s", err);
+    struct mg_config running = cfg;
+    env_set(&env, "MESHGATE_REACH_CACHE_ENTRIES", "100");
+    env_set(&env, "MESHGATE_LISTEN", "127.0.0.1:9999");
+    env_set(&env, "MESHGATE_HEADER_TIMEOUT_MS", "400");
+    env_set(&env, "MESHGATE_ANON_RATE", "60");
+    cr_assert_eq(load(&env), 0, "%s", err);
+    struct warnings w = {.count = 0};
+    cr_expect_eq(mg_config_keep_restart_settings(&running, &cfg, 16, collect_warning, &w), 2);
+    cr_expect_eq(cfg.reach_cache_entries, 256);
+    cr_expect_eq(cfg.listen_port, 8080);
+    cr_expect_str_eq(cfg.listen_host, "127.0.0.1");
+    cr_expect_eq(cfg.header_timeout_ms, 400, "live: applied");
+    cr_expect_eq(cfg.anon_rate, 60, "live: applied");
+    cr_assert_eq(w.count, 2);
+    cr_expect(strstr(w.line[0], "MESHGATE_LISTEN=127.0.0.1:9999 needs a restart; keeping "
+                                "MESHGATE_LISTEN=127.0.0.1:8080"),
+              "%s", w.line[0]);
+    cr_expect(strstr(w.line[1], "MESHGATE_REACH_CACHE_ENTRIES=100 needs a restart; keeping "
+                                "MESHGATE_REACH_CACHE_ENTRIES=256"),
+              "%s", w.line[1]);
+}
+
+Test(config, workers_change_live_up_to_the_slots_and_the_client_cap_only_while_on)
+{
+    struct fake_env env = minimal_env();
+    env_set(&env, "MESHGATE_WORKERS", "4");
+    cr_assert_eq(load(&env), 0, "%s", err);
+    struct mg_config running = cfg;
+    struct warnings w = {.count = 0};
+
+    env_set(&env, "MESHGATE_WORKERS", "2");
+    env_set(&env, "MESHGATE_MAX_CONNS_PER_CLIENT", "10");
+    cr_assert_eq(load(&env), 0, "%s", err);
+    cr_expect_eq(mg_config_keep_restart_settings(&running, &cfg, 4, collect_warning, &w), 0);
+    cr_expect_eq(cfg.workers, 2);
+    cr_expect_eq(cfg.max_conns_per_client, 10);
+
+    env_set(&env, "MESHGATE_WORKERS", "5");
+    env_set(&env, "MESHGATE_MAX_CONNS_PER_CLIENT", "0");
+    cr_assert_eq(load(&env), 0, "%s", err);
+    cr_expect_eq(mg_config_keep_restart_settings(&running, &cfg, 4, collect_warning, &w), 2);
+    cr_expect_eq(cfg.workers, 4);
+    cr_expect_eq(cfg.max_conns_per_client, 64);
+    cr_assert_eq(w.count, 2);
+    cr_expect(strstr(w.line[0], "MESHGATE_WORKERS=5 needs a restart: more workers than"), "%s",
+              w.line[0]);
+    cr_expect(strstr(w.line[1], "MESHGATE_MAX_CONNS_PER_CLIENT=0 needs a restart"), "%s",
+              w.line[1]);
+}
+
+/* The text between the first `from` and the next `to` (or the end), malloc'ed. */
+static char *between(const char *text, const char *from, const char *to)
+{
+    const char *a = strstr(text, from);
+    cr_assert_not_null(a, "no \"%s\"", from);
+    a += strlen(from);
+    const char *b = strstr(a, to);
+    size_t n = b ? (size_t)(b - a) : strlen(a);
+    char *out = malloc(n + 1);
+    memcpy(out, a, n);
+    out[n] = '\0';
+    return out;
+}
+
+Test(config, the_readme_lists_each_variable_as_live_or_restart_as_the_table_says, .fini = free_doc)
+{
+    doc_text = read_text(MESHGATE_SOURCE_DIR "/README.md");
+    char *live = between(doc_text, "**Applied by a reload:**", "**Need a restart:**");
+    char *restart = between(doc_text, "**Need a restart:**", "\n#");
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        bool is_live = v->reload == MG_RELOAD_LIVE;
+        cr_expect(mentions(is_live ? live : restart, v->name, NULL),
+                  "README.md does not list %s under %s", v->name,
+                  is_live ? "Applied by a reload" : "Need a restart");
+        cr_expect(!mentions(is_live ? restart : live, v->name, NULL),
+                  "README.md lists %s under the wrong heading", v->name);
+    }
+    free(live);
+    free(restart);
+}
+
+Test(config, the_man_page_names_every_restart_setting_in_its_reload_section, .fini = free_doc)
+{
+    doc_text = read_text(MESHGATE_SOURCE_DIR "/etc/meshgate.8");
+    char *restart = between(doc_text, ".\\\" restart-only:", ".\\\" end restart-only");
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        cr_expect(mentions(restart, v->name, NULL) == (v->reload != MG_RELOAD_LIVE),
+                  "meshgate(8) RELOAD: %s is %s", v->name,
+                  v->reload == MG_RELOAD_LIVE ? "live but listed as restart-only"
+                                              : "restart-only but not listed");
+    free(restart);
+}
+
+Test(config, the_shipped_environment_file_parses_and_sets_only_known_variables)
+{
+    struct mg_envfile f;
+    char why[600];
+    cr_assert_eq(mg_envfile_read(&f, MESHGATE_SOURCE_DIR "/etc/meshgate.env", why, sizeof why), 0,
+                 "%s", why);
+    cr_expect_gt(f.count, 0);
+    for (size_t i = 0; i < f.count; i++)
+        cr_expect_not_null(find_var(f.vars[i].name), "etc/meshgate.env sets unknown %s",
+                           f.vars[i].name);
+    mg_envfile_free(&f);
+}

@@ -528,7 +528,9 @@ Test(shmdump, json_report_has_the_documented_shape_and_values)
              (int)getpid());
     cr_assert(strstr(json, want), "%s", json);
     cr_assert(strstr(json, "\"slots\":3,\"routes\":3}"), "%s", json);
-    cr_assert(strstr(json, "\"config\":{\"MESHGATE_LISTEN\":\"127.0.0.1:18080\","), "%s", json);
+    cr_assert(strstr(json, "\"config\":{\"MESHGATE_ENV_FILE\":\"\",\"MESHGATE_LISTEN\":"
+                           "\"127.0.0.1:18080\","),
+              "%s", json);
     cr_assert(strstr(json, "\"MESHGATE_WORKERS\":\"3\""), "%s", json);
     cr_assert(strstr(json, "\"counters\":{\"requests\":7,\"responses_2xx\":6,"), "%s", json);
     cr_assert(strstr(json, "\"bytes_sent\":123456,"), "%s", json);

@@ -159,7 +159,20 @@ Test(systemd, service_unit_keeps_its_promises)
     char *unit = read_file(path);
     cr_assert(unit, "cannot read %s", path);
     cr_assert_str_eq(unit_value(unit, "Type", v, sizeof v), "notify");
-    cr_assert_str_eq(unit_value(unit, "ExecReload", v, sizeof v), "/bin/kill -HUP $MAINPID");
+    /* A reload checks first (systemd runs ExecReload= lines in order and stops at the first
+     * that fails), so a bad edit never reaches the running server; a start checks too. */
+    cr_assert_str_eq(unit_value(unit, "ExecReload", v, sizeof v),
+                     "/usr/local/bin/meshgate --check");
+    const char *second = strstr(unit, "\nExecReload=/usr/local/bin/meshgate --check\n");
+    cr_assert(second);
+    cr_assert_str_eq(unit_value(second + 1 + strlen("ExecReload=/usr/local/bin/meshgate --check"),
+                                "ExecReload", v, sizeof v),
+                     "/bin/kill -HUP $MAINPID");
+    cr_assert_str_eq(unit_value(unit, "ExecStartPre", v, sizeof v),
+                     "/usr/local/bin/meshgate --check");
+    cr_assert_str_eq(unit_value(unit, "Environment", v, sizeof v),
+                     "MESHGATE_ENV_FILE=/etc/meshgate/meshgate.env",
+                     "meshgate must know the file EnvironmentFile= reads, to read it on reload");
     cr_assert_str_eq(unit_value(unit, "KillMode", v, sizeof v), "mixed");
     cr_assert_str_eq(unit_value(unit, "EnvironmentFile", v, sizeof v),
                      "/etc/meshgate/meshgate.env");
@@ -416,6 +429,11 @@ Test(systemd, make_install_places_files_and_keeps_an_edited_env_file)
     cr_assert(unit);
     cr_expect_str_eq(unit_value(unit, "ExecStart", v, sizeof v) ? v : "", "/usr/bin/meshgate",
                      "ExecStart not rewritten to PREFIX/bin");
+    cr_expect_str_eq(unit_value(unit, "ExecStartPre", v, sizeof v) ? v : "",
+                     "/usr/bin/meshgate --check", "ExecStartPre not rewritten to PREFIX/bin");
+    cr_expect_str_eq(unit_value(unit, "ExecReload", v, sizeof v) ? v : "",
+                     "/usr/bin/meshgate --check", "ExecReload not rewritten to PREFIX/bin");
+    cr_expect_null(strstr(unit, "=/usr/local/bin/"), "a command left under /usr/local/bin");
     free(unit);
 
     /* The operator edits the file; a second install keeps it and ships the new one beside. */

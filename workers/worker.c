@@ -664,11 +664,14 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, int master_pid)
+int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg, unsigned slot_index,
+                  int listen_fd, int master_pid)
 {
     struct worker w;
     memset(&w, 0, sizeof w);
-    w.env.cfg = seg->config;
+    static struct mg_config cfg_copy;
+    cfg_copy = *own_cfg;
+    w.env.cfg = &cfg_copy;
     w.env.seg = seg;
     w.env.db = &w.db;
     w.env.slot = slot_index;
@@ -683,8 +686,8 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     mg_lock_set_watch(lock_watch, &w);
     w.listen_fd = listen_fd;
     w.master_pid = master_pid;
-    w.limits.max_header_bytes = (size_t)seg->config->max_header_bytes;
-    w.limits.max_uri_bytes = (size_t)seg->config->max_uri_bytes;
+    w.limits.max_header_bytes = (size_t)w.env.cfg->max_header_bytes;
+    w.limits.max_uri_bytes = (size_t)w.env.cfg->max_uri_bytes;
 
     char role[32];
     snprintf(role, sizeof role, "worker %u", slot_index);
@@ -698,12 +701,12 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
 
     w.signal_fd = setup_signals();
     char err[512];
-    if (mg_db_open(&w.db, seg->config->db_path, seg->config->db_busy_timeout_ms, err, sizeof err) !=
+    if (mg_db_open(&w.db, w.env.cfg->db_path, w.env.cfg->db_busy_timeout_ms, err, sizeof err) !=
         0) {
         mg_error("%s", err);
         return 1;
     }
-    bool buffers = mg_dispatch_buffers_init(&w.bufs, seg->config);
+    bool buffers = mg_dispatch_buffers_init(&w.bufs, w.env.cfg);
     w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (w.signal_fd < 0 || w.epoll_fd < 0 || !buffers) {
         mg_error("cannot set up the event loop: %s", strerror(errno));
@@ -711,10 +714,10 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
     }
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
-    w.jobs = mg_jobs_start(seg->config, 0, &w.jobs_fd, err, sizeof err);
+    w.jobs = mg_jobs_start(w.env.cfg, 0, &w.jobs_fd, err, sizeof err);
     if (w.jobs)
         w.anon_jobs =
-            mg_jobs_start(seg->config, seg->config->anon_nice, &w.anon_jobs_fd, err, sizeof err);
+            mg_jobs_start(w.env.cfg, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
     if (!w.jobs || !w.anon_jobs) {
         mg_error("%s", err);
         return 1;
@@ -725,7 +728,7 @@ int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, in
      * the cold builds of signed-in clients, one diagnostic walk. Only when the workers
      * outnumber them all can a worker with a busy helper leave new connections to others
      * and be sure some remain. */
-    const struct mg_config *cfg = seg->config;
+    const struct mg_config *cfg = w.env.cfg;
     w.yield_when_busy = cfg->anon_concurrency > 0 && cfg->reach_cold_max > 0 &&
                         cfg->workers > cfg->anon_concurrency + cfg->reach_cold_max + 1;
     struct epoll_event jev = {.events = EPOLLIN, .data.ptr = &w.jobs_fd};

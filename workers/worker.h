@@ -20,7 +20,12 @@
 
 #include "segment.h"
 
-/* Runs worker slot_index until it is told to stop; returns the process's exit code. */
-int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, int master_pid);
+/*
+ * Runs worker slot_index until it is told to stop; returns the process's exit code. cfg is
+ * the worker's own copy (the master's, as it was at the fork): a reload reaches a worker by
+ * replacing it, never by changing what it reads mid-request.
+ */
+int mg_worker_run(struct mg_segment *seg, const struct mg_config *cfg, unsigned slot_index,
+                  int listen_fd, int master_pid);
 
 #endif

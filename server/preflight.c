@@ -1,0 +1,53 @@
+#include "preflight.h"
+
+#include "db.h"
+#include "keys.h"
+#include "listener.h"
+
+#include <stdio.h>
+
+static int check_public_dir(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    return mg_config_check_public_dir(cfg, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
+}
+
+/* Opens the database read-only and checks its schema and its WAL files, as every worker
+ * will (db.h); writes nothing. */
+static int check_database(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    char why[900];
+    int rc = mg_db_check(cfg->db_path, why, sizeof why);
+    if (rc != 0)
+        snprintf(err, errlen, "MESHGATE_DB: %s", why);
+    return rc;
+}
+
+static int check_api_keys(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    return mg_keys_load(&mg_api_keys, cfg->api_keys_file, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
+}
+
+static int check_listen_address(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    return mg_listener_check(cfg, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
+}
+
+const struct mg_preflight_step mg_preflight_steps[] = {
+    {"MESHGATE_PUBLIC_DIR", check_public_dir, false},
+    {"MESHGATE_DB", check_database, false},
+    {"MESHGATE_API_KEYS_FILE", check_api_keys, false},
+    {"MESHGATE_LISTEN", check_listen_address, true},
+    {NULL, NULL, false},
+};
+
+int mg_preflight(const struct mg_config *cfg, enum mg_preflight_mode mode, char *err, size_t errlen)
+{
+    for (const struct mg_preflight_step *s = mg_preflight_steps; s->what; s++) {
+        if (s->check_only && mode != MG_PREFLIGHT_CHECK)
+            continue;
+        int rc = s->run(cfg, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}

@@ -41,6 +41,8 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     setproctitle_init(argc, argv, environ);
+    mg_log_init();
+    mg_log_set_role("master");
     if (argc > 1) {
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
             usage(stdout);
@@ -51,25 +53,23 @@ int main(int argc, char **argv)
                    mg_build_time());
             return 0;
         }
-        fprintf(stderr,
-                "meshgate: unknown argument %s (configuration comes from MESHGATE_* "
-                "environment variables; see --help)\n",
-                argv[1]);
+        mg_error("unknown argument %s (configuration comes from MESHGATE_* environment "
+                 "variables; see --help)",
+                 argv[1]);
         return 64;
     }
 
     struct mg_config cfg;
     char err[1024];
     if (mg_config_load(&cfg, NULL, NULL, err, sizeof err) < 0) {
-        fprintf(stderr, "meshgate: %s\n", err);
+        mg_error("%s", err);
         return MG_EXIT_CONFIG;
     }
     if (mg_config_check_public_dir(&cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "meshgate: %s\n", err);
+        mg_error("%s", err);
         return MG_EXIT_CONFIG;
     }
     mg_log_set_level((enum mg_log_level)cfg.log_level);
-    mg_log_set_role("master");
     mg_config_resolve(&cfg, err, sizeof err);
     if (err[0])
         mg_warn("%s", err);

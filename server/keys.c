@@ -92,7 +92,7 @@ int mg_keys_load(struct mg_keys *keys, const char *path, char *err, size_t errle
         } else {
             char *own = keys->label[keys->count];
             if (label)
-                snprintf(own, MG_KEY_LABEL_MAX + 1, "%s", label);
+                memcpy(own, label, strlen(label) + 1); /* label_valid bounds it */
             else
                 snprintf(own, MG_KEY_LABEL_MAX + 1, "key-%u", lineno);
             for (unsigned k = 0; k < keys->count && rc == 0; k++) {

@@ -183,8 +183,11 @@ void mg_log_raw(const char *line, size_t len, bool has_time)
 
 void mg_log_signal_safe(enum mg_log_level level, const char *msg, size_t len)
 {
-    char prefix[MG_LOG_TIME_MAX + 1];
-    size_t p = line_prefix(level, false, prefix);
-    write_all(prefix, p);
-    write_all(msg, len);
+    /* One write, as every line: line_prefix, memcpy and write are async-signal-safe. */
+    char line[512];
+    size_t p = line_prefix(level, false, line);
+    if (len > sizeof line - p)
+        len = sizeof line - p;
+    memcpy(line + p, msg, len);
+    write_all(line, p + len);
 }

@@ -46,8 +46,8 @@ void mg_log(enum mg_log_level level, const char *fmt, ...) __attribute__((format
  */
 void mg_log_raw(const char *line, size_t len, bool has_time);
 
-/* For a signal handler: the prefix, then msg (which ends with its newline), as two writes
- * of async-signal-safe calls only. */
+/* For a signal handler: the prefix and msg (which ends with its newline, at most 480 bytes)
+ * in one write, with async-signal-safe calls only. */
 void mg_log_signal_safe(enum mg_log_level level, const char *msg, size_t len);
 
 /* realtime_ns (CLOCK_REALTIME) as RFC 3339 UTC with milliseconds, into out (at least

@@ -151,7 +151,7 @@ Test(access_log, json_is_one_strict_object_with_every_key)
     e.outcome.verdict = MG_VERDICT_REFUSED;
     e.outcome.waited_ns = 3000 * 1000000LL;
     e.status = 429;
-    e.user_agent = (struct mg_str){"ua \"quoted\" \\ \n\t<script>\xc3\x28", 30};
+    e.user_agent = (struct mg_str){"ua \"quoted\" \\ \n\t<script>\xc3\x28", 26};
     e.referer = (struct mg_str){"https://example.org/a?b=\"c\"", 27};
     char *line = format(MG_ACCESS_LOG_JSON, &e);
     size_t n = strlen(line);

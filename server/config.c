@@ -120,14 +120,29 @@ const struct mg_config_var mg_config_vars[] = {
      "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "
      "X-Forwarded-For names the client; empty: the peer is always the client",
      MG_RELOAD_LIVE},
+    {"MESHGATE_ADMIN_NETWORKS", MG_CFG_CIDRS, FIELD(admin_networks_text), 0, 0, "127.0.0.0/8, ::1",
+     "addresses and networks whose clients may read /server-status and /metrics and see client "
+     "addresses in /api/perf (signed-in clients may too); behind trusted proxies, the client "
+     "X-Forwarded-For names; everyone else gets 404; empty: signed-in clients only",
+     MG_RELOAD_LIVE},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug", MG_RELOAD_LIVE},
-    {"MESHGATE_ACCESS_LOG", MG_CFG_BOOL, FIELD(access_log), 0, 0, "0",
-     "one line per request on stderr: 1 (on) or 0 (off)", MG_RELOAD_LIVE},
+    {"MESHGATE_ACCESS_LOG", MG_CFG_ACCESS_LOG, FIELD(access_log), 0, 0, "0",
+     "one line per request on stderr: 0 (off), 1 (meshgate's format), combined (Apache's, "
+     "with the duration in microseconds) or json (one object a line)",
+     MG_RELOAD_LIVE},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, MG_RELOAD_UNSET},
 };
 
 static const char *log_level_names[] = {"error", "warning", "info", "debug"};
+
+const char *mg_access_log_name(int format)
+{
+    static const char *names[] = {"0", "1", "combined", "json"};
+    if (format < MG_ACCESS_LOG_OFF || format > MG_ACCESS_LOG_JSON)
+        return "?";
+    return names[format];
+}
 
 const char *mg_log_level_name(int level)
 {
@@ -237,6 +252,14 @@ static int parse_shm_name(const char *s, char *out, size_t outlen)
     return 0;
 }
 
+/* The parsed list beside each list's text. */
+static struct mg_cidr_list *cidr_list_of(struct mg_config *cfg, const struct mg_config_var *v)
+{
+    if (v->offset == offsetof(struct mg_config, admin_networks_text))
+        return &cfg->admin_networks;
+    return &cfg->trusted_proxies;
+}
+
 static int apply(struct mg_config *cfg, const struct mg_config_var *v, const char *value, char *err,
                  size_t errlen)
 {
@@ -301,9 +324,23 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
             }
         }
         return fail(err, errlen, v, value, "must be error, warning, info or debug");
+    case MG_CFG_ACCESS_LOG: {
+        bool on;
+        if (strcasecmp(value, "combined") == 0)
+            *(int32_t *)field = MG_ACCESS_LOG_COMBINED;
+        else if (strcasecmp(value, "json") == 0)
+            *(int32_t *)field = MG_ACCESS_LOG_JSON;
+        else if (parse_bool(value, &on) == 0)
+            *(int32_t *)field = on ? MG_ACCESS_LOG_ON : MG_ACCESS_LOG_OFF;
+        else
+            return fail(err, errlen, v, value,
+                        "must be 0 (off), 1 (on), combined or json (also: yes, no, true, "
+                        "false, on, off)");
+        return 0;
+    }
     case MG_CFG_CIDRS: {
         char why[300];
-        if (mg_cidr_list_parse(value, &cfg->trusted_proxies, why, sizeof why) < 0)
+        if (mg_cidr_list_parse(value, cidr_list_of(cfg, v), why, sizeof why) < 0)
             return fail(err, errlen, v, value, why);
         memcpy(field, value, strlen(value) + 1); /* parse checked the length */
         return 0;
@@ -456,6 +493,9 @@ void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_
         break;
     case MG_CFG_LOG_LEVEL:
         snprintf(text, cap, "%s=%s", v->name, mg_log_level_name(*(const int32_t *)field));
+        break;
+    case MG_CFG_ACCESS_LOG:
+        snprintf(text, cap, "%s=%s", v->name, mg_access_log_name(*(const int32_t *)field));
         break;
     }
 }

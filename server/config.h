@@ -78,11 +78,22 @@ struct mg_config {
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
     struct mg_cidr_list trusted_proxies;
+    /* /server-status and /metrics answer clients from these networks (and signed-in ones) */
+    char admin_networks_text[MG_CIDRS_TEXT_MAX];
+    struct mg_cidr_list admin_networks;
     /* logging */
-    int32_t log_level; /* enum mg_log_level */
-    bool access_log;
+    int32_t log_level;  /* enum mg_log_level */
+    int32_t access_log; /* enum mg_access_log */
     /* where the rest came from, besides the environment (envfile.h); empty: nowhere */
     char env_file[MG_PATH_MAX];
+};
+
+/* MESHGATE_ACCESS_LOG: none, meshgate's own line, Apache's combined format, or JSON. */
+enum mg_access_log {
+    MG_ACCESS_LOG_OFF = 0,
+    MG_ACCESS_LOG_ON,
+    MG_ACCESS_LOG_COMBINED,
+    MG_ACCESS_LOG_JSON
 };
 
 #define MG_CONFIG_AUTO (-1)
@@ -96,7 +107,9 @@ enum mg_config_kind {
     MG_CFG_LISTEN,
     MG_CFG_SHM_NAME,
     MG_CFG_LOG_LEVEL,
-    MG_CFG_CIDRS, /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
+    MG_CFG_CIDRS,      /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
+    MG_CFG_ACCESS_LOG, /* enum mg_access_log: 0 (and the other false words), 1 (and the true
+                          words), combined or json */
 };
 
 /*
@@ -157,6 +170,8 @@ void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, 
 void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen);
 
 const char *mg_log_level_name(int level);
+/* "0", "1", "combined" or "json", as MESHGATE_ACCESS_LOG is written. */
+const char *mg_access_log_name(int format);
 
 /* ---- where values come from: the environment, then MESHGATE_ENV_FILE -------------------- */
 

@@ -10,6 +10,17 @@
 
 struct mg_keys mg_api_keys;
 
+static bool label_valid(const char *label)
+{
+    size_t n = strlen(label);
+    if (n == 0 || n > MG_KEY_LABEL_MAX)
+        return false;
+    for (const char *p = label; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
+            return false;
+    return true;
+}
+
 int mg_keys_load(struct mg_keys *keys, const char *path, char *err, size_t errlen)
 {
     memset(keys, 0, sizeof *keys);
@@ -48,21 +59,51 @@ int mg_keys_load(struct mg_keys *keys, const char *path, char *err, size_t errle
             *--e = '\0';
         if (!*s || *s == '#')
             continue;
+        /* "LABEL KEY": the label ends at the first blank; "KEY" alone has none. */
+        char *label = NULL, *blank = s;
+        while (blank < e && !isspace((unsigned char)*blank))
+            blank++;
+        if (blank < e) {
+            label = s;
+            *blank = '\0';
+            for (s = blank + 1; s < e && isspace((unsigned char)*s);)
+                s++;
+        }
         size_t n = (size_t)(e - s);
         bool printable = true;
         for (char *p = s; p < e; p++)
             printable &= *p > ' ' && *p < 0x7f;
         if (!printable || n < MG_KEY_MIN || n > MG_KEY_MAX) {
             snprintf(err, errlen,
-                     "MESHGATE_API_KEYS_FILE=%s: line %u is not a key: a key is %d to %d "
-                     "printable characters without blanks",
+                     "MESHGATE_API_KEYS_FILE=%s: line %u is not a key: a line is KEY or LABEL "
+                     "KEY, a key is %d to %d printable characters without blanks",
                      path, lineno, MG_KEY_MIN, MG_KEY_MAX);
+            rc = -1;
+        } else if (label && !label_valid(label)) {
+            snprintf(err, errlen,
+                     "MESHGATE_API_KEYS_FILE=%s: line %u: the label must be 1 to %d letters, "
+                     "digits, '.', '_' or '-'",
+                     path, lineno, MG_KEY_LABEL_MAX);
             rc = -1;
         } else if (keys->count == MG_KEYS_MAX) {
             snprintf(err, errlen, "MESHGATE_API_KEYS_FILE=%s: more than %d keys", path,
                      MG_KEYS_MAX);
             rc = -1;
         } else {
+            char *own = keys->label[keys->count];
+            if (label)
+                memcpy(own, label, strlen(label) + 1); /* label_valid bounds it */
+            else
+                snprintf(own, MG_KEY_LABEL_MAX + 1, "key-%u", lineno);
+            for (unsigned k = 0; k < keys->count && rc == 0; k++) {
+                if (strcmp(keys->label[k], own) == 0) {
+                    snprintf(err, errlen,
+                             "MESHGATE_API_KEYS_FILE=%s: line %u: the label %s is taken by "
+                             "another key; each key needs its own, for the access log",
+                             path, lineno, own);
+                    rc = -1;
+                }
+            }
             memcpy(keys->key[keys->count], s, n);
             keys->len[keys->count] = (unsigned char)n;
             keys->count++;
@@ -79,9 +120,9 @@ int mg_keys_load(struct mg_keys *keys, const char *path, char *err, size_t errle
     return rc;
 }
 
-bool mg_keys_match(const struct mg_keys *keys, const char *presented, size_t len)
+int mg_keys_find(const struct mg_keys *keys, const char *presented, size_t len)
 {
-    unsigned found = 0;
+    unsigned found = 0; /* the index + 1 of the match; 0: none */
     for (unsigned k = 0; k < keys->count; k++) {
         size_t klen = keys->len[k];
         unsigned diff = klen != len;
@@ -90,7 +131,14 @@ bool mg_keys_match(const struct mg_keys *keys, const char *presented, size_t len
             unsigned char b = i < len ? (unsigned char)presented[i] : 0;
             diff |= (unsigned)(a ^ b);
         }
-        found |= diff == 0;
+        /* No branch on the comparison: all ones when diff is 0, else 0. */
+        unsigned equal = ((diff | (0u - diff)) >> (sizeof diff * 8 - 1)) ^ 1u;
+        found |= (0u - equal) & (k + 1);
     }
-    return found != 0 && len <= MG_KEY_MAX;
+    return found != 0 && len <= MG_KEY_MAX ? (int)found - 1 : -1;
+}
+
+bool mg_keys_match(const struct mg_keys *keys, const char *presented, size_t len)
+{
+    return mg_keys_find(keys, presented, len) >= 0;
 }

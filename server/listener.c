@@ -1,5 +1,7 @@
 #include "listener.h"
 
+#include "log.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +33,7 @@ static int from_systemd_fds(char *err, size_t errlen)
         return -1;
     }
     if (n > 1) {
-        fprintf(stderr, "meshgate: LISTEN_FDS=%ld: using the first socket, closing the rest\n", n);
+        mg_warn("LISTEN_FDS=%ld: using the first socket, closing the rest", n);
         for (long i = 1; i < n; i++)
             close(SD_LISTEN_FDS_START + (int)i);
     }

@@ -56,6 +56,8 @@ static void warn_line(const char *line, void *arg)
 int main(int argc, char **argv)
 {
     setproctitle_init(argc, argv, environ);
+    mg_log_init();
+    mg_log_set_role("master");
     bool check = false;
     if (argc > 1) {
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -69,10 +71,9 @@ int main(int argc, char **argv)
         }
         check = strcmp(argv[1], "--check") == 0 || strcmp(argv[1], "-t") == 0;
         if (!check || argc > 2) {
-            fprintf(stderr,
-                    "meshgate: unknown argument %s (configuration comes from MESHGATE_* "
-                    "environment variables and MESHGATE_ENV_FILE; see --help)\n",
-                    argv[check ? 2 : 1]);
+            mg_error("unknown argument %s (configuration comes from MESHGATE_* environment "
+                     "variables and MESHGATE_ENV_FILE; see --help)",
+                     argv[check ? 2 : 1]);
             return 64;
         }
     }
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
     char err[1024];
     if (mg_config_sources_init(&sources, NULL, NULL, err, sizeof err) < 0 ||
         mg_config_load_sources(&loaded, &sources, err, sizeof err) < 0) {
-        fprintf(stderr, "meshgate: %s\n", err);
+        mg_error("%s", err);
         return MG_EXIT_CONFIG;
     }
     cfg = loaded;

@@ -771,8 +771,7 @@ static void on_sigbus(int sig)
     (void)sig;
     static const char msg[] = "meshgate: master: SIGBUS: the shared segment was truncated "
                               "under the server; killing the workers and stopping (exit 71)\n";
-    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)ignored;
+    mg_log_signal_safe(MG_LOG_ERROR, msg, sizeof msg - 1);
     struct master *m = sigbus_master;
     for (unsigned i = 0; m && i < m->slots; i++)
         if (m->child[i].pid > 0)

@@ -168,6 +168,14 @@ static pid_t spawn_binary(const char *const *env, const char *log_path)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     close_range(3, ~0U, 0);
     int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    /* MG_TEST_JOURNAL_STREAM=1 (not passed on): JOURNAL_STREAM names the log file, as
+     * systemd names the journal's stream, so the server takes its stderr for the journal. */
+    static char journal_stream[80];
+    struct stat st;
+    for (const char *const *e = env; e && *e; e++)
+        if (strcmp(*e, "MG_TEST_JOURNAL_STREAM=1") == 0 && fd >= 0 && fstat(fd, &st) == 0)
+            snprintf(journal_stream, sizeof journal_stream, "JOURNAL_STREAM=%llu:%llu",
+                     (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
     if (fd >= 0) {
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
@@ -190,8 +198,11 @@ static pid_t spawn_binary(const char *const *env, const char *log_path)
     clearenv();
     setenv("PATH", "/usr/bin:/bin", 1);
     for (; env && *env; env++)
-        if (strncmp(*env, "MG_TEST_UID=", 12) != 0 && strncmp(*env, "MG_TEST_ARG=", 12) != 0)
+        if (strncmp(*env, "MG_TEST_UID=", 12) != 0 && strncmp(*env, "MG_TEST_ARG=", 12) != 0 &&
+            strncmp(*env, "MG_TEST_JOURNAL", 15) != 0)
             putenv((char *)*env);
+    if (journal_stream[0])
+        putenv(journal_stream);
     execl(MESHGATE_BUILD_DIR "/meshgate", "meshgate", arg, (char *)NULL);
     _exit(127);
 }

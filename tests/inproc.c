@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "http.h"
+#include "netaddr.h"
 #include "router.h"
 #include "stats.h"
 #include "scoreboard.h"
@@ -91,6 +92,7 @@ int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
     req.start_monotonic_ns = mg_monotonic_ns();
     req.start_realtime_ns = mg_realtime_ns();
     req.client_addr = "127.0.0.1";
+    mg_addr_parse("127.0.0.1", 9, req.peer); /* a client on loopback: an admin by default */
     struct mg_park park;
     memset(&park, 0, sizeof park);
     req.park = &park;

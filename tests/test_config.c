@@ -260,6 +260,13 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
         if (v->min >= 0)
             add_bad(s, "-1");
         return true;
+    case MG_CFG_ACCESS_LOG:
+        add_valid(s, "combined");
+        add_valid(s, "json");
+        add_bad(s, "common");
+        add_bad(s, "json ");
+        /* and every word of a bool: */
+        __attribute__((fallthrough));
     case MG_CFG_BOOL:
         add_valid(s, "1");
         add_valid(s, "0");

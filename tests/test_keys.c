@@ -56,6 +56,47 @@ Test(keys, file_lines_comments_and_blanks, .init = make_dir, .fini = remove_dir)
     cr_expect_not(mg_keys_match(&keys, "# operators", 11));
 }
 
+Test(keys, a_label_names_its_key_and_a_bare_key_is_named_by_its_line, .init = make_dir,
+     .fini = remove_dir)
+{
+    write_keys("# operators\nops alpha-0123456789abcdef\n\nbeta-0123456789abcdef\n"
+               "  grafana.prod_2   gamma-0123456789abcdef  \n",
+               0600);
+    char err[512];
+    cr_assert_eq(mg_keys_load(&keys, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(keys.count, 3);
+    cr_expect_str_eq(keys.label[0], "ops");
+    cr_expect_str_eq(keys.label[1], "key-4", "the line number, never a part of the key");
+    cr_expect_str_eq(keys.label[2], "grafana.prod_2");
+    cr_expect_eq(mg_keys_find(&keys, "alpha-0123456789abcdef", 22), 0);
+    cr_expect_eq(mg_keys_find(&keys, "beta-0123456789abcdef", 21), 1);
+    cr_expect_eq(mg_keys_find(&keys, "gamma-0123456789abcdef", 22), 2);
+    cr_expect_eq(mg_keys_find(&keys, "ops", 3), -1, "a label is not a key");
+    cr_expect_eq(mg_keys_find(&keys, "gamma-0123456789abcde", 21), -1);
+    cr_expect_not(mg_keys_match(&keys, "ops alpha-0123456789abcdef", 26));
+}
+
+Test(keys, a_bad_or_repeated_label_is_refused_with_its_line, .init = make_dir, .fini = remove_dir)
+{
+    static const struct {
+        const char *text, *says;
+    } cases[] = {
+        {"ops alpha-0123456789abcdef\nops beta-0123456789abcdef\n", "line 2: the label ops"},
+        {"key-2 alpha-0123456789abcdef\nbeta-0123456789abcdef\n", "line 2: the label key-2"},
+        {"op$ alpha-0123456789abcdef\n", "line 1: the label must be"},
+        {"ops alpha-0123456789abcdef extra\n", "line 1 is not a key"},
+        {"ops short\n", "line 1 is not a key"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_keys(cases[i].text, 0600);
+        char err[512] = "";
+        cr_expect_eq(mg_keys_load(&keys, path, err, sizeof err), -1, "%s", cases[i].text);
+        cr_expect(strstr(err, cases[i].says), "%s: %s", cases[i].text, err);
+        cr_expect_null(strstr(err, "0123456789abcdef"), "a key in a message: %s", err);
+        cr_expect_eq(keys.count, 0);
+    }
+}
+
 Test(keys, a_file_others_can_read_is_refused, .init = make_dir, .fini = remove_dir)
 {
     write_keys("alpha-0123456789abcdef\n", 0644);

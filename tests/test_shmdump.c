@@ -703,7 +703,7 @@ Test(shmdump, unterminated_strings_in_a_copy_are_bounded)
     memset(view.config->db_path, 0xff, sizeof view.config->db_path);
     memset(view.config->shm_name, 'S', sizeof view.config->shm_name);
     memset(view.config->public_dir, 'P', sizeof view.config->public_dir);
-    memset(&view.config->access_log, 0xAA, 1);
+    memset(&view.config->access_log, 0xAA, sizeof view.config->access_log);
     for (unsigned i = 0; i < view.route_count; i++) {
         memset(view.routes[i].name, 'R', sizeof view.routes[i].name);
         atomic_store(&view.routes[i].count, 1);
@@ -723,7 +723,7 @@ Test(shmdump, unterminated_strings_in_a_copy_are_bounded)
     memset(route_line + 2, 'R', MG_ROUTE_NAME_MAX);
     route_line[MG_ROUTE_NAME_MAX + 2] = ' ';
     cr_assert(strstr(text, route_line), "%s", text);
-    cr_assert(strstr(text, "MESHGATE_ACCESS_LOG=1"), "%s", text);
+    cr_assert(strstr(text, "MESHGATE_ACCESS_LOG=?"), "%s", text);
     cr_assert_eq(strchr(text, '\033'), NULL);
     assert_documented_shape(json, strlen(json));
     free(text);

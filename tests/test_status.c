@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,5 +140,129 @@ Test(status, a_real_browser_renders_the_live_scoreboard_without_console_errors)
     cr_expect_null(strstr(log, ":CONSOLE"), "console output: %s", log);
     cr_expect_null(strstr(log, "Uncaught"), "%s", log);
     cr_expect_null(strstr(log, "Failed to load resource"), "%s", log);
+    mg_test_server_stop(&s, 5000);
+}
+
+/* ---- the admin pages: private by default ------------------------------------------------- */
+
+static char keys_dir[128], keys_setting[300];
+
+static void make_keys(void)
+{
+    mg_test_tmpdir(keys_dir, sizeof keys_dir);
+    char path[200];
+    snprintf(path, sizeof path, "%s/keys", keys_dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("ops alpha-0123456789abcdef\n", f);
+    fclose(f);
+    chmod(path, 0600);
+    snprintf(keys_setting, sizeof keys_setting, "MESHGATE_API_KEYS_FILE=%s", path);
+}
+
+static void remove_keys(void)
+{
+    mg_test_rmdir(keys_dir);
+}
+
+#define SIGNED_IN "Authorization: Bearer alpha-0123456789abcdef\r\n"
+
+static int status_of(int port, const char *target, const char *headers, char *body, size_t cap)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(port, target, headers, &r))
+        return -1;
+    if (body)
+        snprintf(body, cap, "%s", r.body);
+    int status = r.status;
+    mg_test_response_free(&r);
+    return status;
+}
+
+Test(status, admin_pages_answer_loopback_by_default)
+{
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, NULL));
+    cr_expect_eq(status_of(s.port, "/server-status", NULL, NULL, 0), 200);
+    cr_expect_eq(status_of(s.port, "/metrics", NULL, NULL, 0), 200);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(status, admin_pages_are_404_outside_the_admin_networks_unless_signed_in, .init = make_keys,
+     .fini = remove_keys)
+{
+    const char *env[] = {keys_setting, "MESHGATE_ADMIN_NETWORKS=10.0.0.0/8", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    char missing[256], body[256];
+    cr_expect_eq(status_of(s.port, "/no-such-page", NULL, missing, sizeof missing), 404);
+    /* As if it did not exist: the same answer as a path that does not. */
+    cr_expect_eq(status_of(s.port, "/server-status", NULL, body, sizeof body), 404);
+    cr_expect_str_eq(body, missing);
+    cr_expect_eq(status_of(s.port, "/metrics", NULL, body, sizeof body), 404);
+    cr_expect_str_eq(body, missing);
+    cr_expect_eq(status_of(s.port, "/metrics", "X-API-Key: alpha-0123456789abcdef\r\n", NULL, 0),
+                 200);
+    cr_expect_eq(status_of(s.port, "/server-status", SIGNED_IN, NULL, 0), 200);
+    cr_expect_eq(status_of(s.port, "/api/perf", NULL, NULL, 0), 200, "the Perf page's source");
+    cr_expect_eq(status_of(s.port, "/api/healthz", NULL, NULL, 0), 200);
+    mg_test_server_stop(&s, 5000);
+
+    /* Empty: signed-in clients only, even from loopback. */
+    const char *none[] = {keys_setting, "MESHGATE_ADMIN_NETWORKS=", NULL};
+    cr_assert(mg_test_server_start(&s, NULL, none));
+    cr_expect_eq(status_of(s.port, "/metrics", NULL, NULL, 0), 404);
+    cr_expect_eq(status_of(s.port, "/metrics", SIGNED_IN, NULL, 0), 200);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(status, a_forwarded_client_is_an_admin_only_when_it_is_in_the_admin_networks)
+{
+    /* A proxy on loopback: the client it names decides, never the proxy's own address. */
+    const char *env[] = {"MESHGATE_TRUSTED_PROXIES=127.0.0.1", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    cr_expect_eq(status_of(s.port, "/metrics", NULL, NULL, 0), 200, "the proxy's own request");
+    cr_expect_eq(status_of(s.port, "/metrics", "X-Forwarded-For: 198.51.100.2\r\n", NULL, 0), 404);
+    cr_expect_eq(status_of(s.port, "/server-status", "X-Forwarded-For: 198.51.100.2\r\n", NULL, 0),
+                 404);
+    cr_expect_eq(status_of(s.port, "/metrics", "X-Forwarded-For: 127.0.0.2\r\n", NULL, 0), 200);
+    mg_test_server_stop(&s, 5000);
+    /* Not trusted: the header is the client's own word, and it makes no one an admin or not. */
+    cr_assert(mg_test_server_start(&s, NULL, NULL));
+    cr_expect_eq(status_of(s.port, "/metrics", "X-Forwarded-For: 198.51.100.2\r\n", NULL, 0), 200);
+    mg_test_server_stop(&s, 5000);
+    const char *far[] = {"MESHGATE_ADMIN_NETWORKS=10.0.0.0/8", NULL};
+    cr_assert(mg_test_server_start(&s, NULL, far));
+    cr_expect_eq(status_of(s.port, "/metrics", "X-Forwarded-For: 10.1.2.3\r\n", NULL, 0), 404);
+    mg_test_server_stop(&s, 5000);
+}
+
+Test(status, api_perf_names_the_clients_in_the_line_to_admins_only, .init = make_keys,
+     .fini = remove_keys)
+{
+    const char *env[] = {keys_setting, "MESHGATE_ADMIN_NETWORKS=10.0.0.0/8",
+                         "MESHGATE_TEST_HOOKS=park", "MESHGATE_WORKERS=3", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    /* An anonymous heavy request holds a permit of the line for a while. */
+    int held = mg_test_connect(s.port);
+    cr_assert_geq(held, 0);
+    const char *req = "GET /api/packets?limit=1 HTTP/1.1\r\nHost: t\r\nX-Test-Hold-Ms: 1500\r\n"
+                      "Connection: close\r\n\r\n";
+    cr_assert(mg_test_send(held, req, strlen(req)));
+    mg_test_sleep_ms(200);
+    static char body[1 << 16];
+    cr_expect_eq(status_of(s.port, "/api/perf", NULL, body, sizeof body), 200);
+    cr_expect(strstr(body, "\"holders\":[{\"pid\":"), "no holder: %s", body);
+    cr_expect(strstr(body, "\"key\":\"hidden\""), "%s", body);
+    cr_expect_null(strstr(body, "127.0.0.1"), "a client's address: %s", body);
+    cr_expect_eq(status_of(s.port, "/api/perf", SIGNED_IN, body, sizeof body), 200);
+    cr_expect(strstr(body, "\"key\":\"127.0.0.1 /api/packets\""), "%s", body);
+    struct mg_test_response r;
+    cr_expect(mg_test_read_response(held, &r, false, 5000));
+    cr_expect_eq(r.status, 200);
+    mg_test_response_free(&r);
+    close(held);
     mg_test_server_stop(&s, 5000);
 }

@@ -87,6 +87,7 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
                   struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
+    struct mg_outcome *o = &req->park->outcome;
     struct mg_fifo_gate *line = env->seg->anon;
     if (a->step == ADMIT_NEW) {
         if (!mg_route_is_heavy(route, env, req)) {
@@ -96,6 +97,7 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
         if (req->signed_in) {
             mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
             a->step = ADMIT_BYPASS;
+            o->verdict = MG_VERDICT_BYPASSED;
             return true;
         }
         uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
@@ -105,12 +107,14 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
         if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(),
                                   &retry_ns)) {
             mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
+            mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
             mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
                                "too many heavy requests from this address; retry after "
                                "Retry-After");
             return false;
         }
         if (line->cap == 0) {
+            mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
             a->step = ADMIT_OFF;
             return true;
         }
@@ -122,15 +126,18 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
         int r =
             mg_fifo_gate_join(line, env->pid, env->slot, a->who, &a->token, &a->place, &a->ticket);
         if (r == MG_FIFO_ADMITTED) {
+            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED, mg_monotonic_ns());
             a->step = ADMIT_HELD;
             return true;
         }
         if (r == MG_FIFO_QUEUED) {
             a->deadline_ns = mg_monotonic_ns() + line->wait_ns;
+            mg_outcome_wait(o, MG_GATE_ANON_LINE, mg_monotonic_ns());
             a->step = ADMIT_QUEUED;
             res->parked = true;
             return false;
         }
+        mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
         refuse_line(res, "the line for anonymous heavy requests is full; retry after "
                          "Retry-After, or sign in with an API key");
         return false;
@@ -138,6 +145,7 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
     if (a->step == ADMIT_QUEUED) {
         if (req->client_gone && req->client_gone(req->client_gone_arg)) {
             mg_fifo_gate_cancel(line, env->pid, a->place, a->ticket);
+            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
             a->step = ADMIT_DONE;
             refuse_line(res, "the client went away");
             res->close = true;
@@ -150,9 +158,11 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
             return false;
         }
         if (r == MG_FIFO_ADMITTED) {
+            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED, mg_monotonic_ns());
             a->step = ADMIT_HELD;
             return true;
         }
+        mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
         a->step = ADMIT_DONE;
         refuse_line(res, "the wait in the line for anonymous heavy requests ran out; retry "
                          "after Retry-After, or sign in with an API key");
@@ -415,8 +425,10 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         key = api_key->ptr;
         key_len = api_key->len;
     }
+    req->park->outcome.key_number = 0;
     if (key) {
-        if (key_len == 0 || !mg_keys_match(&mg_api_keys, key, key_len)) {
+        int index = key_len ? mg_keys_find(&mg_api_keys, key, key_len) : -1;
+        if (index < 0) {
             mg_counter_add(env->seg, MG_CTR_UNAUTHORIZED, 1);
             mg_response_error(res, 401, "the API key is not valid");
             mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
@@ -424,16 +436,23 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             return MG_ROUTE_BAD_REQUEST;
         }
         req->signed_in = true;
+        req->park->outcome.key_number = (uint16_t)(index + 1);
         if (req->park->turns <= 1) /* a parked request is dispatched again on each turn */
             mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
     }
     req->path = b->path;
+    uint8_t client[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, hr, req->peer, client);
+    req->admin = req->signed_in || mg_cidr_list_contains(&env->cfg->admin_networks, client);
     /* An encoded slash is part of a segment, not a separator: decoded, "/api%2Fhealthz"
      * would read as "/api/healthz", so a path that holds one matches no route (static files
      * refuse it on their own, with 400). */
     unsigned route = mg_path_has_encoded_slash(&hr->path)
                          ? MG_ROUTE_NOT_FOUND
                          : mg_route_match(b->path, req->path_param, sizeof req->path_param);
+    /* The admin pages do not exist for anyone else: the path goes on as any unknown one. */
+    if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
+        route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler;
     if (route != MG_ROUTE_NOT_FOUND) {
         handler = mg_routes[route].handler;

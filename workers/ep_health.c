@@ -76,7 +76,7 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_kv_int(&j, "total", 0);
     mg_json_object_end(&j);
     mg_json_key(&j, "gates");
-    mg_gates_json(&j, env->seg, false);
+    mg_gates_json(&j, env->seg, false, false); /* no records without full */
     /* Null only before the first worker has counted (it does so before it serves). */
     if (have_counts) {
         mg_json_kv_int(&j, "loadedObs", counts.observations);

@@ -364,6 +364,9 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
         int retry_after = 1;
         enum mg_diag_result admitted = mg_diag_gate_try(
             env->seg->diag, env->pid, env->slot, mg_monotonic_ns(), &st->token, &retry_after);
+        mg_outcome_decide(&req->park->outcome, MG_GATE_DIAG,
+                          admitted == MG_DIAG_ADMITTED ? MG_VERDICT_ADMITTED : MG_VERDICT_REFUSED,
+                          mg_monotonic_ns());
         if (admitted != MG_DIAG_ADMITTED) {
             mg_response_refuse(res, 429, retry_after,
                                admitted == MG_DIAG_BUSY
@@ -450,7 +453,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
     write_meshgate_cache(&j, seg);
     write_workers(&j, env);
     mg_json_key(&j, "gates");
-    mg_gates_json(&j, seg, true);
+    mg_gates_json(&j, seg, true, req->admin);
     write_counters(&j, seg);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');

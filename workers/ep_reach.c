@@ -90,8 +90,14 @@ static void run_build(struct mg_job *job, struct mg_db *db)
     b->busy = b->result == MG_REACH_ERROR && (stats.db_error & 0xff) == SQLITE_BUSY;
 }
 
-static void refuse(struct mg_response *res, const char *why)
+static struct mg_outcome *outcome(const struct mg_request *req)
 {
+    return &req->park->outcome;
+}
+
+static void refuse(const struct mg_request *req, struct mg_response *res, const char *why)
+{
+    mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_REFUSED, mg_monotonic_ns());
     mg_response_refuse(res, 429, REACH_RETRY_AFTER_S, why);
 }
 
@@ -108,9 +114,9 @@ static bool gone(const struct mg_request *req)
 }
 
 /* The client left while waiting: nothing will read an answer; close after it. */
-static void answer_gone(struct mg_response *res)
+static void answer_gone(const struct mg_request *req, struct mg_response *res)
 {
-    refuse(res, "the client went away");
+    refuse(req, res, "the client went away");
     res->close = true;
 }
 
@@ -182,10 +188,11 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
     }
     st->place = mg_fifo_gate_follow(env->seg->cold, env->pid, env->slot, st->key);
     if (st->place < 0) {
-        refuse(res, "too many reach reports are being built; retry after Retry-After");
+        refuse(req, res, "too many reach reports are being built; retry after Retry-After");
         return;
     }
     st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+    mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
     st->step = FOLLOW;
     park(res);
 }
@@ -205,6 +212,7 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
     mg_fifo_gate_unfollow(env->seg->cold, env->pid, st->place);
     st->place = -1;
     if (found == MG_CACHE_HIT) {
+        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, now);
         mg_response_json(res, 200);
     } else if (found == MG_CACHE_CLAIMED && !req->signed_in && mg_dispatch_was_light(req->park)) {
         /* It followed as a light request and would now build: that is cold work, which an
@@ -216,24 +224,27 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
     } else if (found == MG_CACHE_CLAIMED) {
         st->step = JOIN; /* the build was given up, or its builder died: ours now */
     } else if (gone(req))
-        answer_gone(res);
+        answer_gone(req, res);
     else
-        refuse(res, "the reach report is still being built; retry after Retry-After");
+        refuse(req, res, "the reach report is still being built; retry after Retry-After");
 }
 
-static void step_join(struct mg_env *env, struct reach_state *st, struct mg_response *res)
+static void step_join(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+                      struct mg_response *res)
 {
     int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token, &st->place,
                               &st->ticket);
     if (r == MG_FIFO_ADMITTED) {
+        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
         st->step = ADMITTED;
     } else if (r == MG_FIFO_QUEUED) {
         st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+        mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
         st->step = QUEUED;
         park(res);
     } else {
         give_up_claim(env, st);
-        refuse(res, "too many reach reports are being built; retry after Retry-After");
+        refuse(req, res, "too many reach reports are being built; retry after Retry-After");
     }
 }
 
@@ -243,7 +254,7 @@ static void step_queued(struct mg_env *env, const struct mg_request *req, struct
     if (gone(req)) {
         mg_fifo_gate_cancel(env->seg->cold, env->pid, st->place, st->ticket);
         give_up_claim(env, st);
-        answer_gone(res);
+        answer_gone(req, res);
         return;
     }
     int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place, st->ticket,
@@ -251,10 +262,11 @@ static void step_queued(struct mg_env *env, const struct mg_request *req, struct
     if (r == MG_FIFO_QUEUED) {
         park(res);
     } else if (r == MG_FIFO_ADMITTED) {
+        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
         st->step = ADMITTED;
     } else {
         give_up_claim(env, st);
-        refuse(res, "reach reports are being built at capacity; retry after Retry-After");
+        refuse(req, res, "reach reports are being built at capacity; retry after Retry-After");
     }
 }
 
@@ -320,7 +332,7 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
             step_follow(env, req, st, res);
             break;
         case JOIN:
-            step_join(env, st, res);
+            step_join(env, req, st, res);
             break;
         case QUEUED:
             step_queued(env, req, st, res);

@@ -52,8 +52,10 @@ static void diag_json(struct mg_json *j, const struct mg_diag_gate *g, bool full
     mg_json_object_end(j);
 }
 
+/* show_key false: the record's key names a client ("client path"), and the reader is not an
+ * admin: "hidden" in its place. */
 static void records_json(struct mg_json *j, const char *key, const struct mg_fifo_record *r,
-                         unsigned count, bool followers, int64_t now)
+                         unsigned count, bool followers, bool show_key, int64_t now)
 {
     mg_json_key(j, key);
     mg_json_array_begin(j);
@@ -65,7 +67,7 @@ static void records_json(struct mg_json *j, const char *key, const struct mg_fif
         mg_json_object_begin(j);
         mg_json_kv_int(j, "pid", copy.pid);
         mg_json_kv_uint(j, "worker", copy.slot);
-        mg_json_kv_string(j, "key", copy.key);
+        mg_json_kv_string(j, "key", show_key ? copy.key : "hidden");
         kv_ms(j, "ageMs", now - copy.since_monotonic_ns);
         mg_json_object_end(j);
     }
@@ -105,14 +107,16 @@ static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full
         mg_json_kv_uint(j, "cacheMisses", atomic_load(&c->misses));
         mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
         mg_json_kv_uint(j, "cacheEntries", mg_result_cache_ready(&seg->cache, now));
-        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
-        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
-        records_json(j, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true, now);
+        /* A cold gate's key is the report's ("pubkey|days"): nobody's address. */
+        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, true, now);
+        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, true, now);
+        records_json(j, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true, true, now);
     }
     mg_json_object_end(j);
 }
 
-static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
+static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full, bool show_clients,
+                      int64_t now)
 {
     const struct mg_fifo_gate *g = seg->anon;
     const struct mg_client_table *t = seg->clients.table;
@@ -130,18 +134,18 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
         mg_json_kv_uint(j, "tracked", mg_client_limit_tracked(&seg->clients, now));
         mg_json_kv_uint(j, "evicted", atomic_load(&t->evicted));
         mg_json_object_end(j);
-        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
-        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
+        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, show_clients, now);
+        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, show_clients, now);
     }
     mg_json_object_end(j);
 }
 
-void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full)
+void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, bool show_clients)
 {
     int64_t now = mg_monotonic_ns();
     mg_json_object_begin(j); /* a map: keys in bytewise order */
     mg_json_key(j, "anonLine");
-    anon_json(j, seg, full, now);
+    anon_json(j, seg, full, show_clients, now);
     mg_json_key(j, "perfMem");
     diag_json(j, seg->diag, full, now);
     mg_json_key(j, "reachCold");

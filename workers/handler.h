@@ -24,6 +24,46 @@ struct mg_jobs;
 struct mg_handler_job;
 
 /*
+ * What the admission gates did with a request, and who it was, for the access log. Written by
+ * dispatch (the per-client rate limit, the anonymous line, the signed-in key) and by the
+ * handlers that have a gate of their own (the cold gate of reach reports, the diagnostic gate
+ * of /api/perf?mem=1), in the park, so that it lasts over the turns of a parked request. A
+ * request may pass two gates (an anonymous cold reach report: the line, then the cold gate):
+ * the outcome is the last gate's verdict, and the wait is the sum of both waits.
+ */
+enum mg_gate_id {
+    MG_GATE_NONE = 0,   /* no gate asked (a light request, or one signed in) */
+    MG_GATE_RATE_LIMIT, /* the per-client rate limit of anonymous heavy requests */
+    MG_GATE_ANON_LINE,  /* the line of anonymous heavy requests */
+    MG_GATE_COLD,       /* the cold gate of reach reports */
+    MG_GATE_DIAG,       /* the diagnostic gate of /api/perf?mem=1 */
+};
+enum mg_gate_verdict {
+    MG_VERDICT_NONE = 0, /* light: no gate */
+    MG_VERDICT_BYPASSED, /* heavy, signed in: the rate limit and the line were skipped */
+    MG_VERDICT_ADMITTED, /* at once */
+    MG_VERDICT_WAITED,   /* after waiting in line */
+    MG_VERDICT_REFUSED,
+};
+struct mg_outcome {
+    uint8_t gate;          /* enum mg_gate_id */
+    uint8_t verdict;       /* enum mg_gate_verdict */
+    uint16_t key_number;   /* the signed-in key's index in mg_api_keys + 1; 0: anonymous */
+    int64_t wait_since_ns; /* monotonic, while waiting in a line; 0 otherwise */
+    int64_t waited_ns;     /* time spent waiting in lines, all gates */
+};
+
+/* The request is waiting in gate's line (from now, unless it was already). */
+void mg_outcome_wait(struct mg_outcome *o, enum mg_gate_id gate, int64_t now_ns);
+/* gate decided: admitted (WAITED when it had waited in that line) or refused; a wait in
+ * progress ends. */
+void mg_outcome_decide(struct mg_outcome *o, enum mg_gate_id gate, enum mg_gate_verdict verdict,
+                       int64_t now_ns);
+/* "none", "bypassed", "admitted:anon-line", "waited:cold-gate", "refused:rate-limit", ...
+ * (at most 32 bytes with the NUL). */
+const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen);
+
+/*
  * A request a handler cannot finish now (it waits in a gate's line, for another request's
  * build, or for its own build on the worker's helper thread) is parked: the handler sets
  * res->parked and returns; the worker keeps the connection and calls the handler again on
@@ -45,6 +85,7 @@ struct mg_park {
         struct mg_handler_job *job; /* a handler run on the anonymous helper thread */
         bool submitted;
     } admission;
+    struct mg_outcome outcome; /* for the access log */
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
 
@@ -81,7 +122,10 @@ struct mg_request {
     void *client_gone_arg;
     struct mg_park *park; /* never NULL when a handler runs */
     bool signed_in;       /* it presented a valid API key */
-    int test_hold_ms;     /* tests only: X-Test-Hold-Ms, when test hooks are on */
+    /* Signed in, or its client (the peer, or behind a trusted proxy what X-Forwarded-For
+     * names) is in MESHGATE_ADMIN_NETWORKS: it may see the admin pages and client addresses. */
+    bool admin;
+    int test_hold_ms; /* tests only: X-Test-Hold-Ms, when test hooks are on */
 };
 
 struct mg_response {

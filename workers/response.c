@@ -194,3 +194,37 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
         mg_buf_append(out, body->data, body->len);
     mg_buf_free(&zipped);
 }
+
+void mg_outcome_wait(struct mg_outcome *o, enum mg_gate_id gate, int64_t now_ns)
+{
+    o->gate = (uint8_t)gate;
+    if (o->wait_since_ns == 0)
+        o->wait_since_ns = now_ns;
+}
+
+void mg_outcome_decide(struct mg_outcome *o, enum mg_gate_id gate, enum mg_gate_verdict verdict,
+                       int64_t now_ns)
+{
+    bool waited_here = o->wait_since_ns != 0 && o->gate == gate;
+    if (o->wait_since_ns != 0) {
+        o->waited_ns += now_ns - o->wait_since_ns;
+        o->wait_since_ns = 0;
+    }
+    if (verdict == MG_VERDICT_ADMITTED && waited_here)
+        verdict = MG_VERDICT_WAITED;
+    o->gate = (uint8_t)gate;
+    o->verdict = (uint8_t)verdict;
+}
+
+const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen)
+{
+    static const char *gates[] = {"none", "rate-limit", "anon-line", "cold-gate", "diag-gate"};
+    static const char *verdicts[] = {"none", "bypassed", "admitted", "waited", "refused"};
+    const char *verdict = o->verdict < 5 ? verdicts[o->verdict] : "?";
+    if (o->verdict == MG_VERDICT_NONE || o->verdict == MG_VERDICT_BYPASSED || o->gate == 0 ||
+        o->gate >= 5)
+        snprintf(out, outlen, "%s", verdict);
+    else
+        snprintf(out, outlen, "%s:%s", verdict, gates[o->gate]);
+    return out;
+}

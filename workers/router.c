@@ -42,16 +42,16 @@ static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
 const struct mg_route mg_routes[] = {
-    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases},
-    {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases},
+    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
+    {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
-     reach_cases},
+     reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */
-    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL},
-    {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases},
-    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases},
-    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases},
-    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases},
+    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
+    {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false},
+    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false},
+    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},
+    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 

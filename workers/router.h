@@ -31,6 +31,9 @@ struct mg_route {
     /* The requests of this route that are light, with their worst parameters (NULL-ended;
      * NULL for a route that is always heavy). tests/test_cost.c bounds what each costs. */
     const char *const *light_cases;
+    /* Answered only to admins (MESHGATE_ADMIN_NETWORKS or signed in); 404 for anyone else,
+     * as a path that does not exist. */
+    bool admin_only;
 };
 
 /* Whether this request of route (an id from mg_route_match) is heavy. */

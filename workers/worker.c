@@ -1,5 +1,6 @@
 #include "worker.h"
 
+#include "access_log.h"
 #include "clock.h"
 #include "conn_limit.h"
 #include "db.h"
@@ -8,6 +9,7 @@
 #include "handler.h"
 #include "http.h"
 #include "jobs.h"
+#include "keys.h"
 #include "log.h"
 #include "netaddr.h"
 #include "reclaim.h"
@@ -86,6 +88,7 @@ struct worker {
     unsigned conn_count;
     struct mg_http_limits limits;
     struct mg_response res;
+    struct mg_buf log_line; /* the access log's line, reused */
     struct mg_dispatch_buffers bufs;
     struct mg_jobs *jobs; /* helper thread for signed-in heavy work */
     int jobs_fd;
@@ -348,42 +351,63 @@ static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
     return true;
 }
 
-static void access_log(struct worker *w, struct conn *c, const struct mg_http_request *hr,
-                       int status, size_t bytes, int64_t duration_us)
+/* Body bytes of a serialized response: what follows the head's blank line. */
+static size_t body_bytes_of(const struct mg_buf *out)
 {
-    char target[512];
-    size_t n = 0;
-    for (size_t i = 0; hr && i < hr->target.len && n + 5 < sizeof target; i++) {
-        unsigned char ch = (unsigned char)hr->target.ptr[i];
-        if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\')
-            n += (size_t)snprintf(target + n, sizeof target - n, "\\x%02x", ch);
-        else
-            target[n++] = (char)ch;
-    }
-    target[n] = '\0';
+    const char *end = out->len >= 4 ? memmem(out->data, out->len, "\r\n\r\n", 4) : NULL;
+    return end ? out->len - (size_t)(end + 4 - out->data) : 0;
+}
+
+static void access_log(struct worker *w, struct conn *c, const struct mg_http_request *hr,
+                       const struct mg_park *park, int status, size_t bytes, size_t body_bytes,
+                       int64_t duration_us)
+{
+    struct mg_access_entry e;
+    memset(&e, 0, sizeof e);
     /* Behind a trusted proxy the client is what X-Forwarded-For says, the proxy after it. */
-    char client[64 + 80];
+    char client[64];
     uint8_t addr[MG_ADDR_BYTES];
     if (hr && mg_request_client(w->env.cfg, hr, c->peer_addr, addr)) {
-        mg_addr_format(addr, client, 64);
-        size_t used = strlen(client);
-        snprintf(client + used, sizeof client - used, " (via %s)", c->peer);
+        mg_addr_format(addr, client, sizeof client);
+        e.via = c->peer;
     } else {
         snprintf(client, sizeof client, "%s", c->peer);
     }
-    char line[1024];
-    int len = snprintf(line, sizeof line, "access %s \"%.*s %s HTTP/1.%d\" %d %zu %.3fms worker=%u",
-                       client, hr ? (int)(hr->method.len > 16 ? 16 : hr->method.len) : 1,
-                       hr ? hr->method.ptr : "-", hr ? target : "-", hr ? hr->minor_version : 1,
-                       status, bytes, (double)duration_us / 1000.0, w->env.slot);
-    if (len > 0)
-        mg_log_raw(line, len < (int)sizeof line ? len : (int)sizeof line - 1);
+    e.client = client;
+    e.start_realtime_ns = mg_realtime_ns() - duration_us * 1000;
+    e.has_request = hr != NULL;
+    if (hr) {
+        e.method = hr->method;
+        e.target = hr->target;
+        e.minor_version = hr->minor_version;
+        const struct mg_str *h = mg_http_header_get(hr, "Referer");
+        if (h)
+            e.referer = *h;
+        h = mg_http_header_get(hr, "User-Agent");
+        if (h)
+            e.user_agent = *h;
+    }
+    e.status = status;
+    e.bytes = bytes;
+    e.body_bytes = body_bytes;
+    e.duration_us = duration_us;
+    e.worker = w->env.slot;
+    if (park) {
+        e.outcome = park->outcome;
+        unsigned k = park->outcome.key_number;
+        if (k > 0 && k <= mg_api_keys.count)
+            e.key_label = mg_api_keys.label[k - 1];
+    }
+    mg_buf_reset(&w->log_line);
+    mg_access_log_format(w->env.cfg->access_log, &e, &w->log_line);
+    if (!w->log_line.failed)
+        mg_log_raw(w->log_line.data, w->log_line.len, w->env.cfg->access_log != MG_ACCESS_LOG_ON);
 }
 
 /* Counts, logs, serializes and starts sending one response. */
 static void respond(struct worker *w, struct conn *c, const struct mg_http_request *hr,
-                    unsigned route, bool head_only, bool gzip_ok, int64_t start_ns,
-                    const char *log_path)
+                    const struct mg_park *park, unsigned route, bool head_only, bool gzip_ok,
+                    int64_t start_ns, const char *log_path)
 {
     struct mg_response *res = &w->res;
     bool keep_alive = hr && hr->keep_alive && !res->close && !w->draining &&
@@ -392,12 +416,14 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     c->out_sent = 0;
     mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok, w->env.cfg->gzip_min_bytes);
     size_t bytes = c->out.len;
+    size_t body_bytes = head_only ? 0 : body_bytes_of(&c->out);
     if (res->file_fd >= 0 && !head_only) {
         /* The connection takes the file over; it is sent after the head. */
         c->file_fd = res->file_fd;
         c->file_offset = (off_t)res->file_offset;
         c->file_end = (off_t)(res->file_offset + res->file_length);
         bytes += res->file_length;
+        body_bytes += res->file_length;
         res->file_fd = -1;
     }
     mg_response_drop_file(res);
@@ -415,8 +441,8 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     mg_slow_record(seg, log_path, res->status, duration_us, mg_realtime_ns());
     atomic_fetch_add_explicit(&w->slot->requests, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
-    if (w->env.cfg->access_log)
-        access_log(w, c, hr, res->status, bytes, duration_us);
+    if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF)
+        access_log(w, c, hr, park, res->status, bytes, body_bytes, duration_us);
 
     c->state = CONN_WRITING;
     c->deadline_ns = end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
@@ -432,7 +458,7 @@ static void respond_parse_error(struct worker *w, struct conn *c, int status, co
     w->res.close = true;
     mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
     mg_buf_reset(&c->in);
-    respond(w, c, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)");
+    respond(w, c, NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)");
 }
 
 /* The client shut its side or the connection broke: nobody will read an answer. */
@@ -483,8 +509,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
     /* The request's bytes are used up: drop them before the response goes out. */
     mg_buf_consume(&c->in, hr->head_len);
-    respond(w, c, hr, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip, c->request_start_ns,
-            raw_path);
+    respond(w, c, hr, &c->park, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
+            c->request_start_ns, raw_path);
 }
 
 /* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
@@ -751,6 +777,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg, unsig
     if (!mg_db_counts_peek(&w.env, &counts))
         mg_db_counts_get(&w.env, &counts);
     mg_response_init(&w.res);
+    mg_buf_init(&w.log_line);
     listen_start(&w);
     mg_slot_set_state(w.slot, MG_SLOT_IDLE);
     mg_debug("serving");
@@ -889,6 +916,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg, unsig
         free(dead);
     }
     mg_response_free(&w.res);
+    mg_buf_free(&w.log_line);
     free(w.free_holds);
     mg_db_close(&w.db);
     mg_dispatch_buffers_free(&w.bufs);

@@ -34,7 +34,17 @@ struct mg_test_response {
     size_t body_len;
 };
 
-/* A fresh private directory under /tmp; out gets its path. */
+/*
+ * Cleanup whatever the outcome: every directory made by mg_test_tmpdir and every segment
+ * registered here (the servers' own included) is removed when the test's process exits,
+ * even after a failed assertion. A test killed outright (a timeout, a crash) cannot clean
+ * up: the next registration in any later test removes the /dev/shm/mgtest-*-PID-* segments
+ * of processes that no longer run.
+ */
+void mg_test_cleanup_shm(const char *name);
+void mg_test_cleanup_dir(const char *dir);
+
+/* A fresh private directory under /tmp (removed at exit); out gets its path. */
 void mg_test_tmpdir(char *out, size_t cap);
 /* Removes a directory made by mg_test_tmpdir and everything in it. */
 void mg_test_rmdir(const char *dir);
@@ -52,7 +62,7 @@ int mg_test_free_port(void);
  * directory), a free port, its own MESHGATE_SHM_NAME, MESHGATE_WORKERS=2 unless env says
  * otherwise, and each "NAME=value" of env (NULL-terminated, may be NULL). Waits until the
  * segment says it is running. Returns true when it is; false (with the log on stderr) when
- * it exited or did not get ready within 10 s.
+ * it exited or did not get ready within 60 s.
  */
 bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *const *env);
 
@@ -87,6 +97,12 @@ void mg_test_response_free(struct mg_test_response *r);
 bool mg_test_wait_closed(int fd, int timeout_ms);
 
 int64_t mg_test_now_ms(void);
+/* Only as the interval of a polling loop that waits for an event (mg_test_wait_until);
+ * never to let something happen. */
 void mg_test_sleep_ms(int ms);
+
+/* Polls done(arg) every poll_ms until it is true (true) or ceiling_ms pass (false). The
+ * ceiling is for a machine that is busy, and generous: a pass costs only the wait. */
+bool mg_test_wait_until(bool (*done)(void *arg), void *arg, int ceiling_ms, int poll_ms);
 
 #endif

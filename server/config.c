@@ -408,16 +408,35 @@ int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t er
     return -1;
 }
 
+/* The largest value a variable's row accepts. */
+static int row_max(const char *name)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        if (strcmp(v->name, name) == 0)
+            return (int)v->max;
+    return 0;
+}
+
+/* An "auto" value stays within what the variable accepts when written out: the start-up
+ * log and meshgate-shm print the effective value, and with more than 512 workers half of
+ * them would be past the range (and past what the gate's tables hold). */
+static int auto_value(int want, const char *name)
+{
+    int max = row_max(name);
+    return want > max ? max : want;
+}
+
 int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen)
 {
     if (warnlen)
         warning[0] = '\0';
     if (cfg->reach_cold_queue == MG_CONFIG_AUTO) {
         int queue = cfg->workers / 2 - cfg->reach_cold_max;
-        cfg->reach_cold_queue = queue > 0 ? queue : 0;
+        cfg->reach_cold_queue = auto_value(queue > 0 ? queue : 0, "MESHGATE_REACH_COLD_QUEUE");
     }
     if (cfg->anon_concurrency == MG_CONFIG_AUTO)
-        cfg->anon_concurrency = cfg->workers / 2 > 1 ? cfg->workers / 2 : 1;
+        cfg->anon_concurrency =
+            auto_value(cfg->workers / 2 > 1 ? cfg->workers / 2 : 1, "MESHGATE_ANON_CONCURRENCY");
     /* Requests that wait in a gate's line are parked and hold no worker; what can hold a
      * worker's loop is an anonymous heavy request being handled, at most anon_concurrency
      * of them. As many as there are workers would leave light requests none. */

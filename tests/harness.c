@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <ftw.h>
@@ -38,11 +39,103 @@ void mg_test_sleep_ms(int ms)
         ;
 }
 
+bool mg_test_wait_until(bool (*done)(void *arg), void *arg, int ceiling_ms, int poll_ms)
+{
+    int64_t give_up = mg_test_now_ms() + ceiling_ms;
+    for (;;) {
+        if (done(arg))
+            return true;
+        if (mg_test_now_ms() >= give_up)
+            return false;
+        mg_test_sleep_ms(poll_ms);
+    }
+}
+
+/* --- cleanup at exit ---------------------------------------------------------------------- */
+
+#define CLEANUP_MAX 64
+static char cleanup_shm[CLEANUP_MAX][64];
+static char cleanup_dir[CLEANUP_MAX][128];
+static int cleanup_shm_count, cleanup_dir_count;
+static pid_t cleanup_owner; /* a forked child that exits must not remove its parent's */
+
+static void cleanup_at_exit(void)
+{
+    if (getpid() != cleanup_owner)
+        return;
+    for (int i = 0; i < cleanup_shm_count; i++)
+        shm_unlink(cleanup_shm[i]);
+    for (int i = 0; i < cleanup_dir_count; i++)
+        mg_test_rmdir(cleanup_dir[i]);
+}
+
+/* The pid in a test segment's name ("mgtest-shmdump-1234-0": the first all-digit part). */
+static long name_pid(const char *name)
+{
+    for (const char *p = name; (p = strchr(p, '-')) != NULL;) {
+        p++;
+        size_t digits = strspn(p, "0123456789");
+        if (digits > 0 && (p[digits] == '-' || p[digits] == '\0'))
+            return strtol(p, NULL, 10);
+    }
+    return -1;
+}
+
+/* Segments left by test processes that were killed before they could clean up. */
+static void sweep_stale_segments(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "mgtest-", 7) != 0)
+            continue;
+        long pid = name_pid(e->d_name);
+        if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    }
+    closedir(d);
+}
+
+static void cleanup_init(void)
+{
+    if (cleanup_owner == getpid())
+        return;
+    if (cleanup_owner == 0)
+        atexit(cleanup_at_exit);
+    cleanup_owner = getpid(); /* a child starts its own list */
+    cleanup_shm_count = cleanup_dir_count = 0;
+    sweep_stale_segments();
+}
+
+void mg_test_cleanup_shm(const char *name)
+{
+    cleanup_init();
+    for (int i = 0; i < cleanup_shm_count; i++)
+        if (strcmp(cleanup_shm[i], name) == 0)
+            return;
+    if (cleanup_shm_count < CLEANUP_MAX)
+        snprintf(cleanup_shm[cleanup_shm_count++], sizeof cleanup_shm[0], "%s", name);
+}
+
+void mg_test_cleanup_dir(const char *dir)
+{
+    cleanup_init();
+    if (dir[0] && cleanup_dir_count < CLEANUP_MAX)
+        snprintf(cleanup_dir[cleanup_dir_count++], sizeof cleanup_dir[0], "%s", dir);
+}
+
 void mg_test_tmpdir(char *out, size_t cap)
 {
     snprintf(out, cap, "/tmp/meshgate-test-XXXXXX");
     if (!mkdtemp(out))
         out[0] = '\0';
+    else
+        mg_test_cleanup_dir(out);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -215,6 +308,7 @@ bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *
     mg_test_tmpdir(s->dir, sizeof s->dir);
     snprintf(s->log_path, sizeof s->log_path, "%s/server.log", s->dir);
     snprintf(s->shm_name, sizeof s->shm_name, "/mgtest-%d-%d", (int)getpid(), ++server_counter);
+    mg_test_cleanup_shm(s->shm_name);
 
     static char db_path[256];
     if (!db) {
@@ -242,7 +336,8 @@ bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *
         snprintf(v_listen, sizeof v_listen, "MESHGATE_LISTEN=127.0.0.1:%d", s->port);
         all[listen_at] = v_listen;
         s->pid = spawn_binary(all, s->log_path);
-        int64_t give_up = mg_test_now_ms() + 10000;
+        /* A generous ceiling: a loaded machine under ASan starts slowly; a pass never waits. */
+        int64_t give_up = mg_test_now_ms() + 60000;
         while (mg_test_now_ms() < give_up) {
             int status;
             if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
@@ -437,7 +532,7 @@ bool mg_test_get(int port, const char *target, const char *extra_headers,
                      "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n", target,
                      extra_headers ? extra_headers : "");
     bool ok = n > 0 && (size_t)n < sizeof req && mg_test_send(fd, req, (size_t)n) &&
-              mg_test_read_response(fd, r, false, 10000);
+              mg_test_read_response(fd, r, false, 30000);
     close(fd);
     return ok;
 }

@@ -34,7 +34,17 @@ struct mg_test_response {
     size_t body_len;
 };
 
-/* A fresh private directory under /tmp; out gets its path. */
+/*
+ * Cleanup whatever the outcome: every directory made by mg_test_tmpdir and every segment
+ * registered here (the servers' own included) is removed when the test's process exits,
+ * even after a failed assertion. A test killed outright (a timeout, a crash) cannot clean
+ * up: the next registration in any later test removes the /dev/shm/mgtest-*-PID-* segments
+ * of processes that no longer run.
+ */
+void mg_test_cleanup_shm(const char *name);
+void mg_test_cleanup_dir(const char *dir);
+
+/* A fresh private directory under /tmp (removed at exit); out gets its path. */
 void mg_test_tmpdir(char *out, size_t cap);
 /* Removes a directory made by mg_test_tmpdir and everything in it. */
 void mg_test_rmdir(const char *dir);
@@ -55,7 +65,7 @@ int mg_test_free_port(void);
  * MG_TEST_JOURNAL_STREAM=1 sets JOURNAL_STREAM to the device and inode of the log file, so the
  * server writes as it does to the journal. Waits until the
  * segment says it is running. Returns true when it is; false (with the log on stderr) when
- * it exited or did not get ready within 10 s.
+ * it exited or did not get ready within 60 s.
  */
 bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *const *env);
 
@@ -99,6 +109,12 @@ char *mg_test_read_file(const char *path);
 int mg_test_shell(const char *cmd, char *out, size_t cap);
 
 int64_t mg_test_now_ms(void);
+/* Only as the interval of a polling loop that waits for an event (mg_test_wait_until);
+ * never to let something happen. */
 void mg_test_sleep_ms(int ms);
+
+/* Polls done(arg) every poll_ms until it is true (true) or ceiling_ms pass (false). The
+ * ceiling is for a machine that is busy, and generous: a pass costs only the wait. */
+bool mg_test_wait_until(bool (*done)(void *arg), void *arg, int ceiling_ms, int poll_ms);
 
 #endif

@@ -675,6 +675,31 @@ Test(config, describe_output_loads_back_to_the_same_configuration)
     cr_assert(memcmp(&first, &cfg, sizeof cfg) == 0, "the summary loads back differently");
 }
 
+/* Found by fuzz/config.c: with 1,024 workers "auto" resolved the cold queue to 510 and the
+ * anonymous line to 512 permits, values the variables refuse (and the gates cannot hold),
+ * so the start-up summary did not load back. */
+Test(config, auto_values_stay_within_their_variables_ranges_for_any_worker_count)
+{
+    static const char *const workers[] = {"1", "2", "3", "16", "128", "513", "515", "1024"};
+    for (size_t i = 0; i < sizeof workers / sizeof workers[0]; i++) {
+        struct fake_env env = minimal_env();
+        env_set(&env, "MESHGATE_WORKERS", workers[i]);
+        env_set(&env, "MESHGATE_REACH_COLD_MAX", "0");
+        cr_assert_eq(load(&env), 0, "%s", err);
+        char warning[512];
+        mg_config_resolve(&cfg, warning, sizeof warning);
+        cr_expect(cfg.reach_cold_queue >= 0 && cfg.reach_cold_queue <= 256,
+                  "%s workers: cold queue %d", workers[i], cfg.reach_cold_queue);
+        cr_expect(cfg.anon_concurrency >= 1 && cfg.anon_concurrency <= 64,
+                  "%s workers: anonymous line %d", workers[i], cfg.anon_concurrency);
+        char queue[16], line[16];
+        snprintf(queue, sizeof queue, "%d", cfg.reach_cold_queue);
+        snprintf(line, sizeof line, "%d", cfg.anon_concurrency);
+        cr_expect_eq(load_one("MESHGATE_REACH_COLD_QUEUE", queue), 0, "%s", err);
+        cr_expect_eq(load_one("MESHGATE_ANON_CONCURRENCY", line), 0, "%s", err);
+    }
+}
+
 /* ---- the derived segment name --------------------------------------------------------- */
 
 static void assert_valid_shm_name(const char *name, const char *host)

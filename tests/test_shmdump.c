@@ -4,6 +4,7 @@
  */
 #include "clock.h"
 #include "config.h"
+#include "harness.h"
 #include "scoreboard.h"
 #include "segment.h"
 #include "shared_value.h"
@@ -42,6 +43,7 @@ static const char *unique_name(void)
     char *name = made_names[made_count];
     snprintf(name, sizeof made_names[0], "/mgtest-shmdump-%d-%d", (int)getpid(), made_count);
     made_count++;
+    mg_test_cleanup_shm(name); /* also when the test's process ends without .fini */
     return name;
 }
 
@@ -70,6 +72,8 @@ static const char *table_lookup(const char *name, void *arg)
     return NULL;
 }
 
+/* A small cache (16 entries of one page) and rate table: the segment is about 100 KiB, not
+ * the 17 MB of the defaults, so the tests that copy it many times stay cheap under ASan. */
 static void make_segment(struct mg_segment *seg, const char *name)
 {
     const struct env_pair env[] = {
@@ -78,6 +82,9 @@ static void make_segment(struct mg_segment *seg, const char *name)
         {"MESHGATE_LISTEN", "127.0.0.1:18080"},
         {"MESHGATE_SHM_NAME", name},
         {"MESHGATE_ACCESS_LOG", "1"},
+        {"MESHGATE_REACH_CACHE_ENTRIES", "16"},
+        {"MESHGATE_REACH_CACHE_BYTES", "65536"},
+        {"MESHGATE_ANON_CLIENTS", "64"},
         {NULL, NULL},
     };
     struct mg_config cfg;
@@ -422,9 +429,33 @@ static struct run finish_tool(struct child c, int timeout_ms)
     return r;
 }
 
+/* The ceilings are for a loaded machine under ASan; a pass never waits for them. */
+#define TOOL_CEILING_MS 60000
+
 static struct run run_tool(const char *const *args, const char *const *extra_env)
 {
-    return finish_tool(start_tool(args, extra_env), 10000);
+    return finish_tool(start_tool(args, extra_env), TOOL_CEILING_MS);
+}
+
+struct output_wait {
+    int fd;
+    const char *needle;
+    int count;
+};
+
+static int count_of(const char *text, const char *needle);
+
+/* True when the tool's output so far holds needle count times (the tool writes each report
+ * with write(2), so what it printed is in the memfd at once). */
+static bool output_has(void *arg)
+{
+    const struct output_wait *w = arg;
+    char text[1 << 16];
+    ssize_t n = pread(w->fd, text, sizeof text - 1, 0);
+    if (n < 0)
+        return false;
+    text[n] = '\0';
+    return count_of(text, w->needle) >= w->count;
 }
 
 static void run_free(struct run *r)
@@ -610,6 +641,59 @@ Test(shmdump, control_bytes_in_a_request_path_never_reach_the_terminal)
     free(text);
     free(json);
     mg_shmdump_release(&d);
+    mg_segment_detach(&seg);
+}
+
+/* --- what a dump copies ------------------------------------------------------------------- */
+
+Test(shmdump, a_dump_leaves_the_cache_bodies_out_unless_asked)
+{
+    const char *name = unique_name();
+    struct mg_segment seg;
+    make_segment(&seg, name);
+    populate(&seg);
+    size_t pages = (size_t)seg.cache.cache->entries * seg.cache.cache->pages_per_entry;
+    cr_assert_gt(pages, 0);
+    memset(seg.cache.pages, 0x5a, pages * MG_CACHE_PAGE);
+
+    struct mg_shmdump d;
+    char err[512];
+    cr_assert_eq(mg_shmdump_take(&d, name, err, sizeof err), MG_SHMDUMP_OK, "%s", err);
+    cr_assert_not(d.cache_bodies_copied);
+    for (size_t i = 0; i < pages * MG_CACHE_PAGE; i++)
+        cr_assert_eq(d.seg.cache.pages[i], 0, "body byte %zu was copied", i);
+    /* Everything around the pages is copied: the sections on both sides of them. */
+    cr_assert_eq(memcmp(d.copy, seg.base, (size_t)(seg.cache.pages - (unsigned char *)seg.base)),
+                 0);
+    size_t after = (size_t)(seg.cache.pages - (unsigned char *)seg.base) + pages * MG_CACHE_PAGE;
+    cr_assert_eq(memcmp((char *)d.copy + after, (char *)seg.base + after, seg.size - after), 0);
+    char *text = render_text(&d), *json = render_json(&d);
+    assert_documented_shape(json, strlen(json));
+    free(text);
+    free(json);
+    mg_shmdump_release(&d);
+
+    cr_assert_eq(mg_shmdump_take_with(&d, name, MG_SHMDUMP_CACHE_BODIES, err, sizeof err),
+                 MG_SHMDUMP_OK, "%s", err);
+    cr_assert(d.cache_bodies_copied);
+    cr_assert_eq(memcmp(d.copy, seg.base, seg.size), 0, "asked for, the bodies are copied");
+    mg_shmdump_release(&d);
+    mg_segment_detach(&seg);
+}
+
+Test(shmdump, pages_claimed_inside_the_header_are_copied_and_refused)
+{
+    const char *name = unique_name();
+    struct mg_segment seg;
+    make_segment(&seg, name);
+    struct mg_shm_header *h = seg.header;
+    for (unsigned i = 0; i < h->section_count; i++)
+        if (strcmp(h->sections[i].name, "cachepages") == 0)
+            h->sections[i].offset = 8;
+    struct mg_shmdump d;
+    char err[512];
+    cr_assert_eq(mg_shmdump_take(&d, name, err, sizeof err), MG_SHMDUMP_NOT_UNDERSTOOD);
+    cr_assert(strstr(err, "\"cachepages\" lies outside"), "%s", err);
     mg_segment_detach(&seg);
 }
 
@@ -1090,6 +1174,8 @@ Test(shmdump, dumping_never_changes_the_segment)
 
 static int count_of(const char *text, const char *needle)
 {
+    if (!text)
+        return 0;
     int n = 0;
     for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
         n++;
@@ -1128,9 +1214,11 @@ Test(shmdump, watch_stops_when_the_segment_is_gone_or_on_sigint)
     struct mg_segment seg;
     make_segment(&seg, name);
     struct child c = start_tool((const char *[]){"--name", name, "--watch", "0.1", NULL}, NULL);
-    usleep(350000);
+    struct output_wait two = {c.out_fd, "meshgate segment /", 2};
+    cr_assert(mg_test_wait_until(output_has, &two, TOOL_CEILING_MS, 10),
+              "no two reports within %d ms", TOOL_CEILING_MS);
     shm_unlink(name);
-    struct run r = finish_tool(c, 5000);
+    struct run r = finish_tool(c, TOOL_CEILING_MS);
     cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "is gone"), "%s", r.err);
     cr_assert_geq(count_of(r.out, "meshgate segment /"), 2, "%s", r.out);
@@ -1140,9 +1228,12 @@ Test(shmdump, watch_stops_when_the_segment_is_gone_or_on_sigint)
     const char *again = unique_name();
     make_segment(&seg, again);
     c = start_tool((const char *[]){"--name", again, "--watch", "60", NULL}, NULL);
-    usleep(300000);
+    /* Its handler is in place before the first report: SIGINT ends the 60 s sleep. */
+    struct output_wait one = {c.out_fd, "meshgate segment /", 1};
+    cr_assert(mg_test_wait_until(output_has, &one, TOOL_CEILING_MS, 10), "no report within %d ms",
+              TOOL_CEILING_MS);
     kill(c.pid, SIGINT);
-    r = finish_tool(c, 5000);
+    r = finish_tool(c, TOOL_CEILING_MS);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_assert_eq(count_of(r.out, "meshgate segment /"), 1, "%s", r.out);
     run_free(&r);

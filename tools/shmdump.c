@@ -2,12 +2,13 @@
  * shmdump: take a private copy of a meshgate segment and render it as text or JSON.
  *
  * The dump never writes to the segment, takes no lock and waits for nobody (invariant 7):
- * shm_open O_RDONLY, mmap PROT_READ, one memcpy into malloc'd memory, munmap, and only then
- * mg_segment_validate on the copy. A copy taken while workers run may catch a counter or a
- * histogram between two of its updates; that is the price of never stopping the server,
- * and the same one Apache's mod_status pays. Strings in the copy are bounded by their
- * fields and control bytes are escaped before they reach a terminal, so a request path
- * sent by a client cannot drive the operator's terminal.
+ * shm_open O_RDONLY, mmap PROT_READ, memcpy into private memory, munmap, and only then
+ * mg_segment_validate on the copy. The result cache's body pages (most of the segment) are
+ * copied only when asked (MG_SHMDUMP_CACHE_BODIES): no report shows them. A copy taken while
+ * workers run may catch a counter or a histogram between two of its updates; that is the price of
+ * never stopping the server, and the same one Apache's mod_status pays. Strings in the copy are
+ * bounded by their fields and control bytes are escaped before they reach a terminal, so a request
+ * path sent by a client cannot drive the operator's terminal.
  *
  * Beyond mg_segment_validate the copy must pass one check of our own: the sections read as
  * one record (config, counters, slow) hold exactly one (validate accepts a count of 0, which
@@ -227,8 +228,50 @@ static enum mg_shmdump_status adopt(struct mg_shmdump *d, const char *name, void
     return MG_SHMDUMP_OK;
 }
 
+/* Where the cache's body pages lie in a copy of len bytes, as the copied header says: *at and
+ * *bytes, both within len (0 bytes when the header names no such section). */
+static void body_pages(const struct mg_shm_header *h, size_t len, size_t *at, size_t *bytes)
+{
+    *at = len;
+    *bytes = 0;
+    const struct mg_shm_section *s = find_section(h, "cachepages");
+    uint64_t size;
+    if (!s || s->offset >= len || __builtin_mul_overflow(s->record_size, s->record_count, &size))
+        return;
+    *at = (size_t)s->offset;
+    *bytes = size < len - *at ? (size_t)size : len - *at;
+}
+
+/* The copy: the header first, then everything but the body pages unless they are wanted.
+ * The pages are most of a segment (16 MiB by default) and no report shows them; left out,
+ * they read as zero in the calloc'd copy (fresh pages, never touched), as an empty cache's
+ * do. Which bytes to leave out is judged on the private copy of the header, and validate
+ * judges that same header afterwards. */
+static int copy_segment(void *copy, const unsigned char *map, size_t len, unsigned flags)
+{
+    size_t head = len < sizeof(struct mg_shm_header) ? len : sizeof(struct mg_shm_header);
+    if (mg_shmdump_copy_mapping(copy, map, head) < 0)
+        return -1;
+    size_t at = len, bytes = 0;
+    if (!(flags & MG_SHMDUMP_CACHE_BODIES) && head == sizeof(struct mg_shm_header))
+        body_pages(copy, len, &at, &bytes);
+    if (at < head) { /* pages claimed inside the header: copy all, let validate refuse it */
+        at = len;
+        bytes = 0;
+    }
+    if (mg_shmdump_copy_mapping((char *)copy + head, map + head, at - head) < 0)
+        return -1;
+    return mg_shmdump_copy_mapping((char *)copy + at + bytes, map + at + bytes, len - at - bytes);
+}
+
 enum mg_shmdump_status mg_shmdump_take(struct mg_shmdump *d, const char *name, char *err,
                                        size_t errlen)
+{
+    return mg_shmdump_take_with(d, name, 0, err, errlen);
+}
+
+enum mg_shmdump_status mg_shmdump_take_with(struct mg_shmdump *d, const char *name, unsigned flags,
+                                            char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
     /* Never blocks: a FIFO or a symbolic link under the name is refused, not opened. */
@@ -267,13 +310,13 @@ enum mg_shmdump_status mg_shmdump_take(struct mg_shmdump *d, const char *name, c
         snprintf(err, errlen, "segment %s: mmap: %s", name, strerror(map_errno));
         return MG_SHMDUMP_SYSTEM_ERROR;
     }
-    void *copy = malloc(len);
+    void *copy = calloc(1, len);
     if (!copy) {
         munmap(map, len);
         snprintf(err, errlen, "segment %s: no memory for a %zu-byte copy", name, len);
         return MG_SHMDUMP_SYSTEM_ERROR;
     }
-    int copied = mg_shmdump_copy_mapping(copy, map, len);
+    int copied = copy_segment(copy, map, len, flags);
     munmap(map, len);
     if (copied < 0) {
         free(copy);
@@ -283,7 +326,9 @@ enum mg_shmdump_status mg_shmdump_take(struct mg_shmdump *d, const char *name, c
                  name);
         return MG_SHMDUMP_NOT_UNDERSTOOD;
     }
-    return adopt(d, name, copy, len, err, errlen);
+    enum mg_shmdump_status adopted = adopt(d, name, copy, len, err, errlen);
+    d->cache_bodies_copied = adopted == MG_SHMDUMP_OK && (flags & MG_SHMDUMP_CACHE_BODIES);
+    return adopted;
 }
 
 enum mg_shmdump_status mg_shmdump_from_bytes(struct mg_shmdump *d, const char *name,
@@ -298,7 +343,9 @@ enum mg_shmdump_status mg_shmdump_from_bytes(struct mg_shmdump *d, const char *n
     }
     if (size)
         memcpy(copy, bytes, size);
-    return adopt(d, name, copy, size, err, errlen);
+    enum mg_shmdump_status st = adopt(d, name, copy, size, err, errlen);
+    d->cache_bodies_copied = st == MG_SHMDUMP_OK;
+    return st;
 }
 
 void mg_shmdump_release(struct mg_shmdump *d)

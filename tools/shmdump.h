@@ -3,10 +3,11 @@
  * segment from outside (invariant 7).
  *
  * A dump never blocks and never changes the server: the segment is opened O_RDONLY and mapped
- * PROT_READ, copied whole into private memory with memcpy (no lock is taken, so a counter
- * may be caught mid-update, as in Apache's mod_status), unmapped, and only then checked with
- * mg_segment_validate. Everything is rendered from the private copy, and every string taken
- * from it is bounded by its field's size and stripped of control characters before use.
+ * PROT_READ, copied (all but the cache's body pages, unless asked) into private memory with memcpy
+ * (no lock is taken, so a counter may be caught mid-update, as in Apache's mod_status), unmapped,
+ * and only then checked with mg_segment_validate. Everything is rendered from the private copy, and
+ * every string taken from it is bounded by its field's size and stripped of control characters
+ * before use.
  *
  * Nothing here prints or exits: functions return a status, with a sentence in err.
  */
@@ -37,12 +38,19 @@ struct mg_shmdump {
     struct mg_segment seg; /* as mg_segment_validate filled it, on the copy */
     int64_t taken_realtime_ns;
     int64_t taken_monotonic_ns;
-    bool master_alive; /* mg_process_alive(master pid, start ticks) when taken */
+    bool master_alive;        /* mg_process_alive(master pid, start ticks) when taken */
+    bool cache_bodies_copied; /* false: the cache's body pages read as zero in the copy */
 };
 
-/* Copies the segment called name. On anything but MG_SHMDUMP_OK, d holds nothing to free. */
+/* Copies the segment called name, all but the result cache's body pages (they read as zero
+ * in the copy; no report shows them). On anything but MG_SHMDUMP_OK, d holds nothing to free. */
 enum mg_shmdump_status mg_shmdump_take(struct mg_shmdump *d, const char *name, char *err,
                                        size_t errlen);
+
+/* What mg_shmdump_take_with copies besides what every dump needs. */
+enum { MG_SHMDUMP_CACHE_BODIES = 1u << 0 };
+enum mg_shmdump_status mg_shmdump_take_with(struct mg_shmdump *d, const char *name, unsigned flags,
+                                            char *err, size_t errlen);
 
 /* The same checks on bytes already in hand (a saved copy; tests). bytes are copied. */
 enum mg_shmdump_status mg_shmdump_from_bytes(struct mg_shmdump *d, const char *name,

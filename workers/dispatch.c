@@ -495,7 +495,9 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
         a->step = ADMIT_DONE;
     }
-    if (slot)
+    /* A parked request is still in flight (waiting in a line, or worked on by a helper): the
+     * scoreboard goes on showing it until it is answered. */
+    if (slot && !res->parked)
         mg_slot_end_request(slot);
     mg_lock_test_stop_inside(NULL, NULL);
     return route;

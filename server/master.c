@@ -13,6 +13,8 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "segment.h"
+#include "ep_packets.h"
+#include "tx_summary.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -66,6 +68,7 @@ struct child {
 struct master {
     struct mg_config cfg;
     struct mg_segment seg;
+    struct mg_tx_summaries summaries; /* shared with the workers forked after it was mapped */
     int listen_fd;
     int signal_fd;
     int pid;
@@ -112,7 +115,8 @@ static int spawn(struct master *m, unsigned slot_index)
         unsetenv("WATCHDOG_USEC");
         unsetenv("WATCHDOG_PID");
         mg_slot_set_pid(slot, getpid());
-        _exit(mg_worker_run(&m->seg, slot_index, m->listen_fd, m->pid));
+        _exit(mg_worker_run(&m->seg, m->summaries.header ? &m->summaries : NULL, slot_index,
+                            m->listen_fd, m->pid));
     }
     mg_slot_set_pid(slot, pid);
     ch->pid = pid;
@@ -351,6 +355,20 @@ static void shutdown_listener(struct master *m, int64_t now)
     m->listen_fd = -1;
 }
 
+/* (Re)maps the transmission summaries the workers forked from now on share; without them
+ * pages are read directly, which is slower but the same answer. */
+static void open_summaries(struct master *m)
+{
+    char err[512];
+    mg_tx_summaries_destroy(&m->summaries); /* workers of the older generation keep theirs */
+    if (mg_packets_summaries_open(m->cfg.db_path, m->cfg.db_busy_timeout_ms, &m->summaries, err,
+                                  sizeof err) < 0)
+        mg_warn("%s: pages of /api/packets are read without summaries", err);
+    else
+        mg_info("transmission summaries: %llu records (%zu bytes mapped)",
+                (unsigned long long)m->summaries.header->capacity, m->summaries.map_bytes);
+}
+
 static void begin_reload(struct master *m)
 {
     if (m->draining)
@@ -369,6 +387,8 @@ static void begin_reload(struct master *m)
     else
         memcpy(&mg_api_keys, &fresh, sizeof fresh);
     memset(&fresh, 0, sizeof fresh);
+    /* The file may have been replaced: new workers start from empty summaries. */
+    open_summaries(m);
     m->reload_slot = 0;
     m->reload_step_ns = 0;
 }
@@ -675,6 +695,7 @@ int mg_master_run(const struct mg_config *cfg, int listen_fd, const char *listen
     setproctitle("master %s (%u workers, segment %s)", listen_desc, m.workers, cfg->shm_name);
     mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers, cfg->shm_name);
 
+    open_summaries(&m);
     for (unsigned i = 0; i < m.workers; i++)
         spawn(&m, i);
 

@@ -19,8 +19,11 @@
 #define MESHGATE_WORKER_H
 
 #include "segment.h"
+#include "tx_summary.h"
 
-/* Runs worker slot_index until it is told to stop; returns the process's exit code. */
-int mg_worker_run(struct mg_segment *seg, unsigned slot_index, int listen_fd, int master_pid);
+/* Runs worker slot_index until it is told to stop; returns the process's exit code.
+ * summaries (may be NULL: pages are read directly) is the group's shared mapping. */
+int mg_worker_run(struct mg_segment *seg, struct mg_tx_summaries *summaries, unsigned slot_index,
+                  int listen_fd, int master_pid);
 
 #endif

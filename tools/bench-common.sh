@@ -113,9 +113,9 @@ bench() {
 # signed_in NAME...: the --header arguments that sign each named stream in.
 signed_in() { for s in "$@"; do printf '%s\0' --header "$s:Authorization: Bearer $bench_key"; done; }
 
-# keep_server: the running server stays up (stopped on exit) and the next start_server starts
-# another; prints its port.
-keep_server() { other_pids+=("$server_pid"); echo "$server_port"; server_pid=; }
+# keep_server: the running server stays up (stopped on exit, its pid last in other_pids) and
+# the next start_server starts another; kept_port is its port.
+keep_server() { other_pids+=("$server_pid"); kept_port=$server_port; server_pid=; }
 
 # peer_available: PEER_DIR has CoreScope's server and migration tool.
 peer_available() { [ -n "${PEER_DIR:-}" ] && [ -x "$PEER_DIR/corescope-server" ] && [ -x "$PEER_DIR/corescope-migrate" ]; }

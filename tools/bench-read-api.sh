@@ -43,10 +43,12 @@ if peer_available; then
   db=$(migrated_copy "$db")
 fi
 start_server "$db" MESHGATE_WORKERS=$workers
-ports+=("$(keep_server)")
+keep_server
+ports+=("$kept_port")
 if [ -n "${MESHGATE_BEFORE:-}" ]; then
   MESHGATE_EXE=$MESHGATE_BEFORE start_server "$db" MESHGATE_WORKERS=$workers
-  ports+=("$(keep_server)") sides+=(before)
+  keep_server
+  ports+=("$kept_port") sides+=(before)
 fi
 if peer_available; then
   start_peer "$db"
@@ -97,4 +99,22 @@ for path in "${paths[@]}"; do
     echo "$row"
     unset runs
   done
+done
+
+# The memory of each side after the load: PSS summed over the server's processes (a
+# meshgate master and its workers; CoreScope's one process). PSS shares each shared page
+# among the processes that map it, so the sum counts the segment and the summaries once.
+echo
+echo "| after the load | PSS MB | anonymous | file-backed (binary, libraries, mapped database) | shared memory (segment, summaries) | processes |"
+echo "|---|---:|---:|---:|---:|---:|"
+pids_of_side() { echo "$1"; pgrep -P "$1" || true; }
+side_pids=("${other_pids[@]}")
+for i in "${!sides[@]}"; do
+  pid=${side_pids[$i]}
+  awk -v side="${sides[$i]}" '
+    /^Pss:/ { pss += $2 } /^Pss_Anon:/ { anon += $2 } /^Pss_File:/ { file += $2 }
+    /^Pss_Shmem:/ { shm += $2 } FNR == 1 { n++ }
+    END { printf "| %s | %.1f | %.1f | %.1f | %.1f | %d |\n", side, pss / 1024, anon / 1024,
+          file / 1024, shm / 1024, n }' \
+    $(for p in $(pids_of_side "$pid"); do echo "/proc/$p/smaps_rollup"; done) 2>/dev/null || true
 done

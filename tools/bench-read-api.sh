@@ -21,7 +21,8 @@
 # measured. Any answer other than 2xx above MAX_UNEXPECTED_PCT (1 %) fails the script (exit 2).
 #
 #   tools/bench-read-api.sh DB [SECONDS] [WORKERS] [CONNECTIONS...]
-#   PATHS="p1 p2"  the paths (space-separated); REPEAT=N runs per side and row (default 1)
+#   PATHS="p1 p2"  the paths (space-separated); REPEAT=N runs per side and row (default 1);
+#   SETTLE_S=N     seconds of rest before each run (default 3)
 #   PORT, MESHGATE_BUILD, MAX_UNEXPECTED_PCT, BENCH_SMOKE, PEER_DIR: see tools/bench-common.sh
 #   (smoke: 1 s a run, 4 connections)
 #
@@ -80,6 +81,9 @@ for path in "${paths[@]}"; do
     declare -A runs=()
     for r in $(seq "$repeat"); do
       for i in "${!ports[@]}"; do
+        # A side left with a backlog (CoreScope's server finishes requests whose clients
+        # are gone) must not take the CPU from the next side's run.
+        [ "$smoke" = 1 ] || sleep "${SETTLE_S:-3}"
         one=$(run_one "${ports[$i]}" "$path" "$c" "${sides[$i]}") || exit 2
         runs[$i]+="$one"$'\n'
       done

@@ -361,6 +361,8 @@ static void open_summaries(struct master *m)
 {
     char err[512];
     mg_tx_summaries_destroy(&m->summaries); /* workers of the older generation keep theirs */
+    if (!m->cfg.tx_summaries)
+        return;
     if (mg_packets_summaries_open(m->cfg.db_path, m->cfg.db_busy_timeout_ms, &m->summaries, err,
                                   sizeof err) < 0)
         mg_warn("%s: pages of /api/packets are read without summaries", err);

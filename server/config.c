@@ -84,6 +84,10 @@ const struct mg_config_var mg_config_vars[] = {
      "how long a reach report is served from the shared cache (ms); 0: no cache", MG_RELOAD_LIVE},
     {"MESHGATE_REACH_CACHE_ENTRIES", MG_CFG_INT, FIELD(reach_cache_entries), 1, 4096, "256",
      "reach reports the shared cache holds", MG_RELOAD_RESTART},
+    {"MESHGATE_TX_SUMMARIES", MG_CFG_INT, FIELD(tx_summaries), 0, 1, "1",
+     "1: pages of /api/packets read per-transmission summaries the group keeps (built once "
+     "under the cold-scan gate); 0: every page reads its observations",
+     MG_RELOAD_LIVE},
     {"MESHGATE_REACH_CACHE_BYTES", MG_CFG_INT, FIELD(reach_cache_bytes), 4096, 1073741824,
      "16777216",
      "shared memory for cached reach report bodies, split evenly among the "

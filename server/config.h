@@ -67,6 +67,8 @@ struct mg_config {
     int32_t reach_cache_ttl_ms; /* 0: no caching */
     int32_t reach_cache_entries;
     int32_t reach_cache_bytes;
+    /* /api/packets: per-transmission summaries shared by the group (1), or none (0) */
+    int32_t tx_summaries;
     /* anonymous heavy requests: their line, and the per-client rate limit */
     int32_t anon_concurrency; /* MG_CONFIG_AUTO until resolved; 0: no line (A/B only) */
     int32_t anon_queue;

@@ -16,6 +16,8 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "segment.h"
+#include "ep_packets.h"
+#include "tx_summary.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -71,6 +73,7 @@ struct master {
     struct mg_config loaded; /* the same as loaded, before "auto" was resolved */
     struct mg_config_sources *sources;
     struct mg_segment seg;
+    struct mg_tx_summaries summaries; /* shared with the workers forked after it was mapped */
     int listen_fd;
     int signal_fd;
     int pid;
@@ -127,7 +130,8 @@ static int spawn(struct master *m, unsigned slot_index)
         unsetenv("WATCHDOG_USEC");
         unsetenv("WATCHDOG_PID");
         mg_slot_set_pid(slot, getpid());
-        _exit(mg_worker_run(&m->seg, &m->cfg, slot_index, m->listen_fd, m->pid));
+        _exit(mg_worker_run(&m->seg, &m->cfg, m->summaries.header ? &m->summaries : NULL,
+                            slot_index, m->listen_fd, m->pid));
     }
     mg_slot_set_pid(slot, pid);
     ch->pid = pid;
@@ -478,6 +482,22 @@ static void apply_configuration(struct master *m, const struct mg_config *loaded
             spawn(m, i);
 }
 
+/* (Re)maps the transmission summaries the workers forked from now on share; without them
+ * pages are read directly, which is slower but the same answer. */
+static void open_summaries(struct master *m)
+{
+    char err[512];
+    mg_tx_summaries_destroy(&m->summaries); /* workers of the older generation keep theirs */
+    if (!m->cfg.tx_summaries)
+        return;
+    if (mg_packets_summaries_open(m->cfg.db_path, m->cfg.db_busy_timeout_ms, &m->summaries, err,
+                                  sizeof err) < 0)
+        mg_warn("%s: pages of /api/packets are read without summaries", err);
+    else
+        mg_info("transmission summaries: %llu records (%zu bytes mapped)",
+                (unsigned long long)m->summaries.header->capacity, m->summaries.map_bytes);
+}
+
 static void begin_reload(struct master *m)
 {
     if (m->draining)
@@ -502,6 +522,8 @@ static void begin_reload(struct master *m)
     mg_info("reload (generation %u): %u setting(s) changed%s; replacing the workers one at a "
             "time",
             m->generation, changed, m->sources->file_path[0] ? "" : " (no MESHGATE_ENV_FILE)");
+    /* The file may have been replaced: new workers start from empty summaries. */
+    open_summaries(m);
     m->reload_slot = 0;
     m->reload_step_ns = 0;
 }
@@ -856,6 +878,7 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
     mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers, cfg->shm_name);
 
     remember_db(&m);
+    open_summaries(&m);
     for (unsigned i = 0; i < m.workers; i++)
         spawn(&m, i);
 

@@ -19,6 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The summaries' first pass takes a cold permit too; these tests count reach builds' permits. */
+#define NO_SUMMARIES "MESHGATE_TX_SUMMARIES=0"
+
 TestSuite(reach_gate, .timeout = 90);
 
 #define KEYS 12
@@ -155,7 +158,8 @@ static void strip_window(char *body)
 
 Test(reach_gate, many_distinct_cold_keys_never_exceed_the_cap, .init = make_db, .fini = remove_db)
 {
-    const char *env[] = {ANON_LINE_OFF,
+    const char *env[] = {NO_SUMMARIES,
+                         ANON_LINE_OFF,
                          "MESHGATE_WORKERS=16",
                          "MESHGATE_REACH_COLD_QUEUE=12",
                          "MESHGATE_REACH_COLD_WAIT_MS=20000",
@@ -191,7 +195,8 @@ Test(reach_gate, many_distinct_cold_keys_never_exceed_the_cap, .init = make_db, 
 Test(reach_gate, identical_keys_in_different_workers_take_one_permit, .init = make_db,
      .fini = remove_db)
 {
-    const char *env[] = {ANON_LINE_OFF,
+    const char *env[] = {NO_SUMMARIES,
+                         ANON_LINE_OFF,
                          "MESHGATE_WORKERS=12",
                          "MESHGATE_REACH_COLD_QUEUE=8",
                          "MESHGATE_REACH_COLD_WAIT_MS=20000",
@@ -229,7 +234,8 @@ Test(reach_gate, identical_keys_in_different_workers_take_one_permit, .init = ma
 Test(reach_gate, saturation_answers_429_warm_keys_answer_and_nothing_refused_is_cached,
      .init = make_db, .fini = remove_db)
 {
-    const char *env[] = {ANON_LINE_OFF,
+    const char *env[] = {NO_SUMMARIES,
+                         ANON_LINE_OFF,
                          "MESHGATE_WORKERS=8",
                          "MESHGATE_REACH_COLD_QUEUE=2",
                          "MESHGATE_REACH_COLD_WAIT_MS=400",
@@ -318,7 +324,8 @@ Test(reach_gate, saturation_answers_429_warm_keys_answer_and_nothing_refused_is_
 
 Test(reach_gate, a_waiter_whose_client_leaves_frees_its_place, .init = make_db, .fini = remove_db)
 {
-    const char *env[] = {ANON_LINE_OFF,
+    const char *env[] = {NO_SUMMARIES,
+                         ANON_LINE_OFF,
                          "MESHGATE_WORKERS=8",
                          "MESHGATE_REACH_COLD_QUEUE=2",
                          "MESHGATE_REACH_COLD_WAIT_MS=20000",
@@ -358,7 +365,7 @@ Test(reach_gate, a_waiter_whose_client_leaves_frees_its_place, .init = make_db, 
 Test(reach_gate, a_failed_build_gives_its_permit_back_and_caches_nothing, .init = make_db,
      .fini = remove_db)
 {
-    const char *env[] = {"MESHGATE_DB_BUSY_TIMEOUT_MS=200", NULL};
+    const char *env[] = {NO_SUMMARIES, "MESHGATE_DB_BUSY_TIMEOUT_MS=200", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, db_path, env));
     struct mg_segment seg;
@@ -386,7 +393,8 @@ Test(reach_gate, killing_a_builder_returns_its_permit_and_its_follower_still_get
     /* With the anonymous line on and the workers outnumbering every helper the gates can
      * keep busy (12 > 8 + 2 + 1), the builder's worker leaves new connections to the others,
      * so followers land elsewhere and survive it (see worker.c, yield_when_busy). */
-    const char *env[] = {"MESHGATE_WORKERS=12",
+    const char *env[] = {NO_SUMMARIES,
+                         "MESHGATE_WORKERS=12",
                          "MESHGATE_ANON_CONCURRENCY=8",
                          "MESHGATE_ANON_WAIT_MS=20000",
                          "MESHGATE_REACH_COLD_QUEUE=6",
@@ -451,7 +459,8 @@ Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served
      .fini = remove_db)
 {
     struct mg_test_server s;
-    const char *env[] = {"MESHGATE_WORKERS=16", NULL}; /* the default, said out loud */
+    const char *env[] = {NO_SUMMARIES, "MESHGATE_WORKERS=16",
+                         NULL}; /* the default, said out loud */
     cr_assert(mg_test_server_start(&s, db_path, env));
     struct mg_segment seg;
     attach(&s, &seg);
@@ -480,7 +489,8 @@ Test(reach_gate, with_defaults_a_burst_of_six_distinct_cold_keys_is_fully_served
 Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections, .init = make_db,
      .fini = remove_db)
 {
-    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
+    const char *env[] = {NO_SUMMARIES, "MESHGATE_WORKERS=1", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, db_path, env));
     struct mg_segment seg;
@@ -522,7 +532,8 @@ Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections,
 Test(reach_gate, identical_anonymous_requests_on_four_workers_share_one_build_with_the_default_line,
      .init = make_db, .fini = remove_db)
 {
-    const char *env[] = {"MESHGATE_WORKERS=4", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
+    const char *env[] = {NO_SUMMARIES, "MESHGATE_WORKERS=4", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, db_path, env));
     struct mg_segment seg;
@@ -575,7 +586,8 @@ static int64_t ms_since(const struct timespec *a)
 Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answer_503_quickly,
      .init = make_db, .fini = remove_db)
 {
-    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000", NULL};
+    const char *env[] = {NO_SUMMARIES, "MESHGATE_WORKERS=2", "MESHGATE_DB_BUSY_TIMEOUT_MS=20000",
+                         NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, db_path, env));
     struct mg_test_response r;

@@ -784,6 +784,8 @@ void mg_bench_usage(struct mg_buf *out)
         "                        exit 2 when more than PCT %% of a stream's requests end in what\n"
         "                        its --expect does not list (0 to 100; default: not checked)\n"
         "  --json                one JSON object instead of the table\n"
+        "  --chunked             read bodies sent in chunks (Transfer-Encoding: chunked), as\n"
+        "                        other servers send them (CoreScope's); meshgate never does\n"
         "  -h, --help            this text\n"
         "\n"
         "The report: the command line, the settings, then one row per stream:\n"
@@ -832,6 +834,7 @@ enum option_id {
     OPT_JSON,
     OPT_EXPECT,
     OPT_MAX_UNEXPECTED,
+    OPT_CHUNKED,
 };
 
 static const struct option_def {
@@ -853,13 +856,14 @@ static const struct option_def {
     {"--max-outstanding", OPT_MAX_OUTSTANDING, true, false, "a number of requests"},
     {"--label", OPT_LABEL, true, false, "a text"},
     {"--json", OPT_JSON, false, false, NULL},
+    {"--chunked", OPT_CHUNKED, false, false, NULL},
     {"--expect", OPT_EXPECT, true, true, "STREAM:LIST, e.g. cold:200,429"},
     {"--max-unexpected-pct", OPT_MAX_UNEXPECTED, true, false, "a percentage from 0 to 100"},
 };
 
 #define OPTIONS_ACCEPTED                                                                           \
     "accepted are --target, --stream, --header, --keys, --duration, --warmup, --timeout-ms, "      \
-    "--threads, --max-requests, --max-outstanding, --label, --json, --expect, "                    \
+    "--threads, --max-requests, --max-outstanding, --label, --json, --chunked, --expect, "         \
     "--max-unexpected-pct and --help"
 
 static int apply_option(struct mg_bench_config *cfg, enum option_id id, const char *value,
@@ -967,6 +971,9 @@ static int apply_option(struct mg_bench_config *cfg, enum option_id id, const ch
     }
     case OPT_JSON:
         cfg->json = true;
+        return 0;
+    case OPT_CHUNKED:
+        cfg->accept_chunked = true;
         return 0;
     case OPT_EXPECT:
         if (*nexpect_args >= MG_BENCH_MAX_STREAMS) {
@@ -1155,6 +1162,9 @@ static bool equals_ci(const char *p, size_t n, const char *lit)
     return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
+/* --chunked, for the run under way (the parser is shared with the tests, which never set it). */
+static bool accept_chunked;
+
 enum mg_bench_parse mg_bench_parse_response_head(const char *buf, size_t len,
                                                  struct mg_bench_response_head *h, const char **why)
 {
@@ -1232,8 +1242,11 @@ enum mg_bench_parse mg_bench_parse_response_head(const char *buf, size_t len,
             h->has_content_length = true;
             h->content_length = n;
         } else if (equals_ci(p, name_len, "transfer-encoding")) {
-            *why = "Transfer-Encoding is not supported (meshgate always sends Content-Length)";
-            return MG_BENCH_PARSE_BAD;
+            if (!accept_chunked || !equals_ci(v, value_len, "chunked")) {
+                *why = "Transfer-Encoding is not supported (meshgate always sends Content-Length)";
+                return MG_BENCH_PARSE_BAD;
+            }
+            h->chunked = true;
         } else if (equals_ci(p, name_len, "connection")) {
             for (const char *t = v; t < v_end;) {
                 while (t < v_end && (*t == ' ' || *t == '\t' || *t == ','))
@@ -1252,7 +1265,11 @@ enum mg_bench_parse mg_bench_parse_response_head(const char *buf, size_t len,
     }
     if (http10 && !keep_alive)
         h->connection_close = true;
-    if (!h->has_content_length) {
+    if (h->chunked && h->has_content_length) {
+        *why = "both Content-Length and Transfer-Encoding";
+        return MG_BENCH_PARSE_BAD;
+    }
+    if (!h->has_content_length && !h->chunked) {
         if (h->status != 204 && h->status != 304) {
             *why = "no Content-Length (meshgate always sends one)";
             return MG_BENCH_PARSE_BAD;
@@ -1301,6 +1318,15 @@ enum conn_state {
     CONN_DONE,    /* closed and once: nothing more to send */
 };
 
+enum chunk_step {
+    CHUNK_NONE = 0,
+    CHUNK_SIZE,
+    CHUNK_EXTENSION,
+    CHUNK_DATA,
+    CHUNK_DATA_END,
+    CHUNK_TRAILER
+};
+
 struct shard;
 
 struct conn {
@@ -1319,6 +1345,11 @@ struct conn {
     bool got_bytes; /* some of the response came */
     bool head_done; /* the head is parsed; body_left bytes to go */
     bool close_after;
+    /* A chunked body (--chunked): where its reading is (enum chunk_step), the chunk size
+     * being read, the length of the trailer line being read. */
+    int chunk_step;
+    uint64_t chunk_size;
+    size_t trailer_line;
     int status;
     uint64_t body_left;
     unsigned once_index;
@@ -1690,6 +1721,9 @@ static void start_exchange(struct worker *w, struct conn *c, int64_t now)
     c->got_bytes = c->head_done = c->close_after = false;
     c->head_len = 0;
     c->status = 0;
+    c->chunk_step = CHUNK_NONE;
+    c->chunk_size = 0;
+    c->trailer_line = 0;
     if (c->fd < 0) {
         const struct mg_bench_target *target = &w->run->cfg->target;
         int fd = socket(target->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1806,6 +1840,62 @@ static void protocol_error(struct worker *w, struct conn *c, const char *why, in
     finish(w, c, 0, MG_BENCH_ERR_PROTOCOL, 0, now);
 }
 
+/* Takes n bytes of a chunked body; the response is complete after the last chunk's trailer. */
+static void feed_chunked(struct worker *w, struct conn *c, const char *data, size_t n, int64_t now)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = data[i];
+        switch (c->chunk_step) {
+        case CHUNK_SIZE:
+        case CHUNK_EXTENSION: {
+            int v = ch >= '0' && ch <= '9'   ? ch - '0'
+                    : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                    : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                             : -1;
+            if (c->chunk_step == CHUNK_SIZE && v >= 0) {
+                if (c->chunk_size >> 56) {
+                    protocol_error(w, c, "a chunk size too large", now);
+                    return;
+                }
+                c->chunk_size = c->chunk_size * 16 + (uint64_t)v;
+            } else if (ch == '\n') {
+                c->chunk_step = c->chunk_size ? CHUNK_DATA : CHUNK_TRAILER;
+                c->body_left = c->chunk_size;
+                c->chunk_size = 0;
+                c->trailer_line = 0;
+            } else if (ch != '\r') {
+                c->chunk_step = CHUNK_EXTENSION;
+            }
+            break;
+        }
+        case CHUNK_DATA: {
+            size_t take = n - i < c->body_left ? n - i : (size_t)c->body_left;
+            c->body_left -= take;
+            i += take - 1;
+            if (c->body_left == 0)
+                c->chunk_step = CHUNK_DATA_END;
+            break;
+        }
+        case CHUNK_DATA_END:
+            if (ch == '\n')
+                c->chunk_step = CHUNK_SIZE;
+            break;
+        case CHUNK_TRAILER:
+            if (ch == '\n') {
+                if (c->trailer_line == 0) {
+                    c->chunk_step = CHUNK_NONE;
+                    complete(w, c, i + 1 < n, now);
+                    return;
+                }
+                c->trailer_line = 0;
+            } else if (ch != '\r') {
+                c->trailer_line++;
+            }
+            break;
+        }
+    }
+}
+
 /* Takes n bytes of the response from data. */
 static void feed(struct worker *w, struct conn *c, const char *data, size_t n, int64_t now)
 {
@@ -1848,6 +1938,16 @@ static void feed(struct worker *w, struct conn *c, const char *data, size_t n, i
         c->status = h.status;
         c->close_after = h.connection_close;
         c->body_left = h.content_length;
+        if (h.chunked) {
+            c->chunk_step = CHUNK_SIZE;
+            c->chunk_size = 0;
+            size_t after = have - h.head_len;
+            /* The rest of the parsed bytes, then what did not fit the head buffer. */
+            feed_chunked(w, c, head + h.head_len, after, now);
+            if (n > 0 && c->chunk_step != CHUNK_NONE && c->state == CONN_RECEIVING)
+                feed_chunked(w, c, data, n, now);
+            return;
+        }
         /* Bytes after the head in what was parsed, plus what did not fit the head buffer. */
         size_t after = have - h.head_len + n;
         if (after > c->body_left) {
@@ -1858,6 +1958,10 @@ static void feed(struct worker *w, struct conn *c, const char *data, size_t n, i
         c->body_left -= after;
         if (c->body_left == 0)
             complete(w, c, false, now);
+        return;
+    }
+    if (c->chunk_step != CHUNK_NONE) {
+        feed_chunked(w, c, data, n, now);
         return;
     }
     if (n > c->body_left) {
@@ -2364,6 +2468,7 @@ enum mg_bench_status mg_bench_run(const struct mg_bench_config *cfg, struct mg_b
                                   char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
+    accept_chunked = cfg->accept_chunked;
     if (!mg_bench_target_is_loopback(&cfg->target)) {
         set_err(err, errlen,
                 "--target %s: not 127.0.0.1 or ::1; meshgate-bench loads only this "

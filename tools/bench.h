@@ -117,6 +117,7 @@ struct mg_bench_config {
     unsigned max_outstanding; /* per open stream */
     bool max_outstanding_given;
     bool json;
+    bool accept_chunked; /* --chunked: bodies in chunks are read (meshgate never sends them) */
     double max_unexpected_pct; /* --max-unexpected-pct; < 0: not checked */
     char label[MG_BENCH_LABEL_MAX + 1];
     char *command_line; /* malloc'd; the arguments, shell-quoted, as they were given */
@@ -182,6 +183,7 @@ struct mg_bench_response_head {
     bool has_content_length;
     uint64_t content_length;
     bool connection_close; /* "Connection: close", or HTTP/1.0 without keep-alive */
+    bool chunked;          /* Transfer-Encoding: chunked (only with --chunked) */
     size_t head_len;       /* bytes up to and including the blank line */
 };
 

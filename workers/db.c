@@ -308,7 +308,7 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
     sqlite3_progress_handler(db->conn, 10000, progress_beat, NULL);
     sqlite3_exec(db->conn, "PRAGMA query_only=ON", NULL, NULL, NULL);
     /* Reads through a memory map avoid a copy per page; the page cache is per worker. */
-    sqlite3_exec(db->conn, "PRAGMA mmap_size=2147418112", NULL, NULL, NULL);
+    sqlite3_exec(db->conn, "PRAGMA mmap_size=2147418112", NULL, NULL, NULL); /* MG_DB_MMAP_BYTES */
     sqlite3_exec(db->conn, "PRAGMA cache_size=-16384", NULL, NULL, NULL);
     sqlite3_extended_result_codes(db->conn, 1);
 

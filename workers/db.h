@@ -91,6 +91,8 @@ int64_t mg_db_pages_fetched(struct mg_db *db);
 
 /* Sets PRAGMA mmap_size (tests and measurements: 0 makes every page fetch counted). */
 void mg_db_set_mmap(struct mg_db *db, int64_t bytes);
+/* The memory map every connection opens with (bytes). */
+#define MG_DB_MMAP_BYTES 2147418112LL
 
 /* Prepares sql (a programming error is logged and reported as NULL). */
 sqlite3_stmt *mg_db_prepare(struct mg_db *db, const char *sql);

@@ -16,6 +16,9 @@
 #include "ep_packets.h"
 
 #include "clock.h"
+#include "gate_fifo.h"
+#include "jobs.h"
+#include "segment.h"
 #include "json.h"
 #include "log.h"
 #include "params.h"
@@ -776,6 +779,53 @@ enum best_col {
     B_OBSERVER_IATA,
 };
 
+/* A set of transmission ids (open addressing; ids are ≥ 0 in practice, -1 marks empty). */
+struct id_set {
+    sqlite3_int64 *slots;
+    size_t cap, len;
+};
+
+static size_t id_slot(const struct id_set *s, sqlite3_int64 id)
+{
+    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 17) & (s->cap - 1);
+    while (s->slots[i] != -1 && s->slots[i] != id)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+/* Adds id; 1 when it was new, 0 when present, -1 when out of memory. */
+static int id_set_add(struct id_set *s, sqlite3_int64 id)
+{
+    if (id == -1)
+        return 0; /* not a real transmission id; never listed */
+    if ((s->len + 1) * 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        sqlite3_int64 *slots = malloc(cap * sizeof *slots);
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < cap; i++)
+            slots[i] = -1;
+        struct id_set grown = {slots, cap, s->len};
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i] != -1)
+                grown.slots[id_slot(&grown, s->slots[i])] = s->slots[i];
+        free(s->slots);
+        *s = grown;
+    }
+    size_t i = id_slot(s, id);
+    if (s->slots[i] == id)
+        return 0;
+    s->slots[i] = id;
+    s->len++;
+    return 1;
+}
+
+static bool id_set_has(const struct id_set *s, sqlite3_int64 id)
+{
+    return s->cap > 0 && id != -1 && s->slots[id_slot(s, id)] == id;
+}
+
 /* One (observer, path) pair of a transmission, encoded into the pairs arena. */
 struct pair {
     size_t at, len;
@@ -801,6 +851,15 @@ struct packets_run {
     struct mg_buf id_text, iata_text, latest;
     struct pair *ids, *iatas;
     size_t ids_len, iatas_len, ids_cap, iatas_cap;
+    int64_t last_obs_id; /* the highest observation id of the last scan, -1 when none */
+    size_t scanned_rows; /* rows of the last scan */
+    /* Summaries this request may use (see use_summaries): the high-water mark read before
+     * any record, the snapshot's newest observation, the transmissions with observations
+     * between the two. */
+    bool summaries_usable;
+    int64_t summary_high_water, snapshot_max_obs;
+    struct id_set dirty;
+    int64_t rows_from_summary, rows_direct;
     int error; /* SQLite result code of the first failure, 0 when none */
 };
 
@@ -1213,6 +1272,7 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
         mg_json_array_begin(&j);
     }
     *best_id = -1;
+    r->last_obs_id = -1;
     long best_hops = -1;
     sqlite3_value *best_time = NULL;
     size_t n = 0;
@@ -1230,6 +1290,8 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
         if (hops < 0)
             hops = 0;
         sqlite3_int64 id = sqlite3_column_int64(st, O_ID);
+        if (id > r->last_obs_id)
+            r->last_obs_id = id;
         if (hops >= best_hops) {
             sqlite3_value *time = sqlite3_value_dup(sqlite3_column_value(st, O_TS_RAW));
             if (!time) {
@@ -1275,6 +1337,7 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
     if (expand)
         mg_json_array_end(&j);
     *distinct = distinct_pairs(r, n);
+    r->scanned_rows = n;
     return true;
 }
 
@@ -1295,17 +1358,61 @@ static sqlite3_stmt *read_best(struct packets_run *r, sqlite3_int64 best_id)
     return best;
 }
 
+/* As read_best, but a row that is not there is NULL without an error. */
+static sqlite3_stmt *read_best_if_present(struct packets_run *r, sqlite3_int64 best_id)
+{
+    if (best_id < 0)
+        return NULL;
+    sqlite3_stmt *best = r->best;
+    sqlite3_reset(best);
+    sqlite3_bind_int64(best, 1, best_id);
+    int rc = sqlite3_step(best);
+    if (rc == SQLITE_ROW)
+        return best;
+    if (rc != SQLITE_DONE)
+        fail(r, rc);
+    return NULL;
+}
+
+/* T's summary when this request may use it (shm/tx_summary.h says why this is exact). */
+static bool summary_for(struct packets_run *r, sqlite3_int64 tx_id, struct mg_tx_summary *out)
+{
+    if (!r->summaries_usable || id_set_has(&r->dirty, tx_id))
+        return false;
+    return mg_tx_summary_read(r->env->summaries, tx_id, out) &&
+           out->last_obs_id <= r->snapshot_max_obs;
+}
+
 /* Writes the packet of the page statement's current row; false when a query failed. */
 static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt *page)
 {
     bool expand = r->f->expand_observations;
     sqlite3_int64 tx_id = sqlite3_column_int64(page, P_ID), best_id;
     int64_t distinct;
-    if (!scan_observations(r, tx_id, expand, false, &best_id, &distinct))
-        return false;
-    sqlite3_stmt *best = read_best(r, best_id);
-    if (r->error)
-        return false;
+    sqlite3_stmt *best = NULL;
+    struct mg_tx_summary sum;
+    if (!expand && summary_for(r, tx_id, &sum)) {
+        best_id = sum.best_obs_id;
+        distinct = sum.observation_count;
+        /* A best row deleted since the summary was made: read this one directly. */
+        best = read_best_if_present(r, best_id);
+        if (r->error)
+            return false;
+        if (best_id >= 0 && !best)
+            sum.tx_id = -1;
+    } else {
+        sum.tx_id = -1;
+    }
+    if (sum.tx_id < 0) {
+        r->rows_direct++;
+        if (!scan_observations(r, tx_id, expand, false, &best_id, &distinct))
+            return false;
+        best = read_best(r, best_id);
+        if (r->error)
+            return false;
+    } else {
+        r->rows_from_summary++;
+    }
     size_t path_len = 0, resolved_len = 0, iata_len = 0, id_len = 0, name_len = 0;
     const char *path = NULL, *resolved = NULL, *iata = NULL, *observer_id = NULL,
                *observer_name = NULL;
@@ -1468,48 +1575,6 @@ static bool write_grouped_packet(struct packets_run *r, struct mg_json *j, sqlit
     return true;
 }
 
-/* A set of transmission ids (open addressing; ids are ≥ 0 in practice, -1 marks empty). */
-struct id_set {
-    sqlite3_int64 *slots;
-    size_t cap, len;
-};
-
-static size_t id_slot(const struct id_set *s, sqlite3_int64 id)
-{
-    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
-    size_t i = (size_t)(h >> 17) & (s->cap - 1);
-    while (s->slots[i] != -1 && s->slots[i] != id)
-        i = (i + 1) & (s->cap - 1);
-    return i;
-}
-
-/* Adds id; 1 when it was new, 0 when present, -1 when out of memory. */
-static int id_set_add(struct id_set *s, sqlite3_int64 id)
-{
-    if (id == -1)
-        return 0; /* not a real transmission id; never listed */
-    if ((s->len + 1) * 2 > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        sqlite3_int64 *slots = malloc(cap * sizeof *slots);
-        if (!slots)
-            return -1;
-        for (size_t i = 0; i < cap; i++)
-            slots[i] = -1;
-        struct id_set grown = {slots, cap, s->len};
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i] != -1)
-                grown.slots[id_slot(&grown, s->slots[i])] = s->slots[i];
-        free(s->slots);
-        *s = grown;
-    }
-    size_t i = id_slot(s, id);
-    if (s->slots[i] == id)
-        return 0;
-    s->slots[i] = id;
-    s->len++;
-    return 1;
-}
-
 /* Prepares a statement of f and binds its filter values; NULL on failure (r->error set). */
 static sqlite3_stmt *prepare_filtered(struct packets_run *r, enum mg_packets_statement which,
                                       const struct mg_packets_filter *f, int *bound)
@@ -1652,6 +1717,329 @@ static bool write_grouped_page(struct packets_run *r, struct mg_json *j, int64_t
     return !r->error;
 }
 
+/* --- summaries ---------------------------------------------------------------------------- */
+
+static _Thread_local bool last_used_summaries;
+
+bool mg_packets_last_used_summaries(void)
+{
+    return last_used_summaries;
+}
+
+static void run_init(struct packets_run *r)
+{
+    mg_buf_init(&r->tmp);
+    mg_buf_init(&r->obs_json);
+    mg_buf_init(&r->pair_text);
+    mg_buf_init(&r->id_text);
+    mg_buf_init(&r->iata_text);
+    mg_buf_init(&r->latest);
+}
+
+static void run_free(struct packets_run *r)
+{
+    sqlite3_finalize(r->observations);
+    sqlite3_finalize(r->best);
+    sqlite3_finalize(r->row);
+    r->observations = r->best = r->row = NULL;
+    mg_buf_free(&r->tmp);
+    mg_buf_free(&r->obs_json);
+    mg_buf_free(&r->pair_text);
+    mg_buf_free(&r->id_text);
+    mg_buf_free(&r->iata_text);
+    mg_buf_free(&r->latest);
+    free(r->pairs);
+    free(r->ids);
+    free(r->iatas);
+    free(r->dirty.slots);
+    r->pairs = r->ids = r->iatas = NULL;
+    r->dirty = (struct id_set){0};
+}
+
+/* The snapshot's newest observation id: -1 when there is none, or on failure (r->error). */
+static int64_t newest_observation(struct packets_run *r)
+{
+    sqlite3_stmt *st = mg_db_prepare(r->env->db, "SELECT max(id) FROM observations");
+    int rc = st ? sqlite3_step(st) : SQLITE_ERROR;
+    int64_t newest = -1;
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        newest = sqlite3_column_int64(st, 0);
+    else if (rc != SQLITE_ROW)
+        fail(r, rc);
+    sqlite3_finalize(st);
+    return newest;
+}
+
+/* The statement of a grouped scan (observations with their observers), for summaries. */
+static sqlite3_stmt *prepare_summary_scan(struct packets_run *r)
+{
+    struct mg_packets_filter grouped = {.limit = 1, .group_by_hash = true};
+    struct mg_packets_filter *saved = r->f;
+    r->f = &grouped;
+    sqlite3_stmt *st = prepare_statement(r, MG_PACKETS_SQL_OBSERVATIONS);
+    r->f = saved;
+    return st;
+}
+
+/* Computes T's summary with the scan that answers a page directly, and writes it; r's
+ * observations statement must be a summary scan. Adds the rows read to *rows. */
+static bool summarize(struct packets_run *r, struct mg_tx_summaries *s, sqlite3_int64 tx_id,
+                      int64_t *rows)
+{
+    sqlite3_int64 best_id;
+    int64_t distinct;
+    if (!scan_observations(r, tx_id, false, true, &best_id, &distinct))
+        return false;
+    size_t observers = sort_unique(&r->id_text, r->ids, r->ids_len);
+    mg_tx_summary_write(s, tx_id, best_id, (uint32_t)distinct, (uint32_t)observers, r->last_obs_id);
+    *rows += (int64_t)r->scanned_rows;
+    return true;
+}
+
+int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
+                              size_t errlen)
+{
+    int64_t start_ns = mg_monotonic_ns();
+    struct mg_env env = {.db = db, .summaries = s};
+    struct mg_packets_filter f = {.limit = 1};
+    struct packets_run r = {.env = &env, .f = &f};
+    run_init(&r);
+    /* The pass reads most of the file once: through the memory map those pages would stay
+     * in this worker's PSS (file-backed) for as long as it lives; read() leaves them in the
+     * kernel's page cache only. The page cache it fills is given back at the end. */
+    mg_db_set_mmap(db, 0);
+    bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    int64_t newest = newest_observation(&r);
+    int64_t high_water = mg_tx_summary_high_water(s);
+    r.observations = r.error ? NULL : prepare_summary_scan(&r);
+    sqlite3_stmt *txs =
+        r.observations ? mg_db_prepare(db, "SELECT id FROM transmissions ORDER BY id") : NULL;
+    if (r.observations && !txs)
+        fail(&r, SQLITE_ERROR);
+    bool lost = false;
+    int64_t rows = 0, done = 0;
+    int rc = SQLITE_DONE;
+    while (txs && !r.error && !lost && (rc = sqlite3_step(txs)) == SQLITE_ROW) {
+        summarize(&r, s, sqlite3_column_int64(txs, 0), &rows);
+        if (++done % 256 == 0) {
+            int64_t now_ns = mg_monotonic_ns();
+            lost = atomic_load(&s->header->lease_pid) != pid;
+            mg_tx_summary_lease_renew(s, pid, now_ns);
+        }
+    }
+    if (txs && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        fail(&r, rc);
+    sqlite3_finalize(txs);
+    int status = 0;
+    if (r.error || lost || newest < high_water) {
+        snprintf(err, errlen, "transmission summaries: the pass %s",
+                 lost      ? "lost its lease"
+                 : r.error ? sqlite3_errstr(r.error)
+                           : "saw a snapshot older than the high-water mark");
+        atomic_store(&s->header->failed_ns, mg_monotonic_ns());
+        status = -1;
+    } else {
+        /* Observation ids start at 1: a database without any is covered up to 0. */
+        mg_tx_summary_publish(s, newest < 0 ? 0 : newest);
+        int64_t end_ns = mg_monotonic_ns();
+        atomic_store(&s->header->passed_ns, end_ns);
+        atomic_store(&s->header->pass_ms_last, (uint64_t)((end_ns - start_ns) / 1000000));
+        atomic_fetch_add(&s->header->passes, 1);
+    }
+    if (in_transaction)
+        sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
+    run_free(&r);
+    sqlite3_db_release_memory(db->conn);
+    mg_db_set_mmap(db, MG_DB_MMAP_BYTES);
+    (void)rows;
+    return status;
+}
+
+int mg_packets_summaries_open(const char *db_path, int busy_timeout_ms, struct mg_tx_summaries *s,
+                              char *err, size_t errlen)
+{
+    struct mg_db db;
+    if (mg_db_open(&db, db_path, busy_timeout_ms, err, errlen) != 0)
+        return -1;
+    int64_t span =
+        mg_db_scalar(&db, "SELECT coalesce(max(id) - min(id) + 1, 0) FROM transmissions");
+    mg_db_close(&db);
+    return mg_tx_summaries_create(s, mg_tx_summary_capacity(span), err, errlen);
+}
+
+/* Rows of new observations read per statement of an extension. */
+#define EXTEND_CHUNK 256
+
+/*
+ * Folds the observations after the high-water mark into their transmissions' summaries,
+ * from this request's snapshot, when nobody else writes them: at most about
+ * MG_TX_SUMMARY_EXTEND_ROWS rows, publishing the mark after each chunk.
+ */
+static void extend_summaries(struct packets_run *r)
+{
+    struct mg_tx_summaries *s = r->env->summaries;
+    int64_t high_water = mg_tx_summary_high_water(s);
+    if (high_water < 0 || high_water >= r->snapshot_max_obs)
+        return;
+    if (!mg_tx_summary_lease_take(s, r->env->pid, mg_monotonic_ns()))
+        return;
+    high_water = mg_tx_summary_high_water(s); /* another writer may have moved it */
+    sqlite3_stmt *saved = r->observations;
+    r->observations =
+        high_water >= 0 && high_water < r->snapshot_max_obs ? prepare_summary_scan(r) : NULL;
+    sqlite3_stmt *news = r->observations
+                             ? mg_db_prepare(r->env->db, "SELECT id, transmission_id FROM"
+                                                         " observations WHERE id > ?"
+                                                         " ORDER BY id LIMIT 256")
+                             : NULL;
+    int64_t rows = 0;
+    sqlite3_int64 chunk_tx[EXTEND_CHUNK];
+    while (news && !r->error && rows < MG_TX_SUMMARY_EXTEND_ROWS &&
+           high_water < r->snapshot_max_obs) {
+        sqlite3_reset(news);
+        sqlite3_bind_int64(news, 1, high_water);
+        int n = 0, rc;
+        int64_t chunk_end = high_water;
+        while (n < EXTEND_CHUNK && (rc = sqlite3_step(news)) == SQLITE_ROW) {
+            chunk_end = sqlite3_column_int64(news, 0);
+            chunk_tx[n++] = sqlite3_column_int64(news, 1);
+        }
+        if (n < EXTEND_CHUNK && rc != SQLITE_DONE) {
+            fail(r, rc);
+            break;
+        }
+        if (n == 0)
+            break;
+        struct id_set seen = {0};
+        for (int i = 0; i < n && !r->error; i++) {
+            int added = id_set_add(&seen, chunk_tx[i]);
+            if (added < 0)
+                fail(r, SQLITE_NOMEM);
+            else if (added > 0)
+                summarize(r, s, chunk_tx[i], &rows);
+        }
+        free(seen.slots);
+        if (r->error)
+            break;
+        rows += n;
+        high_water = chunk_end;
+        mg_tx_summary_publish(s, high_water);
+        atomic_fetch_add(&s->header->extended_rows, (uint64_t)n);
+    }
+    sqlite3_finalize(news);
+    sqlite3_finalize(r->observations);
+    r->observations = saved;
+    mg_tx_summary_lease_release(s, r->env->pid);
+}
+
+/*
+ * Decides whether this request's page may read summaries: extends them first when they are
+ * behind, then reads the high-water mark and lists the transmissions with observations
+ * after it (at most MG_TX_SUMMARY_LAG_MAX rows). A failure here only means reading directly.
+ */
+static void use_summaries(struct packets_run *r)
+{
+    r->summaries_usable = false;
+    if (!r->env->summaries || r->f->expand_observations || r->f->group_by_hash)
+        return;
+    r->snapshot_max_obs = newest_observation(r);
+    if (r->error)
+        return;
+    extend_summaries(r);
+    if (r->error)
+        return;
+    r->summary_high_water = mg_tx_summary_high_water(r->env->summaries);
+    if (r->summary_high_water < 0 ||
+        r->snapshot_max_obs - r->summary_high_water > MG_TX_SUMMARY_LAG_MAX)
+        return;
+    if (r->summary_high_water < r->snapshot_max_obs) {
+        sqlite3_stmt *st = mg_db_prepare(r->env->db, "SELECT DISTINCT transmission_id FROM"
+                                                     " observations WHERE id > ?");
+        if (!st)
+            return;
+        sqlite3_bind_int64(st, 1, r->summary_high_water);
+        int rc;
+        bool ok = true;
+        while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW)
+            ok = id_set_add(&r->dirty, sqlite3_column_int64(st, 0)) >= 0;
+        sqlite3_finalize(st);
+        if (!ok || rc != SQLITE_DONE)
+            return;
+    }
+    r->summaries_usable = true;
+}
+
+/* Before the first pass (and when it is due again): the permit and lease of the pass this
+ * worker's helper runs, and its job. Only the worker's loop touches these. */
+struct pass_job {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    struct mg_tx_summaries *summaries;
+    int pid;
+    int status;
+    char err[256];
+};
+
+static struct pass_job *pass_running;
+static uint64_t pass_token;
+
+static void run_pass(struct mg_job *job, struct mg_db *db)
+{
+    struct pass_job *p = (struct pass_job *)job;
+    p->status = mg_packets_summaries_pass(db, p->summaries, p->pid, p->err, sizeof p->err);
+}
+
+void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
+{
+    struct mg_tx_summaries *s = env->summaries;
+    if (pass_running) {
+        if (!atomic_load(&pass_running->job.done))
+            return;
+        mg_fifo_gate_release(env->seg->cold, env->pid, pass_token);
+        mg_tx_summary_lease_release(s, env->pid);
+        if (pass_running->status != 0)
+            mg_warn("%s; reading transmissions directly, trying again in %lld s", pass_running->err,
+                    MG_TX_SUMMARY_RETRY_NS / 1000000000LL);
+        else
+            mg_info("transmission summaries: full pass done in %llu ms",
+                    (unsigned long long)atomic_load(&s->header->pass_ms_last));
+        free(pass_running);
+        pass_running = NULL;
+        return;
+    }
+    if (!s || !env->jobs || !env->seg)
+        return;
+    struct mg_tx_summary_header *h = s->header;
+    int64_t failed = atomic_load(&h->failed_ns), passed = atomic_load(&h->passed_ns);
+    bool due = mg_tx_summary_high_water(s) < 0
+                   ? failed == 0 || now_ns - failed >= MG_TX_SUMMARY_RETRY_NS
+                   : now_ns - passed >= MG_TX_SUMMARY_REVALIDATE_NS &&
+                         (failed < passed || now_ns - failed >= MG_TX_SUMMARY_RETRY_NS);
+    if (!due || mg_jobs_busy(env->jobs) || !mg_tx_summary_lease_take(s, env->pid, now_ns))
+        return;
+    /* A pass is cold work: it takes a permit of the cold-scan gate, or waits for a later
+     * turn (it never queues, so it never holds a place a request could have). */
+    int place = -1;
+    uint64_t ticket = 0;
+    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, "transmission summaries",
+                              &pass_token, &place, &ticket);
+    if (r == MG_FIFO_QUEUED)
+        mg_fifo_gate_cancel(env->seg->cold, env->pid, place, ticket);
+    struct pass_job *p = r == MG_FIFO_ADMITTED ? calloc(1, sizeof *p) : NULL;
+    if (p) {
+        p->job.run = run_pass;
+        p->summaries = s;
+        p->pid = env->pid;
+    }
+    if (p && mg_jobs_submit(env->jobs, &p->job)) {
+        pass_running = p;
+        return;
+    }
+    free(p);
+    if (r == MG_FIFO_ADMITTED)
+        mg_fifo_gate_release(env->seg->cold, env->pid, pass_token);
+    mg_tx_summary_lease_release(s, env->pid);
+}
+
 static void answer_failure(struct packets_run *r)
 {
     int primary = r->error & 0xff;
@@ -1671,16 +2059,13 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     if (!mg_packets_parse(req, res, &f))
         return;
     struct packets_run r = {.env = env, .res = res, .f = &f};
-    mg_buf_init(&r.tmp);
-    mg_buf_init(&r.obs_json);
-    mg_buf_init(&r.pair_text);
-    mg_buf_init(&r.id_text);
-    mg_buf_init(&r.iata_text);
-    mg_buf_init(&r.latest);
+    run_init(&r);
 
     /* One read transaction: the total and the page see one snapshot. */
     bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     take_snapshot(&r);
+    if (!r.error)
+        use_summaries(&r);
     r.keys_not_null = tx_keys_not_null(env->db);
     bool matches_nothing = false;
     if (!r.error && f.node)
@@ -1716,15 +2101,13 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     sqlite3_finalize(r.observations);
     sqlite3_finalize(r.best);
     sqlite3_finalize(r.row);
+    r.observations = r.best = r.row = NULL;
     if (in_transaction)
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
-    mg_buf_free(&r.tmp);
-    mg_buf_free(&r.obs_json);
-    mg_buf_free(&r.pair_text);
-    mg_buf_free(&r.id_text);
-    mg_buf_free(&r.iata_text);
-    mg_buf_free(&r.latest);
-    free(r.pairs);
-    free(r.ids);
-    free(r.iatas);
+    last_used_summaries = r.rows_from_summary > 0 && r.rows_direct == 0;
+    if (env->summaries) {
+        atomic_fetch_add(&env->summaries->header->rows_from_summary, (uint64_t)r.rows_from_summary);
+        atomic_fetch_add(&env->summaries->header->rows_direct, (uint64_t)r.rows_direct);
+    }
+    run_free(&r);
 }

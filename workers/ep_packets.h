@@ -43,6 +43,7 @@
 #include "buf.h"
 #include "db.h"
 #include "handler.h"
+#include "tx_summary.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -122,5 +123,31 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
  * bound (PAGE takes LIMIT and OFFSET after them), or -1 when a bind failed.
  */
 int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3_stmt *st);
+
+/*
+ * Per-transmission summaries (shm/tx_summary.h). A full pass computes every transmission's
+ * record from one snapshot of db with the very code that answers a page directly, then
+ * publishes the snapshot's newest observation id as the high-water mark; pid must hold the
+ * writer lease (it is renewed as the pass goes, and the pass stops when it is lost). Returns
+ * 0, or -1 with err set (nothing published).
+ */
+int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
+                              size_t errlen);
+
+/* Master, before forking: maps the summaries, sized from the database's transmissions (see
+ * shm/tx_summary.h). 0, or -1 with err set. */
+int mg_packets_summaries_open(const char *db_path, int busy_timeout_ms, struct mg_tx_summaries *s,
+                              char *err, size_t errlen);
+
+/*
+ * A worker's loop, each turn: starts the first pass (and the periodic re-validation) on the
+ * worker's helper thread under a cold-gate permit when it is due and nobody else runs it, and
+ * gives the permit and lease back when that pass is done. Cheap when there is nothing to do.
+ */
+void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns);
+
+/* Tests: whether the last request of this thread answered every page row from a summary
+ * (true), or read at least one directly. */
+bool mg_packets_last_used_summaries(void);
 
 #endif

@@ -21,6 +21,7 @@
 #define MG_PARK_BYTES 512
 
 struct mg_jobs;
+struct mg_tx_summaries;
 struct mg_handler_job;
 
 /*
@@ -93,6 +94,8 @@ struct mg_env {
     const struct mg_config *cfg;
     struct mg_segment *seg;
     struct mg_db *db;
+    /* The group's per-transmission summaries (shm/tx_summary.h); NULL: none, read directly. */
+    struct mg_tx_summaries *summaries;
     struct mg_jobs *jobs;      /* the worker's helper thread; NULL: run heavy work inline */
     struct mg_jobs *anon_jobs; /* its helper for anonymous heavy work (lower priority) */
     unsigned slot;

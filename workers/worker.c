@@ -8,6 +8,7 @@
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
+#include "ep_packets.h"
 #include "jobs.h"
 #include "keys.h"
 #include "log.h"
@@ -690,8 +691,9 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg, unsigned slot_index,
-                  int listen_fd, int master_pid)
+int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
+                  struct mg_tx_summaries *summaries, unsigned slot_index, int listen_fd,
+                  int master_pid)
 {
     struct worker w;
     memset(&w, 0, sizeof w);
@@ -700,6 +702,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg, unsig
     w.env.cfg = &cfg_copy;
     w.env.seg = seg;
     w.env.db = &w.db;
+    w.env.summaries = summaries;
     w.env.slot = slot_index;
     w.env.pid = getpid();
     const char *hooks = getenv("MESHGATE_TEST_HOOKS"); /* tests only: see dispatch.c */
@@ -844,6 +847,8 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg, unsig
         else if (helper_busy)
             listen_stop(&w);
         update_slot_state(&w);
+        if (!w.draining)
+            mg_packets_summaries_tick(&w.env, now);
 
         int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);
         if (timeout_ms < 0 || served)

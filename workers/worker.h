@@ -19,13 +19,16 @@
 #define MESHGATE_WORKER_H
 
 #include "segment.h"
+#include "tx_summary.h"
 
 /*
  * Runs worker slot_index until it is told to stop; returns the process's exit code. cfg is
  * the worker's own copy (the master's, as it was at the fork): a reload reaches a worker by
- * replacing it, never by changing what it reads mid-request.
+ * replacing it, never by changing what it reads mid-request. summaries (may be NULL: pages
+ * are read directly) is the group's shared mapping of per-transmission summaries.
  */
-int mg_worker_run(struct mg_segment *seg, const struct mg_config *cfg, unsigned slot_index,
-                  int listen_fd, int master_pid);
+int mg_worker_run(struct mg_segment *seg, const struct mg_config *cfg,
+                  struct mg_tx_summaries *summaries, unsigned slot_index, int listen_fd,
+                  int master_pid);
 
 #endif

@@ -1,0 +1,341 @@
+/*
+ * Per-transmission summaries (shm/tx_summary.h): the pages of /api/packets answered from
+ * them are byte-identical to the same pages read directly, over generated databases of
+ * several seeds and shapes (one with 200 observations per transmission), CoreScope's own
+ * database (freshened, when ../shared/data has it), and while a writer shaped like the
+ * ingestor appends observations, updates resolved_path and deletes a best row. Each test
+ * also proves that the summaries were used, so that it cannot pass by reading directly.
+ */
+#include "ep_packets.h"
+#include "fixture.h"
+#include "harness.h"
+#include "inproc.h"
+#include "tx_summary.h"
+
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(summaries, .timeout = 300);
+
+static const char *const targets[] = {
+    "/api/packets?limit=10000",
+    "/api/packets?limit=50",
+    "/api/packets?limit=50&offset=120",
+    "/api/packets?order=asc&limit=3000",
+    "/api/packets?type=4&limit=500",
+    "/api/packets?route=1&limit=500",
+    "/api/packets?type=5&order=asc&limit=500&offset=7",
+};
+#define TARGETS (sizeof targets / sizeof targets[0])
+
+struct bodies {
+    char *body[TARGETS];
+};
+
+static void get_all(struct mg_test_ctx *t, struct bodies *out)
+{
+    for (size_t i = 0; i < TARGETS; i++) {
+        int status = mg_test_ctx_get(t, targets[i]);
+        cr_assert_eq(status, 200, "%s answered %d: %s", targets[i], status, t->res.body.data);
+        out->body[i] = strdup(t->res.body.data);
+        cr_assert(out->body[i]);
+    }
+}
+
+static void free_all(struct bodies *b)
+{
+    for (size_t i = 0; i < TARGETS; i++)
+        free(b->body[i]);
+}
+
+/* Every target answered directly and from summaries: the same bytes; the first target
+ * (every transmission) answered wholly from summaries. */
+static void assert_same_answers(struct mg_test_ctx *t, struct mg_tx_summaries *s, const char *what)
+{
+    struct bodies direct, summed;
+    t->env.summaries = NULL;
+    get_all(t, &direct);
+    t->env.summaries = s;
+    int status = mg_test_ctx_get(t, targets[0]);
+    cr_assert_eq(status, 200);
+    cr_assert(mg_packets_last_used_summaries(), "%s: a page row was read directly", what);
+    get_all(t, &summed);
+    for (size_t i = 0; i < TARGETS; i++)
+        cr_assert_str_eq(summed.body[i], direct.body[i], "%s: %s differs", what, targets[i]);
+    free_all(&direct);
+    free_all(&summed);
+}
+
+static void first_pass(struct mg_test_ctx *t, const char *db, struct mg_tx_summaries *s)
+{
+    char err[512];
+    cr_assert_eq(mg_packets_summaries_open(db, 1000, s, err, sizeof err), 0, "%s", err);
+    cr_assert(mg_tx_summary_lease_take(s, getpid(), 1));
+    cr_assert_eq(mg_packets_summaries_pass(&t->db, s, getpid(), err, sizeof err), 0, "%s", err);
+    mg_tx_summary_lease_release(s, getpid());
+    cr_assert_geq(mg_tx_summary_high_water(s), 0);
+}
+
+static void generate(const char *path, uint64_t seed, long observations, long obs_per_tx)
+{
+    struct mg_fixture_options o;
+    mg_fixture_options_default(&o);
+    o.seed = seed;
+    o.observations = observations;
+    o.obs_per_tx = obs_per_tx;
+    if (obs_per_tx > 4)
+        o.observers = obs_per_tx + obs_per_tx / 4; /* each hears a transmission once at most */
+    char err[512];
+    cr_assert_eq(mg_fixture_generate(path, &o, err, sizeof err), 0, "%s", err);
+}
+
+static void check_generated(uint64_t seed, long observations, long obs_per_tx)
+{
+    char dir[128], db[256], what[96];
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, sizeof db, "%s/summaries.db", dir);
+    generate(db, seed, observations, obs_per_tx);
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db));
+    struct mg_tx_summaries s;
+    first_pass(&t, db, &s);
+    snprintf(what, sizeof what, "seed %llu, %ld observations, %ld per transmission",
+             (unsigned long long)seed, observations, obs_per_tx);
+    assert_same_answers(&t, &s, what);
+    mg_tx_summaries_destroy(&s);
+    mg_test_ctx_close(&t);
+    mg_test_rmdir(dir);
+}
+
+Test(summaries, answers_equal_direct_on_generated_databases)
+{
+    check_generated(1, 20000, 0);
+    check_generated(7, 12000, 3);
+    check_generated(20260718, 16000, 0);
+}
+
+Test(summaries, answers_equal_direct_when_heard_two_hundred_times)
+{
+    check_generated(3, 40000, 200);
+    check_generated(11, 30000, 200);
+}
+
+Test(summaries, answers_equal_direct_on_corescope_fixtures)
+{
+    const char *files[] = {"corescope-e2e-fixture.db", "corescope-e2e-fixture-migrated.db"};
+    for (size_t i = 0; i < 2; i++) {
+        char src[512];
+        snprintf(src, sizeof src, "%s/../shared/data/%s", MESHGATE_SOURCE_DIR, files[i]);
+        if (access(src, R_OK) != 0) {
+            cr_log_warn("skipped: %s is not there", src);
+            continue;
+        }
+        char dir[128], db[256], err[512];
+        mg_test_tmpdir(dir, sizeof dir);
+        snprintf(db, sizeof db, "%s/fresh.db", dir);
+        cr_assert_eq(mg_fixture_freshen(src, db, 0, err, sizeof err), 0, "%s", err);
+        struct mg_test_ctx t;
+        cr_assert(mg_test_ctx_open(&t, db));
+        struct mg_tx_summaries s;
+        first_pass(&t, db, &s);
+        assert_same_answers(&t, &s, files[i]);
+        mg_tx_summaries_destroy(&s);
+        mg_test_ctx_close(&t);
+        mg_test_rmdir(dir);
+    }
+}
+
+/* --- a writer shaped like CoreScope's ingestor ----------------------------------------- */
+
+static void exec_ok(sqlite3 *w, const char *sql)
+{
+    char *msg = NULL;
+    cr_assert_eq(sqlite3_exec(w, sql, NULL, NULL, &msg), SQLITE_OK, "%s: %s", sql, msg);
+}
+
+static int64_t scalar(sqlite3 *w, const char *sql)
+{
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(w, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/*
+ * One round of the ingestor: n observations appended, spread over the newest transmissions
+ * (some with a path longer than any before, some repeating an (observer, path) pair already
+ * there), one new transmission heard twice, and resolved_path set on the newest rows.
+ */
+static void ingest_round(sqlite3 *w, unsigned *rng, int n)
+{
+    exec_ok(w, "BEGIN IMMEDIATE");
+    int64_t max_tx = scalar(w, "SELECT max(id) FROM transmissions");
+    int64_t observers = scalar(w, "SELECT max(rowid) FROM observers");
+    int64_t now = scalar(w, "SELECT max(timestamp) FROM observations");
+    static const char *const paths[] = {"[]", "[\"7D\"]", "[\"7D\",\"DA2A\"]",
+                                        "[\"7D\",\"DA2A\",\"0C\",\"11\",\"22\",\"33\",\"44\"]"};
+    sqlite3_stmt *ins;
+    cr_assert_eq(sqlite3_prepare_v2(w,
+                                    "INSERT INTO observations (transmission_id, observer_idx,"
+                                    " direction, snr, rssi, score, path_json, timestamp)"
+                                    " VALUES (?1, ?2, 'rx', -5.5, -101, 1, ?3, ?4)",
+                                    -1, &ins, NULL),
+                 SQLITE_OK);
+    for (int i = 0; i < n; i++) {
+        *rng = *rng * 1103515245u + 12345u;
+        unsigned x = *rng >> 8;
+        sqlite3_reset(ins);
+        sqlite3_bind_int64(ins, 1, max_tx - (int64_t)(x % 40));
+        sqlite3_bind_int64(ins, 2, 1 + (int64_t)((x >> 6) % (unsigned)observers));
+        sqlite3_bind_text(ins, 3, paths[(x >> 12) % 4], -1, SQLITE_STATIC);
+        /* Equal timestamps happen: the id must break the tie. */
+        sqlite3_bind_int64(ins, 4, now + (int64_t)((x >> 16) % 3));
+        cr_assert_eq(sqlite3_step(ins), SQLITE_DONE);
+    }
+    sqlite3_finalize(ins);
+    exec_ok(w, "INSERT INTO transmissions (raw_hex, hash, first_seen, route_type, payload_type,"
+               " payload_version, decoded_json) SELECT '0011', printf('%016x', max(id) + 7777777),"
+               " strftime('%Y-%m-%dT%H:%M:%SZ','now'), 1, 5, 1, '{}' FROM transmissions");
+    exec_ok(w, "INSERT INTO observations (transmission_id, observer_idx, direction, path_json,"
+               " timestamp) SELECT max(id), 1, 'rx', '[\"AB\"]', strftime('%s','now') FROM"
+               " transmissions");
+    exec_ok(w, "INSERT INTO observations (transmission_id, observer_idx, direction, path_json,"
+               " timestamp) SELECT max(id), 2, 'rx', '[\"AB\",\"CD\"]', strftime('%s','now') FROM"
+               " transmissions");
+    exec_ok(w, "UPDATE observations SET resolved_path = '[\"" /* the ingestor's later write */
+               "aa00000000000000000000000000000000000000000000000000000000000000\",null]'"
+               " WHERE id > (SELECT max(id) - 30 FROM observations)");
+    exec_ok(w, "COMMIT");
+}
+
+static sqlite3 *open_writer(const char *db)
+{
+    sqlite3 *w = NULL;
+    cr_assert_eq(sqlite3_open(db, &w), SQLITE_OK);
+    sqlite3_busy_timeout(w, 5000);
+    return w;
+}
+
+Test(summaries, answers_equal_direct_while_a_writer_appends)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/live.db", dir);
+    generate(db, 5, 20000, 50);
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db));
+    /* Many heavy requests from one address: this test is not about the rate limit. */
+    mg_client_limit_init(&t.seg.clients, t.seg.clients.table->sets, 0, 1);
+    struct mg_tx_summaries s;
+    first_pass(&t, db, &s);
+    sqlite3 *w = open_writer(db);
+    unsigned rng = 42;
+    for (int round = 0; round < 12; round++) {
+        /* Small rounds are folded in by the next request; the large one is more than an
+         * extension takes at once, so rows read directly must agree too. */
+        ingest_round(w, &rng, round == 6 ? 3000 : 20 + round * 15);
+        char what[64];
+        snprintf(what, sizeof what, "after round %d", round);
+        struct bodies direct, summed;
+        t.env.summaries = NULL;
+        get_all(&t, &direct);
+        t.env.summaries = &s;
+        get_all(&t, &summed);
+        for (size_t i = 0; i < TARGETS; i++)
+            cr_assert_str_eq(summed.body[i], direct.body[i], "%s: %s differs", what, targets[i]);
+        free_all(&direct);
+        free_all(&summed);
+    }
+    cr_assert_gt(atomic_load(&s.header->extended_rows), 0, "no extension ran");
+    /* Caught up: the newest page comes wholly from summaries. */
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/packets?limit=50"), 200);
+    cr_assert_eq(mg_tx_summary_high_water(&s), scalar(w, "SELECT max(id) FROM observations"));
+    cr_assert(mg_packets_last_used_summaries());
+    sqlite3_close(w);
+    mg_tx_summaries_destroy(&s);
+    mg_test_ctx_close(&t);
+    mg_test_rmdir(dir);
+}
+
+Test(summaries, deleted_best_observation_reads_the_row_directly)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/delete.db", dir);
+    generate(db, 9, 8000, 20);
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db));
+    struct mg_tx_summaries s;
+    first_pass(&t, db, &s);
+    sqlite3 *w = open_writer(db);
+    int64_t newest = scalar(w, "SELECT max(id) FROM transmissions");
+    struct mg_tx_summary sum;
+    cr_assert(mg_tx_summary_read(&s, newest, &sum));
+    cr_assert_geq(sum.best_obs_id, 0);
+    char sql[128];
+    snprintf(sql, sizeof sql, "DELETE FROM observations WHERE id = %lld",
+             (long long)sum.best_obs_id);
+    exec_ok(w, sql); /* CoreScope's retention reaper deletes rows */
+    struct bodies direct, summed;
+    t.env.summaries = NULL;
+    get_all(&t, &direct);
+    t.env.summaries = &s;
+    get_all(&t, &summed);
+    cr_assert_str_eq(summed.body[1], direct.body[1]);
+    cr_assert_eq(mg_test_ctx_get(&t, targets[1]), 200);
+    cr_assert_not(mg_packets_last_used_summaries(), "the row of the deleted best was not re-read");
+    free_all(&direct);
+    free_all(&summed);
+    sqlite3_close(w);
+    mg_tx_summaries_destroy(&s);
+    mg_test_ctx_close(&t);
+    mg_test_rmdir(dir);
+}
+
+Test(summaries, record_being_written_reads_as_absent)
+{
+    struct mg_tx_summaries s;
+    char err[256];
+    cr_assert_eq(mg_tx_summaries_create(&s, 16384, err, sizeof err), 0, "%s", err);
+    struct mg_tx_summary out;
+    cr_assert_not(mg_tx_summary_read(&s, 5, &out), "never written");
+    mg_tx_summary_write(&s, 5, 77, 3, 2, 80);
+    cr_assert(mg_tx_summary_read(&s, 5, &out));
+    cr_assert_eq(out.best_obs_id, 77);
+    cr_assert_eq(out.observation_count, 3);
+    cr_assert_not(mg_tx_summary_read(&s, 5 + 16384, &out), "another id in the same slot");
+    /* A writer that died mid-record leaves the number odd. */
+    atomic_fetch_add(&s.records[5].seq, 1);
+    cr_assert_not(mg_tx_summary_read(&s, 5, &out));
+    mg_tx_summary_write(&s, 5, 78, 4, 2, 81);
+    cr_assert(mg_tx_summary_read(&s, 5, &out));
+    cr_assert_eq(out.best_obs_id, 78);
+    mg_tx_summaries_destroy(&s);
+}
+
+Test(summaries, lease_of_a_dead_holder_is_taken_over)
+{
+    struct mg_tx_summaries s;
+    char err[256];
+    cr_assert_eq(mg_tx_summaries_create(&s, 16384, err, sizeof err), 0, "%s", err);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(mg_tx_summary_lease_take(&s, getpid(), 1) ? 0 : 1);
+    int status;
+    waitpid(child, &status, 0);
+    cr_assert_eq(WEXITSTATUS(status), 0);
+    cr_assert_eq(atomic_load(&s.header->lease_pid), child, "the child held it and died");
+    cr_assert(mg_tx_summary_lease_take(&s, getpid(), 2), "a dead holder's lease is free");
+    cr_assert_not(mg_tx_summary_lease_take(&s, getpid(), 3), "not re-entrant");
+    mg_tx_summary_lease_release(&s, getpid());
+    cr_assert_eq(atomic_load(&s.header->lease_pid), 0);
+    mg_tx_summaries_destroy(&s);
+}

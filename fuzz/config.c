@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the configuration loader (server/config.c), which reads MESHGATE_* values
  * through a getter. Each line of the input is one variable: its first byte picks the row of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the HTTP request-head parser (workers/http.c), fed as bytes arrive. The first
  * two bytes choose the limits; the rest is the head. Checks: every string the parser returns

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the JSON writer (workers/json.c). The input is a program: each byte picks
  * the next call (open or close a container, a key, a string of the bytes that follow, an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * json_check: a strict JSON checker for the fuzz targets, so a target can fail when a writer
  * emits something a client's parser would refuse: one value, RFC 8259 grammar, no control

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: address and proxy parsing (server/netaddr.c). The input is three parts
  * separated by newlines: a trusted-proxies list (MESHGATE_TRUSTED_PROXIES), the peer's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: query parameters (workers/params.c) as every endpoint reads them. The input
  * is a raw query string; it is split and decoded as the dispatcher does, then read with each

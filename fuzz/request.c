@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the whole request path in-process: the input is the bytes a client sends; the
  * head is parsed as the worker parses it and, when complete, dispatched (routing, parameters,

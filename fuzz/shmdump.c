@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the dump tool's reader (tools/shmdump.c) on a damaged copy of a segment. At
  * start a small real segment is laid out (the server's own code, a 4 KiB cache) and kept as

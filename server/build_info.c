@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "build_info.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * build_info: what this binary was built from. The build system passes MESHGATE_COMMIT (12
  * hex digits of `git rev-parse`, or "unknown" outside git) and MESHGATE_BUILD_TIME to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * config: meshgate is configured only from MESHGATE_* variables: the process environment,
  * and the file MESHGATE_ENV_FILE names (envfile.h), the one systemd's EnvironmentFile= reads.

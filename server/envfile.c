@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "envfile.h"
 
 #include <errno.h>

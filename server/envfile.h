@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * envfile: the KEY=value file named by MESHGATE_ENV_FILE, read with the syntax of systemd's
  * EnvironmentFile= (systemd.exec(5)), so that the unit and meshgate read one file alike:

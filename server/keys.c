@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "keys.h"
 
 #include <ctype.h>

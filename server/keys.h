@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * keys: the API keys of signed-in clients, from the file MESHGATE_API_KEYS_FILE: one key a
  * line, either "KEY" or "LABEL KEY" (blanks between; blank lines and lines starting with '#'

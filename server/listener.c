@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "listener.h"
 
 #include "log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * listener: the listening socket, made by the master before it forks (every worker accepts
  * on the same socket), or handed over by systemd socket activation (LISTEN_FDS).

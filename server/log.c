@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "log.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * log: one line per message on stderr, written with a single write(2) so lines from the
  * master and every worker never interleave (lines are kept under MG_LOG_LINE_MAX bytes, at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * meshgate: a prefork HTTP server for CoreScope's read API. This file only gathers the
  * start-up: configuration, the database check, the listening socket; then the master runs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "master.h"
 
 #include "client_limit.h"

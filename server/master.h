@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * master: the process systemd starts. It owns the listening socket and the segment, forks
  * the workers, reaps them, gives back what a dead worker held, respawns it (with a backoff

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "netaddr.h"
 
 #include <arpa/inet.h>

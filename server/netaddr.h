@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * netaddr: network addresses. Parsing numeric addresses and lists of networks
  * (MESHGATE_TRUSTED_PROXIES), deciding which address a request comes from when it reaches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "notify.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * notify: the sd_notify protocol (a datagram to $NOTIFY_SOCKET), spoken only by the master:
  * systemd accepts readiness from the main pid alone (Type=notify). Written here rather than

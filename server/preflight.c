@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "preflight.h"
 
 #include "db.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * preflight: what the configuration names, checked before anything is created. A start runs
  * these steps before it binds the socket and creates the segment; `meshgate --check` (-t)

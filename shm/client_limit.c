@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "client_limit.h"
 
 #include "clock.h"

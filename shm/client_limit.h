@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * client_limit: a per-client request rate limit for the whole process group, kept in the
  * shared segment so a client gets one allowance however the kernel spreads its connections

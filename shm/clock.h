@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * clock: every deadline and duration in meshgate is on CLOCK_MONOTONIC, in nanoseconds.
  * Wall-clock time (CLOCK_REALTIME) is only for what people read: timestamps in logs,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "conn_limit.h"
 
 #include <stdlib.h> /* arc4random_buf: libbsd's overlay */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * conn_limit: at most MESHGATE_MAX_CONNS_PER_CLIENT open connections per client address in
  * the whole process group, counted in the shared segment so a client gets one allowance

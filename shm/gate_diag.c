@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "gate_diag.h"
 
 #include "clock.h"

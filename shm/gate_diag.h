@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * gate_diag: the diagnostic gate. /api/perf?mem=1 walks every stored row; this gate lets one
  * walk run at a time in the whole process group, and none for a cooldown after the last one

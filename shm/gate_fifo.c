@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "gate_fifo.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * gate_fifo: a counting gate for the whole process group, with a line. At most `cap`
  * permits are held at once (0: no limit, for A/B measurements); a request that finds them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "lock.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * lock: a short mutual-exclusion lock in shared memory that knows its owner, as nginx's
  * ngx_shmtx does: the lock word holds the owner's pid, not 1. That is what makes a crash

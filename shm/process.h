@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * process: what /proc says about another process, for the code that must decide whether a
  * pid found in shared memory can still act: the holder of a lock, the master named by a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "rates.h"
 
 #include "gate_diag.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * rates: request and refusal rates of the whole group over the last minute. The master
  * samples the totals into a ring in the segment header once a second; any reader (the

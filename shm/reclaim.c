@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "reclaim.h"
 
 #include "client_limit.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * reclaim: what the master gives back for a worker it has reaped (invariant 2). Every part
  * of the segment that a worker can hold (a refresh lease today; the gates' permits and

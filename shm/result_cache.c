@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "result_cache.h"
 
 #include "buf.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * result_cache: rendered bodies shared by the whole process group (the reach reports), with
  * the in-flight table that makes identical cold requests share one build.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "scoreboard.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * scoreboard: one slot per worker, as Apache keeps it. A slot is written by its worker while
  * it runs (state, current request, counts, heartbeat) and by the master when it spawns the

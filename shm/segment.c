@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "segment.h"
 #include "version.h"
 

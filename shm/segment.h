@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * segment: the one POSIX shared-memory segment of a meshgate instance.
  *

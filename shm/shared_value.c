@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "shared_value.h"
 
 #include "segment.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * shared_value: a small value that the whole process group computes at most once per
  * interval (the database's row counts for /api/healthz, the /api/stats body).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "stats.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * stats: group-wide counters, per-route latency histograms and the ring of slow requests,
  * all in the shared segment and all updated with atomic adds by every worker, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "tx_summary.h"
 
 #include <errno.h>

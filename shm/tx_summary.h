@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * tx_summary: per-transmission summaries that the whole process group shares, so that a page
  * of /api/packets does not read every observation of every transmission on it.

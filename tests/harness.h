@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * harness: what end-to-end tests share. It starts the real meshgate binary of this build
  * on a free loopback port with its own segment name, talks HTTP to it over real sockets,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "inproc.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * inproc: calling endpoints in-process, without sockets: a private segment, a read-only
  * connection to a test database, and the same dispatch the worker uses. For endpoint tests

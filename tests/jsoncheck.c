@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * jsoncheck: a strict JSON reader for tests (RFC 8259, with UTF-8 checked), shared by the
  * suites that read JSON answers or files. See jsoncheck.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * jsoncheck: a strict JSON reader for tests (RFC 8259, with UTF-8 checked). It validates
  * without building a tree, then reads values in place by dotted paths. Used by the real-data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Logs: the journal's priority prefix or a timestamp on every line, and the access log in each
  * of its formats (meshgate's, Apache's combined, JSON): formatted from a struct (every escape,

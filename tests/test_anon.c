@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The anonymous line, the per-client rate limit and the gates together (issue 6), against
  * the real binary with real worker processes.

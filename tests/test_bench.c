@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * meshgate-bench (tools/bench.c): exact percentiles, strict parsing of what it is told, a
  * refusal of any target but this machine's loopback, honest counts against the real server

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The benchmark scripts of docs/benchmarks.md, each run once in its smoke mode
  * (BENCH_SMOKE=1: tiny windows on a small generated database), so they cannot rot again: each

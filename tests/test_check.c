@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * `meshgate --check` (-t) with the real binary: the exit codes and messages of a start (78,
  * 66, 65), the effective configuration printed, and nothing created or touched: no segment,

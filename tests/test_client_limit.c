@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The per-client rate table (GCRA) as a module: times are injected, so no test sleeps;
  * real processes share it through MAP_SHARED memory, as workers share the segment.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Tests for server/config.c. Every test reads its variables from a small fake environment
  * through mg_config_load's lookup function, never from the process environment, so tests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The per-client connection cap (MESHGATE_MAX_CONNS_PER_CLIENT): the table as a module, in
  * MAP_SHARED memory as workers share the segment; then the real server under a flood of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Cost classes are honest (issue 13): every request that the router classes light is run on
  * a generated database, and what it costs is counted in what SQLite does, not in time, so

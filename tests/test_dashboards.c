@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The operator's files in etc/grafana and etc/prometheus: the dashboard is strict JSON with a
  * query in every panel, every meshgate_* name the dashboard, the alert rules, their unit tests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The worker's database connection can read and nothing else (invariant 9), whatever the
  * SQL says: read-only open, query_only, and an authorizer that denies every write.

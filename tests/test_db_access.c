@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * A database meshgate may only read. In a deployment meshgate runs as its own user with read
  * access to CoreScope's file, which CoreScope's ingestor writes in WAL mode. SQLite then needs

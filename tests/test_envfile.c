@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Tests for server/envfile.c: the syntax of systemd's EnvironmentFile=, as a table of files
  * and what they give, and the lines meshgate refuses (with the line named).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Tests for tools/fixture.c: the generated database has CoreScope's schema and the shape of
  * real data, the same options give the same rows, and freshening moves a copy's newest times

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * End-to-end compatibility with real data. CoreScope's own end-to-end database (see
  * ../shared/data/README.md) is freshened into a private copy, the real meshgate binary serves

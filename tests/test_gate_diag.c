@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The diagnostic gate as a module: time is a parameter, so every boundary is exact and
  * nothing sleeps. The whole-server behaviour (real workers, kill -9) is in test_perf_mem.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The cold-scan gate (a FIFO gate) and the shared result cache as modules, with real
  * processes sharing them through MAP_SHARED memory, as workers share the segment.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * gzip end to end, against the real binary: large JSON bodies are compressed for clients
  * that accept gzip, the compressed bytes inflate to exactly the plain body, and nothing is

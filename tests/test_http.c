@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Tests for workers/http.c, table-driven in the manner of picohttpparser's tests. Every head
  * is parsed from a heap copy of exactly its length, so AddressSanitizer reports any read past

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "json.h"
 
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * API keys: the file and its rules, the constant-time match, and signed-in requests against
  * the real binary (a key that is not valid gets 401, never anonymous).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * A live writer: the real meshgate binary serves a generated database in WAL mode while a
  * forked process writes to it the way CoreScope's ingestor does (its own read-write

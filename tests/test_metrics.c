@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /metrics: the Prometheus text format 0.0.4, checked by a strict parser of its own
  * (promtool is not assumed), and figures that move with the whole group's traffic.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Tests for server/netaddr.c: numeric addresses, lists of trusted networks, which address a
  * request comes from behind proxies (X-Forwarded-For believed only from a trusted peer, walked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * What an operator meets on the first day, outside the server's behaviour: the man pages
  * name every route of the route table and describe every gate the segment holds (the gates
@@ -157,4 +158,28 @@ Test(operator, fixture_shows_progress_on_a_terminal_and_stays_quiet_otherwise)
     cr_expect(strstr(out, "observations written, building indexes"), "%s", out);
     cr_expect(strstr(out, "meshgate-fixture: wrote "), "%s", out);
     mg_test_rmdir(dir);
+}
+
+/* The licence is ISC (LICENSE), and every source file says so in an SPDX line at its top. */
+static int unlicensed_files(const char *dir, char *list, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && for f in $(find server shm workers tools tests fuzz -path fuzz/corpus "
+             "-prune -o \\( -name '*.[ch]' -o -name '*.sh' \\) -print) GNUmakefile; do "
+             "head -3 \"$f\" | grep -q 'SPDX-License-Identifier: ISC' || echo \"$f\"; done",
+             dir);
+    return mg_test_shell(cmd, list, cap);
+}
+
+Test(operator, every_source_file_names_the_isc_licence)
+{
+    char *licence = mg_test_read_file(MESHGATE_SOURCE_DIR "/LICENSE");
+    cr_assert(licence, "no LICENSE file");
+    cr_expect(strncmp(licence, "ISC License", 11) == 0, "LICENSE is not the ISC licence");
+    free(licence);
+    char missing[4096];
+    cr_assert_eq(unlicensed_files(MESHGATE_SOURCE_DIR, missing, sizeof missing), 0);
+    cr_expect_str_empty(missing, "files without an SPDX-License-Identifier: ISC line:\n%s",
+                        missing);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/packets: small hand-built databases with known answers, called in-process through
  * the real parser and dispatch; the query plans of the statements the handler runs; and,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/perf: every figure comes from the shared segment, so it describes the whole
  * process group; sections in their fixed order, maps with sorted keys.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * /api/perf?mem=1 and its diagnostic gate, with real worker processes: one walk at a time
  * for the whole group, refusals before any database work, the cooldown from completion,

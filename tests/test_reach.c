@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * reach: each rule of the contract's reach report (section 3) pinned on small hand-built
  * databases with known answers, then CoreScope's own end-to-end database (when

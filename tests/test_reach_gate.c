@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Reach reports through the cold-scan gate and the shared cache, with real worker
  * processes. Builds are made slow, deterministically, by holding the database with an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Small refusals that must be exact (issue 13, point 9), against the real server: an empty
  * Bearer token is a bad credential, an encoded slash is not a path separator, and the 501

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * SIGHUP reads MESHGATE_ENV_FILE again, with the real binary: a live setting takes effect
  * (in the segment's gates at once, in the workers as they are replaced), a restart-only one

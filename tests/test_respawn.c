@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Respawn policy (docs/architecture.md, "Respawn"): workers killed over and over must leave
  * the service up most of the time, the log must say what killed a worker and on which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Tests for the shared segment (shm/segment.c) and what lives in it: counters, route
  * histograms and the slow ring (stats.c), the scoreboard (scoreboard.c), shared values

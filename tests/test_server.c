@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * End-to-end tests of the prefork core: the real binary on a free loopback port, real
  * sockets, real signals. Each test starts its own server and stops it by pid.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Every endpoint on every shape of database a user has: the generator's default (CoreScope's
  * migrated schema, the shape of every live database), its pre-migration shape, CoreScope's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The segment's name at start-up and under a running server (docs/architecture.md, "The
  * segment's name"): what else may sit at the name (a FIFO, a link, an empty file, a crafted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The dump tool (invariant 7): it reads a segment without changing it, renders what is in
  * it, and refuses, without crashing, what it does not understand.

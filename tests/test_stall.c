@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Frozen workers (docs/architecture.md, "Frozen workers"): the real binary, real processes,
  * real SIGSTOP. A worker is stopped inside each shared lock in turn (MESHGATE_TEST_HOOKS and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * How the real binary starts and refuses to start: bad configuration (exit 78, the message
  * names the variable, its value and what is accepted), a missing or foreign database, a

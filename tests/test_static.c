@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Static files from MESHGATE_PUBLIC_DIR: served for paths outside /api/, never from
  * anywhere else (no "..", no encoded slash, no symbolic link, only regular files).

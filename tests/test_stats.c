@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/stats: CoreScope's figures in CoreScope's order, and one computation per
  * interval for the whole process group (a worker in another process serves the body the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /server-status: the live page for people, checked as HTML and in a real headless
  * Chromium (from Debian's packages; make check installs it): it loads, shows the live

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * Per-transmission summaries (shm/tx_summary.h): the pages of /api/packets answered from
  * them are byte-identical to the same pages read directly, over generated databases of

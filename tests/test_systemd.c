@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * The operations side: the systemd units verify, the man page documents every variable of
  * the configuration table with its default and range, the real binary speaks systemd's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: ISC
 # The anonymous-line proof (issue 6), A/B: starts build/meshgate on DB (loopback only) with a
 # key file, and for each configuration runs
 #   1. idle: a signed-in client fetches /api/nodes and a heavy page (/api/packets), each every

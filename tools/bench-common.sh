@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: ISC
 # What the benchmark scripts share; sourced by tools/bench-*.sh, not run.
 #
 # Environment every script takes:

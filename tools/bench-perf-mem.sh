@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: ISC
 # The diagnostic-gate proof (issue 5), A/B: starts build/meshgate on DB (loopback only) once
 # with MESHGATE_PERF_MEM_GATE=0 (no gate) and once with the defaults; each time a client
 # polls /api/perf?mem=1 in a tight loop from 8 connections for SECONDS while /api/nodes is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: ISC
 # The cold-scan proof (issue 4), A/B: starts build/meshgate on DB (loopback only) once with
 # MESHGATE_REACH_COLD_MAX=0 (no gate) and once with the defaults, and for each runs:
 #   1. idle probes: /api/nodes and /api/packets back to back, 5 s;

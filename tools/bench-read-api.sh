@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: ISC
 # Read-API benchmark: starts build/meshgate on DB (loopback only) and runs a closed loop of
 # CONNECTIONS kept-alive connections (meshgate-bench closed:C, each sending its next request
 # when the answer is in, as wrk does) against each path (default /api/nodes?limit=50,

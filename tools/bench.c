@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * bench: streams of HTTP GET requests at one local meshgate, and an honest account of them
  * (see bench.h for the rules that make the numbers trustworthy).

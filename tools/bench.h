@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * bench: the library half of meshgate-bench, the load generator whose numbers go into
  * docs/benchmarks.md. It sends HTTP GET requests in one or more streams at one meshgate and

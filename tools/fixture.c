@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * fixture: the generator of CoreScope databases, and the freshener of copies.
  *

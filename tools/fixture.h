@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * fixture: writes CoreScope-shaped SQLite databases of any size, and "freshens" copies of
  * existing ones so that their time-windowed answers are not empty.

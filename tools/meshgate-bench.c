@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * meshgate-bench: the load generator behind docs/benchmarks.md. It runs streams of GET
  * requests at one meshgate on this machine for a bounded time and prints, per stream, what was

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * meshgate-fixture: writes a CoreScope database of any size for tests and benchmarks, or a
  * freshened copy of an existing one (timestamps shifted so the newest are now).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * meshgate-shm: shows a running meshgate's shared segment (counters, routes, slow requests,
  * shared values, the scoreboard) without touching the server: it copies the segment and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * shmdump: take a private copy of a meshgate segment and render it as text or JSON.
  *

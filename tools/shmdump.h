@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * shmdump: the library half of meshgate-shm, the tool that shows a running meshgate's shared
  * segment from outside (invariant 7).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "access_log.h"
 
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * access_log: one line per answered request, in the format MESHGATE_ACCESS_LOG names. The
  * worker fills a struct mg_access_entry after the response is serialized; this file only

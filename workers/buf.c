@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "buf.h"
 
 #include <stdio.h>

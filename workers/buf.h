@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * buf: a growable byte buffer, the one place response bodies and JSON are written into.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "db.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * db: the read-only SQLite connection of a worker, and the check of a database file that
  * the master makes once before forking.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "db_counts.h"
 
 #include "group_value.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * db_counts: the database's row counts, computed at most once per MG_DB_COUNTS_INTERVAL_NS
  * for the whole process group (a group value, MG_VALUE_DB_COUNTS). /api/healthz reports

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "dispatch.h"
 
 #include "client_limit.h"

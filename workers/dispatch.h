@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * dispatch: from a parsed request head to a filled response: method and body checks,
  * percent-decoding, query parsing, routing, and the handler. The worker calls it for each

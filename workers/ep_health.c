@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/healthz: 200 when the server can answer, with CoreScope's fields (the front end
  * polls from_pubkey_backfill) and meshgate's own summary; 503 with Retry-After while it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /metrics: the whole process group's figures in the Prometheus text exposition format
  * 0.0.4, read from the shared segment without locks (as /api/perf reads them), so any worker

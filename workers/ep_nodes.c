@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/nodes: the node list, filtered, sorted and paged, with the filtered total and
  * the count of every node by role; see ep_nodes.h for the statements.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * ep_nodes: GET /api/nodes (the handler, mg_handle_nodes, is declared in router.h).
  *

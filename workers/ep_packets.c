@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/packets: one row per transmission (with a hash and a first_seen), a page at a
  * time, with the fields of its best observation; ep_packets.h describes the statements.

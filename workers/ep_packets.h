@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * ep_packets: GET /api/packets (the handler, mg_handle_packets, is declared in router.h).
  *

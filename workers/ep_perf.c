@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/perf: how the whole process group has been doing, read from the shared segment
  * (never from one worker's memory): request totals, per-route latency from the shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/nodes/{pubkey}/reach?days=N: the reach report, built at most `cap` at a time for
  * the whole process group (the cold-scan gate), shared by every worker through the result

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /api/stats: CoreScope's summary of the database (totals, recent traffic, active nodes
  * by role) plus what this build is.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * GET /server-status: the live state of the whole group at a glance, for a person, in the
  * manner of Apache's mod_status: the scoreboard (one character per worker, then a table),

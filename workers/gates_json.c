@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "gates_json.h"
 
 #include "client_limit.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * gates_json: each gate's state as JSON, the same in /api/perf (in full) and /api/healthz
  * (saturation only), read from the segment without taking any gate's lock.

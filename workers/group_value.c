@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "group_value.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * group_value: a value computed at most once per interval for the whole process group
  * (on top of shm/shared_value). The worker that finds the value stale and takes the lease

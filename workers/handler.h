@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * handler: what an endpoint sees. A handler gets the worker's environment (configuration,
  * segment, database), the request (decoded path, query, headers) and fills a response

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * http: the request-head parser declared in http.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * http: an HTTP/1.1 request-head parser in the manner of picohttpparser. It never allocates:
  * every string it returns points into the caller's buffer. It is called again with more

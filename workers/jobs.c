@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "jobs.h"
 
 #include "log.h"

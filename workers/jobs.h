@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * jobs: a worker's helper thread for heavy work (a cold reach report). A worker has two:
  * one for signed-in clients, and one at a lower CPU priority for anonymous heavy requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * json: the JSON writer. Output is byte-for-byte what Go's encoding/json (Go 1.22 and later,
  * the toolchain CoreScope builds with) writes for the same values, with two deliberate

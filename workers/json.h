@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * json: the one JSON writer every endpoint uses. It writes into a struct mg_buf and keeps
  * track of commas itself, so callers only say what comes next.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "params.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * params: reading query parameters the same way on every endpoint. An absent parameter
  * takes its default; a well-formed value out of range is clamped (as CoreScope does); a

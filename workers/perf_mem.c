@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "perf_mem.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * perf_mem: the walk behind /api/perf?mem=1. One read transaction over every transmission
  * and every observation, estimating what CoreScope's in-memory packet store would hold. It

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * reach: the reach report of one node (contract, section 3).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * reach: the body of GET /api/nodes/{pubkey}/reach (contract, section 3): who hears a node
  * and whom it is heard by, from the relay traffic of the last N days.

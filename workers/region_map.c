@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "region_map.h"
 
 #include "log.h"

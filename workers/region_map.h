@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * region_map: which regions each node was heard in, as CoreScope defines it for
  * /api/nodes?region=: a node is in a region when an ADVERT (payload_type 4) whose

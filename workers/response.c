@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "handler.h"
 
 #include "clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "router.h"
 
 #include <string.h>

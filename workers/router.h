@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * router: the one table of routes. Each row declares the route's template (the name it is
  * counted under in /api/perf and the segment), its cost class, and its handler. Templates

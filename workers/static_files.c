@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "static_files.h"
 
 #include "log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * static_files: the front end's files from MESHGATE_PUBLIC_DIR, for GET and HEAD of paths
  * outside /api/ that no route matched (off while the variable is empty).

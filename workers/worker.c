@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 #include "worker.h"
 
 #include "access_log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: ISC */
 /*
  * worker: one request-serving process. It accepts from the listening socket it shares with
  * the other workers, and serves many connections at once from one epoll loop:

@@ -29,6 +29,17 @@ struct mg_slot *mg_slot_get(struct mg_segment *seg, unsigned index)
 
 void mg_slot_prepare(struct mg_slot *slot)
 {
+    /* A worker killed between the two stores of a write left the sequence odd: the next one
+     * would publish its copies with the parity reversed, torn ones as whole. Nobody writes
+     * the slot now (its worker is reaped, the next not forked), so make it even and clear
+     * what the half-done write may have left. */
+    uint32_t seq = atomic_load(&slot->seq);
+    if (seq & 1) {
+        memset(slot->method, 0, sizeof slot->method);
+        memset(slot->path, 0, sizeof slot->path);
+        memset(slot->client, 0, sizeof slot->client);
+        atomic_store(&slot->seq, seq + 1);
+    }
     atomic_store(&slot->pid, 0);
     atomic_store(&slot->state, MG_SLOT_STARTING);
     atomic_fetch_add(&slot->spawns, 1);

@@ -1325,3 +1325,40 @@ Test(reclaim, reclaim_for_another_pid_leaves_a_write_in_progress_alone)
     cr_assert_eq(atomic_load(&v->lease_pid), writing);
     mg_segment_detach(&seg);
 }
+
+/*
+ * A worker killed between the two stores of a scoreboard write (here: a forked process that
+ * makes the first store, the sequence going odd, and is killed with SIGKILL before the
+ * second) must not leave the next incarnation of its slot publishing copies with the parity
+ * reversed: prepare makes the sequence even again.
+ */
+Test(scoreboard, a_worker_killed_between_the_two_stores_leaves_the_next_one_whole_copies)
+{
+    struct mg_segment seg;
+    create_segment(&seg, new_name());
+    struct mg_slot *slot = mg_slot_get(&seg, 1);
+    mg_slot_begin_request(slot, "GET", "/before", 1);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        uint32_t seq = atomic_load(&slot->seq);
+        atomic_store(&slot->seq, seq + 1); /* the first store: a write has begun */
+        memset(slot->path, 'T', 4);        /* half of it */
+        raise(SIGKILL);                    /* and the second store never comes */
+        _exit(0);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    cr_assert_eq(atomic_load(&slot->seq) % 2, 1, "the killed write should have left it odd");
+
+    mg_slot_mark_dead(slot, status);
+    mg_slot_prepare(slot);
+    cr_assert_eq(atomic_load(&slot->seq) % 2, 0, "prepare left the sequence odd");
+    mg_slot_begin_request(slot, "GET", "/after", 2);
+    cr_assert_eq(atomic_load(&slot->seq) % 2, 0, "a whole write left the sequence odd");
+    struct mg_slot copy;
+    mg_slot_snapshot(slot, &copy);
+    cr_assert_str_eq(copy.path, "/after");
+    mg_segment_detach(&seg);
+}

@@ -244,6 +244,17 @@ static void tour(void)
     get("/api/nodes/" /* a key in no table */
         "0000000000000000000000000000000000000000000000000000000000000000/reach",
         404);
+    /* Node detail and search (scope_name in recentAdverts only with its column). */
+    snprintf(target, sizeof target, "/api/nodes/%s", repeater);
+    body = get(target, 200);
+    cr_expect_eq(
+        strstr(body, "\"scope_name\":") != NULL,
+        file_has_column("transmissions", "scope_name") &&
+            count_of("SELECT count(*) FROM transmissions WHERE from_pubkey = %Q", repeater) > 0,
+        "%s: %.300s", target, body);
+    snprintf(target, sizeof target, "/api/nodes/%.8s", repeater);
+    get(target, 200);
+    get("/api/nodes/search?q=a", 200);
     get("/metrics", 200);
     get("/server-status", 200);
 }

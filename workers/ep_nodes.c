@@ -236,6 +236,22 @@ static void write_conditions(struct mg_buf *out, unsigned filters)
     }
 }
 
+void mg_nodes_select_columns(const struct mg_db_schema *schema, struct mg_buf *out)
+{
+    bool first = true;
+    for (size_t k = 0; k < NODE_KEYS; k++) {
+        const struct node_key *key = &node_keys[k];
+        if (!key->expr || !key_present(key, schema))
+            continue;
+        const char *expr = key->expr;
+        if (key->source == FROM_FLAG && !schema->nodes_foreign_advert)
+            expr = "0"; /* no column: no node is foreign */
+        mg_buf_puts(out, first ? "" : ", ");
+        mg_buf_puts(out, expr);
+        first = false;
+    }
+}
+
 void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query *q,
                   enum mg_nodes_statement which, struct mg_buf *out)
 {
@@ -276,18 +292,7 @@ void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query
         mg_buf_puts(out, ") ");
     }
     mg_buf_puts(out, "SELECT ");
-    bool first = true;
-    for (size_t k = 0; k < NODE_KEYS; k++) {
-        const struct node_key *key = &node_keys[k];
-        if (!key->expr || !key_present(key, schema))
-            continue;
-        const char *expr = key->expr;
-        if (key->source == FROM_FLAG && !schema->nodes_foreign_advert)
-            expr = "0"; /* no column: no node is foreign */
-        mg_buf_puts(out, first ? "" : ", ");
-        mg_buf_puts(out, expr);
-        first = false;
-    }
+    mg_nodes_select_columns(schema, out);
     if (total_in_page(filters)) {
         mg_buf_puts(out, ", (SELECT count(*) FROM matched) FROM (SELECT r, k1, k2 FROM matched");
     } else {
@@ -443,14 +448,37 @@ static int run_once(sqlite3 *conn, sqlite3_stmt **st, const char *sql)
 
 /* --- the handler ------------------------------------------------------------------------ */
 
-static void write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema)
+/* Writes the extra fields whose keys sort before key (all of them when key is NULL). */
+static void write_extras_before(struct mg_json *j, const struct mg_node_field **extra,
+                                const char *key)
 {
-    mg_json_object_begin(j); /* keys in bytewise order (node_keys) */
+    for (; (*extra)->key && (!key || strcmp((*extra)->key, key) < 0); (*extra)++) {
+        mg_json_key(j, (*extra)->key);
+        mg_json_raw(j, (*extra)->json, strlen((*extra)->json));
+    }
+}
+
+void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema,
+                         const struct mg_node_field *extra)
+{
+    static const struct mg_node_field none = {NULL, NULL};
+    if (!extra)
+        extra = &none;
+    mg_json_object_begin(j); /* keys in bytewise order (node_keys, extras merged in) */
     int col = 0;
     for (size_t k = 0; k < NODE_KEYS; k++) {
         const struct node_key *key = &node_keys[k];
         if (!key_present(key, schema))
             continue;
+        write_extras_before(j, &extra, key->key);
+        if (extra->key && strcmp(extra->key, key->key) == 0) { /* the extra replaces it */
+            mg_json_key(j, extra->key);
+            mg_json_raw(j, extra->json, strlen(extra->json));
+            extra++;
+            if (key->expr)
+                col++;
+            continue;
+        }
         mg_json_key(j, key->key);
         switch (key->source) {
         case FROM_COLUMN:
@@ -467,6 +495,7 @@ static void write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_s
             break;
         }
     }
+    write_extras_before(j, &extra, NULL);
     mg_json_object_end(j);
 }
 
@@ -540,7 +569,7 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
     while ((rc = sqlite3_step(page)) == SQLITE_ROW) {
         if (rows++ == 0 && total_in_page)
             total = sqlite3_column_int64(page, sqlite3_column_count(page) - 1);
-        write_node(&j, page, schema);
+        mg_nodes_write_node(&j, page, schema, NULL);
     }
     mg_json_array_end(&j);
     if (rc != SQLITE_DONE)

@@ -62,6 +62,12 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
 void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+/* The detail is heavy for a node with many transmissions in its 7-day window (ep_node_detail.c). */
+bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 /* The /api/stats body is rendered at most once per this for the whole group. */
 #define MG_STATS_INTERVAL_NS (10 * 1000000000LL)

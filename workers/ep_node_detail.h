@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * ep_node_detail: GET /api/nodes/search and GET /api/nodes/{pubkey} (the handlers are
+ * declared in router.h), and what the detail derives from a node's own ADVERTs, exposed
+ * so that tests can check it on its own.
+ */
+#ifndef MESHGATE_EP_NODE_DETAIL_H
+#define MESHGATE_EP_NODE_DETAIL_H
+
+#include "db.h"
+#include "ep_nodes.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most flood ADVERTs flood_advert_count_7d reads (CoreScope's cap: a node past it
+ * is a spammer whatever the count says). */
+#define MG_NODE_FLOOD_ADVERT_ROWS 50000
+
+/* A node that sent more transmissions than this (ever) makes its detail heavy. */
+#define MG_NODE_DETAIL_LIGHT_ROWS 8
+
+/* The hash size an ADVERT's raw bytes announce (1..4), from its path byte; 0 when the
+ * packet is too short, not hex, or a direct zero-hop ADVERT (whose path byte says nothing). */
+int mg_advert_hash_size(const char *raw_hex);
+
+struct mg_node_hash_sizes {
+    bool known;         /* some ADVERT of the window announced a size */
+    int size;           /* the newest one's */
+    bool inconsistent;  /* flip-flopping between sizes and not settled */
+    unsigned seen_mask; /* bit s set: size s was seen */
+};
+
+/* From sizes in time order, oldest first. */
+void mg_node_hash_sizes_of(struct mg_node_hash_sizes *hs, const int *sizes_by_time, size_t n);
+
+/* From the node's ADVERTs of the 7 days before now_s; an SQLite code. */
+int mg_node_hash_sizes(struct mg_db *db, const char *pubkey, int64_t now_s,
+                       struct mg_node_hash_sizes *out);
+
+/* Distinct flood ADVERTs of the node first seen in the 7 days before now_ns; an SQLite code. */
+int mg_node_flood_adverts(struct mg_db *db, const char *pubkey, int64_t now_ns, int64_t *count);
+
+#endif

@@ -7,11 +7,13 @@
  * against the data (../shared/data/README.md; CoreScope's own server gave the same on the
  * same copy). Without the fixture every test skips and says why.
  */
+#include "clock.h"
 #include "ep_node_detail.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
 #include "jsoncheck.h"
+#include "node_hash_sizes.h"
 
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -397,4 +399,59 @@ Test(api_nodes_units, detail_of_a_node_that_sent_much_is_heavy_and_still_right)
     long long got = json_int_at(json_get(b, "node"), "flood_advert_count_7d");
     cr_expect(got >= lo && got <= lo + 1, "flood adverts %lld, the week has %lld", got, lo);
     free(busy);
+}
+
+/* ---- the list's hash sizes ---------------------------------------------------------------- */
+
+FIXTURE_TEST(list_hash_sizes_come_from_the_weeks_adverts_as_in_the_detail)
+{
+    start();
+    const char *b = get("/api/nodes?limit=2000", 200);
+    /* Nodes named by an ADVERT of the week that says something of its size (not a direct
+     * zero-hop one: path byte & 0x3f = 0 with route 2 or 3). */
+    char cut[32];
+    mg_node_hash_sizes_cutoff((int64_t)time(NULL), cut, sizeof cut);
+    long long want =
+        db_int("WITH a AS (SELECT decoded_json ->> '$.pubKey' AS k,"
+               " (instr('0123456789ABCDEF', upper(substr(raw_hex, 2, 1))) - 1) %% 4 AS rt, raw_hex"
+               " FROM transmissions WHERE payload_type = 4 AND first_seen >= %Q)"
+               " SELECT count(DISTINCT k) FROM a WHERE k IN (SELECT public_key FROM nodes) AND NOT"
+               " (rt IN (2, 3) AND upper(substr(raw_hex, CASE rt WHEN 3 THEN 11 ELSE 3 END, 2))"
+               " IN ('00', '40', '80', 'C0'))",
+               cut);
+    cr_expect_gt(want, 0);
+    char *list = strdup(b); /* get() reuses the response buffer */
+    int with_size = 0;
+    for (const char *n = json_first(json_get(list, "nodes")); n; n = json_next(n)) {
+        if (json_is_at(n, "hash_size", "null"))
+            continue;
+        with_size++;
+        /* The same as the node's own detail says. */
+        char *pk = json_str_at(n, "public_key"), target[128];
+        char *status = json_str_at(n, "multi_byte_status");
+        snprintf(target, sizeof target, "/api/nodes/%s", pk);
+        const char *d = json_get(get(target, 200), "node");
+        cr_expect_eq(json_int_at(d, "hash_size"), json_int_at(n, "hash_size"), "%s", pk);
+        char *detail_status = json_str_at(d, "multi_byte_status");
+        cr_expect((status == NULL) == (detail_status == NULL), "%s: multi-byte", pk);
+        free(status);
+        free(detail_status);
+        free(pk);
+    }
+    cr_expect_eq(with_size, want, "nodes with a hash size");
+    free(list);
+}
+
+FIXTURE_TEST(list_is_heavy_only_while_the_hash_size_table_is_stale)
+{
+    start();
+    mg_node_hash_sizes_forget();
+    get("/api/nodes", 200);
+    cr_expect(!fx.t.light, "the request that builds the table is heavy");
+    get("/api/nodes?limit=2000", 200);
+    cr_expect(fx.t.light, "a fresh table: light");
+    cr_expect(mg_node_hash_sizes_fresh(fx.t.db.conn, mg_monotonic_ns()));
+    cr_expect(
+        !mg_node_hash_sizes_fresh(fx.t.db.conn, mg_monotonic_ns() + MG_NODE_HASH_SIZES_INTERVAL_NS),
+        "stale after its interval");
 }

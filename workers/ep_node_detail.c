@@ -46,17 +46,15 @@
 
 /* --- time ------------------------------------------------------------------------------- */
 
-/* RFC 3339 text to Unix milliseconds (CoreScope parses to the nanosecond; its times carry
- * milliseconds at most). */
-static bool parse_ms(const char *text, int64_t *ms)
+/* CoreScope parses to the nanosecond; its times carry milliseconds at most. */
+bool mg_node_parse_time_ms(const char *text, int64_t *ms)
 {
     return text && mg_fixture_parse_rfc3339_ms(text, strlen(text), ms);
 }
 
-/* "YYYY-MM-DDTHH:MM:SS.000Z" of a Unix time (cap >= 25). */
-static void format_ms(int64_t t_s, char *out, size_t cap)
+void mg_node_hash_sizes_cutoff(int64_t now_s, char *out, size_t cap)
 {
-    time_t t = (time_t)t_s;
+    time_t t = (time_t)(now_s - HASH_SIZE_WINDOW_S);
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(out, cap, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
@@ -156,7 +154,7 @@ int mg_node_hash_sizes(struct mg_db *db, const char *pubkey, int64_t now_s,
     if (!st)
         return SQLITE_ERROR;
     char cutoff[32];
-    format_ms(now_s - HASH_SIZE_WINDOW_S, cutoff, sizeof cutoff);
+    mg_node_hash_sizes_cutoff(now_s, cutoff, sizeof cutoff);
     sqlite3_bind_text(st, 1, pubkey, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, cutoff, -1, SQLITE_STATIC);
     struct advert_size *rows = NULL;
@@ -176,7 +174,7 @@ int mg_node_hash_sizes(struct mg_db *db, const char *pubkey, int64_t now_s,
             rows = grown;
         }
         int64_t ts = 0;
-        if (!parse_ms((const char *)sqlite3_column_text(st, 1), &ts))
+        if (!mg_node_parse_time_ms((const char *)sqlite3_column_text(st, 1), &ts))
             ts = INT64_MIN;
         rows[n] = (struct advert_size){ts, (int64_t)n, size};
         n++;
@@ -214,7 +212,7 @@ static void rfc3339_after(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
     int64_t ts;
-    sqlite3_result_int(ctx, parse_ms((const char *)sqlite3_value_text(argv[0]), &ts) &&
+    sqlite3_result_int(ctx, mg_node_parse_time_ms((const char *)sqlite3_value_text(argv[0]), &ts) &&
                                 ts > sqlite3_value_int64(argv[1]));
 }
 
@@ -389,49 +387,30 @@ static int find_node(struct mg_db *db, const char *key, sqlite3_stmt **out, int 
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* The extra fields of the detail, sorted by key, into fields (NULL-key ended) with their
- * text in text. */
-struct detail_extras {
-    char text[8][96];
-    struct mg_node_field fields[9];
-};
-
-static void detail_extras(struct detail_extras *x, const struct mg_node_hash_sizes *hs,
-                          int64_t flood_adverts)
+void mg_node_hash_fields(struct mg_node_fields *f, const struct mg_node_hash_sizes *hs)
 {
-    size_t n = 0;
-#define ADD(k, ...)                                                                                \
-    do {                                                                                           \
-        snprintf(x->text[n], sizeof x->text[n], __VA_ARGS__);                                      \
-        x->fields[n] = (struct mg_node_field){k, x->text[n]};                                      \
-        n++;                                                                                       \
-    } while (0)
+    if (!hs->known)
+        return;
     int max_size = 0;
-    for (int s = 1; s <= 4; s++)
-        if (hs->seen_mask & (1u << s))
-            max_size = s;
-    /* keys in bytewise order */
-    ADD("flood_advert_count_7d", "%lld", (long long)flood_adverts);
-    if (hs->known) {
-        ADD("hash_size", "%d", hs->size);
-        ADD("hash_size_inconsistent", "%s", hs->inconsistent ? "true" : "false");
-        if (__builtin_popcount(hs->seen_mask) > 1) {
-            char list[32] = "";
-            size_t used = 0;
-            for (int s = 1; s <= 4; s++)
-                if (hs->seen_mask & (1u << s))
-                    used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
-                                             used ? "," : "", s);
-            ADD("hash_sizes_seen", "[%s]", list);
-        }
+    for (int size = 1; size <= 4; size++)
+        if (hs->seen_mask & (1u << size))
+            max_size = size;
+    mg_node_fields_add(f, "hash_size", "%d", hs->size);
+    mg_node_fields_add(f, "hash_size_inconsistent", "%s", hs->inconsistent ? "true" : "false");
+    if (__builtin_popcount(hs->seen_mask) > 1) {
+        char list[32] = "";
+        size_t used = 0;
+        for (int size = 1; size <= 4; size++)
+            if (hs->seen_mask & (1u << size))
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", used ? "," : "",
+                                         size);
+        mg_node_fields_add(f, "hash_sizes_seen", "[%s]", list);
     }
-    if (max_size >= 2) {
-        ADD("multi_byte_evidence", "\"advert\"");
-        ADD("multi_byte_max_hash_size", "%d", max_size);
-        ADD("multi_byte_status", "\"confirmed\"");
+    if (max_size >= 2) { /* CoreScope's "confirmed by advert" */
+        mg_node_fields_add(f, "multi_byte_evidence", "\"advert\"");
+        mg_node_fields_add(f, "multi_byte_max_hash_size", "%d", max_size);
+        mg_node_fields_add(f, "multi_byte_status", "\"confirmed\"");
     }
-#undef ADD
-    x->fields[n] = (struct mg_node_field){NULL, NULL};
 }
 
 /* The transmission rows of recentAdverts; ?1 the key, ?2 how many. */
@@ -587,14 +566,16 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         if (rc == SQLITE_OK)
             rc = mg_node_flood_adverts(db, pubkey, req->start_realtime_ns, &flood);
         if (rc == SQLITE_OK) {
-            struct detail_extras x;
-            detail_extras(&x, &hs, flood);
+            struct mg_node_fields x;
+            mg_node_fields_init(&x);
+            mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);
+            mg_node_hash_fields(&x, &hs);
             mg_response_json(res, 200);
             struct mg_json j;
             mg_json_init(&j, &res->body);
             mg_json_object_begin(&j); /* a fixed record: node, recentAdverts */
             mg_json_key(&j, "node");
-            mg_nodes_write_node(&j, node, &db->schema, x.fields);
+            mg_nodes_write_node(&j, node, &db->schema, x.field);
             mg_json_key(&j, "recentAdverts");
             rc = write_recent_adverts(db, &j, pubkey);
             mg_json_object_end(&j);

@@ -109,6 +109,16 @@ struct mg_node_field {
     const char *json;
 };
 
+/* Up to 8 extra fields with their text, added in key order. */
+struct mg_node_fields {
+    char text[8][96];
+    struct mg_node_field field[9]; /* NULL-key ended */
+    size_t n;
+};
+void mg_node_fields_init(struct mg_node_fields *f);
+void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Writes the node of st's current row (columns from 0, as mg_nodes_select_columns lists them)
  * as an object with keys in bytewise order, extra (may be NULL) merged in. */
 void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema,

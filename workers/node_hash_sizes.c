@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: ISC */
+#include "node_hash_sizes.h"
+
+#include "log.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct node_sizes {
+    char *key;
+    struct mg_node_hash_sizes hs;
+};
+
+struct table {
+    char file[PATH_MAX];
+    dev_t dev; /* the file's identity: a file replaced at the same path is another */
+    ino_t ino;
+    int64_t built_ns;
+    struct node_sizes *nodes; /* sorted by key */
+    size_t count;
+};
+
+static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct table *current; /* under table_lock */
+
+/* The week's ADVERTs with the key they name; ?1 the cutoff. */
+static const char adverts_sql[] =
+    "SELECT key, raw_hex, first_seen, id FROM (SELECT CASE WHEN NOT json_valid(decoded_json)"
+    " THEN NULL WHEN json_type(decoded_json, '$.pubKey') = 'text' THEN decoded_json ->> '$.pubKey'"
+    " WHEN json_type(decoded_json, '$.public_key') = 'text'"
+    " THEN decoded_json ->> '$.public_key' END AS key, raw_hex, first_seen, id"
+    " FROM transmissions WHERE payload_type = 4"
+    " AND (first_seen IS NULL OR first_seen = '' OR first_seen >= ?1)"
+    " AND coalesce(raw_hex, '') <> '' AND coalesce(decoded_json, '') <> '')"
+    " WHERE key IS NOT NULL AND key <> ''";
+
+struct advert {
+    char *key;
+    int64_t ts_ms; /* INT64_MIN when first_seen does not parse: the oldest */
+    int64_t id;
+    int size;
+};
+
+static int by_key_time(const void *a, const void *b)
+{
+    const struct advert *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    if (c)
+        return c;
+    if (x->ts_ms != y->ts_ms)
+        return x->ts_ms < y->ts_ms ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void table_free(struct table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->count; i++)
+        free(t->nodes[i].key);
+    free(t->nodes);
+    free(t);
+}
+
+static int read_adverts(sqlite3 *conn, int64_t now_s, struct advert **out, size_t *count)
+{
+    char cutoff[32];
+    mg_node_hash_sizes_cutoff(now_s, cutoff, sizeof cutoff);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(conn, adverts_sql, -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, 1, cutoff, -1, SQLITE_STATIC);
+    struct advert *rows = NULL;
+    size_t n = 0, cap = 0;
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        int size = mg_advert_hash_size((const char *)sqlite3_column_text(st, 1));
+        if (size == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            struct advert *more = realloc(rows, cap * sizeof *rows);
+            if (!more) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            rows = more;
+        }
+        int64_t ts;
+        if (!mg_node_parse_time_ms((const char *)sqlite3_column_text(st, 2), &ts))
+            ts = INT64_MIN;
+        char *key = strdup((const char *)sqlite3_column_text(st, 0));
+        if (!key) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        rows[n++] = (struct advert){key, ts, sqlite3_column_int64(st, 3), size};
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_OK) {
+        for (size_t i = 0; i < n; i++)
+            free(rows[i].key);
+        free(rows);
+        return rc;
+    }
+    *out = rows;
+    *count = n;
+    return SQLITE_OK;
+}
+
+/* Groups the sorted ADVERTs by key into t; false when out of memory. */
+static bool group(struct table *t, struct advert *rows, size_t n)
+{
+    int *sizes = malloc((n ? n : 1) * sizeof *sizes);
+    t->nodes = calloc(n ? n : 1, sizeof *t->nodes);
+    if (!sizes || !t->nodes) {
+        free(sizes);
+        return false;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        for (; j < n && strcmp(rows[j].key, rows[i].key) == 0; j++)
+            sizes[j - i] = rows[j].size;
+        struct node_sizes *e = &t->nodes[t->count++];
+        e->key = rows[i].key;
+        rows[i].key = NULL; /* the table owns it now */
+        mg_node_hash_sizes_of(&e->hs, sizes, j - i);
+        i = j;
+    }
+    free(sizes);
+    return true;
+}
+
+static struct table *build(sqlite3 *conn, int64_t now_s, int *rc)
+{
+    struct table *t = calloc(1, sizeof *t);
+    if (!t) {
+        *rc = SQLITE_NOMEM;
+        return NULL;
+    }
+    const char *file = sqlite3_db_filename(conn, "main");
+    snprintf(t->file, sizeof t->file, "%s", file ? file : "");
+    struct stat st;
+    if (stat(t->file, &st) == 0)
+        t->dev = st.st_dev, t->ino = st.st_ino;
+    struct advert *rows = NULL;
+    size_t n = 0;
+    *rc = read_adverts(conn, now_s, &rows, &n);
+    if (*rc == SQLITE_OK) {
+        qsort(rows, n, sizeof *rows, by_key_time);
+        if (!group(t, rows, n))
+            *rc = SQLITE_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(rows[i].key);
+    free(rows);
+    if (*rc != SQLITE_OK) {
+        table_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static bool fresh_locked(sqlite3 *conn, int64_t now_ns)
+{
+    const char *file = sqlite3_db_filename(conn, "main");
+    struct stat st;
+    return current && now_ns - current->built_ns < MG_NODE_HASH_SIZES_INTERVAL_NS &&
+           strcmp(current->file, file ? file : "") == 0 && stat(current->file, &st) == 0 &&
+           st.st_dev == current->dev && st.st_ino == current->ino;
+}
+
+bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns)
+{
+    pthread_rwlock_rdlock(&table_lock);
+    bool fresh = fresh_locked(conn, now_ns);
+    pthread_rwlock_unlock(&table_lock);
+    return fresh;
+}
+
+int mg_node_hash_sizes_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_s)
+{
+    if (mg_node_hash_sizes_fresh(conn, now_ns))
+        return SQLITE_OK;
+    /* One build at a time in the process; who waited finds the table fresh. */
+    pthread_mutex_lock(&build_lock);
+    int rc = SQLITE_OK;
+    if (!mg_node_hash_sizes_fresh(conn, now_ns)) {
+        struct table *t = build(conn, now_s, &rc);
+        if (t) {
+            t->built_ns = now_ns;
+            pthread_rwlock_wrlock(&table_lock);
+            struct table *old = current;
+            current = t;
+            pthread_rwlock_unlock(&table_lock);
+            table_free(old);
+            mg_debug("node hash sizes: %zu nodes", t->count);
+        }
+    }
+    pthread_mutex_unlock(&build_lock);
+    return rc;
+}
+
+void mg_node_hash_sizes_read_begin(void)
+{
+    pthread_rwlock_rdlock(&table_lock);
+}
+
+void mg_node_hash_sizes_read_end(void)
+{
+    pthread_rwlock_unlock(&table_lock);
+}
+
+static int by_key(const void *key, const void *entry)
+{
+    return strcmp(key, ((const struct node_sizes *)entry)->key);
+}
+
+bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out)
+{
+    const struct node_sizes *e = current && key ? bsearch(key, current->nodes, current->count,
+                                                          sizeof *current->nodes, by_key)
+                                                : NULL;
+    if (e)
+        *out = e->hs;
+    return e != NULL;
+}
+
+void mg_node_hash_sizes_forget(void)
+{
+    pthread_mutex_lock(&build_lock);
+    pthread_rwlock_wrlock(&table_lock);
+    struct table *old = current;
+    current = NULL;
+    pthread_rwlock_unlock(&table_lock);
+    pthread_mutex_unlock(&build_lock);
+    table_free(old);
+}

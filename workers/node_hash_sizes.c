@@ -2,14 +2,11 @@
 #include "node_hash_sizes.h"
 
 #include "log.h"
+#include "process_table.h"
 
-#include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 struct node_sizes {
     char *key;
@@ -17,17 +14,9 @@ struct node_sizes {
 };
 
 struct table {
-    char file[PATH_MAX];
-    dev_t dev; /* the file's identity: a file replaced at the same path is another */
-    ino_t ino;
-    int64_t built_ns;
     struct node_sizes *nodes; /* sorted by key */
     size_t count;
 };
-
-static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct table *current; /* under table_lock */
 
 /* The week's ADVERTs with the key they name; ?1 the cutoff. */
 static const char adverts_sql[] =
@@ -58,8 +47,9 @@ static int by_key_time(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static void table_free(struct table *t)
+static void table_free(void *table)
 {
+    struct table *t = table;
     if (!t)
         return;
     for (size_t i = 0; i < t->count; i++)
@@ -137,21 +127,20 @@ static bool group(struct table *t, struct advert *rows, size_t n)
     return true;
 }
 
-static struct table *build(sqlite3 *conn, int64_t now_s, int *rc)
+static struct mg_process_table hash_sizes =
+    MG_PROCESS_TABLE_INIT(MG_NODE_HASH_SIZES_INTERVAL_NS, table_free);
+
+/* arg: the window's end, Unix seconds. */
+static void *build(sqlite3 *conn, void *arg, int *rc)
 {
     struct table *t = calloc(1, sizeof *t);
     if (!t) {
         *rc = SQLITE_NOMEM;
         return NULL;
     }
-    const char *file = sqlite3_db_filename(conn, "main");
-    snprintf(t->file, sizeof t->file, "%s", file ? file : "");
-    struct stat st;
-    if (stat(t->file, &st) == 0)
-        t->dev = st.st_dev, t->ino = st.st_ino;
     struct advert *rows = NULL;
     size_t n = 0;
-    *rc = read_adverts(conn, now_s, &rows, &n);
+    *rc = read_adverts(conn, *(const int64_t *)arg, &rows, &n);
     if (*rc == SQLITE_OK) {
         qsort(rows, n, sizeof *rows, by_key_time);
         if (!group(t, rows, n))
@@ -164,57 +153,28 @@ static struct table *build(sqlite3 *conn, int64_t now_s, int *rc)
         table_free(t);
         return NULL;
     }
+    mg_debug("node hash sizes: %zu nodes", t->count);
     return t;
-}
-
-static bool fresh_locked(sqlite3 *conn, int64_t now_ns)
-{
-    const char *file = sqlite3_db_filename(conn, "main");
-    struct stat st;
-    return current && now_ns - current->built_ns < MG_NODE_HASH_SIZES_INTERVAL_NS &&
-           strcmp(current->file, file ? file : "") == 0 && stat(current->file, &st) == 0 &&
-           st.st_dev == current->dev && st.st_ino == current->ino;
 }
 
 bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns)
 {
-    pthread_rwlock_rdlock(&table_lock);
-    bool fresh = fresh_locked(conn, now_ns);
-    pthread_rwlock_unlock(&table_lock);
-    return fresh;
+    return mg_process_table_fresh(&hash_sizes, conn, now_ns);
 }
 
 int mg_node_hash_sizes_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_s)
 {
-    if (mg_node_hash_sizes_fresh(conn, now_ns))
-        return SQLITE_OK;
-    /* One build at a time in the process; who waited finds the table fresh. */
-    pthread_mutex_lock(&build_lock);
-    int rc = SQLITE_OK;
-    if (!mg_node_hash_sizes_fresh(conn, now_ns)) {
-        struct table *t = build(conn, now_s, &rc);
-        if (t) {
-            t->built_ns = now_ns;
-            pthread_rwlock_wrlock(&table_lock);
-            struct table *old = current;
-            current = t;
-            pthread_rwlock_unlock(&table_lock);
-            table_free(old);
-            mg_debug("node hash sizes: %zu nodes", t->count);
-        }
-    }
-    pthread_mutex_unlock(&build_lock);
-    return rc;
+    return mg_process_table_refresh(&hash_sizes, conn, now_ns, build, &now_s);
 }
 
 void mg_node_hash_sizes_read_begin(void)
 {
-    pthread_rwlock_rdlock(&table_lock);
+    mg_process_table_read_begin(&hash_sizes);
 }
 
 void mg_node_hash_sizes_read_end(void)
 {
-    pthread_rwlock_unlock(&table_lock);
+    mg_process_table_read_end(&hash_sizes);
 }
 
 static int by_key(const void *key, const void *entry)
@@ -224,9 +184,9 @@ static int by_key(const void *key, const void *entry)
 
 bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out)
 {
-    const struct node_sizes *e = current && key ? bsearch(key, current->nodes, current->count,
-                                                          sizeof *current->nodes, by_key)
-                                                : NULL;
+    const struct table *t = mg_process_table_current(&hash_sizes);
+    const struct node_sizes *e =
+        t && key ? bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key) : NULL;
     if (e)
         *out = e->hs;
     return e != NULL;
@@ -234,11 +194,5 @@ bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out)
 
 void mg_node_hash_sizes_forget(void)
 {
-    pthread_mutex_lock(&build_lock);
-    pthread_rwlock_wrlock(&table_lock);
-    struct table *old = current;
-    current = NULL;
-    pthread_rwlock_unlock(&table_lock);
-    pthread_mutex_unlock(&build_lock);
-    table_free(old);
+    mg_process_table_forget(&hash_sizes);
 }

@@ -53,6 +53,7 @@ static const char *const heavy_targets[] = {
     "/api/packets?offset=400000",
     "/api/perf?mem=1",
     "/api/nodes/{node}/reach?days=30",
+    "/api/nodes/{node}",
     NULL,
 };
 

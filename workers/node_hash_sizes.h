@@ -13,7 +13,7 @@
  * by binary search as each node is written. It is per worker process (its size grows with
  * the nodes; a shared value holds 4096 bytes), rebuilt at most once per
  * MG_NODE_HASH_SIZES_INTERVAL_NS; a /api/nodes request that finds it stale is heavy
- * (mg_nodes_is_heavy) and builds it, so the build is admitted like any scan: 1.0 s at 2M
+ * (mg_nodes_is_heavy) and builds it, so the build is admitted like any scan: 1.0 to 1.2 s at 2M
  * observations (99 000 ADVERTs in the week), so once per 5 minutes, as the region map.
  * CoreScope itself recomputes it at most every 15 s, from memory. The list's hash sizes
  * may so be up to the interval old; a node's detail computes its own afresh.

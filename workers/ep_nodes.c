@@ -645,9 +645,9 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     bool regions = q.regions.len > 0;
     if (rc == SQLITE_OK && regions)
         rc = mg_region_map_refresh(conn, mg_monotonic_ns());
-    /* Likewise a stale table of hash sizes (built here, at most once per interval). */
+    /* The table of hash sizes: built here only when there is none (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK)
-        rc = mg_node_hash_sizes_refresh(conn, mg_monotonic_ns(), now_s);
+        rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s);
     if (regions)
         mg_region_map_read_begin();
     mg_node_hash_sizes_read_begin();
@@ -687,7 +687,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_fresh(env->db->conn, mg_monotonic_ns()))
+    if (!mg_node_hash_sizes_exist(env->db->conn))
         return true;
     const char *list = mg_param_str(req, "region");
     if (!list)

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: ISC */
 #include "node_hash_sizes.h"
 
+#include "jobs.h"
 #include "log.h"
 #include "process_table.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +167,42 @@ bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns)
 int mg_node_hash_sizes_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_s)
 {
     return mg_process_table_refresh(&hash_sizes, conn, now_ns, build, &now_s);
+}
+
+bool mg_node_hash_sizes_exist(sqlite3 *conn)
+{
+    return mg_process_table_exists(&hash_sizes, conn);
+}
+
+/* The process's one rebuild job: submitted again only once the helper has run it. */
+static struct {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    int64_t now_ns, now_s;
+    bool submitted;
+} rebuild;
+
+static void run_rebuild(struct mg_job *job, struct mg_db *db)
+{
+    (void)job;
+    int rc = mg_node_hash_sizes_refresh(db->conn, rebuild.now_ns, rebuild.now_s);
+    if (rc != SQLITE_OK)
+        mg_warn("node hash sizes: rebuilding failed: %s", sqlite3_errstr(rc));
+}
+
+int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s)
+{
+    sqlite3 *conn = env->db->conn;
+    if (!env->jobs || !mg_node_hash_sizes_exist(conn))
+        return mg_node_hash_sizes_refresh(conn, now_ns, now_s);
+    if (!mg_node_hash_sizes_fresh(conn, now_ns) &&
+        (!rebuild.submitted || atomic_load(&rebuild.job.done))) {
+        rebuild.now_ns = now_ns;
+        rebuild.now_s = now_s;
+        rebuild.job.run = run_rebuild;
+        atomic_store(&rebuild.job.done, 0);
+        rebuild.submitted = mg_jobs_submit(env->jobs, &rebuild.job);
+    }
+    return SQLITE_OK;
 }
 
 void mg_node_hash_sizes_read_begin(void)

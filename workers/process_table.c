@@ -5,13 +5,25 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static bool fresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)
+static bool of_file_locked(struct mg_process_table *t, sqlite3 *conn)
 {
     const char *file = sqlite3_db_filename(conn, "main");
     struct stat st;
-    return t->table && now_ns - t->built_ns < t->interval_ns &&
-           strcmp(t->file, file ? file : "") == 0 && stat(t->file, &st) == 0 &&
+    return t->table && strcmp(t->file, file ? file : "") == 0 && stat(t->file, &st) == 0 &&
            st.st_dev == t->dev && st.st_ino == t->ino;
+}
+
+static bool fresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)
+{
+    return now_ns - t->built_ns < t->interval_ns && of_file_locked(t, conn);
+}
+
+bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    bool exists = of_file_locked(t, conn);
+    pthread_rwlock_unlock(&t->lock);
+    return exists;
 }
 
 bool mg_process_table_fresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)

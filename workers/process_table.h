@@ -39,6 +39,9 @@ struct mg_process_table {
  * (CLOCK_MONOTONIC). */
 bool mg_process_table_fresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns);
 
+/* Whether t holds a table of conn's database file, whatever its age. */
+bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn);
+
 /* Builds t's table with build(conn, arg, &rc) unless a fresh one exists; an SQLite code. */
 int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
                              void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg);

@@ -14,10 +14,11 @@
 
 /* Light: the cached counts and a probe of the schema cookie (no table is read). */
 static const char *const healthz_cases[] = {"/api/healthz", NULL};
-/* Heavy only while this process's table of hash sizes is stale (node_hash_sizes.h: one pass
- * over the week's ADVERTs, 1.0 to 1.2 s at 2M observations, at most once per 5 minutes), or with a
- * region while its region map is (one pass over the ADVERTs' observations); otherwise one or
- * two passes over nodes, whatever the filters, sort or offset. */
+/* Heavy only when this process has no table of hash sizes (node_hash_sizes.h: built when the
+ * worker starts, one pass over the week's ADVERTs, 1.0 to 1.2 s at 2M observations; a stale
+ * one is rebuilt on the helper thread), or with a region while its region map is stale (one
+ * pass over the ADVERTs' observations); otherwise one or two passes over nodes, whatever the
+ * filters, sort or offset. */
 static const char *const nodes_cases[] = {
     "/api/nodes",
     "/api/nodes?limit=2000",

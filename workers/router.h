@@ -82,8 +82,8 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* A reach report is heavy unless it is warm in the shared cache or its parameters are bad
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
-/* /api/nodes is heavy when this process's table of hash sizes is stale, or with a region
- * when its region map is (each is built in that request; node_hash_sizes.h, region_map.h). */
+/* /api/nodes is heavy when this process has no table of hash sizes, or with a region when its
+ * region map is stale (each is built in that request; node_hash_sizes.h, region_map.h). */
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 

@@ -182,7 +182,8 @@ int mg_node_hash_sizes(struct mg_db *db, const char *pubkey, int64_t now_s,
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE) {
         rc = SQLITE_OK;
-        qsort(rows, n, sizeof *rows, by_time);
+        if (n > 1)
+            qsort(rows, n, sizeof *rows, by_time);
         int *sizes = malloc((n ? n : 1) * sizeof *sizes);
         if (!sizes) {
             rc = SQLITE_NOMEM;

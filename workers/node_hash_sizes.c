@@ -144,7 +144,8 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
     size_t n = 0;
     *rc = read_adverts(conn, *(const int64_t *)arg, &rows, &n);
     if (*rc == SQLITE_OK) {
-        qsort(rows, n, sizeof *rows, by_key_time);
+        if (n > 1)
+            qsort(rows, n, sizeof *rows, by_key_time);
         if (!group(t, rows, n))
             *rc = SQLITE_NOMEM;
     }

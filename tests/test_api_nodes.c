@@ -459,3 +459,87 @@ FIXTURE_TEST(list_is_heavy_only_when_there_is_no_hash_size_table)
     cr_expect_eq(mg_node_hash_sizes_keep(&fx.t.env, later, (int64_t)time(NULL)), SQLITE_OK);
     cr_expect(mg_node_hash_sizes_fresh(fx.t.db.conn, later));
 }
+
+/* ---- health ---------------------------------------------------------------------------------- */
+
+FIXTURE_TEST(health_of_n6ij_sums_up_the_packets_that_name_it)
+{
+    start();
+    const char *b = get("/api/nodes/" N6IJ_PUBKEY "/health", 200);
+    cr_expect(!fx.t.light, "health scans observations: heavy");
+    char keys[256];
+    json_keys(b, NULL, keys, sizeof keys);
+    cr_expect_str_eq(keys, "node,observers,recentPackets,stats");
+    cr_expect(json_str_at_eq(json_get(b, "node"), "name", "N6IJ Repeater"));
+    /* Its packets: those whose decoded keys or resolved paths name it, or whose path (with
+     * no resolved path) has one of its reliable tokens EC, EC34, EC3433 (README facts). */
+    bool resolved = fx.t.db.schema.obs_resolved_path;
+    long long want = db_int(
+        "SELECT count(*) FROM transmissions WHERE id IN (SELECT transmission_id FROM observations"
+        " WHERE %s) OR decoded_json LIKE '%%\"%s\"%%'",
+        resolved ? "CASE WHEN coalesce(resolved_path, '') = '' THEN path_json LIKE '%\"EC\"%'"
+                   " OR path_json LIKE '%\"EC34\"%' OR path_json LIKE '%\"EC3433\"%'"
+                   " ELSE resolved_path LIKE '%" N6IJ_PUBKEY "%' END"
+                 : "path_json LIKE '%\"EC\"%' OR path_json LIKE '%\"EC34\"%'"
+                   " OR path_json LIKE '%\"EC3433\"%'",
+        N6IJ_PUBKEY);
+    const char *stats = json_get(b, "stats");
+    cr_expect_eq(json_int_at(stats, "totalTransmissions"), want);
+    cr_expect_eq(json_int_at(stats, "totalPackets"), want);
+    /* Hand-checked with CoreScope's server on the migrated copy: 24 packets, 24
+     * observations, 8 hops on average, 10 observers, no SNR. */
+    if (resolved) {
+        cr_expect_eq(want, 24);
+        cr_expect_eq(json_int_at(stats, "totalObservations"), 24);
+        cr_expect_eq(json_int_at(stats, "avgHops"), 8);
+        cr_expect_eq(json_length(json_get(b, "observers")), 10);
+    }
+    cr_expect(json_is_at(stats, "avgSnr", "null"));
+    /* recentPackets: the 20 newest by id, newest first, with the packet keys. */
+    const char *recent = json_get(b, "recentPackets");
+    cr_expect_eq(json_length(recent), want < 20 ? want : 20);
+    long long prev = LLONG_MAX;
+    for (const char *p = json_first(recent); p; p = json_next(p)) {
+        long long id = json_int_at(p, "id");
+        cr_expect_lt(id, prev, "recentPackets newest first");
+        prev = id;
+        json_keys(p, ",resolved_path,", keys, sizeof keys);
+        cr_expect_str_eq(keys, "_parsedPath,decoded_json,direction,first_seen,hash,id,"
+                               "observation_count,observer_iata,observer_id,observer_name,"
+                               "path_json,payload_type,raw_hex,route_type,rssi,snr,timestamp");
+    }
+    /* Observers most packets first; their counts add up to the packets with an observer. */
+    long long sum = 0, last = LLONG_MAX;
+    for (const char *o = json_first(json_get(b, "observers")); o; o = json_next(o)) {
+        long long c = json_int_at(o, "packetCount");
+        cr_expect_leq(c, last);
+        last = c;
+        sum += c;
+        cr_expect(json_is_at(o, "can_relay", "null"));
+    }
+    cr_expect_eq(sum, want);
+}
+
+FIXTURE_TEST(health_of_an_unknown_or_malformed_key_is_404)
+{
+    start();
+    cr_expect_str_eq(get("/api/nodes/ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+                         "ffff/health",
+                         404),
+                     "{\"error\":\"Not found\"}\n");
+    get("/api/nodes/zz/health", 404);
+    get("/api/nodes/%27%20OR%201=1/health", 404);
+    /* Keys are exact, as in CoreScope: the upper-case form is another key. */
+    get("/api/nodes/EC3433BB3ADF1ACAEE0CE117600B0CA473705486EC666137379A1E8CBB7E75F4/health", 404);
+    /* A node that names nothing still answers, with empty lists. */
+    char *quiet = db_texts("SELECT public_key FROM nodes WHERE role = 'companion' AND public_key"
+                           " NOT IN (SELECT from_pubkey FROM transmissions WHERE from_pubkey"
+                           " IS NOT NULL) ORDER BY public_key LIMIT 1");
+    if (quiet[0]) {
+        char target[128];
+        snprintf(target, sizeof target, "/api/nodes/%s/health", quiet);
+        const char *b = get(target, 200);
+        cr_expect(json_str_at_eq(json_get(b, "node"), "public_key", quiet));
+    }
+    free(quiet);
+}

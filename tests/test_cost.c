@@ -54,6 +54,7 @@ static const char *const heavy_targets[] = {
     "/api/perf?mem=1",
     "/api/nodes/{node}/reach?days=30",
     "/api/nodes/{node}",
+    "/api/nodes/{node}/health",
     NULL,
 };
 

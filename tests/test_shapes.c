@@ -255,6 +255,9 @@ static void tour(void)
     snprintf(target, sizeof target, "/api/nodes/%.8s", repeater);
     get(target, 200);
     get("/api/nodes/search?q=a", 200);
+    snprintf(target, sizeof target, "/api/nodes/%s/health", repeater);
+    body = get(target, 200);
+    cr_expect(strstr(body, "\"totalTransmissions\":"), "%s: %.300s", target, body);
     get("/metrics", 200);
     get("/server-status", 200);
 }

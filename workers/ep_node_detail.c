@@ -246,9 +246,10 @@ int mg_node_flood_adverts(struct mg_db *db, const char *pubkey, int64_t now_ns, 
 
 /* --- the handlers ----------------------------------------------------------------------- */
 
-static void answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn)
+void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn)
 {
     mg_buf_reset(&res->headers);
+    mg_buf_reset(&res->body);
     int primary = rc & 0xff;
     if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
         mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
@@ -324,7 +325,7 @@ void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
-        answer_failure(res, "/api/nodes/search", rc, db->conn);
+        mg_node_answer_failure(res, "/api/nodes/search", rc, db->conn);
 }
 
 static bool all_hex(const char *s)
@@ -585,8 +586,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
     }
     sqlite3_finalize(node);
     if (rc != SQLITE_OK) {
-        mg_buf_reset(&res->body);
-        answer_failure(res, "/api/nodes/:pubkey", rc, db->conn);
+        mg_node_answer_failure(res, "/api/nodes/:pubkey", rc, db->conn);
     }
     if (began && sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL) != SQLITE_OK &&
         !sqlite3_get_autocommit(db->conn))

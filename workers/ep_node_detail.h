@@ -21,6 +21,10 @@
 /* A node that sent more transmissions than this (ever) makes its detail heavy. */
 #define MG_NODE_DETAIL_LIGHT_ROWS 8
 
+/* Answers a failed read of the node endpoints: 503 with Retry-After for a busy database, else
+ * 500 naming what failed (logged with route). */
+void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn);
+
 /* RFC 3339 text ("2026-05-17T18:13:27Z", with a fraction or an offset) to Unix ms. */
 bool mg_node_parse_time_ms(const char *text, int64_t *ms);
 

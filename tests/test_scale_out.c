@@ -279,18 +279,18 @@ static void *load_client(void *arg)
     static const char *const targets[] = {"/api/nodes?limit=5", "/api/packets?limit=5",
                                           "/api/healthz", "/api/stats", "/api/nodes?limit=50"};
     for (unsigned i = 0; !atomic_load(&l->stop); i++) {
-        struct answer a;
-        get_front(targets[i % 5], NULL, &a);
-        if (a.status == 200) {
+        struct answer ans;
+        get_front(targets[i % 5], NULL, &ans);
+        if (ans.status == 200) {
             atomic_fetch_add(&l->ok, 1);
             continue;
         }
-        atomic_fetch_add(a.status == 503 ? &l->refused : &l->failed, 1);
+        atomic_fetch_add(ans.status == 503 ? &l->refused : &l->failed, 1);
         pthread_mutex_lock(&l->lock);
         size_t used = strlen(l->failures);
         if (used + 64 < sizeof l->failures)
             snprintf(l->failures + used, sizeof l->failures - used, "%s: %d (%s); ", targets[i % 5],
-                     a.status, a.server);
+                     ans.status, ans.server);
         pthread_mutex_unlock(&l->lock);
     }
     return NULL;
@@ -360,6 +360,18 @@ static long long healthz_lag_ms(int port)
     return lag;
 }
 
+/* A group: a follower keeping its copy, and a meshgate over it. */
+struct group {
+    const char *name;
+    char copy[256];
+    int port, agent_port;
+    pid_t follower;
+    struct mg_test_server server;
+    bool running;
+};
+
+static struct group a, b;
+
 static void prepare(void)
 {
     mg_test_tmpdir(dir, sizeof dir);
@@ -371,6 +383,12 @@ static void clean_up(void)
     if (writer_thread)
         pthread_join(writer_thread, NULL);
     writer_thread = 0;
+    struct group *groups[] = {&a, &b};
+    for (int i = 0; i < 2; i++)
+        if (groups[i]->running) {
+            mg_test_server_stop(&groups[i]->server, 10000);
+            groups[i]->running = false;
+        }
     for (int i = 0; i < PROCS_MAX; i++)
         if (procs[i])
             stop_process(procs[i]);
@@ -381,16 +399,6 @@ static bool file_exists(void *arg)
 {
     return access((const char *)arg, R_OK) == 0;
 }
-
-/* A group: a follower keeping its copy, and a meshgate over it. */
-struct group {
-    const char *name;
-    char copy[256];
-    int port, agent_port;
-    pid_t follower;
-    struct mg_test_server server;
-    bool running;
-};
 
 static void start_follower(struct group *g, const char *replica_url)
 {
@@ -430,11 +438,11 @@ struct visible {
 static bool rows_visible(void *arg)
 {
     struct visible *v = arg;
-    struct answer a;
-    get_front("/api/nodes?limit=1", NULL, &a);
-    if (a.status == 200 && a.total >= v->want) {
-        v->seen_a |= strcmp(a.server, "a") == 0;
-        v->seen_b |= strcmp(a.server, "b") == 0;
+    struct answer ans;
+    get_front("/api/nodes?limit=1", NULL, &ans);
+    if (ans.status == 200 && ans.total >= v->want) {
+        v->seen_a |= strcmp(ans.server, "a") == 0;
+        v->seen_b |= strcmp(ans.server, "b") == 0;
     }
     return v->seen_a && v->seen_b;
 }
@@ -475,7 +483,8 @@ Test(scale_out, two_groups_behind_haproxy_over_litestream_replicas, .init = prep
     start_process(ls_argv, ls_env, log, false);
 
     /* Two groups, each with its follower and copy. */
-    struct group a = {.name = "a"}, b = {.name = "b"};
+    a = (struct group){.name = "a"};
+    b = (struct group){.name = "b"};
     struct group *groups[] = {&a, &b};
     for (int i = 0; i < 2; i++) {
         start_follower(groups[i], replica_url);

@@ -430,7 +430,12 @@ Test(agent, a_replica_copy_reports_its_lag_and_is_reloaded_when_replaced, .init 
     set_mtime(copy, 3600);
     int agent_port = mg_test_free_port();
     snprintf(listen, sizeof listen, "MESHGATE_AGENT_LISTEN=127.0.0.1:%d", agent_port);
-    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_REPLICA_MAX_LAG_MS=5000", listen, NULL};
+    const char *env[] = {"MESHGATE_WORKERS=2",
+                         "MESHGATE_REPLICA_MAX_LAG_MS=5000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         listen,
+                         NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, copy, env));
     struct nodes_wait nw = {s.port, old_nodes};
@@ -452,8 +457,26 @@ Test(agent, a_replica_copy_reports_its_lag_and_is_reloaded_when_replaced, .init 
     expect_agent(agent_port, "ready up ");
     cr_expect_lt(healthz_lag_ms(s.port), 5000);
 
-    /* A new copy moved over the path: reloaded without a signal, and served. */
+    /* A new copy moved over the path: reloaded without a signal, and served. A request held
+     * in an old worker keeps the reload going; it is routine, so no drain meanwhile. */
+    struct mg_segment seg;
+    char err[256];
+    cr_assert_eq(mg_segment_attach(&seg, s.shm_name, true, err, sizeof err), 0, "%s", err);
+    struct call held;
+    call_start(&held, s.port, "/api/packets", "X-Test-Hold-Ms: 4000\r\n");
+    cr_assert(wait_for(&seg.anon->in_flight, 1));
     cr_assert_eq(rename(next, copy), 0);
+    int64_t give_up = mg_test_now_ms() + WAIT_CEILING_MS;
+    while (atomic_load(&seg.header->server_state) != MG_SERVER_RELOADING &&
+           mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    cr_assert_eq(atomic_load(&seg.header->server_state), MG_SERVER_RELOADING, "no reload");
+    char line[64];
+    agent_read(agent_port, line, sizeof line);
+    cr_expect(strncmp(line, "ready up ", 9) == 0, "during the copy's reload: %s", line);
+    pthread_join(held.thread, NULL);
+    cr_expect_eq(held.status, 200);
+    mg_segment_detach(&seg);
     nw.want = new_nodes;
     cr_expect(mg_test_wait_until(serves_nodes, &nw, WAIT_CEILING_MS, 20),
               "the new copy was not served");

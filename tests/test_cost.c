@@ -55,6 +55,7 @@ static const char *const heavy_targets[] = {
     "/api/nodes/{node}/reach?days=30",
     "/api/nodes/{node}",
     "/api/nodes/{node}/health",
+    "/api/nodes/{node}/clock-skew",
     NULL,
 };
 

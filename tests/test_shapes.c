@@ -258,6 +258,10 @@ static void tour(void)
     snprintf(target, sizeof target, "/api/nodes/%s/health", repeater);
     body = get(target, 200);
     cr_expect(strstr(body, "\"totalTransmissions\":"), "%s: %.300s", target, body);
+    snprintf(target, sizeof target, "/api/nodes/%s/clock-skew", repeater);
+    int skew_status = mg_test_ctx_get(&s.t, target);
+    cr_expect(skew_status == 200 || skew_status == 404, "%s: %d %s", target, skew_status,
+              (const char *)s.t.res.body.data);
     get("/metrics", 200);
     get("/server-status", 200);
 }

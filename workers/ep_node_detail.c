@@ -246,6 +246,19 @@ int mg_node_flood_adverts(struct mg_db *db, const char *pubkey, int64_t now_ns, 
 
 /* --- the handlers ----------------------------------------------------------------------- */
 
+bool mg_node_read_begin(struct mg_db *db)
+{
+    return sqlite3_get_autocommit(db->conn) &&
+           sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+void mg_node_read_end(struct mg_db *db, bool began)
+{
+    if (began && sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL) != SQLITE_OK &&
+        !sqlite3_get_autocommit(db->conn))
+        sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+}
+
 void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn)
 {
     mg_buf_reset(&res->headers);
@@ -550,8 +563,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
     struct mg_db *db = env->db;
     sqlite3_stmt *node = NULL;
     int found = 0;
-    bool began = sqlite3_get_autocommit(db->conn) &&
-                 sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    bool began = mg_node_read_begin(db);
     int rc = find_node(db, req->path_param, &node, &found);
     if (rc == SQLITE_OK && found == 2) {
         mg_response_error(res, 409, "Ambiguous prefix: multiple nodes match. Use a longer prefix.");
@@ -588,9 +600,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
     if (rc != SQLITE_OK) {
         mg_node_answer_failure(res, "/api/nodes/:pubkey", rc, db->conn);
     }
-    if (began && sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL) != SQLITE_OK &&
-        !sqlite3_get_autocommit(db->conn))
-        sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_node_read_end(db, began);
 }
 
 /*

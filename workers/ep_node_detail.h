@@ -21,9 +21,19 @@
 /* A node that sent more transmissions than this (ever) makes its detail heavy. */
 #define MG_NODE_DETAIL_LIGHT_ROWS 8
 
+/* One read transaction around a node endpoint's statements (one snapshot): begun only when
+ * none is open; end it with what begin returned. */
+bool mg_node_read_begin(struct mg_db *db);
+void mg_node_read_end(struct mg_db *db, bool began);
+
 /* Answers a failed read of the node endpoints: 503 with Retry-After for a busy database, else
  * 500 naming what failed (logged with route). */
 void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn);
+
+/* The ids of the transmissions CoreScope files under pubkey (its decoded keys, resolved paths
+ * and path hops only it can be; ep_node_health.c), by id, into *ids (to free); an SQLite
+ * code. One pass over observations and one over transmissions. */
+int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n);
 
 /* RFC 3339 text ("2026-05-17T18:13:27Z", with a fraction or an offset) to Unix ms. */
 bool mg_node_parse_time_ms(const char *text, int64_t *ms);

@@ -270,8 +270,7 @@ static int hop_tokens(struct mg_db *db, const char *pubkey, char tokens[3][16])
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* The node's transmission ids in store order into *ids; an SQLite code. */
-static int packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n)
+int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n)
 {
     char tokens[3][16];
     int rc = hop_tokens(db, pubkey, tokens);
@@ -463,8 +462,7 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
 {
     struct mg_db *db = env->db;
     const char *pubkey = req->path_param;
-    bool began = sqlite3_get_autocommit(db->conn) &&
-                 sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    bool began = mg_node_read_begin(db);
     struct mg_buf sql;
     mg_buf_init(&sql);
     mg_buf_puts(&sql, "SELECT ");
@@ -483,7 +481,7 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
         rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     if (rc == SQLITE_OK)
-        rc = packet_ids(db, pubkey, &ids, &n);
+        rc = mg_node_packet_ids(db, pubkey, &ids, &n);
     if (rc == SQLITE_OK && !found && n == 0)
         mg_response_error(res, 404, "Not found");
     else if (rc == SQLITE_OK)
@@ -493,7 +491,5 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
         mg_node_answer_failure(res, "/api/nodes/:pubkey/health", rc, db->conn);
     free(ids);
     sqlite3_finalize(node);
-    if (began && sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL) != SQLITE_OK &&
-        !sqlite3_get_autocommit(db->conn))
-        sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_node_read_end(db, began);
 }

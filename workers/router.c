@@ -70,6 +70,10 @@ const struct mg_route mg_routes[] = {
      * serves a key inside decoded_json, resolved_path or path_json (the busiest node at 2M
      * observations: 32.8M VM steps, 432 122 pages, 6.5 s on a loaded machine). */
     {"/api/nodes/:pubkey/health", MG_COST_HEAVY, mg_handle_node_health, NULL, false, NULL, false},
+    /* Heavy: every ADVERT's observations (the observers' offsets) and the node's packets (as
+     * health finds them). */
+    {"/api/nodes/:pubkey/clock-skew", MG_COST_HEAVY, mg_handle_node_clock_skew, NULL, false, NULL,
+     false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
      reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */

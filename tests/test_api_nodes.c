@@ -598,3 +598,43 @@ FIXTURE_TEST(clock_skew_without_adverts_is_404)
                      "{\"error\":\"No clock skew data for this node\"}\n");
     get("/api/nodes/not-a-key/clock-skew", 404);
 }
+
+FIXTURE_TEST(fleet_clock_skew_lists_each_nodes_skew_in_key_order)
+{
+    start();
+    char *fleet = strdup(get("/api/nodes/clock-skew", 200));
+    cr_expect(!fx.t.light, "heavy");
+    int n = 0, n6ij = 0;
+    char *prev = NULL;
+    for (const char *c = json_first(fleet); c; c = json_next(c), n++) {
+        char *pk = json_str_at(c, "pubkey"), target[128];
+        cr_expect(!prev || strcmp(prev, pk) < 0, "key order: %s after %s", pk, prev);
+        cr_expect_null(json_get(c, "samples"), "the fleet leaves samples out");
+        cr_expect_null(json_get(c, "recentHashEvidence"));
+        cr_expect_null(json_get(c, "calibrationSummary"));
+        /* The same figures as the node's own answer, and the node's name from its row. */
+        if (n < 15 || strcmp(pk, N6IJ_PUBKEY) == 0) {
+            n6ij += strcmp(pk, N6IJ_PUBKEY) == 0;
+            snprintf(target, sizeof target, "/api/nodes/%s/clock-skew", pk);
+            const char *one = get(target, 200);
+            char *severity = json_str_at(c, "severity");
+            cr_expect(json_double_at(one, "medianSkewSec") == json_double_at(c, "medianSkewSec") &&
+                          json_int_at(one, "sampleCount") == json_int_at(c, "sampleCount") &&
+                          json_str_at_eq(one, "severity", severity),
+                      "%s differs from its own answer", pk);
+            free(severity);
+            char *name = db_texts("SELECT name FROM nodes WHERE public_key = %Q", pk);
+            if (name[0])
+                cr_expect(json_str_at_eq(c, "nodeName", name), "%s: nodeName, want %s", pk, name);
+            else
+                cr_expect_null(json_get(c, "nodeName"));
+            free(name);
+        }
+        free(prev);
+        prev = pk;
+    }
+    free(prev);
+    free(fleet);
+    cr_expect_gt(n, 0);
+    cr_expect_eq(n6ij, 1, "N6IJ is in the fleet");
+}

@@ -56,6 +56,7 @@ static const char *const heavy_targets[] = {
     "/api/nodes/{node}",
     "/api/nodes/{node}/health",
     "/api/nodes/{node}/clock-skew",
+    "/api/nodes/clock-skew",
     NULL,
 };
 

@@ -258,6 +258,9 @@ static void tour(void)
     snprintf(target, sizeof target, "/api/nodes/%s/health", repeater);
     body = get(target, 200);
     cr_expect(strstr(body, "\"totalTransmissions\":"), "%s: %.300s", target, body);
+    cr_expect_eq(mg_test_ctx_get(&s.t, "/api/nodes/clock-skew"), 200, "%s",
+                 (const char *)s.t.res.body.data);
+    cr_expect(s.t.res.body.data[0] == '[', "the fleet is a list");
     snprintf(target, sizeof target, "/api/nodes/%s/clock-skew", repeater);
     int skew_status = mg_test_ctx_get(&s.t, target);
     cr_expect(skew_status == 200 || skew_status == 404, "%s: %d %s", target, skew_status,

@@ -130,7 +130,7 @@ struct engine {
     size_t n_offsets;
 };
 
-static void engine_free(struct engine *e)
+static void samples_free(struct engine *e)
 {
     for (size_t i = 0; i < e->n; i++) {
         free(e->s[i].hash);
@@ -282,6 +282,23 @@ static int calibrate(struct engine *e)
     }
     free(g), free(dev), free(dev_observer), free(times);
     return rc;
+}
+
+/* Steps 1 and 2, and the samples grouped by hash into *groups; an SQLite code. */
+static int engine_build(struct mg_db *db, struct engine *e, struct index_entry **groups)
+{
+    int rc = read_samples(db, e);
+    if (rc == SQLITE_OK)
+        rc = calibrate(e);
+    if (rc == SQLITE_OK && !(*groups = group_by_hash(e)))
+        rc = SQLITE_NOMEM;
+    return rc;
+}
+
+static void engine_free(struct engine *e, struct index_entry *groups)
+{
+    free(groups);
+    samples_free(e);
 }
 
 /* Step 3 for one hash: its samples are g[first..end) (in sample order). */
@@ -436,12 +453,17 @@ static void kv_double(struct mg_json *j, const char *key, double v)
 }
 
 /* Step 4, written as CoreScope's NodeClockSkew (its fields in declaration order). */
+struct fleet_names {
+    const char *name, *role; /* NULL or "": left out */
+};
+
 static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct engine *e,
-                            const struct index_entry *g, struct advert_skew *adv, size_t n)
+                            const struct index_entry *g, struct advert_skew *adv, size_t n,
+                            const struct fleet_names *fleet)
 {
-    double *all = malloc(n * sizeof *all);
-    struct pair *pairs = malloc(n * sizeof *pairs);
-    struct evidence *ev = malloc(n * sizeof *ev);
+    double *all = calloc(n ? n : 1, sizeof *all);
+    struct pair *pairs = calloc(n ? n : 1, sizeof *pairs);
+    struct evidence *ev = calloc(n ? n : 1, sizeof *ev);
     if (!all || !pairs || !ev) {
         free(all), free(pairs), free(ev);
         return false;
@@ -474,7 +496,8 @@ static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct 
     }
     if (by_time > start)
         start = by_time;
-    double recent = last_skew, *good = malloc(n * sizeof *good), *vals = malloc(n * sizeof *vals);
+    double recent = last_skew, *good = calloc(n ? n : 1, sizeof *good),
+           *vals = calloc(n ? n : 1, sizeof *vals);
     if (!good || !vals) {
         free(all), free(pairs), free(ev), free(good), free(vals);
         return false;
@@ -526,15 +549,17 @@ static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct 
     mg_json_kv_bool(j, "calibrated", any_cal);
     mg_json_kv_int(j, "lastAdvertTS", last_adv);
     mg_json_kv_int(j, "lastObservedTS", last_obs);
-    mg_json_key(j, "samples");
-    mg_json_array_begin(j);
-    for (size_t i = 0; i < n; i++) {
-        mg_json_object_begin(j);
-        mg_json_kv_int(j, "ts", pairs[i].ts);
-        kv_double(j, "skew", round_to(pairs[i].skew, 1));
-        mg_json_object_end(j);
+    if (!fleet) { /* the fleet leaves samples, evidence and summary out */
+        mg_json_key(j, "samples");
+        mg_json_array_begin(j);
+        for (size_t i = 0; i < n; i++) {
+            mg_json_object_begin(j);
+            mg_json_kv_int(j, "ts", pairs[i].ts);
+            kv_double(j, "skew", round_to(pairs[i].skew, 1));
+            mg_json_object_end(j);
+        }
+        mg_json_array_end(j);
     }
-    mg_json_array_end(j);
     kv_double(j, "goodFraction", round_to(good_fraction, 2));
     mg_json_kv_int(j, "recentBadSampleCount", bad_count);
     bool any_bad = false;
@@ -556,6 +581,15 @@ static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct 
     if (any_bad)
         mg_json_array_end(j);
     mg_json_kv_int(j, "recentSampleCount", recent_count);
+    if (fleet) {
+        if (fleet->name && *fleet->name)
+            mg_json_kv_string(j, "nodeName", fleet->name);
+        if (fleet->role && *fleet->role)
+            mg_json_kv_string(j, "nodeRole", fleet->role);
+        mg_json_object_end(j);
+        free(all), free(pairs), free(ev), free(good), free(vals);
+        return true;
+    }
     /* The 10 latest ADVERTs' evidence, observer by observer. */
     if (n > 1)
         qsort(ev, n, sizeof *ev, by_evidence_ts);
@@ -618,11 +652,7 @@ void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
     int64_t *ids = NULL;
     size_t n_ids = 0, n_adv = 0;
     struct advert_skew *adv = NULL;
-    int rc = read_samples(db, &e);
-    if (rc == SQLITE_OK)
-        rc = calibrate(&e);
-    if (rc == SQLITE_OK && !(g = group_by_hash(&e)))
-        rc = SQLITE_NOMEM;
+    int rc = engine_build(db, &e, &g);
     if (rc == SQLITE_OK)
         rc = mg_node_packet_ids(db, pubkey, &ids, &n_ids);
     sqlite3_stmt *tx = rc == SQLITE_OK ? mg_db_prepare(db, "SELECT payload_type, coalesce(hash,"
@@ -647,7 +677,7 @@ void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
         mg_response_json(res, 200);
         struct mg_json j;
         mg_json_init(&j, &res->body);
-        if (!write_node_skew(&j, pubkey, &e, g, adv, n_adv))
+        if (!write_node_skew(&j, pubkey, &e, g, adv, n_adv, NULL))
             rc = SQLITE_NOMEM;
         mg_buf_putc(&res->body, '\n');
     }
@@ -656,7 +686,288 @@ void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
     sqlite3_finalize(tx);
     free(adv);
     free(ids);
-    free(g);
-    engine_free(&e);
+    engine_free(&e, g);
+    mg_node_read_end(db, began);
+}
+
+/* ---- the fleet ------------------------------------------------------------------------------ */
+
+/*
+ * GET /api/nodes/clock-skew: the same for every key CoreScope files an ADVERT under, without
+ * samples and evidence, with the node's name and role. Which keys an ADVERT is filed under
+ * is found in one pass over ADVERTs and their observations: its decoded keys, the keys of
+ * its observations' resolved paths, and, for an observation without one, each hop that one
+ * relay alone starts with (the relays' keys, sorted, searched by prefix). The list is in key
+ * order (CoreScope's is that of a Go map: random).
+ */
+static const char filed_sql[] =
+    "SELECT t.id, t.decoded_json ->> '$.pubKey', t.decoded_json ->> '$.destPubKey',"
+    " t.decoded_json ->> '$.srcPubKey', coalesce(obs.id, ''), o.path_json, %s"
+    " FROM transmissions t LEFT JOIN observations o ON o.transmission_id = t.id"
+    " LEFT JOIN observers obs ON obs.rowid = o.observer_idx"
+    " WHERE t.payload_type = 4 AND json_valid(t.decoded_json)"
+    " ORDER BY t.id, o.timestamp DESC";
+
+struct filed {
+    char *key;
+    int64_t tx;
+};
+
+static int by_key_tx(const void *a, const void *b)
+{
+    const struct filed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->tx < y->tx ? -1 : x->tx > y->tx);
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct filings {
+    struct filed *f;
+    size_t n, cap;
+    char **relays; /* lowercased keys of repeaters and rooms, sorted */
+    size_t n_relays;
+};
+
+static bool file_under(struct filings *fl, const char *key, int64_t tx)
+{
+    if (!key || !*key)
+        return true;
+    if (fl->n == fl->cap) {
+        fl->cap = fl->cap ? fl->cap * 2 : 1024;
+        struct filed *more = realloc(fl->f, fl->cap * sizeof *fl->f);
+        if (!more)
+            return false;
+        fl->f = more;
+    }
+    char *copy = strdup(key);
+    if (!copy)
+        return false;
+    fl->f[fl->n++] = (struct filed){copy, tx};
+    return true;
+}
+
+/* The one relay whose key starts with hop (lowercased, a prefix of 2 to 8 characters or a
+ * whole key), or NULL. */
+static const char *unique_relay(const struct filings *fl, const char *hop, size_t len)
+{
+    char h[80];
+    if (len < 2 || len >= sizeof h)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        h[i] = hop[i] >= 'A' && hop[i] <= 'Z' ? (char)(hop[i] + 32) : hop[i];
+    h[len] = '\0';
+    size_t lo = 0, hi = fl->n_relays;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(fl->relays[mid], h) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t found = 0;
+    const char *only = NULL;
+    for (size_t i = lo; i < fl->n_relays && strncmp(fl->relays[i], h, len) == 0; i++) {
+        bool listed = len <= 8 || strlen(fl->relays[i]) == len; /* CoreScope's prefix map */
+        if (listed)
+            found++, only = fl->relays[i];
+    }
+    return found == 1 ? only : NULL;
+}
+
+static int read_relays(struct mg_db *db, struct filings *fl)
+{
+    sqlite3_stmt *st = mg_db_prepare(
+        db, "SELECT lower(public_key) FROM nodes WHERE instr(lower(role), 'repeater') > 0"
+            " OR instr(lower(role), 'room_server') > 0 OR lower(role) = 'room'");
+    if (!st)
+        return SQLITE_ERROR;
+    int rc;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (fl->n_relays == cap) {
+            cap = cap ? cap * 2 : 256;
+            char **more = realloc(fl->relays, cap * sizeof *more);
+            if (!more) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            fl->relays = more;
+        }
+        if (!(fl->relays[fl->n_relays] = strdup((const char *)sqlite3_column_text(st, 0)))) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        fl->n_relays++;
+    }
+    sqlite3_finalize(st);
+    if (fl->n_relays > 1)
+        qsort(fl->relays, fl->n_relays, sizeof *fl->relays, by_text);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Files one observation's keys: its resolved path's, else its path's hops that resolve. */
+static bool file_observation(struct filings *fl, int64_t tx, const char *resolved, const char *path)
+{
+    const char *list = resolved && *resolved ? resolved : path;
+    bool hops = !(resolved && *resolved);
+    if (!list || (hops && (strcmp(list, "[]") == 0)))
+        return true;
+    /* Arrays of JSON strings (and nulls): each quoted item. */
+    for (const char *p = strchr(list, '"'); p;) {
+        const char *end = strchr(p + 1, '"');
+        if (!end)
+            break;
+        size_t len = (size_t)(end - p - 1);
+        char key[80];
+        if (len && len < sizeof key) {
+            memcpy(key, p + 1, len);
+            key[len] = '\0';
+            const char *filed = hops ? unique_relay(fl, key, len) : key;
+            if (filed && !file_under(fl, filed, tx))
+                return false;
+        }
+        p = strchr(end + 1, '"');
+    }
+    return true;
+}
+
+static int read_filings(struct mg_db *db, struct filings *fl)
+{
+    int rc = read_relays(db, fl);
+    if (rc != SQLITE_OK)
+        return rc;
+    char sql[sizeof filed_sql + 96];
+    snprintf(sql, sizeof sql, filed_sql,
+             db->schema.obs_resolved_path
+                 ? "CASE WHEN json_valid(o.resolved_path) THEN o.resolved_path END"
+                 : "NULL");
+    sqlite3_stmt *st = mg_db_prepare(db, sql);
+    if (!st)
+        return SQLITE_ERROR;
+    int64_t tx = -1;
+    struct mg_buf seen;
+    mg_buf_init(&seen);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        rc = SQLITE_NOMEM;
+        if (id != tx) {
+            tx = id;
+            mg_buf_reset(&seen);
+            bool ok = true;
+            for (int c = 1; c <= 3 && ok; c++)
+                if (sqlite3_column_type(st, c) == SQLITE_TEXT)
+                    ok = file_under(fl, (const char *)sqlite3_column_text(st, c), id);
+            if (!ok)
+                break;
+        }
+        if (sqlite3_column_type(st, 5) == SQLITE_NULL &&
+            sqlite3_column_type(st, 4) == SQLITE_TEXT && !*sqlite3_column_text(st, 4) &&
+            sqlite3_column_type(st, 6) == SQLITE_NULL) {
+            rc = SQLITE_OK; /* no observation (the LEFT JOIN's empty row) */
+            continue;
+        }
+        char key[512];
+        snprintf(key, sizeof key, "%s|%s", sqlite3_column_text(st, 4),
+                 sqlite3_column_text(st, 5) ? (const char *)sqlite3_column_text(st, 5) : "");
+        bool dup = false;
+        for (const char *k = seen.data; k && k < seen.data + seen.len; k += strlen(k) + 1)
+            dup = dup || strcmp(k, key) == 0;
+        rc = SQLITE_OK;
+        if (dup)
+            continue;
+        mg_buf_append(&seen, key, strlen(key) + 1);
+        if (!file_observation(fl, id, (const char *)sqlite3_column_text(st, 6),
+                              (const char *)sqlite3_column_text(st, 5))) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    mg_buf_free(&seen);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_OK)
+        return rc;
+    if (fl->n > 1)
+        qsort(fl->f, fl->n, sizeof *fl->f, by_key_tx);
+    return SQLITE_OK;
+}
+
+static void filings_free(struct filings *fl)
+{
+    for (size_t i = 0; i < fl->n; i++)
+        free(fl->f[i].key);
+    free(fl->f);
+    for (size_t i = 0; i < fl->n_relays; i++)
+        free(fl->relays[i]);
+    free(fl->relays);
+}
+
+void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res)
+{
+    (void)req;
+    struct mg_db *db = env->db;
+    bool began = mg_node_read_begin(db);
+    struct engine e = {0};
+    struct filings fl = {0};
+    struct index_entry *g = NULL;
+    struct advert_skew *adv = NULL;
+    int rc = engine_build(db, &e, &g);
+    if (rc == SQLITE_OK)
+        rc = read_filings(db, &fl);
+    sqlite3_stmt *tx = NULL, *node = NULL;
+    if (rc == SQLITE_OK) {
+        tx = mg_db_prepare(db, "SELECT coalesce(hash, '') FROM transmissions WHERE id = ?1");
+        node = mg_db_prepare(db, "SELECT name, role FROM nodes WHERE public_key = ?1");
+        adv = calloc(fl.n ? fl.n : 1, sizeof *adv);
+        rc = !tx || !node ? SQLITE_ERROR : adv ? SQLITE_OK : SQLITE_NOMEM;
+    }
+    if (rc == SQLITE_OK) {
+        mg_response_json(res, 200);
+        struct mg_json j;
+        mg_json_init(&j, &res->body);
+        mg_json_array_begin(&j);
+        for (size_t i = 0; rc == SQLITE_OK && i < fl.n;) {
+            size_t k = i, n_adv = 0;
+            for (; k < fl.n && strcmp(fl.f[k].key, fl.f[i].key) == 0; k++) {
+                if (k > i && fl.f[k].tx == fl.f[k - 1].tx)
+                    continue;
+                sqlite3_bind_int64(tx, 1, fl.f[k].tx);
+                size_t first, end;
+                if (sqlite3_step(tx) == SQLITE_ROW &&
+                    hash_range(&e, g, (const char *)sqlite3_column_text(tx, 0), &first, &end)) {
+                    bool dup = false; /* CoreScope files a hash under a key once */
+                    for (size_t a = 0; a < n_adv && !dup; a++)
+                        dup = adv[a].first == first;
+                    if (!dup && advert_skew(&e, g, first, end, &adv[n_adv]))
+                        adv[n_adv++].tx = fl.f[k].tx;
+                }
+                sqlite3_reset(tx);
+            }
+            if (n_adv) {
+                sqlite3_bind_text(node, 1, fl.f[i].key, -1, SQLITE_STATIC);
+                struct fleet_names names = {NULL, NULL};
+                if (sqlite3_step(node) == SQLITE_ROW)
+                    names = (struct fleet_names){(const char *)sqlite3_column_text(node, 0),
+                                                 (const char *)sqlite3_column_text(node, 1)};
+                if (!write_node_skew(&j, fl.f[i].key, &e, g, adv, n_adv, &names))
+                    rc = SQLITE_NOMEM;
+                sqlite3_reset(node);
+            }
+            i = k;
+        }
+        mg_json_array_end(&j);
+        mg_buf_putc(&res->body, '\n');
+    }
+    if (rc != SQLITE_OK)
+        mg_node_answer_failure(res, "/api/nodes/clock-skew", rc, db->conn);
+    sqlite3_finalize(tx);
+    sqlite3_finalize(node);
+    free(adv);
+    filings_free(&fl);
+    engine_free(&e, g);
     mg_node_read_end(db, began);
 }

@@ -64,6 +64,8 @@ const struct mg_route mg_routes[] = {
      * paths come before the :pubkey one that would take them for a key. */
     {"/api/nodes/search", MG_COST_LIGHT, mg_handle_node_search, NULL, false, node_search_cases,
      false},
+    /* Heavy: every ADVERT's observations, twice (the offsets; the keys each is filed under). */
+    {"/api/nodes/clock-skew", MG_COST_HEAVY, mg_handle_fleet_clock_skew, NULL, false, NULL, false},
     {"/api/nodes/:pubkey", MG_COST_HEAVY, mg_handle_node_detail, mg_node_detail_is_heavy, false,
      node_detail_cases, false},
     /* Heavy: finding a node's packets reads every transmission and observation, as no index

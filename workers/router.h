@@ -70,6 +70,8 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
                                struct mg_response *res);
+void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
 /* The detail is heavy for a node with many transmissions in its 7-day window (ep_node_detail.c). */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

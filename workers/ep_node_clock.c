@@ -702,8 +702,9 @@ void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
  */
 static const char filed_sql[] =
     "SELECT t.id, t.decoded_json ->> '$.pubKey', t.decoded_json ->> '$.destPubKey',"
-    " t.decoded_json ->> '$.srcPubKey', coalesce(obs.id, ''), o.path_json, %s"
-    " FROM transmissions t LEFT JOIN observations o ON o.transmission_id = t.id"
+    " t.decoded_json ->> '$.srcPubKey', coalesce(obs.id, ''), o.path_json, %s,"
+    " coalesce(t.hash, '') FROM transmissions t LEFT JOIN observations o"
+    " ON o.transmission_id = t.id"
     " LEFT JOIN observers obs ON obs.rowid = o.observer_idx"
     " WHERE t.payload_type = 4 AND json_valid(t.decoded_json)"
     " ORDER BY t.id, o.timestamp DESC";
@@ -711,6 +712,7 @@ static const char filed_sql[] =
 struct filed {
     char *key;
     int64_t tx;
+    size_t first, end; /* its hash's samples in the engine's groups */
 };
 
 static int by_key_tx(const void *a, const void *b)
@@ -726,6 +728,9 @@ static int by_text(const void *a, const void *b)
 }
 
 struct filings {
+    const struct engine *e;
+    const struct index_entry *g;
+    size_t first, end; /* of the transmission being filed */
     struct filed *f;
     size_t n, cap;
     char **relays; /* lowercased keys of repeaters and rooms, sorted */
@@ -734,7 +739,7 @@ struct filings {
 
 static bool file_under(struct filings *fl, const char *key, int64_t tx)
 {
-    if (!key || !*key)
+    if (!key || !*key || fl->first == fl->end)
         return true;
     if (fl->n == fl->cap) {
         fl->cap = fl->cap ? fl->cap * 2 : 1024;
@@ -746,7 +751,7 @@ static bool file_under(struct filings *fl, const char *key, int64_t tx)
     char *copy = strdup(key);
     if (!copy)
         return false;
-    fl->f[fl->n++] = (struct filed){copy, tx};
+    fl->f[fl->n++] = (struct filed){copy, tx, fl->first, fl->end};
     return true;
 }
 
@@ -857,6 +862,11 @@ static int read_filings(struct mg_db *db, struct filings *fl)
         if (id != tx) {
             tx = id;
             mg_buf_reset(&seen);
+            /* An ADVERT without samples has no skew: not filed. */
+            if (!hash_range(fl->e, fl->g, (const char *)sqlite3_column_text(st, 7), &fl->first,
+                            &fl->end)) {
+                fl->first = fl->end = 0;
+            }
             bool ok = true;
             for (int c = 1; c <= 3 && ok; c++)
                 if (sqlite3_column_type(st, c) == SQLITE_TEXT)
@@ -916,14 +926,21 @@ void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req
     struct index_entry *g = NULL;
     struct advert_skew *adv = NULL;
     int rc = engine_build(db, &e, &g);
+    fl.e = &e;
+    fl.g = g;
     if (rc == SQLITE_OK)
         rc = read_filings(db, &fl);
-    sqlite3_stmt *tx = NULL, *node = NULL;
+    sqlite3_stmt *node = NULL;
+    struct advert_skew *by_group = NULL; /* each hash's figures, computed once */
+    bool *done = NULL;
+    size_t *marked = NULL; /* the key (its first filing + 1) a hash was last taken for */
     if (rc == SQLITE_OK) {
-        tx = mg_db_prepare(db, "SELECT coalesce(hash, '') FROM transmissions WHERE id = ?1");
         node = mg_db_prepare(db, "SELECT name, role FROM nodes WHERE public_key = ?1");
         adv = calloc(fl.n ? fl.n : 1, sizeof *adv);
-        rc = !tx || !node ? SQLITE_ERROR : adv ? SQLITE_OK : SQLITE_NOMEM;
+        by_group = calloc(e.n ? e.n : 1, sizeof *by_group);
+        done = calloc(e.n ? e.n : 1, sizeof *done);
+        marked = calloc(e.n ? e.n : 1, sizeof *marked);
+        rc = !node ? SQLITE_ERROR : adv && by_group && done && marked ? SQLITE_OK : SQLITE_NOMEM;
     }
     if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
@@ -933,21 +950,21 @@ void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req
         for (size_t i = 0; rc == SQLITE_OK && i < fl.n;) {
             size_t k = i, n_adv = 0;
             for (; k < fl.n && strcmp(fl.f[k].key, fl.f[i].key) == 0; k++) {
-                if (k > i && fl.f[k].tx == fl.f[k - 1].tx)
+                size_t first = fl.f[k].first;
+                if (marked[first] == i + 1) /* CoreScope files a hash under a key once */
                     continue;
-                sqlite3_bind_int64(tx, 1, fl.f[k].tx);
-                size_t first, end;
-                if (sqlite3_step(tx) == SQLITE_ROW &&
-                    hash_range(&e, g, (const char *)sqlite3_column_text(tx, 0), &first, &end)) {
-                    bool dup = false; /* CoreScope files a hash under a key once */
-                    for (size_t a = 0; a < n_adv && !dup; a++)
-                        dup = adv[a].first == first;
-                    if (!dup && advert_skew(&e, g, first, end, &adv[n_adv]))
-                        adv[n_adv++].tx = fl.f[k].tx;
+                marked[first] = i + 1;
+                if (!done[first]) {
+                    if (!advert_skew(&e, g, first, fl.f[k].end, &by_group[first])) {
+                        rc = SQLITE_NOMEM;
+                        break;
+                    }
+                    done[first] = true;
                 }
-                sqlite3_reset(tx);
+                adv[n_adv] = by_group[first];
+                adv[n_adv++].tx = fl.f[k].tx;
             }
-            if (n_adv) {
+            if (rc == SQLITE_OK && n_adv) {
                 sqlite3_bind_text(node, 1, fl.f[i].key, -1, SQLITE_STATIC);
                 struct fleet_names names = {NULL, NULL};
                 if (sqlite3_step(node) == SQLITE_ROW)
@@ -962,9 +979,11 @@ void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req
         mg_json_array_end(&j);
         mg_buf_putc(&res->body, '\n');
     }
+    free(by_group);
+    free(done);
+    free(marked);
     if (rc != SQLITE_OK)
         mg_node_answer_failure(res, "/api/nodes/clock-skew", rc, db->conn);
-    sqlite3_finalize(tx);
     sqlite3_finalize(node);
     free(adv);
     filings_free(&fl);

@@ -403,10 +403,10 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
                           ", o.direction, o.snr, o.rssi, %s%s,"
                           " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch'),"
                           " ob.id, ob.name, ob.iata,"
-                          " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch')"
-                          " FROM observations o"
+                          " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch'),"
+                          " %s FROM observations o"
                           " LEFT JOIN observers ob ON ob.rowid = o.observer_idx",
-                          resolved_of, resolved);
+                          resolved_of, resolved, db->schema.obs_raw_hex ? "o.raw_hex" : "NULL");
         else
             mg_buf_puts(out, " FROM observations o");
         mg_buf_puts(out, f->expand_observations
@@ -767,7 +767,8 @@ enum obs_col {
     O_OBSERVER_ID,
     O_OBSERVER_NAME,
     O_OBSERVER_IATA,
-    O_LATEST, /* the time as CoreScope's store keeps it, with milliseconds */
+    O_LATEST,  /* the time as CoreScope's store keeps it, with milliseconds */
+    O_RAW_HEX, /* the observation's own frame (migrated databases), else NULL */
 };
 enum best_col {
     B_DIRECTION,
@@ -852,8 +853,9 @@ struct packets_run {
     struct mg_buf id_text, iata_text, latest;
     struct pair *ids, *iatas;
     size_t ids_len, iatas_len, ids_cap, iatas_cap;
-    int64_t last_obs_id; /* the highest observation id of the last scan, -1 when none */
-    size_t scanned_rows; /* rows of the last scan */
+    int64_t last_obs_id;     /* the highest observation id of the last scan, -1 when none */
+    sqlite3_stmt *last_best; /* the best row of the last packet written, NULL when none */
+    size_t scanned_rows;     /* rows of the last scan */
     /* Summaries this request may use (see use_summaries): the high-water mark read before
      * any record, the snapshot's newest observation, the transmissions with observations
      * between the two. */
@@ -1414,6 +1416,7 @@ static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt 
     } else {
         r->rows_from_summary++;
     }
+    r->last_best = best;
     size_t path_len = 0, resolved_len = 0, iata_len = 0, id_len = 0, name_len = 0;
     const char *path = NULL, *resolved = NULL, *iata = NULL, *observer_id = NULL,
                *observer_name = NULL;
@@ -2039,6 +2042,88 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
     if (r == MG_FIFO_ADMITTED)
         mg_fifo_gate_release(env->seg->cold, env->pid, pass_token);
     mg_tx_summary_lease_release(s, env->pid);
+}
+
+/* One observation in CoreScope's ObservationResp order; absent values of the keys it omits
+ * when empty (resolved_path, direction, raw_hex) are left out. raw_hex falls back to the
+ * transmission's, as CoreScope's store does. */
+static void write_detail_observation(struct packets_run *r, struct mg_json *j, sqlite3_stmt *st,
+                                     sqlite3_stmt *row)
+{
+    size_t path_len, resolved_len, iata_len, id_len, name_len, raw_len, dir_len;
+    const char *path = column_text(st, O_PATH_JSON, &path_len);
+    const char *resolved = column_text(st, O_RESOLVED_PATH, &resolved_len);
+    const char *iata = column_text(st, O_OBSERVER_IATA, &iata_len);
+    const char *observer_id = column_text(st, O_OBSERVER_ID, &id_len);
+    const char *observer_name = column_text(st, O_OBSERVER_NAME, &name_len);
+    const char *direction = column_text(st, O_DIRECTION, &dir_len);
+    const char *raw = column_text(st, O_RAW_HEX, &raw_len);
+    if (!raw || raw_len == 0)
+        raw = column_text(row, P_RAW_HEX, &raw_len);
+    mg_json_object_begin(j); /* CoreScope's field order, not sorted */
+    mg_json_key(j, "id");
+    mg_db_json_column(j, st, O_ID);
+    mg_json_key(j, "hash");
+    mg_db_json_column(j, row, P_HASH);
+    write_text_or_null(j, "observer_id", observer_id, id_len, false);
+    write_text_or_null(j, "observer_name", observer_name, name_len, false);
+    write_text_or_null(j, "observer_iata", iata, iata_len, true);
+    mg_json_key(j, "snr");
+    mg_db_json_column(j, st, O_SNR);
+    mg_json_key(j, "rssi");
+    mg_db_json_column(j, st, O_RSSI);
+    write_text_or_null(j, "path_json", path, path_len, false);
+    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    if (direction && dir_len > 0)
+        mg_json_kv_string(j, "direction", direction);
+    if (raw && raw_len > 0) {
+        mg_json_key(j, "raw_hex");
+        mg_json_string_n(j, raw, raw_len);
+    }
+    mg_json_key(j, "timestamp");
+    mg_db_json_column(j, st, O_TIMESTAMP);
+    mg_json_object_end(j);
+}
+
+int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
+{
+    struct mg_packets_filter f = {.limit = 1, .expand_observations = true};
+    struct packets_run r = {.env = env, .f = &f};
+    run_init(&r);
+    sqlite3_stmt *row = prepare_statement(&r, MG_PACKETS_SQL_ROW);
+    r.observations = prepare_statement(&r, MG_PACKETS_SQL_OBSERVATIONS);
+    r.best = prepare_statement(&r, MG_PACKETS_SQL_BEST);
+    int rc = r.error ? r.error : SQLITE_OK;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(row, 1, tx_id);
+        rc = sqlite3_step(row);
+        rc = rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+    }
+    if (rc == SQLITE_OK) {
+        mg_json_key(j, "packet");
+        if (!write_packet(&r, j, row))
+            rc = r.error;
+    }
+    if (rc == SQLITE_OK) {
+        size_t path_len = 0;
+        const char *path = r.last_best ? column_text(r.last_best, B_PATH_JSON, &path_len) : NULL;
+        if (!write_stored_array(j, "path", path, path_len, false, &r.tmp)) {
+            mg_json_key(j, "path");
+            mg_json_array_begin(j);
+            mg_json_array_end(j);
+        }
+        mg_json_kv_int(j, "observation_count", r.scanned_rows ? (int64_t)r.scanned_rows : 1);
+        mg_json_key(j, "observations");
+        mg_json_array_begin(j);
+        sqlite3_reset(r.observations);
+        while ((rc = sqlite3_step(r.observations)) == SQLITE_ROW)
+            write_detail_observation(&r, j, r.observations, row);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        mg_json_array_end(j);
+    }
+    sqlite3_finalize(row);
+    run_free(&r);
+    return rc;
 }
 
 static void answer_failure(struct packets_run *r)

@@ -147,6 +147,16 @@ int mg_packets_summaries_open(const char *db_path, int busy_timeout_ms, struct m
  */
 void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns);
 
+/*
+ * The keys of /api/packets/{id}'s body (CoreScope's PacketDetailResponse) for transmission
+ * tx_id, written into the open object j: "packet" as /api/packets?expand=observations lists
+ * it, "path" (its best observation's hops), "observation_count" (its observations, 1 when
+ * none) and "observations" (newest first, in CoreScope's observation record). Call it inside
+ * a read transaction. SQLITE_OK; SQLITE_NOTFOUND when there is no such transmission (nothing
+ * written); otherwise the SQLite code of the failure.
+ */
+int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j);
+
 /* Tests: whether the last request of this thread answered every page row from a summary
  * (true), or read at least one directly. */
 bool mg_packets_last_used_summaries(void);

@@ -42,6 +42,23 @@ static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/p
 static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
+/* Light: a transmission by its UNIQUE hash or primary key, its observations through
+ * idx_observations_transmission_id, each with its observer by rowid. No table is scanned. */
+static const char *const packet_detail_cases[] = {
+    "/api/packets/{packet}",
+    "/api/packets/{hash}",
+    "/api/packets/{HASH}",
+    "/api/packets/99999999999",
+    "/api/packets/0123456789abcdef",
+    "/api/packets/not-a-packet",
+    NULL,
+};
+static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zzzz", NULL};
+/* Light: a table in the program, no database. */
+static const char *const iata_cases[] = {"/api/iata-coords", NULL};
+static const char *const known_channels_cases[] = {"/api/known-channels",
+                                                   "/api/known-channels?region=US", NULL};
+
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
     {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false},
@@ -49,6 +66,24 @@ const struct mg_route mg_routes[] = {
      reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
+    /* Packets, observers (h14c): classes and costs at 2M observations in docs/benchmarks.md.
+     * Light: one transmission by hash or id and its few observations (indexes only). */
+    {"/api/packets/timestamps", MG_COST_HEAVY, mg_handle_packet_timestamps, NULL, false, NULL,
+     false}, /* heavy: as many rows as transmissions after ?since= */
+    {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
+     false},
+    {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
+    {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
+    /* Heavy: packetsLastHour counts the last hour's observations. */
+    {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false},
+    {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false},
+    /* Heavy: every GRP_TXT transmission is grouped (with a region, their observations). */
+    {"/api/channels", MG_COST_HEAVY, mg_handle_channels, NULL, false, NULL, false},
+    /* Heavy: each of the channel's messages gets its newest sighting to choose the page. */
+    {"/api/channels/:hash/messages", MG_COST_HEAVY, mg_handle_channel_messages, NULL, false, NULL,
+     false},
+    {"/api/known-channels", MG_COST_LIGHT, mg_handle_known_channels, NULL, false,
+     known_channels_cases, false},
     {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false},
     {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false},
     {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},

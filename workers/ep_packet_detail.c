@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * One transmission and what hangs off it, as CoreScope's server answers them:
- *   GET /api/packets/{id}         by 16-hex hash (any case) or by numeric id; 404 otherwise.
+ *   GET /api/packets/{id}         by 16-hex hash (in any case) or numeric id; 404 otherwise.
  *                                 The body is written by ep_packets.c (mg_packets_detail), so
  *                                 "packet" is exactly a row of /api/packets?expand=observations.
  *   GET /api/packets/timestamps   first_seen of every transmission after ?since= (required),
@@ -66,20 +66,15 @@ static bool parse_id(const char *s, int64_t *out)
     return true;
 }
 
-/* The transmission's id for a hash (as given, then lowercased): 0 found, SQLITE_NOTFOUND, or
- * the failure. */
+/* The transmission's id for a hash in any case (stored hashes are lowercase, a few old ones
+ * uppercase): 0 found, SQLITE_NOTFOUND, or the failure. Three probes of the UNIQUE index. */
 static int id_of_hash(struct mg_db *db, const char *hash, int64_t *id)
 {
-    char lower[17];
-    for (size_t i = 0; i < 17; i++)
-        lower[i] = (char)tolower((unsigned char)hash[i]);
-    sqlite3_stmt *st = mg_db_prepare(db, "SELECT id FROM transmissions WHERE hash = ?1"
-                                         " UNION ALL SELECT id FROM transmissions WHERE hash = ?2"
-                                         " LIMIT 1");
+    sqlite3_stmt *st = mg_db_prepare(db, "SELECT id FROM transmissions"
+                                         " WHERE hash IN (?1, lower(?1), upper(?1)) LIMIT 1");
     if (!st)
         return SQLITE_ERROR;
     sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, lower, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *id = sqlite3_column_int64(st, 0);

@@ -165,22 +165,14 @@ static void write_encrypted_channel(struct mg_json *j, sqlite3_stmt *st)
     mg_buf_free(&name);
 }
 
-/* The statement listing the decrypted (encrypted false) or undecryptable channels. */
+/* The statement listing the decrypted (encrypted false) or undecryptable channels: grouped
+ * first, then each decrypted channel's newest message found by its first_seen through
+ * idx_transmissions_first_seen (reading the channel's rows in its own index would read all of
+ * them). Columns: channel_hash, count, last activity, text, sender. */
 static void channels_sql(struct mg_buf *sql, bool encrypted, const struct regions *r)
 {
-    mg_buf_puts(sql, "SELECT t.channel_hash, count(*) AS n, max(t.first_seen) AS last_activity");
-    if (!encrypted)
-        mg_buf_puts(sql, ", (SELECT CASE WHEN json_type(s.j, '$.text') = 'text'"
-                         " THEN json_extract(s.j, '$.text') END FROM (SELECT"
-                         " CASE WHEN json_valid(t2.decoded_json) THEN t2.decoded_json END AS j"
-                         " FROM transmissions t2 WHERE t2.channel_hash = t.channel_hash AND"
-                         " t2.payload_type = 5 ORDER BY t2.first_seen DESC LIMIT 1) s),"
-                         " (SELECT CASE WHEN json_type(s.j, '$.sender') = 'text'"
-                         " THEN json_extract(s.j, '$.sender') END FROM (SELECT"
-                         " CASE WHEN json_valid(t2.decoded_json) THEN t2.decoded_json END AS j"
-                         " FROM transmissions t2 WHERE t2.channel_hash = t.channel_hash AND"
-                         " t2.payload_type = 5 ORDER BY t2.first_seen DESC LIMIT 1) s)");
-    mg_buf_puts(sql, " FROM transmissions t");
+    mg_buf_puts(sql, "WITH g AS MATERIALIZED (SELECT t.channel_hash AS ch, count(*) AS n,"
+                     " max(t.first_seen) AS last_activity FROM transmissions t");
     if (r->count)
         mg_buf_puts(sql, " JOIN observations o ON o.transmission_id = t.id"
                          " JOIN observers ob ON ob.rowid = o.observer_idx");
@@ -193,7 +185,26 @@ static void channels_sql(struct mg_buf *sql, bool encrypted, const struct region
         regions_placeholders(sql, r);
         mg_buf_puts(sql, ")");
     }
-    mg_buf_puts(sql, " GROUP BY t.channel_hash ORDER BY last_activity DESC");
+    mg_buf_puts(sql, " GROUP BY t.channel_hash)");
+    if (encrypted) {
+        mg_buf_puts(sql, " SELECT ch, n, last_activity, NULL, NULL FROM g");
+    } else {
+        /* The sample is the channel's newest message, heard in the region or not. */
+        mg_buf_puts(sql, ", s AS MATERIALIZED (SELECT g.*, (SELECT CASE WHEN"
+                         " json_valid(t2.decoded_json) THEN t2.decoded_json END"
+                         " FROM transmissions t2 WHERE t2.first_seen = ");
+        mg_buf_puts(sql, r->count ? "(SELECT max(t3.first_seen) FROM transmissions t3"
+                                    " WHERE t3.channel_hash = g.ch AND t3.payload_type = 5)"
+                                  : "g.last_activity");
+        mg_buf_puts(sql, " AND +t2.channel_hash = g.ch AND +t2.payload_type = 5 LIMIT 1) AS j"
+                         " FROM g)"
+                         " SELECT ch, n, last_activity,"
+                         " CASE WHEN json_type(j, '$.text') = 'text'"
+                         " THEN json_extract(j, '$.text') END,"
+                         " CASE WHEN json_type(j, '$.sender') = 'text'"
+                         " THEN json_extract(j, '$.sender') END FROM s");
+    }
+    mg_buf_puts(sql, " ORDER BY last_activity DESC");
 }
 
 /* Writes one list's entries; SQLITE_OK or the failure. */

@@ -15,12 +15,31 @@
  *
  * packetsLastHour reads the last hour's observations through idx_observations_timestamp (the
  * observer's own index is kept out of the plan: it would walk all of its observations).
+ *
+ * GET /api/observers/{id}/analytics?days=N (1..365, default 7; a bad value is 7) reads the
+ * observer's observations of the last N days: a cold report (cold_report.h), built under the
+ * cold gate and shared through the result cache. Its parts, as CoreScope computes them:
+ *   timeline         observations per bucket (an hour for N = 1, 4 hours up to 7 days, else a
+ *                    day; buckets start at UTC multiples), labelled "15:04", "Mon 15:04" or
+ *                    "Jan 02", oldest first, only buckets with observations;
+ *   packetTypes      observations per payload_type, keyed by its decimal text;
+ *   nodesTimeline    per bucket, the distinct node names heard: the transmission's pubKey,
+ *                    srcHash and destHash (non-empty strings of its decoded_json object) and
+ *                    the observation's path hops (when path_json is an array of strings);
+ *   snrDistribution  observations per 2 dB SNR bucket ("-4 to -2"), by CoreScope's rounding;
+ *   recentPackets    the 20 newest, each as CoreScope's store enriches an observation.
+ * An unknown observer has empty parts (CoreScope answers so too, not 404).
  */
+#include "cold_report.h"
+#include "ep_packets.h"
 #include "json.h"
 #include "log.h"
+#include "result_cache.h"
 #include "router.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -209,4 +228,301 @@ void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct
         answer_failure(res, rc);
     }
     sqlite3_finalize(st);
+}
+
+/* ---- /api/observers/{id}/analytics --------------------------------------------------- */
+
+#define ANALYTICS_DAYS_DEFAULT 7
+#define ANALYTICS_DAYS_MAX 365
+#define ANALYTICS_RECENT 20
+
+struct analytics_args {
+    char id[MG_PATH_PARAM_MAX];
+    int days;
+};
+_Static_assert(sizeof(struct analytics_args) <= MG_COLD_ARGS_BYTES, "the args fit a build");
+
+/* The observer's observations in the window (:idx its rowid, :since exclusive, :dur the
+ * bucket's seconds), with what every part reads. p is path_json when it is a JSON array (else
+ * '[]'), d decoded_json when it is a JSON object; nested CASEs keep the JSON functions from
+ * ever seeing malformed text. */
+static const char filtered_cte[] =
+    "WITH f AS MATERIALIZED (SELECT o.id, o.timestamp AS ts, o.snr, o.transmission_id AS tx,"
+    " (o.timestamp / :dur) * :dur AS bucket,"
+    " CASE WHEN json_valid(o.path_json) THEN CASE WHEN json_type(o.path_json) = 'array'"
+    " THEN o.path_json ELSE '[]' END ELSE '[]' END AS p,"
+    " t.payload_type,"
+    " CASE WHEN json_valid(t.decoded_json) THEN CASE WHEN json_type(t.decoded_json) = 'object'"
+    " THEN t.decoded_json END END AS d"
+    " FROM observations o JOIN transmissions t ON t.id = o.transmission_id"
+    " WHERE o.observer_idx = :idx AND o.timestamp > :since AND o.timestamp > 0) ";
+
+static const char *const label_sql[] = {
+    /* days <= 1 */ "strftime('%H:%M', bucket, 'unixepoch')",
+    /* days <= 7 */
+    "substr('SunMonTueWedThuFriSat', 1 + 3 * strftime('%w', bucket, 'unixepoch'), 3)"
+    " || strftime(' %H:%M', bucket, 'unixepoch')",
+    /* longer */
+    "substr('JanFebMarAprMayJunJulAugSepOctNovDec',"
+    " 3 * strftime('%m', bucket, 'unixepoch') - 2, 3) || strftime(' %d', bucket, 'unixepoch')",
+};
+
+static sqlite3_stmt *analytics_statement(struct mg_db *db, const char *tail, int days, int64_t idx,
+                                         int64_t since)
+{
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_buf_puts(&sql, filtered_cte);
+    const char *label = label_sql[days <= 1 ? 0 : days <= 7 ? 1 : 2];
+    /* tail's "%L" is the bucket's label */
+    for (const char *p = tail; *p; p++) {
+        if (p[0] == '%' && p[1] == 'L') {
+            mg_buf_puts(&sql, label);
+            p++;
+        } else {
+            mg_buf_putc(&sql, *p);
+        }
+    }
+    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    if (!st)
+        return NULL;
+    int dur = days <= 1 ? 3600 : days <= 7 ? 4 * 3600 : 24 * 3600;
+    sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":dur"), dur);
+    sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":idx"), idx);
+    sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":since"), since);
+    return st;
+}
+
+/* Writes [{"label":...,"count":n},...] from a statement of (label, count) rows. */
+static int write_buckets(struct mg_json *j, sqlite3_stmt *st)
+{
+    mg_json_array_begin(j);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        mg_json_object_begin(j); /* CoreScope's order: label, count */
+        mg_json_key(j, "label");
+        mg_db_json_column(j, st, 0);
+        mg_json_kv_int(j, "count", sqlite3_column_int64(st, 1));
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    return rc;
+}
+
+static int write_packet_types(struct mg_json *j, sqlite3_stmt *st)
+{
+    mg_json_object_begin(j); /* keys in bytewise order, as Go writes a map */
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        mg_json_key(j, (const char *)sqlite3_column_text(st, 0));
+        mg_json_int(j, sqlite3_column_int64(st, 1));
+    }
+    mg_json_object_end(j);
+    return rc;
+}
+
+static int write_snr(struct mg_json *j, sqlite3_stmt *st)
+{
+    mg_json_array_begin(j);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t from = sqlite3_column_int64(st, 0);
+        char range[64];
+        snprintf(range, sizeof range, "%lld to %lld", (long long)from, (long long)from + 2);
+        mg_json_object_begin(j); /* CoreScope's order: range, count */
+        mg_json_kv_string(j, "range", range);
+        mg_json_kv_int(j, "count", sqlite3_column_int64(st, 1));
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    return rc;
+}
+
+enum recent_col {
+    R_DECODED,
+    R_DIRECTION,
+    R_HASH,
+    R_ID,
+    R_IATA,
+    R_OBSERVER_ID,
+    R_OBSERVER_NAME,
+    R_PATH,
+    R_PAYLOAD_TYPE,
+    R_RAW_HEX,
+    R_RESOLVED,
+    R_ROUTE_TYPE,
+    R_RSSI,
+    R_SCORE,
+    R_SNR,
+    R_TIMESTAMP,
+};
+
+/* An observation as CoreScope's store enriches it (keys sorted; empty text is null; the frame
+ * is the transmission's; resolved_path only when stored). */
+static int write_recent(struct mg_json *j, sqlite3_stmt *st, struct mg_buf *tmp)
+{
+    static const char *const keys[] = {
+        "decoded_json",  "direction", "hash",         "id",        "observer_iata", "observer_id",
+        "observer_name", "path_json", "payload_type", "raw_hex",   "resolved_path", "route_type",
+        "rssi",          "score",     "snr",          "timestamp",
+    };
+    mg_json_array_begin(j);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        mg_json_object_begin(j);
+        for (int c = R_DECODED; c <= R_TIMESTAMP; c++) {
+            if (c == R_RESOLVED) {
+                const char *text = (const char *)sqlite3_column_text(st, c);
+                mg_packets_write_stored_array(j, keys[c], text, (size_t)sqlite3_column_bytes(st, c),
+                                              tmp);
+                continue;
+            }
+            mg_json_key(j, keys[c]);
+            if (sqlite3_column_type(st, c) == SQLITE_TEXT && sqlite3_column_bytes(st, c) == 0)
+                mg_json_null(j);
+            else
+                mg_db_json_column(j, st, c);
+        }
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    return rc;
+}
+
+static int build_analytics(struct mg_db *db, const struct analytics_args *a, int64_t now_unix,
+                           struct mg_buf *body)
+{
+    int64_t idx = -1;
+    sqlite3_stmt *st = mg_db_prepare(db, "SELECT rowid FROM observers WHERE id = ?");
+    if (!st)
+        return SQLITE_ERROR;
+    sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        idx = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return rc;
+
+    const char *resolved = db->schema.obs_resolved_path ? "o.resolved_path" : "NULL";
+    char recent_tail[1024];
+    snprintf(recent_tail, sizeof recent_tail,
+             "SELECT t.decoded_json, o.direction, t.hash, o.id, ob.iata, ob.id, ob.name,"
+             " o.path_json, t.payload_type, t.raw_hex, %s, t.route_type, o.rssi, o.score, o.snr,"
+             " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch')"
+             " FROM f JOIN observations o ON o.id = f.id JOIN transmissions t ON t.id = f.tx"
+             " LEFT JOIN observers ob ON ob.rowid = o.observer_idx"
+             " ORDER BY f.ts DESC, f.id LIMIT %d",
+             resolved, ANALYTICS_RECENT);
+    const char *const tails[] = {
+        "SELECT %L, count(*) FROM f GROUP BY bucket ORDER BY bucket",
+        "SELECT CAST(payload_type AS TEXT) AS k, count(*) FROM f"
+        " WHERE payload_type IS NOT NULL GROUP BY k ORDER BY k",
+        /* Every bucket with observations, with how many distinct names it heard. A path's
+         * hops are walked by index (a recursive CTE); an element neither a string nor null
+         * drops the whole path, as it fails CoreScope's decoding. */
+        ", h(id, bucket, p, i, n) AS (SELECT id, bucket, p, 0, json_array_length(p) FROM f"
+        " WHERE json_array_length(p) > 0 UNION ALL SELECT id, bucket, p, i + 1, n FROM h"
+        " WHERE i + 1 < n)"
+        " SELECT %L, count(DISTINCT v) FROM (SELECT DISTINCT bucket FROM f) b LEFT JOIN ("
+        " SELECT f.bucket AS bb, json_extract(f.d, '$.pubKey') AS v FROM f"
+        " WHERE json_type(f.d, '$.pubKey') = 'text'"
+        " UNION ALL SELECT f.bucket, json_extract(f.d, '$.srcHash') FROM f"
+        " WHERE json_type(f.d, '$.srcHash') = 'text'"
+        " UNION ALL SELECT f.bucket, json_extract(f.d, '$.destHash') FROM f"
+        " WHERE json_type(f.d, '$.destHash') = 'text'"
+        " UNION ALL SELECT h.bucket, json_extract(h.p, printf('$[%d]', h.i)) FROM h"
+        " WHERE json_type(h.p, printf('$[%d]', h.i)) = 'text' AND h.id NOT IN (SELECT id"
+        " FROM h WHERE json_type(h.p, printf('$[%d]', h.i)) NOT IN ('text', 'null'))"
+        ") n ON n.bb = b.bucket AND n.v != '' GROUP BY b.bucket ORDER BY b.bucket",
+        /* int(snr) truncates toward zero, as does / */
+        "SELECT CASE WHEN snr < 0 AND CAST(snr AS INTEGER) != CAST(snr AS INTEGER) / 2 * 2"
+        " THEN CAST(snr AS INTEGER) / 2 * 2 - 2 ELSE CAST(snr AS INTEGER) / 2 * 2 END AS b,"
+        " count(*) FROM f WHERE snr IS NOT NULL GROUP BY b ORDER BY b",
+        recent_tail,
+    };
+    static const char *const names[] = {"timeline", "packetTypes", "nodesTimeline",
+                                        "snrDistribution", "recentPackets"};
+    int64_t since = now_unix - (int64_t)a->days * 86400;
+    struct mg_json j;
+    mg_json_init(&j, body);
+    mg_json_object_begin(&j); /* CoreScope's order */
+    struct mg_buf tmp;
+    mg_buf_init(&tmp);
+    rc = SQLITE_DONE;
+    for (int part = 0; part < 5 && rc == SQLITE_DONE; part++) {
+        mg_json_key(&j, names[part]);
+        st = analytics_statement(db, tails[part], a->days, idx, since);
+        if (!st) {
+            rc = SQLITE_ERROR;
+            break;
+        }
+        rc = part == 1   ? write_packet_types(&j, st)
+             : part == 3 ? write_snr(&j, st)
+             : part == 4 ? write_recent(&j, st, &tmp)
+                         : write_buckets(&j, st);
+        sqlite3_finalize(st);
+    }
+    mg_buf_free(&tmp);
+    mg_json_object_end(&j);
+    mg_buf_putc(body, '\n');
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void analytics_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    const struct analytics_args *a = (const struct analytics_args *)b->args;
+    bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    int rc = build_analytics(db, a, b->now_unix, &b->body);
+    if (in_transaction)
+        sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
+    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
+    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+    if (rc != SQLITE_OK)
+        snprintf(b->err, sizeof b->err, "reading the observations failed: %s", sqlite3_errstr(rc));
+}
+
+static const struct mg_cold_report analytics_report = {
+    .name = "observer analytics report",
+    .not_found = "Observer not found",
+    .bad_request = "bad request",
+    .build = analytics_build,
+};
+
+/* The parameters, as CoreScope reads them: days an integer, 7 when it is not one. */
+static void analytics_args(const struct mg_request *req, struct analytics_args *a, char *key)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->id, sizeof a->id, "%s", req->path_param);
+    const char *text = mg_query_get(&req->query, "days");
+    long long days = ANALYTICS_DAYS_DEFAULT;
+    if (text && *text) {
+        char *end;
+        long long v = strtoll(text, &end, 10);
+        bool whole = *end == '\0' &&
+                     (isdigit((unsigned char)text[0]) ||
+                      ((text[0] == '-' || text[0] == '+') && isdigit((unsigned char)text[1])));
+        if (whole)
+            days = v;
+    }
+    a->days = days < 1 ? 1 : days > ANALYTICS_DAYS_MAX ? ANALYTICS_DAYS_MAX : (int)days;
+    snprintf(key, MG_CACHE_KEY_MAX + 64, "obs|%s|%d", a->id, a->days);
+}
+
+bool mg_observer_analytics_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    struct analytics_args a;
+    char key[MG_CACHE_KEY_MAX + 64];
+    analytics_args(req, &a, key);
+    return mg_cold_report_is_heavy(env, key);
+}
+
+void mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res)
+{
+    struct analytics_args a;
+    char key[MG_CACHE_KEY_MAX + 64];
+    analytics_args(req, &a, key);
+    mg_cold_report_serve(env, req, res, &analytics_report, key, &a, sizeof a);
 }

@@ -403,10 +403,10 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
                           ", o.direction, o.snr, o.rssi, %s%s,"
                           " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch'),"
                           " ob.id, ob.name, ob.iata,"
-                          " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch'),"
-                          " %s FROM observations o"
+                          " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch')"
+                          " FROM observations o"
                           " LEFT JOIN observers ob ON ob.rowid = o.observer_idx",
-                          resolved_of, resolved, db->schema.obs_raw_hex ? "o.raw_hex" : "NULL");
+                          resolved_of, resolved);
         else
             mg_buf_puts(out, " FROM observations o");
         mg_buf_puts(out, f->expand_observations
@@ -670,6 +670,12 @@ static bool write_stored_array(struct mg_json *j, const char *key, const char *t
     return true;
 }
 
+bool mg_packets_write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
+                                   struct mg_buf *tmp)
+{
+    return write_stored_array(j, key, text, len, false, tmp);
+}
+
 static void write_text_or_null(struct mg_json *j, const char *key, const char *text, size_t len,
                                bool empty_is_null)
 {
@@ -767,8 +773,7 @@ enum obs_col {
     O_OBSERVER_ID,
     O_OBSERVER_NAME,
     O_OBSERVER_IATA,
-    O_LATEST,  /* the time as CoreScope's store keeps it, with milliseconds */
-    O_RAW_HEX, /* the observation's own frame (migrated databases), else NULL */
+    O_LATEST, /* the time as CoreScope's store keeps it, with milliseconds */
 };
 enum best_col {
     B_DIRECTION,
@@ -2045,8 +2050,8 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
 }
 
 /* One observation in CoreScope's ObservationResp order; absent values of the keys it omits
- * when empty (resolved_path, direction, raw_hex) are left out. raw_hex falls back to the
- * transmission's, as CoreScope's store does. */
+ * when empty (resolved_path, direction, raw_hex) are left out. raw_hex is the transmission's:
+ * CoreScope's store keeps no frame per observation. */
 static void write_detail_observation(struct packets_run *r, struct mg_json *j, sqlite3_stmt *st,
                                      sqlite3_stmt *row)
 {
@@ -2057,9 +2062,7 @@ static void write_detail_observation(struct packets_run *r, struct mg_json *j, s
     const char *observer_id = column_text(st, O_OBSERVER_ID, &id_len);
     const char *observer_name = column_text(st, O_OBSERVER_NAME, &name_len);
     const char *direction = column_text(st, O_DIRECTION, &dir_len);
-    const char *raw = column_text(st, O_RAW_HEX, &raw_len);
-    if (!raw || raw_len == 0)
-        raw = column_text(row, P_RAW_HEX, &raw_len);
+    const char *raw = column_text(row, P_RAW_HEX, &raw_len);
     mg_json_object_begin(j); /* CoreScope's field order, not sorted */
     mg_json_key(j, "id");
     mg_db_json_column(j, st, O_ID);

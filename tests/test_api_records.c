@@ -522,6 +522,19 @@ FIXTURE_TEST(channels_list_decrypted_channels_most_recent_first)
     for (const char *c = json_first(json_get(r.body, "channels")); c; c = json_next(c))
         sum += json_int_at(c, "messageCount");
     cr_expect_eq(sum, heard, "SJC's hearings");
+    /* Each channel's last message is its newest overall, heard in the region or not. */
+    for (const char *c = json_first(json_get(r.body, "channels")); c; c = json_next(c)) {
+        char *name = json_str_at(c, "name");
+        char *text = db_text("SELECT json_extract(decoded_json, '$.text') FROM transmissions"
+                             " WHERE payload_type = 5 AND channel_hash = %Q"
+                             " ORDER BY first_seen DESC LIMIT 1",
+                             name);
+        char *colon = text ? strstr(text, ": ") : NULL;
+        cr_expect(json_str_at_eq(c, "lastMessage", colon && colon > text ? colon + 2 : text),
+                  "%s's last message, want %s: %s", name, text, c);
+        free(text);
+        free(name);
+    }
     mg_test_response_free(&r);
     free_texts(want, n);
 }
@@ -700,4 +713,137 @@ Test(records_shapes, every_endpoint_answers_without_any_one_optional_column)
         cr_log_info("without %s.%s", o->table, o->column ? o->column : "*");
         tour(e.db);
     }
+}
+
+/* ---- observer analytics -------------------------------------------------------------- */
+
+FIXTURE_TEST(observer_analytics_count_the_observers_observations)
+{
+    start();
+    /* The busiest observer; the whole fixture lies within the last day once freshened. */
+    char *observer = db_text("SELECT ob.id FROM observations o JOIN observers ob"
+                             " ON ob.rowid = o.observer_idx GROUP BY ob.id"
+                             " ORDER BY count(*) DESC, ob.id LIMIT 1");
+    long long idx = db_int("SELECT rowid FROM observers WHERE id = %Q", observer);
+    long long total = db_int("SELECT count(*) FROM observations WHERE observer_idx = %lld", idx);
+    char target[200];
+    snprintf(target, sizeof target, "/api/observers/%s/analytics?days=1", observer);
+    struct mg_test_response r;
+    api_get(target, 200, &r);
+    char keys[256];
+    json_keys(r.body, NULL, keys, sizeof keys);
+    cr_expect_str_eq(keys, "timeline,packetTypes,nodesTimeline,snrDistribution,recentPackets");
+    /* Hourly buckets, oldest first, labelled HH:00, summing to every observation. */
+    long long buckets[48];
+    int n = db_ints(buckets, 48,
+                    "SELECT timestamp / 3600 * 3600 AS b FROM observations"
+                    " WHERE observer_idx = %lld GROUP BY b ORDER BY b",
+                    idx);
+    const char *timeline = json_get(r.body, "timeline");
+    cr_expect_eq(json_length(timeline), n);
+    long long sum = 0;
+    int i = 0;
+    for (const char *b = json_first(timeline); b && i < n; b = json_next(b), i++) {
+        char label[8];
+        time_t t = (time_t)buckets[i];
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(label, sizeof label, "%H:%M", &tm);
+        cr_expect(json_str_at_eq(b, "label", label), "bucket %d, want %s: %s", i, label, b);
+        sum += json_int_at(b, "count");
+    }
+    cr_expect_eq(sum, total, "the timeline counts every observation");
+    cr_expect_eq(json_length(json_get(r.body, "nodesTimeline")), n, "one per bucket");
+    /* Packet types, keyed by their decimal text. */
+    long long types = db_int("SELECT count(DISTINCT t.payload_type) FROM observations o"
+                             " JOIN transmissions t ON t.id = o.transmission_id"
+                             " WHERE o.observer_idx = %lld",
+                             idx);
+    long long adverts = db_int("SELECT count(*) FROM observations o JOIN transmissions t"
+                               " ON t.id = o.transmission_id WHERE o.observer_idx = %lld"
+                               " AND t.payload_type = 4",
+                               idx);
+    const char *packet_types = json_get(r.body, "packetTypes");
+    json_keys(packet_types, NULL, keys, sizeof keys);
+    int counted = 0;
+    for (const char *k = keys; *k; k = strchr(k, ',') ? strchr(k, ',') + 1 : k + strlen(k))
+        counted++;
+    cr_expect_eq(counted, types, "packetTypes: %s", packet_types);
+    if (adverts > 0)
+        cr_expect_eq(json_int_at(packet_types, "4"), adverts, "ADVERTs heard");
+    /* The 20 newest, newest first (ties by id). */
+    long long want[20];
+    int recent = db_ints(want, 20,
+                         "SELECT id FROM observations WHERE observer_idx = %lld"
+                         " ORDER BY timestamp DESC, id LIMIT 20",
+                         idx);
+    i = 0;
+    for (const char *p = json_first(json_get(r.body, "recentPackets")); p && i < recent;
+         p = json_next(p), i++) {
+        cr_expect_eq(json_int_at(p, "id"), want[i], "recent packet %d", i);
+        cr_expect(json_str_at_eq(p, "observer_id", observer));
+    }
+    cr_expect_eq(i, recent);
+    /* Served again from the shared cache: the same body. */
+    struct mg_test_response again;
+    api_get(target, 200, &again);
+    cr_expect_str_eq(again.body, r.body, "the cached report");
+    mg_test_response_free(&again);
+    mg_test_response_free(&r);
+    api_get("/api/observers/nobody/analytics?days=x", 200, &r);
+    cr_expect_str_eq(r.body,
+                     "{\"timeline\":[],\"packetTypes\":{},\"nodesTimeline\":[],"
+                     "\"snrDistribution\":[],\"recentPackets\":[]}\n",
+                     "an unknown observer: empty parts, as CoreScope answers");
+    mg_test_response_free(&r);
+    free(observer);
+}
+
+/* Hand-checked against CoreScope's rounding: int() truncates toward zero, then a negative
+ * SNR that was not on an even number moves one bucket down. */
+Test(records_shapes, observer_analytics_bucket_snr_and_name_nodes_as_corescope)
+{
+    mg_test_tmpdir(e.dir, sizeof e.dir);
+    snprintf(e.db, sizeof e.db, "%s/snr.db", e.dir);
+    int64_t now = (int64_t)time(NULL);
+    char sql[2048];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO observers (rowid, id, name, iata, last_seen) VALUES"
+             " (1, 'OBS', 'o', 'SJC', '2026-01-01T00:00:00Z');"
+             "INSERT INTO transmissions (id, raw_hex, hash, first_seen, payload_type,"
+             " decoded_json) VALUES (1, 'aa', 'h1', '2026-01-01T00:00:00Z', 4,"
+             " '{\"pubKey\":\"PK\",\"srcHash\":\"\"}'),"
+             " (2, 'bb', 'h2', '2026-01-01T00:00:00Z', 2, '{\"destHash\":\"D\"}');"
+             "INSERT INTO observations (id, transmission_id, observer_idx, snr, path_json,"
+             " timestamp) VALUES"
+             " (1, 1, 1, -3.5, '[\"AA\",\"BB\"]', %lld), (2, 1, 1, -2.5, '[\"AA\",null]', %lld),"
+             " (3, 2, 1, 5.9, '[\"CC\",1]', %lld), (4, 2, 1, -0.5, 'not json', %lld),"
+             " (5, 2, 1, NULL, '[]', %lld);",
+             (long long)now - 60, (long long)now - 50, (long long)now - 40, (long long)now - 30,
+             (long long)now - 20);
+    cr_assert_eq(mg_test_make_db(e.db, true, sql), 0);
+    cr_assert(mg_test_ctx_open(&e.ctx, e.db));
+    e.ctx_open = true;
+    cr_assert_eq(mg_test_ctx_get(&e.ctx, "/api/observers/OBS/analytics?days=1"), 200, "%s",
+                 e.ctx.res.body.data);
+    const char *body = e.ctx.res.body.data;
+    cr_expect(strstr(body, "\"snrDistribution\":[{\"range\":\"-4 to -2\",\"count\":1},"
+                           "{\"range\":\"-2 to 0\",\"count\":1},{\"range\":\"0 to 2\",\"count\":1},"
+                           "{\"range\":\"4 to 6\",\"count\":1}]"),
+              "%s", body);
+    /* Names: PK (pubKey; the empty srcHash is none), D (destHash), AA and BB (paths; the
+     * path with a number is dropped whole, a null hop is skipped). Observations 1-5 lie in
+     * one or two hourly buckets. */
+    long long names = 0;
+    for (const char *b = json_first(json_get(body, "nodesTimeline")); b; b = json_next(b))
+        names += json_int_at(b, "count");
+    long long buckets = json_length(json_get(body, "nodesTimeline"));
+    cr_expect(buckets == 1 ? names == 4 : names >= 4 && names <= 6, "%s", body);
+    cr_expect(strstr(body, "\"packetTypes\":{\"2\":3,\"4\":2}"), "%s", body);
+    /* Warm now: the second request is light and the same. */
+    char first[4096];
+    snprintf(first, sizeof first, "%s", body);
+    cr_assert_eq(mg_test_ctx_get(&e.ctx, "/api/observers/OBS/analytics?days=1"), 200);
+    cr_expect(e.ctx.light, "a warm report is light");
+    cr_expect_str_eq(e.ctx.res.body.data, first);
 }

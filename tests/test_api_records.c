@@ -195,12 +195,16 @@ FIXTURE_TEST(packet_detail_by_id_or_hash_holds_every_observation)
     /* The one transmission heard twice. */
     long long id = db_int("SELECT transmission_id FROM observations GROUP BY 1"
                           " ORDER BY count(*) DESC, 1 LIMIT 1");
-    long long want_ids[4];
-    int heard = db_ints(want_ids, 4,
-                        "SELECT id FROM observations WHERE transmission_id = %lld"
-                        " ORDER BY timestamp DESC, id DESC",
-                        id);
+    long long heard = db_int("SELECT count(*) FROM observations WHERE transmission_id = %lld", id);
     cr_assert_eq(heard, 2, "the fixture has one transmission heard twice");
+    /* CoreScope's store keeps one per observer and path: the newest, then the lowest id. */
+    long long want_ids[4];
+    int kept = db_ints(want_ids, 4,
+                       "SELECT id FROM (SELECT id, timestamp, row_number() OVER (PARTITION BY"
+                       " observer_idx, path_json ORDER BY timestamp DESC, id) AS copy"
+                       " FROM observations WHERE transmission_id = %lld) WHERE copy = 1"
+                       " ORDER BY timestamp DESC, id",
+                       id);
     char *hash = db_text("SELECT hash FROM transmissions WHERE id = %lld", id);
     char *raw = db_text("SELECT raw_hex FROM transmissions WHERE id = %lld", id);
     char target[128];
@@ -212,11 +216,12 @@ FIXTURE_TEST(packet_detail_by_id_or_hash_holds_every_observation)
     cr_expect_str_eq(keys, "packet,path,observation_count,observations", "CoreScope's order");
     cr_expect_eq(json_int_at(by_id.body, "packet.id"), id);
     cr_expect(json_str_at_eq(by_id.body, "packet.hash", hash), "packet.hash, want %s", hash);
-    cr_expect_eq(json_int_at(by_id.body, "observation_count"), heard);
+    cr_expect_eq(json_int_at(by_id.body, "observation_count"), kept);
+    /* The packet itself is the /api/packets?expand=observations row: every observation. */
     cr_expect_eq(json_length(json_at(by_id.body, "packet.observations")), heard);
     int i = 0;
     for (const char *o = json_first(json_get(by_id.body, "observations")); o; o = json_next(o)) {
-        cr_assert_lt(i, heard, "more observations than the database holds");
+        cr_assert_lt(i, kept, "more observations than CoreScope keeps");
         cr_expect_eq(json_int_at(o, "id"), want_ids[i], "observation %d: newest first", i);
         cr_expect(json_str_at_eq(o, "hash", hash), "each observation names its packet");
         cr_expect(json_str_at_eq(o, "raw_hex", raw), "the transmission's frame");
@@ -224,7 +229,7 @@ FIXTURE_TEST(packet_detail_by_id_or_hash_holds_every_observation)
         cr_expect_str_eq(keys, detail_observation_keys, "CoreScope's observation record");
         i++;
     }
-    cr_expect_eq(i, heard);
+    cr_expect_eq(i, kept);
 
     /* The hash, in either case, finds the same packet. */
     snprintf(target, sizeof target, "/api/packets/%s", hash);
@@ -628,6 +633,7 @@ static void tour(const char *db_path)
         "/api/packets/timestamps?since=2000-01-01",
         "/api/iata-coords",
         "/api/observers",
+        "/api/observers/clock-skew",
         "/api/channels?includeEncrypted=true",
         "/api/channels?region=SJC,OAK&includeEncrypted=true",
         "/api/channels/%23test/messages?region=SJC",
@@ -650,6 +656,10 @@ static void tour(const char *db_path)
         snprintf(target, sizeof target, "/api/observers/%s", sqlite3_column_text(st, 0));
         int status = mg_test_ctx_get(&e.ctx, target);
         cr_expect_eq(status, 200, "%s: %.300s", target, e.ctx.res.body.data);
+        snprintf(target, sizeof target, "/api/observers/%s/analytics?days=30",
+                 sqlite3_column_text(st, 0));
+        cr_expect_eq(mg_test_ctx_get(&e.ctx, target), 200, "%s: %.300s", target,
+                     e.ctx.res.body.data);
         snprintf(target, sizeof target, "/api/traces/%s", sqlite3_column_text(st, 1));
         cr_expect_eq(mg_test_ctx_get(&e.ctx, target), 200, "%s", target);
         snprintf(target, sizeof target, "/api/packets/%s", sqlite3_column_text(st, 1));
@@ -846,4 +856,48 @@ Test(records_shapes, observer_analytics_bucket_snr_and_name_nodes_as_corescope)
     cr_assert_eq(mg_test_ctx_get(&e.ctx, "/api/observers/OBS/analytics?days=1"), 200);
     cr_expect(e.ctx.light, "a warm report is light");
     cr_expect_str_eq(e.ctx.res.body.data, first);
+}
+
+/* ---- observer clock calibration ------------------------------------------------------------ */
+
+/* Worked by hand: ADVERT 1 heard by A, B and C at t, t+2 and t+10 (median t+2: deviations
+ * -2, 0, +8), ADVERT 2 by A and B at s and s+4 (median s+2: -2, +2). A's offset is the median
+ * of -2 and -2, B's of 0 and 2, C's of 8 alone. CoreScope rounds with int(v * 10 + 0.5) / 10,
+ * which truncates toward zero: -2 comes out as -1.9, and so must it here. Not counted: a second
+ * copy of A's observation of ADVERT 1 (same path), an ADVERT dated 1970, one heard once, and a text
+ * message. */
+Test(records_shapes, observer_clock_skew_is_the_median_deviation_from_each_packets_median)
+{
+    mg_test_tmpdir(e.dir, sizeof e.dir);
+    snprintf(e.db, sizeof e.db, "%s/skew.db", e.dir);
+    static const char sql[] =
+        "INSERT INTO observers (rowid, id, name, iata, last_seen) VALUES"
+        " (1, 'A', 'a', 'SJC', '2026-01-01T00:00:00Z'), (2, 'B', 'b', 'SJC', "
+        "'2026-01-01T00:00:00Z'),"
+        " (3, 'C', 'c', 'SJC', '2026-01-01T00:00:00Z');"
+        "INSERT INTO transmissions (id, raw_hex, hash, first_seen, payload_type, decoded_json)"
+        " VALUES (1, 'aa', 'h1', '2026-01-01T00:00:00Z', 4, '{\"timestamp\":1767225600}'),"
+        " (2, 'bb', 'h2', '2026-01-01T00:00:00Z', 4,"
+        "  '{\"payload\":{\"timestamp\":1767225700.9},\"timestamp\":5}'),"
+        " (3, 'cc', 'h3', '2026-01-01T00:00:00Z', 4, '{\"timestamp\":1000}'),"
+        " (4, 'dd', 'h4', '2026-01-01T00:00:00Z', 4, '{\"timestamp\":1767225600}'),"
+        " (5, 'ee', 'h5', '2026-01-01T00:00:00Z', 5, '{\"timestamp\":1767225600}');"
+        "INSERT INTO observations (id, transmission_id, observer_idx, path_json, timestamp) VALUES"
+        " (1, 1, 1, '[]', 1767225600), (2, 1, 2, '[]', 1767225602), (3, 1, 3, '[]', 1767225610),"
+        " (4, 1, 1, '[]', 1767225500),"
+        " (5, 2, 1, '[]', 1767225700), (6, 2, 2, '[]', 1767225704),"
+        " (7, 3, 1, '[]', 1767225600), (8, 3, 3, '[]', 1767225900),"
+        " (9, 4, 3, '[]', 1767225600),"
+        " (10, 5, 1, '[]', 1767225600), (11, 5, 3, '[]', 1767229999);";
+    cr_assert_eq(mg_test_make_db(e.db, true, sql), 0);
+    cr_assert(mg_test_ctx_open(&e.ctx, e.db));
+    e.ctx_open = true;
+    cr_assert_eq(mg_test_ctx_get(&e.ctx, "/api/observers/clock-skew"), 200, "%s",
+                 e.ctx.res.body.data);
+    cr_expect_str_eq(e.ctx.res.body.data,
+                     "[{\"observerID\":\"C\",\"offsetSec\":8,\"samples\":1},"
+                     "{\"observerID\":\"A\",\"offsetSec\":-1.9,\"samples\":2},"
+                     "{\"observerID\":\"B\",\"offsetSec\":1,\"samples\":2}]\n");
+    cr_assert_eq(mg_test_ctx_get(&e.ctx, "/api/observers/clock-skew"), 200);
+    cr_expect(e.ctx.light, "served warm from the shared cache");
 }

@@ -243,7 +243,9 @@ struct analytics_args {
 _Static_assert(sizeof(struct analytics_args) <= MG_COLD_ARGS_BYTES, "the args fit a build");
 
 /* The observer's observations in the window (:idx its rowid, :since exclusive, :dur the
- * bucket's seconds), with what every part reads. p is path_json when it is a JSON array (else
+ * bucket's seconds), with what every part reads. CoreScope's store keeps one observation per
+ * transmission, observer and path (the newest, then the lowest id): so does this. p is path_json
+ * when it is a JSON array (else
  * '[]'), d decoded_json when it is a JSON object; nested CASEs keep the JSON functions from
  * ever seeing malformed text. */
 static const char filtered_cte[] =
@@ -254,8 +256,10 @@ static const char filtered_cte[] =
     " t.payload_type,"
     " CASE WHEN json_valid(t.decoded_json) THEN CASE WHEN json_type(t.decoded_json) = 'object'"
     " THEN t.decoded_json END END AS d"
-    " FROM observations o JOIN transmissions t ON t.id = o.transmission_id"
-    " WHERE o.observer_idx = :idx AND o.timestamp > :since AND o.timestamp > 0) ";
+    " FROM (SELECT o.*, row_number() OVER (PARTITION BY o.transmission_id, o.path_json"
+    " ORDER BY o.timestamp DESC, o.id) AS copy FROM observations o"
+    " WHERE o.observer_idx = :idx AND o.timestamp > :since AND o.timestamp > 0) o"
+    " JOIN transmissions t ON t.id = o.transmission_id WHERE o.copy = 1) ";
 
 static const char *const label_sql[] = {
     /* days <= 1 */ "strftime('%H:%M', bucket, 'unixepoch')",
@@ -525,4 +529,228 @@ void mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *r
     char key[MG_CACHE_KEY_MAX + 64];
     analytics_args(req, &a, key);
     mg_cold_report_serve(env, req, res, &analytics_report, key, &a, sizeof a);
+}
+
+/* ---- /api/observers/clock-skew ------------------------------------------------------------ */
+
+/*
+ * CoreScope's observer calibration, from ADVERTs (payload_type 4) whose decoded timestamp
+ * (payload.timestamp, else timestamp, a number) lies in 2020..2100 and that at least two
+ * observations heard (one per observer and path, as CoreScope's store keeps them): each
+ * observation deviates from the median time of its transmission's observations, and an
+ * observer's offset is the median of its deviations (seconds, rounded to 0.1 as CoreScope
+ * rounds), with how many it had. Largest offset first (ties by observer id). A cold report.
+ */
+#define ADVERT_TS_MIN 1577836800LL /* 2020-01-01 */
+#define ADVERT_TS_MAX 4102444800LL /* 2100-01-01 */
+
+static const char calibration_sql[] =
+    "WITH a AS (SELECT t.id FROM transmissions t WHERE t.payload_type = 4 AND (SELECT CASE"
+    " WHEN json_valid(t.decoded_json) THEN CASE WHEN json_type(t.decoded_json) = 'object'"
+    " THEN coalesce(CASE WHEN json_type(t.decoded_json, '$.payload') = 'object'"
+    " AND json_type(t.decoded_json, '$.payload.timestamp') IN ('integer', 'real')"
+    " AND CAST(json_extract(t.decoded_json, '$.payload.timestamp') AS INTEGER) > 0"
+    " THEN CAST(json_extract(t.decoded_json, '$.payload.timestamp') AS INTEGER) END,"
+    " CASE WHEN json_type(t.decoded_json, '$.timestamp') IN ('integer', 'real')"
+    " AND CAST(json_extract(t.decoded_json, '$.timestamp') AS INTEGER) > 0"
+    " THEN CAST(json_extract(t.decoded_json, '$.timestamp') AS INTEGER) END) END END)"
+    " BETWEEN ?1 AND ?2),"
+    " s AS (SELECT o.transmission_id AS tx, coalesce(ob.id, '') AS observer, o.timestamp AS ts,"
+    " row_number() OVER (PARTITION BY o.transmission_id, o.observer_idx, o.path_json"
+    " ORDER BY o.timestamp DESC, o.id) AS copy"
+    " FROM a JOIN observations o ON o.transmission_id = a.id"
+    " LEFT JOIN observers ob ON ob.rowid = o.observer_idx)"
+    " SELECT tx, observer, ts FROM s WHERE copy = 1 ORDER BY tx";
+
+struct deviations {
+    char id[MG_PATH_PARAM_MAX];
+    double *v;
+    size_t len, cap;
+    double offset;
+};
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v (sorted in place); 0 when empty, as CoreScope's. */
+static double median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static bool push_double(double **v, size_t *len, size_t *cap, double x)
+{
+    if (*len == *cap) {
+        size_t cap2 = *cap ? *cap * 2 : 16;
+        double *grown = realloc(*v, cap2 * sizeof *grown);
+        if (!grown)
+            return false;
+        *v = grown, *cap = cap2;
+    }
+    (*v)[(*len)++] = x;
+    return true;
+}
+
+struct calibration {
+    struct deviations *obs; /* one per observer seen in a multi-observation packet */
+    size_t len, cap;
+    /* the current transmission's observations */
+    struct {
+        char id[MG_PATH_PARAM_MAX];
+        double ts;
+    } * group;
+    size_t group_len, group_cap;
+    double *times;
+};
+
+static struct deviations *observer_of(struct calibration *c, const char *id)
+{
+    for (size_t i = 0; i < c->len; i++)
+        if (strcmp(c->obs[i].id, id) == 0)
+            return &c->obs[i];
+    if (c->len == c->cap) {
+        size_t cap2 = c->cap ? c->cap * 2 : 32;
+        struct deviations *grown = realloc(c->obs, cap2 * sizeof *grown);
+        if (!grown)
+            return NULL;
+        c->obs = grown, c->cap = cap2;
+    }
+    struct deviations *d = &c->obs[c->len++];
+    memset(d, 0, sizeof *d);
+    snprintf(d->id, sizeof d->id, "%s", id);
+    return d;
+}
+
+/* Ends the current transmission: with two observations or more, each one's deviation. */
+static bool close_group(struct calibration *c)
+{
+    bool ok = true;
+    if (c->group_len >= 2) {
+        double *t = realloc(c->times, c->group_len * sizeof *t);
+        if (!t)
+            return false;
+        c->times = t;
+        for (size_t i = 0; i < c->group_len; i++)
+            t[i] = c->group[i].ts;
+        double mid = median(t, c->group_len);
+        for (size_t i = 0; i < c->group_len && ok; i++) {
+            struct deviations *d = observer_of(c, c->group[i].id);
+            ok = d && push_double(&d->v, &d->len, &d->cap, c->group[i].ts - mid);
+        }
+    }
+    c->group_len = 0;
+    return ok;
+}
+
+static bool add_to_group(struct calibration *c, const char *id, double ts)
+{
+    if (c->group_len == c->group_cap) {
+        size_t cap2 = c->group_cap ? c->group_cap * 2 : 16;
+        void *grown = realloc(c->group, cap2 * sizeof *c->group);
+        if (!grown)
+            return false;
+        c->group = grown, c->group_cap = cap2;
+    }
+    snprintf(c->group[c->group_len].id, sizeof c->group[0].id, "%s", id);
+    c->group[c->group_len++].ts = ts;
+    return true;
+}
+
+static int compare_offsets(const void *a, const void *b)
+{
+    const struct deviations *x = a, *y = b;
+    double ax = x->offset < 0 ? -x->offset : x->offset, ay = y->offset < 0 ? -y->offset : y->offset;
+    if (ax != ay)
+        return ax > ay ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+static int build_calibration(struct mg_db *db, struct mg_buf *body)
+{
+    sqlite3_stmt *st = mg_db_prepare(db, calibration_sql);
+    if (!st)
+        return SQLITE_ERROR;
+    sqlite3_bind_int64(st, 1, ADVERT_TS_MIN);
+    sqlite3_bind_int64(st, 2, ADVERT_TS_MAX);
+    struct calibration c;
+    memset(&c, 0, sizeof c);
+    int64_t tx = -1;
+    bool ok = true;
+    int rc;
+    while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t this_tx = sqlite3_column_int64(st, 0);
+        if (this_tx != tx)
+            ok = close_group(&c);
+        tx = this_tx;
+        const char *id = (const char *)sqlite3_column_text(st, 1);
+        ok = ok && add_to_group(&c, id ? id : "", (double)sqlite3_column_int64(st, 2));
+    }
+    sqlite3_finalize(st);
+    ok = ok && close_group(&c);
+    if (ok && rc == SQLITE_DONE) {
+        for (size_t i = 0; i < c.len; i++) {
+            double m = median(c.obs[i].v, c.obs[i].len);
+            c.obs[i].offset = (double)(int64_t)(m * 10 + 0.5) / 10; /* CoreScope's round */
+        }
+        qsort(c.obs, c.len, sizeof *c.obs, compare_offsets);
+        struct mg_json j;
+        mg_json_init(&j, body);
+        mg_json_array_begin(&j);
+        for (size_t i = 0; i < c.len; i++) {
+            mg_json_object_begin(&j); /* CoreScope's order */
+            mg_json_kv_string(&j, "observerID", c.obs[i].id);
+            mg_json_kv_double(&j, "offsetSec", c.obs[i].offset);
+            mg_json_kv_int(&j, "samples", (int64_t)c.obs[i].len);
+            mg_json_object_end(&j);
+        }
+        mg_json_array_end(&j);
+        mg_buf_putc(body, '\n');
+    }
+    for (size_t i = 0; i < c.len; i++)
+        free(c.obs[i].v);
+    free(c.obs);
+    free(c.group);
+    free(c.times);
+    if (!ok)
+        return SQLITE_NOMEM;
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void calibration_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    int rc = build_calibration(db, &b->body);
+    if (in_transaction)
+        sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
+    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
+    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+    if (rc != SQLITE_OK)
+        snprintf(b->err, sizeof b->err, "reading the ADVERTs failed: %s", sqlite3_errstr(rc));
+}
+
+static const struct mg_cold_report calibration_report = {
+    .name = "observer clock calibration",
+    .not_found = "Not found",
+    .bad_request = "bad request",
+    .build = calibration_build,
+};
+
+#define CALIBRATION_KEY "observers|clock-skew"
+
+bool mg_observer_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    (void)req;
+    return mg_cold_report_is_heavy(env, CALIBRATION_KEY);
+}
+
+void mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
+{
+    mg_cold_report_serve(env, req, res, &calibration_report, CALIBRATION_KEY, "", 0);
 }

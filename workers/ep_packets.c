@@ -395,10 +395,11 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
         filter_walk(&w, db, f, keys_not_null);
         break;
     case MG_PACKETS_SQL_OBSERVATIONS:
+    case MG_PACKETS_SQL_DETAIL_OBSERVATIONS:
         /* Without expand the rows come in index order and the best is chosen in C; with
          * it they are listed newest first, which sorts this transmission's few rows. */
         mg_buf_puts(out, "SELECT o.id, o.observer_idx, o.path_json, o.timestamp");
-        if (f->expand_observations || f->group_by_hash)
+        if (f->expand_observations || f->group_by_hash || which != MG_PACKETS_SQL_OBSERVATIONS)
             mg_buf_printf(out,
                           ", o.direction, o.snr, o.rssi, %s%s,"
                           " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch'),"
@@ -409,7 +410,9 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
                           resolved_of, resolved);
         else
             mg_buf_puts(out, " FROM observations o");
-        mg_buf_puts(out, f->expand_observations
+        mg_buf_puts(out, which == MG_PACKETS_SQL_DETAIL_OBSERVATIONS
+                             ? " WHERE o.transmission_id = ? ORDER BY o.timestamp DESC, o.id ASC"
+                         : f->expand_observations
                              ? " WHERE o.transmission_id = ? ORDER BY o.timestamp DESC, o.id DESC"
                              : " WHERE o.transmission_id = ?");
         break;
@@ -2088,6 +2091,60 @@ static void write_detail_observation(struct packets_run *r, struct mg_json *j, s
     mg_json_object_end(j);
 }
 
+/* Whether the (observer, path) of the statement's row is among the first n rows' (kept in
+ * r->pair_text by add_pair). */
+static bool pair_seen(struct packets_run *r, size_t n)
+{
+    const struct pair *last = &r->pairs[n];
+    for (size_t i = 0; i < n; i++)
+        if (r->pairs[i].hash == last->hash && r->pairs[i].len == last->len &&
+            memcmp(r->pair_text.data + r->pairs[i].at, r->pair_text.data + last->at, last->len) ==
+                0)
+            return true;
+    return false;
+}
+
+/* "observation_count" and "observations" of the detail: one per observer and path. */
+static int write_detail_observations(struct packets_run *r, struct mg_json *j, sqlite3_stmt *row)
+{
+    sqlite3_stmt *st = prepare_statement(r, MG_PACKETS_SQL_DETAIL_OBSERVATIONS);
+    if (!st)
+        return r->error;
+    sqlite3_bind_int64(st, 1, sqlite3_column_int64(row, P_ID));
+    mg_buf_reset(&r->pair_text);
+    struct mg_buf list;
+    mg_buf_init(&list);
+    struct mg_json lj;
+    mg_json_init(&lj, &list);
+    mg_json_array_begin(&lj);
+    size_t kept = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!add_pair(r, kept, st)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        if (pair_seen(r, kept)) {
+            r->pair_text.len = r->pairs[kept].at; /* forget this row's pair */
+            continue;
+        }
+        kept++;
+        write_detail_observation(r, &lj, st, row);
+    }
+    mg_json_array_end(&lj);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE && !list.failed) {
+        mg_json_kv_int(j, "observation_count", kept ? (int64_t)kept : 1);
+        mg_json_key(j, "observations");
+        mg_json_raw(j, list.data, list.len);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_NOMEM;
+    }
+    mg_buf_free(&list);
+    return rc;
+}
+
 int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
 {
     struct mg_packets_filter f = {.limit = 1, .expand_observations = true};
@@ -2115,14 +2172,7 @@ int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
             mg_json_array_begin(j);
             mg_json_array_end(j);
         }
-        mg_json_kv_int(j, "observation_count", r.scanned_rows ? (int64_t)r.scanned_rows : 1);
-        mg_json_key(j, "observations");
-        mg_json_array_begin(j);
-        sqlite3_reset(r.observations);
-        while ((rc = sqlite3_step(r.observations)) == SQLITE_ROW)
-            write_detail_observation(&r, j, r.observations, row);
-        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-        mg_json_array_end(j);
+        rc = write_detail_observations(&r, j, row);
     }
     sqlite3_finalize(row);
     run_free(&r);

@@ -99,6 +99,8 @@ enum mg_packets_statement {
     MG_PACKETS_SQL_LATEST_FIRST_SEEN, /* id, first_seen; by first_seen desc, id desc */
     MG_PACKETS_SQL_LATEST_OBSERVED,   /* id, observation time; by timestamp desc, id desc */
     MG_PACKETS_SQL_GROUPED_SORTED,    /* id; by latest desc, id desc; LIMIT ? OFFSET ? */
+    /* OBSERVATIONS with expand, in CoreScope's store order: timestamp desc, then id asc */
+    MG_PACKETS_SQL_DETAIL_OBSERVATIONS,
 };
 
 /*
@@ -152,8 +154,9 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns);
  * tx_id, written into the open object j: "packet" as /api/packets?expand=observations lists
  * it, "path" (its best observation's hops), "observation_count" (its observations, 1 when
  * none) and "observations" (newest first, in CoreScope's observation record). Call it inside
- * a read transaction. SQLITE_OK; SQLITE_NOTFOUND when there is no such transmission (nothing
- * written); otherwise the SQLite code of the failure.
+ * a read transaction. As CoreScope's store, "observations" and "observation_count" keep one
+ * observation per observer and path: the newest, then the lowest id. SQLITE_OK; SQLITE_NOTFOUND
+ * when there is no such transmission (nothing written); otherwise the SQLite code of the failure.
  */
 int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j);
 

@@ -51,6 +51,7 @@ static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zz
 static const char *const iata_cases[] = {"/api/iata-coords", NULL};
 static const char *const analytics_cases[] = {"/api/observers/{observer}/analytics",
                                               "/api/observers/{observer}/analytics?days=365", NULL};
+static const char *const clock_skew_cases[] = {"/api/observers/clock-skew", NULL};
 static const char *const known_channels_cases[] = {"/api/known-channels",
                                                    "/api/known-channels?region=US", NULL};
 
@@ -71,7 +72,9 @@ const struct mg_route mg_routes[] = {
     {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
     /* Heavy: packetsLastHour counts the last hour's observations. */
     {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false},
-    /* Heavy unless warm in the shared cache: a cold report (cold gate, result cache). */
+    /* Heavy unless warm in the shared cache: cold reports (cold gate, result cache). */
+    {"/api/observers/clock-skew", MG_COST_HEAVY, mg_handle_observer_clock_skew,
+     mg_observer_clock_skew_is_heavy, true, clock_skew_cases, false},
     {"/api/observers/:id/analytics", MG_COST_HEAVY, mg_handle_observer_analytics,
      mg_observer_analytics_is_heavy, true, analytics_cases, false},
     {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false},

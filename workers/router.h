@@ -94,6 +94,9 @@ void mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *r
                                   struct mg_response *res);
 /* Observer analytics are heavy unless warm in the shared cache (cold_report.h). */
 bool mg_observer_analytics_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+bool mg_observer_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
                                 struct mg_response *res);

@@ -25,31 +25,15 @@
  * the lists are empty.
  */
 #include "json.h"
-#include "log.h"
+#include "params.h"
 #include "router.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define MESSAGES_LIMIT_DEFAULT 100
 #define MESSAGES_LIMIT_MAX 500 /* CoreScope's listLimits.channelMessagesMax default */
 #define REGION_CODES_MAX 32
-
-static void answer_failure(struct mg_response *res, const char *what, int rc)
-{
-    int primary = rc & 0xff;
-    mg_buf_reset(&res->body);
-    mg_buf_reset(&res->headers);
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("%s: reading the database failed: %s", what, sqlite3_errstr(rc));
-    mg_response_error(res, 500, "reading %s from the database failed: %s", what,
-                      sqlite3_errstr(rc));
-}
 
 /* ---- region codes: CoreScope's normalizeRegionCodes ---------------------------------- */
 
@@ -257,29 +241,10 @@ void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct
     if (in_transaction)
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        answer_failure(res, "the channels", rc);
+        mg_response_db_failure(res, "the channels", rc);
 }
 
 /* ---- /api/channels/{hash}/messages ------------------------------------------------------ */
-
-/* Go's strconv.Atoi: an optional sign and decimal digits, within int64. */
-static bool atoi_strict(const char *s, int64_t *out)
-{
-    if (!s || !*s)
-        return false;
-    const char *p = s + (*s == '+' || *s == '-');
-    if (!*p)
-        return false;
-    for (const char *q = p; *q; q++)
-        if (!isdigit((unsigned char)*q))
-            return false;
-    errno = 0;
-    long long v = strtoll(s, NULL, 10);
-    if (errno == ERANGE)
-        return false;
-    *out = v;
-    return true;
-}
 
 /* The region filter of a transmission t (CoreScope's EXISTS), or nothing. */
 static void region_exists(struct mg_buf *sql, const struct regions *r)
@@ -396,9 +361,9 @@ void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req
                                 struct mg_response *res)
 {
     int64_t limit = MESSAGES_LIMIT_DEFAULT, offset = 0, v;
-    if (atoi_strict(mg_query_get(&req->query, "limit"), &v) && v > 0)
+    if (mg_parse_atoi(mg_query_get(&req->query, "limit"), &v) && v > 0)
         limit = v > MESSAGES_LIMIT_MAX ? MESSAGES_LIMIT_MAX : v;
-    if (atoi_strict(mg_query_get(&req->query, "offset"), &v) && v > 0)
+    if (mg_parse_atoi(mg_query_get(&req->query, "offset"), &v) && v > 0)
         offset = v;
     struct regions r;
     regions_parse(mg_query_get(&req->query, "region"), &r);
@@ -459,7 +424,7 @@ void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req
     if (in_transaction)
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        answer_failure(res, "the channel's messages", rc);
+        mg_response_db_failure(res, "the channel's messages", rc);
 }
 
 /* ---- /api/known-channels ----------------------------------------------------------------- */

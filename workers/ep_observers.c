@@ -33,11 +33,10 @@
 #include "cold_report.h"
 #include "ep_packets.h"
 #include "json.h"
-#include "log.h"
+#include "params.h"
 #include "result_cache.h"
 #include "router.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,26 +160,12 @@ static sqlite3_stmt *prepare(struct mg_db *db, bool one_id)
     return st;
 }
 
-static void answer_failure(struct mg_response *res, int rc)
-{
-    int primary = rc & 0xff;
-    mg_buf_reset(&res->body);
-    mg_buf_reset(&res->headers);
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("/api/observers: reading the database failed: %s", sqlite3_errstr(rc));
-    mg_response_error(res, 500, "reading the observers from the database failed: %s",
-                      sqlite3_errstr(rc));
-}
-
 void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     (void)req;
     sqlite3_stmt *st = prepare(env->db, false);
     if (!st) {
-        answer_failure(res, SQLITE_ERROR);
+        mg_response_db_failure(res, "the observers", SQLITE_ERROR);
         return;
     }
     mg_response_json(res, 200);
@@ -203,14 +188,14 @@ void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struc
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE)
-        answer_failure(res, rc);
+        mg_response_db_failure(res, "the observers", rc);
 }
 
 void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     sqlite3_stmt *st = prepare(env->db, true);
     if (!st) {
-        answer_failure(res, SQLITE_ERROR);
+        mg_response_db_failure(res, "the observers", SQLITE_ERROR);
         return;
     }
     sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":id"), req->path_param, -1,
@@ -225,7 +210,7 @@ void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct
     } else if (rc == SQLITE_DONE) {
         mg_response_error(res, 404, "Observer not found");
     } else {
-        answer_failure(res, rc);
+        mg_response_db_failure(res, "the observers", rc);
     }
     sqlite3_finalize(st);
 }
@@ -474,6 +459,15 @@ static int build_analytics(struct mg_db *db, const struct analytics_args *a, int
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* A build's outcome from its SQLite result code. */
+static void cold_result(struct mg_cold_build *b, int rc, const char *what)
+{
+    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
+    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+    if (rc != SQLITE_OK)
+        snprintf(b->err, sizeof b->err, "reading %s failed: %s", what, sqlite3_errstr(rc));
+}
+
 static void analytics_build(struct mg_cold_build *b, struct mg_db *db)
 {
     const struct analytics_args *a = (const struct analytics_args *)b->args;
@@ -481,10 +475,7 @@ static void analytics_build(struct mg_cold_build *b, struct mg_db *db)
     int rc = build_analytics(db, a, b->now_unix, &b->body);
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
-    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
-    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-    if (rc != SQLITE_OK)
-        snprintf(b->err, sizeof b->err, "reading the observations failed: %s", sqlite3_errstr(rc));
+    cold_result(b, rc, "the observations");
 }
 
 static const struct mg_cold_report analytics_report = {
@@ -499,17 +490,9 @@ static void analytics_args(const struct mg_request *req, struct analytics_args *
 {
     memset(a, 0, sizeof *a);
     snprintf(a->id, sizeof a->id, "%s", req->path_param);
-    const char *text = mg_query_get(&req->query, "days");
-    long long days = ANALYTICS_DAYS_DEFAULT;
-    if (text && *text) {
-        char *end;
-        long long v = strtoll(text, &end, 10);
-        bool whole = *end == '\0' &&
-                     (isdigit((unsigned char)text[0]) ||
-                      ((text[0] == '-' || text[0] == '+') && isdigit((unsigned char)text[1])));
-        if (whole)
-            days = v;
-    }
+    int64_t days;
+    if (!mg_parse_atoi(mg_query_get(&req->query, "days"), &days))
+        days = ANALYTICS_DAYS_DEFAULT;
     a->days = days < 1 ? 1 : days > ANALYTICS_DAYS_MAX ? ANALYTICS_DAYS_MAX : (int)days;
     snprintf(key, MG_CACHE_KEY_MAX + 64, "obs|%s|%d", a->id, a->days);
 }
@@ -728,10 +711,7 @@ static void calibration_build(struct mg_cold_build *b, struct mg_db *db)
     int rc = build_calibration(db, &b->body);
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
-    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
-    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-    if (rc != SQLITE_OK)
-        snprintf(b->err, sizeof b->err, "reading the ADVERTs failed: %s", sqlite3_errstr(rc));
+    cold_result(b, rc, "the ADVERTs");
 }
 
 static const struct mg_cold_report calibration_report = {

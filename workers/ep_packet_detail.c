@@ -14,28 +14,11 @@
  */
 #include "ep_packets.h"
 #include "json.h"
-#include "log.h"
+#include "params.h"
 #include "router.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <limits.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* A failed read: 503 while a writer holds the lock, 500 otherwise. */
-static void answer_failure(struct mg_response *res, const char *what, int rc)
-{
-    int primary = rc & 0xff;
-    mg_buf_reset(&res->headers);
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("%s: reading the database failed: %s", what, sqlite3_errstr(rc));
-    mg_response_error(res, 500, "reading %s from the database failed: %s", what,
-                      sqlite3_errstr(rc));
-}
 
 /* CoreScope's test for a hash in a path: 16 hex digits once lowercased. */
 static bool is_hash(const char *s)
@@ -45,25 +28,6 @@ static bool is_hash(const char *s)
         if (!isxdigit((unsigned char)s[n]))
             return false;
     return n == 16;
-}
-
-/* A decimal integer as Go's strconv.Atoi reads one: an optional sign, digits, nothing else. */
-static bool parse_id(const char *s, int64_t *out)
-{
-    const char *p = s;
-    if (*p == '+' || *p == '-')
-        p++;
-    if (!*p)
-        return false;
-    for (const char *q = p; *q; q++)
-        if (!isdigit((unsigned char)*q))
-            return false;
-    errno = 0;
-    long long v = strtoll(s, NULL, 10);
-    if (errno == ERANGE)
-        return false;
-    *out = v;
-    return true;
 }
 
 /* The transmission's id for a hash in any case (stored hashes are lowercase, a few old ones
@@ -91,7 +55,7 @@ void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
     int rc = SQLITE_NOTFOUND;
     if (is_hash(param))
         rc = id_of_hash(env->db, param, &id);
-    if (rc == SQLITE_NOTFOUND && parse_id(param, &id))
+    if (rc == SQLITE_NOTFOUND && mg_parse_atoi(param, &id))
         rc = SQLITE_OK;
     if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
@@ -109,7 +73,7 @@ void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
         mg_response_error(res, 404, "Not found");
     } else if (rc != SQLITE_OK) {
         mg_buf_reset(&res->body);
-        answer_failure(res, "the packet", rc);
+        mg_response_db_failure(res, "the packet", rc);
     }
 }
 
@@ -124,7 +88,7 @@ void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *re
     sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT first_seen FROM transmissions"
                                               " WHERE first_seen > ? ORDER BY first_seen, id");
     if (!st) {
-        answer_failure(res, "the timestamps", SQLITE_ERROR);
+        mg_response_db_failure(res, "the timestamps", SQLITE_ERROR);
         return;
     }
     sqlite3_bind_text(st, 1, since, -1, SQLITE_STATIC);
@@ -145,7 +109,7 @@ void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *re
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE) {
         mg_buf_reset(&res->body);
-        answer_failure(res, "the timestamps", rc);
+        mg_response_db_failure(res, "the timestamps", rc);
     }
 }
 
@@ -162,7 +126,7 @@ void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct m
                  " LEFT JOIN observers ob ON ob.rowid = o.observer_idx"
                  " WHERE t.hash = ? ORDER BY o.timestamp, o.id");
     if (!st) {
-        answer_failure(res, "the traces", SQLITE_ERROR);
+        mg_response_db_failure(res, "the traces", SQLITE_ERROR);
         return;
     }
     sqlite3_bind_text(st, 1, lower, -1, SQLITE_STATIC);
@@ -189,7 +153,7 @@ void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct m
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE) {
         mg_buf_reset(&res->body);
-        answer_failure(res, "the traces", rc);
+        mg_response_db_failure(res, "the traces", rc);
     }
 }
 

@@ -42,18 +42,22 @@ static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/p
 static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
-/* Light: a transmission by its UNIQUE hash or primary key, its observations through
- * idx_observations_transmission_id, each with its observer by rowid. No table is scanned. */
+/* Packets, observers and channels of CoreScope's front end (issue 14). Costs at 2M
+ * observations: docs/benchmarks.md. Light: a transmission by primary key or UNIQUE hash, its
+ * observations by idx_observations_transmission_id (at most 4 480 VM steps, 695 pages for
+ * the most-heard one); a trace is the same walk (1 529 steps). */
 static const char *const packet_detail_cases[] = {"/api/packets/{packet}", "/api/packets/{hash}",
                                                   "/api/packets/{HASH}", NULL};
 static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zzzz", NULL};
-/* Light: a table in the program, no database. */
+/* Light: tables in the program, no database (0 steps). */
 static const char *const iata_cases[] = {"/api/iata-coords", NULL};
+static const char *const known_channels_cases[] = {"/api/known-channels",
+                                                   "/api/known-channels?region=US", NULL};
+/* Cold reports (cold_report.h): heavy to build (the observer's window: 8.3 s cold for the
+ * busiest observer; every ADVERT heard twice), light when warm in the shared cache (0 steps). */
 static const char *const analytics_cases[] = {"/api/observers/{observer}/analytics",
                                               "/api/observers/{observer}/analytics?days=365", NULL};
 static const char *const clock_skew_cases[] = {"/api/observers/clock-skew", NULL};
-static const char *const known_channels_cases[] = {"/api/known-channels",
-                                                   "/api/known-channels?region=US", NULL};
 
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
@@ -62,25 +66,27 @@ const struct mg_route mg_routes[] = {
      reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
-    /* Packets, observers (h14c): classes and costs at 2M observations in docs/benchmarks.md.
-     * Light: one transmission by hash or id and its few observations (indexes only). */
+    /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per
+     * transmission after ?since= (193k steps for a day at 2M observations). */
     {"/api/packets/timestamps", MG_COST_HEAVY, mg_handle_packet_timestamps, NULL, false, NULL,
-     false}, /* heavy: as many rows as transmissions after ?since= */
+     false},
     {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
      false},
     {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
     {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
-    /* Heavy: packetsLastHour counts the last hour's observations. */
+    /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
+     * busiest hour of the 2M database; it grows with traffic). */
     {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false},
-    /* Heavy unless warm in the shared cache: cold reports (cold gate, result cache). */
     {"/api/observers/clock-skew", MG_COST_HEAVY, mg_handle_observer_clock_skew,
      mg_observer_clock_skew_is_heavy, true, clock_skew_cases, false},
     {"/api/observers/:id/analytics", MG_COST_HEAVY, mg_handle_observer_analytics,
      mg_observer_analytics_is_heavy, true, analytics_cases, false},
     {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false},
-    /* Heavy: every GRP_TXT transmission is grouped (with a region, their observations). */
+    /* Heavy: every GRP_TXT transmission is grouped, 590 ms (with a region, their
+     * observations: 8.8 s). */
     {"/api/channels", MG_COST_HEAVY, mg_handle_channels, NULL, false, NULL, false},
-    /* Heavy: each of the channel's messages gets its newest sighting to choose the page. */
+    /* Heavy: each of the channel's messages gets its newest sighting to choose the page
+     * (868 ms for the busiest channel). */
     {"/api/channels/:hash/messages", MG_COST_HEAVY, mg_handle_channel_messages, NULL, false, NULL,
      false},
     {"/api/known-channels", MG_COST_LIGHT, mg_handle_known_channels, NULL, false,

@@ -638,6 +638,7 @@ static void tour(const char *db_path)
         "/api/channels?region=SJC,OAK&includeEncrypted=true",
         "/api/channels/%23test/messages?region=SJC",
         "/api/known-channels",
+        "/api/resolve-hops?hops=ab,cd12,zz",
     };
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
         int status = mg_test_ctx_get(&e.ctx, targets[i]);
@@ -900,4 +901,73 @@ Test(records_shapes, observer_clock_skew_is_the_median_deviation_from_each_packe
                      "{\"observerID\":\"B\",\"offsetSec\":1,\"samples\":2}]\n");
     cr_assert_eq(mg_test_ctx_get(&e.ctx, "/api/observers/clock-skew"), 200);
     cr_expect(e.ctx.light, "served warm from the shared cache");
+}
+
+/* ---- hop resolution ------------------------------------------------------------------------ */
+
+#define CAN_RELAY                                                                                  \
+    "(instr(lower(role), 'repeater') > 0 OR instr(lower(role), 'room_server') > 0"                 \
+    " OR lower(role) = 'room')"
+
+FIXTURE_TEST(resolve_hops_names_each_prefixs_relaying_nodes)
+{
+    start();
+    char *unique = db_text("SELECT substr(lower(public_key), 1, 4) AS p FROM nodes WHERE " CAN_RELAY
+                           " GROUP BY p HAVING count(*) = 1 ORDER BY p LIMIT 1");
+    char *unique_key = db_text("SELECT public_key FROM nodes WHERE " CAN_RELAY
+                               " AND lower(public_key) LIKE %Q || '%%'",
+                               unique);
+    char *shared = db_text("SELECT substr(lower(public_key), 1, 2) AS p FROM nodes WHERE " CAN_RELAY
+                           " GROUP BY p HAVING count(*) > 2 ORDER BY count(*) DESC, p LIMIT 1");
+    long long shared_count = db_int("SELECT count(*) FROM nodes WHERE " CAN_RELAY
+                                    " AND lower(public_key) LIKE %Q || '%%'",
+                                    shared);
+    /* The pick: a node with a position first, then the most adverts, then the smaller key. */
+    char *pick = db_text("SELECT public_key FROM nodes WHERE " CAN_RELAY
+                         " AND lower(public_key) LIKE %Q || '%%' ORDER BY (lat IS NOT NULL AND"
+                         " lon IS NOT NULL AND NOT (lat = 0 AND lon = 0)) DESC,"
+                         " coalesce(advert_count, 0) DESC, public_key LIMIT 1",
+                         shared);
+    long long pick_located = db_int("SELECT lat IS NOT NULL AND lon IS NOT NULL AND NOT (lat = 0"
+                                    " AND lon = 0) FROM nodes WHERE public_key = %Q",
+                                    pick);
+    char target[256];
+    snprintf(target, sizeof target, "/api/resolve-hops?hops=%s,zz,%s,,%s", unique, shared, shared);
+    struct mg_test_response r;
+    api_get(target, 200, &r);
+    const char *resolved = json_get(r.body, "resolved");
+    char keys[256], want_keys[256];
+    json_keys(resolved, NULL, keys, sizeof keys);
+    /* sorted bytewise (Go's map keys), each once */
+    bool shared_first = strcmp(shared, unique) < 0;
+    snprintf(want_keys, sizeof want_keys, "%s,%s,zz", shared_first ? shared : unique,
+             shared_first ? unique : shared);
+    cr_expect_str_eq(keys, want_keys);
+    const char *u = json_get(resolved, unique);
+    cr_expect(json_str_at_eq(u, "confidence", "unique_prefix"), "%s", u);
+    cr_expect(json_str_at_eq(u, "pubkey", unique_key), "%s, want %s", u, unique_key);
+    const char *none = json_get(resolved, "zz");
+    cr_expect(json_str_at_eq(none, "confidence", "no_match") && json_is_at(none, "name", "null") &&
+                  json_length(json_get(none, "candidates")) == 0,
+              "%s", none);
+    const char *s = json_get(resolved, shared);
+    cr_expect_eq(json_length(json_get(s, "candidates")), shared_count, "%s", s);
+    cr_expect(json_is_at(s, "ambiguous", "true"));
+    cr_expect(json_str_at_eq(s, "pubkey", pick), "%s, want %s", s, pick);
+    cr_expect(json_str_at_eq(s, "confidence",
+                             pick_located ? "gps_preference" : "observation_count_fallback"),
+              "%s", s);
+    mg_test_response_free(&r);
+    api_get("/api/resolve-hops", 200, &r);
+    cr_expect_str_eq(r.body, "{\"resolved\":{}}\n");
+    mg_test_response_free(&r);
+    /* Context asks for CoreScope's neighbour graph, which meshgate does not build. */
+    snprintf(target, sizeof target, "/api/resolve-hops?hops=%s&observer=%s", shared, N6IJ_OBSERVER);
+    api_get(target, 501, &r);
+    cr_expect(strstr(r.body, "not supported"), "%s", r.body);
+    mg_test_response_free(&r);
+    free(unique);
+    free(unique_key);
+    free(shared);
+    free(pick);
 }

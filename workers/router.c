@@ -49,6 +49,9 @@ static const char *const metrics_cases[] = {"/metrics", NULL};
 static const char *const packet_detail_cases[] = {"/api/packets/{packet}", "/api/packets/{hash}",
                                                   "/api/packets/{HASH}", NULL};
 static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zzzz", NULL};
+/* Light: one pass over the nodes that can relay, whatever the hops. */
+static const char *const resolve_hops_cases[] = {
+    "/api/resolve-hops?hops=a1,b2c3,d4e5f6,0123456789,ffff,A1,a1,zz,,x", "/api/resolve-hops", NULL};
 /* Light: tables in the program, no database (0 steps). */
 static const char *const iata_cases[] = {"/api/iata-coords", NULL};
 static const char *const known_channels_cases[] = {"/api/known-channels",
@@ -73,6 +76,8 @@ const struct mg_route mg_routes[] = {
     {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
      false},
     {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
+    {"/api/resolve-hops", MG_COST_LIGHT, mg_handle_resolve_hops, NULL, false, resolve_hops_cases,
+     false},
     {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
     /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
      * busiest hour of the 2M database; it grows with traffic). */

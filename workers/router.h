@@ -86,6 +86,8 @@ void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
 void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
                                  struct mg_response *res);
 void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
 void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -108,20 +108,21 @@ static int by_observer(const void *a, const void *b)
                   ((const struct observer_offset *)b)->observer);
 }
 
-/* Every ADVERT observation with a plausible timestamp, by transmission id, newest first,
- * one per (observer, path). */
+/* Every observation of an ADVERT with a plausible timestamp, by transmission id, newest
+ * first (one per observer and path is kept). The ADVERTs' timestamps are read once each (a
+ * materialized list), not once per observation. */
 static const char samples_sql[] =
-    "SELECT t.id, coalesce(t.hash, ''), CAST(CASE WHEN json_type(t.decoded_json, '$.payload')"
-    " = 'object' AND json_type(t.decoded_json, '$.payload.timestamp') IN ('integer', 'real')"
-    " AND t.decoded_json ->> '$.payload.timestamp' > 0 THEN t.decoded_json ->> "
-    "'$.payload.timestamp'"
-    " WHEN json_type(t.decoded_json, '$.timestamp') IN ('integer', 'real')"
-    " THEN t.decoded_json ->> '$.timestamp' ELSE 0 END AS INTEGER),"
-    " o.timestamp, coalesce(obs.id, ''), obs.name, coalesce(o.path_json, '')"
-    " FROM transmissions t JOIN observations o ON o.transmission_id = t.id"
+    "WITH adverts(id, hash, ts) AS MATERIALIZED (SELECT id, coalesce(hash, ''),"
+    " CAST(CASE WHEN json_type(decoded_json, '$.payload') = 'object'"
+    " AND json_type(decoded_json, '$.payload.timestamp') IN ('integer', 'real')"
+    " AND decoded_json ->> '$.payload.timestamp' > 0 THEN decoded_json ->> '$.payload.timestamp'"
+    " WHEN json_type(decoded_json, '$.timestamp') IN ('integer', 'real')"
+    " THEN decoded_json ->> '$.timestamp' ELSE 0 END AS INTEGER)"
+    " FROM transmissions WHERE payload_type = 4 AND json_valid(decoded_json))"
+    " SELECT a.id, a.hash, a.ts, o.timestamp, coalesce(obs.id, ''), obs.name,"
+    " coalesce(o.path_json, '') FROM adverts a JOIN observations o ON o.transmission_id = a.id"
     " LEFT JOIN observers obs ON obs.rowid = o.observer_idx"
-    " WHERE t.payload_type = 4 AND json_valid(t.decoded_json)"
-    " ORDER BY t.id, o.timestamp DESC";
+    " WHERE a.ts BETWEEN 1577836800 AND 4102444800 ORDER BY a.id, o.timestamp DESC";
 
 struct engine {
     struct sample *s;

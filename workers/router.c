@@ -42,6 +42,14 @@ static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/p
 static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
+/* Light: bodies rendered from CoreScope's config.json when the master read it; a request
+ * copies bytes (0 VM steps). /regions adds one pass over observers (a row per receiver:
+ * 31 rows in CoreScope's fixture, 40 in a generated 2M-observation database). */
+static const char *const config_cases[] = {"/api/config/client", NULL};
+static const char *const config_regions_cases[] = {"/api/config/regions", NULL};
+/* Light: the segment and /proc/PID/statm of the group's processes; no table is read. */
+static const char *const health_cases[] = {"/api/health", NULL};
+
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
     {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false},
@@ -51,6 +59,21 @@ const struct mg_route mg_routes[] = {
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
     {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false},
     {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false},
+    /* CoreScope's configuration, its health and its scopes (issue 14, h14a). */
+    {"/api/config/client", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases, false},
+    {"/api/config/cache", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases, false},
+    {"/api/config/theme", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases, false},
+    {"/api/config/map", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases, false},
+    {"/api/config/geo-filter", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases, false},
+    {"/api/config/areas", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases, false},
+    {"/api/config/areas/polygons", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cases,
+     false},
+    {"/api/config/regions", MG_COST_LIGHT, mg_handle_config_regions, NULL, false,
+     config_regions_cases, false},
+    {"/api/health", MG_COST_LIGHT, mg_handle_health, NULL, false, health_cases, false},
+    /* Heavy: counts the window's transmissions (through the first_seen index); 7d is most of
+     * the table (docs/benchmarks.md: 2M observations). */
+    {"/api/scope-stats", MG_COST_HEAVY, mg_handle_scope_stats, NULL, false, NULL, false},
     {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},
     {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true},
 };

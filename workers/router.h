@@ -80,5 +80,13 @@ bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
  * in that request; region_map.h). */
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+/* The /api/config answers: bodies rendered from CoreScope's config.json by the master
+ * (ep_config.c). */
+void mg_handle_config(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
 
 #endif

@@ -614,6 +614,10 @@ Test(api_config, every_config_route_answers_the_rendered_body)
         free(body);
     }
     free(get_body(&s, "/api/config/nothing", 404));
+    /* What CoreScope answers without its ingestor's MQTT status file. */
+    char *mqtt = get_body(&s, "/api/mqtt/status", 200);
+    cr_expect_str_eq(mqtt, "{\"sources\":[],\"sampleAt\":\"\"}\n");
+    free(mqtt);
     mg_corescope_free(&c);
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
 }

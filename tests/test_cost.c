@@ -52,6 +52,8 @@ static const char *const heavy_targets[] = {
     "/api/packets?offset=400000",
     "/api/perf?mem=1",
     "/api/nodes/{node}/reach?days=30",
+    "/api/scope-stats?window=1h",
+    "/api/scope-stats?window=7d",
     NULL,
 };
 

@@ -564,3 +564,18 @@ void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct m
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
 }
+
+/*
+ * GET /api/mqtt/status: CoreScope's server reads it from a file its ingestor writes about its
+ * MQTT connections; meshgate reads only the database, so it answers what CoreScope answers
+ * when that file is absent: no sources, no sample time. The Observers page shows no MQTT panel
+ * rows then, and no error.
+ */
+void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    (void)env;
+    (void)req;
+    mg_response_json(res, 200);
+    mg_buf_puts(&res->body, "{\"sources\":[],\"sampleAt\":\"\"}\n");
+}

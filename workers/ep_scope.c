@@ -7,10 +7,11 @@
  * scopes, most first (then by name, where CoreScope leaves ties in no order); timeSeries:
  * transport transmissions per bucket (5 minutes, 1 hour, 6 hours), oldest first.
  *
- * Each query reads the transmissions of the window through the index on first_seen, so the
- * cost grows with the window's traffic, never with the table: the route is heavy (a week can
- * be most of the table). Without transmissions.scope_name (a database CoreScope's migration
- * has not reached) there is nothing to count: 501, as CoreScope refuses it too.
+ * One pass reads the transmissions of the window through the index on first_seen (CoreScope
+ * makes four), so the cost grows with the window's traffic, never with the table; still, a
+ * week can be most of the table, so the route is heavy. Without transmissions.scope_name (a
+ * database CoreScope's migration has not reached) there is nothing to count: 501, as CoreScope
+ * refuses it too.
  */
 #include "clock.h"
 #include "json.h"
@@ -18,6 +19,7 @@
 #include "router.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -37,8 +39,6 @@ static const struct window windows[] = {
      "INTEGER) / 6) * 6) || ':00:00Z'"},
 };
 
-#define TRANSPORT "route_type IN (0, 3)"
-
 static int fail(struct mg_response *res, struct mg_db *db, int rc)
 {
     int primary = rc & 0xff;
@@ -52,12 +52,93 @@ static int fail(struct mg_response *res, struct mg_db *db, int rc)
     return -1;
 }
 
-static sqlite3_stmt *prepare(struct mg_db *db, const char *sql, const char *since)
+/* A named count: a scope (scoped = its transmissions) or a time bucket. */
+struct counted {
+    char *name;
+    int64_t scoped, unscoped;
+};
+
+struct tally {
+    int64_t transport, scoped, unscoped, unknown;
+    struct counted *scopes, *buckets;
+    size_t nscopes, nbuckets;
+    bool failed;
+};
+
+static struct counted *find_or_add(struct counted **list, size_t *n, const char *name, bool *failed)
 {
-    sqlite3_stmt *st = mg_db_prepare(db, sql);
-    if (st)
-        sqlite3_bind_text(st, 1, since, -1, SQLITE_TRANSIENT);
-    return st;
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*list)[i].name, name) == 0)
+            return &(*list)[i];
+    struct counted *grown = realloc(*list, (*n + 1) * sizeof **list);
+    char *copy = strdup(name);
+    if (!grown || !copy) {
+        if (grown)
+            *list = grown;
+        free(copy);
+        *failed = true;
+        return NULL;
+    }
+    *list = grown;
+    (*list)[*n] = (struct counted){copy, 0, 0};
+    return &(*list)[(*n)++];
+}
+
+/* One row (bucket, kind: 1 transport, 2 flood or direct, 0 other; scope_name; count). */
+static void tally_row(struct tally *t, sqlite3_stmt *st)
+{
+    int kind = sqlite3_column_int(st, 1);
+    int64_t n = sqlite3_column_int64(st, 3);
+    bool has_scope = sqlite3_column_type(st, 2) != SQLITE_NULL;
+    const char *scope = has_scope ? (const char *)sqlite3_column_text(st, 2) : NULL;
+    const char *bucket = (const char *)sqlite3_column_text(st, 0);
+    if (kind == 2) {
+        t->unscoped += n; /* these routes carry no scope at all */
+        return;
+    }
+    if (kind != 1)
+        return;
+    t->transport += n;
+    if (!has_scope)
+        t->unscoped += n;
+    else {
+        t->scoped += n;
+        if (!scope || !scope[0])
+            t->unknown += n;
+        else {
+            struct counted *c = find_or_add(&t->scopes, &t->nscopes, scope, &t->failed);
+            if (c)
+                c->scoped += n;
+        }
+    }
+    if (!bucket)
+        return; /* a first_seen that is no time: CoreScope skips the row too */
+    struct counted *b = find_or_add(&t->buckets, &t->nbuckets, bucket, &t->failed);
+    if (b)
+        *(has_scope ? &b->scoped : &b->unscoped) += n;
+}
+
+static void tally_free(struct tally *t)
+{
+    for (size_t i = 0; i < t->nscopes; i++)
+        free(t->scopes[i].name);
+    for (size_t i = 0; i < t->nbuckets; i++)
+        free(t->buckets[i].name);
+    free(t->scopes);
+    free(t->buckets);
+}
+
+static int by_count_then_name(const void *a, const void *b)
+{
+    const struct counted *x = a, *y = b;
+    if (x->scoped != y->scoped)
+        return x->scoped > y->scoped ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int by_bucket(const void *a, const void *b)
+{
+    return strcmp(((const struct counted *)a)->name, ((const struct counted *)b)->name);
 }
 
 void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
@@ -88,81 +169,62 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
     gmtime_r(&t, &tm);
     strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
 
+    /* One pass over the window: counts per (bucket, kind of route, scope). */
+    char sql[768];
+    snprintf(sql, sizeof sql,
+             "SELECT %s, CASE WHEN route_type IN (0, 3) THEN 1 WHEN route_type IN (1, 2) THEN 2 "
+             "ELSE 0 END AS kind, scope_name, count(*) FROM transmissions "
+             "WHERE first_seen >= ?1 GROUP BY 1, 2, 3",
+             w->bucket);
+    sqlite3_stmt *st = mg_db_prepare(db, sql);
+    if (!st)
+        return (void)fail(res, db, sqlite3_errcode(db->conn));
+    sqlite3_bind_text(st, 1, since, -1, SQLITE_TRANSIENT);
+    struct tally tally;
+    memset(&tally, 0, sizeof tally);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        tally_row(&tally, st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE || tally.failed) {
+        tally_free(&tally);
+        return (void)fail(res, db, rc == SQLITE_DONE ? SQLITE_NOMEM : rc);
+    }
+    qsort(tally.scopes, tally.nscopes, sizeof *tally.scopes, by_count_then_name);
+    qsort(tally.buckets, tally.nbuckets, sizeof *tally.buckets, by_bucket);
+
     mg_response_json(res, 200);
     struct mg_json j;
     mg_json_init(&j, &res->body);
     mg_json_object_begin(&j); /* CoreScope's field order */
     mg_json_kv_string(&j, "window", w->name);
-
-    sqlite3_stmt *st = prepare(db,
-                               "SELECT count(*), count(scope_name), "
-                               "coalesce(sum(scope_name IS NULL), 0), "
-                               "coalesce(sum(scope_name = ''), 0), "
-                               "(SELECT count(*) FROM transmissions WHERE route_type IN (1, 2) "
-                               "AND first_seen >= ?1) "
-                               "FROM transmissions WHERE " TRANSPORT " AND first_seen >= ?1",
-                               since);
-    if (!st)
-        return (void)fail(res, db, sqlite3_errcode(db->conn));
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
-        sqlite3_finalize(st);
-        return (void)fail(res, db, rc);
-    }
     mg_json_key(&j, "summary");
     mg_json_object_begin(&j);
-    mg_json_kv_int(&j, "transportTotal", sqlite3_column_int64(st, 0));
-    mg_json_kv_int(&j, "scoped", sqlite3_column_int64(st, 1));
-    mg_json_kv_int(&j, "unscoped", sqlite3_column_int64(st, 2) + sqlite3_column_int64(st, 4));
-    mg_json_kv_int(&j, "unknownScope", sqlite3_column_int64(st, 3));
+    mg_json_kv_int(&j, "transportTotal", tally.transport);
+    mg_json_kv_int(&j, "scoped", tally.scoped);
+    mg_json_kv_int(&j, "unscoped", tally.unscoped);
+    mg_json_kv_int(&j, "unknownScope", tally.unknown);
     mg_json_object_end(&j);
-    sqlite3_finalize(st);
-
-    st = prepare(db,
-                 "SELECT scope_name, count(*) AS n FROM transmissions WHERE " TRANSPORT
-                 " AND scope_name IS NOT NULL AND scope_name != '' AND first_seen >= ?1 "
-                 "GROUP BY scope_name ORDER BY n DESC, scope_name",
-                 since);
-    if (!st)
-        return (void)fail(res, db, sqlite3_errcode(db->conn));
     mg_json_key(&j, "byRegion");
     mg_json_array_begin(&j);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    for (size_t i = 0; i < tally.nscopes; i++) {
         mg_json_object_begin(&j);
-        mg_json_key(&j, "name");
-        mg_db_json_column(&j, st, 0);
-        mg_json_kv_int(&j, "count", sqlite3_column_int64(st, 1));
+        mg_json_kv_string(&j, "name", tally.scopes[i].name);
+        mg_json_kv_int(&j, "count", tally.scopes[i].scoped);
         mg_json_object_end(&j);
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return (void)fail(res, db, rc);
     mg_json_array_end(&j);
-
-    char sql[768];
-    snprintf(sql, sizeof sql,
-             "SELECT %s AS bucket, count(scope_name), sum(scope_name IS NULL) FROM transmissions "
-             "WHERE " TRANSPORT " AND first_seen >= ?1 GROUP BY bucket ORDER BY bucket",
-             w->bucket);
-    st = prepare(db, sql, since);
-    if (!st)
-        return (void)fail(res, db, sqlite3_errcode(db->conn));
     mg_json_key(&j, "timeSeries");
     mg_json_array_begin(&j);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (sqlite3_column_type(st, 0) == SQLITE_NULL)
-            continue; /* a first_seen that is no time: CoreScope skips the row too */
+    for (size_t i = 0; i < tally.nbuckets; i++) {
         mg_json_object_begin(&j);
-        mg_json_key(&j, "t");
-        mg_db_json_column(&j, st, 0);
-        mg_json_kv_int(&j, "scoped", sqlite3_column_int64(st, 1));
-        mg_json_kv_int(&j, "unscoped", sqlite3_column_int64(st, 2));
+        mg_json_kv_string(&j, "t", tally.buckets[i].name);
+        mg_json_kv_int(&j, "scoped", tally.buckets[i].scoped);
+        mg_json_kv_int(&j, "unscoped", tally.buckets[i].unscoped);
         mg_json_object_end(&j);
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return (void)fail(res, db, rc);
     mg_json_array_end(&j);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+    tally_free(&tally);
 }

@@ -88,5 +88,7 @@ void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
 void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
+void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
 
 #endif

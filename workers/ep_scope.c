@@ -190,8 +190,10 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
         tally_free(&tally);
         return (void)fail(res, db, rc == SQLITE_DONE ? SQLITE_NOMEM : rc);
     }
-    qsort(tally.scopes, tally.nscopes, sizeof *tally.scopes, by_count_then_name);
-    qsort(tally.buckets, tally.nbuckets, sizeof *tally.buckets, by_bucket);
+    if (tally.nscopes) /* qsort must not be given NULL, even for no element */
+        qsort(tally.scopes, tally.nscopes, sizeof *tally.scopes, by_count_then_name);
+    if (tally.nbuckets)
+        qsort(tally.buckets, tally.nbuckets, sizeof *tally.buckets, by_bucket);
 
     mg_response_json(res, 200);
     struct mg_json j;

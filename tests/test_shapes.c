@@ -265,6 +265,13 @@ static void tour(void)
     int skew_status = mg_test_ctx_get(&s.t, target);
     cr_expect(skew_status == 200 || skew_status == 404, "%s: %d %s", target, skew_status,
               (const char *)s.t.res.body.data);
+    get("/api/config/client", 200);
+    get("/api/config/regions", 200);
+    get("/api/health", 200);
+    get("/api/mqtt/status", 200);
+    /* Without transmissions.scope_name there are no scopes to count: 501. */
+    bool scopes = file_has_column("transmissions", "scope_name");
+    get("/api/scope-stats?window=7d", scopes ? 200 : 501);
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -25,6 +25,7 @@
 #include "inproc.h"
 #include "region_map.h"
 #include "router.h"
+#include "stats.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -331,4 +332,16 @@ Test(cost, the_bounds_catch_a_scan_of_observations)
     cr_expect_gt(mg_db_vm_steps(&t.db) - steps, LIGHT_VM_STEPS_MAX, "a filtered scan went unseen");
     mg_test_ctx_close(&t);
     mg_test_rmdir(dir);
+}
+
+/* Every route is counted: the table and the three extras fit the segment's route records
+ * (36 routes once outgrew 32, and "(not found)", "(bad request)" and "(static)" went
+ * uncounted). */
+Test(cost, every_route_has_a_record_in_the_segment)
+{
+    const char *names[MG_ROUTES_MAX + 8];
+    cr_expect_leq(mg_route_table_len + 3, MG_ROUTES_MAX);
+    unsigned n = mg_route_names(names, MG_ROUTES_MAX);
+    cr_expect_eq(n, mg_route_table_len + 3);
+    cr_expect_str_eq(names[n - 1], "(static)");
 }

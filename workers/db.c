@@ -233,6 +233,20 @@ void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
     sqlite3_set_authorizer(db->conn, NULL, NULL);
     sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
     sqlite3_set_authorizer(db->conn, authorize, NULL);
+    db->mmap_bytes = bytes;
+}
+
+void mg_db_release(struct mg_db *db)
+{
+    if (!db->conn)
+        return;
+    sqlite3_db_release_memory(db->conn);
+    /* SQLite maps again only when the size changes: off, then on, drops the touched pages. */
+    int64_t bytes = db->mmap_bytes;
+    if (bytes > 0) {
+        mg_db_set_mmap(db, 0);
+        mg_db_set_mmap(db, bytes);
+    }
 }
 
 /*
@@ -308,9 +322,13 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
     mg_db_set_busy_timeout(db, busy_timeout_ms);
     sqlite3_progress_handler(db->conn, 10000, progress_beat, NULL);
     sqlite3_exec(db->conn, "PRAGMA query_only=ON", NULL, NULL, NULL);
-    /* Reads through a memory map avoid a copy per page; the page cache is per worker. */
-    sqlite3_exec(db->conn, "PRAGMA mmap_size=2147418112", NULL, NULL, NULL); /* MG_DB_MMAP_BYTES */
-    sqlite3_exec(db->conn, "PRAGMA cache_size=-16384", NULL, NULL, NULL);
+    /* Reads through a memory map avoid a copy per page; the page cache is per connection. */
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA mmap_size=%lld", MG_DB_MMAP_BYTES);
+    sqlite3_exec(db->conn, pragma, NULL, NULL, NULL);
+    db->mmap_bytes = MG_DB_MMAP_BYTES;
+    snprintf(pragma, sizeof pragma, "PRAGMA cache_size=-%d", MG_DB_CACHE_KIB);
+    sqlite3_exec(db->conn, pragma, NULL, NULL, NULL);
     sqlite3_extended_result_codes(db->conn, 1);
 
     /* The first read tells whether it is SQLite at all. */
@@ -355,6 +373,8 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
     sqlite3_set_authorizer(db->conn, authorize, NULL);
     sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
     mg_region_map_register(db->conn);
+    db->counted = true;
+    mg_scoreboard_db_connections_add(1);
     return 0;
 }
 
@@ -363,6 +383,9 @@ void mg_db_close(struct mg_db *db)
     if (db->conn)
         sqlite3_close_v2(db->conn);
     db->conn = NULL;
+    if (db->counted)
+        mg_scoreboard_db_connections_add(-1);
+    db->counted = false;
 }
 
 int mg_db_check(const char *path, char *err, size_t errlen)

@@ -1805,10 +1805,9 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
     struct mg_packets_filter f = {.limit = 1};
     struct packets_run r = {.env = &env, .f = &f};
     run_init(&r);
-    /* The pass reads most of the file once: through the memory map those pages would stay
-     * in this worker's PSS (file-backed) for as long as it lives; read() leaves them in the
-     * kernel's page cache only. The page cache it fills is given back at the end. */
-    mg_db_set_mmap(db, 0);
+    /* The pass reads most of the file once, through the memory map (no copy per page); the
+     * pages it touched are given back at the end with its page cache (mg_db_release), or they
+     * would stay in this worker's PSS (file-backed) for as long as it lives. */
     bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     int64_t newest = newest_observation(&r);
     int64_t high_water = mg_tx_summary_high_water(s);
@@ -1850,8 +1849,7 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
     run_free(&r);
-    sqlite3_db_release_memory(db->conn);
-    mg_db_set_mmap(db, MG_DB_MMAP_BYTES);
+    mg_db_release(db);
     (void)rows;
     return status;
 }

@@ -2,8 +2,9 @@
 /*
  * mem: a worker's memory budgets (docs/architecture.md, "Memory"). A worker keeps what a
  * request needs while it runs, and gives back, after it, what a large one left behind:
- *   - a buffer (a response body, a connection's output) above MG_MEM_BUF_KEEP_BYTES is freed
- *     once its response is out (mg_buf_shrink);
+ *   - a buffer is freed once its response is out (mg_buf_shrink) when it is larger than
+ *     MG_MEM_BUF_KEEP_BYTES (the worker's one response body) or MG_MEM_CONN_BUF_KEEP_BYTES (a
+ *     connection's input and output, one of each per open connection);
  *   - malloc hands out blocks above MG_MEM_MALLOC_MMAP_BYTES as their own mappings, so
  *     freeing one returns it to the kernel at once (glibc would otherwise raise that threshold
  *     after the first such free and serve the next large buffer from a heap it never shrinks);
@@ -22,7 +23,8 @@
 
 #include <stdint.h>
 
-#define MG_MEM_BUF_KEEP_BYTES (64 * 1024)
+#define MG_MEM_BUF_KEEP_BYTES (256 * 1024)
+#define MG_MEM_CONN_BUF_KEEP_BYTES (16 * 1024)
 #define MG_MEM_MALLOC_MMAP_BYTES (128 * 1024)
 #define MG_MEM_SQLITE_SOFT_BYTES (8LL * 1024 * 1024)
 #define MG_MEM_MAP_KEEP_KIB 4096

@@ -333,7 +333,7 @@ static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
         close(c->file_fd);
         c->file_fd = -1;
     }
-    mg_buf_shrink(&c->out, MG_MEM_BUF_KEEP_BYTES); /* a large response's copy is not kept */
+    mg_buf_shrink(&c->out, MG_MEM_CONN_BUF_KEEP_BYTES); /* a large response's copy is not kept */
     c->out_sent = 0;
     if (c->close_after_write || w->draining || (c->eof && c->in.len == 0)) {
         /* Half-close first so the client reads the whole response before the FIN. */
@@ -517,7 +517,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     /* The request's bytes are used up: drop them before the response goes out. */
     mg_buf_consume(&c->in, hr->head_len);
     if (c->in.len == 0)
-        mg_buf_shrink(&c->in, MG_MEM_BUF_KEEP_BYTES);
+        mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
     respond(w, c, hr, &c->park, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
             c->request_start_ns, raw_path);
 }

@@ -226,14 +226,25 @@ int64_t mg_db_pages_fetched(struct mg_db *db)
 static int authorize(void *arg, int action, const char *a, const char *b, const char *c,
                      const char *d);
 
-void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
+/* Sets a pragma the authorizer lets nobody set. */
+static void set_pragma(struct mg_db *db, const char *name, long long value)
 {
     char sql[64];
-    snprintf(sql, sizeof sql, "PRAGMA mmap_size=%lld", (long long)bytes);
+    snprintf(sql, sizeof sql, "PRAGMA %s=%lld", name, value);
     sqlite3_set_authorizer(db->conn, NULL, NULL);
     sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
     sqlite3_set_authorizer(db->conn, authorize, NULL);
+}
+
+void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
+{
+    set_pragma(db, "mmap_size", (long long)bytes);
     db->mmap_bytes = bytes;
+}
+
+void mg_db_set_cache_kib(struct mg_db *db, int kib)
+{
+    set_pragma(db, "cache_size", -(long long)kib);
 }
 
 void mg_db_release(struct mg_db *db)

@@ -103,6 +103,11 @@ void mg_db_set_mmap(struct mg_db *db, int64_t bytes);
  * whose pages the cache does not copy; it holds pages of the -wal and those of a connection
  * whose map is off (the summaries' pass). */
 #define MG_DB_CACHE_KIB 2048
+/* The page cache of the summaries' pass while it runs (it reads without the map, so its
+ * pages never stay in the worker's PSS; the b-trees' inner pages stay in this cache). */
+#define MG_DB_PASS_CACHE_KIB 16384
+/* Sets PRAGMA cache_size (KiB). */
+void mg_db_set_cache_kib(struct mg_db *db, int kib);
 
 /* Gives back what the connection holds between requests: its page cache
  * (sqlite3_db_release_memory) and the pages of the file it touched through its memory map

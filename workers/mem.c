@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <malloc.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,7 +12,6 @@ void mg_mem_worker_init(void)
     /* Setting the threshold also turns off glibc's dynamic raising of it and of the trim
      * threshold (mallopt(3)). */
     mallopt(M_MMAP_THRESHOLD, MG_MEM_MALLOC_MMAP_BYTES);
-    sqlite3_soft_heap_limit64(MG_MEM_SQLITE_SOFT_BYTES);
 }
 
 static long field_kib(const char *text, const char *name)

@@ -8,8 +8,8 @@
  *   - malloc hands out blocks above MG_MEM_MALLOC_MMAP_BYTES as their own mappings, so
  *     freeing one returns it to the kernel at once (glibc would otherwise raise that threshold
  *     after the first such free and serve the next large buffer from a heap it never shrinks);
- *   - each SQLite page cache is held at MG_DB_CACHE_KIB (no process-wide soft heap limit:
- *     with one of 8 MiB, /api/packets measured at about half the rate);
+ *   - each SQLite page cache is held at MG_DB_CACHE_KIB (no process-wide soft heap limit: it
+ *     bounds nothing these sizes and the releases below do not);
  *   - a helper thread opens its connection when its first job comes (jobs.c) and gives back
  *     its page cache, its mapped pages and its malloc arena's free pages after every job;
  *   - the loop looks at the process's resident memory at most every MG_MEM_WATCH_NS: past

@@ -305,7 +305,9 @@ void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms)
     sqlite3_busy_handler(db->conn, busy_timeout_ms > 0 ? busy_wait : NULL, db);
 }
 
-int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
+/* Opens path read-only with meshgate's settings; reads nothing of the file yet. */
+static int connect_db(struct mg_db *db, const char *path, int busy_timeout_ms, char *err,
+                      size_t errlen)
 {
     memset(db, 0, sizeof *db);
     /* sqlite3_open_v2 with READONLY reports a missing file only as "unable to open", so
@@ -346,6 +348,38 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
     snprintf(pragma, sizeof pragma, "PRAGMA cache_size=-%d", MG_DB_CACHE_KIB);
     sqlite3_exec(db->conn, pragma, NULL, NULL, NULL);
     sqlite3_extended_result_codes(db->conn, 1);
+    return 0;
+}
+
+/* From here on nothing but reading is allowed, whatever a statement says. */
+static void seal_db(struct mg_db *db)
+{
+    sqlite3_set_authorizer(db->conn, authorize, NULL);
+    sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
+    mg_region_map_register(db->conn);
+    db->counted = true;
+    mg_scoreboard_db_connections_add(1);
+}
+
+int mg_db_open_like(struct mg_db *db, const struct mg_db *like, const char *path,
+                    int busy_timeout_ms, char *err, size_t errlen)
+{
+    /* PRAGMA cache_size reads the schema: under a writer's lock it must not wait (it then
+     * fails, and the connection keeps SQLite's default cache of 2000 KiB). */
+    int rc = connect_db(db, path, 0, err, errlen);
+    if (rc != 0)
+        return rc;
+    mg_db_set_busy_timeout(db, busy_timeout_ms);
+    db->schema = like->schema;
+    seal_db(db);
+    return 0;
+}
+
+int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
+{
+    int rc = connect_db(db, path, busy_timeout_ms, err, errlen);
+    if (rc != 0)
+        return rc;
 
     /* The first read tells whether it is SQLite at all. */
     sqlite3_stmt *probe;
@@ -385,12 +419,7 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
             o->column ? has_column(db->conn, o->table, o->column) : has_table(db->conn, o->table);
     }
 
-    /* From here on nothing but reading is allowed, whatever a statement says. */
-    sqlite3_set_authorizer(db->conn, authorize, NULL);
-    sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
-    mg_region_map_register(db->conn);
-    db->counted = true;
-    mg_scoreboard_db_connections_add(1);
+    seal_db(db);
     return 0;
 }
 

@@ -80,6 +80,11 @@ struct mg_db {
  * MG_EXIT_DB_MISSING / MG_EXIT_DB_FOREIGN with a message in err.
  */
 int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen);
+/* Opens path as mg_db_open does, but takes like's schema flags instead of reading them: it
+ * reads nothing of the file, so it never waits for a writer's lock (a helper thread's
+ * connection, opened from the loop at its first job; like is the loop's own). */
+int mg_db_open_like(struct mg_db *db, const struct mg_db *like, const char *path,
+                    int busy_timeout_ms, char *err, size_t errlen);
 void mg_db_close(struct mg_db *db);
 
 /* How long a statement waits for a writer's lock (0: not at all) before SQLITE_BUSY; the

@@ -29,7 +29,8 @@ struct mg_jobs {
     int event_fd;
     struct mg_db db; /* opened by the first mg_jobs_submit */
     const struct mg_config *cfg;
-    dev_t db_dev; /* the file the worker opened, to open no other one */
+    const struct mg_db *like; /* the worker's own connection: its schema flags */
+    dev_t db_dev;             /* the file the worker opened, to open no other one */
     ino_t db_ino;
     int64_t warned_ns; /* the last warning that the connection could not be opened */
 };
@@ -63,8 +64,8 @@ static void *run(void *arg)
     return NULL;
 }
 
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd, char *err,
-                              size_t errlen)
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, const struct mg_db *like, int nice,
+                              int *event_fd, char *err, size_t errlen)
 {
     struct mg_jobs *j = calloc(1, sizeof *j);
     if (!j) {
@@ -80,6 +81,7 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_
     j->db_dev = st.st_dev;
     j->db_ino = st.st_ino;
     j->cfg = cfg;
+    j->like = like;
     j->nice = nice;
     j->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&j->mutex, NULL);
@@ -101,7 +103,8 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_
     return j;
 }
 
-/* Opens the thread's connection (on the loop, while the thread waits for work). The file must
+/* Opens the thread's connection (on the loop, while the thread waits for work; it reads
+ * nothing, so a writer's lock does not hold the loop up: the job waits for it). The file must
  * be the one the worker opened at start: after a replacement the old one is served until the
  * reload (docs/architecture.md, "A live database"), never the two at once. */
 static bool open_connection(struct mg_jobs *j)
@@ -109,7 +112,8 @@ static bool open_connection(struct mg_jobs *j)
     char err[1200] = "";
     struct stat st;
     bool same = false;
-    if (mg_db_open(&j->db, j->cfg->db_path, j->cfg->db_busy_timeout_ms, err, sizeof err) == 0) {
+    if (mg_db_open_like(&j->db, j->like, j->cfg->db_path, j->cfg->db_busy_timeout_ms, err,
+                        sizeof err) == 0) {
         same = stat(j->cfg->db_path, &st) == 0 && st.st_dev == j->db_dev && st.st_ino == j->db_ino;
         if (same)
             return true;

@@ -32,12 +32,12 @@ struct mg_job {
 
 struct mg_jobs;
 
-/* Starts the thread (it has its own connection to cfg's database, opened when first needed;
- * cfg must outlive it) at the scheduling
+/* Starts the thread (it has its own connection to cfg's database, opened when first needed
+ * with like's schema, mg_db_open_like; cfg and like must outlive it) at the scheduling
  * priority nice (0: as the worker; higher: yields the CPU to the worker's loop and to other
  * work). NULL with err set on failure. *event_fd becomes readable each time a job is done. */
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd, char *err,
-                              size_t errlen);
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, const struct mg_db *like, int nice,
+                              int *event_fd, char *err, size_t errlen);
 
 /* Hands job to the thread; false when it is busy with another, or its connection could not be
  * opened (logged; try again later). */

@@ -752,10 +752,10 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     }
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
-    w.jobs = mg_jobs_start(w.env.cfg, 0, &w.jobs_fd, err, sizeof err);
+    w.jobs = mg_jobs_start(w.env.cfg, &w.db, 0, &w.jobs_fd, err, sizeof err);
     if (w.jobs)
         w.anon_jobs =
-            mg_jobs_start(w.env.cfg, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
+            mg_jobs_start(w.env.cfg, &w.db, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
     if (!w.jobs || !w.anon_jobs) {
         mg_error("%s", err);
         return 1;

@@ -13,9 +13,15 @@
  *
  * Invariants, each under the gate's lock:
  *   - in_flight <= cap (when cap > 0) and peak records the largest in_flight seen (1);
- *   - a waiter is admitted only when it is the oldest in line and a permit is free: no
- *     later arrival overtakes it (FIFO), and checking the bound and joining the line are one
- *     step, so a burst cannot overshoot queue_max;
+ *   - a waiter is admitted only when it is the oldest *ready* place in line and a permit is
+ *     free: no later arrival that could run overtakes it (FIFO among the places whose
+ *     workers can run them), and checking the bound and joining the line are one step, so a
+ *     burst cannot overshoot queue_max;
+ *   - a permit goes only to work that can run at once: a caller whose worker cannot start
+ *     the work now (its helper thread is busy) joins or polls with ready false; it keeps
+ *     its place, marked unready, and is passed over until it polls ready again. So a
+ *     permit is never held while its work waits for a helper, and the cap is the number of
+ *     builds that run (docs/architecture.md, "A permit only for work that can run");
  *   - a permit is given back once: each admission has a token and only that token releases;
  *   - counters only grow (8).
  */
@@ -36,8 +42,8 @@ struct mg_fifo_record {
     int32_t pid; /* 0: free record */
     uint32_t slot;
     uint32_t follower; /* a place in line that waits for another's result, not a permit */
-    uint32_t reserved;
-    uint64_t id; /* token of a holder, ticket of a waiter */
+    uint32_t unready;  /* a place whose worker cannot run it now (its helper is busy) */
+    uint64_t id;       /* token of a holder, ticket of a waiter */
     int64_t since_monotonic_ns;
     char key[MG_FIFO_KEY_MAX];
 };
@@ -107,6 +113,14 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
                       uint64_t *token, int *place, uint64_t *ticket);
 int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
                       uint64_t ticket, int64_t now, int64_t deadline, uint64_t *token);
+/* The same, for a caller that says whether its work could run now (ready): an unready one
+ * is never admitted; it joins the line (or keeps its place) marked unready, passed over by
+ * ready places behind it. join and poll above are these with ready true. */
+int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            bool ready, uint64_t *token, int *place, uint64_t *ticket);
+int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
+                            uint64_t *token);
 void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket);
 
 /* Gives a permit back; false (and nothing changes) when token is not a current holder's. */

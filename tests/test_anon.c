@@ -33,18 +33,12 @@ TestSuite(anon, .timeout = 90);
 #define SIGNED_IN "Authorization: Bearer " KEY "\r\n"
 #define HOLD(ms) "X-Test-Hold-Ms: " #ms "\r\n"
 
-static char dir[128], keys_path[256], keys_setting[300];
+static char dir[128], keys_setting[300];
 
 static void make_dir(void)
 {
     mg_test_tmpdir(dir, sizeof dir);
-    snprintf(keys_path, sizeof keys_path, "%s/keys", dir);
-    FILE *f = fopen(keys_path, "w");
-    cr_assert(f);
-    fputs(KEY "\n", f);
-    fclose(f);
-    chmod(keys_path, 0600);
-    snprintf(keys_setting, sizeof keys_setting, "MESHGATE_API_KEYS_FILE=%s", keys_path);
+    mg_test_write_keys_file(dir, KEY, keys_setting, sizeof keys_setting);
 }
 
 static void remove_dir(void)

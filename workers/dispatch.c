@@ -83,6 +83,23 @@ static void refuse_line(struct mg_response *res, const char *why)
     mg_response_refuse(res, 503, LINE_RETRY_AFTER_S, why);
 }
 
+/* An anonymous permit is taken only when the anonymous helper can start the request's work
+ * (a permit only for work that can run); with the permit the request reserves that helper
+ * until it hands its job over, so no second permit of this worker waits for it. */
+static bool anon_helper_ready(const struct mg_env *env, const struct mg_request *req)
+{
+    return !env->anon_jobs || mg_jobs_available(env->anon_jobs, req->park);
+}
+
+static void anon_admitted(struct mg_env *env, struct mg_request *req)
+{
+    if (env->anon_jobs)
+        mg_jobs_reserve(env->anon_jobs, req->park);
+    mg_outcome_decide(&req->park->outcome, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED,
+                      mg_monotonic_ns());
+    req->park->admission.step = ADMIT_HELD;
+}
+
 /* True when the handler may run now; false when res holds the answer or is parked. */
 static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
                   struct mg_response *res)
@@ -125,10 +142,10 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
         size_t used = strlen(a->who);
         snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
         int r =
-            mg_fifo_gate_join(line, env->pid, env->slot, a->who, &a->token, &a->place, &a->ticket);
+            mg_fifo_gate_join_ready(line, env->pid, env->slot, a->who, anon_helper_ready(env, req),
+                                    &a->token, &a->place, &a->ticket);
         if (r == MG_FIFO_ADMITTED) {
-            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-            a->step = ADMIT_HELD;
+            anon_admitted(env, req);
             return true;
         }
         if (r == MG_FIFO_QUEUED) {
@@ -152,15 +169,15 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
             res->close = true;
             return false;
         }
-        int r = mg_fifo_gate_poll(line, env->pid, env->slot, a->who, a->place, a->ticket,
-                                  mg_monotonic_ns(), a->deadline_ns, &a->token);
+        int r = mg_fifo_gate_poll_ready(line, env->pid, env->slot, a->who, a->place, a->ticket,
+                                        anon_helper_ready(env, req), mg_monotonic_ns(),
+                                        a->deadline_ns, &a->token);
         if (r == MG_FIFO_QUEUED) {
             res->parked = true;
             return false;
         }
         if (r == MG_FIFO_ADMITTED) {
-            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-            a->step = ADMIT_HELD;
+            anon_admitted(env, req);
             return true;
         }
         mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
@@ -306,6 +323,7 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     }
     memcpy(h->query, b->query, b->query_cap);
     h->job.run = run_handler_job;
+    h->job.owner = req->park;
     h->handler = handler;
     h->env = *env;
     h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */
@@ -494,6 +512,8 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     }
     if (a->step == ADMIT_HELD && !res->parked) {
         mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
+        if (env->anon_jobs)
+            mg_jobs_unreserve(env->anon_jobs, req->park);
         a->step = ADMIT_DONE;
     }
     /* A parked request is still in flight (waiting in a line, or worked on by a helper): the

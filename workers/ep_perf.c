@@ -361,6 +361,12 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
                              struct mg_response *res, struct mg_buf *fragment)
 {
     struct walk_state *st = (struct walk_state *)req->park->state;
+    if (st->step == 0 && env->jobs && !mg_jobs_available(env->jobs, req->park)) {
+        /* The walk would wait for the helper: the diagnostic permit is taken only when it
+         * can start at once (a permit only for work that can run). */
+        res->parked = true;
+        return false;
+    }
     if (st->step == 0) {
         int retry_after = 1;
         enum mg_diag_result admitted = mg_diag_gate_try(
@@ -383,6 +389,7 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
             return false;
         }
         st->job->job.run = run_walk;
+        st->job->job.owner = req->park;
         st->started_ns = mg_monotonic_ns();
         st->step = 1;
     }

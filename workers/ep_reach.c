@@ -126,6 +126,13 @@ static void park(struct mg_response *res)
     res->parked = true;
 }
 
+/* A cold permit is taken only when the helper that will build can start at once (a permit
+ * only for work that can run): otherwise the request keeps its place, passed over. */
+static bool helper_ready(const struct mg_env *env, const struct mg_request *req)
+{
+    return !env->jobs || mg_jobs_available(env->jobs, req->park);
+}
+
 static void finish_build(struct mg_env *env, struct reach_state *st, struct mg_response *res)
 {
     struct build_job *b = st->job;
@@ -233,8 +240,8 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
 static void step_join(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
                       struct mg_response *res)
 {
-    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token, &st->place,
-                              &st->ticket);
+    int r = mg_fifo_gate_join_ready(env->seg->cold, env->pid, env->slot, st->key,
+                                    helper_ready(env, req), &st->token, &st->place, &st->ticket);
     if (r == MG_FIFO_ADMITTED) {
         mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
         st->step = ADMITTED;
@@ -258,8 +265,9 @@ static void step_queued(struct mg_env *env, const struct mg_request *req, struct
         answer_gone(req, res);
         return;
     }
-    int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place, st->ticket,
-                              mg_monotonic_ns(), st->deadline_ns, &st->token);
+    int r = mg_fifo_gate_poll_ready(env->seg->cold, env->pid, env->slot, st->key, st->place,
+                                    st->ticket, helper_ready(env, req), mg_monotonic_ns(),
+                                    st->deadline_ns, &st->token);
     if (r == MG_FIFO_QUEUED) {
         park(res);
     } else if (r == MG_FIFO_ADMITTED) {
@@ -283,6 +291,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
             return;
         }
         st->job->job.run = run_build;
+        st->job->job.owner = req->park;
         memcpy(st->job->pubkey, st->pubkey, sizeof st->pubkey);
         st->job->days = st->days;
         st->job->hold_ms = req->test_hold_ms;
@@ -295,7 +304,8 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
         st->step = BUILDING;
         return;
     }
-    /* The helper thread does one build at a time; a second one waits its turn here. */
+    /* The permit was taken with the helper free, in this same turn, so it takes the build
+     * now; should it not, the build waits its turn here. */
     if (mg_jobs_submit(env->jobs, &st->job->job))
         st->step = BUILDING;
     park(res);

@@ -15,37 +15,72 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct mg_jobs {
+struct helper {
+    struct mg_jobs *pool;
     pthread_t thread;
+    enum { HELPER_EMPTY = 0, HELPER_RUNNING, HELPER_ENDED } state; /* ENDED: to be joined */
+    bool opened;                                                   /* its connection is open */
+    struct mg_db db;
+};
+
+struct mg_jobs {
     pthread_mutex_t mutex;
     pthread_cond_t cond;
-    struct mg_job *pending; /* handed over, not yet taken */
-    bool busy;              /* a job is pending or running */
+    /* Handed over, not yet taken by a thread, oldest first. */
+    struct mg_job *queue[MG_JOBS_THREADS_MAX];
+    unsigned queued;
+    unsigned threads; /* started */
+    unsigned idle;    /* started and waiting for a job */
+    unsigned in_hand; /* jobs queued or running */
+    /* Requests that hold a permit for work on this pool (see mg_jobs_reserve). */
+    const void *reserved[MG_JOBS_THREADS_MAX];
+    unsigned reserved_count;
     bool stop;
     int nice;
     int event_fd;
-    struct mg_db db;
+    char db_path[4096];
+    int busy_timeout_ms;
+    _Atomic uint32_t *busy_word; /* in the segment: jobs in hand, at busy_shift */
+    unsigned busy_shift;
+    struct helper helper[MG_JOBS_THREADS_MAX];
 };
 
 static void *run(void *arg)
 {
-    struct mg_jobs *j = arg;
+    struct helper *h = arg;
+    struct mg_jobs *j = h->pool;
     /* Linux keeps a nice value per thread; raising it needs no privilege. */
     if (j->nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice) < 0)
         mg_warn("jobs: cannot lower the helper thread's priority: %s", strerror(errno));
+    /* A thread started while the worker serves opens its connection here, off the loop: an
+     * open reads the schema, which waits while a writer holds the database. */
+    char err[512];
+    if (!h->opened && mg_db_open(&h->db, j->db_path, j->busy_timeout_ms, err, sizeof err) != 0) {
+        mg_warn("%s: a helper thread could not start; its job waits for another", err);
+        pthread_mutex_lock(&j->mutex);
+        h->state = HELPER_ENDED;
+        j->threads--;
+        pthread_mutex_unlock(&j->mutex);
+        return NULL;
+    }
+    h->opened = true;
     pthread_mutex_lock(&j->mutex);
     for (;;) {
-        while (!j->pending && !j->stop)
+        j->idle++;
+        while (j->queued == 0 && !j->stop)
             pthread_cond_wait(&j->cond, &j->mutex);
-        if (!j->pending)
+        j->idle--;
+        if (j->queued == 0)
             break;
-        struct mg_job *job = j->pending;
-        j->pending = NULL;
+        struct mg_job *job = j->queue[0];
+        memmove(&j->queue[0], &j->queue[1], --j->queued * sizeof j->queue[0]);
         pthread_mutex_unlock(&j->mutex);
-        job->run(job, &j->db);
+        job->run(job, &h->db);
         atomic_store(&job->done, 1);
         pthread_mutex_lock(&j->mutex);
-        j->busy = false;
+        j->in_hand--;
+        if (j->busy_word)
+            atomic_fetch_sub(j->busy_word, 1u << j->busy_shift);
         uint64_t one = 1;
         if (write(j->event_fd, &one, sizeof one) < 0 && errno != EAGAIN)
             mg_warn("jobs: cannot signal the loop: %s", strerror(errno));
@@ -54,7 +89,50 @@ static void *run(void *arg)
     return NULL;
 }
 
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd, char *err,
+/* Under the mutex, or before the pool is shared: a helper record for one more thread. */
+static struct helper *free_helper(struct mg_jobs *j)
+{
+    for (unsigned i = 0; i < MG_JOBS_THREADS_MAX; i++) {
+        struct helper *h = &j->helper[i];
+        if (h->state == HELPER_RUNNING)
+            continue;
+        if (h->state == HELPER_ENDED)
+            pthread_join(h->thread, NULL); /* it could not open its connection and returned */
+        memset(h, 0, sizeof *h);
+        h->pool = j;
+        return h;
+    }
+    return NULL;
+}
+
+/* Under the mutex, or before the pool is shared: starts h's thread. Its connection is open
+ * already (h->opened: the first thread, before the worker serves), or the thread opens it. */
+static bool start_thread(struct mg_jobs *j, struct helper *h, char *err, size_t errlen)
+{
+    if (!h) {
+        snprintf(err, errlen, "jobs: %d helper threads already", MG_JOBS_THREADS_MAX);
+        return false;
+    }
+    /* The loop handles signals (signalfd); the threads must never take one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&h->thread, NULL, run, h);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(err, errlen, "jobs: cannot start a helper thread: %s", strerror(rc));
+        if (h->opened)
+            mg_db_close(&h->db);
+        memset(h, 0, sizeof *h);
+        return false;
+    }
+    h->state = HELPER_RUNNING;
+    j->threads++;
+    return true;
+}
+
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd,
+                              _Atomic uint32_t *busy_word, unsigned busy_shift, char *err,
                               size_t errlen)
 {
     struct mg_jobs *j = calloc(1, sizeof *j);
@@ -62,40 +140,108 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_
         snprintf(err, errlen, "jobs: out of memory");
         return NULL;
     }
-    if (mg_db_open(&j->db, cfg->db_path, cfg->db_busy_timeout_ms, err, errlen) != 0) {
-        free(j);
-        return NULL;
-    }
+    snprintf(j->db_path, sizeof j->db_path, "%s", cfg->db_path);
+    j->busy_timeout_ms = cfg->db_busy_timeout_ms;
     j->nice = nice;
+    j->busy_word = busy_word;
+    j->busy_shift = busy_shift;
     j->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&j->mutex, NULL);
     pthread_cond_init(&j->cond, NULL);
-    /* The loop handles signals (signalfd); the thread must never take one. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = j->event_fd < 0 ? errno : pthread_create(&j->thread, NULL, run, j);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        snprintf(err, errlen, "jobs: cannot start the helper thread: %s", strerror(rc));
-        if (j->event_fd >= 0)
-            close(j->event_fd);
-        mg_db_close(&j->db);
-        free(j);
-        return NULL;
+    /* The first connection is opened here, so a start that cannot open one fails. The
+     * connection stays where it is opened: its handlers point at it. */
+    struct helper *first = free_helper(j);
+    if (j->event_fd < 0) {
+        snprintf(err, errlen, "jobs: eventfd: %s", strerror(errno));
+    } else if (mg_db_open(&first->db, j->db_path, j->busy_timeout_ms, err, errlen) == 0) {
+        first->opened = true;
+        pthread_mutex_lock(&j->mutex);
+        bool started = start_thread(j, first, err, errlen);
+        pthread_mutex_unlock(&j->mutex);
+        if (started) {
+            *event_fd = j->event_fd;
+            return j;
+        }
     }
-    *event_fd = j->event_fd;
-    return j;
+    if (j->event_fd >= 0)
+        close(j->event_fd);
+    pthread_mutex_destroy(&j->mutex);
+    pthread_cond_destroy(&j->cond);
+    free(j);
+    return NULL;
+}
+
+/* Under the mutex. */
+static int reservation(const struct mg_jobs *j, const void *owner)
+{
+    for (unsigned i = 0; owner && i < j->reserved_count; i++)
+        if (j->reserved[i] == owner)
+            return (int)i;
+    return -1;
+}
+
+static void drop_reservation(struct mg_jobs *j, int at)
+{
+    j->reserved[at] = j->reserved[--j->reserved_count];
+}
+
+/* Under the mutex: a job of owner could be taken now (a thread is free or can be started). */
+static bool available(const struct mg_jobs *j, const void *owner)
+{
+    if (j->stop)
+        return false;
+    return reservation(j, owner) >= 0 || j->in_hand + j->reserved_count < MG_JOBS_THREADS_MAX;
+}
+
+bool mg_jobs_available(struct mg_jobs *j, const void *owner)
+{
+    pthread_mutex_lock(&j->mutex);
+    bool yes = available(j, owner);
+    pthread_mutex_unlock(&j->mutex);
+    return yes;
+}
+
+bool mg_jobs_reserve(struct mg_jobs *j, const void *owner)
+{
+    pthread_mutex_lock(&j->mutex);
+    bool yes = owner && available(j, owner);
+    if (yes && reservation(j, owner) < 0)
+        j->reserved[j->reserved_count++] = owner;
+    pthread_mutex_unlock(&j->mutex);
+    return yes;
+}
+
+void mg_jobs_unreserve(struct mg_jobs *j, const void *owner)
+{
+    if (!j || !owner)
+        return;
+    pthread_mutex_lock(&j->mutex);
+    int at = reservation(j, owner);
+    if (at >= 0)
+        drop_reservation(j, at);
+    pthread_mutex_unlock(&j->mutex);
 }
 
 bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
 {
     pthread_mutex_lock(&j->mutex);
-    bool taken = !j->busy && !j->stop;
+    bool taken = available(j, job->owner);
+    /* Every job in hand has a thread: start one when none is idle. */
+    if (taken && j->idle <= j->queued) {
+        char err[512];
+        taken = start_thread(j, free_helper(j), err, sizeof err);
+        if (!taken)
+            mg_warn("%s (the job waits for a free helper)", err);
+    }
     if (taken) {
+        int at = reservation(j, job->owner);
+        if (at >= 0)
+            drop_reservation(j, at);
         atomic_store(&job->done, 0);
-        j->pending = job;
-        j->busy = true;
+        j->queue[j->queued++] = job;
+        j->in_hand++;
+        if (j->busy_word)
+            atomic_fetch_add(j->busy_word, 1u << j->busy_shift);
         pthread_cond_signal(&j->cond);
     }
     pthread_mutex_unlock(&j->mutex);
@@ -105,9 +251,17 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
 bool mg_jobs_busy(struct mg_jobs *j)
 {
     pthread_mutex_lock(&j->mutex);
-    bool busy = j->busy;
+    bool busy = j->in_hand > 0 || j->reserved_count > 0;
     pthread_mutex_unlock(&j->mutex);
     return busy;
+}
+
+unsigned mg_jobs_threads(struct mg_jobs *j)
+{
+    pthread_mutex_lock(&j->mutex);
+    unsigned n = j->threads;
+    pthread_mutex_unlock(&j->mutex);
+    return n;
 }
 
 void mg_jobs_ack(struct mg_jobs *j)
@@ -123,11 +277,19 @@ void mg_jobs_stop(struct mg_jobs *j)
         return;
     pthread_mutex_lock(&j->mutex);
     j->stop = true;
-    pthread_cond_signal(&j->cond);
+    pthread_cond_broadcast(&j->cond);
     pthread_mutex_unlock(&j->mutex);
-    pthread_join(j->thread, NULL);
+    /* Each thread finishes the jobs queued before it sees stop (it takes work first). No new
+     * thread starts now: only the loop starts them, and it is here. */
+    for (unsigned i = 0; i < MG_JOBS_THREADS_MAX; i++) {
+        struct helper *h = &j->helper[i];
+        if (h->state == HELPER_EMPTY)
+            continue;
+        pthread_join(h->thread, NULL);
+        if (h->opened)
+            mg_db_close(&h->db);
+    }
     close(j->event_fd);
-    mg_db_close(&j->db);
     pthread_mutex_destroy(&j->mutex);
     pthread_cond_destroy(&j->cond);
     free(j);

@@ -119,6 +119,9 @@ static void conn_close(struct worker *w, struct conn *c)
         return;
     if (c->state == CONN_PARKED)
         w->parked--;
+    /* A request closed while parked gives back a helper it had reserved with a permit. */
+    mg_jobs_unreserve(w->jobs, &c->park);
+    mg_jobs_unreserve(w->anon_jobs, &c->park);
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -744,10 +747,12 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     }
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
-    w.jobs = mg_jobs_start(w.env.cfg, 0, &w.jobs_fd, err, sizeof err);
+    _Atomic uint32_t *helpers_busy = w.slot ? &w.slot->helpers_busy : NULL;
+    w.jobs = mg_jobs_start(w.env.cfg, 0, &w.jobs_fd, helpers_busy, MG_SLOT_HELPERS_SIGNED_IN_SHIFT,
+                           err, sizeof err);
     if (w.jobs)
-        w.anon_jobs =
-            mg_jobs_start(w.env.cfg, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
+        w.anon_jobs = mg_jobs_start(w.env.cfg, w.env.cfg->anon_nice, &w.anon_jobs_fd, helpers_busy,
+                                    MG_SLOT_HELPERS_ANON_SHIFT, err, sizeof err);
     if (!w.jobs || !w.anon_jobs) {
         mg_error("%s", err);
         return 1;
@@ -914,6 +919,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     /* The helpers first: a job may still read its request in a connection's buffer. */
     mg_jobs_stop(w.jobs);
     mg_jobs_stop(w.anon_jobs);
+    w.jobs = w.anon_jobs = w.env.jobs = w.env.anon_jobs = NULL;
     while (w.conns)
         conn_close(&w, w.conns);
     while (w.graveyard) {

@@ -34,7 +34,7 @@
 #include "log.h"
 #include "params.h"
 #include "reach.h"
-#include "result_cache.h"
+#include "result_body.h"
 #include "router.h"
 
 #include <stdio.h>

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: ISC */
 #include "dispatch.h"
 
+#include "admission.h"
 #include "client_limit.h"
 #include "clock.h"
 #include "gate_fifo.h"
 #include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
-#include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "static_files.h"
 #include "stats.h"
+#include "test_hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +58,10 @@ enum {
     ADMIT_LIGHT,   /* not heavy: nothing to take */
     ADMIT_BYPASS,  /* heavy, signed in */
     ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
-    ADMIT_QUEUED,  /* waiting in the line */
+    ADMIT_LINE,    /* at the line (admission.c): waiting, or refused */
     ADMIT_HELD,    /* holds a permit */
     ADMIT_DONE,    /* the permit is back */
 };
-
-#define LINE_RETRY_AFTER_S 1
 
 bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
                        const uint8_t peer[MG_ADDR_BYTES], uint8_t addr[MG_ADDR_BYTES])
@@ -78,26 +77,47 @@ bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request
     return mg_client_address(peer, parts, n, &cfg->trusted_proxies, addr);
 }
 
-static void refuse_line(struct mg_response *res, const char *why)
+/* The first turn of a heavy request: its class, and for an anonymous one the rate limit.
+ * True when the handler may run now or the line decides; false when res holds the answer. */
+static bool classify(struct mg_env *env, struct mg_request *req, unsigned route,
+                     struct mg_response *res)
 {
-    mg_response_refuse(res, 503, LINE_RETRY_AFTER_S, why);
-}
-
-/* An anonymous permit is taken only when the anonymous helper can start the request's work
- * (a permit only for work that can run); with the permit the request reserves that helper
- * until it hands its job over, so no second permit of this worker waits for it. */
-static bool anon_helper_ready(const struct mg_env *env, const struct mg_request *req)
-{
-    return !env->anon_jobs || mg_jobs_available(env->anon_jobs, req->park);
-}
-
-static void anon_admitted(struct mg_env *env, struct mg_request *req)
-{
-    if (env->anon_jobs)
-        mg_jobs_reserve(env->anon_jobs, req->park);
-    mg_outcome_decide(&req->park->outcome, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED,
-                      mg_monotonic_ns());
-    req->park->admission.step = ADMIT_HELD;
+    struct mg_admission *a = &req->park->admission;
+    struct mg_outcome *o = &req->park->outcome;
+    if (!mg_route_is_heavy(route, env, req)) {
+        a->step = ADMIT_LIGHT;
+        return true;
+    }
+    if (req->signed_in) {
+        mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
+        a->step = ADMIT_BYPASS;
+        o->verdict = MG_VERDICT_BYPASSED;
+        return true;
+    }
+    uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, req->http, req->peer, addr);
+    mg_client_key(addr, key);
+    int64_t retry_ns = 0;
+    if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(), &retry_ns)) {
+        mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
+        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
+        mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
+                           "too many heavy requests from this address; retry after "
+                           "Retry-After");
+        return false;
+    }
+    if (env->seg->anon->cap == 0) {
+        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
+        a->step = ADMIT_OFF;
+        return true;
+    }
+    /* The record names who waits: the client and the path, for the dump tool. */
+    _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
+    mg_addr_format(addr, a->who, sizeof a->who);
+    size_t used = strlen(a->who);
+    snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
+    a->step = ADMIT_LINE;
+    return true;
 }
 
 /* True when the handler may run now; false when res holds the answer or is parked. */
@@ -105,157 +125,15 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
                   struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
-    struct mg_outcome *o = &req->park->outcome;
-    struct mg_fifo_gate *line = env->seg->anon;
-    if (a->step == ADMIT_NEW) {
-        if (!mg_route_is_heavy(route, env, req)) {
-            a->step = ADMIT_LIGHT;
-            return true;
-        }
-        if (req->signed_in) {
-            mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
-            a->step = ADMIT_BYPASS;
-            o->verdict = MG_VERDICT_BYPASSED;
-            return true;
-        }
-        uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
-        mg_request_client(env->cfg, req->http, req->peer, addr);
-        mg_client_key(addr, key);
-        int64_t retry_ns = 0;
-        if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(),
-                                  &retry_ns)) {
-            mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
-            mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
-            mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
-                               "too many heavy requests from this address; retry after "
-                               "Retry-After");
-            return false;
-        }
-        if (line->cap == 0) {
-            mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-            a->step = ADMIT_OFF;
-            return true;
-        }
-        /* The record names who waits: the client and the path, for the dump tool. */
-        _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
-        mg_addr_format(addr, a->who, sizeof a->who);
-        size_t used = strlen(a->who);
-        snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
-        int r =
-            mg_fifo_gate_join_ready(line, env->pid, env->slot, a->who, anon_helper_ready(env, req),
-                                    &a->token, &a->place, &a->ticket);
-        if (r == MG_FIFO_ADMITTED) {
-            anon_admitted(env, req);
-            return true;
-        }
-        if (r == MG_FIFO_QUEUED) {
-            a->deadline_ns = mg_monotonic_ns() + line->wait_ns;
-            mg_outcome_wait(o, MG_GATE_ANON_LINE, mg_monotonic_ns());
-            a->step = ADMIT_QUEUED;
-            res->parked = true;
-            return false;
-        }
-        mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
-        refuse_line(res, "the line for anonymous heavy requests is full; retry after "
-                         "Retry-After, or sign in with an API key");
+    if (a->step == ADMIT_NEW && !classify(env, req, route, res))
         return false;
-    }
-    if (a->step == ADMIT_QUEUED) {
-        if (req->client_gone && req->client_gone(req->client_gone_arg)) {
-            mg_fifo_gate_cancel(line, env->pid, a->place, a->ticket);
-            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
-            a->step = ADMIT_DONE;
-            refuse_line(res, "the client went away");
-            res->close = true;
-            return false;
-        }
-        int r = mg_fifo_gate_poll_ready(line, env->pid, env->slot, a->who, a->place, a->ticket,
-                                        anon_helper_ready(env, req), mg_monotonic_ns(),
-                                        a->deadline_ns, &a->token);
-        if (r == MG_FIFO_QUEUED) {
-            res->parked = true;
-            return false;
-        }
-        if (r == MG_FIFO_ADMITTED) {
-            anon_admitted(env, req);
-            return true;
-        }
-        mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
-        a->step = ADMIT_DONE;
-        refuse_line(res, "the wait in the line for anonymous heavy requests ran out; retry "
-                         "after Retry-After, or sign in with an API key");
-        return false;
-    }
-    return true;
-}
-
-/*
- * Tests only. With MESHGATE_TEST_HOOKS=park or block in the worker's environment, a heavy
- * request that carries "X-Test-Hold-Ms: N" (at most 30000) is held N ms after its admission,
- * with whatever admission gave it, before its handler runs: parked (its worker goes on
- * serving), or blocking its worker as a long scan would. Work that runs on a helper thread
- * is held there instead: a reach report inside its build (ep_reach.c), so that it holds its
- * cold permit, and an anonymous heavy request inside its job (below), keeping its helper busy. This
- * is how the tests make heavy work last without locking the database, which light requests need
- * too. Without the variable the header means nothing.
- */
-static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route,
-                      struct mg_response *res)
-{
-    struct mg_admission *a = &req->park->admission;
-    if (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT)
+    if (a->step != ADMIT_LINE)
         return true;
-    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Hold-Ms");
-    int ms = 0;
-    for (size_t i = 0; h && i < h->len && i < 6 && h->ptr[i] >= '0' && h->ptr[i] <= '9'; i++)
-        ms = ms * 10 + (h->ptr[i] - '0');
-    ms = ms > 30000 ? 30000 : ms;
-    req->test_hold_ms = ms;
-    /* Held on a helper instead: a reach report inside its build, an anonymous request run
-     * on the anonymous helper inside its job. */
-    bool on_helper = mg_routes[route].handler == mg_handle_reach ||
-                     (env->anon_jobs && (a->step == ADMIT_HELD || a->step == ADMIT_OFF) &&
-                      !mg_routes[route].own_jobs);
-    if (ms == 0 || on_helper)
-        return true;
-    int64_t now = mg_monotonic_ns();
-    if (a->hold_until_ns == 0)
-        a->hold_until_ns = now + (int64_t)ms * MG_NS_PER_MS;
-    if (env->test_hooks == MG_TEST_HOOKS_BLOCK) {
-        while (now < a->hold_until_ns) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-            now = mg_monotonic_ns();
-            mg_scoreboard_beat(); /* as a long scan does, from SQLite's progress handler */
-        }
-        return true;
-    }
-    if (now < a->hold_until_ns) {
-        res->parked = true;
-        return false;
-    }
-    return true;
-}
-
-/*
- * Tests only. With MESHGATE_TEST_HOOKS set, a request that carries "X-Test-Stop-In-Lock: PART"
- * (anon, cold, diag, cache or clients: shm/reclaim.h) stops its whole worker (SIGSTOP) the
- * next time this thread takes that part's lock while serving it, inside the critical
- * section: how the tests freeze a worker in a shared lock (docs/architecture.md).
- */
-static void test_stop_in_lock(struct mg_env *env, struct mg_request *req)
-{
-    if (env->test_hooks == MG_TEST_HOOKS_OFF || req->park->turns > 1)
-        return;
-    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Stop-In-Lock");
-    char part[16];
-    const void *lo, *hi;
-    if (h && h->len < sizeof part) {
-        memcpy(part, h->ptr, h->len);
-        part[h->len] = '\0';
-        if (mg_segment_lock_range(env->seg, part, &lo, &hi))
-            mg_lock_test_stop_inside(lo, hi);
-    }
+    enum mg_admission_result r =
+        mg_admission_pass(&mg_gate_anon_line, &a->line, env, req, a->who, res);
+    if (r == MG_ADMISSION_RUN)
+        a->step = ADMIT_HELD;
+    return r == MG_ADMISSION_RUN;
 }
 
 /*
@@ -284,11 +162,7 @@ struct mg_handler_job {
 static void run_handler_job(struct mg_job *job, struct mg_db *db)
 {
     struct mg_handler_job *h = (struct mg_handler_job *)job;
-    if (h->hold_ms > 0) {
-        struct timespec ts = {h->hold_ms / 1000, (long)(h->hold_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0)
-            ;
-    }
+    mg_test_hooks_sleep(h->hold_ms);
     h->env.db = db;
     h->handler(&h->env, &h->req, &h->res);
     if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
@@ -490,9 +364,12 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
                               req->start_monotonic_ns);
     }
-    test_stop_in_lock(env, req);
+    if (env->test_hooks != MG_TEST_HOOKS_OFF)
+        mg_test_hooks_stop_in_lock(env, req);
     struct mg_admission *a = &req->park->admission;
-    if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
+    if (admit(env, req, route, res) &&
+        (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT ||
+         mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
         if (!anonymous_heavy || !env->anon_jobs) {
@@ -511,16 +388,15 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             a->step = ADMIT_NEW;
     }
     if (a->step == ADMIT_HELD && !res->parked) {
-        mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
-        if (env->anon_jobs)
-            mg_jobs_unreserve(env->anon_jobs, req->park);
+        mg_admission_release(&mg_gate_anon_line, &a->line, env, req, 0, 0);
         a->step = ADMIT_DONE;
     }
     /* A parked request is still in flight (waiting in a line, or worked on by a helper): the
      * scoreboard goes on showing it until it is answered. */
     if (slot && !res->parked)
         mg_slot_end_request(slot);
-    mg_lock_test_stop_inside(NULL, NULL);
+    if (env->test_hooks != MG_TEST_HOOKS_OFF)
+        mg_lock_test_stop_inside(NULL, NULL); /* disarmed: it was for this request only */
     return route;
 }
 

@@ -11,13 +11,13 @@
  *
  *   START     bad parameters: 400. The cache: a warm answer is copied out and served; it
  *             never takes a permit (invariant 5). Another request builds the key: FOLLOW.
- *             Absent: the key is claimed (identical requests now follow us): JOIN.
+ *             Absent: the key is claimed (identical requests now follow us): GATE.
  *   FOLLOW    holds a place in the gate's line (so waiters stay bounded) until the build
  *             ends: then the stored body (HIT), or, when the build was given up or its
- *             builder died, the key is claimed here: JOIN. Past the wait bound: 429.
- *   JOIN      takes a permit, or a place in line (QUEUED), or is refused (line full): 429.
- *   QUEUED    asks the line each turn: admitted in arrival order, or 429 when the wait
- *             runs out; a client that went away leaves the line.
+ *             builder died, the key is claimed here: GATE. Past the wait bound: 429.
+ *   GATE      the cold gate, through admission.c: a permit, or a place in line (parked,
+ *             asked each turn, admitted in arrival order), or 429 when the line is full or
+ *             the wait runs out; a client that went away leaves the line.
  *   ADMITTED  hands the build to the helper thread (it reads the node and observer tables,
  *             404 if the key is in neither, then scans), or runs it inline where there is no
  *             thread (in-process tests).
@@ -27,6 +27,7 @@
  * worker that dies anywhere is cleaned up by the master: its permit, its place in line and
  * its claim are reclaimed after waitpid, and a follower takes the build over.
  */
+#include "admission.h"
 #include "clock.h"
 #include "dispatch.h"
 #include "gate_fifo.h"
@@ -36,6 +37,7 @@
 #include "reach.h"
 #include "result_body.h"
 #include "router.h"
+#include "test_hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,14 +46,14 @@
 
 #define REACH_RETRY_AFTER_S 2
 
-enum step { START = 0, FOLLOW, JOIN, QUEUED, ADMITTED, BUILDING };
+enum step { START = 0, FOLLOW, GATE, ADMITTED, BUILDING };
 
 struct build_job {
     struct mg_job job; /* first: the thread hands this pointer back */
     char pubkey[65];
     int days;
     int64_t now_unix;
-    int hold_ms; /* tests only: X-Test-Hold-Ms (see dispatch.c) */
+    int hold_ms; /* tests only: X-Test-Hold-Ms (see test_hooks.h) */
     struct mg_buf body;
     enum mg_reach_result result;
     bool busy; /* the database was busy past its timeout */
@@ -65,10 +67,9 @@ struct reach_state {
     char key[MG_CACHE_KEY_MAX];
     bool cached;
     uint64_t build_id;
-    int place;
-    uint64_t ticket;
-    uint64_t token;
+    int place; /* of a follower */
     int64_t deadline_ns;
+    struct mg_gate_pass cold; /* at the cold gate (admission.c) */
     struct build_job *job;
 };
 
@@ -79,11 +80,7 @@ _Static_assert(sizeof(struct reach_state) <= MG_PARK_BYTES, "reach state fits a 
 static void run_build(struct mg_job *job, struct mg_db *db)
 {
     struct build_job *b = (struct build_job *)job;
-    if (b->hold_ms > 0) {
-        struct timespec ts = {b->hold_ms / 1000, (long)(b->hold_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0)
-            ;
-    }
+    mg_test_hooks_sleep(b->hold_ms);
     struct mg_reach_stats stats;
     memset(&stats, 0, sizeof stats);
     b->result = mg_reach_build(db, b->pubkey, b->days, b->now_unix, &b->body, &stats, b->err,
@@ -126,19 +123,12 @@ static void park(struct mg_response *res)
     res->parked = true;
 }
 
-/* A cold permit is taken only when the helper that will build can start at once (a permit
- * only for work that can run): otherwise the request keeps its place, passed over. */
-static bool helper_ready(const struct mg_env *env, const struct mg_request *req)
-{
-    return !env->jobs || mg_jobs_available(env->jobs, req->park);
-}
-
-static void finish_build(struct mg_env *env, struct reach_state *st, struct mg_response *res)
+static void finish_build(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+                         struct mg_response *res)
 {
     struct build_job *b = st->job;
     /* The permit goes back first, on every path. */
-    mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
-    st->token = 0;
+    mg_admission_release(&mg_gate_cold, &st->cold, env, req, 0, 0);
     if (b->result == MG_REACH_OK && !b->body.failed) {
         if (st->cached && st->build_id)
             mg_result_cache_store(&env->seg->cache, env->pid, st->build_id, b->body.data,
@@ -180,7 +170,7 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
     st->place = -1;
     st->cached = env->seg->config->reach_cache_ttl_ms > 0;
     if (!st->cached) {
-        st->step = JOIN;
+        st->step = GATE;
         return;
     }
     enum mg_cache_outcome found =
@@ -191,7 +181,7 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
         return;
     }
     if (found == MG_CACHE_CLAIMED) {
-        st->step = JOIN;
+        st->step = GATE;
         return;
     }
     st->place = mg_fifo_gate_follow(env->seg->cold, env->pid, env->slot, st->key);
@@ -230,53 +220,24 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
         res->readmit = true;
         park(res);
     } else if (found == MG_CACHE_CLAIMED) {
-        st->step = JOIN; /* the build was given up, or its builder died: ours now */
+        st->step = GATE; /* the build was given up, or its builder died: ours now */
     } else if (gone(req))
         answer_gone(req, res);
     else
         refuse(req, res, "the reach report is still being built; retry after Retry-After");
 }
 
-static void step_join(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
+/* The cold gate: a permit at once or after waiting in line (only when the helper can start
+ * the build), or refused, in which case nothing will be built and the claim is given up. */
+static void step_gate(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
                       struct mg_response *res)
 {
-    int r = mg_fifo_gate_join_ready(env->seg->cold, env->pid, env->slot, st->key,
-                                    helper_ready(env, req), &st->token, &st->place, &st->ticket);
-    if (r == MG_FIFO_ADMITTED) {
-        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
+    enum mg_admission_result r =
+        mg_admission_pass(&mg_gate_cold, &st->cold, env, req, st->key, res);
+    if (r == MG_ADMISSION_RUN)
         st->step = ADMITTED;
-    } else if (r == MG_FIFO_QUEUED) {
-        st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
-        mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
-        st->step = QUEUED;
-        park(res);
-    } else {
+    else if (r == MG_ADMISSION_REFUSED)
         give_up_claim(env, st);
-        refuse(req, res, "too many reach reports are being built; retry after Retry-After");
-    }
-}
-
-static void step_queued(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
-                        struct mg_response *res)
-{
-    if (gone(req)) {
-        mg_fifo_gate_cancel(env->seg->cold, env->pid, st->place, st->ticket);
-        give_up_claim(env, st);
-        answer_gone(req, res);
-        return;
-    }
-    int r = mg_fifo_gate_poll_ready(env->seg->cold, env->pid, env->slot, st->key, st->place,
-                                    st->ticket, helper_ready(env, req), mg_monotonic_ns(),
-                                    st->deadline_ns, &st->token);
-    if (r == MG_FIFO_QUEUED) {
-        park(res);
-    } else if (r == MG_FIFO_ADMITTED) {
-        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-        st->step = ADMITTED;
-    } else {
-        give_up_claim(env, st);
-        refuse(req, res, "reach reports are being built at capacity; retry after Retry-After");
-    }
 }
 
 static void step_admitted(struct mg_env *env, const struct mg_request *req, struct reach_state *st,
@@ -285,7 +246,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
     if (!st->job) {
         st->job = calloc(1, sizeof *st->job);
         if (!st->job) {
-            mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
+            mg_admission_release(&mg_gate_cold, &st->cold, env, req, 0, 0);
             give_up_claim(env, st);
             mg_response_error(res, 500, "out of memory");
             return;
@@ -298,17 +259,12 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
         st->job->now_unix = (int64_t)time(NULL);
         mg_buf_init(&st->job->body);
     }
-    if (!env->jobs) {
-        run_build(&st->job->job, env->db);
-        atomic_store(&st->job->job.done, 1);
+    /* The permit was taken with a thread free, in this same turn, so it takes the build now;
+     * should it not, the build waits its turn here. */
+    if (mg_jobs_hand_over(env->jobs, &st->job->job, env->db))
         st->step = BUILDING;
-        return;
-    }
-    /* The permit was taken with the helper free, in this same turn, so it takes the build
-     * now; should it not, the build waits its turn here. */
-    if (mg_jobs_submit(env->jobs, &st->job->job))
-        st->step = BUILDING;
-    park(res);
+    else
+        park(res);
 }
 
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
@@ -342,11 +298,8 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
         case FOLLOW:
             step_follow(env, req, st, res);
             break;
-        case JOIN:
-            step_join(env, req, st, res);
-            break;
-        case QUEUED:
-            step_queued(env, req, st, res);
+        case GATE:
+            step_gate(env, req, st, res);
             break;
         case ADMITTED:
             step_admitted(env, req, st, res);
@@ -358,7 +311,7 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
                 park(res);
                 return;
             }
-            finish_build(env, st, res);
+            finish_build(env, req, st, res);
             return;
         }
         /* A step that answered or parked ends this turn; one that moved on goes on. */

@@ -30,7 +30,7 @@ struct mg_jobs {
     struct mg_job *queue[MG_JOBS_THREADS_MAX];
     unsigned queued;
     unsigned threads; /* started */
-    unsigned idle;    /* started and waiting for a job */
+    unsigned idle;    /* started (or starting) and not running a job */
     unsigned in_hand; /* jobs queued or running */
     /* Requests that hold a permit for work on this pool (see mg_jobs_reserve). */
     const void *reserved[MG_JOBS_THREADS_MAX];
@@ -60,24 +60,25 @@ static void *run(void *arg)
         pthread_mutex_lock(&j->mutex);
         h->state = HELPER_ENDED;
         j->threads--;
+        j->idle--;
         pthread_mutex_unlock(&j->mutex);
         return NULL;
     }
     h->opened = true;
     pthread_mutex_lock(&j->mutex);
     for (;;) {
-        j->idle++;
         while (j->queued == 0 && !j->stop)
             pthread_cond_wait(&j->cond, &j->mutex);
-        j->idle--;
         if (j->queued == 0)
             break;
+        j->idle--;
         struct mg_job *job = j->queue[0];
         memmove(&j->queue[0], &j->queue[1], --j->queued * sizeof j->queue[0]);
         pthread_mutex_unlock(&j->mutex);
         job->run(job, &h->db);
         atomic_store(&job->done, 1);
         pthread_mutex_lock(&j->mutex);
+        j->idle++;
         j->in_hand--;
         if (j->busy_word)
             atomic_fetch_sub(j->busy_word, 1u << j->busy_shift);
@@ -85,6 +86,7 @@ static void *run(void *arg)
         if (write(j->event_fd, &one, sizeof one) < 0 && errno != EAGAIN)
             mg_warn("jobs: cannot signal the loop: %s", strerror(errno));
     }
+    j->idle--;
     pthread_mutex_unlock(&j->mutex);
     return NULL;
 }
@@ -128,6 +130,7 @@ static bool start_thread(struct mg_jobs *j, struct helper *h, char *err, size_t 
     }
     h->state = HELPER_RUNNING;
     j->threads++;
+    j->idle++; /* counted from now, so the next job does not start another thread */
     return true;
 }
 
@@ -242,10 +245,20 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
         j->in_hand++;
         if (j->busy_word)
             atomic_fetch_add(j->busy_word, 1u << j->busy_shift);
-        pthread_cond_signal(&j->cond);
+        /* Every waiting thread: the one counted idle for this job may be still starting. */
+        pthread_cond_broadcast(&j->cond);
     }
     pthread_mutex_unlock(&j->mutex);
     return taken;
+}
+
+bool mg_jobs_hand_over(struct mg_jobs *j, struct mg_job *job, struct mg_db *db)
+{
+    if (j)
+        return mg_jobs_submit(j, job);
+    job->run(job, db);
+    atomic_store(&job->done, 1);
+    return true;
 }
 
 bool mg_jobs_busy(struct mg_jobs *j)

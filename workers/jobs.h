@@ -65,6 +65,10 @@ void mg_jobs_unreserve(struct mg_jobs *jobs, const void *owner);
  * later). Taking the job ends its owner's reservation. */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
 
+/* Hands job over (mg_jobs_submit), or, where there is no helper (jobs NULL: in-process tests),
+ * runs it here on db and marks it done. False when no thread can take it now. */
+bool mg_jobs_hand_over(struct mg_jobs *jobs, struct mg_job *job, struct mg_db *db);
+
 /* True while a job is pending or running, or a thread is reserved (the worker then leaves
  * new connections to others). */
 bool mg_jobs_busy(struct mg_jobs *jobs);

@@ -181,21 +181,21 @@ static void handler_job_free(struct mg_handler_job *h)
     free(h);
 }
 
+/* query_base, query_cap: the buffer req's query parameters point into. */
 static struct mg_handler_job *handler_job_new(const struct mg_env *env,
-                                              const struct mg_request *req,
-                                              const struct mg_dispatch_buffers *b,
-                                              mg_handler_fn handler)
+                                              const struct mg_request *req, const char *query_base,
+                                              size_t query_cap, mg_handler_fn handler)
 {
     struct mg_handler_job *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->path = strdup(req->path);
-    h->query = malloc(b->query_cap);
+    h->query = malloc(query_cap);
     if (!h->path || !h->query) {
         handler_job_free(h);
         return NULL;
     }
-    memcpy(h->query, b->query, b->query_cap);
+    memcpy(h->query, query_base, query_cap);
     h->job.run = run_handler_job;
     h->job.owner = req->park;
     h->handler = handler;
@@ -207,8 +207,8 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     h->req.path = h->path;
     for (size_t i = 0; i < h->req.query.count; i++) {
         struct mg_query_param *p = &h->req.query.param[i];
-        p->name = h->query + (p->name - b->query);
-        p->value = h->query + (p->value - b->query);
+        p->name = h->query + (p->name - query_base);
+        p->value = h->query + (p->value - query_base);
     }
     h->req.client_gone = NULL;
     h->req.park = &h->park;
@@ -219,12 +219,12 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
 
 /* Runs the handler on the anonymous helper over the turns of the loop; true when res holds
  * its answer, false when the request is parked meanwhile. */
-static bool offload(struct mg_env *env, struct mg_request *req, const struct mg_dispatch_buffers *b,
-                    mg_handler_fn handler, struct mg_response *res)
+static bool offload(struct mg_env *env, struct mg_request *req, const char *query_base,
+                    size_t query_cap, mg_handler_fn handler, struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
     if (!a->job) {
-        a->job = handler_job_new(env, req, b, handler);
+        a->job = handler_job_new(env, req, query_base, query_cap, handler);
         if (!a->job) {
             mg_response_error(res, 500, "out of memory");
             return true;
@@ -269,9 +269,15 @@ static void set_busy_wait(struct mg_env *env, bool light)
     }
 }
 
-unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
-                     struct mg_response *res)
+/*
+ * The first turn of a request: method and body checks, percent-decoding, query, credentials,
+ * admin, route, and the scoreboard entry. Returns the route; *handler_out is NULL when res
+ * holds the answer already (an error, 404).
+ */
+static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                        struct mg_response *res, mg_handler_fn *handler_out)
 {
+    *handler_out = NULL;
     const struct mg_http_request *hr = req->http;
     const char *why = NULL;
     if (hr->method_id == MG_METHOD_OTHER) {
@@ -330,8 +336,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         }
         req->signed_in = true;
         req->park->outcome.key_number = (uint16_t)(index + 1);
-        if (req->park->turns <= 1) /* a parked request is dispatched again on each turn */
-            mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
     }
     req->path = b->path;
     uint8_t client[MG_ADDR_BYTES];
@@ -346,7 +351,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     /* The admin pages do not exist for anyone else: the path goes on as any unknown one. */
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
-    mg_handler_fn handler;
+    mg_handler_fn handler = NULL;
     if (route != MG_ROUTE_NOT_FOUND) {
         handler = mg_routes[route].handler;
     } else if (mg_static_applies(env->cfg, b->path)) {
@@ -356,16 +361,99 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_response_error(res, 404, "Not found");
         return route;
     }
+    *handler_out = handler;
     struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
-    char shown[MG_SLOT_PATH_MAX];
-    snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
     if (slot) {
+        char shown[MG_SLOT_PATH_MAX];
+        snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
         mg_slot_set_client(slot, req->client_addr);
         mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
                               req->start_monotonic_ns);
     }
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
         mg_test_hooks_stop_in_lock(env, req);
+    return route;
+}
+
+/* What a parked request keeps of its preparation: the decoded path and query, copied out of
+ * the worker's buffers (which the next request reuses), and what was decided. */
+struct mg_prepared {
+    unsigned route;
+    mg_handler_fn handler;
+    bool signed_in;
+    bool admin;
+    struct mg_query query;
+    char path_param[MG_PATH_PARAM_MAX];
+    const char *method;
+    char shown[MG_SLOT_PATH_MAX];
+    char *path;
+    char *query_buf;
+    size_t query_cap;
+};
+
+static struct mg_prepared *keep_prepared(const struct mg_request *req,
+                                         const struct mg_dispatch_buffers *b, unsigned route,
+                                         mg_handler_fn handler)
+{
+    struct mg_prepared *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->path = strdup(req->path);
+    p->query_buf = malloc(b->query_cap);
+    if (!p->path || !p->query_buf) {
+        free(p->path);
+        free(p->query_buf);
+        free(p);
+        return NULL;
+    }
+    memcpy(p->query_buf, b->query, b->query_cap);
+    p->query_cap = b->query_cap;
+    p->query = req->query;
+    for (size_t i = 0; i < p->query.count; i++) {
+        p->query.param[i].name = p->query_buf + (req->query.param[i].name - b->query);
+        p->query.param[i].value = p->query_buf + (req->query.param[i].value - b->query);
+    }
+    p->route = route;
+    p->handler = handler;
+    p->signed_in = req->signed_in;
+    p->admin = req->admin;
+    memcpy(p->path_param, req->path_param, sizeof p->path_param);
+    p->method = req->http->method_id == MG_METHOD_HEAD ? "HEAD" : "GET";
+    snprintf(p->shown, sizeof p->shown, "%.*s", (int)req->http->path.len, req->http->path.ptr);
+    return p;
+}
+
+void mg_dispatch_forget(struct mg_park *park)
+{
+    struct mg_prepared *p = park->prepared;
+    if (!p)
+        return;
+    free(p->path);
+    free(p->query_buf);
+    free(p);
+    park->prepared = NULL;
+}
+
+/* A later turn of a parked request: as prepared. The scoreboard shows it again if another
+ * request of the worker took its place there meanwhile. */
+static void resume(struct mg_env *env, struct mg_request *req, const struct mg_prepared *p)
+{
+    req->path = p->path;
+    req->query = p->query;
+    memcpy(req->path_param, p->path_param, sizeof req->path_param);
+    req->signed_in = p->signed_in;
+    req->admin = p->admin;
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
+    if (slot && atomic_load(&slot->request_started_monotonic_ns) != req->start_monotonic_ns) {
+        mg_slot_set_client(slot, req->client_addr);
+        mg_slot_begin_request(slot, p->method, p->shown, req->start_monotonic_ns);
+    }
+}
+
+/* Admission, then the handler where its work runs: on the loop, or on the anonymous helper. */
+static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
+                const char *query_base, size_t query_cap, struct mg_response *res)
+{
     struct mg_admission *a = &req->park->admission;
     if (admit(env, req, route, res) &&
         (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT ||
@@ -379,7 +467,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             anon_env.jobs = env->anon_jobs;
             handler(&anon_env, req, res);
         } else {
-            offload(env, req, b, handler, res);
+            offload(env, req, query_base, query_cap, handler, res);
         }
     }
     if (res->readmit) {
@@ -391,10 +479,35 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_admission_release(&mg_gate_anon_line, &a->line, env, req, 0, 0);
         a->step = ADMIT_DONE;
     }
+}
+
+unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                     struct mg_response *res)
+{
+    struct mg_prepared *kept = req->park->prepared;
+    unsigned route;
+    mg_handler_fn handler;
+    if (kept) {
+        resume(env, req, kept);
+        route = kept->route;
+        handler = kept->handler;
+        run(env, req, route, handler, kept->query_buf, kept->query_cap, res);
+    } else {
+        route = prepare(env, req, b, res, &handler);
+        if (!handler)
+            return route;
+        run(env, req, route, handler, b->query, b->query_cap, res);
+        /* Parked: kept, so later turns resume (without memory, they prepare again). */
+        if (res->parked)
+            req->park->prepared = keep_prepared(req, b, route, handler);
+    }
     /* A parked request is still in flight (waiting in a line, or worked on by a helper): the
      * scoreboard goes on showing it until it is answered. */
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
     if (slot && !res->parked)
         mg_slot_end_request(slot);
+    if (!res->parked)
+        mg_dispatch_forget(req->park);
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
         mg_lock_test_stop_inside(NULL, NULL); /* disarmed: it was for this request only */
     return route;

@@ -24,6 +24,7 @@
 struct mg_jobs;
 struct mg_tx_summaries;
 struct mg_handler_job;
+struct mg_prepared;
 
 /*
  * What the admission gates did with a request, and who it was, for the access log. Written by
@@ -94,6 +95,10 @@ struct mg_park {
         bool submitted;
     } admission;
     struct mg_outcome outcome; /* for the access log */
+    /* The request as dispatch prepared it on its first turn (decoded path and query, route,
+     * credentials), kept while it is parked so a later turn resumes without preparing it
+     * again; freed when it is answered (mg_dispatch_forget). */
+    struct mg_prepared *prepared;
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
 

@@ -30,6 +30,7 @@ struct mg_jobs {
     struct mg_job *queue[MG_JOBS_THREADS_MAX];
     unsigned queued;
     unsigned threads; /* started */
+    unsigned max_threads;
     unsigned idle;    /* started (or starting) and not running a job */
     unsigned in_hand; /* jobs queued or running */
     /* Requests that hold a permit for work on this pool (see mg_jobs_reserve). */
@@ -134,9 +135,9 @@ static bool start_thread(struct mg_jobs *j, struct helper *h, char *err, size_t 
     return true;
 }
 
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd,
-                              _Atomic uint32_t *busy_word, unsigned busy_shift, char *err,
-                              size_t errlen)
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, unsigned max_threads,
+                              int *event_fd, _Atomic uint32_t *busy_word, unsigned busy_shift,
+                              char *err, size_t errlen)
 {
     struct mg_jobs *j = calloc(1, sizeof *j);
     if (!j) {
@@ -146,6 +147,9 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_
     snprintf(j->db_path, sizeof j->db_path, "%s", cfg->db_path);
     j->busy_timeout_ms = cfg->db_busy_timeout_ms;
     j->nice = nice;
+    j->max_threads = max_threads < 1                     ? 1
+                     : max_threads > MG_JOBS_THREADS_MAX ? MG_JOBS_THREADS_MAX
+                                                         : max_threads;
     j->busy_word = busy_word;
     j->busy_shift = busy_shift;
     j->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -193,7 +197,7 @@ static bool available(const struct mg_jobs *j, const void *owner)
 {
     if (j->stop)
         return false;
-    return reservation(j, owner) >= 0 || j->in_hand + j->reserved_count < MG_JOBS_THREADS_MAX;
+    return reservation(j, owner) >= 0 || j->in_hand + j->reserved_count < j->max_threads;
 }
 
 bool mg_jobs_available(struct mg_jobs *j, const void *owner)

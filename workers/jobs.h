@@ -8,8 +8,10 @@
  * through the pool's eventfd when a job is done.
  *
  * A pool starts with one thread and starts another when a job is handed over and none is
- * idle, so a worker has as many helpers as the permits it holds at once (the gates, not the
- * pools, bound heavy work: docs/architecture.md, "A permit only for work that can run").
+ * idle, up to the permits the worker may hold for that kind of work, so a worker has as many
+ * helpers as the permits it holds at once (docs/architecture.md, "A permit only for work
+ * that can run"). A gate without a cap (0: unlimited, for A/B measurements) gives its pool
+ * one thread, as before the pools.
  * Threads stay until the worker exits; most workers never need a second one.
  */
 #ifndef MESHGATE_JOBS_H
@@ -39,12 +41,13 @@ struct mg_jobs;
 
 /* Starts the pool's first thread (it opens its own connection to cfg's database) at the scheduling
  * priority nice (0: as the worker; higher: yields the CPU to the worker's loop and to other
- * work). NULL with err set on failure. *event_fd becomes readable each time a job is done.
- * busy_word (may be NULL; the worker's scoreboard slot) counts, at busy_shift, the jobs
- * handed over and not yet run, so the helpers' state is visible from the segment. */
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd,
-                              _Atomic uint32_t *busy_word, unsigned busy_shift, char *err,
-                              size_t errlen);
+ * work); it grows to at most max_threads (1 to MG_JOBS_THREADS_MAX): the permits a worker
+ * may hold for its kind of work. NULL with err set on failure. *event_fd becomes readable each time
+ * a job is done. busy_word (may be NULL; the worker's scoreboard slot) counts, at busy_shift, the
+ * jobs handed over and not yet run, so the helpers' state is visible from the segment. */
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, unsigned max_threads,
+                              int *event_fd, _Atomic uint32_t *busy_word, unsigned busy_shift,
+                              char *err, size_t errlen);
 
 /*
  * A permit of a gate is taken only for work that can run at once (docs/architecture.md,

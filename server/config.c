@@ -130,6 +130,19 @@ const struct mg_config_var mg_config_vars[] = {
      "addresses in /api/perf (signed-in clients may too); behind trusted proxies, the client "
      "X-Forwarded-For names; everyone else gets 404; empty: signed-in clients only",
      MG_RELOAD_LIVE},
+    {"MESHGATE_AGENT_LISTEN", MG_CFG_ADDRESS, FIELD(agent_listen), 0, 0, "",
+     "address and port (HOST:PORT, [IPV6]:PORT) of HAProxy's agent-check port, which the master "
+     "answers with one line (ready up W%, drain, down or maint) and closes; empty: none",
+     MG_RELOAD_RESTART},
+    {"MESHGATE_AGENT_MAINT_FILE", MG_CFG_PATH, FIELD(agent_maint_file), 0, 0, "",
+     "while this file exists the agent answers maint (HAProxy takes the server out); empty: "
+     "none",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_REPLICA_MAX_LAG_MS", MG_CFG_INT, FIELD(replica_max_lag_ms), 0, 86400000, "0",
+     "MESHGATE_DB is a replica copy that a follower replaces whole: a new file is reloaded at "
+     "once, its lag is measured from its modification time, and past this many ms the agent "
+     "answers drain; 0: not a replica",
+     MG_RELOAD_LIVE},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug", MG_RELOAD_LIVE},
     {"MESHGATE_ACCESS_LOG", MG_CFG_ACCESS_LOG, FIELD(access_log), 0, 0, "0",
@@ -203,7 +216,7 @@ static int parse_bool(const char *s, bool *out)
 }
 
 /* HOST:PORT, [V6]:PORT, or :PORT. The host is checked by the listener when it resolves it. */
-static int parse_listen(const char *s, struct mg_config *cfg)
+int mg_config_parse_address(const char *s, char *host_out, size_t host_cap, uint16_t *port_out)
 {
     const char *colon;
     char host[MG_HOST_MAX];
@@ -233,9 +246,16 @@ static int parse_listen(const char *s, struct mg_config *cfg)
     int64_t port;
     if (parse_int(colon + 1, 1, 65535, &port) < 0)
         return -1;
-    snprintf(cfg->listen_host, sizeof cfg->listen_host, "%s", host);
-    cfg->listen_port = (uint16_t)port;
+    if (strlen(host) >= host_cap)
+        return -1;
+    memcpy(host_out, host, strlen(host) + 1);
+    *port_out = (uint16_t)port;
     return 0;
+}
+
+static int parse_listen(const char *s, struct mg_config *cfg)
+{
+    return mg_config_parse_address(s, cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port);
 }
 
 static int parse_shm_name(const char *s, char *out, size_t outlen)
@@ -314,6 +334,17 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
             return fail(err, errlen, v, value,
                         "must be HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to 65535");
         return 0;
+    case MG_CFG_ADDRESS: {
+        char host[MG_HOST_MAX];
+        uint16_t port;
+        if (strlen(value) >= v->size ||
+            (*value && mg_config_parse_address(value, host, sizeof host, &port) < 0))
+            return fail(err, errlen, v, value,
+                        "must be empty, HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to "
+                        "65535");
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
     case MG_CFG_SHM_NAME:
         if (parse_shm_name(value, field, v->size) < 0)
             return fail(err, errlen, v, value,
@@ -507,6 +538,7 @@ void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_
     case MG_CFG_PATH:
     case MG_CFG_SHM_NAME:
     case MG_CFG_CIDRS:
+    case MG_CFG_ADDRESS:
         snprintf(text, cap, "%s=%.*s", v->name, (int)v->size, field);
         break;
     case MG_CFG_LISTEN:
@@ -652,7 +684,7 @@ static bool same_value(const struct mg_config *a, const struct mg_config *b,
     if (v->kind == MG_CFG_LISTEN && a->listen_port != b->listen_port)
         return false;
     if (v->kind == MG_CFG_CIDRS || v->kind == MG_CFG_PATH || v->kind == MG_CFG_STRING ||
-        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN)
+        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN || v->kind == MG_CFG_ADDRESS)
         return strncmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
     return memcmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
 }

@@ -294,3 +294,23 @@ void mg_fifo_gate_configure(struct mg_fifo_gate *g, int pid, uint32_t cap, uint3
     mg_lock_release(&g->lock, pid);
     wake_all(g);
 }
+
+void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
+                       struct mg_fifo_snapshot *out)
+{
+    /* The lock word is the only thing written here: readers get a const gate. */
+    struct mg_lock *lock = (struct mg_lock *)&g->lock;
+    if (locked)
+        mg_lock_acquire(lock, pid);
+    out->cap = g->cap;
+    out->queue_max = g->queue_max;
+    out->wait_ns = g->wait_ns;
+    out->in_flight = g->in_flight;
+    out->waiting = g->waiting;
+    if (locked)
+        mg_lock_release(lock, pid);
+    out->peak = atomic_load(&g->peak);
+#define READ_COUNTER(field, json, what) out->field = atomic_load(&g->field);
+    MG_FIFO_COUNTER_LIST(READ_COUNTER)
+#undef READ_COUNTER
+}

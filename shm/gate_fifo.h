@@ -71,6 +71,40 @@ struct mg_fifo_gate {
     _Atomic uint64_t reclaimed;       /* permits and places of dead workers given back */
 };
 
+/*
+ * Every counter of a FIFO gate, once: X(field, JSON key, what it counts). Each reader
+ * (/metrics, /api/perf and /api/healthz, /server-status, meshgate-shm) shows them from this
+ * list, so a counter added here appears everywhere.
+ */
+#define MG_FIFO_COUNTER_LIST(X)                                                                    \
+    X(acquired, "acquired", "permits given, at once or after waiting")                             \
+    X(waited, "waited", "requests that joined the line")                                           \
+    X(refused_full, "refusedFull", "requests refused because the line was full")                   \
+    X(refused_timeout, "refusedTimeout", "requests refused because their wait ran out")            \
+    X(cancelled, "cancelled", "places given up because the client went away")                      \
+    X(reclaimed, "reclaimed", "permits and places of dead workers given back")
+
+/* A gate's state at one moment (mg_fifo_gate_read). */
+struct mg_fifo_snapshot {
+    uint32_t cap;
+    uint32_t queue_max;
+    int64_t wait_ns;
+    uint32_t in_flight;
+    uint32_t waiting; /* places in line, followers included */
+    uint32_t peak;
+#define MG_FIFO_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
+    MG_FIFO_COUNTER_LIST(MG_FIFO_SNAPSHOT_COUNTER)
+#undef MG_FIFO_SNAPSHOT_COUNTER
+};
+
+/*
+ * The one way to read a gate's numbers: copied under its lock (locked, pid: the reader), so
+ * in_flight, waiting and the bounds agree with each other; or, for a private copy of the
+ * segment (the dump tool, which never locks), as the copy holds them (locked false).
+ */
+void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
+                       struct mg_fifo_snapshot *out);
+
 enum mg_fifo_result {
     MG_FIFO_ADMITTED = 0,
     MG_FIFO_REFUSED_FULL,

@@ -113,7 +113,9 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
                                           const char *key, struct mg_response *res)
 {
     struct mg_fifo_gate *line = g->line(env);
-    bool ready = work_can_start(g, env, req);
+    /* A line without a cap (0: no gate, for A/B measurements) admits at once, as it always
+     * did; its work then waits for a helper. */
+    bool ready = line->cap == 0 || work_can_start(g, env, req);
     if (p->step == PASS_NEW) {
         int r = mg_fifo_gate_join_ready(line, env->pid, env->slot, key, ready, &p->token, &p->place,
                                         &p->ticket);

@@ -198,6 +198,7 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     memcpy(h->query, query_base, query_cap);
     h->job.run = run_handler_job;
     h->job.owner = req->park;
+    h->job.under_permit = req->park->admission.step == ADMIT_HELD;
     h->handler = handler;
     h->env = *env;
     h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */

@@ -375,6 +375,7 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
         }
         st->job->job.run = run_walk;
         st->job->job.owner = req->park;
+        st->job->job.under_permit = true;
         st->started_ns = mg_monotonic_ns();
         st->step = 1;
     }

@@ -253,6 +253,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
         }
         st->job->job.run = run_build;
         st->job->job.owner = req->park;
+        st->job->job.under_permit = env->seg->cold->cap > 0;
         memcpy(st->job->pubkey, st->pubkey, sizeof st->pubkey);
         st->job->days = st->days;
         st->job->hold_ms = req->test_hold_ms;

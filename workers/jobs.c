@@ -233,8 +233,10 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
 {
     pthread_mutex_lock(&j->mutex);
     bool taken = available(j, job->owner);
-    /* Every job in hand has a thread: start one when none is idle. */
-    if (taken && j->idle <= j->queued) {
+    /* Every job in hand has a thread: start one when none is idle, for work under a permit. */
+    if (taken && j->idle <= j->queued && !job->under_permit) {
+        taken = false;
+    } else if (taken && j->idle <= j->queued) {
         char err[512];
         taken = start_thread(j, free_helper(j), err, sizeof err);
         if (!taken)

@@ -32,6 +32,10 @@ struct mg_job {
     mg_job_fn run;
     _Atomic int done;  /* set by the thread when run has returned */
     const void *owner; /* the request it is for (its park); NULL: the worker's own work */
+    /* It runs under a gate's permit: a thread is started for it when none is idle. Work
+     * without one (the row counts' refresh, anonymous work with the line off, builds with no
+     * cap) waits for an idle thread, as it did before the pools. */
+    bool under_permit;
 };
 
 struct mg_jobs;
@@ -64,8 +68,8 @@ bool mg_jobs_available(struct mg_jobs *jobs, const void *owner);
 bool mg_jobs_reserve(struct mg_jobs *jobs, const void *owner);
 void mg_jobs_unreserve(struct mg_jobs *jobs, const void *owner);
 
-/* Hands job to a thread, starting one when none is idle; false when none can be (try again
- * later). Taking the job ends its owner's reservation. */
+/* Hands job to a thread, starting one when none is idle and the job is under a permit; false
+ * when none can take it (try again later). Taking the job ends its owner's reservation. */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
 
 /* Hands job over (mg_jobs_submit), or, where there is no helper (jobs NULL: in-process tests),

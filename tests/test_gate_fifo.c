@@ -406,7 +406,7 @@ Test(result_cache, a_pinned_entry_is_not_given_to_another_key_while_its_body_is_
     struct mg_cache_view v = new_cache(100 * MG_NS_PER_SEC);
     int64_t t = 1000 * MG_NS_PER_SEC;
     uint64_t id;
-    char key[8];
+    char key[16];
     for (int i = 0; i < 4; i++) { /* every entry READY, k0 the least recently used */
         snprintf(key, sizeof key, "k%d", i);
         struct mg_cache_pin none;
@@ -454,7 +454,7 @@ Test(result_cache, a_copy_overtaken_by_a_rebuild_is_refused)
     /* Past a stale pin, the entry may be taken: the late copy says it is not valid. */
     int64_t later = t + (MG_CACHE_PIN_STALE_S + 5) * MG_NS_PER_SEC;
     for (int i = 0; i < 4; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "x%d", i);
         mg_result_cache_look(&v, getpid(), 0, key, later, true, &unused, &rebuild);
     }

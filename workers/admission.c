@@ -6,6 +6,8 @@
 #include "gate_fifo.h"
 #include "jobs.h"
 
+#include <stdio.h>
+
 enum {
     PASS_NEW = 0, /* not asked yet */
     PASS_QUEUED,  /* a place in line */
@@ -55,8 +57,8 @@ const struct mg_gate_desc mg_gate_cold = {
     .helper = handler_helper,
     .refuse_status = 429,
     .retry_after_s = 2,
-    .when_full = "too many reach reports are being built; retry after Retry-After",
-    .when_timed_out = "reach reports are being built at capacity; retry after Retry-After",
+    .when_full = "too many %ss are being built; retry after Retry-After",
+    .when_timed_out = "%ss are being built at capacity; retry after Retry-After",
 };
 
 const struct mg_gate_desc mg_gate_diag = {
@@ -89,8 +91,10 @@ static enum mg_admission_result admitted(const struct mg_gate_desc *g, struct mg
 
 static enum mg_admission_result refused(const struct mg_gate_desc *g, struct mg_gate_pass *p,
                                         const struct mg_request *req, struct mg_response *res,
-                                        int retry_after_s, const char *why)
+                                        int retry_after_s, const char *message, const char *what)
 {
+    char why[192];
+    snprintf(why, sizeof why, message, what ? what : "work");
     mg_outcome_decide(&req->park->outcome, g->id, MG_VERDICT_REFUSED, mg_monotonic_ns());
     mg_response_refuse(res, g->refuse_status, retry_after_s, why);
     p->step = PASS_DONE;
@@ -110,7 +114,8 @@ static bool client_gone(const struct mg_request *req)
 
 static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct mg_gate_pass *p,
                                           struct mg_env *env, const struct mg_request *req,
-                                          const char *key, struct mg_response *res)
+                                          const char *key, const char *what,
+                                          struct mg_response *res)
 {
     struct mg_fifo_gate *line = g->line(env);
     /* A line without a cap (0: no gate, for A/B measurements) admits at once, as it always
@@ -122,7 +127,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
         if (r == MG_FIFO_ADMITTED)
             return admitted(g, p, env, req);
         if (r != MG_FIFO_QUEUED)
-            return refused(g, p, req, res, g->retry_after_s, g->when_full);
+            return refused(g, p, req, res, g->retry_after_s, g->when_full, what);
         int64_t now = mg_monotonic_ns();
         p->deadline_ns = now + line->wait_ns;
         mg_outcome_wait(&req->park->outcome, g->id, now);
@@ -131,7 +136,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
     }
     if (client_gone(req)) {
         mg_fifo_gate_cancel(line, env->pid, p->place, p->ticket);
-        refused(g, p, req, res, g->retry_after_s, "the client went away");
+        refused(g, p, req, res, g->retry_after_s, "the client went away", NULL);
         res->close = true;
         return MG_ADMISSION_REFUSED;
     }
@@ -141,7 +146,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
         return parked(res);
     if (r == MG_FIFO_ADMITTED)
         return admitted(g, p, env, req);
-    return refused(g, p, req, res, g->retry_after_s, g->when_timed_out);
+    return refused(g, p, req, res, g->retry_after_s, g->when_timed_out, what);
 }
 
 static enum mg_admission_result pass_diag(const struct mg_gate_desc *g, struct mg_gate_pass *p,
@@ -157,19 +162,21 @@ static enum mg_admission_result pass_diag(const struct mg_gate_desc *g, struct m
                                              &p->token, &retry_after);
     if (r == MG_DIAG_ADMITTED)
         return admitted(g, p, env, req);
-    return refused(g, p, req, res, retry_after, r == MG_DIAG_BUSY ? g->when_full : g->when_cooling);
+    return refused(g, p, req, res, retry_after, r == MG_DIAG_BUSY ? g->when_full : g->when_cooling,
+                   NULL);
 }
 
 enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct mg_gate_pass *p,
                                            struct mg_env *env, const struct mg_request *req,
-                                           const char *key, struct mg_response *res)
+                                           const char *key, const char *what,
+                                           struct mg_response *res)
 {
     if (p->step == PASS_HELD)
         return MG_ADMISSION_RUN;
     if (p->step == PASS_DONE)
         return MG_ADMISSION_REFUSED;
     return g->kind == MG_GATE_KIND_DIAG ? pass_diag(g, p, env, req, res)
-                                        : pass_line(g, p, env, req, key, res);
+                                        : pass_line(g, p, env, req, key, what, res);
 }
 
 bool mg_admission_held(const struct mg_gate_pass *p)

@@ -39,7 +39,8 @@ struct mg_gate_desc {
     /* The helper that runs admitted work. */
     struct mg_jobs *(*helper)(const struct mg_env *env);
     bool reserve_helper;
-    /* Its refusal: status, Retry-After, and the message for each reason. */
+    /* Its refusal: status, Retry-After, and the message for each reason (a %s in it is the
+     * name of the work the caller passes, e.g. "reach report"). */
     int refuse_status;
     int retry_after_s;
     const char *when_full;
@@ -60,12 +61,14 @@ enum mg_admission_result {
 
 /*
  * Takes key (what the gate's records show) through gate g: at once, after waiting, or
- * refused. Called on every turn until it says RUN or REFUSED; after RUN, again only with
- * mg_admission_release. Writes the request's outcome for the access log.
+ * refused (what: the work's name for the refusal's message, NULL when it names none). Called on
+ * every turn until it says RUN or REFUSED; after RUN, again only with mg_admission_release. Writes
+ * the request's outcome for the access log.
  */
 enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct mg_gate_pass *p,
                                            struct mg_env *env, const struct mg_request *req,
-                                           const char *key, struct mg_response *res);
+                                           const char *key, const char *what,
+                                           struct mg_response *res);
 
 /* True while p holds g's permit. */
 bool mg_admission_held(const struct mg_gate_pass *p);

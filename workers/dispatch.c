@@ -130,7 +130,7 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
     if (a->step != ADMIT_LINE)
         return true;
     enum mg_admission_result r =
-        mg_admission_pass(&mg_gate_anon_line, &a->line, env, req, a->who, res);
+        mg_admission_pass(&mg_gate_anon_line, &a->line, env, req, a->who, NULL, res);
     if (r == MG_ADMISSION_RUN)
         a->step = ADMIT_HELD;
     return r == MG_ADMISSION_RUN;

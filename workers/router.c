@@ -42,6 +42,41 @@ static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/p
 static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
+/* Packets, observers and channels of CoreScope's front end (issue 14). Costs at 2M
+ * observations: docs/benchmarks.md. Light: a transmission by primary key or UNIQUE hash, its
+ * observations by idx_observations_transmission_id (at most 4 480 VM steps, 695 pages for
+ * the most-heard one); a trace is the same walk (1 529 steps). */
+static const char *const packet_detail_cases[] = {"/api/packets/{packet}", "/api/packets/{hash}",
+                                                  "/api/packets/{HASH}", NULL};
+static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zzzz", NULL};
+/* Light: one pass over the nodes that can relay, whatever the hops. */
+static const char *const resolve_hops_cases[] = {
+    "/api/resolve-hops?hops=a1,b2c3,d4e5f6,0123456789,ffff,A1,a1,zz,,x", "/api/resolve-hops", NULL};
+/* Light: tables in the program, no database (0 steps). */
+static const char *const iata_cases[] = {"/api/iata-coords", NULL};
+static const char *const known_channels_cases[] = {"/api/known-channels",
+                                                   "/api/known-channels?region=US", NULL};
+/* Cold reports (cold_report.h): heavy to build (the observer's window: 8.3 s cold for the
+ * busiest observer; every ADVERT heard twice), light when warm in the shared cache (0 steps). */
+static const char *const analytics_cases[] = {"/api/observers/{observer}/analytics",
+                                              "/api/observers/{observer}/analytics?days=365", NULL};
+static const char *const clock_skew_cases[] = {"/api/observers/clock-skew", NULL};
+/* Light: bodies rendered from CoreScope's config.json when the master read it; a request
+ * copies bytes (0 VM steps). /regions adds one pass over observers (a row per receiver:
+ * 31 rows in CoreScope's fixture, 40 in a generated 2M-observation database). */
+static const char *const config_client_cases[] = {"/api/config/client", NULL};
+static const char *const config_cache_cases[] = {"/api/config/cache", NULL};
+static const char *const config_theme_cases[] = {"/api/config/theme", NULL};
+static const char *const config_map_cases[] = {"/api/config/map", NULL};
+static const char *const config_geo_filter_cases[] = {"/api/config/geo-filter", NULL};
+static const char *const config_areas_cases[] = {"/api/config/areas", NULL};
+static const char *const config_polygons_cases[] = {"/api/config/areas/polygons", NULL};
+static const char *const config_regions_cases[] = {"/api/config/regions", NULL};
+/* Light: the segment and /proc/PID/statm of the group's processes; no table is read. */
+static const char *const health_cases[] = {"/api/health", NULL};
+/* Light: a constant (CoreScope's answer without its ingestor's MQTT file). */
+static const char *const mqtt_status_cases[] = {"/api/mqtt/status", NULL};
+
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
     {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false},
@@ -49,8 +84,54 @@ const struct mg_route mg_routes[] = {
      reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
+    /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per
+     * transmission after ?since= (193k steps for a day at 2M observations). */
+    {"/api/packets/timestamps", MG_COST_HEAVY, mg_handle_packet_timestamps, NULL, false, NULL,
+     false},
+    {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
+     false},
+    {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
+    {"/api/resolve-hops", MG_COST_LIGHT, mg_handle_resolve_hops, NULL, false, resolve_hops_cases,
+     false},
+    {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
+    /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
+     * busiest hour of the 2M database; it grows with traffic). */
+    {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false},
+    {"/api/observers/clock-skew", MG_COST_HEAVY, mg_handle_observer_clock_skew,
+     mg_observer_clock_skew_is_heavy, true, clock_skew_cases, false},
+    {"/api/observers/:id/analytics", MG_COST_HEAVY, mg_handle_observer_analytics,
+     mg_observer_analytics_is_heavy, true, analytics_cases, false},
+    {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false},
+    /* Heavy: every GRP_TXT transmission is grouped, 590 ms (with a region, their
+     * observations: 8.8 s). */
+    {"/api/channels", MG_COST_HEAVY, mg_handle_channels, NULL, false, NULL, false},
+    /* Heavy: each of the channel's messages gets its newest sighting to choose the page
+     * (868 ms for the busiest channel). */
+    {"/api/channels/:hash/messages", MG_COST_HEAVY, mg_handle_channel_messages, NULL, false, NULL,
+     false},
+    {"/api/known-channels", MG_COST_LIGHT, mg_handle_known_channels, NULL, false,
+     known_channels_cases, false},
     {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false},
     {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false},
+    /* CoreScope's configuration, its health and its scopes (issue 14, h14a). */
+    {"/api/config/client", MG_COST_LIGHT, mg_handle_config, NULL, false, config_client_cases,
+     false},
+    {"/api/config/cache", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cache_cases, false},
+    {"/api/config/theme", MG_COST_LIGHT, mg_handle_config, NULL, false, config_theme_cases, false},
+    {"/api/config/map", MG_COST_LIGHT, mg_handle_config, NULL, false, config_map_cases, false},
+    {"/api/config/geo-filter", MG_COST_LIGHT, mg_handle_config, NULL, false,
+     config_geo_filter_cases, false},
+    {"/api/config/areas", MG_COST_LIGHT, mg_handle_config, NULL, false, config_areas_cases, false},
+    {"/api/config/areas/polygons", MG_COST_LIGHT, mg_handle_config, NULL, false,
+     config_polygons_cases, false},
+    {"/api/config/regions", MG_COST_LIGHT, mg_handle_config_regions, NULL, false,
+     config_regions_cases, false},
+    {"/api/health", MG_COST_LIGHT, mg_handle_health, NULL, false, health_cases, false},
+    {"/api/mqtt/status", MG_COST_LIGHT, mg_handle_mqtt_status, NULL, false, mqtt_status_cases,
+     false},
+    /* Heavy: counts the window's transmissions (through the first_seen index); 7d is most of
+     * the table (docs/benchmarks.md: 2M observations). */
+    {"/api/scope-stats", MG_COST_HEAVY, mg_handle_scope_stats, NULL, false, NULL, false},
     {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},
     {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true},
 };

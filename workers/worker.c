@@ -6,6 +6,7 @@
 #include "conn_limit.h"
 #include "db.h"
 #include "db_counts.h"
+#include "node_hash_sizes.h"
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
@@ -964,6 +965,11 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     struct mg_db_counts counts;
     if (!mg_db_counts_peek(&w.env, &counts))
         mg_db_counts_get(&w.env, &counts);
+    /* Likewise the node list's table of hash sizes (node_hash_sizes.h); should this fail,
+     * the first /api/nodes request builds it, as heavy work. */
+    if (mg_node_hash_sizes_refresh(w.env.db->conn, mg_monotonic_ns(),
+                                   mg_realtime_ns() / 1000000000LL) != SQLITE_OK)
+        mg_warn("node hash sizes: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

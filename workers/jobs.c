@@ -113,7 +113,11 @@ static bool open_connection(struct mg_jobs *j, struct helper *h, char *err, size
     if (mg_db_open_like(&h->db, j->like, j->cfg->db_path, j->cfg->db_busy_timeout_ms, err,
                         errlen) != 0)
         return false;
-    if (stat(j->cfg->db_path, &st) == 0 && st.st_dev == j->db_dev && st.st_ino == j->db_ino) {
+    /* A replica's copy is replaced every time the primary changes and the master reloads
+     * right after (MESHGATE_REPLICA_MAX_LAG_MS): the new file is a newer copy of the same
+     * database, and a stale worker's helper takes it rather than leave its job waiting. */
+    if (j->cfg->replica_max_lag_ms > 0 ||
+        (stat(j->cfg->db_path, &st) == 0 && st.st_dev == j->db_dev && st.st_ino == j->db_ino)) {
         h->opened = true;
         return true;
     }

@@ -43,10 +43,11 @@ struct mg_jobs {
     int nice;
     int event_fd;
     const struct mg_config *cfg;
-    const struct mg_db *like; /* the worker's own connection: its schema flags */
-    dev_t db_dev;             /* the file the worker opened, to open no other one */
+    struct mg_db *like; /* the worker's own connection: its schema flags */
+    dev_t db_dev;       /* the file the worker opened, to open no other one */
     ino_t db_ino;
-    int64_t warned_ns;           /* the last warning that a connection could not be opened */
+    int64_t warned_ns; /* the last warning that a connection could not be opened */
+    bool replaced;     /* the file is no longer the one the worker opened (open_connection) */
     _Atomic uint32_t *busy_word; /* in the segment: jobs in hand, at busy_shift */
     unsigned busy_shift;
     struct helper helper[MG_JOBS_THREADS_MAX];
@@ -123,8 +124,10 @@ static bool open_connection(struct mg_jobs *j, struct helper *h, char *err, size
     }
     mg_db_close(&h->db);
     snprintf(err, errlen,
-             "database %s is not the file this worker opened (replaced?): reload (SIGHUP)",
+             "database %s is not the file this worker opened (replaced?): its heavy work runs on "
+             "the loop until the reload (SIGHUP)",
              j->cfg->db_path);
+    j->replaced = true;
     return false;
 }
 
@@ -156,7 +159,7 @@ static bool start_thread(struct mg_jobs *j, struct helper *h, char *err, size_t 
     return true;
 }
 
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, const struct mg_db *like, int nice,
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, struct mg_db *like, int nice,
                               unsigned max_threads, int *event_fd, _Atomic uint32_t *busy_word,
                               unsigned busy_shift, char *err, size_t errlen)
 {
@@ -261,10 +264,17 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
             j->warned_ns = now;
         }
     }
-    if (taken) {
+    /* The file was replaced since the worker opened it, and its helpers cannot open the one
+     * the worker serves until the reload: the job runs here, on the loop's connection, so it
+     * reads what the worker's other answers read and never waits for a helper that cannot
+     * come (docs/architecture.md, "A live database"). */
+    bool here = !taken && j->replaced && available(j, job->owner);
+    if (taken || here) {
         int at = reservation(j, job->owner);
         if (at >= 0)
             drop_reservation(j, at);
+    }
+    if (taken) {
         atomic_store(&job->done, 0);
         j->queue[j->queued++] = job;
         j->in_hand++;
@@ -274,7 +284,11 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
         pthread_cond_broadcast(&j->cond);
     }
     pthread_mutex_unlock(&j->mutex);
-    return taken;
+    if (here) {
+        job->run(job, j->like);
+        atomic_store(&job->done, 1);
+    }
+    return taken || here;
 }
 
 bool mg_jobs_hand_over(struct mg_jobs *j, struct mg_job *job, struct mg_db *db)

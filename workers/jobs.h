@@ -55,7 +55,7 @@ struct mg_jobs;
  * each time a job is done. busy_word (may be NULL; the worker's scoreboard slot) counts, at
  * busy_shift, the jobs handed over and not yet run, so the helpers' state is visible from the
  * segment. */
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, const struct mg_db *like, int nice,
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, struct mg_db *like, int nice,
                               unsigned max_threads, int *event_fd, _Atomic uint32_t *busy_word,
                               unsigned busy_shift, char *err, size_t errlen);
 
@@ -75,7 +75,10 @@ bool mg_jobs_reserve(struct mg_jobs *jobs, const void *owner);
 void mg_jobs_unreserve(struct mg_jobs *jobs, const void *owner);
 
 /* Hands job to a thread, starting one when none is idle and the job is under a permit; false
- * when none can take it (try again later). Taking the job ends its owner's reservation. */
+ * when none can take it (try again later). Taking the job ends its owner's reservation. When
+ * the database file was replaced since the worker opened it (not a replica copy), a thread
+ * cannot open the file the worker serves: the job then runs at once on like (the loop's
+ * connection) and is done on return, until the reload replaces the worker. */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
 
 /* Hands job over (mg_jobs_submit), or, where there is no helper (jobs NULL: in-process tests),

@@ -16,6 +16,7 @@
 #include "node_hash_sizes.h"
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -637,4 +638,125 @@ FIXTURE_TEST(fleet_clock_skew_lists_each_nodes_skew_in_key_order)
     free(fleet);
     cr_expect_gt(n, 0);
     cr_expect_eq(n6ij, 1, "N6IJ is in the fleet");
+}
+
+/* ---- neighbors ---------------------------------------------------------------------------- */
+
+/* The node of the fixture with the most rows in neighbor_edges. */
+static char *busiest_neighbor_node(void)
+{
+    return db_texts("SELECT k FROM (SELECT node_a AS k FROM neighbor_edges UNION ALL"
+                    " SELECT node_b FROM neighbor_edges) WHERE k <> '' GROUP BY k"
+                    " ORDER BY count(*) DESC, k LIMIT 1");
+}
+
+FIXTURE_TEST(neighbors_are_the_nodes_rows_of_neighbor_edges_by_score)
+{
+    start();
+    char *pk = busiest_neighbor_node();
+    cr_assert(strlen(pk) == 64, "a node with edges: %s", pk);
+    char target[256];
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors", pk);
+    const char *b = get(target, 200);
+    char keys[256];
+    json_keys(b, NULL, keys, sizeof keys);
+    cr_expect_str_eq(keys, "node,neighbors,total_observations", "the envelope");
+    cr_expect(json_str_at_eq(b, "node", pk));
+    const char *list = json_get(b, "neighbors");
+    cr_expect_eq(json_length(list),
+                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
+                        " AND count IS NOT NULL",
+                        pk, pk));
+    cr_expect_eq(
+        json_int_at(b, "total_observations"),
+        db_int("SELECT sum(count) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q", pk, pk));
+    double last_score = 2;
+    long seen = 0;
+    for (const char *e = json_first(list); e; e = json_next(e), seen++) {
+        char *other = json_str_at(e, "pubkey");
+        const char *o = other ? other : "";
+        cr_expect_eq(json_int_at(e, "count"),
+                     db_int("SELECT count FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
+                            " OR (node_a = %Q AND node_b = %Q)",
+                            pk, o, o, pk),
+                     "%s: count", o);
+        char *last = db_texts("SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', last_seen) FROM"
+                              " neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
+                              " OR (node_a = %Q AND node_b = %Q)",
+                              pk, o, o, pk);
+        cr_expect(json_str_at_eq(e, "last_seen", last) && json_str_at_eq(e, "first_seen", last),
+                  "%s: seen %s: %.300s", o, last, e);
+        /* score = min(1, count/100) × 2^(−hours since last_seen / 168) */
+        double hours = (double)db_int("SELECT strftime('%%s','now') - strftime('%%s', last_seen)"
+                                      " FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
+                                      " OR (node_a = %Q AND node_b = %Q)",
+                                      pk, o, o, pk) /
+                       3600.0;
+        double cf = (double)json_int_at(e, "count") / 100.0;
+        double want = (cf > 1 ? 1 : cf) * pow(2.0, -(hours < 0 ? 0 : hours) / 168.0);
+        double score = json_double_at(e, "score");
+        cr_expect(fabs(score - want) < 1e-4, "%s: score %g, want %g", o, score, want);
+        cr_expect(score <= last_score, "by score, highest first");
+        last_score = score;
+        if (other) {
+            char *name = db_texts("SELECT coalesce(name, '') FROM nodes WHERE public_key = %Q", o);
+            if (name[0])
+                cr_expect(json_str_at_eq(e, "name", name), "%s: name %s", o, name);
+            free(name);
+        } else {
+            cr_expect(json_is_at(e, "name", "null") && json_is_at(e, "role", "null"));
+        }
+        cr_expect_eq(json_int_at(e, "counts_by_mode.0"), json_int_at(e, "count"));
+        cr_expect(json_is_at(e, "avg_snr", "null") && json_is_at(e, "ambiguous", "false") &&
+                      json_str_at_eq(e, "prefix", "") && json_length(json_get(e, "observers")) == 0,
+                  "%.300s", e);
+        free(last);
+        free(other);
+    }
+    cr_expect(seen > 1, "the busiest node has several neighbours");
+
+    /* min_count leaves out the edges seen fewer times; the key's case does not matter. */
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_count=10", pk);
+    b = get(target, 200);
+    cr_expect_eq(json_length(json_get(b, "neighbors")),
+                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
+                        " AND count >= 10",
+                        pk, pk));
+    char upper[65];
+    for (int i = 0; i < 64; i++)
+        upper[i] = (char)toupper((unsigned char)pk[i]);
+    upper[64] = '\0';
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_score=2", upper);
+    b = get(target, 200);
+    cr_expect(json_str_at_eq(b, "node", pk) && json_length(json_get(b, "neighbors")) == 0 &&
+                  json_int_at(b, "total_observations") == 0,
+              "no score reaches 2: %.300s", b);
+    free(pk);
+}
+
+FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
+{
+    start();
+    static const char unknown[] =
+        "0000000000000000000000000000000000000000000000000000000000000000";
+    cr_assert_eq(db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
+                        unknown, unknown),
+                 0);
+    cr_expect_str_eq(
+        get("/api/nodes/0000000000000000000000000000000000000000000000000000000000000000"
+            "/neighbors",
+            200),
+        "{\"node\":\"0000000000000000000000000000000000000000000000000000000000000000"
+        "\",\"neighbors\":[],\"total_observations\":0}\n");
+    cr_expect(json_str_at_eq(get("/api/nodes/zz/neighbors", 400), "error",
+                             "invalid pubkey: expected 64 hex chars"));
+    cr_expect(json_str_at_eq(get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=x", 400), "error",
+                             "min_count: expected an integer"));
+    cr_expect(json_str_at_eq(get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_score=1x", 400), "error",
+                             "min_score: expected a number"));
+    /* CoreScope keeps 1 for a min_count below 1. */
+    const char *b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=-5", 200);
+    cr_expect_eq(json_length(json_get(b, "neighbors")),
+                 db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
+                        N6IJ_PUBKEY, N6IJ_PUBKEY));
 }

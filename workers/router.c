@@ -47,6 +47,10 @@ static const char *const node_detail_cases[] = {"/api/nodes/{quiet}", "/api/node
 /* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
 static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
                                           "/api/nodes/{node}/reach?days=30", NULL};
+/* Cold report: heavy to build (the node's rows of neighbor_edges, a pass over neighbor_edges
+ * for node_b, which no index serves, and one over nodes and observers), light when warm. */
+static const char *const neighbors_cases[] = {"/api/nodes/{node}/neighbors",
+                                              "/api/nodes/{node}/neighbors?min_count=2", NULL};
 /* Light: the body is computed at most once per 10 s for the group; the request that would
  * compute it is heavy (mg_stats_is_heavy). */
 static const char *const stats_cases[] = {"/api/stats", NULL};
@@ -114,6 +118,8 @@ const struct mg_route mg_routes[] = {
      false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
      reach_cases, false},
+    {"/api/nodes/:pubkey/neighbors", MG_COST_HEAVY, mg_handle_node_neighbors,
+     mg_node_neighbors_is_heavy, true, neighbors_cases, false},
     /* Heavy: every request reads transmissions and observations. */
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
     /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per

@@ -760,3 +760,85 @@ FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
                  db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
                         N6IJ_PUBKEY, N6IJ_PUBKEY));
 }
+
+/* ---- paths -------------------------------------------------------------------------------- */
+
+/* Checks GET /api/nodes/{pk}/paths against the rows; returns totalTransmissions. */
+static long long check_paths(const char *pk, long long *total_paths)
+{
+    char target[160];
+    snprintf(target, sizeof target, "/api/nodes/%s/paths", pk);
+    const char *b = get(target, 200);
+    char keys[256];
+    json_keys(b, NULL, keys, sizeof keys);
+    cr_expect_str_eq(keys, "node,paths,totalPaths,totalTransmissions", "the envelope");
+    char *name = db_texts("SELECT name FROM nodes WHERE public_key = %Q", pk);
+    cr_expect(json_str_at_eq(b, "node.public_key", pk) && json_str_at_eq(b, "node.name", name),
+              "%.300s", b);
+    free(name);
+    const char *paths = json_get(b, "paths");
+    long long sum = 0;
+    char last[64] = "9999";
+    for (const char *p = json_first(paths); p; p = json_next(p)) {
+        sum += json_int_at(p, "count");
+        char *seen = json_str_at(p, "lastSeen");
+        char *hash = json_str_at(p, "sampleHash");
+        cr_assert(seen && hash, "%.300s", p);
+        cr_expect(strcmp(seen, last) <= 0, "newest first: %s after %s", seen, last);
+        snprintf(last, sizeof last, "%s", seen);
+        /* The sample went through the node: a hop of its paths is a prefix of the key, or
+         * its resolved path names it; and it is the group's newest. */
+        cr_expect_eq(db_int("SELECT count(*) FROM transmissions t JOIN observations o"
+                            " ON o.transmission_id = t.id WHERE t.hash = %Q AND t.first_seen = %Q"
+                            " AND (lower(o.path_json) LIKE '%%\"' || substr(%Q, 1, 2) || '\"%%'"
+                            " OR lower(o.path_json) LIKE '%%\"' || substr(%Q, 1, 4) || '\"%%'"
+                            " OR lower(o.path_json) LIKE '%%\"' || substr(%Q, 1, 6) || '\"%%'"
+                            " OR o.resolved_path LIKE '%%' || %Q || '%%')",
+                            hash, seen, pk, pk, pk, pk) > 0,
+                     1, "sample %s (%s) goes through %s", hash, seen, pk);
+        for (const char *h = json_first(json_get(p, "hops")); h; h = json_next(h)) {
+            char *key = json_str_at(h, "pubkey");
+            if (key && db_int("SELECT count(*) FROM nodes WHERE public_key = %Q", key) > 0) {
+                char *nm =
+                    db_texts("SELECT coalesce(name, '') FROM nodes WHERE public_key = %Q", key);
+                cr_expect(json_str_at_eq(h, "name", nm), "hop %s: %s", key, nm);
+                free(nm);
+            }
+            free(key);
+        }
+        free(seen);
+        free(hash);
+    }
+    *total_paths = json_int_at(b, "totalPaths");
+    long long total = json_int_at(b, "totalTransmissions");
+    if (*total_paths <= 50)
+        cr_expect_eq(sum, total, "the groups hold every transmission");
+    cr_expect_eq(json_length(paths), *total_paths < 50 ? *total_paths : 50);
+    return total;
+}
+
+FIXTURE_TEST(paths_through_a_node_are_grouped_newest_first)
+{
+    start();
+    long long paths, busiest_paths;
+    long long n6ij = check_paths(N6IJ_PUBKEY, &paths);
+    long long busiest = check_paths(BUSIEST_PUBKEY, &busiest_paths);
+    if (strstr(fixture_source, "migrated")) {
+        /* CoreScope's server on the same freshened copy answers these. */
+        cr_expect(n6ij == 23 && paths == 23, "N6IJ: %lld transmissions, %lld paths", n6ij, paths);
+        cr_expect(busiest == 207 && busiest_paths == 206, "busiest: %lld, %lld", busiest,
+                  busiest_paths);
+    }
+    cr_expect_gt(n6ij, 0);
+}
+
+FIXTURE_TEST(paths_of_an_unknown_or_malformed_key_are_refused)
+{
+    start();
+    cr_expect(json_str_at_eq(get("/api/nodes/0000000000000000000000000000000000000000000000000000"
+                                 "000000000000/paths",
+                                 404),
+                             "error", "Not found"));
+    cr_expect(json_str_at_eq(get("/api/nodes/ec34/paths", 400), "error",
+                             "invalid pubkey: expected 64 hex chars"));
+}

@@ -54,6 +54,8 @@ static const char *const heavy_targets[] = {
     "/api/packets?offset=400000",
     "/api/perf?mem=1",
     "/api/nodes/{node}/reach?days=30",
+    "/api/nodes/{node}/neighbors",
+    "/api/nodes/{node}/paths",
     "/api/nodes/{node}",
     "/api/nodes/{node}/health",
     "/api/nodes/{node}/clock-skew",

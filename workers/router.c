@@ -51,6 +51,10 @@ static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
  * for node_b, which no index serves, and one over nodes and observers), light when warm. */
 static const char *const neighbors_cases[] = {"/api/nodes/{node}/neighbors",
                                               "/api/nodes/{node}/neighbors?min_count=2", NULL};
+/* Cold report: heavy to build (every observation whose path holds a hop starting with the
+ * key's first byte, or whose resolved_path holds the key, and all observations of their
+ * transmissions), light when warm. */
+static const char *const paths_cases[] = {"/api/nodes/{node}/paths", NULL};
 /* Light: the body is computed at most once per 10 s for the group; the request that would
  * compute it is heavy (mg_stats_is_heavy). */
 static const char *const stats_cases[] = {"/api/stats", NULL};
@@ -118,6 +122,8 @@ const struct mg_route mg_routes[] = {
      false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
      reach_cases, false},
+    {"/api/nodes/:pubkey/paths", MG_COST_HEAVY, mg_handle_node_paths, mg_node_paths_is_heavy, true,
+     paths_cases, false},
     {"/api/nodes/:pubkey/neighbors", MG_COST_HEAVY, mg_handle_node_neighbors,
      mg_node_neighbors_is_heavy, true, neighbors_cases, false},
     /* Heavy: every request reads transmissions and observations. */

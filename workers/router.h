@@ -93,6 +93,7 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
+bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* /api/nodes is heavy when this process has no table of hash sizes, or with a region when its

@@ -874,3 +874,62 @@ FIXTURE_TEST(cold_reports_answer_warm_what_they_built_cold_without_reading_a_row
         free(cold);
     }
 }
+
+/* ---- bulk health -------------------------------------------------------------------------- */
+
+FIXTURE_TEST(bulk_health_is_each_recent_nodes_health_in_one_answer)
+{
+    start();
+    char *b = strdup(get("/api/nodes/bulk-health", 200));
+    char got[16384] = "";
+    size_t used = 0;
+    long long total = 0;
+    int compared = 0; /* the first three: more heavy requests are refused at once (429) */
+    for (const char *e = json_first(b); e; e = json_next(e)) {
+        char keys[256];
+        json_keys(e, NULL, keys, sizeof keys);
+        cr_expect_str_eq(keys, "lat,lon,name,observers,public_key,role,stats", "entry keys");
+        char *pk = json_str_at(e, "public_key");
+        used += (size_t)snprintf(got + used, sizeof got - used, "%s%s", used ? "," : "", pk);
+        total += json_int_at(json_get(e, "stats"), "totalTransmissions");
+        if (compared++ >= 3) {
+            free(pk);
+            continue;
+        }
+        /* The same transmissions, counts and observers as the node's own health. */
+        char target[160];
+        snprintf(target, sizeof target, "/api/nodes/%s/health", pk);
+        char *h = strdup(get(target, 200));
+        const char *s = json_get(e, "stats"), *hs = json_get(h, "stats");
+        static const char *const same[] = {"totalTransmissions", "totalPackets",
+                                           "totalObservations", "packetsToday"};
+        for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+            cr_expect_eq(json_int_at(s, same[i]), json_int_at(hs, same[i]), "%s: %s", pk, same[i]);
+        cr_expect_eq(json_length(json_get(e, "observers")), json_length(json_get(h, "observers")),
+                     "%s: observers", pk);
+        free(h);
+        free(pk);
+    }
+    char *want = db_texts("SELECT public_key FROM nodes ORDER BY last_seen DESC LIMIT 50");
+    cr_expect_str_eq(got, want, "the 50 most recently seen nodes");
+    free(want);
+    if (strstr(fixture_source, "migrated")) /* CoreScope's server on the same copy */
+        cr_expect_eq(total, 759, "their transmissions");
+    free(b);
+}
+
+FIXTURE_TEST(bulk_health_limit_is_clamped_as_corescope_and_filters_are_refused)
+{
+    start();
+    long long nodes = db_int("SELECT count(*) FROM nodes");
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=abc", 200)),
+                 nodes < 50 ? nodes : 50);
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=-3", 200)), nodes < 50 ? nodes : 50);
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=3", 200)), nodes < 3 ? nodes : 3);
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=100000", 200)),
+                 nodes < 200 ? nodes : 200);
+    cr_expect(json_str_at_eq(get("/api/nodes/bulk-health?region=SJC", 501), "error",
+                             "bulk-health with region or area is not implemented: meshgate "
+                             "answers it for all nodes only"));
+    get("/api/nodes/bulk-health?area=x", 501);
+}

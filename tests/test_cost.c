@@ -56,6 +56,8 @@ static const char *const heavy_targets[] = {
     "/api/nodes/{node}/reach?days=30",
     "/api/nodes/{node}/neighbors",
     "/api/nodes/{node}/paths",
+    "/api/nodes/bulk-health",
+    "/api/nodes/bulk-health?limit=200",
     "/api/nodes/{node}",
     "/api/nodes/{node}/health",
     "/api/nodes/{node}/clock-skew",

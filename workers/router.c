@@ -122,6 +122,9 @@ const struct mg_route mg_routes[] = {
      false},
     /* Heavy unless warm: every ADVERT's observations, twice (the offsets; the keys each is
      * filed under): 33M VM steps, 3.5M pages at 2M observations. */
+    /* Heavy: one pass over observations and one over transmissions for all the nodes, then
+     * each of their transmissions read once (docs/benchmarks.md). */
+    {"/api/nodes/bulk-health", MG_COST_HEAVY, mg_handle_bulk_health, NULL, false, NULL, false},
     {"/api/nodes/clock-skew", MG_COST_HEAVY, mg_handle_fleet_clock_skew,
      mg_fleet_clock_skew_is_heavy, true, fleet_skew_cases, false},
     {"/api/nodes/:pubkey", MG_COST_HEAVY, mg_handle_node_detail, mg_node_detail_is_heavy, false,

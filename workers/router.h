@@ -59,6 +59,8 @@ unsigned mg_route_match(const char *path, char *param, size_t cap);
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
 void mg_handle_node_paths(struct mg_env *env, const struct mg_request *req,
                           struct mg_response *res);
 void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,

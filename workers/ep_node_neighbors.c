@@ -346,7 +346,8 @@ static void build(struct mg_cold_build *b, struct mg_db *db)
     if (rc == SQLITE_OK)
         rc = load_info(&g, db, a->pubkey, &self);
     if (rc == SQLITE_OK) {
-        qsort(g.entries, g.n_entries, sizeof *g.entries, by_score);
+        if (g.n_entries > 1) /* qsort must not be given NULL, even for no element */
+            qsort(g.entries, g.n_entries, sizeof *g.entries, by_score);
         write_body(&b->body, a, &g, &self);
         b->result = MG_COLD_OK;
     } else {

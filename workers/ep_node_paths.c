@@ -337,7 +337,8 @@ static int scan(struct paths *p, struct mg_db *db)
 
 static void write_body(struct mg_buf *body, sqlite3_stmt *node, struct paths *p)
 {
-    qsort(p->groups, p->n_groups, sizeof *p->groups, by_recency);
+    if (p->n_groups > 1) /* qsort must not be given NULL, even for no element */
+        qsort(p->groups, p->n_groups, sizeof *p->groups, by_recency);
     struct mg_json j;
     mg_json_init(&j, body);
     mg_json_object_begin(&j);

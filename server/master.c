@@ -744,7 +744,9 @@ static void tick(struct master *m, int64_t now)
 
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
         char status[256];
-        const struct mg_fifo_gate *cold = m->seg.cold;
+        struct mg_fifo_snapshot cold, anon;
+        mg_fifo_gate_read(m->seg.cold, m->pid, true, &cold);
+        mg_fifo_gate_read(m->seg.anon, m->pid, true, &anon);
         snprintf(status, sizeof status,
                  "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
                  "%u waiting; anonymous heavy %u/%u, %u waiting; memory walk %s; %llu refused",
@@ -752,8 +754,7 @@ static void tick(struct master *m, int64_t now)
                  : m->reload_slot >= 0 ? "reloading"
                                        : "serving",
                  alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
-                 cold->in_flight, cold->cap, cold->waiting, m->seg.anon->in_flight,
-                 m->seg.anon->cap, m->seg.anon->waiting,
+                 cold.in_flight, cold.cap, cold.waiting, anon.in_flight, anon.cap, anon.waiting,
                  atomic_load(&m->seg.diag->running) ? "running" : "idle",
                  (unsigned long long)mg_rates_refusals(&m->seg));
         if (strcmp(status, m->last_status) != 0) {

@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void text(struct mg_buf *b, const char *s, size_t max)
 {
@@ -119,7 +120,10 @@ static void records(struct mg_buf *b, const char *what, const struct mg_fifo_rec
 
 static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
 {
-    const struct mg_fifo_gate *g = seg->cold;
+    struct mg_fifo_snapshot cold, anon;
+    mg_fifo_gate_read(seg->cold, getpid(), true, &cold);
+    mg_fifo_gate_read(seg->anon, getpid(), true, &anon);
+    const struct mg_fifo_snapshot *g = &cold;
     const struct mg_result_cache *c = seg->cache.cache;
     mg_buf_puts(b, "<h2>Gates</h2>\n<table id=\"gates\"><tr><th>gate</th><th>cap</th>"
                    "<th>in use</th><th>waiting</th><th>peak</th><th>admitted</th>"
@@ -134,12 +138,11 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   "<td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64 " timed out, %" PRIu64
                   " gone</td><td>%" PRIu64 "</td><td>cache: %u ready, %" PRIu64 " hits, %" PRIu64
                   " misses, %" PRIu64 " coalesced</td></tr>\n",
-                  cap, g->in_flight, g->waiting, g->queue_max, atomic_load(&g->peak),
-                  atomic_load(&g->acquired), atomic_load(&g->refused_full),
-                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
-                  atomic_load(&g->reclaimed), mg_result_cache_ready(&seg->cache, now),
-                  atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced));
-    const struct mg_fifo_gate *a = seg->anon;
+                  cap, g->in_flight, g->waiting, g->queue_max, g->peak, g->acquired,
+                  g->refused_full, g->refused_timeout, g->cancelled, g->reclaimed,
+                  mg_result_cache_ready(&seg->cache, now), atomic_load(&c->hits),
+                  atomic_load(&c->misses), atomic_load(&c->coalesced));
+    const struct mg_fifo_snapshot *a = &anon;
     const struct mg_client_table *t = seg->clients.table;
     char rate[96], acap[16];
     if (a->cap)
@@ -155,10 +158,9 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64
                   " timed out, %" PRIu64 " gone, %" PRIu64 " rate-limited</td><td>%" PRIu64
                   "</td><td>%" PRIu64 " signed-in bypassed; per-client limit: %s</td></tr>\n",
-                  acap, a->in_flight, a->waiting, a->queue_max, atomic_load(&a->peak),
-                  atomic_load(&a->acquired), atomic_load(&a->refused_full),
-                  atomic_load(&a->refused_timeout), atomic_load(&a->cancelled),
-                  mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED), atomic_load(&a->reclaimed),
+                  acap, a->in_flight, a->waiting, a->queue_max, a->peak, a->acquired,
+                  a->refused_full, a->refused_timeout, a->cancelled,
+                  mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED), a->reclaimed,
                   mg_counter_get(seg, MG_CTR_ANON_BYPASSED), rate);
     const struct mg_diag_gate *d = seg->diag;
     int64_t cooling = d->holder_pid == 0 && d->cooldown_until_monotonic_ns > now
@@ -175,11 +177,11 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   ms(d->last_walk_ns));
     mg_buf_puts(b, "<table id=\"holders\"><tr><th></th><th>worker</th><th>pid</th><th>key</th>"
                    "<th>for</th></tr>\n");
-    records(b, "holds a permit", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in line", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
-    records(b, "waits for a build", g->waiter, MG_FIFO_WAITERS_MAX, true, now);
-    records(b, "holds an anonymous permit", a->holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in the anonymous line", a->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "holds a permit", seg->cold->holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in line", seg->cold->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "waits for a build", seg->cold->waiter, MG_FIFO_WAITERS_MAX, true, now);
+    records(b, "holds an anonymous permit", seg->anon->holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in the anonymous line", seg->anon->waiter, MG_FIFO_WAITERS_MAX, false, now);
     mg_buf_puts(b, "</table>\n");
 }
 

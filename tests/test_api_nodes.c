@@ -16,6 +16,7 @@
 #include "node_hash_sizes.h"
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -637,4 +638,298 @@ FIXTURE_TEST(fleet_clock_skew_lists_each_nodes_skew_in_key_order)
     free(fleet);
     cr_expect_gt(n, 0);
     cr_expect_eq(n6ij, 1, "N6IJ is in the fleet");
+}
+
+/* ---- neighbors ---------------------------------------------------------------------------- */
+
+/* The node of the fixture with the most rows in neighbor_edges. */
+static char *busiest_neighbor_node(void)
+{
+    return db_texts("SELECT k FROM (SELECT node_a AS k FROM neighbor_edges UNION ALL"
+                    " SELECT node_b FROM neighbor_edges) WHERE k <> '' GROUP BY k"
+                    " ORDER BY count(*) DESC, k LIMIT 1");
+}
+
+FIXTURE_TEST(neighbors_are_the_nodes_rows_of_neighbor_edges_by_score)
+{
+    start();
+    char *pk = busiest_neighbor_node();
+    cr_assert(strlen(pk) == 64, "a node with edges: %s", pk);
+    char target[256];
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors", pk);
+    const char *b = get(target, 200);
+    char keys[256];
+    json_keys(b, NULL, keys, sizeof keys);
+    cr_expect_str_eq(keys, "node,neighbors,total_observations", "the envelope");
+    cr_expect(json_str_at_eq(b, "node", pk));
+    const char *list = json_get(b, "neighbors");
+    cr_expect_eq(json_length(list),
+                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
+                        " AND count IS NOT NULL",
+                        pk, pk));
+    cr_expect_eq(
+        json_int_at(b, "total_observations"),
+        db_int("SELECT sum(count) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q", pk, pk));
+    double last_score = 2;
+    long seen = 0;
+    for (const char *e = json_first(list); e; e = json_next(e), seen++) {
+        char *other = json_str_at(e, "pubkey");
+        const char *o = other ? other : "";
+        cr_expect_eq(json_int_at(e, "count"),
+                     db_int("SELECT count FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
+                            " OR (node_a = %Q AND node_b = %Q)",
+                            pk, o, o, pk),
+                     "%s: count", o);
+        char *last = db_texts("SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', last_seen) FROM"
+                              " neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
+                              " OR (node_a = %Q AND node_b = %Q)",
+                              pk, o, o, pk);
+        cr_expect(json_str_at_eq(e, "last_seen", last) && json_str_at_eq(e, "first_seen", last),
+                  "%s: seen %s: %.300s", o, last, e);
+        /* score = min(1, count/100) × 2^(−hours since last_seen / 168) */
+        double hours = (double)db_int("SELECT strftime('%%s','now') - strftime('%%s', last_seen)"
+                                      " FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
+                                      " OR (node_a = %Q AND node_b = %Q)",
+                                      pk, o, o, pk) /
+                       3600.0;
+        double cf = (double)json_int_at(e, "count") / 100.0;
+        double want = (cf > 1 ? 1 : cf) * pow(2.0, -(hours < 0 ? 0 : hours) / 168.0);
+        double score = json_double_at(e, "score");
+        cr_expect(fabs(score - want) < 1e-4, "%s: score %g, want %g", o, score, want);
+        cr_expect(score <= last_score, "by score, highest first");
+        last_score = score;
+        if (other) {
+            char *name = db_texts("SELECT coalesce(name, '') FROM nodes WHERE public_key = %Q", o);
+            if (name[0])
+                cr_expect(json_str_at_eq(e, "name", name), "%s: name %s", o, name);
+            free(name);
+        } else {
+            cr_expect(json_is_at(e, "name", "null") && json_is_at(e, "role", "null"));
+        }
+        cr_expect_eq(json_int_at(e, "counts_by_mode.0"), json_int_at(e, "count"));
+        cr_expect(json_is_at(e, "avg_snr", "null") && json_is_at(e, "ambiguous", "false") &&
+                      json_str_at_eq(e, "prefix", "") && json_length(json_get(e, "observers")) == 0,
+                  "%.300s", e);
+        free(last);
+        free(other);
+    }
+    cr_expect(seen > 1, "the busiest node has several neighbours");
+
+    /* min_count leaves out the edges seen fewer times; the key's case does not matter. */
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_count=10", pk);
+    b = get(target, 200);
+    cr_expect_eq(json_length(json_get(b, "neighbors")),
+                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
+                        " AND count >= 10",
+                        pk, pk));
+    char upper[65];
+    for (int i = 0; i < 64; i++)
+        upper[i] = (char)toupper((unsigned char)pk[i]);
+    upper[64] = '\0';
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_score=2", upper);
+    b = get(target, 200);
+    cr_expect(json_str_at_eq(b, "node", pk) && json_length(json_get(b, "neighbors")) == 0 &&
+                  json_int_at(b, "total_observations") == 0,
+              "no score reaches 2: %.300s", b);
+    free(pk);
+}
+
+FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
+{
+    start();
+    static const char unknown[] =
+        "0000000000000000000000000000000000000000000000000000000000000000";
+    cr_assert_eq(db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
+                        unknown, unknown),
+                 0);
+    cr_expect_str_eq(
+        get("/api/nodes/0000000000000000000000000000000000000000000000000000000000000000"
+            "/neighbors",
+            200),
+        "{\"node\":\"0000000000000000000000000000000000000000000000000000000000000000"
+        "\",\"neighbors\":[],\"total_observations\":0}\n");
+    cr_expect(json_str_at_eq(get("/api/nodes/zz/neighbors", 400), "error",
+                             "invalid pubkey: expected 64 hex chars"));
+    cr_expect(json_str_at_eq(get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=x", 400), "error",
+                             "min_count: expected an integer"));
+    cr_expect(json_str_at_eq(get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_score=1x", 400), "error",
+                             "min_score: expected a number"));
+    /* CoreScope keeps 1 for a min_count below 1. */
+    const char *b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=-5", 200);
+    cr_expect_eq(json_length(json_get(b, "neighbors")),
+                 db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
+                        N6IJ_PUBKEY, N6IJ_PUBKEY));
+}
+
+/* ---- paths -------------------------------------------------------------------------------- */
+
+/* Checks GET /api/nodes/{pk}/paths against the rows; returns totalTransmissions. */
+static long long check_paths(const char *pk, long long *total_paths)
+{
+    char target[160];
+    snprintf(target, sizeof target, "/api/nodes/%s/paths", pk);
+    const char *b = get(target, 200);
+    char keys[256];
+    json_keys(b, NULL, keys, sizeof keys);
+    cr_expect_str_eq(keys, "node,paths,totalPaths,totalTransmissions", "the envelope");
+    char *name = db_texts("SELECT name FROM nodes WHERE public_key = %Q", pk);
+    cr_expect(json_str_at_eq(b, "node.public_key", pk) && json_str_at_eq(b, "node.name", name),
+              "%.300s", b);
+    free(name);
+    const char *paths = json_get(b, "paths");
+    long long sum = 0;
+    char last[64] = "9999";
+    for (const char *p = json_first(paths); p; p = json_next(p)) {
+        sum += json_int_at(p, "count");
+        char *seen = json_str_at(p, "lastSeen");
+        char *hash = json_str_at(p, "sampleHash");
+        cr_assert(seen && hash, "%.300s", p);
+        cr_expect(strcmp(seen, last) <= 0, "newest first: %s after %s", seen, last);
+        snprintf(last, sizeof last, "%s", seen);
+        /* The sample went through the node: a hop of its paths is a prefix of the key, or
+         * its resolved path names it; and it is the group's newest. */
+        cr_expect_eq(db_int("SELECT count(*) FROM transmissions t JOIN observations o"
+                            " ON o.transmission_id = t.id WHERE t.hash = %Q AND t.first_seen = %Q"
+                            " AND (lower(o.path_json) LIKE '%%\"' || substr(%Q, 1, 2) || '\"%%'"
+                            " OR lower(o.path_json) LIKE '%%\"' || substr(%Q, 1, 4) || '\"%%'"
+                            " OR lower(o.path_json) LIKE '%%\"' || substr(%Q, 1, 6) || '\"%%'"
+                            " OR o.resolved_path LIKE '%%' || %Q || '%%')",
+                            hash, seen, pk, pk, pk, pk) > 0,
+                     1, "sample %s (%s) goes through %s", hash, seen, pk);
+        for (const char *h = json_first(json_get(p, "hops")); h; h = json_next(h)) {
+            char *key = json_str_at(h, "pubkey");
+            if (key && db_int("SELECT count(*) FROM nodes WHERE public_key = %Q", key) > 0) {
+                char *nm =
+                    db_texts("SELECT coalesce(name, '') FROM nodes WHERE public_key = %Q", key);
+                cr_expect(json_str_at_eq(h, "name", nm), "hop %s: %s", key, nm);
+                free(nm);
+            }
+            free(key);
+        }
+        free(seen);
+        free(hash);
+    }
+    *total_paths = json_int_at(b, "totalPaths");
+    long long total = json_int_at(b, "totalTransmissions");
+    if (*total_paths <= 50)
+        cr_expect_eq(sum, total, "the groups hold every transmission");
+    cr_expect_eq(json_length(paths), *total_paths < 50 ? *total_paths : 50);
+    return total;
+}
+
+FIXTURE_TEST(paths_through_a_node_are_grouped_newest_first)
+{
+    start();
+    long long paths, busiest_paths;
+    long long n6ij = check_paths(N6IJ_PUBKEY, &paths);
+    long long busiest = check_paths(BUSIEST_PUBKEY, &busiest_paths);
+    if (strstr(fixture_source, "migrated")) {
+        /* CoreScope's server on the same freshened copy answers these. */
+        cr_expect(n6ij == 23 && paths == 23, "N6IJ: %lld transmissions, %lld paths", n6ij, paths);
+        cr_expect(busiest == 207 && busiest_paths == 206, "busiest: %lld, %lld", busiest,
+                  busiest_paths);
+    }
+    cr_expect_gt(n6ij, 0);
+}
+
+FIXTURE_TEST(paths_of_an_unknown_or_malformed_key_are_refused)
+{
+    start();
+    cr_expect(json_str_at_eq(get("/api/nodes/0000000000000000000000000000000000000000000000000000"
+                                 "000000000000/paths",
+                                 404),
+                             "error", "Not found"));
+    cr_expect(json_str_at_eq(get("/api/nodes/ec34/paths", 400), "error",
+                             "invalid pubkey: expected 64 hex chars"));
+}
+
+/* ---- cold reports: a warm answer is light and the cold one ------------------------------- */
+
+FIXTURE_TEST(cold_reports_answer_warm_what_they_built_cold_without_reading_a_row)
+{
+    start();
+    static const char *const targets[] = {
+        "/api/nodes/clock-skew",
+        "/api/nodes/" N6IJ_PUBKEY "/clock-skew",
+        "/api/nodes/" BUSIEST_PUBKEY "/paths",
+        "/api/nodes/" BUSIEST_PUBKEY "/neighbors",
+        "/api/scope-stats?window=7d", /* with scope_name (the migrated fixture) */
+    };
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        if (strstr(targets[i], "scope") && !fx.t.db.schema.tx_scope_name)
+            continue;
+        int64_t steps = mg_db_vm_steps(&fx.t.db);
+        char *cold = strdup(get(targets[i], 200));
+        cr_expect_eq(fx.t.light, false, "%s: cold is heavy", targets[i]);
+        cr_expect_gt(mg_db_vm_steps(&fx.t.db) - steps, 0, "%s: cold reads", targets[i]);
+        steps = mg_db_vm_steps(&fx.t.db);
+        int64_t pages = mg_db_pages_fetched(&fx.t.db);
+        const char *warm = get(targets[i], 200);
+        /* a node's clock skew stays heavy (router.c: its body rarely fits a cache entry) */
+        if (!strstr(targets[i], N6IJ_PUBKEY))
+            cr_expect(fx.t.light, "%s: warm is light", targets[i]);
+        cr_expect_eq(mg_db_vm_steps(&fx.t.db) - steps, 0, "%s: warm reads no row", targets[i]);
+        cr_expect_eq(mg_db_pages_fetched(&fx.t.db) - pages, 0, "%s", targets[i]);
+        cr_expect_str_eq(warm, cold, "%s: warm is the cold answer", targets[i]);
+        free(cold);
+    }
+}
+
+/* ---- bulk health -------------------------------------------------------------------------- */
+
+FIXTURE_TEST(bulk_health_is_each_recent_nodes_health_in_one_answer)
+{
+    start();
+    char *b = strdup(get("/api/nodes/bulk-health", 200));
+    char got[16384] = "";
+    size_t used = 0;
+    long long total = 0;
+    int compared = 0; /* the first three: more heavy requests are refused at once (429) */
+    for (const char *e = json_first(b); e; e = json_next(e)) {
+        char keys[256];
+        json_keys(e, NULL, keys, sizeof keys);
+        cr_expect_str_eq(keys, "lat,lon,name,observers,public_key,role,stats", "entry keys");
+        char *pk = json_str_at(e, "public_key");
+        used += (size_t)snprintf(got + used, sizeof got - used, "%s%s", used ? "," : "", pk);
+        total += json_int_at(json_get(e, "stats"), "totalTransmissions");
+        if (compared++ >= 3) {
+            free(pk);
+            continue;
+        }
+        /* The same transmissions, counts and observers as the node's own health. */
+        char target[160];
+        snprintf(target, sizeof target, "/api/nodes/%s/health", pk);
+        char *h = strdup(get(target, 200));
+        const char *s = json_get(e, "stats"), *hs = json_get(h, "stats");
+        static const char *const same[] = {"totalTransmissions", "totalPackets",
+                                           "totalObservations", "packetsToday"};
+        for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+            cr_expect_eq(json_int_at(s, same[i]), json_int_at(hs, same[i]), "%s: %s", pk, same[i]);
+        cr_expect_eq(json_length(json_get(e, "observers")), json_length(json_get(h, "observers")),
+                     "%s: observers", pk);
+        free(h);
+        free(pk);
+    }
+    char *want = db_texts("SELECT public_key FROM nodes ORDER BY last_seen DESC LIMIT 50");
+    cr_expect_str_eq(got, want, "the 50 most recently seen nodes");
+    free(want);
+    if (strstr(fixture_source, "migrated")) /* CoreScope's server on the same copy */
+        cr_expect_eq(total, 759, "their transmissions");
+    free(b);
+}
+
+FIXTURE_TEST(bulk_health_limit_is_clamped_as_corescope_and_filters_are_refused)
+{
+    start();
+    long long nodes = db_int("SELECT count(*) FROM nodes");
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=abc", 200)),
+                 nodes < 50 ? nodes : 50);
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=-3", 200)), nodes < 50 ? nodes : 50);
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=3", 200)), nodes < 3 ? nodes : 3);
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=100000", 200)),
+                 nodes < 200 ? nodes : 200);
+    cr_expect(json_str_at_eq(get("/api/nodes/bulk-health?region=SJC", 501), "error",
+                             "bulk-health with region or area is not implemented: meshgate "
+                             "answers it for all nodes only"));
+    get("/api/nodes/bulk-health?area=x", 501);
 }

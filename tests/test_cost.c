@@ -54,6 +54,10 @@ static const char *const heavy_targets[] = {
     "/api/packets?offset=400000",
     "/api/perf?mem=1",
     "/api/nodes/{node}/reach?days=30",
+    "/api/nodes/{node}/neighbors",
+    "/api/nodes/{node}/paths",
+    "/api/nodes/bulk-health",
+    "/api/nodes/bulk-health?limit=200",
     "/api/nodes/{node}",
     "/api/nodes/{node}/health",
     "/api/nodes/{node}/clock-skew",
@@ -71,7 +75,8 @@ static const char *const heavy_targets[] = {
 };
 
 /* Other placeholders of the cases: the transmission heard most often (by id, by hash, by
- * hash in upper case), the busiest observer, the busiest channel and a day ago (RFC 3339). */
+ * hash in upper case), the busiest observer, the busiest channel, a day ago (RFC 3339) and
+ * the first node that cannot relay. */
 static struct {
     const char *name, *sql;
     char value[160];
@@ -92,6 +97,11 @@ static struct {
      " GROUP BY channel_hash ORDER BY count(*) DESC LIMIT 1",
      ""},
     {"{day_ago}", "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-1 day')", ""},
+    /* a node that cannot relay: few paths run through it, so its report fits the cache */
+    {"{companion}",
+     "SELECT public_key FROM nodes WHERE instr(lower(role), 'repeater') = 0"
+     " AND instr(lower(role), 'room') = 0 ORDER BY public_key LIMIT 1",
+     ""},
 };
 
 static void find_records(struct mg_test_ctx *t)

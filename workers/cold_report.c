@@ -268,3 +268,11 @@ void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, stru
             return;
     }
 }
+
+void mg_cold_result(struct mg_cold_build *b, int rc, const char *what)
+{
+    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
+    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+    if (rc != SQLITE_OK)
+        snprintf(b->err, sizeof b->err, "reading %s failed: %s", what, sqlite3_errstr(rc));
+}

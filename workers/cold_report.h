@@ -73,6 +73,10 @@ void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, stru
                           const struct mg_cold_report *report, const char *key, const void *args,
                           size_t args_len);
 
+/* Sets a build's result from an SQLite code: MG_COLD_OK, else MG_COLD_ERROR (busy for a busy
+ * or locked database) with err "reading WHAT failed: ...". */
+void mg_cold_result(struct mg_cold_build *b, int rc, const char *what);
+
 /* Whether serving key now would build it: not warm in the cache, nor being built by another
  * request (this one would follow that build, parked). */
 bool mg_cold_report_is_heavy(struct mg_env *env, const char *key);

@@ -19,9 +19,11 @@
  * them in any order; a hash is the one stored (CoreScope's store recomputes some).
  */
 #include "buf.h"
+#include "cold_report.h"
 #include "ep_node_detail.h"
 #include "json.h"
 #include "log.h"
+#include "result_cache.h"
 #include "router.h"
 
 #include <math.h>
@@ -642,12 +644,9 @@ static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct 
     return true;
 }
 
-void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res)
+/* The node's answer into body; *none when it has no ADVERT with samples. An SQLite code. */
+static int node_skew_body(struct mg_db *db, const char *pubkey, struct mg_buf *body, bool *none)
 {
-    struct mg_db *db = env->db;
-    const char *pubkey = req->path_param;
-    bool began = mg_node_read_begin(db);
     struct engine e = {0};
     struct index_entry *g = NULL;
     int64_t *ids = NULL;
@@ -672,23 +671,64 @@ void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
         }
         sqlite3_reset(tx);
     }
-    if (rc == SQLITE_OK && n_adv == 0) {
-        mg_response_error(res, 404, "No clock skew data for this node");
-    } else if (rc == SQLITE_OK) {
-        mg_response_json(res, 200);
+    *none = rc == SQLITE_OK && n_adv == 0;
+    if (rc == SQLITE_OK && n_adv) {
         struct mg_json j;
-        mg_json_init(&j, &res->body);
+        mg_json_init(&j, body);
         if (!write_node_skew(&j, pubkey, &e, g, adv, n_adv, NULL))
             rc = SQLITE_NOMEM;
-        mg_buf_putc(&res->body, '\n');
+        mg_buf_putc(body, '\n');
     }
-    if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/:pubkey/clock-skew", rc, db->conn);
     sqlite3_finalize(tx);
     free(adv);
     free(ids);
     engine_free(&e, g);
+    return rc;
+}
+
+/*
+ * Both routes are cold reports (cold_report.h): built at most `cap` at a time under the cold
+ * gate, shared through the result cache (CoreScope caches them about 30 s; here for
+ * MESHGATE_REACH_CACHE_TTL_MS), built once for identical concurrent requests.
+ */
+#define SKEW_KEY_MAX 128 /* longer {pubkey}s name no node: 404 without a build */
+
+static void node_skew_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    bool began = mg_node_read_begin(db);
+    bool none = false;
+    int rc = node_skew_body(db, (const char *)b->args, &b->body, &none);
     mg_node_read_end(db, began);
+    mg_cold_result(b, rc, "the ADVERTs");
+    if (rc == SQLITE_OK && none)
+        b->result = MG_COLD_NOT_FOUND;
+}
+
+static const struct mg_cold_report node_skew_report = {
+    .name = "node clock skew",
+    .not_found = "No clock skew data for this node",
+    .bad_request = "bad request",
+    .build = node_skew_build,
+};
+
+static bool node_skew_key(const struct mg_request *req, char *key, size_t cap)
+{
+    if (strlen(req->path_param) > SKEW_KEY_MAX)
+        return false;
+    snprintf(key, cap, "skew|%s", req->path_param);
+    return true;
+}
+
+void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
+{
+    char key[SKEW_KEY_MAX + 8];
+    if (!node_skew_key(req, key, sizeof key)) {
+        mg_response_error(res, 404, "%s", node_skew_report.not_found);
+        return;
+    }
+    mg_cold_report_serve(env, req, res, &node_skew_report, key, req->path_param,
+                         strlen(req->path_param) + 1);
 }
 
 /* ---- the fleet ------------------------------------------------------------------------------ */
@@ -916,12 +956,9 @@ static void filings_free(struct filings *fl)
     free(fl->relays);
 }
 
-void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res)
+/* The fleet's answer into body; an SQLite code. */
+static int fleet_body(struct mg_db *db, struct mg_buf *body)
 {
-    (void)req;
-    struct mg_db *db = env->db;
-    bool began = mg_node_read_begin(db);
     struct engine e = {0};
     struct filings fl = {0};
     struct index_entry *g = NULL;
@@ -944,9 +981,8 @@ void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req
         rc = !node ? SQLITE_ERROR : adv && by_group && done && marked ? SQLITE_OK : SQLITE_NOMEM;
     }
     if (rc == SQLITE_OK) {
-        mg_response_json(res, 200);
         struct mg_json j;
-        mg_json_init(&j, &res->body);
+        mg_json_init(&j, body);
         mg_json_array_begin(&j);
         for (size_t i = 0; rc == SQLITE_OK && i < fl.n;) {
             size_t k = i, n_adv = 0;
@@ -978,16 +1014,43 @@ void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req
             i = k;
         }
         mg_json_array_end(&j);
-        mg_buf_putc(&res->body, '\n');
+        mg_buf_putc(body, '\n');
     }
     free(by_group);
     free(done);
     free(marked);
-    if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/clock-skew", rc, db->conn);
     sqlite3_finalize(node);
     free(adv);
     filings_free(&fl);
     engine_free(&e, g);
+    return rc;
+}
+
+static void fleet_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    bool began = mg_node_read_begin(db);
+    int rc = fleet_body(db, &b->body);
     mg_node_read_end(db, began);
+    mg_cold_result(b, rc, "the ADVERTs");
+}
+
+static const struct mg_cold_report fleet_report = {
+    .name = "fleet clock skew",
+    .not_found = "Not found",
+    .bad_request = "bad request",
+    .build = fleet_build,
+};
+
+#define FLEET_KEY "nodes|clock-skew"
+
+bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    (void)req;
+    return mg_cold_report_is_heavy(env, FLEET_KEY);
+}
+
+void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res)
+{
+    mg_cold_report_serve(env, req, res, &fleet_report, FLEET_KEY, "", 0);
 }

@@ -24,8 +24,10 @@
 #include "ep_nodes.h"
 #include "json.h"
 #include "log.h"
+#include "params.h"
 #include "router.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,5 +493,448 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
         mg_node_answer_failure(res, "/api/nodes/:pubkey/health", rc, db->conn);
     free(ids);
     sqlite3_finalize(node);
+    mg_node_read_end(db, began);
+}
+
+/* ---- GET /api/nodes/bulk-health ------------------------------------------------------------ */
+
+/*
+ * The health summary of the `limit` most recently seen nodes (default 50, at most 200, as
+ * CoreScope's listLimits.bulkHealthMax; a limit that is not a positive integer is the
+ * default), each node's transmissions found as health finds them, for all the nodes in one
+ * pass over observations and one over transmissions: each observation's resolved path (or,
+ * without one, its hops) and each transmission's decoded keys are looked up among the nodes'
+ * keys and reliable hop tokens. Each transmission is then read once. Entry and stats keys in
+ * bytewise order (CoreScope's maps); observers most packets first (ties: first heard).
+ * region= and area= are refused (501): CoreScope's filters need its in-memory node-to-hash
+ * index and the configured polygons, which this route does not rebuild.
+ */
+#define BULK_DEFAULT 50
+#define BULK_MAX 200
+
+struct bulk_key {
+    char *text; /* a node's key (as stored) or a reliable hop token (upper case) */
+    size_t node;
+};
+
+struct bulk_hit {
+    size_t node;
+    int64_t tx;
+};
+
+struct bulk {
+    struct bulk_key *keys, *tokens;
+    size_t n_keys, n_tokens;
+    struct bulk_hit *hits;
+    size_t n_hits, cap_hits;
+    char **relays; /* lowercased keys of repeaters and rooms, sorted */
+    size_t n_relays;
+};
+
+static int bulk_key_order(const void *a, const void *b)
+{
+    return strcmp(((const struct bulk_key *)a)->text, ((const struct bulk_key *)b)->text);
+}
+
+static int hit_order(const void *a, const void *b)
+{
+    const struct bulk_hit *x = a, *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return x->tx < y->tx ? -1 : x->tx > y->tx;
+}
+
+static int text_order(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool bulk_hit(struct bulk *bk, const struct bulk_key *table, size_t n, const char *text,
+                     int64_t tx)
+{
+    struct bulk_key probe = {(char *)text, 0};
+    const struct bulk_key *k = n ? bsearch(&probe, table, n, sizeof *table, bulk_key_order) : NULL;
+    if (!k)
+        return true;
+    /* equal texts sit together: every node with this text */
+    while (k > table && strcmp(k[-1].text, text) == 0)
+        k--;
+    for (; k < table + n && strcmp(k->text, text) == 0; k++) {
+        if (bk->n_hits == bk->cap_hits) {
+            size_t cap = bk->cap_hits ? bk->cap_hits * 2 : 1024;
+            struct bulk_hit *more = realloc(bk->hits, cap * sizeof *more);
+            if (!more)
+                return false;
+            bk->hits = more;
+            bk->cap_hits = cap;
+        }
+        bk->hits[bk->n_hits++] = (struct bulk_hit){k->node, tx};
+    }
+    return true;
+}
+
+/* Each quoted item of a JSON array of strings, upper-cased when upper, looked up in table. */
+static bool bulk_items(struct bulk *bk, const struct bulk_key *table, size_t n, const char *list,
+                       bool upper, int64_t tx)
+{
+    for (const char *p = list ? strchr(list, '"') : NULL; p;) {
+        const char *end = strchr(p + 1, '"');
+        if (!end)
+            break;
+        size_t len = (size_t)(end - p - 1);
+        char item[80];
+        if (len < sizeof item) {
+            for (size_t i = 0; i < len; i++)
+                item[i] =
+                    upper && p[1 + i] >= 'a' && p[1 + i] <= 'z' ? (char)(p[1 + i] - 32) : p[1 + i];
+            item[len] = '\0';
+            if (!bulk_hit(bk, table, n, item, tx))
+                return false;
+        }
+        p = strchr(end + 1, '"');
+    }
+    return true;
+}
+
+/* How many relays' keys start with prefix (lowercase), and the one when there is one. */
+static size_t relays_with(const struct bulk *bk, const char *prefix, const char **only)
+{
+    size_t len = strlen(prefix), lo = 0, hi = bk->n_relays, count = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(bk->relays[mid], prefix) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < bk->n_relays && strncmp(bk->relays[i], prefix, len) == 0; i++)
+        count++, *only = bk->relays[i];
+    return count;
+}
+
+static int bulk_relays(struct mg_db *db, struct bulk *bk)
+{
+    sqlite3_stmt *st = mg_db_prepare(
+        db, "SELECT lower(public_key) FROM nodes WHERE (instr(lower(role), 'repeater') > 0"
+            " OR instr(lower(role), 'room_server') > 0 OR lower(role) = 'room')"
+            " AND public_key IS NOT NULL");
+    if (!st)
+        return SQLITE_ERROR;
+    int rc;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (bk->n_relays == cap) {
+            cap = cap ? cap * 2 : 256;
+            char **more = realloc(bk->relays, cap * sizeof *more);
+            if (!more) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            bk->relays = more;
+        }
+        if (!(bk->relays[bk->n_relays] = strdup((const char *)sqlite3_column_text(st, 0)))) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        bk->n_relays++;
+    }
+    sqlite3_finalize(st);
+    if (bk->n_relays > 1)
+        qsort(bk->relays, bk->n_relays, sizeof *bk->relays, text_order);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* The nodes' keys and reliable tokens (hop_tokens' rule), sorted for lookups. */
+static int bulk_tables(struct mg_db *db, struct bulk *bk, char **pks, size_t n)
+{
+    int rc = bulk_relays(db, bk);
+    bk->keys = calloc(n ? n : 1, sizeof *bk->keys);
+    bk->tokens = calloc(n ? 3 * n : 1, sizeof *bk->tokens);
+    if (rc == SQLITE_OK && (!bk->keys || !bk->tokens))
+        rc = SQLITE_NOMEM;
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        if (!(bk->keys[bk->n_keys].text = strdup(pks[i])))
+            return SQLITE_NOMEM;
+        bk->keys[bk->n_keys++].node = i;
+        for (size_t len = 2; len <= 6 && strlen(pks[i]) >= len; len += 2) {
+            char prefix[8];
+            for (size_t c = 0; c < len; c++)
+                prefix[c] = (char)tolower((unsigned char)pks[i][c]);
+            prefix[len] = '\0';
+            const char *only = NULL;
+            if (relays_with(bk, prefix, &only) != 1 || strcmp(only, pks[i]) != 0)
+                continue;
+            for (size_t c = 0; c < len; c++)
+                prefix[c] = (char)toupper((unsigned char)prefix[c]);
+            if (!(bk->tokens[bk->n_tokens].text = strdup(prefix)))
+                return SQLITE_NOMEM;
+            bk->tokens[bk->n_tokens++].node = i;
+        }
+    }
+    if (bk->n_keys > 1)
+        qsort(bk->keys, bk->n_keys, sizeof *bk->keys, bulk_key_order);
+    if (bk->n_tokens > 1)
+        qsort(bk->tokens, bk->n_tokens, sizeof *bk->tokens, bulk_key_order);
+    return rc;
+}
+
+/* The two passes: every observation's resolved path or hops, every transmission's keys. */
+static int bulk_scan(struct mg_db *db, struct bulk *bk)
+{
+    sqlite3_stmt *st =
+        mg_db_prepare(db, db->schema.obs_resolved_path
+                              ? "SELECT transmission_id, path_json, resolved_path FROM observations"
+                              : "SELECT transmission_id, path_json, NULL FROM observations");
+    if (!st)
+        return SQLITE_ERROR;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t tx = sqlite3_column_int64(st, 0);
+        const char *resolved = (const char *)sqlite3_column_text(st, 2);
+        const char *path = (const char *)sqlite3_column_text(st, 1);
+        bool ok = resolved && *resolved ? bulk_items(bk, bk->keys, bk->n_keys, resolved, false, tx)
+                                        : bulk_items(bk, bk->tokens, bk->n_tokens, path, true, tx);
+        if (!ok) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    st = mg_db_prepare(db, "SELECT id, decoded_json ->> '$.pubKey', decoded_json ->> "
+                           "'$.destPubKey', decoded_json ->> '$.srcPubKey' FROM transmissions"
+                           " WHERE json_valid(decoded_json)");
+    if (!st)
+        return SQLITE_ERROR;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int c = 1; c <= 3; c++)
+            if (sqlite3_column_type(st, c) == SQLITE_TEXT &&
+                !bulk_hit(bk, bk->keys, bk->n_keys, (const char *)sqlite3_column_text(st, c),
+                          sqlite3_column_int64(st, 0))) {
+                sqlite3_finalize(st);
+                return SQLITE_NOMEM;
+            }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    if (bk->n_hits > 1)
+        qsort(bk->hits, bk->n_hits, sizeof *bk->hits, hit_order);
+    return SQLITE_OK;
+}
+
+static void bulk_free(struct bulk *bk)
+{
+    for (size_t i = 0; i < bk->n_keys; i++)
+        free(bk->keys[i].text);
+    for (size_t i = 0; i < bk->n_tokens; i++)
+        free(bk->tokens[i].text);
+    for (size_t i = 0; i < bk->n_relays; i++)
+        free(bk->relays[i]);
+    free(bk->keys);
+    free(bk->tokens);
+    free(bk->relays);
+    free(bk->hits);
+}
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int packet_order(const void *a, const void *b)
+{
+    const struct packet *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void bulk_entry(struct mg_json *j, sqlite3_stmt *nodes, const struct packet *const *p,
+                       size_t n, const char *today_start, struct observer_row *rows)
+{
+    int64_t total_obs = 0, today = 0, snr_n = 0;
+    double snr_sum = 0;
+    const char *last_heard = "";
+    size_t n_rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *seen = p[i]->first_seen ? p[i]->first_seen : "";
+        total_obs += p[i]->observations;
+        if (total_obs == 0) /* CoreScope's */
+            total_obs = 1;
+        if (strcmp(seen, today_start) > 0)
+            today++;
+        if (p[i]->has_snr)
+            snr_sum += p[i]->snr, snr_n++;
+        if (strcmp(seen, last_heard) > 0)
+            last_heard = seen;
+        if (!*p[i]->observer_id)
+            continue;
+        size_t r = 0;
+        while (r < n_rows && strcmp(rows[r].id, p[i]->observer_id) != 0)
+            r++;
+        if (r == n_rows)
+            rows[n_rows++] = (struct observer_row){
+                .id = p[i]->observer_id, .name = p[i]->observer_name, .first = r};
+        rows[r].count++;
+        if (p[i]->has_snr)
+            rows[r].snr_sum += p[i]->snr, rows[r].snr_n++;
+        if (p[i]->has_rssi)
+            rows[r].rssi_sum += p[i]->rssi, rows[r].rssi_n++;
+    }
+    if (n_rows > 1)
+        qsort(rows, n_rows, sizeof *rows, by_count);
+    mg_json_object_begin(j); /* keys in bytewise order */
+    mg_json_key(j, "lat");
+    mg_db_json_column(j, nodes, 3);
+    mg_json_key(j, "lon");
+    mg_db_json_column(j, nodes, 4);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            mg_json_key(j, "observers");
+            mg_json_array_begin(j);
+            for (size_t r = 0; r < n_rows; r++) {
+                mg_json_object_begin(j);
+                write_average(j, "avgRssi", rows[r].rssi_sum, rows[r].rssi_n);
+                write_average(j, "avgSnr", rows[r].snr_sum, rows[r].snr_n);
+                mg_json_kv_string(j, "observer_id", rows[r].id);
+                mg_json_kv_string(j, "observer_name", rows[r].name ? rows[r].name : "");
+                mg_json_kv_int(j, "packetCount", rows[r].count);
+                mg_json_object_end(j);
+            }
+            mg_json_array_end(j);
+            mg_json_kv_string(j, "public_key", (const char *)sqlite3_column_text(nodes, 0));
+        }
+        const char *v = (const char *)sqlite3_column_text(nodes, 1 + pass);
+        mg_json_kv_string(j, pass ? "role" : "name", v && *v ? v : NULL); /* nilIfEmpty */
+    }
+    mg_json_key(j, "stats");
+    mg_json_object_begin(j);
+    write_average(j, "avgSnr", snr_sum, snr_n);
+    mg_json_kv_string(j, "lastHeard", *last_heard ? last_heard : NULL);
+    mg_json_kv_int(j, "packetsToday", today);
+    mg_json_kv_int(j, "totalObservations", total_obs);
+    mg_json_kv_int(j, "totalPackets", (int64_t)n);
+    mg_json_kv_int(j, "totalTransmissions", (int64_t)n);
+    mg_json_object_end(j);
+    mg_json_object_end(j);
+}
+
+static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes, size_t n_nodes,
+                      struct bulk *bk, int64_t now_s)
+{
+    /* Every transmission once, by id. */
+    int64_t *ids = malloc((bk->n_hits ? bk->n_hits : 1) * sizeof *ids);
+    if (!ids)
+        return SQLITE_NOMEM;
+    size_t n_ids = 0;
+    for (size_t i = 0; i < bk->n_hits; i++)
+        ids[n_ids++] = bk->hits[i].tx;
+    qsort(ids, n_ids, sizeof *ids, by_id);
+    size_t distinct = 0;
+    for (size_t i = 0; i < n_ids; i++)
+        if (!distinct || ids[distinct - 1] != ids[i])
+            ids[distinct++] = ids[i];
+    sqlite3_stmt *tx = mg_db_prepare(db, tx_sql);
+    char sql[sizeof obs_sql + 128];
+    snprintf(sql, sizeof sql, obs_sql,
+             db->schema.obs_resolved_path
+                 ? "CASE WHEN json_valid(o.resolved_path) THEN json(o.resolved_path) END"
+                 : "NULL");
+    sqlite3_stmt *obs = tx ? mg_db_prepare(db, sql) : NULL;
+    struct packet *p = calloc(distinct ? distinct : 1, sizeof *p);
+    const struct packet **mine = calloc(distinct ? distinct : 1, sizeof *mine);
+    struct observer_row *rows = calloc(distinct ? distinct : 1, sizeof *rows);
+    int rc = tx && obs ? (p && mine && rows ? SQLITE_OK : SQLITE_NOMEM) : SQLITE_ERROR;
+    size_t read = 0;
+    for (; rc == SQLITE_OK && read < distinct; read++)
+        rc = read_packet(tx, obs, ids[read], &p[read], NULL);
+    char today_start[32];
+    time_t day = (time_t)(now_s - now_s % 86400);
+    struct tm tm;
+    gmtime_r(&day, &tm);
+    strftime(today_start, sizeof today_start, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    struct mg_json j;
+    mg_json_init(&j, out);
+    mg_json_array_begin(&j);
+    size_t h = 0;
+    for (size_t node = 0; rc == SQLITE_OK && node < n_nodes; node++) {
+        if ((rc = sqlite3_step(nodes)) != SQLITE_ROW)
+            break;
+        rc = SQLITE_OK;
+        size_t n = 0;
+        for (; h < bk->n_hits && bk->hits[h].node == node; h++) {
+            if (n && mine[n - 1]->id == bk->hits[h].tx)
+                continue;
+            struct packet probe = {.id = bk->hits[h].tx};
+            const struct packet *found = bsearch(&probe, p, read, sizeof *p, packet_order);
+            if (found && found->first_seen) /* a transmission that is gone is no packet */
+                mine[n++] = found;
+        }
+        bulk_entry(&j, nodes, mine, n, today_start, rows);
+    }
+    mg_json_array_end(&j);
+    mg_buf_putc(out, '\n');
+    for (size_t i = 0; i < read; i++)
+        packet_free(&p[i]);
+    free(p);
+    free(mine);
+    free(rows);
+    free(ids);
+    sqlite3_finalize(tx);
+    sqlite3_finalize(obs);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    if (mg_param_str(req, "region") || mg_param_str(req, "area")) {
+        mg_response_error(res, 501,
+                          "bulk-health with region or area is not implemented: meshgate "
+                          "answers it for all nodes only");
+        return;
+    }
+    int64_t limit = BULK_DEFAULT;
+    const char *text = mg_param_str(req, "limit");
+    if (text && (!mg_parse_atoi(text, &limit) || limit <= 0)) /* CoreScope's clampLimit */
+        limit = BULK_DEFAULT;
+    limit = limit > BULK_MAX ? BULK_MAX : limit;
+    struct mg_db *db = env->db;
+    bool began = mg_node_read_begin(db);
+    sqlite3_stmt *nodes = mg_db_prepare(db, "SELECT public_key, name, role, lat, lon FROM nodes"
+                                            " ORDER BY last_seen DESC LIMIT ?1");
+    struct bulk bk;
+    memset(&bk, 0, sizeof bk);
+    char *pks[BULK_MAX];
+    size_t n = 0;
+    int rc = nodes ? SQLITE_OK : SQLITE_ERROR;
+    if (nodes) {
+        sqlite3_bind_int64(nodes, 1, limit);
+        while ((rc = sqlite3_step(nodes)) == SQLITE_ROW && n < BULK_MAX) {
+            const char *pk = (const char *)sqlite3_column_text(nodes, 0);
+            if (!(pks[n] = strdup(pk ? pk : ""))) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            n++;
+        }
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        sqlite3_reset(nodes);
+    }
+    if (rc == SQLITE_OK)
+        rc = bulk_tables(db, &bk, pks, n);
+    if (rc == SQLITE_OK)
+        rc = bulk_scan(db, &bk);
+    if (rc == SQLITE_OK) {
+        mg_response_json(res, 200);
+        rc = bulk_write(db, &res->body, nodes, n, &bk, req->start_realtime_ns / 1000000000LL);
+    }
+    if (rc != SQLITE_OK)
+        mg_node_answer_failure(res, "/api/nodes/bulk-health", rc, db->conn);
+    for (size_t i = 0; i < n; i++)
+        free(pks[i]);
+    bulk_free(&bk);
+    sqlite3_finalize(nodes);
     mg_node_read_end(db, began);
 }

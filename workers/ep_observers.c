@@ -460,14 +460,6 @@ static int build_analytics(struct mg_db *db, const struct analytics_args *a, int
 }
 
 /* A build's outcome from its SQLite result code. */
-static void cold_result(struct mg_cold_build *b, int rc, const char *what)
-{
-    b->result = rc == SQLITE_OK ? MG_COLD_OK : MG_COLD_ERROR;
-    b->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-    if (rc != SQLITE_OK)
-        snprintf(b->err, sizeof b->err, "reading %s failed: %s", what, sqlite3_errstr(rc));
-}
-
 static void analytics_build(struct mg_cold_build *b, struct mg_db *db)
 {
     const struct analytics_args *a = (const struct analytics_args *)b->args;
@@ -475,7 +467,7 @@ static void analytics_build(struct mg_cold_build *b, struct mg_db *db)
     int rc = build_analytics(db, a, b->now_unix, &b->body);
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
-    cold_result(b, rc, "the observations");
+    mg_cold_result(b, rc, "the observations");
 }
 
 static const struct mg_cold_report analytics_report = {
@@ -711,7 +703,7 @@ static void calibration_build(struct mg_cold_build *b, struct mg_db *db)
     int rc = build_calibration(db, &b->body);
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
-    cold_result(b, rc, "the ADVERTs");
+    mg_cold_result(b, rc, "the ADVERTs");
 }
 
 static const struct mg_cold_report calibration_report = {

@@ -17,6 +17,7 @@
  *
  * Light: one pass over the nodes (and the few non-relaying observers), whatever the hops.
  */
+#include "hop_nodes.h"
 #include "json.h"
 #include "params.h"
 #include "router.h"
@@ -25,23 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PREFIX_MAX 8 /* CoreScope's maxPrefixLen */
-
-struct node {
-    char *key;   /* as stored */
-    char *lower; /* lowercased */
-    char *name;  /* "" when NULL */
-    double lat, lon;
-    bool has_gps;
-    int64_t adverts;
-};
-
-struct nodes {
-    struct node *v;
-    size_t len, cap;
-};
-
-static void nodes_free(struct nodes *n)
+void mg_hop_nodes_free(struct mg_hop_nodes *n)
 {
     for (size_t i = 0; i < n->len; i++) {
         free(n->v[i].key);
@@ -60,7 +45,7 @@ static char *lower_dup(const char *s)
 }
 
 /* The nodes that may be a hop, in the table's order, without those known not to relay. */
-static int load_nodes(struct mg_db *db, struct nodes *out)
+int mg_hop_nodes_load(struct mg_db *db, struct mg_hop_nodes *out)
 {
     struct mg_buf sql;
     mg_buf_init(&sql);
@@ -82,14 +67,14 @@ static int load_nodes(struct mg_db *db, struct nodes *out)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (out->len == out->cap) {
             size_t cap = out->cap ? out->cap * 2 : 256;
-            struct node *grown = realloc(out->v, cap * sizeof *grown);
+            struct mg_hop_node *grown = realloc(out->v, cap * sizeof *grown);
             if (!grown) {
                 rc = SQLITE_NOMEM;
                 break;
             }
             out->v = grown, out->cap = cap;
         }
-        struct node *n = &out->v[out->len];
+        struct mg_hop_node *n = &out->v[out->len];
         const char *key = (const char *)sqlite3_column_text(st, 0);
         n->key = strdup(key ? key : "");
         n->lower = lower_dup(key);
@@ -111,22 +96,22 @@ static int load_nodes(struct mg_db *db, struct nodes *out)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static bool names_hop(const struct node *n, const char *hop, size_t len)
+bool mg_hop_names(const struct mg_hop_node *n, const char *hop, size_t len)
 {
-    if (len >= 2 && len <= PREFIX_MAX)
+    if (len >= 2 && len <= MG_HOP_PREFIX_MAX)
         return strncmp(n->lower, hop, len) == 0;
-    return strlen(n->lower) > PREFIX_MAX && strcmp(n->lower, hop) == 0;
+    return strlen(n->lower) > MG_HOP_PREFIX_MAX && strcmp(n->lower, hop) == 0;
 }
 
 /* CoreScope's tiebreak: more adverts, then the smaller key. */
-static bool better(const struct node *a, const struct node *b)
+bool mg_hop_better(const struct mg_hop_node *a, const struct mg_hop_node *b)
 {
     if (a->adverts != b->adverts)
         return a->adverts > b->adverts;
     return strcmp(a->key, b->key) < 0;
 }
 
-static void write_candidate(struct mg_json *j, const struct node *n)
+static void write_candidate(struct mg_json *j, const struct mg_hop_node *n)
 {
     mg_json_object_begin(j); /* CoreScope's order */
     mg_json_key(j, "name");
@@ -149,7 +134,7 @@ static void write_candidate(struct mg_json *j, const struct node *n)
     mg_json_object_end(j);
 }
 
-static void write_candidates(struct mg_json *j, const char *key, const struct nodes *all,
+static void write_candidates(struct mg_json *j, const char *key, const struct mg_hop_nodes *all,
                              const size_t *match, size_t count)
 {
     mg_json_key(j, key);
@@ -159,13 +144,13 @@ static void write_candidates(struct mg_json *j, const char *key, const struct no
     mg_json_array_end(j);
 }
 
-static void write_resolution(struct mg_json *j, const struct nodes *all, const char *hop,
+static void write_resolution(struct mg_json *j, const struct mg_hop_nodes *all, const char *hop,
                              size_t *match)
 {
     char *lower = lower_dup(hop);
     size_t len = lower ? strlen(lower) : 0, count = 0;
     for (size_t i = 0; lower && i < all->len; i++)
-        if (names_hop(&all->v[i], lower, len))
+        if (mg_hop_names(&all->v[i], lower, len))
             match[count++] = i;
     free(lower);
     mg_json_object_begin(j); /* CoreScope's order; empty pubkey, ambiguous omitted */
@@ -175,7 +160,7 @@ static void write_resolution(struct mg_json *j, const struct nodes *all, const c
         write_candidates(j, "conflicts", all, match, 0);
         mg_json_kv_string(j, "confidence", "no_match");
     } else if (count == 1) {
-        const struct node *n = &all->v[match[0]];
+        const struct mg_hop_node *n = &all->v[match[0]];
         mg_json_key(j, "name");
         if (n->name[0])
             mg_json_string(j, n->name);
@@ -186,10 +171,10 @@ static void write_resolution(struct mg_json *j, const struct nodes *all, const c
         write_candidates(j, "conflicts", all, match, 0);
         mg_json_kv_string(j, "confidence", "unique_prefix");
     } else {
-        const struct node *pick = NULL;
+        const struct mg_hop_node *pick = NULL;
         for (size_t i = 0; i < count; i++) {
-            const struct node *n = &all->v[match[i]];
-            if (n->has_gps && (!pick || better(n, pick)))
+            const struct mg_hop_node *n = &all->v[match[i]];
+            if (n->has_gps && (!pick || mg_hop_better(n, pick)))
                 pick = n;
         }
         const char *confidence = "gps_preference";
@@ -197,7 +182,7 @@ static void write_resolution(struct mg_json *j, const struct nodes *all, const c
             confidence = "observation_count_fallback";
             pick = &all->v[match[0]];
             for (size_t i = 1; i < count; i++)
-                if (better(&all->v[match[i]], pick))
+                if (mg_hop_better(&all->v[match[i]], pick))
                     pick = &all->v[match[i]];
         }
         mg_json_kv_string(j, "name", pick->name);
@@ -244,8 +229,8 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
         list[n++] = t;
     qsort(list, n, sizeof *list, compare_strings);
 
-    struct nodes all = {0};
-    int rc = n ? load_nodes(env->db, &all) : SQLITE_OK;
+    struct mg_hop_nodes all = {0};
+    int rc = n ? mg_hop_nodes_load(env->db, &all) : SQLITE_OK;
     size_t *match = all.len ? calloc(all.len, sizeof *match) : NULL;
     if (rc == SQLITE_OK && all.len && !match)
         rc = SQLITE_NOMEM;
@@ -269,7 +254,7 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
         mg_response_db_failure(res, "the nodes", rc);
     }
     free(match);
-    nodes_free(&all);
+    mg_hop_nodes_free(&all);
     free(list);
     free(copy);
 }

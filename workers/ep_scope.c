@@ -9,13 +9,12 @@
  *
  * One pass reads the transmissions of the window through the index on first_seen (CoreScope
  * makes four), so the cost grows with the window's traffic, never with the table; still, a
- * week can be most of the table, so the route is heavy. Without transmissions.scope_name (a
- * database CoreScope's migration has not reached) there is nothing to count: 501, as CoreScope
- * refuses it too.
+ * week can be most of the table, so the route is heavy unless warm in the shared cache. Without
+ * transmissions.scope_name (a database CoreScope's migration has not reached) there is nothing to
+ * count: 501, as CoreScope refuses it too.
  */
-#include "clock.h"
+#include "cold_report.h"
 #include "json.h"
-#include "log.h"
 #include "router.h"
 
 #include <stdio.h>
@@ -38,19 +37,6 @@ static const struct window windows[] = {
      "strftime('%Y-%m-%dT', first_seen) || printf('%02d', (CAST(strftime('%H', first_seen) AS "
      "INTEGER) / 6) * 6) || ':00:00Z'"},
 };
-
-static int fail(struct mg_response *res, struct mg_db *db, int rc)
-{
-    int primary = rc & 0xff;
-    mg_buf_reset(&res->body);
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-    else {
-        mg_warn("/api/scope-stats: %s", sqlite3_errmsg(db->conn));
-        mg_response_error(res, 500, "counting the scopes failed: %s", sqlite3_errmsg(db->conn));
-    }
-    return -1;
-}
 
 /* A named count: a scope (scoped = its transmissions) or a time bucket. */
 struct counted {
@@ -141,30 +127,11 @@ static int by_bucket(const void *a, const void *b)
     return strcmp(((const struct counted *)a)->name, ((const struct counted *)b)->name);
 }
 
-void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+/* The window's answer into body, the window ending at now_s; an SQLite code. */
+static int scope_body(struct mg_db *db, const struct window *w, int64_t now_s, struct mg_buf *body)
 {
-    const char *asked = mg_query_get(&req->query, "window");
-    const struct window *w = &windows[1];
-    if (asked && asked[0]) {
-        w = NULL;
-        for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
-            if (strcmp(asked, windows[i].name) == 0)
-                w = &windows[i];
-        if (!w) {
-            mg_response_error(res, 400, "window must be 1h, 24h, or 7d");
-            return;
-        }
-    }
-    struct mg_db *db = env->db;
-    if (!db->schema.tx_scope_name) {
-        mg_response_error(res, 501,
-                          "scope_name column not present: this database has not been migrated "
-                          "by CoreScope's ingestor, so it records no scopes");
-        return;
-    }
     char since[32];
-    time_t t = (time_t)(mg_realtime_ns() / MG_NS_PER_SEC) - (time_t)w->seconds;
+    time_t t = (time_t)now_s - (time_t)w->seconds;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -178,7 +145,7 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
              w->bucket);
     sqlite3_stmt *st = mg_db_prepare(db, sql);
     if (!st)
-        return (void)fail(res, db, sqlite3_errcode(db->conn));
+        return sqlite3_errcode(db->conn);
     sqlite3_bind_text(st, 1, since, -1, SQLITE_TRANSIENT);
     struct tally tally;
     memset(&tally, 0, sizeof tally);
@@ -188,16 +155,15 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE || tally.failed) {
         tally_free(&tally);
-        return (void)fail(res, db, rc == SQLITE_DONE ? SQLITE_NOMEM : rc);
+        return rc == SQLITE_DONE ? SQLITE_NOMEM : rc;
     }
     if (tally.nscopes) /* qsort must not be given NULL, even for no element */
         qsort(tally.scopes, tally.nscopes, sizeof *tally.scopes, by_count_then_name);
     if (tally.nbuckets)
         qsort(tally.buckets, tally.nbuckets, sizeof *tally.buckets, by_bucket);
 
-    mg_response_json(res, 200);
     struct mg_json j;
-    mg_json_init(&j, &res->body);
+    mg_json_init(&j, body);
     mg_json_object_begin(&j); /* CoreScope's field order */
     mg_json_kv_string(&j, "window", w->name);
     mg_json_key(&j, "summary");
@@ -227,6 +193,71 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
     }
     mg_json_array_end(&j);
     mg_json_object_end(&j);
-    mg_buf_putc(&res->body, '\n');
+    mg_buf_putc(body, '\n');
     tally_free(&tally);
+    return SQLITE_OK;
+}
+
+/*
+ * Every window is a cold report (cold_report.h): built under the cold gate, shared through
+ * the result cache for MESHGATE_REACH_CACHE_TTL_MS (CoreScope caches it about 30 s), built
+ * once for identical concurrent requests. The window ends when the build runs.
+ */
+static void scope_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    const struct window *w = &windows[b->args[0]];
+    bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    int rc = scope_body(db, w, b->now_unix, &b->body);
+    if (in_transaction)
+        sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
+    mg_cold_result(b, rc, "the transmissions");
+}
+
+static const struct mg_cold_report scope_report = {
+    .name = "scope stats",
+    .not_found = "Not found",
+    .bad_request = "window must be 1h, 24h, or 7d",
+    .build = scope_build,
+};
+
+/* The window asked for (index into windows), or -1 when it is none of them. */
+static int asked_window(const struct mg_request *req)
+{
+    const char *asked = mg_query_get(&req->query, "window");
+    if (!asked || !asked[0])
+        return 1;
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
+        if (strcmp(asked, windows[i].name) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    int w = asked_window(req);
+    if (w < 0 || !env->db->schema.tx_scope_name)
+        return false; /* refused before any read */
+    char key[32];
+    snprintf(key, sizeof key, "scope|%s", windows[w].name);
+    return mg_cold_report_is_heavy(env, key);
+}
+
+void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    int w = asked_window(req);
+    if (w < 0) {
+        mg_response_error(res, 400, "window must be 1h, 24h, or 7d");
+        return;
+    }
+    if (!env->db->schema.tx_scope_name) {
+        mg_response_error(res, 501,
+                          "scope_name column not present: this database has not been migrated "
+                          "by CoreScope's ingestor, so it records no scopes");
+        return;
+    }
+    char key[32];
+    snprintf(key, sizeof key, "scope|%s", windows[w].name);
+    unsigned char arg = (unsigned char)w;
+    mg_cold_report_serve(env, req, res, &scope_report, key, &arg, 1);
 }

@@ -845,8 +845,7 @@ static int observer_order(const void *a, const void *b)
     return text_compare(x->key, y->key);
 }
 
-/* Great-circle distance, written as CoreScope's haversineKm so the digits agree. */
-static double haversine_km(double lat1, double lon1, double lat2, double lon2)
+double mg_haversine_km(double lat1, double lon1, double lat2, double lon2)
 {
     double dlat = (lat2 - lat1) * M_PI / 180;
     double dlon = (lon2 - lon1) * M_PI / 180;
@@ -878,7 +877,7 @@ static void write_distance(struct mg_json *j, const struct node_info *self,
                            const struct node_info *n)
 {
     if (n && n->has_gps && self->has_gps)
-        mg_json_kv_double(j, "distance_km", haversine_km(self->lat, self->lon, n->lat, n->lon));
+        mg_json_kv_double(j, "distance_km", mg_haversine_km(self->lat, self->lon, n->lat, n->lon));
     else
         mg_json_kv_null(j, "distance_km");
 }

@@ -46,6 +46,10 @@ enum mg_reach_result mg_reach_build(struct mg_db *db, const char *pubkey, int da
                                     int64_t now_unix, struct mg_buf *body,
                                     struct mg_reach_stats *stats, char *err, size_t errlen);
 
+/* Great-circle distance in km, written as CoreScope's haversineKm (R = 6371.0) so the digits
+ * agree. */
+double mg_haversine_km(double lat1, double lon1, double lat2, double lon2);
+
 /* CoreScope's cap on the rows of one scan: rows of the window whose path holds one of the
  * target's tokens (quoted, any case), joined to their transmission. */
 #define MG_REACH_ROW_CAP 200000

@@ -8,7 +8,8 @@
  * (tests/test_cost.c runs each on a generated database and fails when one steps through
  * more rows than a light request may, or when a route that can be light declares none).
  * "{node}" stands for the busiest node's key, "{quiet}" for a node's that the detail can
- * serve light, "{prefix}" for its first 8 digits (tests/test_cost.c). Costs at 2M observations:
+ * serve light, "{prefix}" for its first 8 digits, "{companion}" for a node that cannot relay
+ * (tests/test_cost.c). Costs at 2M observations:
  * docs/benchmarks.md.
  */
 
@@ -47,6 +48,29 @@ static const char *const node_detail_cases[] = {"/api/nodes/{quiet}", "/api/node
 /* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
 static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
                                           "/api/nodes/{node}/reach?days=30", NULL};
+/* Cold report: heavy to build (the node's rows of neighbor_edges, a pass over neighbor_edges
+ * for node_b, which no index serves, and one over nodes and observers: 70 435 VM steps, 482
+ * pages, 3-6 ms for the busiest node at 2M observations), light when warm (0 steps). */
+static const char *const neighbors_cases[] = {"/api/nodes/{node}/neighbors",
+                                              "/api/nodes/{node}/neighbors?min_count=2", NULL};
+/* Cold report: heavy to build (every observation whose path holds a hop starting with the
+ * key's first byte, or whose resolved_path holds the key, and all observations of their
+ * transmissions: the busiest node at 2M observations, 11.6 s, 24.8M VM steps, 1.33M pages),
+ * light when warm (0 steps): when its body fits an entry of the shared cache
+ * (MESHGATE_REACH_CACHE_BYTES / _ENTRIES, 64 KiB by default; the 50 paths of a busy node may
+ * not, and are built for each request, one at a time under the cold gate). */
+static const char *const paths_cases[] = {"/api/nodes/{companion}/paths", NULL};
+/* Cold report (cold_report.h): heavy to build (20-28 s, 33M VM steps, 3.5M pages at 2M
+ * observations), light when warm (0 steps) where the list fits an entry of the shared cache:
+ * 34 KB on a 200k-observation database does; at 2M observations it outgrows the default
+ * 64 KiB entry and is rebuilt for each request (one at a time under the cold gate, identical
+ * requests coalesced) unless MESHGATE_REACH_CACHE_BYTES / _ENTRIES give entries room. */
+static const char *const fleet_skew_cases[] = {"/api/nodes/clock-skew", NULL};
+/* Cold reports, one per window: heavy to build (the window's transmissions through
+ * idx_transmissions_first_seen: 7d at 2M observations 1.7-2.1 s, 16.8M VM steps, 64 149
+ * pages), light when warm (0 steps). */
+static const char *const scope_cases[] = {"/api/scope-stats", "/api/scope-stats?window=1h",
+                                          "/api/scope-stats?window=7d", NULL};
 /* Light: the body is computed at most once per 10 s for the group; the request that would
  * compute it is heavy (mg_stats_is_heavy). */
 static const char *const stats_cases[] = {"/api/stats", NULL};
@@ -99,9 +123,14 @@ const struct mg_route mg_routes[] = {
      * paths come before the :pubkey one that would take them for a key. */
     {"/api/nodes/search", MG_COST_LIGHT, mg_handle_node_search, NULL, false, node_search_cases,
      false},
-    /* Heavy: every ADVERT's observations, twice (the offsets; the keys each is filed under):
-     * 33M VM steps, 3.5M pages at 2M observations. */
-    {"/api/nodes/clock-skew", MG_COST_HEAVY, mg_handle_fleet_clock_skew, NULL, false, NULL, false},
+    /* Heavy unless warm: every ADVERT's observations, twice (the offsets; the keys each is
+     * filed under): 33M VM steps, 3.5M pages at 2M observations. */
+    /* Heavy: one pass over observations and one over transmissions for all the nodes, then
+     * each of their transmissions read once: at 2M observations 5.1 s, 38M VM steps, 3.2M
+     * pages (limit=200: 9.7 s, 69M steps, 7.2M pages). */
+    {"/api/nodes/bulk-health", MG_COST_HEAVY, mg_handle_bulk_health, NULL, false, NULL, false},
+    {"/api/nodes/clock-skew", MG_COST_HEAVY, mg_handle_fleet_clock_skew,
+     mg_fleet_clock_skew_is_heavy, true, fleet_skew_cases, false},
     {"/api/nodes/:pubkey", MG_COST_HEAVY, mg_handle_node_detail, mg_node_detail_is_heavy, false,
      node_detail_cases, false},
     /* Heavy: finding a node's packets reads every transmission and observation, as no index
@@ -109,11 +138,19 @@ const struct mg_route mg_routes[] = {
      * observations: 32.8M VM steps, 432 122 pages, 6.5 s on a loaded machine). */
     {"/api/nodes/:pubkey/health", MG_COST_HEAVY, mg_handle_node_health, NULL, false, NULL, false},
     /* Heavy: every ADVERT's observations (the observers' offsets) and the node's packets (as
-     * health finds them): 50M VM steps, 1.5M pages at 2M observations. */
-    {"/api/nodes/:pubkey/clock-skew", MG_COST_HEAVY, mg_handle_node_clock_skew, NULL, false, NULL,
+     * health finds them): 50M VM steps, 1.5M pages, 14 s at 2M observations. A cold report
+     * (the cold gate, coalescing, the shared cache), but a node's body rarely fits a cache
+     * entry (64 KiB by default): on a 200k-observation database every node with skew data
+     * has 169 KB of samples, so a warm answer is served only where the cache is sized for it,
+     * and the route stays heavy. */
+    {"/api/nodes/:pubkey/clock-skew", MG_COST_HEAVY, mg_handle_node_clock_skew, NULL, true, NULL,
      false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
      reach_cases, false},
+    {"/api/nodes/:pubkey/paths", MG_COST_HEAVY, mg_handle_node_paths, mg_node_paths_is_heavy, true,
+     paths_cases, false},
+    {"/api/nodes/:pubkey/neighbors", MG_COST_HEAVY, mg_handle_node_neighbors,
+     mg_node_neighbors_is_heavy, true, neighbors_cases, false},
     /* Heavy: every request reads transmissions and observations. */
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
     /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per
@@ -163,7 +200,8 @@ const struct mg_route mg_routes[] = {
      false},
     /* Heavy: counts the window's transmissions (through the first_seen index); 7d is most of
      * the table (docs/benchmarks.md: 2M observations). */
-    {"/api/scope-stats", MG_COST_HEAVY, mg_handle_scope_stats, NULL, false, NULL, false},
+    {"/api/scope-stats", MG_COST_HEAVY, mg_handle_scope_stats, mg_scope_stats_is_heavy, true,
+     scope_cases, false},
     {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},
     {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true},
 };

@@ -59,6 +59,12 @@ unsigned mg_route_match(const char *path, char *param, size_t cap);
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_node_paths(struct mg_env *env, const struct mg_request *req,
+                          struct mg_response *res);
+void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
 void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
@@ -88,6 +94,10 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* A reach report is heavy unless it is warm in the shared cache or its parameters are bad
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
+bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
+bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
+bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req);
+bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* /api/nodes is heavy when this process has no table of hash sizes, or with a region when its
  * region map is stale (each is built in that request; node_hash_sizes.h, region_map.h). */
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);

@@ -476,10 +476,19 @@ Test(agent, a_replica_copy_reports_its_lag_and_is_reloaded_when_replaced, .init 
     cr_expect(strncmp(line, "ready up ", 9) == 0, "during the copy's reload: %s", line);
     pthread_join(held.thread, NULL);
     cr_expect_eq(held.status, 200);
-    mg_segment_detach(&seg);
     nw.want = new_nodes;
     cr_expect(mg_test_wait_until(serves_nodes, &nw, WAIT_CEILING_MS, 20),
               "the new copy was not served");
+    /* The reload replaces the workers one at a time: it is over when the group runs again
+     * (a worker not yet replaced still answers from the old copy until then). */
+    give_up = mg_test_now_ms() + WAIT_CEILING_MS;
+    while ((atomic_load(&seg.header->generation) < 1 ||
+            atomic_load(&seg.header->server_state) != MG_SERVER_RUNNING) &&
+           mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(10);
+    cr_expect_eq(atomic_load(&seg.header->server_state), MG_SERVER_RUNNING,
+                 "the reload never ended");
+    mg_segment_detach(&seg);
     expect_agent(agent_port, "ready up ");
     char *log = mg_test_server_log(&s);
     cr_expect(log && strstr(log, "was replaced: reloading to serve it"), "%s", log ? log : "");

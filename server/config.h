@@ -78,6 +78,19 @@ struct mg_config {
     int32_t anon_burst;
     int32_t anon_clients; /* entries of the rate table */
     int32_t anon_nice;    /* CPU priority of the helper threads that run anonymous heavy work */
+    /* the upstream (CoreScope's own server): what no native route answers goes there */
+    char upstream[MG_HOST_MAX + 8]; /* HOST:PORT; empty: off */
+    int32_t upstream_concurrency;   /* 0: no cap */
+    int32_t upstream_queue;
+    int32_t upstream_wait_ms;
+    char upstream_heavy[512]; /* path prefixes, comma-separated, '*' one segment */
+    int32_t upstream_max_body_bytes;
+    int32_t upstream_connect_timeout_ms;
+    int32_t upstream_timeout_ms;
+    int32_t upstream_idle_conns;
+    int32_t upstream_breaker_failures;
+    int32_t upstream_breaker_open_ms;
+    int32_t upstream_websockets;
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
     struct mg_cidr_list trusted_proxies;
@@ -109,6 +122,7 @@ enum mg_config_kind {
     MG_CFG_PATH,
     MG_CFG_LISTEN,
     MG_CFG_SHM_NAME,
+    MG_CFG_HOSTPORT, /* empty, or HOST:PORT / [IPV6]:PORT (mg_hostport_split) */
     MG_CFG_LOG_LEVEL,
     MG_CFG_CIDRS,      /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
     MG_CFG_ACCESS_LOG, /* enum mg_access_log: 0 (and the other false words), 1 (and the true
@@ -168,6 +182,9 @@ int mg_config_unknown(char *const *envp, char *out, size_t outlen);
 
 /* One line per variable, "NAME=value", for the start-up summary and the dump tool. */
 void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *), void *arg);
+
+/* Splits HOST:PORT or [IPV6]:PORT (HOST may be empty); 0, or -1 when malformed. */
+int mg_hostport_split(const char *s, char *host, size_t hostcap, uint16_t *port);
 
 /* The segment name when MESHGATE_SHM_NAME is empty: "/meshgate-<host>-<port>", sanitized. */
 void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen);

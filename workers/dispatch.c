@@ -12,6 +12,7 @@
 #include "scoreboard.h"
 #include "static_files.h"
 #include "stats.h"
+#include "upstream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,8 @@ static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route
     req->test_hold_ms = ms;
     /* Held on a helper instead: a reach report inside its build, an anonymous request run
      * on the anonymous helper inside its job. */
+    if (route >= mg_route_table_len)
+        return true; /* the upstream: the test upstream is slow on its own */
     bool on_helper = mg_routes[route].handler == mg_handle_reach ||
                      (env->anon_jobs && (a->step == ADMIT_HELD || a->step == ADMIT_OFF) &&
                       !mg_routes[route].own_jobs);
@@ -377,12 +380,25 @@ static void set_busy_wait(struct mg_env *env, bool light)
     }
 }
 
+/* Whether the request will go to the upstream, judged before the credentials are. */
+static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
+                           const struct mg_dispatch_buffers *b)
+{
+    char param[MG_PATH_PARAM_MAX];
+    bool native = !mg_path_has_encoded_slash(&hr->path) &&
+                  mg_route_match(b->path, param, sizeof param) != MG_ROUTE_NOT_FOUND;
+    return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
+}
+
 unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
                      struct mg_response *res)
 {
     const struct mg_http_request *hr = req->http;
     const char *why = NULL;
-    if (hr->method_id == MG_METHOD_OTHER) {
+    /* With an upstream, what no native route answers goes there, whatever its method or
+     * body: those checks wait for the route (mg_upstream_applies). */
+    bool upstream = env->cfg->upstream[0] != '\0';
+    if (!upstream && hr->method_id == MG_METHOD_OTHER) {
         mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
                           (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
         mg_response_header(res, "Allow: GET, HEAD");
@@ -390,7 +406,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         res->close = hr->content_length > 0 || hr->chunked;
         return MG_ROUTE_BAD_REQUEST;
     }
-    if (hr->content_length > 0 || hr->chunked) {
+    if (!upstream && (hr->content_length > 0 || hr->chunked)) {
         mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
         res->close = true;
         return MG_ROUTE_BAD_REQUEST;
@@ -429,17 +445,23 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     req->park->outcome.key_number = 0;
     if (key) {
         int index = key_len ? mg_keys_find(&mg_api_keys, key, key_len) : -1;
-        if (index < 0) {
+        /* A key meshgate does not know, on a request for the upstream, may be the
+         * upstream's own (CoreScope's X-API-Key): it goes up, and here it is anonymous. */
+        if (index < 0 && upstream && upstream_bound(env, hr, b))
+            key = NULL;
+        else if (index < 0) {
             mg_counter_add(env->seg, MG_CTR_UNAUTHORIZED, 1);
             mg_response_error(res, 401, "the API key is not valid");
             mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
                                     "error=\"invalid_token\"");
             return MG_ROUTE_BAD_REQUEST;
         }
-        req->signed_in = true;
-        req->park->outcome.key_number = (uint16_t)(index + 1);
-        if (req->park->turns <= 1) /* a parked request is dispatched again on each turn */
-            mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        if (key) {
+            req->signed_in = true;
+            req->park->outcome.key_number = (uint16_t)(index + 1);
+            if (req->park->turns <= 1) /* a parked request is dispatched again on each turn */
+                mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        }
     }
     req->path = b->path;
     uint8_t client[MG_ADDR_BYTES];
@@ -455,7 +477,22 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler;
-    if (route != MG_ROUTE_NOT_FOUND) {
+    if (upstream && mg_upstream_applies(env->cfg, hr, route != MG_ROUTE_NOT_FOUND,
+                                        mg_static_applies(env->cfg, b->path))) {
+        route = MG_ROUTE_UPSTREAM;
+        handler = mg_upstream_handle;
+    } else if (upstream && (hr->method_id == MG_METHOD_OTHER || hr->content_length > 0)) {
+        /* A native route (or a static file): the checks skipped above. */
+        if (hr->method_id == MG_METHOD_OTHER) {
+            mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
+                              (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
+            mg_response_header(res, "Allow: GET, HEAD");
+        } else {
+            mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
+        }
+        res->close = hr->content_length > 0 || hr->chunked;
+        return MG_ROUTE_BAD_REQUEST;
+    } else if (route != MG_ROUTE_NOT_FOUND) {
         handler = mg_routes[route].handler;
     } else if (mg_static_applies(env->cfg, b->path)) {
         route = MG_ROUTE_STATIC;
@@ -469,15 +506,18 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
     if (slot) {
         mg_slot_set_client(slot, req->client_addr);
-        mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
-                              req->start_monotonic_ns);
+        mg_slot_begin_request(slot,
+                              hr->method_id == MG_METHOD_HEAD  ? "HEAD"
+                              : hr->method_id == MG_METHOD_GET ? "GET"
+                                                               : "OTHER",
+                              shown, req->start_monotonic_ns);
     }
     test_stop_in_lock(env, req);
     struct mg_admission *a = &req->park->admission;
     if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
-        if (!anonymous_heavy || !env->anon_jobs) {
+        if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
             handler(env, req, res);
         } else if (mg_routes[route].own_jobs) {
             struct mg_env anon_env = *env;
@@ -493,7 +533,11 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             a->step = ADMIT_NEW;
     }
     if (a->step == ADMIT_HELD && !res->parked) {
-        mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
+        /* A request for the upstream keeps its permit until its response is relayed. */
+        if (res->upstream)
+            mg_upstream_keep_anon_permit(req->park, a->token);
+        else
+            mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
         a->step = ADMIT_DONE;
     }
     /* A parked request is still in flight (waiting in a line, or worked on by a helper): the

@@ -31,6 +31,7 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -343,6 +344,50 @@ static void write_anon_line(struct mg_buf *b, const struct mg_segment *seg, int6
                 load64(&t->evicted));
 }
 
+/* The upstream's gate, breaker and tunnels (its request and byte counters are
+ * meshgate_upstream_*_total among the counters, its latency the "(upstream)" route). */
+static void write_upstream(struct mg_buf *b, const struct mg_segment *seg)
+{
+    const struct mg_upstream_shm *u = seg->upstream;
+    const struct mg_fifo_gate *g = &u->gate;
+    single_uint(b, "meshgate_upstream_gate_cap", "gauge",
+                "requests at the upstream at once (0: no cap)", g->cap);
+    single_uint(b, "meshgate_upstream_gate_in_flight", "gauge",
+                "requests holding an upstream permit now",
+                *(volatile const uint32_t *)&g->in_flight);
+    single_uint(b, "meshgate_upstream_gate_waiting", "gauge",
+                "requests waiting in the upstream's line now",
+                *(volatile const uint32_t *)&g->waiting);
+    single_uint(b, "meshgate_upstream_gate_peak", "gauge",
+                "most requests holding an upstream permit at once", atomic_load(&g->peak));
+    single_uint(b, "meshgate_upstream_gate_admitted_total", "counter",
+                "requests admitted to the upstream, at once or after waiting",
+                load64(&g->acquired));
+    single_uint(b, "meshgate_upstream_gate_waited_total", "counter",
+                "requests that joined the upstream's line", load64(&g->waited));
+    single_uint(b, "meshgate_upstream_gate_refused_full_total", "counter",
+                "requests refused with 503 because the upstream's line was full",
+                load64(&g->refused_full));
+    single_uint(b, "meshgate_upstream_gate_refused_timeout_total", "counter",
+                "requests refused with 503 because their wait for the upstream ran out",
+                load64(&g->refused_timeout));
+    single_uint(b, "meshgate_upstream_gate_reclaimed_total", "counter",
+                "upstream permits and places of dead workers given back", load64(&g->reclaimed));
+    single_uint(b, "meshgate_upstream_breaker_open", "gauge",
+                "1 while the upstream's breaker fails requests fast (open or half-open)",
+                atomic_load(&u->breaker.state) != MG_BREAKER_CLOSED);
+    single_uint(b, "meshgate_upstream_breaker_opened_total", "counter",
+                "times the upstream's breaker opened", load64(&u->breaker.opened));
+    single_uint(b, "meshgate_upstream_breaker_fast_fails_total", "counter",
+                "requests answered 502 at once because the breaker was open",
+                load64(&u->breaker.fast_fails));
+    single_uint(b, "meshgate_upstream_tunnels_open", "gauge",
+                "WebSocket tunnels to the upstream open now", atomic_load(&u->tunnels_open));
+    single_uint(b, "meshgate_upstream_tunnels_cap", "gauge",
+                "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)",
+                atomic_load(&u->tunnel_cap));
+}
+
 static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
 {
     const struct mg_result_cache *c = seg->cache.cache;
@@ -383,5 +428,6 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_cold_gate(b, seg->cold);
     write_cache(b, seg, now);
     write_anon_line(b, seg, now);
+    write_upstream(b, seg);
     write_database(b, env);
 }

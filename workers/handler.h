@@ -149,6 +149,9 @@ struct mg_response {
     /* With parked: the request was admitted as light and has become heavy (a reach report
      * it followed must now be built here); dispatch admits it again on its next turn. */
     bool readmit;
+    /* Admitted for the upstream (upstream.h): the worker hands the connection to its proxy
+     * engine instead of writing a response. */
+    bool upstream;
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,

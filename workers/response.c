@@ -48,6 +48,7 @@ void mg_response_reset(struct mg_response *res)
     res->parked = false;
     mg_response_drop_file(res);
     res->readmit = false;
+    res->upstream = false;
 }
 
 void mg_response_free(struct mg_response *res)

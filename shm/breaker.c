@@ -9,6 +9,9 @@ void mg_breaker_init(struct mg_breaker *b, uint32_t threshold, int64_t open_ns)
     atomic_store(&b->failures, 0);
     atomic_store(&b->probe_pid, 0);
     atomic_store(&b->open_until_ns, 0);
+    atomic_store(&b->opened, 0);
+    atomic_store(&b->fast_fails, 0);
+    atomic_store(&b->probes, 0);
 }
 
 void mg_breaker_configure(struct mg_breaker *b, uint32_t threshold, int64_t open_ns)

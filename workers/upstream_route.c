@@ -34,7 +34,6 @@
 
 enum { STEP_NEW = 0, STEP_QUEUED, STEP_ADMITTED };
 
-/* The request's holdings, in park->state (the handler's own). upstream.c reads it. */
 bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_request *hr,
                          bool native_route, bool static_route)
 {

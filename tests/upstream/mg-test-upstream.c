@@ -172,7 +172,7 @@ static void base64(const unsigned char *in, size_t n, char *out)
 /* ---- a connection ---- */
 struct conn {
     int fd;
-    char buf[1 << 20];
+    char buf[16 << 20]; /* a whole request: the largest body the tests send, and more */
     size_t len;
 };
 
@@ -367,8 +367,10 @@ static int serve_one(struct conn *c)
             sleep_ms(2);
         }
         free(b);
-        if (rc == 0)
-            rc = send_all(c->fd, "0\r\nX-Checksum: 1\r\n\r\n", 21);
+        if (rc == 0) {
+            const char *last = "0\r\nX-Checksum: 1\r\n\r\n";
+            rc = send_all(c->fd, last, strlen(last));
+        }
     } else if (strncmp(target, "/slow", 5) == 0) {
         sleep_ms((int)query_long(target, "ms", 1000));
         rc = respond(c->fd, 200, "application/json", "{\"slow\":true}", 13);

@@ -813,3 +813,44 @@ Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
 }
+
+/* CoreScope's front end in headless Chromium (tests/upstream/browser-check.js), skipped with
+ * a message when node, playwright-core (BUILD/npm) or chromium is missing. */
+Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_connects)
+{
+    const char *public_dir = MESHGATE_SOURCE_DIR "/../shared/corescope/public";
+    struct stat st;
+    if (stat(public_dir, &st) != 0) {
+        cr_skip_test("CoreScope's front end is not at %s", public_dir);
+        return;
+    }
+    char which[256];
+    if (mg_test_shell("command -v node", which, sizeof which) != 0) {
+        cr_skip_test("node is missing");
+        return;
+    }
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    char setting[512];
+    snprintf(setting, sizeof setting, "MESHGATE_PUBLIC_DIR=%s", public_dir);
+    const char *env[] = {setting, NULL};
+    start_meshgate(&s, up.port, env);
+    char dir[128], cmd[1024];
+    static char out[1 << 16];
+    mg_test_tmpdir(dir, sizeof dir);
+    /* A short TMPDIR: Chromium's socket paths must fit. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && TMPDIR='%s' NODE_PATH='%s/npm/node_modules' timeout 180 node "
+             "tests/upstream/browser-check.js http://127.0.0.1:%d 2>&1",
+             MESHGATE_SOURCE_DIR, dir, MESHGATE_BUILD_DIR, s.port);
+    int rc = mg_test_shell(cmd, out, sizeof out);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+    if (rc == 77) {
+        cr_skip_test("%s", out);
+        return;
+    }
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_log_info("%s", out);
+}

@@ -782,6 +782,26 @@ Test(upstream, without_an_upstream_other_methods_get_405_and_unknown_paths_404)
     upstream_stop(&up);
 }
 
+Test(upstream, an_upstream_that_cannot_be_resolved_stops_the_start_and_the_check)
+{
+    char dir[128], db[256], db_setting[300], out[4096];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/db.sqlite", dir);
+    cr_assert_eq(mg_test_make_db(db, true, NULL), 0);
+    snprintf(db_setting, sizeof db_setting, "MESHGATE_DB=%s", db);
+    const char *check[] = {db_setting, "MESHGATE_UPSTREAM=no-such-host.invalid:3000",
+                           "MG_TEST_ARG=--check", NULL};
+    int st = mg_test_run_expect_exit(check, out, sizeof out, 30000);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "%d: %s", st, out);
+    cr_expect(strstr(out, "MESHGATE_UPSTREAM=no-such-host.invalid:3000: cannot resolve"), "%s",
+              out);
+    const char *bad[] = {db_setting, "MESHGATE_UPSTREAM=127.0.0.1", NULL};
+    st = mg_test_run_expect_exit(bad, out, sizeof out, 30000);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "%d: %s", st, out);
+    cr_expect(strstr(out, "MESHGATE_UPSTREAM=127.0.0.1: must be empty (off) or HOST:PORT"), "%s",
+              out);
+}
+
 Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
 {
     struct upstream_proc up = {0};

@@ -808,11 +808,16 @@ Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
     upstream_start(&up, 0, NULL);
     struct mg_test_server s;
     start_meshgate(&s, up.port, NULL);
+    /* Three requests, two workers: one worker served two, on one kept-alive connection. */
     for (int i = 0; i < 3; i++)
         cr_expect_eq(get_status_and_retry(s.port, "/big?bytes=1000", NULL, 0), 200);
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/metrics", NULL, &r));
     cr_expect(strstr(r.body, "meshgate_upstream_requests_total 3\n"), "%s", r.body);
+    cr_expect(strstr(r.body, "meshgate_upstream_reused_total 1\n") ||
+                  strstr(r.body, "meshgate_upstream_reused_total 2\n"),
+              "no kept-alive upstream connection was reused");
+    cr_expect(strstr(r.body, "meshgate_upstream_bytes_received_total "));
     cr_expect(strstr(r.body, "meshgate_upstream_gate_cap 8\n"));
     cr_expect(strstr(r.body, "meshgate_upstream_breaker_open 0\n"));
     cr_expect(strstr(r.body, "route=\"(upstream)\""));

@@ -219,20 +219,19 @@ static void breaker_verdict(struct exchange *x, bool success)
 }
 
 /* Gives back what admission took; once. */
-static void release_ticket(struct exchange *x)
+static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
 {
-    struct mg_upstream *u = x->u;
     struct mg_upstream_shm *s = seg_of(u)->upstream;
     int pid = u->env->pid;
-    if (x->ticket.gate_held)
-        mg_fifo_gate_release(&s->gate, pid, x->ticket.gate_token);
-    if (x->ticket.anon_token)
-        mg_fifo_gate_release(seg_of(u)->anon, pid, x->ticket.anon_token);
-    if (x->ticket.tunnel)
+    if (t->gate_held)
+        mg_fifo_gate_release(&s->gate, pid, t->gate_token);
+    if (t->anon_token)
+        mg_fifo_gate_release(seg_of(u)->anon, pid, t->anon_token);
+    if (t->tunnel)
         mg_upstream_tunnel_close(s, u->env->slot);
-    if (x->ticket.probe)
+    if (t->probe)
         mg_breaker_abandon(&s->breaker, pid, mg_monotonic_ns());
-    memset(&x->ticket, 0, sizeof x->ticket);
+    memset(t, 0, sizeof *t);
 }
 
 static void finish(struct exchange *x, int64_t now)
@@ -241,7 +240,7 @@ static void finish(struct exchange *x, int64_t now)
         return;
     struct mg_upstream *u = x->u;
     x->finished = true;
-    release_ticket(x);
+    release_ticket(u, &x->ticket);
     forget_fd(u, x->cfd, &x->cev);
     forget_fd(u, x->ufd, &x->uev);
     if (x->ufd >= 0) {
@@ -262,7 +261,6 @@ static void finish(struct exchange *x, int64_t now)
     x->next = u->graveyard;
     u->graveyard = x;
     u->active--;
-    x->done.bytes = x->done.bytes;
     x->done.duration_ns = now - x->start_ns;
     x->done.keep_alive =
         !x->broken && !x->close_after && x->client_keep_alive && x->body_left == 0 && !u->draining;
@@ -337,9 +335,8 @@ size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
         body_here = in_len - hr->head_len < (size_t)hr->content_length ? in_len - hr->head_len
                                                                        : (size_t)hr->content_length;
     if (!x) {
-        struct mg_upstream_done d = {.status = 0};
-        mg_fifo_gate_release(&seg_of(u)->upstream->gate, u->env->pid,
-                             mg_upstream_ticket_of(park)->gate_token);
+        struct mg_upstream_done d = {.status = 0}; /* the worker closes the connection */
+        release_ticket(u, mg_upstream_ticket_of(park));
         u->done(u->done_arg, owner, &d);
         return hr->head_len + body_here;
     }

@@ -553,7 +553,7 @@ Test(upstream, the_gate_caps_the_upstream_lines_up_the_rest_and_refuses_with_503
     upstream_start(&up, 0, NULL);
     struct mg_test_server s;
     const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=2", "MESHGATE_UPSTREAM_QUEUE=2",
-                         "MESHGATE_UPSTREAM_WAIT_MS=30000", NULL};
+                         "MESHGATE_UPSTREAM_WAIT_MS=30000", "MESHGATE_ACCESS_LOG=1", NULL};
     start_meshgate(&s, up.port, env);
     struct mg_segment seg;
     attach(&s, &seg);
@@ -579,6 +579,14 @@ Test(upstream, the_gate_caps_the_upstream_lines_up_the_rest_and_refuses_with_503
         free(held[i].body);
     }
     cr_expect_eq(atomic_load(&seg.upstream->gate.peak), 2, "the cap held");
+    /* The access log names the upstream's gate: two admitted at once, two after waiting,
+     * one refused. */
+    char *log = mg_test_server_log(&s);
+    cr_assert(log);
+    cr_expect(strstr(log, "gate=admitted:upstream-gate"), "%s", log);
+    cr_expect(strstr(log, "gate=waited:upstream-gate"), "%s", log);
+    cr_expect(strstr(log, "gate=refused:upstream-gate"), "%s", log);
+    free(log);
     cr_expect_eq(atomic_load(&seg.upstream->gate.refused_full), 1);
     cr_expect_eq(atomic_load(&seg.upstream->gate.waited), 2);
     cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS), "every permit came back");

@@ -39,6 +39,8 @@ enum mg_gate_id {
     MG_GATE_ANON_LINE,  /* the line of anonymous heavy requests */
     MG_GATE_COLD,       /* the cold gate of reach reports */
     MG_GATE_DIAG,       /* the diagnostic gate of /api/perf?mem=1 */
+    MG_GATE_UPSTREAM,   /* the upstream's gate (requests passed to MESHGATE_UPSTREAM) */
+    MG_GATE_BREAKER,    /* the upstream's breaker, while it fails fast */
 };
 enum mg_gate_verdict {
     MG_VERDICT_NONE = 0, /* light: no gate */

@@ -112,6 +112,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
         enum mg_breaker_verdict v = mg_breaker_allow(&u->breaker, env->pid, now, &retry_ns);
         if (v == MG_BREAKER_REFUSE) {
             mg_counter_add(env->seg, MG_CTR_UPSTREAM_502, 1);
+            mg_outcome_decide(&req->park->outcome, MG_GATE_BREAKER, MG_VERDICT_REFUSED, now);
             int retry_s = (int)((retry_ns + MG_NS_PER_SEC - 1) / MG_NS_PER_SEC);
             mg_response_refuse(res, 502, retry_s < 1 ? 1 : retry_s,
                                "the upstream is failing: its breaker is open; retry after "
@@ -145,18 +146,21 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
         int r = mg_fifo_gate_join(gate, env->pid, env->slot, who, &t->gate_token, &t->place,
                                   &t->ticket);
         if (r == MG_FIFO_ADMITTED) {
+            mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_ADMITTED, now);
             t->gate_held = true;
             t->step = STEP_ADMITTED;
             res->upstream = true;
             return;
         }
         if (r == MG_FIFO_QUEUED) {
+            mg_outcome_wait(&req->park->outcome, MG_GATE_UPSTREAM, now);
             t->deadline_ns = now + gate->wait_ns;
             t->step = STEP_QUEUED;
             res->parked = true;
             return;
         }
         give_back(env, t);
+        mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_REFUSED, now);
         mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
                            "the line for the upstream is full; retry after Retry-After");
         res->close = hr->content_length > 0;
@@ -181,12 +185,14 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             return;
         }
         if (r == MG_FIFO_ADMITTED) {
+            mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_ADMITTED, now);
             t->gate_held = true;
             t->step = STEP_ADMITTED;
             res->upstream = true;
             return;
         }
         give_back(env, t);
+        mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_REFUSED, now);
         t->step = STEP_NEW;
         mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
                            "the wait in the line for the upstream ran out; retry after "

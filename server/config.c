@@ -146,7 +146,7 @@ const struct mg_config_var mg_config_vars[] = {
      "largest request body passed to the upstream (it must have a Content-Length); larger: 413",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_connect_timeout_ms), 10,
-     60000, "2000", "time to connect to the upstream before 502 (ms)", MG_RELOAD_LIVE},
+     60000, "2000", "time to connect to the upstream before 504 (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_timeout_ms), 100, 600000, "30000",
      "time the upstream has for its response head, and for each read or write of a body, "
      "before 504 (or the connection is cut) (ms)",
@@ -174,6 +174,19 @@ const struct mg_config_var mg_config_vars[] = {
      "addresses and networks whose clients may read /server-status and /metrics and see client "
      "addresses in /api/perf (signed-in clients may too); behind trusted proxies, the client "
      "X-Forwarded-For names; everyone else gets 404; empty: signed-in clients only",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_AGENT_LISTEN", MG_CFG_ADDRESS, FIELD(agent_listen), 0, 0, "",
+     "address and port (HOST:PORT, [IPV6]:PORT) of HAProxy's agent-check port, which the master "
+     "answers with one line (ready up W%, drain, down or maint) and closes; empty: none",
+     MG_RELOAD_RESTART},
+    {"MESHGATE_AGENT_MAINT_FILE", MG_CFG_PATH, FIELD(agent_maint_file), 0, 0, "",
+     "while this file exists the agent answers maint (HAProxy takes the server out); empty: "
+     "none",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_REPLICA_MAX_LAG_MS", MG_CFG_INT, FIELD(replica_max_lag_ms), 0, 86400000, "0",
+     "MESHGATE_DB is a replica copy that a follower replaces whole: a new file is reloaded at "
+     "once, its lag is measured from its modification time, and past this many ms the agent "
+     "answers drain; 0: not a replica",
      MG_RELOAD_LIVE},
     {"MESHGATE_LOG_LEVEL", MG_CFG_LOG_LEVEL, FIELD(log_level), 0, 0, "info",
      "error, warning, info or debug", MG_RELOAD_LIVE},
@@ -248,15 +261,16 @@ static int parse_bool(const char *s, bool *out)
 }
 
 /* HOST:PORT, [V6]:PORT, or :PORT. The host is checked by the listener when it resolves it. */
-int mg_hostport_split(const char *s, char *host, size_t hostcap, uint16_t *port_out)
+int mg_config_parse_address(const char *s, char *host_out, size_t host_cap, uint16_t *port_out)
 {
     const char *colon;
+    char host[MG_HOST_MAX];
     if (s[0] == '[') {
         const char *close = strchr(s, ']');
         if (!close || close[1] != ':' || close == s + 1)
             return -1;
         size_t n = (size_t)(close - s - 1);
-        if (n >= hostcap)
+        if (n >= sizeof host)
             return -1;
         memcpy(host, s + 1, n);
         host[n] = '\0';
@@ -266,7 +280,7 @@ int mg_hostport_split(const char *s, char *host, size_t hostcap, uint16_t *port_
         if (!colon)
             return -1;
         size_t n = (size_t)(colon - s);
-        if (n >= hostcap || memchr(s, ':', n))
+        if (n >= sizeof host || memchr(s, ':', n))
             return -1;
         memcpy(host, s, n);
         host[n] = '\0';
@@ -277,19 +291,16 @@ int mg_hostport_split(const char *s, char *host, size_t hostcap, uint16_t *port_
     int64_t port;
     if (parse_int(colon + 1, 1, 65535, &port) < 0)
         return -1;
+    if (strlen(host) >= host_cap)
+        return -1;
+    memcpy(host_out, host, strlen(host) + 1);
     *port_out = (uint16_t)port;
     return 0;
 }
 
 static int parse_listen(const char *s, struct mg_config *cfg)
 {
-    char host[MG_HOST_MAX];
-    uint16_t port;
-    if (mg_hostport_split(s, host, sizeof host, &port) < 0)
-        return -1;
-    snprintf(cfg->listen_host, sizeof cfg->listen_host, "%s", host);
-    cfg->listen_port = port;
-    return 0;
+    return mg_config_parse_address(s, cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port);
 }
 
 static int parse_shm_name(const char *s, char *out, size_t outlen)
@@ -372,9 +383,20 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
         char host[MG_HOST_MAX];
         uint16_t port;
         if (strlen(value) >= v->size ||
-            (*value && (mg_hostport_split(value, host, sizeof host, &port) < 0 || !*host)))
+            (*value && (mg_config_parse_address(value, host, sizeof host, &port) < 0 || !*host)))
             return fail(err, errlen, v, value,
                         "must be empty (off) or HOST:PORT or [IPV6]:PORT with a port from 1 to "
+                        "65535");
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
+    case MG_CFG_ADDRESS: {
+        char host[MG_HOST_MAX];
+        uint16_t port;
+        if (strlen(value) >= v->size ||
+            (*value && mg_config_parse_address(value, host, sizeof host, &port) < 0))
+            return fail(err, errlen, v, value,
+                        "must be empty, HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to "
                         "65535");
         memcpy(field, value, strlen(value) + 1);
         return 0;
@@ -573,6 +595,7 @@ void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_
     case MG_CFG_SHM_NAME:
     case MG_CFG_CIDRS:
     case MG_CFG_HOSTPORT:
+    case MG_CFG_ADDRESS:
         snprintf(text, cap, "%s=%.*s", v->name, (int)v->size, field);
         break;
     case MG_CFG_LISTEN:
@@ -718,7 +741,8 @@ static bool same_value(const struct mg_config *a, const struct mg_config *b,
     if (v->kind == MG_CFG_LISTEN && a->listen_port != b->listen_port)
         return false;
     if (v->kind == MG_CFG_CIDRS || v->kind == MG_CFG_PATH || v->kind == MG_CFG_STRING ||
-        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN || v->kind == MG_CFG_HOSTPORT)
+        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN || v->kind == MG_CFG_HOSTPORT ||
+        v->kind == MG_CFG_ADDRESS)
         return strncmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
     return memcmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
 }

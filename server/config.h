@@ -100,6 +100,11 @@ struct mg_config {
     /* logging */
     int32_t log_level;  /* enum mg_log_level */
     int32_t access_log; /* enum mg_access_log */
+    /* past one machine (docs/scale-out.md): HAProxy's agent-check port, its maintenance
+     * file, and the lag past which a replica copy asks to be drained (0: not a replica) */
+    char agent_listen[MG_HOST_MAX + 8]; /* empty: no agent port */
+    char agent_maint_file[MG_PATH_MAX]; /* empty: none */
+    int32_t replica_max_lag_ms;
     /* where the rest came from, besides the environment (envfile.h); empty: nowhere */
     char env_file[MG_PATH_MAX];
 };
@@ -122,11 +127,12 @@ enum mg_config_kind {
     MG_CFG_PATH,
     MG_CFG_LISTEN,
     MG_CFG_SHM_NAME,
-    MG_CFG_HOSTPORT, /* empty, or HOST:PORT / [IPV6]:PORT (mg_hostport_split) */
+    MG_CFG_HOSTPORT, /* empty, or HOST:PORT / [IPV6]:PORT: a host to connect to */
     MG_CFG_LOG_LEVEL,
     MG_CFG_CIDRS,      /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
     MG_CFG_ACCESS_LOG, /* enum mg_access_log: 0 (and the other false words), 1 (and the true
                           words), combined or json */
+    MG_CFG_ADDRESS,    /* empty, or HOST:PORT as MESHGATE_LISTEN takes it, kept as text */
 };
 
 /*
@@ -175,6 +181,10 @@ int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);
  * MESHGATE_PUBLIC_DIR, when set, must name a directory meshgate can read (checked at start,
  * so a typo is not every static request answering 500). Returns 0, or -1 with the message.
  */
+/* HOST:PORT, [IPV6]:PORT or :PORT (empty host: every address) into host and port; -1 when
+ * it is none of these. */
+int mg_config_parse_address(const char *s, char *host, size_t host_cap, uint16_t *port);
+
 int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen);
 
 /* Names MESHGATE_* variables in envp that no row of the table knows; returns how many. */
@@ -182,9 +192,6 @@ int mg_config_unknown(char *const *envp, char *out, size_t outlen);
 
 /* One line per variable, "NAME=value", for the start-up summary and the dump tool. */
 void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *), void *arg);
-
-/* Splits HOST:PORT or [IPV6]:PORT (HOST may be empty); 0, or -1 when malformed. */
-int mg_hostport_split(const char *s, char *host, size_t hostcap, uint16_t *port);
 
 /* The segment name when MESHGATE_SHM_NAME is empty: "/meshgate-<host>-<port>", sanitized. */
 void mg_config_default_shm_name(const char *host, unsigned port, char *out, size_t outlen);

@@ -58,20 +58,21 @@ static int from_systemd_fds(char *err, size_t errlen)
     return fd;
 }
 
-static int resolve(const struct mg_config *cfg, struct addrinfo **res, char *err, size_t errlen)
+/* host "" means every address. what names the variable, for messages. */
+static int resolve(const char *what, const char *host, unsigned port_number, struct addrinfo **res,
+                   char *err, size_t errlen)
 {
     char port[8];
-    snprintf(port, sizeof port, "%u", cfg->listen_port);
+    snprintf(port, sizeof port, "%u", port_number);
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
-    int rc = getaddrinfo(host, port, &hints, res);
+    int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, res);
     if (rc != 0) {
-        snprintf(err, errlen, "MESHGATE_LISTEN=%s:%s: cannot resolve the host: %s",
-                 cfg->listen_host, port, gai_strerror(rc));
+        snprintf(err, errlen, "%s=%s:%s: cannot resolve the host: %s", what, host, port,
+                 gai_strerror(rc));
         return -1;
     }
     return 0;
@@ -80,23 +81,19 @@ static int resolve(const struct mg_config *cfg, struct addrinfo **res, char *err
 int mg_listener_check(const struct mg_config *cfg, char *err, size_t errlen)
 {
     struct addrinfo *res = NULL;
-    if (resolve(cfg, &res, err, errlen) < 0)
+    if (resolve("MESHGATE_LISTEN", cfg->listen_host, cfg->listen_port, &res, err, errlen) < 0)
         return -1;
     freeaddrinfo(res);
     return 0;
 }
 
-int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err, size_t errlen)
+int mg_listener_bind(const char *what, const char *host_text, unsigned port, int backlog, char *err,
+                     size_t errlen)
 {
-    int fd = from_systemd_fds(err, errlen);
-    *from_systemd = fd >= 0;
-    if (fd != -2)
-        return fd;
-
     struct addrinfo *res = NULL;
-    if (resolve(cfg, &res, err, errlen) < 0)
+    if (resolve(what, host_text, port, &res, err, errlen) < 0)
         return -1;
-    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
+    const char *host = host_text[0] ? host_text : NULL;
     /* With no host, prefer IPv6 (dual-stack) when the machine has it. */
     struct addrinfo *pick = res;
     if (!host)
@@ -107,7 +104,8 @@ int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err,
             }
     int last_errno = 0;
     for (struct addrinfo *a = pick; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        int fd =
+            socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
             last_errno = errno;
             continue;
@@ -116,19 +114,28 @@ int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err,
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (a->ai_family == AF_INET6)
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, host ? &one : &zero, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, cfg->backlog) == 0) {
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, backlog) == 0) {
             freeaddrinfo(res);
             return fd;
         }
         last_errno = errno;
         close(fd);
-        fd = -1;
     }
     freeaddrinfo(res);
-    snprintf(err, errlen, "MESHGATE_LISTEN=%s%s%s:%u: cannot listen: %s",
-             strchr(cfg->listen_host, ':') ? "[" : "", cfg->listen_host,
-             strchr(cfg->listen_host, ':') ? "]" : "", cfg->listen_port, strerror(last_errno));
+    snprintf(err, errlen, "%s=%s%s%s:%u: cannot listen: %s", what,
+             strchr(host_text, ':') ? "[" : "", host_text, strchr(host_text, ':') ? "]" : "", port,
+             strerror(last_errno));
     return -1;
+}
+
+int mg_listener_open(const struct mg_config *cfg, bool *from_systemd, char *err, size_t errlen)
+{
+    int fd = from_systemd_fds(err, errlen);
+    *from_systemd = fd >= 0;
+    if (fd != -2)
+        return fd;
+    return mg_listener_bind("MESHGATE_LISTEN", cfg->listen_host, cfg->listen_port, cfg->backlog,
+                            err, errlen);
 }
 
 void mg_listener_describe(int fd, char *out, size_t cap, char *host, size_t host_cap,

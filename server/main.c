@@ -12,6 +12,7 @@
 #include "config.h"
 #include "db.h"
 #include "keys.h"
+#include "agent.h"
 #include "listener.h"
 #include "log.h"
 #include "master.h"
@@ -127,6 +128,16 @@ int main(int argc, char **argv)
         return strncmp(err, "MESHGATE_LISTEN", 15) == 0 && strstr(err, "resolve") ? MG_EXIT_CONFIG
                                                                                   : 71;
     }
+    int agent_fd = -1;
+    if (cfg.agent_listen[0]) {
+        agent_fd = mg_agent_listen(cfg.agent_listen, err, sizeof err);
+        if (agent_fd < 0) {
+            mg_error("%s", err);
+            close(listen_fd);
+            return strstr(err, "resolve") ? MG_EXIT_CONFIG : 71;
+        }
+        mg_info("HAProxy's agent-check port on %s (MESHGATE_AGENT_LISTEN)", cfg.agent_listen);
+    }
     char desc[300], host[MG_HOST_MAX];
     unsigned port;
     mg_listener_describe(listen_fd, desc, sizeof desc, host, sizeof host, &port);
@@ -146,5 +157,5 @@ int main(int argc, char **argv)
                 sources.file_path);
     mg_info("effective configuration:");
     mg_config_describe(&cfg, print_line, NULL);
-    return mg_master_run(&cfg, &loaded, &sources, listen_fd, desc);
+    return mg_master_run(&cfg, &loaded, &sources, listen_fd, agent_fd, desc);
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "master.h"
 
+#include "agent.h"
+
 #include "client_limit.h"
 #include "clock.h"
 #include "conn_limit.h"
@@ -101,9 +103,22 @@ struct master {
     bool db_known;
     bool db_warned;
     int64_t db_checked_ns;
+    /* The file at the path when the reload under way began: what its workers open. */
+    dev_t pending_dev;
+    ino_t pending_ino;
+    int64_t pending_mtime_ns;
+    bool pending_known;
+    /* The reload under way is for a replaced replica copy, not a SIGHUP: routine, so the
+     * agent does not announce it as a drain. */
+    bool reload_for_copy;
+    /* HAProxy's agent port (agent.h), -1: none; and the last database probe. */
+    int agent_fd;
+    bool db_down;
+    int64_t db_probed_ns;
 };
 
 static void remember_db(struct master *m);
+static void note_pending_db(struct master *m);
 
 /* For the SIGBUS handler, which has nothing else to go by. */
 static struct master *sigbus_master;
@@ -123,6 +138,8 @@ static int spawn(struct master *m, unsigned slot_index)
     }
     if (pid == 0) {
         close(m->signal_fd);
+        if (m->agent_fd >= 0)
+            close(m->agent_fd);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -526,6 +543,7 @@ static void begin_reload(struct master *m)
             "time",
             m->generation, changed, m->sources->file_path[0] ? "" : " (no MESHGATE_ENV_FILE)");
     /* The file may have been replaced: new workers start from empty summaries. */
+    note_pending_db(m);
     open_summaries(m);
     m->reload_slot = 0;
     m->reload_step_ns = 0;
@@ -561,7 +579,13 @@ static void reload_step(struct master *m, int64_t now)
     mg_segment_set_state(&m->seg, MG_SERVER_RUNNING);
     mg_notify("READY=1");
     mg_info("reload done: every worker is of generation %u", m->generation);
-    remember_db(m); /* the file the new workers opened */
+    /* The file the new workers opened: the one at the path when the reload began. */
+    m->db_known = m->pending_known;
+    m->db_dev = m->pending_dev;
+    m->db_ino = m->pending_ino;
+    m->db_warned = false;
+    if (m->cfg.replica_max_lag_ms > 0 && m->pending_known)
+        atomic_store(&m->seg.header->replica_copy_realtime_ns, m->pending_mtime_ns);
 }
 
 static bool heartbeats_fresh(struct master *m, int64_t now, int64_t limit_ns)
@@ -584,23 +608,54 @@ static bool heartbeats_fresh(struct master *m, int64_t now, int64_t limit_ns)
  * they serve: each connection keeps the file it opened until SIGHUP replaces the workers,
  * and a reopen while the old file's -wal still holds frames reads them as pages of the new
  * file. Looked at every 2 s; logged once per replacement, with the safe order.
+ *
+ * A replica copy (MESHGATE_REPLICA_MAX_LAG_MS > 0, docs/scale-out.md) is different: nothing
+ * writes it, a follower replaces it whole with a file that has no -wal, so the master reloads
+ * as soon as it sees a new file (looked at every turn, 250 ms at most). The copy's
+ * modification time is what the follower stamps as "current as of" (it touches an unchanged
+ * copy): the lag is now minus the time of the copy the oldest serving workers opened.
  */
 #define DB_CHECK_INTERVAL_NS (2 * MG_NS_PER_SEC)
 
-static void remember_db(struct master *m)
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * MG_NS_PER_SEC + st->st_mtim.tv_nsec;
+}
+
+/* The file at the path now: its identity and modification time; false when there is none. */
+static bool stat_db(const struct master *m, dev_t *dev, ino_t *ino, int64_t *mtime)
 {
     struct stat st;
-    m->db_known = stat(m->cfg.db_path, &st) == 0;
-    if (m->db_known) {
-        m->db_dev = st.st_dev;
-        m->db_ino = st.st_ino;
-    }
+    if (stat(m->cfg.db_path, &st) < 0)
+        return false;
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+    *mtime = mtime_ns(&st);
+    return true;
+}
+
+static void remember_db(struct master *m)
+{
+    int64_t mtime;
+    m->db_known = stat_db(m, &m->db_dev, &m->db_ino, &mtime);
+    if (m->db_known && m->cfg.replica_max_lag_ms > 0)
+        atomic_store(&m->seg.header->replica_copy_realtime_ns, mtime);
     m->db_warned = false;
 }
 
+static void note_pending_db(struct master *m)
+{
+    m->pending_known = stat_db(m, &m->pending_dev, &m->pending_ino, &m->pending_mtime_ns);
+}
+
+static void begin_reload(struct master *m);
+
 static void check_db_file(struct master *m, int64_t now)
 {
-    if (now - m->db_checked_ns < DB_CHECK_INTERVAL_NS || m->db_warned || !m->db_known)
+    bool replica = m->cfg.replica_max_lag_ms > 0;
+    if (!replica)
+        atomic_store(&m->seg.header->replica_copy_realtime_ns, 0);
+    if ((!replica && now - m->db_checked_ns < DB_CHECK_INTERVAL_NS) || m->db_warned || !m->db_known)
         return;
     m->db_checked_ns = now;
     struct stat st;
@@ -609,16 +664,54 @@ static void check_db_file(struct master *m, int64_t now)
                 "put it back, or restart meshgate",
                 m->cfg.db_path, strerror(errno));
     } else if (st.st_dev != m->db_dev || st.st_ino != m->db_ino) {
+        if (replica) {
+            if (m->reload_slot >= 0 || m->draining)
+                return; /* after this reload, the next one */
+            mg_info("the replica copy %s was replaced: reloading to serve it", m->cfg.db_path);
+            mg_counter_add(&m->seg, MG_CTR_DATABASE_REPLACED, 1);
+            begin_reload(m);
+            m->reload_for_copy = m->reload_slot >= 0;
+            return;
+        }
         mg_warn("the database %s was replaced by another file: the workers go on serving the "
                 "one they opened until SIGHUP. Reload only once the old file's -wal is empty "
                 "(stop the ingestor, run PRAGMA wal_checkpoint(TRUNCATE)): a reopen reads a "
                 "leftover -wal as pages of the new file (docs/architecture.md, A live database)",
                 m->cfg.db_path);
     } else {
+        /* The same file: the follower's touch says it is still current. */
+        if (replica && m->reload_slot < 0)
+            atomic_store(&m->seg.header->replica_copy_realtime_ns, mtime_ns(&st));
         return;
     }
     m->db_warned = true;
     mg_counter_add(&m->seg, MG_CTR_DATABASE_REPLACED, 1);
+}
+
+/* What the agent port answers now (agent.h). */
+static void answer_agent(struct master *m, int64_t now)
+{
+    if (now - m->db_probed_ns >= MG_NS_PER_SEC || m->db_probed_ns == 0) {
+        char err[600];
+        bool up = mg_agent_probe_db(m->cfg.db_path, err, sizeof err);
+        if (up != !m->db_down)
+            mg_warn("agent: the database %s (%s)", up ? "answers again" : "does not answer",
+                    up ? m->cfg.db_path : err);
+        m->db_down = !up;
+        m->db_probed_ns = now;
+    }
+    struct mg_agent_status status = {
+        .maint = m->cfg.agent_maint_file[0] && access(m->cfg.agent_maint_file, F_OK) == 0,
+        .db_down = m->db_down,
+        .draining = m->draining,
+        .reloading = m->reload_slot >= 0 && !m->reload_for_copy,
+        .replica_max_lag_ms = m->cfg.replica_max_lag_ms,
+    };
+    mg_segment_replica_lag_ms(&m->seg, mg_realtime_ns(), &status.replica_lag_ms);
+    mg_agent_read_load(&m->seg, m->workers, &status.load);
+    char line[64];
+    size_t len = mg_agent_answer(&status, line, sizeof line);
+    mg_agent_serve(m->agent_fd, line, len);
 }
 
 static void tick(struct master *m, int64_t now)
@@ -833,7 +926,8 @@ static int poll_timeout_ms(const struct master *m, int64_t now)
 }
 
 int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
-                  struct mg_config_sources *sources, int listen_fd, const char *listen_desc)
+                  struct mg_config_sources *sources, int listen_fd, int agent_fd,
+                  const char *listen_desc)
 {
     struct master m;
     memset(&m, 0, sizeof m);
@@ -841,6 +935,7 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
     m.loaded = *loaded;
     m.sources = sources;
     m.listen_fd = listen_fd;
+    m.agent_fd = agent_fd;
     m.pid = getpid();
     m.workers = (unsigned)cfg->workers;
     m.slots = m.workers;
@@ -906,8 +1001,9 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
                 m.killed_stragglers = true;
             }
         }
-        struct pollfd pfd = {.fd = m.signal_fd, .events = POLLIN};
-        poll(&pfd, 1, poll_timeout_ms(&m, now));
+        struct pollfd pfd[2] = {{.fd = m.signal_fd, .events = POLLIN},
+                                {.fd = m.agent_fd, .events = POLLIN}};
+        poll(pfd, m.agent_fd >= 0 ? 2 : 1, poll_timeout_ms(&m, now));
         /* Before anything touches the segment: is it still whole? */
         if (mg_segment_check_size(&m.seg, err, sizeof err) < 0) {
             int rc = segment_lost(&m, err);
@@ -926,6 +1022,7 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
                 break;
             case SIGHUP:
                 begin_reload(&m);
+                m.reload_for_copy = false;
                 break;
             }
         }
@@ -934,6 +1031,8 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
         watch_workers(&m, now);
         mg_segment_for_each_lock(&m.seg, sweep_lock, &m);
         tick(&m, now);
+        if (m.agent_fd >= 0 && (pfd[1].revents & POLLIN))
+            answer_agent(&m, mg_monotonic_ns());
     }
     mg_segment_set_state(&m.seg, MG_SERVER_STOPPED);
     mg_segment_unlink(m.seg.name);

@@ -22,10 +22,11 @@
 
 /*
  * Runs the server until it is stopped; returns the exit code. cfg is in effect, loaded the
- * same before mg_config_resolve; SIGHUP reads sources' file again (docs/architecture.md,
- * "Reload") and applies what can change live.
+ * same before mg_config_resolve; agent_fd is MESHGATE_AGENT_LISTEN's socket or -1; SIGHUP reads
+ * sources' file again (docs/architecture.md, "Reload") and applies what can change live.
  */
 int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
-                  struct mg_config_sources *sources, int listen_fd, const char *listen_desc);
+                  struct mg_config_sources *sources, int listen_fd, int agent_fd,
+                  const char *listen_desc);
 
 #endif

@@ -611,3 +611,13 @@ const char *mg_server_state_name(uint32_t state)
     static const char *names[] = {"starting", "running", "reloading", "draining", "stopped"};
     return state < sizeof names / sizeof names[0] ? names[state] : "unknown";
 }
+
+bool mg_segment_replica_lag_ms(const struct mg_segment *seg, int64_t now_realtime_ns,
+                               int64_t *lag_ms)
+{
+    int64_t copy_ns = atomic_load(&seg->header->replica_copy_realtime_ns);
+    if (copy_ns <= 0)
+        return false;
+    *lag_ms = now_realtime_ns > copy_ns ? (now_realtime_ns - copy_ns) / MG_NS_PER_MS : 0;
+    return true;
+}

@@ -67,7 +67,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 10u
+#define MG_SHM_LAYOUT_VERSION 11u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64
@@ -111,6 +111,11 @@ struct mg_shm_header {
         _Atomic uint64_t requests;
         _Atomic uint64_t refusals;
     } rate[MG_RATE_SECONDS];
+    /* MESHGATE_REPLICA_MAX_LAG_MS > 0 (docs/scale-out.md): the master writes the
+     * modification time of the replica copy the oldest serving workers opened (what the
+     * follower stamps as "current as of"); readers show now minus it as the replica's lag.
+     * 0: not a replica. */
+    _Atomic int64_t replica_copy_realtime_ns;
 };
 
 struct mg_counters;
@@ -202,5 +207,10 @@ bool mg_process_alive(int pid, uint64_t start_ticks);
 /* True when pid is a running meshgate that may be the master a header names: alive as
  * above, one we may signal, and with meshgate's command name (or this program's). */
 bool mg_process_is_meshgate(int pid, uint64_t start_ticks);
+
+/* A replica copy's lag (replica_copy_realtime_ns above): true with *lag_ms, at least 0; false
+ * when the server does not serve a replica. */
+bool mg_segment_replica_lag_ms(const struct mg_segment *seg, int64_t now_realtime_ns,
+                               int64_t *lag_ms);
 
 #endif

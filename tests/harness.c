@@ -293,7 +293,7 @@ static pid_t spawn_binary(const char *const *env, const char *log_path)
     setenv("PATH", "/usr/bin:/bin", 1);
     for (; env && *env; env++)
         if (strncmp(*env, "MG_TEST_UID=", 12) != 0 && strncmp(*env, "MG_TEST_ARG=", 12) != 0 &&
-            strncmp(*env, "MG_TEST_JOURNAL", 15) != 0)
+            strncmp(*env, "MG_TEST_JOURNAL", 15) != 0 && strncmp(*env, "MG_TEST_PORT=", 13) != 0)
             putenv((char *)*env);
     if (journal_stream[0])
         putenv(journal_stream);
@@ -332,8 +332,14 @@ bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *
     size_t listen_at = n++;
     all[n] = NULL;
 
+    /* MG_TEST_PORT=N (not passed on): that port, say to start a server again where a proxy
+     * expects it; no other is tried. */
+    int fixed_port = 0;
+    for (const char *const *e = env; e && *e; e++)
+        if (strncmp(*e, "MG_TEST_PORT=", 13) == 0)
+            fixed_port = atoi(*e + 13);
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = mg_test_free_port();
+        s->port = fixed_port ? fixed_port : mg_test_free_port();
         snprintf(v_listen, sizeof v_listen, "MESHGATE_LISTEN=127.0.0.1:%d", s->port);
         all[listen_at] = v_listen;
         s->pid = spawn_binary(all, s->log_path);
@@ -358,7 +364,7 @@ bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *
         }
         char *log = mg_test_server_log(s);
         bool port_taken = log && strstr(log, "Address already in use");
-        if (!port_taken || s->pid) {
+        if (!port_taken || s->pid || fixed_port) {
             fprintf(stderr, "server did not start; its log:\n%s\n", log ? log : "(none)");
             free(log);
             if (s->pid)

@@ -64,9 +64,9 @@ int mg_test_free_port(void);
  * otherwise, and each "NAME=value" of env (NULL-terminated, may be NULL). Two entries are for
  * the harness and not passed on: MG_TEST_UID=N runs the server as that user;
  * MG_TEST_JOURNAL_STREAM=1 sets JOURNAL_STREAM to the device and inode of the log file, so the
- * server writes as it does to the journal. Waits until the
- * segment says it is running. Returns true when it is; false (with the log on stderr) when
- * it exited or did not get ready within 60 s.
+ * server writes as it does to the journal; MG_TEST_PORT=N listens on that port, not a free one.
+ * Waits until the segment says it is running. Returns true when it is; false (with the log on
+ * stderr) when it exited or did not get ready within 60 s.
  */
 bool mg_test_server_start(struct mg_test_server *s, const char *db, const char *const *env);
 

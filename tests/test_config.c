@@ -322,6 +322,16 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
         add_bad(s, "a b:80");
         add_bad(s, "::1:80");
         return true;
+    case MG_CFG_ADDRESS:
+        add_valid(s, "");
+        add_valid(s, "127.0.0.1:8081");
+        add_valid(s, "[::1]:9000");
+        add_valid(s, ":8081");
+        add_bad(s, "8081");
+        add_bad(s, "host:0");
+        add_bad(s, "[::1]9000");
+        add_bad(s, "a b:80");
+        return true;
     case MG_CFG_SHM_NAME: {
         add_valid(s, "/ok-name_1.x");
         add_valid(s, "");

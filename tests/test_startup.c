@@ -92,7 +92,7 @@ Test(startup, bad_environment_values_stop_the_start_with_78_and_a_message, .init
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *extra[] = {cases[i].setting, NULL};
-        char out[4096];
+        char out[16384];
         int code = run_with(extra, out, sizeof out);
         cr_expect_eq(code, 78, "%s: exit %d, output: %s", cases[i].setting, code, out);
         cr_expect(strstr(out, cases[i].must_say), "%s: output: %s", cases[i].setting, out);
@@ -102,7 +102,7 @@ Test(startup, bad_environment_values_stop_the_start_with_78_and_a_message, .init
 Test(startup, unset_database_variable_is_named, .init = make_dir_and_db, .fini = cleanup)
 {
     const char *env[] = {"MESHGATE_WORKERS=1", NULL};
-    char out[4096];
+    char out[16384];
     int status = mg_test_run_expect_exit(env, out, sizeof out, 5000);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 78);
     cr_expect(strstr(out, "MESHGATE_DB is not set"), "output: %s", out);
@@ -110,7 +110,7 @@ Test(startup, unset_database_variable_is_named, .init = make_dir_and_db, .fini =
 
 Test(startup, missing_database_is_refused_with_66, .init = make_dir_and_db, .fini = cleanup)
 {
-    char setting[300], out[4096];
+    char setting[300], out[16384];
     snprintf(setting, sizeof setting, "MESHGATE_DB=%s/nope.db", test_dir);
     const char *extra[] = {setting, NULL};
     cr_expect_eq(run_with(extra, out, sizeof out), 66, "output: %s", out);
@@ -120,7 +120,7 @@ Test(startup, missing_database_is_refused_with_66, .init = make_dir_and_db, .fin
 Test(startup, foreign_database_is_refused_with_65_and_nothing_written, .init = make_dir_and_db,
      .fini = cleanup)
 {
-    char path[300], setting[320], out[4096];
+    char path[300], setting[320], out[16384];
     snprintf(path, sizeof path, "%s/other.db", test_dir);
     sqlite3 *db;
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
@@ -140,7 +140,7 @@ Test(startup, foreign_database_is_refused_with_65_and_nothing_written, .init = m
 
 Test(startup, file_that_is_not_sqlite_is_refused_with_65, .init = make_dir_and_db, .fini = cleanup)
 {
-    char path[300], setting[320], out[4096];
+    char path[300], setting[320], out[16384];
     snprintf(path, sizeof path, "%s/text.db", test_dir);
     FILE *f = fopen(path, "w");
     for (int i = 0; i < 200; i++)
@@ -156,7 +156,7 @@ Test(startup, second_instance_on_the_same_segment_refuses_with_73)
 {
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, NULL));
-    char v_shm[96], v_db[300], v_listen[64], out[4096];
+    char v_shm[96], v_db[300], v_listen[64], out[16384];
     snprintf(v_shm, sizeof v_shm, "MESHGATE_SHM_NAME=%s", s.shm_name);
     snprintf(v_db, sizeof v_db, "MESHGATE_DB=%s/test.db", s.dir);
     snprintf(v_listen, sizeof v_listen, "MESHGATE_LISTEN=127.0.0.1:%d", mg_test_free_port());
@@ -227,7 +227,7 @@ Test(startup, segment_left_by_a_killed_instance_is_replaced)
 Test(startup, foreign_segment_under_the_name_is_refused_and_kept, .init = make_dir_and_db,
      .fini = cleanup)
 {
-    char name[64], v_shm[96], out[4096];
+    char name[64], v_shm[96], out[16384];
     snprintf(name, sizeof name, "/mgtest-foreign-%d", (int)getpid());
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     cr_assert_geq(fd, 0);

@@ -420,6 +420,9 @@ Test(systemd, make_install_places_files_and_keeps_an_edited_env_file)
     expect_file(dir, "/usr/share/meshgate/grafana/meshgate.json", 0644);
     expect_file(dir, "/usr/share/meshgate/prometheus/meshgate-rules.yml", 0644);
     expect_file(dir, "/usr/share/meshgate/prometheus/scrape.yml", 0644);
+    expect_file(dir, "/usr/share/meshgate/haproxy/meshgate.cfg", 0644);
+    expect_file(dir, "/usr/share/meshgate/litestream/litestream.yml", 0644);
+    expect_file(dir, "/usr/libexec/meshgate/meshgate-replica-follow", 0755);
     expect_file(dir, "/usr/lib/systemd/system/meshgate.socket", 0644);
     expect_file(dir, "/usr/lib/systemd/system/meshgate.service", 0644);
     expect_file(dir, "/etc/meshgate/meshgate.env", 0644);

@@ -10,6 +10,7 @@
  * cached counts or after the whole MESHGATE_DB_BUSY_TIMEOUT_MS. The row counts are body data
  * only: the group's last counts (db_counts.h), refreshed off the request path.
  */
+#include "clock.h"
 #include "db_counts.h"
 #include "gates_json.h"
 #include "json.h"
@@ -87,6 +88,15 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
         mg_json_kv_null(&j, "loadedTx");
     }
     mg_json_kv_bool(&j, "ready", true);
+    /* Only on a replica copy (docs/scale-out.md): how old its data may be. */
+    int64_t lag_ms;
+    if (mg_segment_replica_lag_ms(env->seg, mg_realtime_ns(), &lag_ms)) {
+        mg_json_key(&j, "replica");
+        mg_json_object_begin(&j);
+        mg_json_kv_int(&j, "lagMs", lag_ms);
+        mg_json_kv_int(&j, "maxLagMs", env->cfg->replica_max_lag_ms);
+        mg_json_object_end(&j);
+    }
     mg_json_key(&j, "workers");
     mg_json_object_begin(&j);
     mg_json_kv_uint(&j, "alive", alive);

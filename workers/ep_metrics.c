@@ -245,6 +245,21 @@ static void write_database(struct mg_buf *b, struct mg_env *env)
     sample_uint(b, "meshgate_database_rows", "table", "observers", (uint64_t)counts.observers);
 }
 
+/* Only on a replica copy (docs/scale-out.md). */
+static void write_replica(struct mg_buf *b, const struct mg_segment *seg, int32_t max_lag_ms)
+{
+    int64_t lag_ms;
+    if (!mg_segment_replica_lag_ms(seg, mg_realtime_ns(), &lag_ms))
+        return;
+    family(b, "meshgate_replica_lag_seconds", "gauge",
+           "age of the replica copy the oldest serving workers read: now minus the time the "
+           "follower stamped on it");
+    sample_seconds(b, "meshgate_replica_lag_seconds", NULL, NULL, (double)lag_ms / 1000.0);
+    family(b, "meshgate_replica_max_lag_seconds", "gauge",
+           "MESHGATE_REPLICA_MAX_LAG_MS: past it the agent port answers drain");
+    sample_seconds(b, "meshgate_replica_max_lag_seconds", NULL, NULL, (double)max_lag_ms / 1000.0);
+}
+
 static void write_diag_gate(struct mg_buf *b, const struct mg_diag_gate *g, int64_t now)
 {
     /* Plain copies of words written under the gate's lock, as gates_json.c reads them. */
@@ -430,4 +445,5 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_anon_line(b, seg, now);
     write_upstream(b, seg);
     write_database(b, env);
+    write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
 }

@@ -92,6 +92,22 @@ static void give_back(struct mg_env *env, struct mg_upstream_ticket *t)
     t->probe = t->tunnel = false;
 }
 
+/* What the gate's records show of a request: "METHOD path". */
+static void line_key(const struct mg_request *req, char *who, size_t cap)
+{
+    const struct mg_str *m = &req->http->method;
+    snprintf(who, cap, "%.*s %s", m->len > 8 ? 8 : (int)m->len, m->ptr, req->path);
+}
+
+static void admitted(const struct mg_request *req, struct mg_upstream_ticket *t,
+                     struct mg_response *res, int64_t now)
+{
+    mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_ADMITTED, now);
+    t->gate_held = true;
+    t->step = STEP_ADMITTED;
+    res->upstream = true;
+}
+
 void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_upstream_ticket *t = mg_upstream_ticket_of(req->park);
@@ -141,15 +157,11 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             return;
         }
         char who[MG_FIFO_KEY_MAX];
-        snprintf(who, sizeof who, "%.*s %s", (int)hr->method.len > 8 ? 8 : (int)hr->method.len,
-                 hr->method.ptr, req->path);
+        line_key(req, who, sizeof who);
         int r = mg_fifo_gate_join(gate, env->pid, env->slot, who, &t->gate_token, &t->place,
                                   &t->ticket);
         if (r == MG_FIFO_ADMITTED) {
-            mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_ADMITTED, now);
-            t->gate_held = true;
-            t->step = STEP_ADMITTED;
-            res->upstream = true;
+            admitted(req, t, res, now);
             return;
         }
         if (r == MG_FIFO_QUEUED) {
@@ -176,8 +188,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             return;
         }
         char who[MG_FIFO_KEY_MAX];
-        snprintf(who, sizeof who, "%.*s %s", (int)hr->method.len > 8 ? 8 : (int)hr->method.len,
-                 hr->method.ptr, req->path);
+        line_key(req, who, sizeof who);
         int r = mg_fifo_gate_poll(gate, env->pid, env->slot, who, t->place, t->ticket, now,
                                   t->deadline_ns, &t->gate_token);
         if (r == MG_FIFO_QUEUED) {
@@ -185,10 +196,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             return;
         }
         if (r == MG_FIFO_ADMITTED) {
-            mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_ADMITTED, now);
-            t->gate_held = true;
-            t->step = STEP_ADMITTED;
-            res->upstream = true;
+            admitted(req, t, res, now);
             return;
         }
         give_back(env, t);

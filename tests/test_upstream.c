@@ -887,3 +887,36 @@ Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_conne
     cr_expect_eq(rc, 0, "%s", out);
     cr_log_info("%s", out);
 }
+
+Test(upstream, pipelined_requests_after_a_proxied_one_are_each_answered_once)
+{
+    /* Nothing listens on the upstream's port: the proxied request ends at once with 502. */
+    int down = mg_test_free_port();
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    for (int round = 0; round < 2; round++) {
+        struct mg_test_server s;
+        start_meshgate(&s, round == 0 ? up.port : down, NULL);
+        const char *pipelined = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"
+                                "GET /api/healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+                                "GET /headers HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        int fd = mg_test_connect(s.port);
+        cr_assert(mg_test_send(fd, pipelined, strlen(pipelined)));
+        int want[3][2] = {{200, 502}, {200, 200}, {200, 502}};
+        for (int i = 0; i < 3; i++) {
+            struct mg_test_response r;
+            cr_assert(mg_test_read_response(fd, &r, false, CEILING_MS), "round %d, answer %d",
+                      round, i);
+            cr_expect_eq(r.status, want[i][round], "round %d, answer %d", round, i);
+            if (round == 0 && i == 0)
+                cr_expect_str_eq(r.body, "hello");
+            if (round == 0 && i == 2)
+                cr_expect(strstr(r.body, "GET /headers HTTP/1.1\r\n"), "%s", r.body);
+            mg_test_response_free(&r);
+        }
+        cr_expect(mg_test_wait_closed(fd, CEILING_MS), "a fourth answer, or no close");
+        close(fd);
+        mg_test_server_stop(&s, 10000);
+    }
+    upstream_stop(&up);
+}

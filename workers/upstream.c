@@ -50,6 +50,7 @@ struct exchange {
     bool broken;   /* the client connection must close: the response could not be completed */
     bool verdict;  /* the breaker heard about this exchange */
     bool finished; /* in the graveyard */
+    bool started;  /* pumped once: mg_upstream_run starts what mg_upstream_begin set up */
     bool closing;  /* a tunnel being closed by a drain */
     bool sent_close_down, sent_close_up;
     int client_minor;
@@ -323,8 +324,6 @@ static bool start_connect(struct exchange *x, int64_t now)
     return true;
 }
 
-static void pump(struct exchange *x, int64_t now);
-
 size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
                          const struct mg_http_request *hr, const char *in, size_t in_len,
                          const struct mg_request *req, struct mg_park *park, int64_t now)
@@ -400,8 +399,9 @@ size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
     } else {
         start_connect(x, now);
     }
-    pump(x, now);
-    mg_upstream_run(u, now);
+    /* Not pumped here: the worker first drops the bytes taken from its buffer (an exchange
+     * that ends at once calls it back, and it must not see this request again), then runs
+     * the engine. */
     return hr->head_len + body_here;
 }
 
@@ -779,6 +779,13 @@ static void on_deadline(struct exchange *x, int64_t now)
 
 void mg_upstream_run(struct mg_upstream *u, int64_t now)
 {
+    for (struct exchange *x = u->live, *next; x; x = next) {
+        next = x->next;
+        if (!x->started) {
+            x->started = true;
+            pump(x, now);
+        }
+    }
     struct epoll_event events[64];
     for (int round = 0; round < 8; round++) {
         int n = epoll_wait(u->epfd, events, 64, 0);

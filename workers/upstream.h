@@ -60,10 +60,12 @@ struct mg_upstream *mg_upstream_new(const struct mg_env *env, mg_upstream_done_f
 int mg_upstream_fd(const struct mg_upstream *u);
 
 /*
- * Starts passing the request (admitted by mg_upstream_handle, its ticket in park) to the
+ * Sets up passing the request (admitted by mg_upstream_handle, its ticket in park) to the
  * upstream. in[0..in_len) is what the worker has read of the connection: the head, then
  * possibly the start of the body and more. Returns how many of those bytes the exchange took
- * (the head and its body's part); the rest is the client's next request.
+ * (the head and its body's part; copied, the worker drops them); the rest is the client's
+ * next request. The exchange starts at the next mg_upstream_run, which may call the owner
+ * back at once.
  */
 size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
                          const struct mg_http_request *hr, const char *in, size_t in_len,

@@ -523,6 +523,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
                                          &c->park, now);
         if (!c->closed)
             mg_buf_consume(&c->in, taken);
+        mg_upstream_run(w->upstream, now);
         return;
     }
     if (route == MG_ROUTE_BAD_REQUEST)

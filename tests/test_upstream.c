@@ -848,7 +848,8 @@ Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
 }
 
 /* CoreScope's front end in headless Chromium (tests/upstream/browser-check.js), skipped with
- * a message when node, playwright-core (BUILD/npm) or chromium is missing. */
+ * a message when node, playwright-core (BUILD/npm, or build/npm for every build) or chromium
+ * is missing. */
 Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_connects)
 {
     const char *public_dir = MESHGATE_SOURCE_DIR "/../shared/corescope/public";
@@ -874,9 +875,9 @@ Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_conne
     mg_test_tmpdir(dir, sizeof dir);
     /* A short TMPDIR: Chromium's socket paths must fit. */
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && TMPDIR='%s' NODE_PATH='%s/npm/node_modules' timeout 180 node "
-             "tests/upstream/browser-check.js http://127.0.0.1:%d 2>&1",
-             MESHGATE_SOURCE_DIR, dir, MESHGATE_BUILD_DIR, s.port);
+             "cd '%s' && TMPDIR='%s' NODE_PATH='%s/npm/node_modules:%s/build/npm/node_modules' "
+             "timeout 180 node tests/upstream/browser-check.js http://127.0.0.1:%d 2>&1",
+             MESHGATE_SOURCE_DIR, dir, MESHGATE_BUILD_DIR, MESHGATE_SOURCE_DIR, s.port);
     int rc = mg_test_shell(cmd, out, sizeof out);
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);

@@ -35,6 +35,11 @@ struct mg_db_schema {
     bool nodes_multibyte_evidence; /* nodes.multibyte_evidence (migrated) */
     bool observers_inactive;       /* observers.inactive */
     bool observers_last_packet_at; /* observers.last_packet_at */
+    bool observers_clock_skew;     /* observers.clock_skew_seconds (migrated) */
+    bool observers_clock_count;    /* observers.clock_skew_count_24h (migrated) */
+    bool observers_clock_naive_at; /* observers.clock_last_naive_at (migrated) */
+    bool observers_can_relay;      /* observers.can_relay (migrated) */
+    bool observers_can_relay_seen; /* observers.can_relay_seen (migrated) */
     bool tx_channel_hash;          /* transmissions.channel_hash */
     bool tx_scope_name;            /* transmissions.scope_name (migrated) */
     bool tx_last_seen;             /* transmissions.last_seen (migrated) */

@@ -395,10 +395,11 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
         filter_walk(&w, db, f, keys_not_null);
         break;
     case MG_PACKETS_SQL_OBSERVATIONS:
+    case MG_PACKETS_SQL_DETAIL_OBSERVATIONS:
         /* Without expand the rows come in index order and the best is chosen in C; with
          * it they are listed newest first, which sorts this transmission's few rows. */
         mg_buf_puts(out, "SELECT o.id, o.observer_idx, o.path_json, o.timestamp");
-        if (f->expand_observations || f->group_by_hash)
+        if (f->expand_observations || f->group_by_hash || which != MG_PACKETS_SQL_OBSERVATIONS)
             mg_buf_printf(out,
                           ", o.direction, o.snr, o.rssi, %s%s,"
                           " strftime('%%Y-%%m-%%dT%%H:%%M:%%S.000Z', o.timestamp, 'unixepoch'),"
@@ -409,7 +410,9 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
                           resolved_of, resolved);
         else
             mg_buf_puts(out, " FROM observations o");
-        mg_buf_puts(out, f->expand_observations
+        mg_buf_puts(out, which == MG_PACKETS_SQL_DETAIL_OBSERVATIONS
+                             ? " WHERE o.transmission_id = ? ORDER BY o.timestamp DESC, o.id ASC"
+                         : f->expand_observations
                              ? " WHERE o.transmission_id = ? ORDER BY o.timestamp DESC, o.id DESC"
                              : " WHERE o.transmission_id = ?");
         break;
@@ -670,6 +673,12 @@ static bool write_stored_array(struct mg_json *j, const char *key, const char *t
     return true;
 }
 
+bool mg_packets_write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
+                                   struct mg_buf *tmp)
+{
+    return write_stored_array(j, key, text, len, false, tmp);
+}
+
 static void write_text_or_null(struct mg_json *j, const char *key, const char *text, size_t len,
                                bool empty_is_null)
 {
@@ -852,8 +861,9 @@ struct packets_run {
     struct mg_buf id_text, iata_text, latest;
     struct pair *ids, *iatas;
     size_t ids_len, iatas_len, ids_cap, iatas_cap;
-    int64_t last_obs_id; /* the highest observation id of the last scan, -1 when none */
-    size_t scanned_rows; /* rows of the last scan */
+    int64_t last_obs_id;     /* the highest observation id of the last scan, -1 when none */
+    sqlite3_stmt *last_best; /* the best row of the last packet written, NULL when none */
+    size_t scanned_rows;     /* rows of the last scan */
     /* Summaries this request may use (see use_summaries): the high-water mark read before
      * any record, the snapshot's newest observation, the transmissions with observations
      * between the two. */
@@ -1414,6 +1424,7 @@ static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt 
     } else {
         r->rows_from_summary++;
     }
+    r->last_best = best;
     size_t path_len = 0, resolved_len = 0, iata_len = 0, id_len = 0, name_len = 0;
     const char *path = NULL, *resolved = NULL, *iata = NULL, *observer_id = NULL,
                *observer_name = NULL;
@@ -2039,6 +2050,133 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
     if (r == MG_FIFO_ADMITTED)
         mg_fifo_gate_release(env->seg->cold, env->pid, pass_token);
     mg_tx_summary_lease_release(s, env->pid);
+}
+
+/* One observation in CoreScope's ObservationResp order; absent values of the keys it omits
+ * when empty (resolved_path, direction, raw_hex) are left out. raw_hex is the transmission's:
+ * CoreScope's store keeps no frame per observation. */
+static void write_detail_observation(struct packets_run *r, struct mg_json *j, sqlite3_stmt *st,
+                                     sqlite3_stmt *row)
+{
+    size_t path_len, resolved_len, iata_len, id_len, name_len, raw_len, dir_len;
+    const char *path = column_text(st, O_PATH_JSON, &path_len);
+    const char *resolved = column_text(st, O_RESOLVED_PATH, &resolved_len);
+    const char *iata = column_text(st, O_OBSERVER_IATA, &iata_len);
+    const char *observer_id = column_text(st, O_OBSERVER_ID, &id_len);
+    const char *observer_name = column_text(st, O_OBSERVER_NAME, &name_len);
+    const char *direction = column_text(st, O_DIRECTION, &dir_len);
+    const char *raw = column_text(row, P_RAW_HEX, &raw_len);
+    mg_json_object_begin(j); /* CoreScope's field order, not sorted */
+    mg_json_key(j, "id");
+    mg_db_json_column(j, st, O_ID);
+    mg_json_key(j, "hash");
+    mg_db_json_column(j, row, P_HASH);
+    write_text_or_null(j, "observer_id", observer_id, id_len, false);
+    write_text_or_null(j, "observer_name", observer_name, name_len, false);
+    write_text_or_null(j, "observer_iata", iata, iata_len, true);
+    mg_json_key(j, "snr");
+    mg_db_json_column(j, st, O_SNR);
+    mg_json_key(j, "rssi");
+    mg_db_json_column(j, st, O_RSSI);
+    write_text_or_null(j, "path_json", path, path_len, false);
+    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    if (direction && dir_len > 0)
+        mg_json_kv_string(j, "direction", direction);
+    if (raw && raw_len > 0) {
+        mg_json_key(j, "raw_hex");
+        mg_json_string_n(j, raw, raw_len);
+    }
+    mg_json_key(j, "timestamp");
+    mg_db_json_column(j, st, O_TIMESTAMP);
+    mg_json_object_end(j);
+}
+
+/* Whether the (observer, path) of the statement's row is among the first n rows' (kept in
+ * r->pair_text by add_pair). */
+static bool pair_seen(struct packets_run *r, size_t n)
+{
+    const struct pair *last = &r->pairs[n];
+    for (size_t i = 0; i < n; i++)
+        if (r->pairs[i].hash == last->hash && r->pairs[i].len == last->len &&
+            memcmp(r->pair_text.data + r->pairs[i].at, r->pair_text.data + last->at, last->len) ==
+                0)
+            return true;
+    return false;
+}
+
+/* "observation_count" and "observations" of the detail: one per observer and path. */
+static int write_detail_observations(struct packets_run *r, struct mg_json *j, sqlite3_stmt *row)
+{
+    sqlite3_stmt *st = prepare_statement(r, MG_PACKETS_SQL_DETAIL_OBSERVATIONS);
+    if (!st)
+        return r->error;
+    sqlite3_bind_int64(st, 1, sqlite3_column_int64(row, P_ID));
+    mg_buf_reset(&r->pair_text);
+    struct mg_buf list;
+    mg_buf_init(&list);
+    struct mg_json lj;
+    mg_json_init(&lj, &list);
+    mg_json_array_begin(&lj);
+    size_t kept = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!add_pair(r, kept, st)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        if (pair_seen(r, kept)) {
+            r->pair_text.len = r->pairs[kept].at; /* forget this row's pair */
+            continue;
+        }
+        kept++;
+        write_detail_observation(r, &lj, st, row);
+    }
+    mg_json_array_end(&lj);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE && !list.failed) {
+        mg_json_kv_int(j, "observation_count", kept ? (int64_t)kept : 1);
+        mg_json_key(j, "observations");
+        mg_json_raw(j, list.data, list.len);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_NOMEM;
+    }
+    mg_buf_free(&list);
+    return rc;
+}
+
+int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
+{
+    struct mg_packets_filter f = {.limit = 1, .expand_observations = true};
+    struct packets_run r = {.env = env, .f = &f};
+    run_init(&r);
+    sqlite3_stmt *row = prepare_statement(&r, MG_PACKETS_SQL_ROW);
+    r.observations = prepare_statement(&r, MG_PACKETS_SQL_OBSERVATIONS);
+    r.best = prepare_statement(&r, MG_PACKETS_SQL_BEST);
+    int rc = r.error ? r.error : SQLITE_OK;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(row, 1, tx_id);
+        rc = sqlite3_step(row);
+        rc = rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+    }
+    if (rc == SQLITE_OK) {
+        mg_json_key(j, "packet");
+        if (!write_packet(&r, j, row))
+            rc = r.error;
+    }
+    if (rc == SQLITE_OK) {
+        size_t path_len = 0;
+        const char *path = r.last_best ? column_text(r.last_best, B_PATH_JSON, &path_len) : NULL;
+        if (!write_stored_array(j, "path", path, path_len, false, &r.tmp)) {
+            mg_json_key(j, "path");
+            mg_json_array_begin(j);
+            mg_json_array_end(j);
+        }
+        rc = write_detail_observations(&r, j, row);
+    }
+    sqlite3_finalize(row);
+    run_free(&r);
+    return rc;
 }
 
 static void answer_failure(struct packets_run *r)

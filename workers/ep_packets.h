@@ -99,6 +99,8 @@ enum mg_packets_statement {
     MG_PACKETS_SQL_LATEST_FIRST_SEEN, /* id, first_seen; by first_seen desc, id desc */
     MG_PACKETS_SQL_LATEST_OBSERVED,   /* id, observation time; by timestamp desc, id desc */
     MG_PACKETS_SQL_GROUPED_SORTED,    /* id; by latest desc, id desc; LIMIT ? OFFSET ? */
+    /* OBSERVATIONS with expand, in CoreScope's store order: timestamp desc, then id asc */
+    MG_PACKETS_SQL_DETAIL_OBSERVATIONS,
 };
 
 /*
@@ -146,6 +148,23 @@ int mg_packets_summaries_open(const char *db_path, int busy_timeout_ms, struct m
  * gives the permit and lease back when that pass is done. Cheap when there is nothing to do.
  */
 void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns);
+
+/*
+ * The keys of /api/packets/{id}'s body (CoreScope's PacketDetailResponse) for transmission
+ * tx_id, written into the open object j: "packet" as /api/packets?expand=observations lists
+ * it, "path" (its best observation's hops), "observation_count" (its observations, 1 when
+ * none) and "observations" (newest first, in CoreScope's observation record). Call it inside
+ * a read transaction. As CoreScope's store, "observations" and "observation_count" keep one
+ * observation per observer and path: the newest, then the lowest id. SQLITE_OK; SQLITE_NOTFOUND
+ * when there is no such transmission (nothing written); otherwise the SQLite code of the failure.
+ */
+int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j);
+
+/* Writes key and the stored JSON array of strings (or nulls) text, as /api/packets writes
+ * resolved_path; false, with nothing written, when text is NULL or not such an array. tmp is
+ * scratch space. */
+bool mg_packets_write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
+                                   struct mg_buf *tmp);
 
 /* Tests: whether the last request of this thread answered every page row from a summary
  * (true), or read at least one directly. */

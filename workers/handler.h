@@ -183,6 +183,11 @@ void mg_response_json(struct mg_response *res, int status);
 void mg_response_error(struct mg_response *res, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A failed read of the database by the endpoint that reads `what` ("the observers"): 503 with
+ * Retry-After: 1 while a writer holds the lock, otherwise 500 naming it (and a warning in the
+ * log). rc is the SQLite result code. */
+void mg_response_db_failure(struct mg_response *res, const char *what, int rc);
+
 /*
  * An admission refusal (invariant 6): status 429 or 503, Retry-After: seconds (>= 1),
  * Cache-Control: no-store, {"error":"<message>","retryAfter":seconds}.

@@ -21,6 +21,12 @@ bool mg_parse_int64(const char *s, int64_t *out)
     return true;
 }
 
+bool mg_parse_atoi(const char *s, int64_t *out)
+{
+    errno = 0;
+    return mg_parse_int64(s, out) && errno != ERANGE;
+}
+
 bool mg_param_int(const struct mg_request *req, struct mg_response *res, const char *name,
                   int64_t def, int64_t min, int64_t max, int64_t *out)
 {

@@ -27,5 +27,7 @@ const char *mg_param_str(const struct mg_request *req, const char *name);
 
 /* Parses a whole decimal integer (optional sign, no spaces); false when malformed. */
 bool mg_parse_int64(const char *s, int64_t *out);
+/* As Go's strconv.Atoi, which CoreScope's handlers use: mg_parse_int64, but false out of range. */
+bool mg_parse_atoi(const char *s, int64_t *out);
 
 #endif

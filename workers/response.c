@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "json.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -230,4 +231,17 @@ const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen
     else
         snprintf(out, outlen, "%s:%s", verdict, gates[o->gate]);
     return out;
+}
+
+void mg_response_db_failure(struct mg_response *res, const char *what, int rc)
+{
+    int primary = rc & 0xff;
+    mg_buf_reset(&res->headers);
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
+        return;
+    }
+    mg_warn("reading %s from the database failed: %s", what, sqlite3_errstr(rc));
+    mg_response_error(res, 500, "reading %s from the database failed: %s", what,
+                      sqlite3_errstr(rc));
 }

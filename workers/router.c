@@ -44,6 +44,26 @@ static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/p
 static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
+/* Packets, observers and channels of CoreScope's front end (issue 14). Costs at 2M
+ * observations: docs/benchmarks.md. Light: a transmission by primary key or UNIQUE hash, its
+ * observations by idx_observations_transmission_id (at most 4 480 VM steps, 695 pages for
+ * the most-heard one); a trace is the same walk (1 529 steps). */
+static const char *const packet_detail_cases[] = {"/api/packets/{packet}", "/api/packets/{hash}",
+                                                  "/api/packets/{HASH}", NULL};
+static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zzzz", NULL};
+/* Light: one pass over the nodes that can relay, whatever the hops. */
+static const char *const resolve_hops_cases[] = {
+    "/api/resolve-hops?hops=a1,b2c3,d4e5f6,0123456789,ffff,A1,a1,zz,,x", "/api/resolve-hops", NULL};
+/* Light: tables in the program, no database (0 steps). */
+static const char *const iata_cases[] = {"/api/iata-coords", NULL};
+static const char *const known_channels_cases[] = {"/api/known-channels",
+                                                   "/api/known-channels?region=US", NULL};
+/* Cold reports (cold_report.h): heavy to build (the observer's window: 8.3 s cold for the
+ * busiest observer; every ADVERT heard twice), light when warm in the shared cache (0 steps). */
+static const char *const analytics_cases[] = {"/api/observers/{observer}/analytics",
+                                              "/api/observers/{observer}/analytics?days=365", NULL};
+static const char *const clock_skew_cases[] = {"/api/observers/clock-skew", NULL};
+
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
     {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false},
@@ -51,6 +71,33 @@ const struct mg_route mg_routes[] = {
      reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */
     {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false},
+    /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per
+     * transmission after ?since= (193k steps for a day at 2M observations). */
+    {"/api/packets/timestamps", MG_COST_HEAVY, mg_handle_packet_timestamps, NULL, false, NULL,
+     false},
+    {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
+     false},
+    {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
+    {"/api/resolve-hops", MG_COST_LIGHT, mg_handle_resolve_hops, NULL, false, resolve_hops_cases,
+     false},
+    {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
+    /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
+     * busiest hour of the 2M database; it grows with traffic). */
+    {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false},
+    {"/api/observers/clock-skew", MG_COST_HEAVY, mg_handle_observer_clock_skew,
+     mg_observer_clock_skew_is_heavy, true, clock_skew_cases, false},
+    {"/api/observers/:id/analytics", MG_COST_HEAVY, mg_handle_observer_analytics,
+     mg_observer_analytics_is_heavy, true, analytics_cases, false},
+    {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false},
+    /* Heavy: every GRP_TXT transmission is grouped, 590 ms (with a region, their
+     * observations: 8.8 s). */
+    {"/api/channels", MG_COST_HEAVY, mg_handle_channels, NULL, false, NULL, false},
+    /* Heavy: each of the channel's messages gets its newest sighting to choose the page
+     * (868 ms for the busiest channel). */
+    {"/api/channels/:hash/messages", MG_COST_HEAVY, mg_handle_channel_messages, NULL, false, NULL,
+     false},
+    {"/api/known-channels", MG_COST_LIGHT, mg_handle_known_channels, NULL, false,
+     known_channels_cases, false},
     {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false},
     {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false},
     {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},

@@ -81,6 +81,31 @@ bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* /api/nodes is heavy with a region when this process's region map is stale (it is built
  * in that request; region_map.h). */
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* Packets, observers and channels of CoreScope's front end (ep_packet_detail.c,
+ * ep_observers.c, ep_channels.c). */
+void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
+void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res);
+void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
+void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
+/* Observer analytics are heavy unless warm in the shared cache (cold_report.h). */
+bool mg_observer_analytics_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+bool mg_observer_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
+void mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 
 #endif

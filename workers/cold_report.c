@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: ISC */
+/* The shared machinery of cold reports: see cold_report.h. */
+#include "cold_report.h"
+
+#include "clock.h"
+#include "dispatch.h"
+#include "gate_fifo.h"
+#include "log.h"
+#include "result_cache.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define COLD_RETRY_AFTER_S 2
+
+enum step { START = 0, FOLLOW, JOIN, QUEUED, ADMITTED, BUILDING };
+
+struct cold_state {
+    enum step step;
+    char key[MG_CACHE_KEY_MAX];
+    bool cached;
+    uint64_t build_id;
+    int place;
+    uint64_t ticket;
+    uint64_t token;
+    int64_t deadline_ns;
+    struct mg_cold_build *job;
+};
+
+_Static_assert(sizeof(struct cold_state) <= MG_PARK_BYTES, "the state fits a park");
+
+/* On the helper thread, under the permit. */
+static void run_build(struct mg_job *job, struct mg_db *db)
+{
+    struct mg_cold_build *b = (struct mg_cold_build *)job;
+    if (b->hold_ms > 0) {
+        struct timespec ts = {b->hold_ms / 1000, (long)(b->hold_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0)
+            ;
+    }
+    b->report->build(b, db);
+}
+
+static struct mg_outcome *outcome(const struct mg_request *req)
+{
+    return &req->park->outcome;
+}
+
+__attribute__((format(printf, 3, 4))) static void
+refuse(const struct mg_request *req, struct mg_response *res, const char *fmt, ...)
+{
+    char why[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_REFUSED, mg_monotonic_ns());
+    mg_response_refuse(res, 429, COLD_RETRY_AFTER_S, why);
+}
+
+static void give_up_claim(struct mg_env *env, struct cold_state *st)
+{
+    if (st->cached && st->build_id)
+        mg_result_cache_abandon(&env->seg->cache, env->pid, st->build_id);
+    st->build_id = 0;
+}
+
+static bool gone(const struct mg_request *req)
+{
+    return req->client_gone && req->client_gone(req->client_gone_arg);
+}
+
+/* The client left while waiting: nothing will read an answer; close after it. */
+static void answer_gone(const struct mg_request *req, struct mg_response *res)
+{
+    refuse(req, res, "the client went away");
+    res->close = true;
+}
+
+static void park(struct mg_response *res)
+{
+    res->parked = true;
+}
+
+static void finish_build(struct mg_env *env, struct cold_state *st, struct mg_response *res)
+{
+    struct mg_cold_build *b = st->job;
+    /* The permit goes back first, on every path. */
+    mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
+    st->token = 0;
+    if (b->result == MG_COLD_OK && !b->body.failed) {
+        if (st->cached && st->build_id)
+            mg_result_cache_store(&env->seg->cache, env->pid, st->build_id, b->body.data,
+                                  b->body.len, mg_monotonic_ns());
+        st->build_id = 0;
+        mg_buf_reset(&res->body);
+        mg_buf_append(&res->body, b->body.data, b->body.len);
+        mg_response_json(res, 200);
+    } else {
+        give_up_claim(env, st);
+        if (b->result == MG_COLD_NOT_FOUND) {
+            mg_response_error(res, 404, "%s", b->report->not_found);
+        } else if (b->result == MG_COLD_BAD_REQUEST) {
+            mg_response_error(res, 400, "%s", b->report->bad_request);
+        } else if (b->busy) {
+            mg_response_refuse(res, 503, 1, "the database is busy; retry after Retry-After");
+        } else {
+            mg_log(MG_LOG_ERROR, "%s %s: %s", b->report->name, st->key, b->err);
+            mg_response_error(res, 500, "the %s could not be built", b->report->name);
+        }
+    }
+    mg_buf_free(&b->body);
+    free(b);
+    st->job = NULL;
+}
+
+static void step_start(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+                       const struct mg_cold_report *report, const char *key,
+                       struct mg_response *res)
+{
+    size_t key_len = strlen(key);
+    snprintf(st->key, sizeof st->key, "%s", key);
+    st->place = -1;
+    st->cached = env->seg->config->reach_cache_ttl_ms > 0 && key_len < sizeof st->key;
+    if (!st->cached) {
+        st->step = JOIN;
+        return;
+    }
+    enum mg_cache_outcome found =
+        mg_result_cache_lookup(&env->seg->cache, env->pid, env->slot, st->key, mg_monotonic_ns(),
+                               &res->body, &st->build_id);
+    if (found == MG_CACHE_HIT) {
+        mg_response_json(res, 200);
+        return;
+    }
+    if (found == MG_CACHE_CLAIMED) {
+        st->step = JOIN;
+        return;
+    }
+    st->place = mg_fifo_gate_follow(env->seg->cold, env->pid, env->slot, st->key);
+    if (st->place < 0) {
+        refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);
+        return;
+    }
+    st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+    mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
+    st->step = FOLLOW;
+    park(res);
+}
+
+static void step_follow(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+                        const struct mg_cold_report *report, struct mg_response *res)
+{
+    int64_t now = mg_monotonic_ns();
+    enum mg_cache_outcome found = MG_CACHE_BUSY;
+    if (!gone(req))
+        found = mg_result_cache_relook(&env->seg->cache, env->pid, env->slot, st->key, now,
+                                       &res->body, &st->build_id);
+    if (found == MG_CACHE_BUSY && !gone(req) && now < st->deadline_ns) {
+        park(res);
+        return;
+    }
+    mg_fifo_gate_unfollow(env->seg->cold, env->pid, st->place);
+    st->place = -1;
+    if (found == MG_CACHE_HIT) {
+        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, now);
+        mg_response_json(res, 200);
+    } else if (found == MG_CACHE_CLAIMED && !req->signed_in && mg_dispatch_was_light(req->park)) {
+        /* It followed as a light request and would now build: that is cold work, which an
+         * anonymous request does only through the anonymous line. Start over there. */
+        give_up_claim(env, st);
+        memset(st, 0, sizeof *st);
+        res->readmit = true;
+        park(res);
+    } else if (found == MG_CACHE_CLAIMED) {
+        st->step = JOIN; /* the build was given up, or its builder died: ours now */
+    } else if (gone(req))
+        answer_gone(req, res);
+    else
+        refuse(req, res, "the %s is still being built; retry after Retry-After", report->name);
+}
+
+static void step_join(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+                      const struct mg_cold_report *report, struct mg_response *res)
+{
+    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token, &st->place,
+                              &st->ticket);
+    if (r == MG_FIFO_ADMITTED) {
+        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
+        st->step = ADMITTED;
+    } else if (r == MG_FIFO_QUEUED) {
+        st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+        mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
+        st->step = QUEUED;
+        park(res);
+    } else {
+        give_up_claim(env, st);
+        refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);
+    }
+}
+
+static void step_queued(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+                        const struct mg_cold_report *report, struct mg_response *res)
+{
+    if (gone(req)) {
+        mg_fifo_gate_cancel(env->seg->cold, env->pid, st->place, st->ticket);
+        give_up_claim(env, st);
+        answer_gone(req, res);
+        return;
+    }
+    int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place, st->ticket,
+                              mg_monotonic_ns(), st->deadline_ns, &st->token);
+    if (r == MG_FIFO_QUEUED) {
+        park(res);
+    } else if (r == MG_FIFO_ADMITTED) {
+        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
+        st->step = ADMITTED;
+    } else {
+        give_up_claim(env, st);
+        refuse(req, res, "%ss are being built at capacity; retry after Retry-After", report->name);
+    }
+}
+
+static void step_admitted(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+                          const struct mg_cold_report *report, const void *args, size_t args_len,
+                          struct mg_response *res)
+{
+    if (!st->job) {
+        st->job = calloc(1, sizeof *st->job);
+        if (!st->job) {
+            mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
+            give_up_claim(env, st);
+            mg_response_error(res, 500, "out of memory");
+            return;
+        }
+        st->job->job.run = run_build;
+        st->job->report = report;
+        memcpy(st->job->args, args,
+               args_len < sizeof st->job->args ? args_len : sizeof st->job->args);
+        st->job->hold_ms = req->test_hold_ms;
+        st->job->now_unix = (int64_t)time(NULL);
+        mg_buf_init(&st->job->body);
+    }
+    if (!env->jobs) {
+        run_build(&st->job->job, env->db);
+        atomic_store(&st->job->job.done, 1);
+        st->step = BUILDING;
+        return;
+    }
+    /* The helper thread does one build at a time; a second one waits its turn here. */
+    if (mg_jobs_submit(env->jobs, &st->job->job))
+        st->step = BUILDING;
+    park(res);
+}
+
+bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
+{
+    if (env->seg->config->reach_cache_ttl_ms <= 0 || strlen(key) >= MG_CACHE_KEY_MAX)
+        return true;
+    /* Warm, or being built by another request (this one will follow it, parked): light. */
+    return !mg_result_cache_warm(&env->seg->cache, env->pid, key, mg_monotonic_ns()) &&
+           !mg_result_cache_building(&env->seg->cache, env->pid, key);
+}
+
+void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                          const struct mg_cold_report *report, const char *key, const void *args,
+                          size_t args_len)
+{
+    struct cold_state *st = (struct cold_state *)req->park->state;
+    for (;;) {
+        enum step before = st->step;
+        switch (st->step) {
+        case START:
+            step_start(env, req, st, report, key, res);
+            break;
+        case FOLLOW:
+            step_follow(env, req, st, report, res);
+            break;
+        case JOIN:
+            step_join(env, req, st, report, res);
+            break;
+        case QUEUED:
+            step_queued(env, req, st, report, res);
+            break;
+        case ADMITTED:
+            step_admitted(env, req, st, report, args, args_len, res);
+            break;
+        case BUILDING:
+            /* A build on the helper thread runs to its end even if the client left: its
+             * permit and claim are released only here. */
+            if (!atomic_load(&st->job->job.done)) {
+                park(res);
+                return;
+            }
+            finish_build(env, st, res);
+            return;
+        }
+        /* A step that answered or parked ends this turn; one that moved on goes on. */
+        if (res->parked || st->step == before || res->status != 200 || res->body.len > 0 ||
+            res->content_type)
+            return;
+    }
+}

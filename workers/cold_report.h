@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * cold_report: a report that is expensive to build (a scan of observations) and worth
+ * sharing, served the way every such report is: built at most `cap` at a time for the whole
+ * process group (the cold-scan gate, MESHGATE_REACH_COLD_*), shared by every worker through
+ * the result cache (MESHGATE_REACH_CACHE_*), and built once for identical concurrent requests
+ * (coalescing). The reach report (ep_reach.c) and the observer analytics (ep_observers.c) are
+ * the two. A report names its build; everything else (the gate, the cache, parking, the
+ * refusals) is here, in one state machine over the turns of the worker's loop:
+ *
+ *   START     the cache: a warm answer is copied out and served; it never takes a permit
+ *             (invariant 5). Another request builds the key: FOLLOW. Absent: the key is
+ *             claimed (identical requests now follow us): JOIN.
+ *   FOLLOW    holds a place in the gate's line (so waiters stay bounded) until the build
+ *             ends: then the stored body (HIT), or, when the build was given up or its
+ *             builder died, the key is claimed here: JOIN. Past the wait bound: 429.
+ *   JOIN      takes a permit, or a place in line (QUEUED), or is refused (line full): 429.
+ *   QUEUED    asks the line each turn: admitted in arrival order, or 429 when the wait
+ *             runs out; a client that went away leaves the line.
+ *   ADMITTED  hands the build to the helper thread, or runs it inline where there is no
+ *             thread (in-process tests).
+ *   BUILDING  when the build is done: the permit goes back first, on every path; a body is
+ *             stored and served; a 404, a 400 or an error stores nothing.
+ * Whenever it has to wait it parks the request and returns, so waiting holds no worker. Every
+ * refusal is 429 with Retry-After: 2 and Cache-Control: no-store, before any scan. A worker
+ * that dies anywhere is cleaned up by the master: its permit, its place in line and its claim
+ * are reclaimed after waitpid, and a follower takes the build over.
+ */
+#ifndef MESHGATE_COLD_REPORT_H
+#define MESHGATE_COLD_REPORT_H
+
+#include "handler.h"
+#include "jobs.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_COLD_ARGS_BYTES 160
+
+enum mg_cold_result { MG_COLD_OK = 0, MG_COLD_BAD_REQUEST, MG_COLD_NOT_FOUND, MG_COLD_ERROR };
+
+struct mg_cold_report;
+
+/* One build, run on the worker's helper thread under a permit. */
+struct mg_cold_build {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    const struct mg_cold_report *report;
+    unsigned char args[MG_COLD_ARGS_BYTES]; /* the report's parameters, as the handler gave them */
+    int64_t now_unix;
+    int hold_ms; /* tests only: X-Test-Hold-Ms (see dispatch.c) */
+    /* Filled by the build: */
+    struct mg_buf body; /* the whole JSON body, "\n" included */
+    enum mg_cold_result result;
+    bool busy; /* the database was busy past its timeout */
+    char err[256];
+};
+
+struct mg_cold_report {
+    const char *name;      /* "reach report": in refusals and the log */
+    const char *not_found; /* the error of a 404 */
+    const char *bad_request;
+    void (*build)(struct mg_cold_build *b, struct mg_db *db);
+};
+
+/*
+ * Serves report for the request, whose cache key is key (at most MG_CACHE_KEY_MAX - 1 bytes;
+ * a longer one is built without the cache) and whose parameters are args (copied into the
+ * build). Call it on every turn of the request with the same key and args.
+ */
+void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                          const struct mg_cold_report *report, const char *key, const void *args,
+                          size_t args_len);
+
+/* Whether serving key now would build it: not warm in the cache, nor being built by another
+ * request (this one would follow that build, parked). */
+bool mg_cold_report_is_heavy(struct mg_env *env, const char *key);
+
+#endif

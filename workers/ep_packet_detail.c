@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * One transmission and what hangs off it, as CoreScope's server answers them:
+ *   GET /api/packets/{id}         by 16-hex hash (in any case) or numeric id; 404 otherwise.
+ *                                 The body is written by ep_packets.c (mg_packets_detail), so
+ *                                 "packet" is exactly a row of /api/packets?expand=observations.
+ *   GET /api/packets/timestamps   first_seen of every transmission after ?since= (required),
+ *                                 oldest first: a JSON array, or null when there is none.
+ *   GET /api/traces/{hash}        every observation of the transmission, oldest first.
+ *   GET /api/iata-coords          CoreScope's built-in airport coordinates (no database).
+ * Each reads through an index: transmissions by hash (UNIQUE) or id (the primary key),
+ * observations by idx_observations_transmission_id, first_seen by
+ * idx_transmissions_first_seen.
+ */
+#include "ep_packets.h"
+#include "json.h"
+#include "params.h"
+#include "router.h"
+
+#include <ctype.h>
+#include <string.h>
+
+/* CoreScope's test for a hash in a path: 16 hex digits once lowercased. */
+static bool is_hash(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!isxdigit((unsigned char)s[n]))
+            return false;
+    return n == 16;
+}
+
+/* The transmission's id for a hash in any case (stored hashes are lowercase, a few old ones
+ * uppercase): 0 found, SQLITE_NOTFOUND, or the failure. Three probes of the UNIQUE index. */
+static int id_of_hash(struct mg_db *db, const char *hash, int64_t *id)
+{
+    sqlite3_stmt *st = mg_db_prepare(db, "SELECT id FROM transmissions"
+                                         " WHERE hash IN (?1, lower(?1), upper(?1)) LIMIT 1");
+    if (!st)
+        return SQLITE_ERROR;
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+}
+
+void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
+{
+    const char *param = req->path_param;
+    bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    int64_t id = 0;
+    int rc = SQLITE_NOTFOUND;
+    if (is_hash(param))
+        rc = id_of_hash(env->db, param, &id);
+    if (rc == SQLITE_NOTFOUND && mg_parse_atoi(param, &id))
+        rc = SQLITE_OK;
+    if (rc == SQLITE_OK) {
+        mg_response_json(res, 200);
+        struct mg_json j;
+        mg_json_init(&j, &res->body);
+        mg_json_object_begin(&j);
+        rc = mg_packets_detail(env, id, &j);
+        mg_json_object_end(&j);
+        mg_buf_putc(&res->body, '\n');
+    }
+    if (in_transaction)
+        sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_NOTFOUND) {
+        mg_buf_reset(&res->body);
+        mg_response_error(res, 404, "Not found");
+    } else if (rc != SQLITE_OK) {
+        mg_buf_reset(&res->body);
+        mg_response_db_failure(res, "the packet", rc);
+    }
+}
+
+void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res)
+{
+    const char *since = mg_query_get(&req->query, "since");
+    if (!since || !*since) {
+        mg_response_error(res, 400, "since required");
+        return;
+    }
+    sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT first_seen FROM transmissions"
+                                              " WHERE first_seen > ? ORDER BY first_seen, id");
+    if (!st) {
+        mg_response_db_failure(res, "the timestamps", SQLITE_ERROR);
+        return;
+    }
+    sqlite3_bind_text(st, 1, since, -1, SQLITE_STATIC);
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    int rc, n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n++ == 0)
+            mg_json_array_begin(&j);
+        mg_db_json_column(&j, st, 0);
+    }
+    sqlite3_finalize(st);
+    if (n)
+        mg_json_array_end(&j);
+    else
+        mg_json_null(&j); /* CoreScope's answer when nothing is newer */
+    mg_buf_putc(&res->body, '\n');
+    if (rc != SQLITE_DONE) {
+        mg_buf_reset(&res->body);
+        mg_response_db_failure(res, "the timestamps", rc);
+    }
+}
+
+void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    char lower[MG_PATH_PARAM_MAX];
+    size_t n = strlen(req->path_param);
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)tolower((unsigned char)req->path_param[i]);
+    sqlite3_stmt *st = mg_db_prepare(
+        env->db, "SELECT ob.id, ob.name, o.path_json, o.rssi, o.snr,"
+                 " strftime('%Y-%m-%dT%H:%M:%fZ', o.timestamp, 'unixepoch')"
+                 " FROM transmissions t JOIN observations o ON o.transmission_id = t.id"
+                 " LEFT JOIN observers ob ON ob.rowid = o.observer_idx"
+                 " WHERE t.hash = ? ORDER BY o.timestamp, o.id");
+    if (!st) {
+        mg_response_db_failure(res, "the traces", SQLITE_ERROR);
+        return;
+    }
+    sqlite3_bind_text(st, 1, lower, -1, SQLITE_STATIC);
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_key(&j, "traces");
+    mg_json_array_begin(&j);
+    static const char *const keys[] = {"observer", "observer_name", "path_json",
+                                       "rssi",     "snr",           "time"};
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        mg_json_object_begin(&j); /* keys in bytewise order, as CoreScope's map */
+        for (int c = 0; c < 6; c++) {
+            mg_json_key(&j, keys[c]);
+            mg_db_json_column(&j, st, c);
+        }
+        mg_json_object_end(&j);
+    }
+    sqlite3_finalize(st);
+    mg_json_array_end(&j);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+    if (rc != SQLITE_DONE) {
+        mg_buf_reset(&res->body);
+        mg_response_db_failure(res, "the traces", rc);
+    }
+}
+
+/* CoreScope's built-in table of airports (IATA code, latitude, longitude), sorted by code as
+ * its JSON encoder sorts a map's keys. Public facts, not configuration. */
+static const struct {
+    char code[4];
+    double lat, lon;
+} airports[] = {
+    {"AMS", 52.3105, 4.7683},    {"APC", 38.2132, -122.2807}, {"ATL", 33.6407, -84.4277},
+    {"AUS", 30.1975, -97.6664},  {"BNA", 36.1263, -86.6774},  {"BOI", 43.5644, -116.2228},
+    {"BOS", 42.3656, -71.0096},  {"CDG", 49.0097, 2.5479},    {"CLT", 35.2144, -80.9473},
+    {"DEN", 39.8561, -104.6737}, {"DFW", 32.8998, -97.0403},  {"DTW", 42.2124, -83.3534},
+    {"EUG", 44.1246, -123.2119}, {"EWR", 40.6895, -74.1745},  {"FAT", 36.7762, -119.7181},
+    {"FRA", 50.0379, 8.5622},    {"HND", 35.5494, 139.7798},  {"IAD", 38.9531, -77.4565},
+    {"IAH", 29.9844, -95.3414},  {"ICN", 37.4602, 126.4407},  {"JFK", 40.6413, -73.7781},
+    {"LAS", 36.084, -115.1537},  {"LAX", 33.9425, -118.4081}, {"LHR", 51.47, -0.4543},
+    {"MCO", 28.4312, -81.3081},  {"MEL", -37.669, 144.841},   {"MFR", 42.3742, -122.8735},
+    {"MIA", 25.7959, -80.287},   {"MRY", 36.587, -121.843},   {"MSP", 44.8848, -93.2223},
+    {"MUC", 48.3537, 11.775},    {"NRT", 35.772, 140.3929},   {"OAK", 37.7213, -122.2208},
+    {"ORD", 41.9742, -87.9073},  {"PDX", 45.5898, -122.5951}, {"PHX", 33.4373, -112.0078},
+    {"RDD", 40.509, -122.2934},  {"RDU", 35.8801, -78.788},   {"RNO", 39.4991, -119.7681},
+    {"SAN", 32.7338, -117.1933}, {"SBA", 34.4262, -119.8405}, {"SEA", 47.4502, -122.3088},
+    {"SFO", 37.6213, -122.379},  {"SJC", 37.3626, -121.929},  {"SLC", 40.7884, -111.9778},
+    {"SMF", 38.6954, -121.5908}, {"SOF", 42.6952, 23.4062},   {"STS", 38.509, -122.8128},
+    {"SYD", -33.9461, 151.1772}, {"YEG", 53.3097, -113.58},   {"YOW", 45.3225, -75.6692},
+    {"YVR", 49.1967, -123.1815}, {"YYC", 51.1215, -114.0076}, {"YYZ", 43.6777, -79.6248},
+};
+
+void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    (void)env, (void)req;
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_key(&j, "coords");
+    mg_json_object_begin(&j);
+    for (size_t i = 0; i < sizeof airports / sizeof airports[0]; i++) {
+        mg_json_key(&j, airports[i].code);
+        mg_json_object_begin(&j);
+        mg_json_kv_double(&j, "lat", airports[i].lat);
+        mg_json_kv_double(&j, "lon", airports[i].lon);
+        mg_json_object_end(&j);
+    }
+    mg_json_object_end(&j);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+}

@@ -136,7 +136,7 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_UPSTREAM_WAIT_MS", MG_CFG_INT, FIELD(upstream_wait_ms), 0, 60000, "5000",
      "longest wait in the upstream's line before 503 (ms); 0: no waiting", MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_HEAVY", MG_CFG_STRING, FIELD(upstream_heavy), 0, 0,
-     "/api/analytics/, /api/nodes/*/analytics, /api/observers/*/analytics",
+     "/api/analytics/, /api/nodes/*/analytics",
      "path prefixes of upstream routes that are heavy (a '*' matches one path segment): their "
      "anonymous requests also pass the per-client rate limit and the anonymous line; empty: "
      "none",

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: ISC
 // The browser check of the proxy (issue 15): CoreScope's front end, served by meshgate in front
-// of the test upstream, in headless Chromium. The Observers page's data comes only from the
-// upstream (meshgate has no /api/observers): its table must show the upstream's observer; and
+// of the test upstream, in headless Chromium. The Observers page's MQTT panel reads
+// /api/mqtt/status, which only the upstream answers: it must show the upstream's source; and
 // the live WebSocket every page opens must connect through meshgate's tunnel.
 //
 //   node tests/upstream/browser-check.js BASE_URL
@@ -52,10 +52,11 @@ function fail(why) {
     const errors = [];
     page.on('pageerror', (err) => errors.push(String(err)));
     await page.goto(`${base}/#/observers`, { waitUntil: 'domcontentloaded', timeout: 60000 });
-    await page.waitForSelector('#obsTable [data-testid="obs-cell-name"]', { timeout: 60000 });
-    const name = await page.textContent('#obsTable [data-testid="obs-cell-name"]');
+    const source = '#mqttStatusPanel [data-source-name="served-by-the-test-upstream"]';
+    await page.waitForSelector(source, { timeout: 60000 });
+    const name = await page.textContent(source);
     if (!name || !name.includes('served-by-the-test-upstream'))
-      fail(`the Observers table shows "${name}", not the upstream's observer`);
+      fail(`the MQTT panel shows "${name}", not the upstream's source`);
     // The live socket: opened on the page's own host, and still open after a while.
     const deadline = Date.now() + 30000;
     while (sockets.length === 0 && Date.now() < deadline)

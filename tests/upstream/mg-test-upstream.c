@@ -20,7 +20,7 @@
  *   /_stats          {"requests":R,"peak":P,"in_flight":F} of the analytics family
  *   /api/analytics/... 200 JSON after --analytics-ms, at most --max-concurrent at once (the
  *                    others wait for a turn), counted for /_stats
- *   /api/observers   200, one observer named served-by-the-test-upstream (the browser check)
+ *   /api/mqtt/status 200, one MQTT source named served-by-the-test-upstream (the browser check)
  *   other /api/...   200 {"path":"..."}
  *   a WebSocket handshake on any path: 101, then every frame is echoed back (unmasked); a
  *                    close frame is answered with a close frame
@@ -404,20 +404,17 @@ static int serve_one(struct conn *c)
         sleep_ms(analytics_ms);
         analytics_turn(false);
         rc = respond(c->fd, 200, "application/json", "{\"analytics\":true}", 18);
-    } else if (strcmp(target, "/api/observers") == 0) {
-        /* What CoreScope's Observers page lists: a name no database of meshgate's has. */
+    } else if (strcmp(target, "/api/mqtt/status") == 0) {
+        /* What the MQTT panel of CoreScope's Observers page lists; meshgate has no such
+         * route, so the browser check sees data only the upstream has. */
         char b[512], now[32];
         time_t t = time(NULL);
         strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
         int n = snprintf(b, sizeof b,
-                         "{\"observers\":[{\"id\":\"upstream-obs-1\",\"name\":"
-                         "\"served-by-the-test-upstream\",\"iata\":\"SEA\",\"last_seen\":"
-                         "\"%s\",\"first_seen\":\"%s\",\"packet_count\":42}],"
-                         "\"server_time\":\"%s\"}",
-                         now, now, now);
+                         "{\"sources\":[{\"name\":\"served-by-the-test-upstream\","
+                         "\"connected\":true,\"last_message_at\":\"%s\"}]}",
+                         now);
         rc = respond(c->fd, 200, "application/json", b, (size_t)n);
-    } else if (strncmp(target, "/api/observers/clock-skew", 25) == 0) {
-        rc = respond(c->fd, 200, "application/json", "[]", 2);
     } else {
         char b[2200];
         int n = snprintf(b, sizeof b, "{\"path\":\"%s\"}", target);

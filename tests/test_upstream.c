@@ -869,7 +869,7 @@ Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_conne
     struct mg_test_server s;
     char setting[512];
     snprintf(setting, sizeof setting, "MESHGATE_PUBLIC_DIR=%s", public_dir);
-    const char *env[] = {setting, NULL};
+    const char *env[] = {setting, "MESHGATE_ACCESS_LOG=1", NULL};
     start_meshgate(&s, up.port, env);
     char dir[128], cmd[1024];
     static char out[1 << 16];
@@ -880,6 +880,15 @@ Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_conne
              "timeout 180 node tests/upstream/browser-check.js http://127.0.0.1:%d 2>&1",
              MESHGATE_SOURCE_DIR, dir, MESHGATE_BUILD_DIR, MESHGATE_SOURCE_DIR, s.port);
     int rc = mg_test_shell(cmd, out, sizeof out);
+    if (rc != 0 && rc != 77) {
+        /* What meshgate did with the page's requests and the socket, for the failure. */
+        char *log = mg_test_server_log(&s);
+        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n"))
+            if (strstr(line, "/api/") || strstr(line, "GET / ") || strstr(line, "error") ||
+                strstr(line, "warning"))
+                cr_log_error("%s", line);
+        free(log);
+    }
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
     if (rc == 77) {

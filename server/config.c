@@ -66,6 +66,10 @@ const struct mg_config_var mg_config_vars[] = {
      MG_RELOAD_LIVE},
     {"MESHGATE_PUBLIC_DIR", MG_CFG_PATH, FIELD(public_dir), 0, 0, "",
      "directory of a front end's static files, served outside /api/; empty: none", MG_RELOAD_LIVE},
+    {"MESHGATE_CORESCOPE_CONFIG", MG_CFG_PATH, FIELD(corescope_config), 0, 0, "",
+     "CoreScope's config.json, read at start and on SIGHUP, that /api/config/* answer from "
+     "(theme.json beside it too); empty: CoreScope's built-in defaults",
+     MG_RELOAD_LIVE},
     {"MESHGATE_PERF_MEM_COOLDOWN_MS", MG_CFG_INT, FIELD(perf_mem_cooldown_ms), 0, 3600000, "5000",
      "after a /api/perf?mem=1 walk completes, how long until the next may start (ms)",
      MG_RELOAD_LIVE},

@@ -56,6 +56,8 @@ struct mg_config {
     /* responses */
     int32_t gzip_min_bytes;       /* 0 turns gzip off */
     char public_dir[MG_PATH_MAX]; /* empty: no static files */
+    /* CoreScope's config.json, the source of the /api/config answers; empty: its defaults */
+    char corescope_config[MG_PATH_MAX];
     /* who is signed in */
     char api_keys_file[MG_PATH_MAX]; /* empty: no keys, everyone is anonymous */
     /* the diagnostic gate (/api/perf?mem=1) */

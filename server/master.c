@@ -6,6 +6,7 @@
 #include "client_limit.h"
 #include "clock.h"
 #include "conn_limit.h"
+#include "corescope_config.h"
 #include "log.h"
 #include "notify.h"
 #include "rates.h"
@@ -410,7 +411,8 @@ static void warn_line(const char *line, void *arg)
  * keys are in *keys. On failure nothing is changed and the caller keeps serving.
  */
 static bool reread_configuration(struct master *m, struct mg_config *next_loaded,
-                                 struct mg_config *next, struct mg_keys *keys)
+                                 struct mg_config *next, struct mg_keys *keys,
+                                 struct mg_corescope_config *corescope)
 {
     struct mg_config_sources fresh;
     char err[1024];
@@ -425,7 +427,8 @@ static bool reread_configuration(struct master *m, struct mg_config *next_loaded
         if (err[0])
             mg_warn("reload: %s", err);
         ok = mg_config_check_public_dir(next, err, sizeof err) == 0 &&
-             mg_keys_load(keys, next->api_keys_file, err, sizeof err) == 0;
+             mg_keys_load(keys, next->api_keys_file, err, sizeof err) == 0 &&
+             mg_corescope_load(corescope, next->corescope_config, err, sizeof err) == 0;
     }
     if (!ok) {
         mg_error("reload: %s; nothing changed, still serving with the running configuration", err);
@@ -525,11 +528,16 @@ static void begin_reload(struct master *m)
     /* New workers fork from the master: they get the configuration and the keys as the
      * files say now. A file that fails its checks changes nothing. */
     static struct mg_keys fresh;
+    struct mg_corescope_config corescope = {0};
     struct mg_config next_loaded, next;
-    if (!reread_configuration(m, &next_loaded, &next, &fresh)) {
+    if (!reread_configuration(m, &next_loaded, &next, &fresh, &corescope)) {
         memset(&fresh, 0, sizeof fresh);
+        mg_corescope_free(&corescope);
         return;
     }
+    /* CoreScope's config.json as it reads now, for the workers forked from here on. */
+    mg_corescope_free(&mg_corescope);
+    mg_corescope = corescope;
     m->generation++;
     atomic_store(&m->seg.header->generation, m->generation);
     mg_counter_add(&m->seg, MG_CTR_RELOADS, 1);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "preflight.h"
 
+#include "corescope_config.h"
 #include "db.h"
 #include "keys.h"
 #include "listener.h"
@@ -28,6 +29,14 @@ static int check_database(const struct mg_config *cfg, char *err, size_t errlen)
 static int check_api_keys(const struct mg_config *cfg, char *err, size_t errlen)
 {
     return mg_keys_load(&mg_api_keys, cfg->api_keys_file, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
+}
+
+/* Parsed once here; the workers serve what it rendered (corescope_config.h). */
+static int check_corescope_config(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    mg_corescope_free(&mg_corescope);
+    return mg_corescope_load(&mg_corescope, cfg->corescope_config, err, errlen) < 0 ? MG_EXIT_CONFIG
+                                                                                    : 0;
 }
 
 static int check_listen_address(const struct mg_config *cfg, char *err, size_t errlen)
@@ -60,9 +69,13 @@ static int check_upstream(const struct mg_config *cfg, char *err, size_t errlen)
 }
 
 const struct mg_preflight_step mg_preflight_steps[] = {
-    {"MESHGATE_PUBLIC_DIR", check_public_dir, false},  {"MESHGATE_DB", check_database, false},
-    {"MESHGATE_API_KEYS_FILE", check_api_keys, false}, {"MESHGATE_UPSTREAM", check_upstream, false},
-    {"MESHGATE_LISTEN", check_listen_address, true},   {NULL, NULL, false},
+    {"MESHGATE_PUBLIC_DIR", check_public_dir, false},
+    {"MESHGATE_DB", check_database, false},
+    {"MESHGATE_API_KEYS_FILE", check_api_keys, false},
+    {"MESHGATE_CORESCOPE_CONFIG", check_corescope_config, false},
+    {"MESHGATE_UPSTREAM", check_upstream, false},
+    {"MESHGATE_LISTEN", check_listen_address, true},
+    {NULL, NULL, false},
 };
 
 int mg_preflight(const struct mg_config *cfg, enum mg_preflight_mode mode, char *err, size_t errlen)

@@ -433,6 +433,27 @@ int mg_test_server_stop(struct mg_test_server *s, int timeout_ms)
     return result;
 }
 
+int mg_test_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+char *mg_test_wait_log(const struct mg_test_server *s, const char *needle, int times,
+                       int ceiling_ms)
+{
+    int64_t give_up = mg_test_now_ms() + ceiling_ms;
+    for (;;) {
+        char *log = mg_test_server_log(s);
+        if ((log && mg_test_count(log, needle) >= times) || mg_test_now_ms() > give_up)
+            return log;
+        free(log);
+        mg_test_sleep_ms(20);
+    }
+}
+
 char *mg_test_server_log(const struct mg_test_server *s)
 {
     FILE *f = fopen(s->log_path, "r");

@@ -82,6 +82,11 @@ int mg_test_server_stop(struct mg_test_server *s, int timeout_ms);
 
 /* Reads the whole log of the server into a malloc'ed string. */
 char *mg_test_server_log(const struct mg_test_server *s);
+/* How often needle occurs in text (NULL: 0). */
+int mg_test_count(const char *text, const char *needle);
+/* Waits until the log holds needle `times` times, or ceiling_ms pass; returns the log. */
+char *mg_test_wait_log(const struct mg_test_server *s, const char *needle, int times,
+                       int ceiling_ms);
 
 /* A blocking connection to 127.0.0.1:port with send/receive timeouts; -1 on failure. */
 int mg_test_connect(int port);

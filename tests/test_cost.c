@@ -59,6 +59,8 @@ static const char *const heavy_targets[] = {
     "/api/channels?includeEncrypted=true&region=SJC",
     "/api/channels/{channel}/messages",
     "/api/channels/{channel}/messages?region=SJC&offset=200",
+    "/api/scope-stats?window=1h",
+    "/api/scope-stats?window=7d",
     NULL,
 };
 

@@ -54,23 +54,12 @@ static void write_env(const char *text)
 
 static int count(const char *text, const char *needle)
 {
-    int n = 0;
-    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
+    return mg_test_count(text, needle);
 }
 
-/* Waits until the log has needle `times` times; returns the log (malloc'ed). */
 static char *wait_log(const struct mg_test_server *s, const char *needle, int times)
 {
-    int64_t give_up = mg_test_now_ms() + 15000;
-    for (;;) {
-        char *log = mg_test_server_log(s);
-        if ((log && count(log, needle) >= times) || mg_test_now_ms() > give_up)
-            return log;
-        free(log);
-        mg_test_sleep_ms(20);
-    }
+    return mg_test_wait_log(s, needle, times, 15000);
 }
 
 /* SIGHUP, then waits for the reload to finish (or to be refused); returns the log. */

@@ -244,6 +244,13 @@ static void tour(void)
     get("/api/nodes/" /* a key in no table */
         "0000000000000000000000000000000000000000000000000000000000000000/reach",
         404);
+    get("/api/config/client", 200);
+    get("/api/config/regions", 200);
+    get("/api/health", 200);
+    get("/api/mqtt/status", 200);
+    /* Without transmissions.scope_name there are no scopes to count: 501. */
+    bool scopes = file_has_column("transmissions", "scope_name");
+    get("/api/scope-stats?window=7d", scopes ? 200 : 501);
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -24,6 +24,10 @@
 
 TestSuite(upstream, .timeout = 120);
 
+#ifndef MESHGATE_NPM_DIR
+#define MESHGATE_NPM_DIR MESHGATE_SOURCE_DIR "/build/npm"
+#endif
+
 #define CEILING_MS 30000
 
 struct upstream_proc {
@@ -506,13 +510,13 @@ Test(upstream, upstream_down_then_up_again_through_the_breaker)
     attach(&s, &seg);
     char retry[16];
     for (int i = 0; i < 3; i++) {
-        cr_expect_eq(get_status_and_retry(s.port, "/api/config/client", retry, sizeof retry), 502);
+        cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", retry, sizeof retry), 502);
         cr_expect_str_eq(retry, "1");
     }
     cr_assert_eq(atomic_load(&seg.upstream->breaker.state), MG_BREAKER_OPEN);
     uint64_t connects = mg_counter_get(&seg, MG_CTR_UPSTREAM_CONNECTS);
     /* Open: 502 at once, and the upstream is not even asked. */
-    cr_expect_eq(get_status_and_retry(s.port, "/api/config/client", retry, sizeof retry), 502);
+    cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", retry, sizeof retry), 502);
     cr_expect_eq(mg_counter_get(&seg, MG_CTR_UPSTREAM_CONNECTS), connects);
     cr_expect_geq(atomic_load(&seg.upstream->breaker.fast_fails), 1);
     /* Native routes answer, and healthz says what the upstream is doing. */
@@ -528,7 +532,7 @@ Test(upstream, upstream_down_then_up_again_through_the_breaker)
     int status = 0;
     int64_t give_up = mg_test_now_ms() + CEILING_MS;
     while (status != 200 && mg_test_now_ms() < give_up) {
-        status = get_status_and_retry(s.port, "/api/config/client", NULL, 0);
+        status = get_status_and_retry(s.port, "/api/rx-leaderboard", NULL, 0);
         if (status != 200)
             mg_test_sleep_ms(50);
     }
@@ -617,14 +621,14 @@ Test(upstream, anonymous_analytics_pass_the_rate_limit_and_signed_in_clients_byp
     cr_expect_eq(get_status_and_retry(s.port, "/api/analytics/topology", retry, sizeof retry), 429);
     cr_expect_gt(atoi(retry), 0);
     /* Light upstream routes are not limited; signed-in clients are not either. */
-    cr_expect_eq(get_status_and_retry(s.port, "/api/config/client", NULL, 0), 200);
+    cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", NULL, 0), 200);
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/api/analytics/topology",
                           "Authorization: Bearer upstream-test-key-0123456789\r\n", &r));
     cr_expect_eq(r.status, 200);
     mg_test_response_free(&r);
     /* A key meshgate does not know is the upstream's to judge: it goes up, anonymous here. */
-    cr_assert(mg_test_get(s.port, "/api/config/client", "X-API-Key: corescope-own-key\r\n", &r));
+    cr_assert(mg_test_get(s.port, "/api/rx-leaderboard", "X-API-Key: corescope-own-key\r\n", &r));
     cr_expect_eq(r.status, 200);
     mg_test_response_free(&r);
     mg_test_server_stop(&s, 10000);
@@ -745,7 +749,7 @@ Test(upstream, a_websocket_is_echoed_through_the_tunnel_while_other_requests_are
         cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
         cr_expect_eq(r.status, 200);
         mg_test_response_free(&r);
-        cr_assert(mg_test_get(s.port, "/api/config/client", NULL, &r));
+        cr_assert(mg_test_get(s.port, "/api/rx-leaderboard", NULL, &r));
         cr_expect_eq(r.status, 200);
         mg_test_response_free(&r);
     }
@@ -773,7 +777,7 @@ Test(upstream, without_an_upstream_other_methods_get_405_and_unknown_paths_404)
                  405);
     cr_expect_eq(
         status_of(s.port,
-                  "GET /api/config/client HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+                  "GET /api/rx-leaderboard HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
         404);
     mg_test_server_stop(&s, 10000);
     /* With one, a native route still refuses other methods itself. */
@@ -849,8 +853,8 @@ Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
 }
 
 /* CoreScope's front end in headless Chromium (tests/upstream/browser-check.js), skipped with
- * a message when node, playwright-core (BUILD/npm, or build/npm for every build) or chromium
- * is missing. */
+ * a message when node, playwright-core (NPM_DIR, where make installs the browser tests'
+ * packages, or BUILD/npm) or chromium is missing. */
 Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_connects)
 {
     const char *public_dir = MESHGATE_SOURCE_DIR "/../shared/corescope/public";
@@ -876,9 +880,9 @@ Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_conne
     mg_test_tmpdir(dir, sizeof dir);
     /* A short TMPDIR: Chromium's socket paths must fit. */
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && TMPDIR='%s' NODE_PATH='%s/npm/node_modules:%s/build/npm/node_modules' "
+             "cd '%s' && TMPDIR='%s' NODE_PATH='%s/node_modules:%s/npm/node_modules' "
              "timeout 180 node tests/upstream/browser-check.js http://127.0.0.1:%d 2>&1",
-             MESHGATE_SOURCE_DIR, dir, MESHGATE_BUILD_DIR, MESHGATE_SOURCE_DIR, s.port);
+             MESHGATE_SOURCE_DIR, dir, MESHGATE_NPM_DIR, MESHGATE_BUILD_DIR, s.port);
     int rc = mg_test_shell(cmd, out, sizeof out);
     if (rc != 0 && rc != 77) {
         /* What meshgate did with the page's requests and the socket, for the failure. */

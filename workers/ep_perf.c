@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * GET /api/perf: how the whole process group has been doing, read from the shared segment
- * (never from one worker's memory): request totals, per-route latency from the shared
- * histograms, the ring of slow requests, the group values' freshness, the database's size
- * and row counts, then meshgate's own sections (workers, gates, counters).
+ * GET /api/perf (and /api/health, at the end): how the whole process group has been doing, read
+ * from the shared segment (never from one worker's memory): request totals, per-route latency from
+ * the shared histograms, the ring of slow requests, the group values' freshness, the database's
+ * size and row counts, then meshgate's own sections (workers, gates, counters).
  *
  * Fixed order: uptime, totalRequests, avgMs, endpoints, slowQueries, cache, packetStore,
  * sqlite, [memoryBreakdown, memoryBreakdownNote], meshgateCache, workers, gates, counters.
@@ -13,6 +13,7 @@
  * The figures are read without locks while workers keep adding to them, so a route's count
  * and its sum may be one request apart; every figure only grows.
  */
+#include "build_info.h"
 #include "clock.h"
 #include "db_counts.h"
 #include "gate_diag.h"
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BYTES_PER_MB (1024.0 * 1024.0)
 
@@ -75,17 +77,26 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const struct named_route *)a)->name, ((const struct named_route *)b)->name);
 }
 
+/* avgMs: the mean time of every request the group answered. */
+static void write_routes_total(struct mg_json *j, const struct mg_segment *seg)
+{
+    uint64_t all_count = 0, all_sum_us = 0;
+    for (uint32_t i = 0; i < seg->route_count && i < MG_ROUTES_MAX; i++) {
+        all_count += load(&seg->routes[i].count);
+        all_sum_us += load(&seg->routes[i].sum_us);
+    }
+    kv_ms(j, "avgMs", all_count ? (double)all_sum_us / (double)all_count : 0.0);
+}
+
 /* avgMs over every route, then "endpoints": the routes that have answered anything. */
 static void write_routes(struct mg_json *j, const struct mg_segment *seg)
 {
     struct named_route routes[MG_ROUTES_MAX];
     unsigned n = 0;
-    uint64_t all_count = 0, all_sum_us = 0;
+    write_routes_total(j, seg);
     for (uint32_t i = 0; i < seg->route_count && i < MG_ROUTES_MAX; i++) {
         const struct mg_route_stats *r = &seg->routes[i];
         uint64_t count = load(&r->count);
-        all_count += count;
-        all_sum_us += load(&r->sum_us);
         if (count == 0)
             continue;
         memcpy(routes[n].name, r->name, MG_ROUTE_NAME_MAX);
@@ -93,7 +104,6 @@ static void write_routes(struct mg_json *j, const struct mg_segment *seg)
         routes[n].stats = r;
         n++;
     }
-    kv_ms(j, "avgMs", all_count ? (double)all_sum_us / (double)all_count : 0.0);
 
     qsort(routes, n, sizeof routes[0], by_name);
     mg_json_key(j, "endpoints");
@@ -113,22 +123,26 @@ static void write_routes(struct mg_json *j, const struct mg_segment *seg)
     mg_json_object_end(j);
 }
 
+static void write_slow_entry(struct mg_json *j, const struct mg_slow_entry *e)
+{
+    char when[40];
+    rfc3339_ms(e->time_realtime_ns, when, sizeof when);
+    mg_json_object_begin(j);
+    mg_json_kv_string(j, "path", e->path);
+    kv_ms(j, "ms", (double)e->duration_us);
+    mg_json_kv_string(j, "time", when);
+    mg_json_kv_uint(j, "status", e->status);
+    mg_json_object_end(j);
+}
+
 static void write_slow(struct mg_json *j, const struct mg_segment *seg)
 {
     struct mg_slow_entry slow[MG_SLOW_MAX];
     unsigned n = mg_slow_snapshot(seg, slow); /* newest first */
     mg_json_key(j, "slowQueries");
     mg_json_array_begin(j);
-    for (unsigned i = 0; i < n; i++) {
-        char when[40];
-        rfc3339_ms(slow[i].time_realtime_ns, when, sizeof when);
-        mg_json_object_begin(j);
-        mg_json_kv_string(j, "path", slow[i].path);
-        kv_ms(j, "ms", (double)slow[i].duration_us);
-        mg_json_kv_string(j, "time", when);
-        mg_json_kv_uint(j, "status", slow[i].status);
-        mg_json_object_end(j);
-    }
+    for (unsigned i = 0; i < n; i++)
+        write_slow_entry(j, &slow[i]);
     mg_json_array_end(j);
 }
 
@@ -161,7 +175,7 @@ static void write_group_value(struct mg_json *j, const char *key, struct mg_shar
  *   plus group-value computations;
  * - hitRate: percent of answers served from a cache (fresh or stale), 1 decimal.
  */
-static void write_cache(struct mg_json *j, struct mg_segment *seg)
+static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *size_key)
 {
     int64_t now = mg_monotonic_ns();
     const struct mg_result_cache *c = seg->cache.cache;
@@ -179,7 +193,7 @@ static void write_cache(struct mg_json *j, struct mg_segment *seg)
 
     mg_json_key(j, "cache");
     mg_json_object_begin(j);
-    mg_json_kv_uint(j, "size", size);
+    mg_json_kv_uint(j, size_key, size);
     mg_json_kv_uint(j, "hits", hits);
     mg_json_kv_uint(j, "misses", misses);
     mg_json_kv_uint(j, "staleHits", stale);
@@ -443,7 +457,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
     mg_json_kv_uint(&j, "totalRequests", mg_counter_get(seg, MG_CTR_REQUESTS));
     write_routes(&j, seg);
     write_slow(&j, seg);
-    write_cache(&j, seg);
+    write_cache(&j, seg, "size");
     mg_json_kv_null(&j, "packetStore"); /* there is no in-memory store */
     write_sqlite(&j, env, have_counts ? &counts : NULL);
     if (breakdown.len > 0) {
@@ -459,4 +473,109 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     mg_buf_free(&breakdown);
+}
+
+/* Resident memory of one process in bytes (/proc/PID/statm), 0 when it is gone. */
+static uint64_t rss_bytes(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/statm", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned long long size_pages = 0, resident_pages = 0;
+    int got = fscanf(f, "%llu %llu", &size_pages, &resident_pages);
+    fclose(f);
+    return got == 2 ? (uint64_t)resident_pages * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/*
+ * GET /api/health, in CoreScope's shape (fixed order: status, engine, version, commit,
+ * buildTime, uptime, uptimeHuman, memory, eventLoop, cache, websocket, packetStore, perf),
+ * with what meshgate really knows:
+ * - engine "meshgate"; uptime from the segment's creation (the master's start);
+ * - memory: rss, the resident memory of the master and every live worker, in MB (pages the
+ *   processes share, such as the segment, count in each); no garbage-collected heap, so no
+ *   heapUsed, heapTotal or external;
+ * - eventLoop: {} (a worker's loop lag is not measured; the object stays so the Perf page
+ *   renders);
+ * - cache: as /api/perf's, with CoreScope's "entries" for its size;
+ * - websocket.clients 0: meshgate serves no WebSocket; packetStore null, as in /api/perf;
+ * - perf: the group's requests and mean time, the slow requests in the ring (over 100 ms) and
+ *   the last 5 of them, oldest first.
+ */
+void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    (void)req;
+    struct mg_segment *seg = env->seg;
+    int64_t uptime_ns = mg_monotonic_ns() - seg->header->created_monotonic_ns;
+    int64_t uptime_s = uptime_ns > 0 ? uptime_ns / MG_NS_PER_SEC : 0;
+    uint64_t rss = rss_bytes(atomic_load(&seg->header->master_pid));
+    for (uint32_t i = 0; i < seg->slot_count; i++) {
+        int32_t pid = atomic_load(&seg->slots[i].pid);
+        uint32_t state = atomic_load(&seg->slots[i].state);
+        if (pid > 0 && state != MG_SLOT_DEAD && state != MG_SLOT_EMPTY)
+            rss += rss_bytes(pid);
+    }
+    char version[MG_VERSION_MAX + 1];
+    snprintf(version, sizeof version, "%.*s", MG_VERSION_MAX, seg->header->version);
+    char human[64];
+    snprintf(human, sizeof human, "%lldh %lldm", (long long)(uptime_s / 3600),
+             (long long)(uptime_s % 3600 / 60));
+
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_kv_string(&j, "status", "ok");
+    mg_json_kv_string(&j, "engine", "meshgate");
+    mg_json_kv_string(&j, "version", version);
+    mg_json_kv_string(&j, "commit", mg_build_commit());
+    mg_json_kv_string(&j, "buildTime", mg_build_time());
+    mg_json_kv_int(&j, "uptime", uptime_s);
+    mg_json_kv_string(&j, "uptimeHuman", human);
+    mg_json_key(&j, "memory");
+    mg_json_object_begin(&j);
+    mg_json_kv_uint(&j, "rss", rss / (1024 * 1024));
+    mg_json_object_end(&j);
+    mg_json_key(&j, "eventLoop");
+    mg_json_object_begin(&j);
+    mg_json_object_end(&j);
+    write_cache(&j, seg, "entries");
+    mg_json_key(&j, "websocket");
+    mg_json_object_begin(&j);
+    mg_json_kv_int(&j, "clients", 0);
+    mg_json_object_end(&j);
+    mg_json_kv_null(&j, "packetStore");
+
+    mg_json_key(&j, "perf");
+    mg_json_object_begin(&j);
+    mg_json_kv_uint(&j, "totalRequests", mg_counter_get(seg, MG_CTR_REQUESTS));
+    write_routes_total(&j, seg);
+    struct mg_slow_entry slow[MG_SLOW_MAX];
+    unsigned n = mg_slow_snapshot(seg, slow); /* newest first */
+    mg_json_kv_uint(&j, "slowQueries", n);
+    mg_json_key(&j, "recentSlow");
+    mg_json_array_begin(&j);
+    for (unsigned i = n < 5 ? n : 5; i-- > 0;)
+        write_slow_entry(&j, &slow[i]);
+    mg_json_array_end(&j);
+    mg_json_object_end(&j);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+}
+
+/*
+ * GET /api/mqtt/status: CoreScope's server reads it from a file its ingestor writes about its
+ * MQTT connections; meshgate reads only the database, so it answers what CoreScope answers
+ * when that file is absent: no sources, no sample time. The Observers page shows no MQTT panel
+ * rows then, and no error.
+ */
+void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    (void)env;
+    (void)req;
+    mg_response_json(res, 200);
+    mg_buf_puts(&res->body, "{\"sources\":[],\"sampleAt\":\"\"}\n");
 }

@@ -63,6 +63,21 @@ static const char *const known_channels_cases[] = {"/api/known-channels",
 static const char *const analytics_cases[] = {"/api/observers/{observer}/analytics",
                                               "/api/observers/{observer}/analytics?days=365", NULL};
 static const char *const clock_skew_cases[] = {"/api/observers/clock-skew", NULL};
+/* Light: bodies rendered from CoreScope's config.json when the master read it; a request
+ * copies bytes (0 VM steps). /regions adds one pass over observers (a row per receiver:
+ * 31 rows in CoreScope's fixture, 40 in a generated 2M-observation database). */
+static const char *const config_client_cases[] = {"/api/config/client", NULL};
+static const char *const config_cache_cases[] = {"/api/config/cache", NULL};
+static const char *const config_theme_cases[] = {"/api/config/theme", NULL};
+static const char *const config_map_cases[] = {"/api/config/map", NULL};
+static const char *const config_geo_filter_cases[] = {"/api/config/geo-filter", NULL};
+static const char *const config_areas_cases[] = {"/api/config/areas", NULL};
+static const char *const config_polygons_cases[] = {"/api/config/areas/polygons", NULL};
+static const char *const config_regions_cases[] = {"/api/config/regions", NULL};
+/* Light: the segment and /proc/PID/statm of the group's processes; no table is read. */
+static const char *const health_cases[] = {"/api/health", NULL};
+/* Light: a constant (CoreScope's answer without its ingestor's MQTT file). */
+static const char *const mqtt_status_cases[] = {"/api/mqtt/status", NULL};
 
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
@@ -100,6 +115,25 @@ const struct mg_route mg_routes[] = {
      known_channels_cases, false},
     {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false},
     {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false},
+    /* CoreScope's configuration, its health and its scopes (issue 14, h14a). */
+    {"/api/config/client", MG_COST_LIGHT, mg_handle_config, NULL, false, config_client_cases,
+     false},
+    {"/api/config/cache", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cache_cases, false},
+    {"/api/config/theme", MG_COST_LIGHT, mg_handle_config, NULL, false, config_theme_cases, false},
+    {"/api/config/map", MG_COST_LIGHT, mg_handle_config, NULL, false, config_map_cases, false},
+    {"/api/config/geo-filter", MG_COST_LIGHT, mg_handle_config, NULL, false,
+     config_geo_filter_cases, false},
+    {"/api/config/areas", MG_COST_LIGHT, mg_handle_config, NULL, false, config_areas_cases, false},
+    {"/api/config/areas/polygons", MG_COST_LIGHT, mg_handle_config, NULL, false,
+     config_polygons_cases, false},
+    {"/api/config/regions", MG_COST_LIGHT, mg_handle_config_regions, NULL, false,
+     config_regions_cases, false},
+    {"/api/health", MG_COST_LIGHT, mg_handle_health, NULL, false, health_cases, false},
+    {"/api/mqtt/status", MG_COST_LIGHT, mg_handle_mqtt_status, NULL, false, mqtt_status_cases,
+     false},
+    /* Heavy: counts the window's transmissions (through the first_seen index); 7d is most of
+     * the table (docs/benchmarks.md: 2M observations). */
+    {"/api/scope-stats", MG_COST_HEAVY, mg_handle_scope_stats, NULL, false, NULL, false},
     {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true},
     {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true},
 };

@@ -107,5 +107,15 @@ void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req
 void mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+/* The /api/config answers: bodies rendered from CoreScope's config.json by the master
+ * (ep_config.c). */
+void mg_handle_config(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
 
 #endif

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: ISC
 // The browser check of the proxy (issue 15): CoreScope's front end, served by meshgate in front
-// of the test upstream, in headless Chromium. The Observers page's MQTT panel reads
-// /api/mqtt/status, which only the upstream answers: it must show the upstream's source; and
-// the live WebSocket every page opens must connect through meshgate's tunnel.
+// of the test upstream, in headless Chromium. The Perf page's Write Sources table reads
+// /api/perf/write-sources, which only the upstream answers: it must show the upstream's
+// source; and the live WebSocket every page opens must connect through meshgate's tunnel.
 //
 //   node tests/upstream/browser-check.js BASE_URL
 //
@@ -51,12 +51,12 @@ function fail(why) {
     });
     const errors = [];
     page.on('pageerror', (err) => errors.push(String(err)));
-    await page.goto(`${base}/#/observers`, { waitUntil: 'domcontentloaded', timeout: 60000 });
-    const source = '#mqttStatusPanel [data-source-name="served-by-the-test-upstream"]';
-    await page.waitForSelector(source, { timeout: 60000 });
-    const name = await page.textContent(source);
-    if (!name || !name.includes('served-by-the-test-upstream'))
-      fail(`the MQTT panel shows "${name}", not the upstream's source`);
+    await page.goto(`${base}/#/perf`, { waitUntil: 'domcontentloaded', timeout: 60000 });
+    const source = 'table.perf-table code';
+    await page.waitForFunction(
+      (sel) => [...document.querySelectorAll(sel)].some((e) => e.textContent === 'served_by_the_test_upstream'),
+      source, { timeout: 60000 });
+    const name = 'served_by_the_test_upstream';
     // The live socket: opened on the page's own host, and still open after a while.
     const deadline = Date.now() + 30000;
     while (sockets.length === 0 && Date.now() < deadline)

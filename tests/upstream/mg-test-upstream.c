@@ -20,7 +20,8 @@
  *   /_stats          {"requests":R,"peak":P,"in_flight":F} of the analytics family
  *   /api/analytics/... 200 JSON after --analytics-ms, at most --max-concurrent at once (the
  *                    others wait for a turn), counted for /_stats
- *   /api/mqtt/status 200, one MQTT source named served-by-the-test-upstream (the browser check)
+ *   /api/perf/write-sources  200, one write source, served_by_the_test_upstream (the browser
+ *                    check: CoreScope's Perf page shows it)
  *   other /api/...   200 {"path":"..."}
  *   a WebSocket handshake on any path: 101, then every frame is echoed back (unmasked); a
  *                    close frame is answered with a close frame
@@ -404,15 +405,15 @@ static int serve_one(struct conn *c)
         sleep_ms(analytics_ms);
         analytics_turn(false);
         rc = respond(c->fd, 200, "application/json", "{\"analytics\":true}", 18);
-    } else if (strcmp(target, "/api/mqtt/status") == 0) {
-        /* What the MQTT panel of CoreScope's Observers page lists; meshgate has no such
-         * route, so the browser check sees data only the upstream has. */
-        char b[512], now[32];
+    } else if (strcmp(target, "/api/perf/write-sources") == 0) {
+        /* The Write Sources table of CoreScope's Perf page; meshgate has no such route, so
+         * the browser check sees data only the upstream has. */
+        char b[256], now[32];
         time_t t = time(NULL);
         strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
         int n = snprintf(b, sizeof b,
-                         "{\"sources\":[{\"name\":\"served-by-the-test-upstream\","
-                         "\"connected\":true,\"last_message_at\":\"%s\"}]}",
+                         "{\"sources\":{\"served_by_the_test_upstream\":42},"
+                         "\"sampleAt\":\"%s\"}",
                          now);
         rc = respond(c->fd, 200, "application/json", b, (size_t)n);
     } else {

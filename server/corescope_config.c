@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: ISC */
+#include "corescope_config.h"
+
+#include "buf.h"
+#include "json.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct mg_corescope_config mg_corescope;
+
+/* What loading is doing, for messages: the file, and the first error met. */
+struct loader {
+    const char *path;
+    char *err;
+    size_t errlen;
+    bool failed;
+};
+
+static void fail(struct loader *l, const char *key, const char *expected)
+{
+    if (l->failed)
+        return;
+    l->failed = true;
+    snprintf(l->err, l->errlen, "MESHGATE_CORESCOPE_CONFIG=%s: \"%s\" must be %s", l->path, key,
+             expected);
+}
+
+/* Writes any JSON value as CoreScope's encoder does with a decoded document: objects with
+ * their keys in bytewise order. */
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void emit(struct mg_json *j, json_t *v);
+
+static void emit_object(struct mg_json *j, json_t *obj)
+{
+    size_t n = json_object_size(obj), i = 0;
+    const char **keys = calloc(n ? n : 1, sizeof *keys);
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) keys[i++] = k;
+    qsort(keys, n, sizeof *keys, by_key);
+    mg_json_object_begin(j);
+    for (i = 0; i < n; i++) {
+        mg_json_key(j, keys[i]);
+        emit(j, json_object_get(obj, keys[i]));
+    }
+    mg_json_object_end(j);
+    free(keys);
+}
+
+static void emit(struct mg_json *j, json_t *v)
+{
+    size_t i;
+    json_t *e;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        emit_object(j, v);
+        break;
+    case JSON_ARRAY:
+        mg_json_array_begin(j);
+        json_array_foreach(v, i, e) emit(j, e);
+        mg_json_array_end(j);
+        break;
+    case JSON_STRING:
+        mg_json_string_n(j, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        mg_json_int(j, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        mg_json_double(j, json_real_value(v));
+        break;
+    case JSON_TRUE:
+        mg_json_bool(j, true);
+        break;
+    case JSON_FALSE:
+        mg_json_bool(j, false);
+        break;
+    case JSON_NULL:
+        mg_json_null(j);
+        break;
+    }
+}
+
+/* A member that may be absent or null (both: NULL), else must have the type asked for. */
+static json_t *member(struct loader *l, json_t *obj, const char *key, const char *path_key,
+                      json_type type, const char *expected)
+{
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    if (!v || json_is_null(v))
+        return NULL;
+    if (json_typeof(v) != type && !(type == JSON_REAL && json_is_number(v)) &&
+        !(type == JSON_TRUE && json_is_boolean(v))) {
+        fail(l, path_key, expected);
+        return NULL;
+    }
+    return v;
+}
+
+static json_t *object_member(struct loader *l, json_t *obj, const char *key, const char *path_key)
+{
+    return member(l, obj, key, path_key, JSON_OBJECT, "an object");
+}
+
+static double number_member(struct loader *l, json_t *obj, const char *key, const char *path_key)
+{
+    json_t *v = member(l, obj, key, path_key, JSON_REAL, "a number");
+    return v ? json_number_value(v) : 0;
+}
+
+static json_int_t int_member(struct loader *l, json_t *obj, const char *key, const char *path_key)
+{
+    json_t *v = member(l, obj, key, path_key, JSON_INTEGER, "a whole number");
+    return v ? json_integer_value(v) : 0;
+}
+
+static const char *string_member(struct loader *l, json_t *obj, const char *key,
+                                 const char *path_key)
+{
+    json_t *v = member(l, obj, key, path_key, JSON_STRING, "a string");
+    return v ? json_string_value(v) : "";
+}
+
+static bool bool_member(struct loader *l, json_t *obj, const char *key, const char *path_key)
+{
+    json_t *v = member(l, obj, key, path_key, JSON_TRUE, "true or false");
+    return v && json_is_true(v);
+}
+
+static void kv_value_or_null(struct mg_json *j, const char *key, json_t *v)
+{
+    mg_json_key(j, key);
+    if (v)
+        emit(j, v);
+    else
+        mg_json_null(j);
+}
+
+/* An object of defaults (pairs of strings), then each overlay's keys over it (shallow, as
+ * CoreScope merges). Returns a new reference. */
+static json_t *merged(const char *const *defaults, json_t *overlay1, json_t *overlay2)
+{
+    json_t *m = json_object();
+    for (const char *const *d = defaults; d && d[0]; d += 2)
+        json_object_set_new(m, d[0], json_string(d[1]));
+    if (overlay1)
+        json_object_update(m, overlay1);
+    if (overlay2)
+        json_object_update(m, overlay2);
+    return m;
+}
+
+static char *finish(struct mg_buf *b, size_t *len)
+{
+    mg_buf_putc(b, '\n');
+    if (b->failed) {
+        mg_buf_free(b);
+        return NULL;
+    }
+    mg_buf_cstr(b); /* NUL-terminated too, for whoever reads it as a string */
+    *len = b->len;
+    return b->data; /* the buffer's memory becomes the body */
+}
+
+/* ---- /api/config/cache: cacheTTL as it is, or {} ---- */
+static void render_cache(struct loader *l, json_t *root, struct mg_json *j)
+{
+    json_t *ttl = object_member(l, root, "cacheTTL", "cacheTTL");
+    if (ttl)
+        emit(j, ttl);
+    else {
+        mg_json_object_begin(j);
+        mg_json_object_end(j);
+    }
+}
+
+/* ---- /api/config/client ---- */
+
+static void render_health_thresholds(struct loader *l, json_t *root, struct mg_json *j)
+{
+    json_t *h = object_member(l, root, "healthThresholds", "healthThresholds");
+    static const struct {
+        const char *key, *path, *out;
+        double def;
+    } hours[] = {
+        {"infraDegradedHours", "healthThresholds.infraDegradedHours", "infraDegradedMs", 24},
+        {"infraSilentHours", "healthThresholds.infraSilentHours", "infraSilentMs", 72},
+        {"nodeDegradedHours", "healthThresholds.nodeDegradedHours", "nodeDegradedMs", 1},
+        {"nodeSilentHours", "healthThresholds.nodeSilentHours", "nodeSilentMs", 24},
+    };
+    mg_json_object_begin(j); /* keys in bytewise order */
+    for (size_t i = 0; i < sizeof hours / sizeof hours[0]; i++) {
+        double v = number_member(l, h, hours[i].key, hours[i].path);
+        double use = v > 0 ? v : hours[i].def;
+        mg_json_kv_int(j, hours[i].out, (int64_t)(use * 3600000.0)); /* truncated, as Go's int() */
+    }
+    (void)number_member(l, h, "relayActiveHours", "healthThresholds.relayActiveHours");
+    json_int_t online =
+        int_member(l, h, "observerOnlineMinutes", "healthThresholds.observerOnlineMinutes");
+    json_int_t stale =
+        int_member(l, h, "observerStaleMinutes", "healthThresholds.observerStaleMinutes");
+    mg_json_kv_int(j, "observerOnlineMs", (online > 0 ? online : 60) * 60000);
+    mg_json_kv_int(j, "observerStaleMs", (stale > 0 ? stale : 1440) * 60000);
+    mg_json_object_end(j);
+}
+
+/* "map", with the deprecated top-level "mapDarkTileProvider" and "tiles" moved into
+ * map.tiles where it has no such key (CoreScope's migration at load). New reference. */
+static json_t *migrated_map(struct loader *l, json_t *root)
+{
+    json_t *map = object_member(l, root, "map", "map");
+    json_t *m = map ? json_deep_copy(map) : json_object();
+    json_t *tiles = json_object_get(m, "tiles");
+    if (!tiles || json_is_null(tiles)) {
+        tiles = json_object();
+        json_object_set_new(m, "tiles", tiles);
+    }
+    const char *dark = string_member(l, root, "mapDarkTileProvider", "mapDarkTileProvider");
+    json_t *old = object_member(l, root, "tiles", "tiles");
+    if (!json_is_object(tiles))
+        return m;
+    json_t *have = json_object_get(tiles, "darkDefault");
+    if (dark[0] && (!have || json_is_null(have)))
+        json_object_set_new(tiles, "darkDefault", json_string(dark));
+    const char *k;
+    json_t *v;
+    json_object_foreach(old, k, v)
+    {
+        json_t *cur = json_object_get(tiles, k);
+        if (!cur || json_is_null(cur))
+            json_object_set(tiles, k, v);
+    }
+    return m;
+}
+
+/* One of CoreScope's accepted words, lowercased and trimmed, or the default. */
+static void normalised_word(const char *in, const char *const *accepted, char *out, size_t cap)
+{
+    while (*in && isspace((unsigned char)*in))
+        in++;
+    size_t n = strlen(in);
+    while (n && isspace((unsigned char)in[n - 1]))
+        n--;
+    char word[32];
+    if (n < sizeof word) {
+        for (size_t i = 0; i < n; i++)
+            word[i] = (char)tolower((unsigned char)in[i]);
+        word[n] = '\0';
+        for (const char *const *a = accepted; *a; a++)
+            if (strcmp(word, *a) == 0) {
+                snprintf(out, cap, "%s", word);
+                return;
+            }
+    }
+    snprintf(out, cap, "%s", accepted[0]); /* the first is the default */
+}
+
+static void render_timestamps(struct loader *l, json_t *root, struct mg_json *j)
+{
+    static const char *const modes[] = {"ago", "absolute", NULL};
+    static const char *const zones[] = {"local", "utc", NULL};
+    static const char *const presets[] = {"iso", "iso-seconds", "locale", NULL};
+    json_t *t = object_member(l, root, "timestamps", "timestamps");
+    char mode[32], zone[32], preset[32];
+    normalised_word(t ? string_member(l, t, "defaultMode", "timestamps.defaultMode") : "ago", modes,
+                    mode, sizeof mode);
+    normalised_word(t ? string_member(l, t, "timezone", "timestamps.timezone") : "local", zones,
+                    zone, sizeof zone);
+    normalised_word(t ? string_member(l, t, "formatPreset", "timestamps.formatPreset") : "iso",
+                    presets, preset, sizeof preset);
+    mg_json_object_begin(j); /* CoreScope's field order */
+    mg_json_kv_string(j, "defaultMode", mode);
+    mg_json_kv_string(j, "timezone", zone);
+    mg_json_kv_string(j, "formatPreset", preset);
+    mg_json_kv_string(j, "customFormat",
+                      string_member(l, t, "customFormat", "timestamps.customFormat"));
+    mg_json_kv_bool(j, "allowCustomFormat",
+                    bool_member(l, t, "allowCustomFormat", "timestamps.allowCustomFormat"));
+    mg_json_object_end(j);
+}
+
+static void kv_int_or_null(struct loader *l, struct mg_json *j, json_t *root, const char *key)
+{
+    json_t *v = member(l, root, key, key, JSON_INTEGER, "a whole number");
+    mg_json_key(j, key);
+    if (v)
+        mg_json_int(j, json_integer_value(v));
+    else
+        mg_json_null(j);
+}
+
+static void render_client(struct loader *l, json_t *root, struct mg_json *j)
+{
+    mg_json_object_begin(j); /* CoreScope's field order */
+    kv_value_or_null(j, "roles", object_member(l, root, "roles", "roles"));
+    mg_json_key(j, "healthThresholds");
+    render_health_thresholds(l, root, j);
+    json_t *map = migrated_map(l, root);
+    mg_json_key(j, "map");
+    emit(j, map);
+    json_decref(map);
+    /* Written even when absent (null), as CoreScope's encoder does. */
+    kv_value_or_null(j, "tiles", object_member(l, root, "tiles", "tiles"));
+    kv_value_or_null(j, "snrThresholds", object_member(l, root, "snrThresholds", "snrThresholds"));
+    kv_value_or_null(j, "distThresholds",
+                     object_member(l, root, "distThresholds", "distThresholds"));
+    kv_value_or_null(j, "maxHopDist",
+                     member(l, root, "maxHopDist", "maxHopDist", JSON_REAL, "a number"));
+    kv_value_or_null(j, "limits", object_member(l, root, "limits", "limits"));
+    kv_int_or_null(l, j, root, "perfSlowMs");
+    kv_int_or_null(l, j, root, "wsReconnectMs");
+    kv_int_or_null(l, j, root, "cacheInvalidateMs");
+    kv_value_or_null(j, "externalUrls", object_member(l, root, "externalUrls", "externalUrls"));
+    json_t *live = object_member(l, root, "liveMap", "liveMap");
+    json_int_t buffer_ms =
+        int_member(l, live, "propagationBufferMs", "liveMap.propagationBufferMs");
+    json_int_t max_nodes = int_member(l, live, "maxNodes", "liveMap.maxNodes");
+    mg_json_kv_int(j, "propagationBufferMs", buffer_ms > 0 ? buffer_ms : 5000);
+    mg_json_kv_int(j, "liveMapMaxNodes",
+                   max_nodes <= 0      ? 2000
+                   : max_nodes < 100   ? 100
+                   : max_nodes > 20000 ? 20000
+                                       : max_nodes);
+    mg_json_key(j, "timestamps");
+    render_timestamps(l, root, j);
+    if (bool_member(l, root, "debugAffinity", "debugAffinity"))
+        mg_json_kv_bool(j, "debugAffinity", true);
+    const char *dark = string_member(l, root, "mapDarkTileProvider", "mapDarkTileProvider");
+    if (dark[0])
+        mg_json_kv_string(j, "mapDarkTileProvider", dark);
+    json_t *customizer = object_member(l, root, "customizer", "customizer");
+    json_t *tabs = member(l, customizer, "disabledTabs", "customizer.disabledTabs", JSON_ARRAY,
+                          "a list of strings");
+    size_t i;
+    json_t *tab;
+    json_array_foreach(tabs, i, tab) if (!json_is_string(tab))
+        fail(l, "customizer.disabledTabs", "a list of strings");
+    mg_json_key(j, "customizer");
+    mg_json_object_begin(j);
+    mg_json_key(j, "disabledTabs");
+    if (tabs)
+        emit(j, tabs);
+    else {
+        mg_json_array_begin(j);
+        mg_json_array_end(j);
+    }
+    mg_json_object_end(j);
+    json_t *rx = object_member(l, root, "clientRxCoverage", "clientRxCoverage");
+    mg_json_kv_bool(j, "clientRxCoverage",
+                    bool_member(l, rx, "enabled", "clientRxCoverage.enabled"));
+    mg_json_object_end(j);
+}
+
+/* ---- /api/config/theme: CoreScope's defaults, then config.json, then theme.json ---- */
+
+static const char *const default_branding[] = {
+    "siteName", "CoreScope", "tagline", "Real-time MeshCore LoRa mesh network analyzer", NULL};
+static const char *const default_theme[] = {
+    "accent",      "#4a9eff", "accentHover",  "#6db3ff", "navBg",        "#0f0f23",
+    "navBg2",      "#1a1a2e", "navText",      "#ffffff", "navTextMuted", "#cbd5e1",
+    "background",  "#f4f5f7", "text",         "#1a1a2e", "textMuted",    "#5b6370",
+    "border",      "#e2e5ea", "surface1",     "#ffffff", "surface2",     "#ffffff",
+    "surface3",    "#ffffff", "sectionBg",    "#eef2ff", "cardBg",       "#ffffff",
+    "contentBg",   "#f4f5f7", "detailBg",     "#ffffff", "inputBg",      "#ffffff",
+    "rowStripe",   "#f9fafb", "rowHover",     "#eef2ff", "selectedBg",   "#dbeafe",
+    "statusGreen", "#22c55e", "statusYellow", "#eab308", "statusRed",    "#ef4444",
+    NULL};
+static const char *const default_theme_dark[] = {
+    "accent",     "#4a9eff", "accentHover", "#6db3ff", "navBg",        "#0f0f23",
+    "navBg2",     "#1a1a2e", "navText",     "#ffffff", "navTextMuted", "#cbd5e1",
+    "background", "#0f0f23", "text",        "#e2e8f0", "textMuted",    "#a8b8cc",
+    "border",     "#334155", "surface1",    "#1a1a2e", "surface2",     "#232340",
+    "cardBg",     "#1a1a2e", "contentBg",   "#0f0f23", "detailBg",     "#232340",
+    "inputBg",    "#1e1e34", "rowStripe",   "#1e1e34", "rowHover",     "#2d2d50",
+    "selectedBg", "#1e3a5f", "statusGreen", "#22c55e", "statusYellow", "#eab308",
+    "statusRed",  "#ef4444", "surface3",    "#2d2d50", "sectionBg",    "#1e1e34",
+    NULL};
+static const char *const default_node_colors[] = {"repeater", "#dc2626", "companion", "#2563eb",
+                                                  "room",     "#16a34a", "sensor",    "#d97706",
+                                                  "observer", "#8b5cf6", NULL};
+static const char *const default_type_colors[] = {
+    "ADVERT",  "#22c55e", "GRP_TXT",  "#3b82f6",  "TXT_MSG", "#f59e0b", "ACK",
+    "#6b7280", "REQ",     "#a855f7",  "RESPONSE", "#06b6d4", "TRACE",   "#ec4899",
+    "PATH",    "#14b8a6", "ANON_REQ", "#f43f5e",  "UNKNOWN", "#6b7280", NULL};
+
+/* CoreScope's built-in landing page (its data, reproduced so the answers are the same). */
+static const char default_home_json[] =
+    "{\"heroTitle\":\"CoreScope\",\"heroSubtitle\":\"Real-time MeshCore LoRa mesh network "
+    "analyzer\",\"steps\":["
+    "{\"emoji\":\"ph:bluetooth\",\"title\":\"Connect via Bluetooth\",\"description\":\"Flash "
+    "**BLE companion** firmware from [MeshCore Flasher](https://flasher.meshcore.io/).\\n- "
+    "Screenless devices: default PIN `123456`\\n- Screen devices: random PIN shown on "
+    "display\\n- If pairing fails: forget device, reboot, re-pair\"},"
+    "{\"emoji\":\"ph:radio\",\"title\":\"Set the right frequency preset\",\"description\":\"**US "
+    "Recommended:**\\n`910.525 MHz \\u00b7 BW 62.5 kHz \\u00b7 SF 7 \\u00b7 CR 5`\\nSelect "
+    "**\\\"US Recommended\\\"** in the app or flasher.\"},"
+    "{\"emoji\":\"ph:broadcast\",\"title\":\"Advertise yourself\",\"description\":\"Tap the "
+    "signal icon \\u2192 **Flood** to broadcast your node to the mesh. Companions only advert "
+    "when you trigger it manually.\"},"
+    "{\"emoji\":\"ph:repeat\",\"title\":\"Check \\\"Heard N repeats\\\"\",\"description\":\"- "
+    "**\\\"Sent\\\"** = transmitted, no confirmation\\n- **\\\"Heard 0 repeats\\\"** = no "
+    "repeater picked it up\\n- **\\\"Heard 1+ repeats\\\"** = you're on the mesh!\"}],"
+    "\"footerLinks\":[{\"label\":\"ph:package Packets\",\"url\":\"#/packets\"},"
+    "{\"label\":\"ph:map-trifold Network Map\",\"url\":\"#/map\"}]}";
+
+/* typeColors' legacy "REQUEST" becomes "REQ" unless "REQ" is given. New reference or NULL. */
+static json_t *normalised_type_colors(json_t *m)
+{
+    if (!m)
+        return NULL;
+    json_t *out = json_copy(m);
+    json_t *legacy = json_object_get(out, "REQUEST");
+    if (legacy) {
+        if (!json_object_get(out, "REQ"))
+            json_object_set(out, "REQ", legacy);
+        json_object_del(out, "REQUEST");
+    }
+    return out;
+}
+
+static void render_theme(struct loader *l, json_t *root, json_t *theme_file, struct mg_json *j)
+{
+    static const struct {
+        const char *key;
+        const char *const *defaults;
+    } parts[] = {
+        {"branding", default_branding},
+        {"theme", default_theme},
+        {"themeDark", default_theme_dark},
+        {"nodeColors", default_node_colors},
+        {"typeColors", default_type_colors},
+        {"home", NULL},
+        {"markerStroke", NULL},
+    };
+    mg_json_object_begin(j); /* CoreScope's field order */
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        json_t *a = object_member(l, root, parts[i].key, parts[i].key);
+        json_t *b = object_member(l, theme_file, parts[i].key, parts[i].key);
+        json_t *m;
+        if (strcmp(parts[i].key, "typeColors") == 0) {
+            json_t *na = normalised_type_colors(a), *nb = normalised_type_colors(b);
+            m = merged(parts[i].defaults, na, nb);
+            json_decref(na);
+            json_decref(nb);
+            json_t *req = json_object_get(m, "REQ");
+            if (req)
+                json_object_set(m, "REQUEST", req); /* both names, as CoreScope sends */
+        } else if (strcmp(parts[i].key, "home") == 0) {
+            m = json_loads(default_home_json, 0, NULL);
+            if (a)
+                json_object_update(m, a);
+            if (b)
+                json_object_update(m, b);
+        } else if (strcmp(parts[i].key, "markerStroke") == 0) {
+            m = json_object();
+            json_object_set_new(m, "color", json_string("rgba(255,255,255,0.85)"));
+            json_object_set_new(m, "width", json_integer(1));
+            json_object_set_new(m, "opacity", json_integer(1));
+            if (a)
+                json_object_update(m, a);
+            if (b)
+                json_object_update(m, b);
+        } else {
+            m = merged(parts[i].defaults, a, b);
+        }
+        mg_json_key(j, parts[i].key);
+        emit(j, m);
+        json_decref(m);
+    }
+    mg_json_object_end(j);
+}
+
+/* ---- /api/config/map ---- */
+static void render_map(struct loader *l, json_t *root, struct mg_json *j)
+{
+    json_t *d = object_member(l, root, "mapDefaults", "mapDefaults");
+    json_t *center = member(l, d, "center", "mapDefaults.center", JSON_ARRAY, "a list of numbers");
+    size_t i;
+    json_t *e;
+    json_array_foreach(center, i, e) if (!json_is_number(e))
+        fail(l, "mapDefaults.center", "a list of numbers");
+    json_int_t zoom = int_member(l, d, "zoom", "mapDefaults.zoom");
+    mg_json_object_begin(j);
+    mg_json_key(j, "center");
+    mg_json_array_begin(j);
+    if (json_array_size(center) > 0) {
+        json_array_foreach(center, i, e) mg_json_double(j, json_number_value(e));
+    } else {
+        mg_json_double(j, 37.45);
+        mg_json_double(j, -122.0);
+    }
+    mg_json_array_end(j);
+    mg_json_kv_int(j, "zoom", zoom != 0 ? zoom : 9);
+    mg_json_object_end(j);
+}
+
+/* A polygon: a list of [lat, lon] pairs (as CoreScope reads pairs: a missing number is 0,
+ * numbers past the second are ignored). */
+static bool polygon_ok(json_t *poly)
+{
+    size_t i, k;
+    json_t *pair, *x;
+    json_array_foreach(poly, i, pair)
+    {
+        if (!json_is_array(pair))
+            return false;
+        json_array_foreach(pair, k, x) if (!json_is_number(x)) return false;
+    }
+    return true;
+}
+
+static void emit_polygon(struct mg_json *j, json_t *poly)
+{
+    size_t i;
+    json_t *pair;
+    mg_json_array_begin(j);
+    json_array_foreach(poly, i, pair)
+    {
+        mg_json_array_begin(j);
+        mg_json_double(j, json_number_value(json_array_get(pair, 0)));
+        mg_json_double(j, json_number_value(json_array_get(pair, 1)));
+        mg_json_array_end(j);
+    }
+    mg_json_array_end(j);
+}
+
+static json_t *polygon_member(struct loader *l, json_t *obj, const char *path_key)
+{
+    json_t *poly = member(l, obj, "polygon", path_key, JSON_ARRAY, "a list of [lat, lon] pairs");
+    if (poly && !polygon_ok(poly)) {
+        fail(l, path_key, "a list of [lat, lon] pairs");
+        return NULL;
+    }
+    return poly;
+}
+
+/* ---- /api/config/geo-filter ---- */
+static void render_geo_filter(struct loader *l, json_t *root, struct mg_json *j)
+{
+    json_t *gf = object_member(l, root, "geo_filter", "geo_filter");
+    json_t *poly = polygon_member(l, gf, "geo_filter.polygon");
+    double buffer = number_member(l, gf, "bufferKm", "geo_filter.bufferKm");
+    mg_json_object_begin(j); /* a map: keys in bytewise order */
+    if (json_array_size(poly) == 0) {
+        mg_json_kv_int(j, "bufferKm", 0);
+        mg_json_kv_null(j, "polygon");
+    } else {
+        mg_json_kv_double(j, "bufferKm", buffer);
+        mg_json_key(j, "polygon");
+        emit_polygon(j, poly);
+    }
+    /* meshgate serves no PUT /api/config/geo-filter, so the customizer may not offer one. */
+    mg_json_kv_bool(j, "writeEnabled", false);
+    mg_json_object_end(j);
+}
+
+/* ---- /api/config/areas and /areas/polygons: sorted by key ---- */
+static void render_areas(struct loader *l, json_t *root, struct mg_json *j, bool polygons)
+{
+    json_t *areas = object_member(l, root, "areas", "areas");
+    size_t n = json_object_size(areas), i = 0;
+    const char **keys = calloc(n ? n : 1, sizeof *keys);
+    const char *k;
+    json_t *v;
+    json_object_foreach(areas, k, v) keys[i++] = k;
+    qsort(keys, n, sizeof *keys, by_key);
+    static const char *const bounds[] = {"latMin", "latMax", "lonMin", "lonMax"};
+    mg_json_array_begin(j);
+    for (i = 0; i < n; i++) {
+        /* An entry that is not an object (a "_comment") reads as one without a label, as in
+         * CoreScope. */
+        json_t *a = json_object_get(areas, keys[i]);
+        json_t *area = json_is_object(a) ? a : NULL;
+        char path_key[300];
+        snprintf(path_key, sizeof path_key, "areas.%s.label", keys[i]);
+        const char *label = string_member(l, area, "label", path_key);
+        snprintf(path_key, sizeof path_key, "areas.%s.polygon", keys[i]);
+        json_t *poly = polygon_member(l, area, path_key);
+        if (!polygons && !label[0])
+            continue;
+        mg_json_object_begin(j);
+        mg_json_kv_string(j, "key", keys[i]);
+        mg_json_kv_string(j, "label", label);
+        if (polygons && json_array_size(poly) > 0) {
+            mg_json_key(j, "polygon");
+            emit_polygon(j, poly);
+        }
+        for (size_t b = 0; b < 4; b++) {
+            snprintf(path_key, sizeof path_key, "areas.%s.%s", keys[i], bounds[b]);
+            json_t *x = member(l, area, bounds[b], path_key, JSON_REAL, "a number");
+            if (polygons && x)
+                mg_json_kv_double(j, bounds[b], json_number_value(x));
+        }
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    free(keys);
+}
+
+static int by_region_code(const void *a, const void *b)
+{
+    return strcmp(((const struct mg_corescope_region *)a)->code,
+                  ((const struct mg_corescope_region *)b)->code);
+}
+
+static void load_regions(struct loader *l, json_t *root, struct mg_corescope_config *c)
+{
+    json_t *regions = object_member(l, root, "regions", "regions");
+    size_t n = json_object_size(regions);
+    c->regions = calloc(n ? n : 1, sizeof *c->regions);
+    const char *k;
+    json_t *v;
+    json_object_foreach(regions, k, v)
+    {
+        if (!json_is_string(v)) {
+            fail(l, "regions", "an object of IATA codes to names (strings)");
+            return;
+        }
+        c->regions[c->region_count].code = strdup(k);
+        c->regions[c->region_count].name = strdup(json_string_value(v));
+        c->region_count++;
+    }
+    qsort(c->regions, c->region_count, sizeof *c->regions, by_region_code);
+}
+
+/* Parses a file; NULL with the message in err (for a syntax error: line and column). */
+static json_t *parse_file(const char *path, const char *what, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s=%s: cannot read it (%s)", what, path, strerror(errno));
+        return NULL;
+    }
+    json_t *root = json_loadf(f, 0, &jerr);
+    fclose(f);
+    if (!root) {
+        snprintf(err, errlen, "%s=%s: line %d, column %d: %s", what, path, jerr.line, jerr.column,
+                 jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "%s=%s: must hold one JSON object", what, path);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    err[0] = '\0';
+    json_t *root = NULL, *theme = NULL;
+    if (path && path[0]) {
+        root = parse_file(path, "MESHGATE_CORESCOPE_CONFIG", err, errlen);
+        if (!root)
+            return -1;
+        /* theme.json beside config.json, as CoreScope reads it beside its own. */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char theme_path[4200];
+        snprintf(theme_path, sizeof theme_path, "%s/theme.json", dirname(dir));
+        if (access(theme_path, F_OK) == 0) {
+            char why[1024];
+            theme = parse_file(theme_path, "theme.json", why, sizeof why);
+            if (!theme) {
+                snprintf(err, errlen, "MESHGATE_CORESCOPE_CONFIG=%s: its %s", path, why);
+                json_decref(root);
+                return -1;
+            }
+        }
+    } else {
+        root = json_object();
+    }
+    struct loader l = {path && path[0] ? path : "", err, errlen, false};
+    for (int b = 0; b < MG_CS_BODY_COUNT; b++) {
+        struct mg_buf buf;
+        mg_buf_init(&buf);
+        struct mg_json j;
+        mg_json_init(&j, &buf);
+        switch ((enum mg_corescope_body)b) {
+        case MG_CS_CACHE:
+            render_cache(&l, root, &j);
+            break;
+        case MG_CS_CLIENT:
+            render_client(&l, root, &j);
+            break;
+        case MG_CS_THEME:
+            render_theme(&l, root, theme, &j);
+            break;
+        case MG_CS_MAP:
+            render_map(&l, root, &j);
+            break;
+        case MG_CS_GEO_FILTER:
+            render_geo_filter(&l, root, &j);
+            break;
+        case MG_CS_AREAS:
+            render_areas(&l, root, &j, false);
+            break;
+        case MG_CS_AREAS_POLYGONS:
+            render_areas(&l, root, &j, true);
+            break;
+        case MG_CS_BODY_COUNT:
+            break;
+        }
+        c->body[b] = finish(&buf, &c->body_len[b]);
+        if (!c->body[b] && !l.failed)
+            fail(&l, "(whole file)", "small enough to render (out of memory)");
+    }
+    load_regions(&l, root, c);
+    json_decref(root);
+    json_decref(theme);
+    if (l.failed) {
+        mg_corescope_free(c);
+        return -1;
+    }
+    c->loaded = true;
+    return 0;
+}
+
+void mg_corescope_free(struct mg_corescope_config *c)
+{
+    for (int b = 0; b < MG_CS_BODY_COUNT; b++)
+        free(c->body[b]);
+    for (size_t i = 0; i < c->region_count; i++) {
+        free(c->regions[i].code);
+        free(c->regions[i].name);
+    }
+    free(c->regions);
+    memset(c, 0, sizeof *c);
+}
+
+const struct mg_corescope_config *mg_corescope_current(void)
+{
+    if (!mg_corescope.loaded) {
+        char err[256];
+        mg_corescope_load(&mg_corescope, "", err, sizeof err);
+    }
+    return &mg_corescope;
+}

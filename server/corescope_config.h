@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * corescope_config: the operator's CoreScope config.json (MESHGATE_CORESCOPE_CONFIG), read by
+ * the master with jansson at start and on SIGHUP, and turned at once into the finished bodies
+ * of /api/config/{cache,client,theme,map,geo-filter,areas,areas/polygons} and the list of
+ * configured regions. Workers fork from the master and serve those bytes: no request parses
+ * anything, and a reload's new workers serve the new file while old ones finish on the old.
+ *
+ * What each body holds is what CoreScope's server answers for the same file (its built-in
+ * defaults for every key the file lacks, the deprecated top-level "tiles" and
+ * "mapDarkTileProvider" moved into map.tiles, timestamps normalised, maps with their keys in
+ * bytewise order). Without a file the bodies are those defaults. `theme.json` beside the file,
+ * when there is one, overlays the theme as CoreScope's theme.json does.
+ *
+ * Where meshgate differs on purpose: a file that is not JSON, or whose known keys have the
+ * wrong type, is refused with the file, line and column (CoreScope falls back to defaults in
+ * silence); areas are listed sorted by key (CoreScope: Go's random map order); geo-filter's
+ * writeEnabled is always false (meshgate has no write endpoints).
+ */
+#ifndef MESHGATE_CORESCOPE_CONFIG_H
+#define MESHGATE_CORESCOPE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum mg_corescope_body {
+    MG_CS_CACHE,
+    MG_CS_CLIENT,
+    MG_CS_THEME,
+    MG_CS_MAP,
+    MG_CS_GEO_FILTER,
+    MG_CS_AREAS,
+    MG_CS_AREAS_POLYGONS,
+    MG_CS_BODY_COUNT
+};
+
+struct mg_corescope_region {
+    char *code;
+    char *name;
+};
+
+struct mg_corescope_config {
+    bool loaded;
+    /* finished JSON bodies, each ending in "\n" */
+    char *body[MG_CS_BODY_COUNT];
+    size_t body_len[MG_CS_BODY_COUNT];
+    /* "regions" of the file: code -> display name, sorted by code (bytewise) */
+    struct mg_corescope_region *regions;
+    size_t region_count;
+};
+
+/* The configuration this process serves: loaded by the preflight (and on SIGHUP by the
+ * master), inherited by the workers. */
+extern struct mg_corescope_config mg_corescope;
+
+/*
+ * Reads path (empty: none, CoreScope's defaults) and renders every body into c (which must be
+ * zeroed or freed). 0, or -1 with a message naming the file, and for a syntax error its line
+ * and column, in err; c is left empty then.
+ */
+int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen);
+void mg_corescope_free(struct mg_corescope_config *c);
+
+/* mg_corescope, loaded with the defaults first if nothing loaded it (in-process tests). */
+const struct mg_corescope_config *mg_corescope_current(void);
+
+#endif

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * GET /api/scope-stats?window=1h|24h|7d (default 24h): how many transmissions of the window
+ * carried a region scope, as CoreScope counts them. Transport routes (route_type 0 and 3) may
+ * carry one: scoped has a scope_name (an empty one is an unknown scope), unscoped has none;
+ * flood and direct routes (1, 2) never carry one and count as unscoped. byRegion: named
+ * scopes, most first (then by name, where CoreScope leaves ties in no order); timeSeries:
+ * transport transmissions per bucket (5 minutes, 1 hour, 6 hours), oldest first.
+ *
+ * One pass reads the transmissions of the window through the index on first_seen (CoreScope
+ * makes four), so the cost grows with the window's traffic, never with the table; still, a
+ * week can be most of the table, so the route is heavy. Without transmissions.scope_name (a
+ * database CoreScope's migration has not reached) there is nothing to count: 501, as CoreScope
+ * refuses it too.
+ */
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct window {
+    const char *name;
+    int64_t seconds;
+    const char *bucket; /* SQL for a transmission's bucket, from first_seen */
+};
+
+static const struct window windows[] = {
+    {"1h", 3600,
+     "strftime('%Y-%m-%dT%H:', first_seen) || printf('%02d', (CAST(strftime('%M', first_seen) "
+     "AS INTEGER) / 5) * 5) || ':00Z'"},
+    {"24h", 24 * 3600, "strftime('%Y-%m-%dT%H:00:00Z', first_seen)"},
+    {"7d", 7 * 24 * 3600,
+     "strftime('%Y-%m-%dT', first_seen) || printf('%02d', (CAST(strftime('%H', first_seen) AS "
+     "INTEGER) / 6) * 6) || ':00:00Z'"},
+};
+
+static int fail(struct mg_response *res, struct mg_db *db, int rc)
+{
+    int primary = rc & 0xff;
+    mg_buf_reset(&res->body);
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
+    else {
+        mg_warn("/api/scope-stats: %s", sqlite3_errmsg(db->conn));
+        mg_response_error(res, 500, "counting the scopes failed: %s", sqlite3_errmsg(db->conn));
+    }
+    return -1;
+}
+
+/* A named count: a scope (scoped = its transmissions) or a time bucket. */
+struct counted {
+    char *name;
+    int64_t scoped, unscoped;
+};
+
+struct tally {
+    int64_t transport, scoped, unscoped, unknown;
+    struct counted *scopes, *buckets;
+    size_t nscopes, nbuckets;
+    bool failed;
+};
+
+static struct counted *find_or_add(struct counted **list, size_t *n, const char *name, bool *failed)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*list)[i].name, name) == 0)
+            return &(*list)[i];
+    struct counted *grown = realloc(*list, (*n + 1) * sizeof **list);
+    char *copy = strdup(name);
+    if (!grown || !copy) {
+        if (grown)
+            *list = grown;
+        free(copy);
+        *failed = true;
+        return NULL;
+    }
+    *list = grown;
+    (*list)[*n] = (struct counted){copy, 0, 0};
+    return &(*list)[(*n)++];
+}
+
+/* One row (bucket, kind: 1 transport, 2 flood or direct, 0 other; scope_name; count). */
+static void tally_row(struct tally *t, sqlite3_stmt *st)
+{
+    int kind = sqlite3_column_int(st, 1);
+    int64_t n = sqlite3_column_int64(st, 3);
+    bool has_scope = sqlite3_column_type(st, 2) != SQLITE_NULL;
+    const char *scope = has_scope ? (const char *)sqlite3_column_text(st, 2) : NULL;
+    const char *bucket = (const char *)sqlite3_column_text(st, 0);
+    if (kind == 2) {
+        t->unscoped += n; /* these routes carry no scope at all */
+        return;
+    }
+    if (kind != 1)
+        return;
+    t->transport += n;
+    if (!has_scope)
+        t->unscoped += n;
+    else {
+        t->scoped += n;
+        if (!scope || !scope[0])
+            t->unknown += n;
+        else {
+            struct counted *c = find_or_add(&t->scopes, &t->nscopes, scope, &t->failed);
+            if (c)
+                c->scoped += n;
+        }
+    }
+    if (!bucket)
+        return; /* a first_seen that is no time: CoreScope skips the row too */
+    struct counted *b = find_or_add(&t->buckets, &t->nbuckets, bucket, &t->failed);
+    if (b)
+        *(has_scope ? &b->scoped : &b->unscoped) += n;
+}
+
+static void tally_free(struct tally *t)
+{
+    for (size_t i = 0; i < t->nscopes; i++)
+        free(t->scopes[i].name);
+    for (size_t i = 0; i < t->nbuckets; i++)
+        free(t->buckets[i].name);
+    free(t->scopes);
+    free(t->buckets);
+}
+
+static int by_count_then_name(const void *a, const void *b)
+{
+    const struct counted *x = a, *y = b;
+    if (x->scoped != y->scoped)
+        return x->scoped > y->scoped ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int by_bucket(const void *a, const void *b)
+{
+    return strcmp(((const struct counted *)a)->name, ((const struct counted *)b)->name);
+}
+
+void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    const char *asked = mg_query_get(&req->query, "window");
+    const struct window *w = &windows[1];
+    if (asked && asked[0]) {
+        w = NULL;
+        for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
+            if (strcmp(asked, windows[i].name) == 0)
+                w = &windows[i];
+        if (!w) {
+            mg_response_error(res, 400, "window must be 1h, 24h, or 7d");
+            return;
+        }
+    }
+    struct mg_db *db = env->db;
+    if (!db->schema.tx_scope_name) {
+        mg_response_error(res, 501,
+                          "scope_name column not present: this database has not been migrated "
+                          "by CoreScope's ingestor, so it records no scopes");
+        return;
+    }
+    char since[32];
+    time_t t = (time_t)(mg_realtime_ns() / MG_NS_PER_SEC) - (time_t)w->seconds;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    /* One pass over the window: counts per (bucket, kind of route, scope). */
+    char sql[768];
+    snprintf(sql, sizeof sql,
+             "SELECT %s, CASE WHEN route_type IN (0, 3) THEN 1 WHEN route_type IN (1, 2) THEN 2 "
+             "ELSE 0 END AS kind, scope_name, count(*) FROM transmissions "
+             "WHERE first_seen >= ?1 GROUP BY 1, 2, 3",
+             w->bucket);
+    sqlite3_stmt *st = mg_db_prepare(db, sql);
+    if (!st)
+        return (void)fail(res, db, sqlite3_errcode(db->conn));
+    sqlite3_bind_text(st, 1, since, -1, SQLITE_TRANSIENT);
+    struct tally tally;
+    memset(&tally, 0, sizeof tally);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        tally_row(&tally, st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE || tally.failed) {
+        tally_free(&tally);
+        return (void)fail(res, db, rc == SQLITE_DONE ? SQLITE_NOMEM : rc);
+    }
+    if (tally.nscopes) /* qsort must not be given NULL, even for no element */
+        qsort(tally.scopes, tally.nscopes, sizeof *tally.scopes, by_count_then_name);
+    if (tally.nbuckets)
+        qsort(tally.buckets, tally.nbuckets, sizeof *tally.buckets, by_bucket);
+
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j); /* CoreScope's field order */
+    mg_json_kv_string(&j, "window", w->name);
+    mg_json_key(&j, "summary");
+    mg_json_object_begin(&j);
+    mg_json_kv_int(&j, "transportTotal", tally.transport);
+    mg_json_kv_int(&j, "scoped", tally.scoped);
+    mg_json_kv_int(&j, "unscoped", tally.unscoped);
+    mg_json_kv_int(&j, "unknownScope", tally.unknown);
+    mg_json_object_end(&j);
+    mg_json_key(&j, "byRegion");
+    mg_json_array_begin(&j);
+    for (size_t i = 0; i < tally.nscopes; i++) {
+        mg_json_object_begin(&j);
+        mg_json_kv_string(&j, "name", tally.scopes[i].name);
+        mg_json_kv_int(&j, "count", tally.scopes[i].scoped);
+        mg_json_object_end(&j);
+    }
+    mg_json_array_end(&j);
+    mg_json_key(&j, "timeSeries");
+    mg_json_array_begin(&j);
+    for (size_t i = 0; i < tally.nbuckets; i++) {
+        mg_json_object_begin(&j);
+        mg_json_kv_string(&j, "t", tally.buckets[i].name);
+        mg_json_kv_int(&j, "scoped", tally.buckets[i].scoped);
+        mg_json_kv_int(&j, "unscoped", tally.buckets[i].unscoped);
+        mg_json_object_end(&j);
+    }
+    mg_json_array_end(&j);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+    tally_free(&tally);
+}

@@ -51,6 +51,7 @@ void mg_slot_prepare(struct mg_slot *slot)
     atomic_store(&slot->heartbeat_monotonic_ns, now);
     atomic_store(&slot->request_started_monotonic_ns, 0);
     atomic_store(&slot->lock_wait_holder, 0);
+    atomic_store(&slot->db_connections, 0);
     mg_slot_end_request(slot);
 }
 
@@ -112,6 +113,13 @@ static struct mg_slot *self_slot;
 void mg_scoreboard_set_self(struct mg_slot *slot)
 {
     self_slot = slot;
+}
+
+void mg_scoreboard_db_connections_add(int delta)
+{
+    struct mg_slot *slot = self_slot;
+    if (slot)
+        atomic_fetch_add(&slot->db_connections, (uint32_t)delta);
 }
 
 void mg_scoreboard_beat(void)

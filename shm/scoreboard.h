@@ -54,7 +54,9 @@ struct mg_slot {
      * holder (lock.h): written by the waiting worker, read by the master, which checks that
      * the lock at that offset still holds that pid before it acts. */
     _Atomic int32_t lock_wait_holder; /* 0: none */
-    uint32_t reserved;
+    /* SQLite connections this worker has open: its loop's, and one per helper thread that has
+     * had a job (a helper opens its connection when first needed; see jobs.h). */
+    _Atomic uint32_t db_connections;
     _Atomic uint64_t lock_wait_offset;  /* of the struct mg_lock in the segment */
     _Atomic int64_t lock_wait_since_ns; /* monotonic: when the waiter saw that holder */
     char method[MG_SLOT_METHOD_MAX];
@@ -92,6 +94,8 @@ void mg_slot_set_connections(struct mg_slot *slot, unsigned n);
  */
 void mg_scoreboard_set_self(struct mg_slot *slot);
 void mg_scoreboard_beat(void);
+/* Worker: adds delta to its own slot's count of open database connections (db.c). */
+void mg_scoreboard_db_connections_add(int delta);
 
 /* Worker: reports a lock held too long by holder (offset: the lock's in the segment). */
 void mg_slot_report_lock_wait(struct mg_slot *slot, int holder, uint64_t offset,

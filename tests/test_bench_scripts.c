@@ -95,6 +95,9 @@ Test(bench_scripts, read_api_script_measures_2xx_only, .init = make_db, .fini = 
     expect_in_out((const char *[]){"| `/api/nodes?limit=50` | 4 |",
                                    "| `/api/packets?limit=50` | 4 |",
                                    "| `/api/packets?limit=50&expand=observations` | 4 |", NULL});
+    /* The group's PSS after the load, by process (the master and its 4 workers) and kind. */
+    expect_in_out((const char *[]){"| meshgate process | PSS MB | heap | anon |", "| master ",
+                                   "| worker ", "| meshgate group (5 processes) | **", NULL});
     /* Every row ends in its count of answers that were not 2xx: none here. */
     for (const char *row = strstr(out, "| `"); row; row = strstr(row + 1, "| `")) {
         const char *eol = strchr(row, '\n');

@@ -19,11 +19,13 @@
  */
 #include "db.h"
 #include "db_counts.h"
+#include "ep_node_detail.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
 #include "region_map.h"
 #include "router.h"
+#include "stats.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -52,6 +54,10 @@ static const char *const heavy_targets[] = {
     "/api/packets?offset=400000",
     "/api/perf?mem=1",
     "/api/nodes/{node}/reach?days=30",
+    "/api/nodes/{node}",
+    "/api/nodes/{node}/health",
+    "/api/nodes/{node}/clock-skew",
+    "/api/nodes/clock-skew",
     "/api/packets/timestamps?since={day_ago}",
     "/api/observers",
     "/api/observers/{observer}",
@@ -114,13 +120,29 @@ static void expand_records(char *target, size_t cap)
     }
 }
 
-static void expand(const char *target, const char *node, char *out, size_t cap)
+/*
+ * "{node}" is the busiest node's key; "{quiet}" the key of the node with the most
+ * transmissions among those a node detail may have and stay light
+ * (MG_NODE_DETAIL_LIGHT_ROWS), "{prefix}" its first 8 digits (a short link); then the
+ * records above.
+ */
+struct case_keys {
+    char node[128], quiet[128];
+};
+
+static void expand(const char *target, const struct case_keys *k, char *out, size_t cap)
 {
-    const char *at = strstr(target, "{node}");
-    if (!at)
-        snprintf(out, cap, "%s", target);
-    else
-        snprintf(out, cap, "%.*s%s%s", (int)(at - target), target, node, at + strlen("{node}"));
+    static const char *const names[] = {"{node}", "{quiet}", "{prefix}"};
+    snprintf(out, cap, "%s", target);
+    for (size_t i = 0; i < 3; i++) {
+        const char *at = strstr(target, names[i]);
+        if (!at)
+            continue;
+        const char *value = i == 0 ? k->node : k->quiet;
+        snprintf(out, cap, "%.*s%.*s%s", (int)(at - target), target, i == 2 ? 8 : 64, value,
+                 at + strlen(names[i]));
+        break;
+    }
     expand_records(out, cap);
 }
 
@@ -146,19 +168,28 @@ static struct measured run(struct mg_test_ctx *t, const char *target)
     return m;
 }
 
-/* The key of the node with the most ADVERTs (the most observations to probe). */
-static void busiest_node(struct mg_test_ctx *t, char *out, size_t cap)
+static void key_of(struct mg_test_ctx *t, const char *sql, char *out, size_t cap)
 {
     sqlite3_stmt *st = NULL;
     out[0] = '\0';
-    cr_assert_eq(sqlite3_prepare_v2(t->db.conn,
-                                    "SELECT public_key FROM nodes ORDER BY advert_count DESC, "
-                                    "public_key LIMIT 1",
-                                    -1, &st, NULL),
-                 SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(t->db.conn, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
     if (sqlite3_step(st) == SQLITE_ROW)
         snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
+}
+
+/* The node with the most ADVERTs (the most observations to probe), and the quiet one. */
+static void case_keys(struct mg_test_ctx *t, struct case_keys *k)
+{
+    key_of(t, "SELECT public_key FROM nodes ORDER BY advert_count DESC, public_key LIMIT 1",
+           k->node, sizeof k->node);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT public_key FROM (SELECT public_key, (SELECT count(*) FROM transmissions"
+             " WHERE from_pubkey = nodes.public_key) AS sent FROM nodes) WHERE sent <= %d"
+             " ORDER BY sent DESC, public_key LIMIT 1",
+             MG_NODE_DETAIL_LIGHT_ROWS);
+    key_of(t, sql, k->quiet, sizeof k->quiet);
 }
 
 static bool can_be_light(const struct mg_route *r)
@@ -182,15 +213,16 @@ static void print_table(const char *db)
 {
     struct mg_test_ctx t;
     open_ctx(&t, db);
-    char node[128], target[512];
-    busiest_node(&t, node, sizeof node);
+    struct case_keys keys;
+    char target[512];
+    case_keys(&t, &keys);
     find_records(&t);
     printf("| route | request | run | class | status | ms | VM steps | pages |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *const *cases = mg_routes[i].light_cases;
         for (size_t c = 0; cases && cases[c]; c++) {
-            expand(cases[c], node, target, sizeof target);
+            expand(cases[c], &keys, target, sizeof target);
             for (int round = 1; round <= 2; round++) {
                 struct measured m = run(&t, target);
                 printf("| %s | `%s` | %d | %s | %d | %.1f | %" PRId64 " | %" PRId64 " |\n",
@@ -200,7 +232,7 @@ static void print_table(const char *db)
         }
     }
     for (size_t c = 0; heavy_targets[c]; c++) {
-        expand(heavy_targets[c], node, target, sizeof target);
+        expand(heavy_targets[c], &keys, target, sizeof target);
         struct measured m = run(&t, target);
         printf("| | `%s` | 1 | %s | %d | %.1f | %" PRId64 " | %" PRId64 " |\n", target,
                m.light ? "light" : "heavy", m.status, m.ms, m.vm_steps, m.pages);
@@ -241,9 +273,10 @@ Test(cost, every_light_request_steps_through_few_rows_on_a_200k_observation_data
     cr_assert_eq(mg_fixture_generate(db, &o, err, sizeof err), 0, "%s", err);
     struct mg_test_ctx t;
     open_ctx(&t, db);
-    char node[128], target[512];
-    busiest_node(&t, node, sizeof node);
-    cr_assert(node[0], "the generated database has no node");
+    struct case_keys keys;
+    char target[512];
+    case_keys(&t, &keys);
+    cr_assert(keys.node[0] && keys.quiet[0], "the generated database has no (quiet) node");
     find_records(&t);
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *const *cases = mg_routes[i].light_cases;
@@ -253,7 +286,7 @@ Test(cost, every_light_request_steps_through_few_rows_on_a_200k_observation_data
         struct mg_db_counts counts;
         cr_assert(mg_db_counts_get(&t.env, &counts));
         for (size_t c = 0; cases && cases[c]; c++) {
-            expand(cases[c], node, target, sizeof target);
+            expand(cases[c], &keys, target, sizeof target);
             int light_runs = 0;
             for (int round = 1; round <= 2; round++) {
                 struct measured m = run(&t, target);
@@ -299,4 +332,16 @@ Test(cost, the_bounds_catch_a_scan_of_observations)
     cr_expect_gt(mg_db_vm_steps(&t.db) - steps, LIGHT_VM_STEPS_MAX, "a filtered scan went unseen");
     mg_test_ctx_close(&t);
     mg_test_rmdir(dir);
+}
+
+/* Every route is counted: the table and the three extras fit the segment's route records
+ * (36 routes once outgrew 32, and "(not found)", "(bad request)" and "(static)" went
+ * uncounted). */
+Test(cost, every_route_has_a_record_in_the_segment)
+{
+    const char *names[MG_ROUTES_MAX + 8];
+    cr_expect_leq(mg_route_table_len + 3, MG_ROUTES_MAX);
+    unsigned n = mg_route_names(names, MG_ROUTES_MAX);
+    cr_expect_eq(n, mg_route_table_len + 3);
+    cr_expect_str_eq(names[n - 1], "(static)");
 }

@@ -244,6 +244,27 @@ static void tour(void)
     get("/api/nodes/" /* a key in no table */
         "0000000000000000000000000000000000000000000000000000000000000000/reach",
         404);
+    /* Node detail and search (scope_name in recentAdverts only with its column). */
+    snprintf(target, sizeof target, "/api/nodes/%s", repeater);
+    body = get(target, 200);
+    cr_expect_eq(
+        strstr(body, "\"scope_name\":") != NULL,
+        file_has_column("transmissions", "scope_name") &&
+            count_of("SELECT count(*) FROM transmissions WHERE from_pubkey = %Q", repeater) > 0,
+        "%s: %.300s", target, body);
+    snprintf(target, sizeof target, "/api/nodes/%.8s", repeater);
+    get(target, 200);
+    get("/api/nodes/search?q=a", 200);
+    snprintf(target, sizeof target, "/api/nodes/%s/health", repeater);
+    body = get(target, 200);
+    cr_expect(strstr(body, "\"totalTransmissions\":"), "%s: %.300s", target, body);
+    cr_expect_eq(mg_test_ctx_get(&s.t, "/api/nodes/clock-skew"), 200, "%s",
+                 (const char *)s.t.res.body.data);
+    cr_expect(s.t.res.body.data[0] == '[', "the fleet is a list");
+    snprintf(target, sizeof target, "/api/nodes/%s/clock-skew", repeater);
+    int skew_status = mg_test_ctx_get(&s.t, target);
+    cr_expect(skew_status == 200 || skew_status == 404, "%s: %d %s", target, skew_status,
+              (const char *)s.t.res.body.data);
     get("/api/config/client", 200);
     get("/api/config/regions", 200);
     get("/api/health", 200);

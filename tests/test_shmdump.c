@@ -123,6 +123,7 @@ static void populate(struct mg_segment *seg)
     atomic_store(&busy->requests, 5);
     atomic_store(&busy->requests_all, 9);
     mg_slot_set_connections(busy, 1);
+    atomic_store(&busy->db_connections, 2);
     mg_slot_begin_request(busy, "GET", "/api/nodes?limit=5", mg_monotonic_ns() - 12 * MG_NS_PER_MS);
 }
 
@@ -579,12 +580,15 @@ Test(shmdump, json_report_has_the_documented_shape_and_values)
              (int)getpid());
     cr_assert(strstr(json, want), "%s", json);
     cr_assert(strstr(json, "\"scoreboard\":\"_H.\""), "%s", json);
-    cr_assert(strstr(json, "\"connections\":1,\"requests\":5,\"requests_all\":9,"), "%s", json);
+    cr_assert(strstr(json, "\"connections\":1,\"db_connections\":2,\"requests\":5,"
+                           "\"requests_all\":9,"),
+              "%s", json);
     cr_assert(strstr(json, "\"request\":{\"method\":\"GET\",\"path\":\"/api/nodes?limit=5\","
                            "\"running_ms\":"),
               "%s", json);
     cr_assert(strstr(json, "{\"slot\":2,\"pid\":null,\"state\":\"empty\",\"spawns\":0,"
-                           "\"connections\":0,\"requests\":0,\"requests_all\":0,\"age_ms\":null,"
+                           "\"connections\":0,\"db_connections\":0,\"requests\":0,"
+                           "\"requests_all\":0,\"age_ms\":null,"
                            "\"heartbeat_age_ms\":null,\"request\":null,\"last_exit\":null}"),
               "%s", json);
 

@@ -123,3 +123,10 @@ for i in "${!sides[@]}"; do
           file / 1024, shm / 1024, n }' \
     $(for p in $(pids_of_side "$pid"); do echo "/proc/$p/smaps_rollup"; done) 2>/dev/null || true
 done
+
+# Where each meshgate side's PSS goes, mapping by mapping (tools/mem-breakdown.sh).
+for i in "${!sides[@]}"; do
+  [ "${sides[$i]}" = corescope ] && continue
+  echo
+  "$(dirname "$0")/mem-breakdown.sh" "${side_pids[$i]}" "${sides[$i]}"
+done

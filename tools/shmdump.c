@@ -79,6 +79,7 @@
  *     "scoreboard": "_HS_....",                 one mg_slot_state_char per slot
  *     "workers": [                              every slot
  *       {"slot": 0, "pid": 4321, "state": "handling", "spawns": 1, "connections": 1,
+ *        "db_connections": 1,
  *        "requests": 5, "requests_all": 9, "age_ms": 61000.5, "heartbeat_age_ms": 12.5,
  *        "request": {"method": "GET", "path": "/api/nodes", "running_ms": 12.3},
  *        "last_exit": "signal 9"}               "exit N", "signal N", or null (none)
@@ -1137,6 +1138,7 @@ static void json_workers(struct mg_json *j, const struct mg_shmdump *d)
         mg_json_kv_string(j, "state", mg_slot_state_name(atomic_load(&s.state)));
         mg_json_kv_uint(j, "spawns", atomic_load(&s.spawns));
         mg_json_kv_uint(j, "connections", atomic_load(&s.connections));
+        mg_json_kv_uint(j, "db_connections", atomic_load(&s.db_connections));
         mg_json_kv_uint(j, "requests", atomic_load(&s.requests));
         mg_json_kv_uint(j, "requests_all", atomic_load(&s.requests_all));
         json_age(j, d, "age_ms", atomic_load(&s.started_monotonic_ns));

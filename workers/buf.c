@@ -22,6 +22,14 @@ void mg_buf_reset(struct mg_buf *b)
     b->failed = false;
 }
 
+void mg_buf_shrink(struct mg_buf *b, size_t keep)
+{
+    if (b->cap > keep)
+        mg_buf_free(b);
+    else
+        mg_buf_reset(b);
+}
+
 bool mg_buf_reserve(struct mg_buf *b, size_t n)
 {
     if (b->failed)

@@ -23,6 +23,10 @@ struct mg_buf {
 void mg_buf_init(struct mg_buf *b);
 void mg_buf_free(struct mg_buf *b);
 void mg_buf_reset(struct mg_buf *b);
+/* Gives the storage back when more than keep bytes are allocated (the contents are dropped):
+ * a buffer that once held a large response does not hold its memory for the life of the
+ * process (see "Memory" in docs/architecture.md). */
+void mg_buf_shrink(struct mg_buf *b, size_t keep);
 /* Makes room for n more bytes; false when out of memory. */
 bool mg_buf_reserve(struct mg_buf *b, size_t n);
 void mg_buf_append(struct mg_buf *b, const void *data, size_t n);

@@ -231,13 +231,38 @@ int64_t mg_db_pages_fetched(struct mg_db *db)
 static int authorize(void *arg, int action, const char *a, const char *b, const char *c,
                      const char *d);
 
-void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
+/* Sets a pragma the authorizer lets nobody set. */
+static void set_pragma(struct mg_db *db, const char *name, long long value)
 {
     char sql[64];
-    snprintf(sql, sizeof sql, "PRAGMA mmap_size=%lld", (long long)bytes);
+    snprintf(sql, sizeof sql, "PRAGMA %s=%lld", name, value);
     sqlite3_set_authorizer(db->conn, NULL, NULL);
     sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
     sqlite3_set_authorizer(db->conn, authorize, NULL);
+}
+
+void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
+{
+    set_pragma(db, "mmap_size", (long long)bytes);
+    db->mmap_bytes = bytes;
+}
+
+void mg_db_set_cache_kib(struct mg_db *db, int kib)
+{
+    set_pragma(db, "cache_size", -(long long)kib);
+}
+
+void mg_db_release(struct mg_db *db)
+{
+    if (!db->conn)
+        return;
+    sqlite3_db_release_memory(db->conn);
+    /* SQLite maps again only when the size changes: off, then on, drops the touched pages. */
+    int64_t bytes = db->mmap_bytes;
+    if (bytes > 0) {
+        mg_db_set_mmap(db, 0);
+        mg_db_set_mmap(db, bytes);
+    }
 }
 
 /*
@@ -280,7 +305,9 @@ void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms)
     sqlite3_busy_handler(db->conn, busy_timeout_ms > 0 ? busy_wait : NULL, db);
 }
 
-int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
+/* Opens path read-only with meshgate's settings; reads nothing of the file yet. */
+static int connect_db(struct mg_db *db, const char *path, int busy_timeout_ms, char *err,
+                      size_t errlen)
 {
     memset(db, 0, sizeof *db);
     /* sqlite3_open_v2 with READONLY reports a missing file only as "unable to open", so
@@ -313,10 +340,46 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
     mg_db_set_busy_timeout(db, busy_timeout_ms);
     sqlite3_progress_handler(db->conn, 10000, progress_beat, NULL);
     sqlite3_exec(db->conn, "PRAGMA query_only=ON", NULL, NULL, NULL);
-    /* Reads through a memory map avoid a copy per page; the page cache is per worker. */
-    sqlite3_exec(db->conn, "PRAGMA mmap_size=2147418112", NULL, NULL, NULL); /* MG_DB_MMAP_BYTES */
-    sqlite3_exec(db->conn, "PRAGMA cache_size=-16384", NULL, NULL, NULL);
+    /* Reads through a memory map avoid a copy per page; the page cache is per connection. */
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA mmap_size=%lld", MG_DB_MMAP_BYTES);
+    sqlite3_exec(db->conn, pragma, NULL, NULL, NULL);
+    db->mmap_bytes = MG_DB_MMAP_BYTES;
+    snprintf(pragma, sizeof pragma, "PRAGMA cache_size=-%d", MG_DB_CACHE_KIB);
+    sqlite3_exec(db->conn, pragma, NULL, NULL, NULL);
     sqlite3_extended_result_codes(db->conn, 1);
+    return 0;
+}
+
+/* From here on nothing but reading is allowed, whatever a statement says. */
+static void seal_db(struct mg_db *db)
+{
+    sqlite3_set_authorizer(db->conn, authorize, NULL);
+    sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
+    mg_region_map_register(db->conn);
+    db->counted = true;
+    mg_scoreboard_db_connections_add(1);
+}
+
+int mg_db_open_like(struct mg_db *db, const struct mg_db *like, const char *path,
+                    int busy_timeout_ms, char *err, size_t errlen)
+{
+    /* PRAGMA cache_size reads the schema: under a writer's lock it must not wait (it then
+     * fails, and the connection keeps SQLite's default cache of 2000 KiB). */
+    int rc = connect_db(db, path, 0, err, errlen);
+    if (rc != 0)
+        return rc;
+    mg_db_set_busy_timeout(db, busy_timeout_ms);
+    db->schema = like->schema;
+    seal_db(db);
+    return 0;
+}
+
+int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen)
+{
+    int rc = connect_db(db, path, busy_timeout_ms, err, errlen);
+    if (rc != 0)
+        return rc;
 
     /* The first read tells whether it is SQLite at all. */
     sqlite3_stmt *probe;
@@ -356,10 +419,7 @@ int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *er
             o->column ? has_column(db->conn, o->table, o->column) : has_table(db->conn, o->table);
     }
 
-    /* From here on nothing but reading is allowed, whatever a statement says. */
-    sqlite3_set_authorizer(db->conn, authorize, NULL);
-    sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
-    mg_region_map_register(db->conn);
+    seal_db(db);
     return 0;
 }
 
@@ -368,6 +428,9 @@ void mg_db_close(struct mg_db *db)
     if (db->conn)
         sqlite3_close_v2(db->conn);
     db->conn = NULL;
+    if (db->counted)
+        mg_scoreboard_db_connections_add(-1);
+    db->counted = false;
 }
 
 int mg_db_check(const char *path, char *err, size_t errlen)

@@ -68,6 +68,8 @@ struct mg_db {
     int busy_timeout_ms;     /* as last set */
     int64_t busy_timeout_ns; /* MESHGATE_DB_BUSY_TIMEOUT_MS */
     int64_t busy_since_ns;   /* when the current wait for a lock began */
+    int64_t mmap_bytes;      /* PRAGMA mmap_size as last set */
+    bool counted;            /* counted in the slot's db_connections */
 };
 
 /* The longest a light request waits for a writer's lock before it answers 503 (dispatch.c). */
@@ -78,6 +80,11 @@ struct mg_db {
  * MG_EXIT_DB_MISSING / MG_EXIT_DB_FOREIGN with a message in err.
  */
 int mg_db_open(struct mg_db *db, const char *path, int busy_timeout_ms, char *err, size_t errlen);
+/* Opens path as mg_db_open does, but takes like's schema flags instead of reading them: it
+ * reads nothing of the file, so it never waits for a writer's lock (a helper thread's
+ * connection, opened from the loop at its first job; like is the loop's own). */
+int mg_db_open_like(struct mg_db *db, const struct mg_db *like, const char *path,
+                    int busy_timeout_ms, char *err, size_t errlen);
 void mg_db_close(struct mg_db *db);
 
 /* How long a statement waits for a writer's lock (0: not at all) before SQLITE_BUSY; the
@@ -97,8 +104,25 @@ int64_t mg_db_pages_fetched(struct mg_db *db);
 
 /* Sets PRAGMA mmap_size (tests and measurements: 0 makes every page fetch counted). */
 void mg_db_set_mmap(struct mg_db *db, int64_t bytes);
-/* The memory map every connection opens with (bytes). */
+/* The memory map every connection opens with (bytes): SQLite's largest (SQLITE_MAX_MMAP_SIZE),
+ * so any CoreScope file is read without a copy per page. It costs address space only: what
+ * counts is the pages a connection touched, which mg_db_release gives back (docs/architecture.md,
+ * "Memory"). */
 #define MG_DB_MMAP_BYTES 2147418112LL
+/* Each connection's page cache, KiB (PRAGMA cache_size=-N). Reads go through the memory map,
+ * whose pages the cache does not copy; it holds pages of the -wal and those of a connection
+ * whose map is off (the summaries' pass). */
+#define MG_DB_CACHE_KIB 2048
+/* The page cache of the summaries' pass while it runs (it reads without the map, so its
+ * pages never stay in the worker's PSS; the b-trees' inner pages stay in this cache). */
+#define MG_DB_PASS_CACHE_KIB 16384
+/* Sets PRAGMA cache_size (KiB). */
+void mg_db_set_cache_kib(struct mg_db *db, int kib);
+
+/* Gives back what the connection holds between requests: its page cache
+ * (sqlite3_db_release_memory) and the pages of the file it touched through its memory map
+ * (the map is dropped and made again at the next read). Only with no statement running. */
+void mg_db_release(struct mg_db *db);
 
 /* Prepares sql (a programming error is logged and reported as NULL). */
 sqlite3_stmt *mg_db_prepare(struct mg_db *db, const char *sql);

@@ -198,6 +198,17 @@ static void write_workers(struct mg_buf *b, const struct mg_segment *seg)
         sample_uint(b, "meshgate_worker_slots", "state", mg_slot_state_name(s), by_state[s]);
     single_uint(b, "meshgate_connections_open", "gauge",
                 "client connections open now, over every worker", connections);
+    family(b, "meshgate_worker_db_connections", "gauge",
+           "SQLite connections a running worker has open: its loop's, and one per helper thread "
+           "that has had heavy work");
+    for (uint32_t i = 0; i < seg->slot_count; i++) {
+        if (atomic_load(&seg->slots[i].pid) == 0)
+            continue;
+        char slot[16];
+        snprintf(slot, sizeof slot, "%" PRIu32, i);
+        sample_uint(b, "meshgate_worker_db_connections", "slot", slot,
+                    atomic_load(&seg->slots[i].db_connections));
+    }
 }
 
 static void write_server(struct mg_buf *b, const struct mg_segment *seg, int64_t now)

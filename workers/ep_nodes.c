@@ -24,10 +24,12 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "node_hash_sizes.h"
 #include "params.h"
 #include "region_map.h"
 #include "router.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -236,6 +238,22 @@ static void write_conditions(struct mg_buf *out, unsigned filters)
     }
 }
 
+void mg_nodes_select_columns(const struct mg_db_schema *schema, struct mg_buf *out)
+{
+    bool first = true;
+    for (size_t k = 0; k < NODE_KEYS; k++) {
+        const struct node_key *key = &node_keys[k];
+        if (!key->expr || !key_present(key, schema))
+            continue;
+        const char *expr = key->expr;
+        if (key->source == FROM_FLAG && !schema->nodes_foreign_advert)
+            expr = "0"; /* no column: no node is foreign */
+        mg_buf_puts(out, first ? "" : ", ");
+        mg_buf_puts(out, expr);
+        first = false;
+    }
+}
+
 void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query *q,
                   enum mg_nodes_statement which, struct mg_buf *out)
 {
@@ -276,18 +294,7 @@ void mg_nodes_sql(const struct mg_db_schema *schema, const struct mg_nodes_query
         mg_buf_puts(out, ") ");
     }
     mg_buf_puts(out, "SELECT ");
-    bool first = true;
-    for (size_t k = 0; k < NODE_KEYS; k++) {
-        const struct node_key *key = &node_keys[k];
-        if (!key->expr || !key_present(key, schema))
-            continue;
-        const char *expr = key->expr;
-        if (key->source == FROM_FLAG && !schema->nodes_foreign_advert)
-            expr = "0"; /* no column: no node is foreign */
-        mg_buf_puts(out, first ? "" : ", ");
-        mg_buf_puts(out, expr);
-        first = false;
-    }
+    mg_nodes_select_columns(schema, out);
     if (total_in_page(filters)) {
         mg_buf_puts(out, ", (SELECT count(*) FROM matched) FROM (SELECT r, k1, k2 FROM matched");
     } else {
@@ -443,14 +450,69 @@ static int run_once(sqlite3 *conn, sqlite3_stmt **st, const char *sql)
 
 /* --- the handler ------------------------------------------------------------------------ */
 
-static void write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema)
+void mg_node_fields_init(struct mg_node_fields *f)
 {
-    mg_json_object_begin(j); /* keys in bytewise order (node_keys) */
+    f->n = 0;
+    f->field[0] = (struct mg_node_field){NULL, NULL};
+}
+
+void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
+{
+    if (f->n >= sizeof f->text / sizeof f->text[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->text[f->n], sizeof f->text[f->n], fmt, ap);
+    va_end(ap);
+    f->field[f->n] = (struct mg_node_field){key, f->text[f->n]};
+    f->field[++f->n] = (struct mg_node_field){NULL, NULL};
+}
+
+/* The result column of public_key in a node row (mg_nodes_select_columns). */
+static int public_key_column(const struct mg_db_schema *schema)
+{
+    int col = 0;
+    for (size_t k = 0; k < NODE_KEYS; k++) {
+        if (!node_keys[k].expr || !key_present(&node_keys[k], schema))
+            continue;
+        if (strcmp(node_keys[k].key, "public_key") == 0)
+            return col;
+        col++;
+    }
+    return -1;
+}
+
+/* Writes the extra fields whose keys sort before key (all of them when key is NULL). */
+static void write_extras_before(struct mg_json *j, const struct mg_node_field **extra,
+                                const char *key)
+{
+    for (; (*extra)->key && (!key || strcmp((*extra)->key, key) < 0); (*extra)++) {
+        mg_json_key(j, (*extra)->key);
+        mg_json_raw(j, (*extra)->json, strlen((*extra)->json));
+    }
+}
+
+void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema,
+                         const struct mg_node_field *extra)
+{
+    static const struct mg_node_field none = {NULL, NULL};
+    if (!extra)
+        extra = &none;
+    mg_json_object_begin(j); /* keys in bytewise order (node_keys, extras merged in) */
     int col = 0;
     for (size_t k = 0; k < NODE_KEYS; k++) {
         const struct node_key *key = &node_keys[k];
         if (!key_present(key, schema))
             continue;
+        write_extras_before(j, &extra, key->key);
+        if (extra->key && strcmp(extra->key, key->key) == 0) { /* the extra replaces it */
+            mg_json_key(j, extra->key);
+            mg_json_raw(j, extra->json, strlen(extra->json));
+            extra++;
+            if (key->expr)
+                col++;
+            continue;
+        }
         mg_json_key(j, key->key);
         switch (key->source) {
         case FROM_COLUMN:
@@ -467,6 +529,7 @@ static void write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_s
             break;
         }
     }
+    write_extras_before(j, &extra, NULL);
     mg_json_object_end(j);
 }
 
@@ -537,10 +600,17 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
     mg_json_array_begin(&j);
     int rc;
     int64_t rows = 0, total = 0;
+    int key_col = public_key_column(schema);
     while ((rc = sqlite3_step(page)) == SQLITE_ROW) {
         if (rows++ == 0 && total_in_page)
             total = sqlite3_column_int64(page, sqlite3_column_count(page) - 1);
-        write_node(&j, page, schema);
+        /* hash_size and its kin from the week's ADVERTs (node_hash_sizes.h). */
+        struct mg_node_hash_sizes hs;
+        struct mg_node_fields fields;
+        mg_node_fields_init(&fields);
+        if (mg_node_hash_sizes_lookup((const char *)sqlite3_column_text(page, key_col), &hs))
+            mg_node_hash_fields(&fields, &hs);
+        mg_nodes_write_node(&j, page, schema, fields.field);
     }
     mg_json_array_end(&j);
     if (rc != SQLITE_DONE)
@@ -575,8 +645,12 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     bool regions = q.regions.len > 0;
     if (rc == SQLITE_OK && regions)
         rc = mg_region_map_refresh(conn, mg_monotonic_ns());
+    /* The table of hash sizes: built here only when there is none (mg_nodes_is_heavy). */
+    if (rc == SQLITE_OK)
+        rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s);
     if (regions)
         mg_region_map_read_begin();
+    mg_node_hash_sizes_read_begin();
     if (rc == SQLITE_OK) {
         total_st = cached_statement(env->db, &q, MG_NODES_SQL_TOTAL);
         page = total_st ? cached_statement(env->db, &q, MG_NODES_SQL_PAGE) : NULL;
@@ -605,6 +679,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (began && run_once(conn, &cache.commit, "COMMIT") != SQLITE_OK &&
         !sqlite3_get_autocommit(conn))
         sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_node_hash_sizes_read_end();
     if (regions)
         mg_region_map_read_end();
     mg_nodes_query_free(&q);
@@ -612,6 +687,8 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
+    if (!mg_node_hash_sizes_exist(env->db->conn))
+        return true;
     const char *list = mg_param_str(req, "region");
     if (!list)
         return false;

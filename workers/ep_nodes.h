@@ -96,4 +96,32 @@ int mg_nodes_bind(sqlite3_stmt *st, const struct mg_nodes_query *q, int64_t now_
  */
 void mg_nodes_last_heard_cutoff(int64_t now_s, int64_t window_s, char *cut, char *cut_glob);
 
+/* The columns of a node, for a SELECT list: those mg_nodes_write_node reads, in its order. */
+void mg_nodes_select_columns(const struct mg_db_schema *schema, struct mg_buf *out);
+
+/*
+ * A key of a node beyond the table's columns (or one replacing a constant of the list, as
+ * hash_size), with its value as JSON text. An array of them is sorted by key and ends with
+ * a NULL key.
+ */
+struct mg_node_field {
+    const char *key;
+    const char *json;
+};
+
+/* Up to 8 extra fields with their text, added in key order. */
+struct mg_node_fields {
+    char text[8][96];
+    struct mg_node_field field[9]; /* NULL-key ended */
+    size_t n;
+};
+void mg_node_fields_init(struct mg_node_fields *f);
+void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes the node of st's current row (columns from 0, as mg_nodes_select_columns lists them)
+ * as an object with keys in bytewise order, extra (may be NULL) merged in. */
+void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema,
+                         const struct mg_node_field *extra);
+
 #endif

@@ -1816,10 +1816,12 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
     struct mg_packets_filter f = {.limit = 1};
     struct packets_run r = {.env = &env, .f = &f};
     run_init(&r);
-    /* The pass reads most of the file once: through the memory map those pages would stay
-     * in this worker's PSS (file-backed) for as long as it lives; read() leaves them in the
-     * kernel's page cache only. The page cache it fills is given back at the end. */
+    /* The pass reads most of the file once: through the memory map those pages would be in
+     * this worker's PSS (file-backed) while it runs, the whole file at the end; read() leaves
+     * them in the kernel's page cache only. Its own page cache is bounded and given back at
+     * the end (docs/architecture.md, "Memory"). */
     mg_db_set_mmap(db, 0);
+    mg_db_set_cache_kib(db, MG_DB_PASS_CACHE_KIB);
     bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     int64_t newest = newest_observation(&r);
     int64_t high_water = mg_tx_summary_high_water(s);
@@ -1861,6 +1863,7 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
     run_free(&r);
+    mg_db_set_cache_kib(db, MG_DB_CACHE_KIB);
     sqlite3_db_release_memory(db->conn);
     mg_db_set_mmap(db, MG_DB_MMAP_BYTES);
     (void)rows;

@@ -7,6 +7,10 @@
  * read-only database connection and tells the loop through an eventfd when a job is done.
  * So a worker building a report still answers cheap requests on its other connections, and
  * the cold-scan gate, not the number of workers, is what bounds heavy work.
+ *
+ * The connection is opened by the first mg_jobs_submit, not at start: a helper that never has
+ * a job (most anonymous helpers) costs no connection, no page cache and no schema. After each
+ * job the thread gives its memory back (mem.h).
  */
 #ifndef MESHGATE_JOBS_H
 #define MESHGATE_JOBS_H
@@ -28,13 +32,15 @@ struct mg_job {
 
 struct mg_jobs;
 
-/* Starts the thread (it opens its own connection to cfg's database) at the scheduling
+/* Starts the thread (it has its own connection to cfg's database, opened when first needed
+ * with like's schema, mg_db_open_like; cfg and like must outlive it) at the scheduling
  * priority nice (0: as the worker; higher: yields the CPU to the worker's loop and to other
  * work). NULL with err set on failure. *event_fd becomes readable each time a job is done. */
-struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, int nice, int *event_fd, char *err,
-                              size_t errlen);
+struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, const struct mg_db *like, int nice,
+                              int *event_fd, char *err, size_t errlen);
 
-/* Hands job to the thread; false when it is busy with another (try again later). */
+/* Hands job to the thread; false when it is busy with another, or its connection could not be
+ * opened (logged; try again later). */
 bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
 
 /* True while a job is pending or running (the worker then leaves new connections to others). */

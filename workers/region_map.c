@@ -2,13 +2,11 @@
 #include "region_map.h"
 
 #include "log.h"
+#include "process_table.h"
 
-#include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define REGIONS_MAX 4096 /* codes kept; observers past it are in no region (logged) */
 
@@ -18,10 +16,6 @@ struct node_entry {
 };
 
 struct region_map {
-    char file[PATH_MAX];
-    dev_t dev; /* the file's identity: a file replaced at the same path is another */
-    ino_t ino;
-    int64_t built_ns;
     uint64_t generation;
     char **codes;
     unsigned regions;
@@ -31,10 +25,7 @@ struct region_map {
     uint64_t *bits;     /* used * words */
 };
 
-static pthread_rwlock_t map_lock = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct region_map *current; /* under map_lock */
-static uint64_t generations;       /* under build_lock */
+static uint64_t generations; /* under the table's build lock */
 
 const char mg_region_map_adverts_sql[] =
     "SELECT json_extract(t.decoded_json, '$.pubKey'), (SELECT group_concat(o.observer_idx)"
@@ -44,8 +35,9 @@ const char mg_region_map_adverts_sql[] =
 static const char observers_sql[] = "SELECT rowid, upper(trim(iata)) FROM observers"
                                     " WHERE iata IS NOT NULL AND instr(iata, ',') = 0";
 
-static void map_free(struct region_map *m)
+static void map_free(void *map)
 {
+    struct region_map *m = map;
     if (!m)
         return;
     for (unsigned i = 0; i < m->regions; i++)
@@ -224,18 +216,16 @@ static int read_adverts(sqlite3 *conn, struct region_map *m, const struct observ
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static struct region_map *build(sqlite3 *conn, int *rc)
+static struct mg_process_table regions = MG_PROCESS_TABLE_INIT(MG_REGION_MAP_INTERVAL_NS, map_free);
+
+static void *build(sqlite3 *conn, void *arg, int *rc)
 {
+    (void)arg;
     struct region_map *m = calloc(1, sizeof *m);
     if (!m) {
         *rc = SQLITE_NOMEM;
         return NULL;
     }
-    const char *file = sqlite3_db_filename(conn, "main");
-    snprintf(m->file, sizeof m->file, "%s", file ? file : "");
-    struct stat st;
-    if (stat(m->file, &st) == 0)
-        m->dev = st.st_dev, m->ino = st.st_ino;
     /* One read transaction: observers and ADVERTs from one snapshot. */
     bool began =
         sqlite3_get_autocommit(conn) && sqlite3_exec(conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
@@ -252,69 +242,34 @@ static struct region_map *build(sqlite3 *conn, int *rc)
         map_free(m);
         return NULL;
     }
+    m->generation = ++generations;
+    mg_debug("region map: %u regions, %zu nodes", m->regions, m->used);
     return m;
-}
-
-static bool fresh_locked(sqlite3 *conn, int64_t now_ns)
-{
-    const char *file = sqlite3_db_filename(conn, "main");
-    struct stat st;
-    return current && now_ns - current->built_ns < MG_REGION_MAP_INTERVAL_NS &&
-           strcmp(current->file, file ? file : "") == 0 && stat(current->file, &st) == 0 &&
-           st.st_dev == current->dev && st.st_ino == current->ino;
 }
 
 bool mg_region_map_fresh(sqlite3 *conn, int64_t now_ns)
 {
-    pthread_rwlock_rdlock(&map_lock);
-    bool fresh = fresh_locked(conn, now_ns);
-    pthread_rwlock_unlock(&map_lock);
-    return fresh;
+    return mg_process_table_fresh(&regions, conn, now_ns);
 }
 
 int mg_region_map_refresh(sqlite3 *conn, int64_t now_ns)
 {
-    if (mg_region_map_fresh(conn, now_ns))
-        return SQLITE_OK;
-    /* One build at a time in the process; who waited finds the map fresh. */
-    pthread_mutex_lock(&build_lock);
-    int rc = SQLITE_OK;
-    if (!mg_region_map_fresh(conn, now_ns)) {
-        struct region_map *m = build(conn, &rc);
-        if (m) {
-            m->built_ns = now_ns;
-            m->generation = ++generations;
-            pthread_rwlock_wrlock(&map_lock);
-            struct region_map *old = current;
-            current = m;
-            pthread_rwlock_unlock(&map_lock);
-            map_free(old);
-            mg_debug("region map: %u regions, %zu nodes", m->regions, m->used);
-        }
-    }
-    pthread_mutex_unlock(&build_lock);
-    return rc;
+    return mg_process_table_refresh(&regions, conn, now_ns, build, NULL);
 }
 
 void mg_region_map_read_begin(void)
 {
-    pthread_rwlock_rdlock(&map_lock);
+    mg_process_table_read_begin(&regions);
 }
 
 void mg_region_map_read_end(void)
 {
-    pthread_rwlock_unlock(&map_lock);
+    mg_process_table_read_end(&regions);
 }
 
 void mg_region_map_forget(void)
 {
-    pthread_mutex_lock(&build_lock);
-    pthread_rwlock_wrlock(&map_lock);
-    struct region_map *old = current;
-    current = NULL;
-    pthread_rwlock_unlock(&map_lock);
-    pthread_mutex_unlock(&build_lock);
-    map_free(old);
+    mg_process_table_forget(&regions);
 }
 
 /* The requested codes as a region set of the current map, kept with the statement's
@@ -351,7 +306,7 @@ static struct wanted *wanted_of(const struct region_map *m, const char *codes)
 static void in_regions(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
-    const struct region_map *m = current;
+    const struct region_map *m = mg_process_table_current(&regions);
     if (!m) {
         sqlite3_result_error(ctx, "meshgate_in_regions: the region map is not built", -1);
         return;

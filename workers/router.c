@@ -9,14 +9,18 @@
  * Each route's class, and the requests of it that are light with their worst parameters
  * (tests/test_cost.c runs each on a generated database and fails when one steps through
  * more rows than a light request may, or when a route that can be light declares none).
- * "{node}" stands for a node's key. Costs at 2M observations: docs/benchmarks.md.
+ * "{node}" stands for the busiest node's key, "{quiet}" for a node's that the detail can
+ * serve light, "{prefix}" for its first 8 digits (tests/test_cost.c). Costs at 2M observations:
+ * docs/benchmarks.md.
  */
 
 /* Light: the cached counts and a probe of the schema cookie (no table is read). */
 static const char *const healthz_cases[] = {"/api/healthz", NULL};
-/* Heavy only with a region while this process's region map is stale (it is built then, one
- * pass over the ADVERTs' observations); otherwise one or two passes over nodes, whatever
- * the filters, sort or offset. */
+/* Heavy only when this process has no table of hash sizes (node_hash_sizes.h: built when the
+ * worker starts, one pass over the week's ADVERTs, 1.0 to 1.2 s at 2M observations; a stale
+ * one is rebuilt on the helper thread), or with a region while its region map is stale (one
+ * pass over the ADVERTs' observations); otherwise one or two passes over nodes, whatever the
+ * filters, sort or offset. */
 static const char *const nodes_cases[] = {
     "/api/nodes",
     "/api/nodes?limit=2000",
@@ -31,6 +35,17 @@ static const char *const nodes_cases[] = {
     "&lastHeard=30d&limit=2000&offset=3",
     NULL,
 };
+/* Light: one pass over nodes (no index serves LIKE), as a /api/nodes page. */
+static const char *const node_search_cases[] = {
+    "/api/nodes/search?q=a", "/api/nodes/search?q=zzzz-matches-nothing", "/api/nodes/search?q=%25",
+    "/api/nodes/search", NULL};
+/* The node by its key (a short prefix: one pass over nodes) and its own transmissions
+ * through idx_transmissions_from_pubkey: its ADVERTs of the week, read twice, and its 20
+ * newest transmissions with their observations. Light for a node with at most
+ * MG_NODE_DETAIL_LIGHT_ROWS (100) transmissions in the window ("{quiet}": ~250 pages);
+ * heavy above (mg_node_detail_is_heavy): the busiest node of a 2M-observation database,
+ * 541 ADVERTs in the week, costs 3400 pages, 10 ms. */
+static const char *const node_detail_cases[] = {"/api/nodes/{quiet}", "/api/nodes/{prefix}", NULL};
 /* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
 static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
                                           "/api/nodes/{node}/reach?days=30", NULL};
@@ -82,6 +97,23 @@ static const char *const mqtt_status_cases[] = {"/api/mqtt/status", NULL};
 const struct mg_route mg_routes[] = {
     {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false},
     {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false},
+    /* Node search and detail: light (node_search_cases, node_detail_cases). The exact
+     * paths come before the :pubkey one that would take them for a key. */
+    {"/api/nodes/search", MG_COST_LIGHT, mg_handle_node_search, NULL, false, node_search_cases,
+     false},
+    /* Heavy: every ADVERT's observations, twice (the offsets; the keys each is filed under):
+     * 33M VM steps, 3.5M pages at 2M observations. */
+    {"/api/nodes/clock-skew", MG_COST_HEAVY, mg_handle_fleet_clock_skew, NULL, false, NULL, false},
+    {"/api/nodes/:pubkey", MG_COST_HEAVY, mg_handle_node_detail, mg_node_detail_is_heavy, false,
+     node_detail_cases, false},
+    /* Heavy: finding a node's packets reads every transmission and observation, as no index
+     * serves a key inside decoded_json, resolved_path or path_json (the busiest node at 2M
+     * observations: 32.8M VM steps, 432 122 pages, 6.5 s on a loaded machine). */
+    {"/api/nodes/:pubkey/health", MG_COST_HEAVY, mg_handle_node_health, NULL, false, NULL, false},
+    /* Heavy: every ADVERT's observations (the observers' offsets) and the node's packets (as
+     * health finds them): 50M VM steps, 1.5M pages at 2M observations. */
+    {"/api/nodes/:pubkey/clock-skew", MG_COST_HEAVY, mg_handle_node_clock_skew, NULL, false, NULL,
+     false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
      reach_cases, false},
     /* Heavy: every request reads transmissions and observations. */

@@ -64,6 +64,18 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
 void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
+void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
+/* The detail is heavy for a node with many transmissions in its 7-day window (ep_node_detail.c). */
+bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 /* The /api/stats body is rendered at most once per this for the whole group. */
 #define MG_STATS_INTERVAL_NS (10 * 1000000000LL)
@@ -78,8 +90,8 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* A reach report is heavy unless it is warm in the shared cache or its parameters are bad
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
-/* /api/nodes is heavy with a region when this process's region map is stale (it is built
- * in that request; region_map.h). */
+/* /api/nodes is heavy when this process has no table of hash sizes, or with a region when its
+ * region map is stale (each is built in that request; node_hash_sizes.h, region_map.h). */
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* Packets, observers and channels of CoreScope's front end (ep_packet_detail.c,
  * ep_observers.c, ep_channels.c). */

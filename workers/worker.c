@@ -6,11 +6,13 @@
 #include "conn_limit.h"
 #include "db.h"
 #include "db_counts.h"
+#include "node_hash_sizes.h"
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
 #include "ep_packets.h"
 #include "jobs.h"
+#include "mem.h"
 #include "keys.h"
 #include "log.h"
 #include "netaddr.h"
@@ -104,6 +106,7 @@ struct worker {
     uint32_t free_hold_count;
     struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
     int upstream_fd;              /* its epoll descriptor, in ours */
+    struct mg_mem_watch mem;      /* gives back what large requests left (mem.h) */
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -335,7 +338,7 @@ static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
         close(c->file_fd);
         c->file_fd = -1;
     }
-    mg_buf_reset(&c->out);
+    mg_buf_shrink(&c->out, MG_MEM_CONN_BUF_KEEP_BYTES); /* a large response's copy is not kept */
     c->out_sent = 0;
     if (c->close_after_write || w->draining || (c->eof && c->in.len == 0)) {
         /* Half-close first so the client reads the whole response before the FIN. */
@@ -438,6 +441,9 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok, w->env.cfg->gzip_min_bytes);
     size_t bytes = c->out.len;
     size_t body_bytes = head_only ? 0 : body_bytes_of(&c->out);
+    /* The body is in c->out now; a large one's first copy goes back at once. */
+    mg_buf_shrink(&res->body, MG_MEM_BUF_KEEP_BYTES);
+    mg_buf_shrink(&res->headers, MG_MEM_BUF_KEEP_BYTES);
     if (res->file_fd >= 0 && !head_only) {
         /* The connection takes the file over; it is sent after the head. */
         c->file_fd = res->file_fd;
@@ -534,6 +540,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
     /* The request's bytes are used up: drop them before the response goes out. */
     mg_buf_consume(&c->in, hr->head_len);
+    if (c->in.len == 0)
+        mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
     respond(w, c, hr, &c->park, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
             c->request_start_ns, raw_path);
 }
@@ -792,6 +800,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         return 1;
 
     w.signal_fd = setup_signals();
+    mg_mem_worker_init();
     char err[512];
     if (mg_db_open(&w.db, w.env.cfg->db_path, w.env.cfg->db_busy_timeout_ms, err, sizeof err) !=
         0) {
@@ -806,10 +815,10 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     }
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
     epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
-    w.jobs = mg_jobs_start(w.env.cfg, 0, &w.jobs_fd, err, sizeof err);
+    w.jobs = mg_jobs_start(w.env.cfg, &w.db, 0, &w.jobs_fd, err, sizeof err);
     if (w.jobs)
         w.anon_jobs =
-            mg_jobs_start(w.env.cfg, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
+            mg_jobs_start(w.env.cfg, &w.db, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
     if (!w.jobs || !w.anon_jobs) {
         mg_error("%s", err);
         return 1;
@@ -827,6 +836,9 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &w.upstream_fd};
         epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.upstream_fd, &uev);
     }
+    /* The base of the memory budgets: what a worker needs before its first request (the row
+     * counts below read pages that the watch's first turn gives back). */
+    mg_mem_watch_start(&w.mem);
     /* The gates bound the helpers busy at once in the whole group: an anonymous permit each,
      * the cold builds of signed-in clients, one diagnostic walk. Only when the workers
      * outnumber them all can a worker with a busy helper leave new connections to others
@@ -853,6 +865,11 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     struct mg_db_counts counts;
     if (!mg_db_counts_peek(&w.env, &counts))
         mg_db_counts_get(&w.env, &counts);
+    /* Likewise the node list's table of hash sizes (node_hash_sizes.h); should this fail,
+     * the first /api/nodes request builds it, as heavy work. */
+    if (mg_node_hash_sizes_refresh(w.env.db->conn, mg_monotonic_ns(),
+                                   mg_realtime_ns() / 1000000000LL) != SQLITE_OK)
+        mg_warn("node hash sizes: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);
@@ -925,6 +942,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         update_slot_state(&w);
         if (!w.draining)
             mg_packets_summaries_tick(&w.env, now);
+        mg_mem_watch_tick(&w.mem, &w.db, now); /* between requests: no statement runs */
 
         int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);
         if (timeout_ms < 0 || served)
@@ -997,6 +1015,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     /* Exchanges still running end now: their owners are called back and closed below. */
     mg_upstream_free(w.upstream);
     w.upstream = NULL;
+    mg_mem_watch_stop(&w.mem);
     while (w.conns)
         conn_close(&w, w.conns);
     while (w.graveyard) {

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * Memory budgets (workers/mem.h, docs/architecture.md "Memory"), on the real binary: a worker
+ * gives back what a large response left (its buffers, the database pages it touched through
+ * the memory map), and a helper thread opens its database connection only when its first job
+ * comes, which /metrics shows. Each is read from outside: /proc/<worker>/status and /metrics.
+ */
+#include "fixture.h"
+#include "harness.h"
+#include "mem.h"
+
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+TestSuite(memory, .timeout = 180);
+
+#define KEY "memory-test-key-0123456789abcdef"
+#define AUTH "Authorization: Bearer " KEY "\r\n"
+
+static char dir[128], db_path[256], keys_path[256], keys_setting[300];
+
+/* Transmissions heard 400 times each: a page of 50 with its observations is some 17 MB. */
+static void make_db(void)
+{
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db_path, sizeof db_path, "%s/memory.db", dir);
+    struct mg_fixture_options o;
+    mg_fixture_options_default(&o);
+    o.seed = 17;
+    o.observations = 40000;
+    o.obs_per_tx = 400;
+    o.observers = 500;
+    char err[512];
+    cr_assert_eq(mg_fixture_generate(db_path, &o, err, sizeof err), 0, "%s", err);
+    snprintf(keys_path, sizeof keys_path, "%s/keys", dir);
+    FILE *f = fopen(keys_path, "w");
+    cr_assert(f);
+    fputs(KEY "\n", f);
+    fclose(f);
+    chmod(keys_path, 0600);
+    snprintf(keys_setting, sizeof keys_setting, "MESHGATE_API_KEYS_FILE=%s", keys_path);
+}
+
+static void remove_db(void)
+{
+    mg_test_rmdir(dir);
+}
+
+static void start(struct mg_test_server *s)
+{
+    /* No summaries' pass: it would run on the helper thread these tests count. */
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TX_SUMMARIES=0", keys_setting, NULL};
+    cr_assert(mg_test_server_start(s, db_path, env));
+}
+
+static pid_t the_worker(const struct mg_test_server *s)
+{
+    char cmd[64], out[64];
+    snprintf(cmd, sizeof cmd, "pgrep -P %d", (int)s->pid);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "no worker of %d", (int)s->pid);
+    return (pid_t)atoi(out);
+}
+
+/* A field of /proc/PID/status in KiB (RssAnon, RssFile). */
+static long status_kib(pid_t pid, const char *field)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    char *text = mg_test_read_file(path);
+    cr_assert(text, "cannot read %s", path);
+    char name[32];
+    snprintf(name, sizeof name, "\n%s:", field);
+    const char *p = strstr(text, name);
+    long kib = p ? strtol(p + strlen(name), NULL, 10) : -1;
+    free(text);
+    cr_assert_geq(kib, 0, "%s has no %s", path, field);
+    return kib;
+}
+
+struct rss_wait {
+    pid_t pid;
+    const char *field;
+    long at_most;
+    long last;
+};
+
+static bool rss_down(void *arg)
+{
+    struct rss_wait *w = arg;
+    w->last = status_kib(w->pid, w->field);
+    return w->last <= w->at_most;
+}
+
+/* The first row of sql over the test's database: column 0 as text (into text, when given)
+ * and as an integer. */
+static long query_one(const char *sql, char *text, size_t cap)
+{
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+    if (text)
+        snprintf(text, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    long n = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Observations of the 50 transmissions of the first page (newest id first). */
+static long observations_on_first_page(void)
+{
+    return query_one("SELECT count(*) FROM observations WHERE transmission_id IN "
+                     "(SELECT id FROM transmissions ORDER BY id DESC LIMIT 50)",
+                     NULL, 0);
+}
+
+/* The public key of a repeater of the database (static storage). */
+static const char *a_repeater(void)
+{
+    static char key[80];
+    query_one("SELECT public_key FROM nodes WHERE role = 'repeater' ORDER BY public_key LIMIT 1",
+              key, sizeof key);
+    return key;
+}
+
+/* Starts the server; its worker's pid, and field of its status once it served a request. */
+static pid_t start_measured(struct mg_test_server *s, const char *field, long *before)
+{
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's allocator keeps freed memory in quarantine, and its shadow memory is anonymous:
+     * a process's resident size says nothing about what the program gave back. */
+    cr_skip_test("resident sizes are measured in the build without sanitizers");
+#endif
+    start(s);
+    pid_t worker = the_worker(s);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s->port, "/api/healthz", NULL, &r));
+    mg_test_response_free(&r);
+    *before = status_kib(worker, field);
+    return worker;
+}
+
+static long count_of(const char *haystack, const char *needle)
+{
+    long n = 0;
+    for (const char *p = haystack; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+Test(memory, a_large_response_leaves_no_buffer_behind, .init = make_db, .fini = remove_db)
+{
+    struct mg_test_server s;
+    long before;
+    pid_t worker = start_measured(&s, "RssAnon", &before);
+    struct mg_test_response r;
+
+    cr_assert(mg_test_get(s.port, "/api/packets?limit=50&expand=observations", AUTH, &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_gt(r.body_len, 8u << 20, "only %zu bytes: not a large response", r.body_len);
+    /* Each observation, and each packet's best one. */
+    cr_assert_eq(count_of(r.body, "\"observer_id\":"), observations_on_first_page() + 50);
+    mg_test_response_free(&r);
+
+    /* The body (twice: built, then serialized) is given back once it is out. */
+    struct rss_wait anon = {worker, "RssAnon", before + 4096, 0};
+    cr_expect(mg_test_wait_until(rss_down, &anon, 20000, 20),
+              "RssAnon stays at %ld KiB (%ld before the response)", anon.last, before);
+    cr_assert_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
+Test(memory, pages_a_scan_touched_through_the_map_are_given_back, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_server s;
+    long before;
+    pid_t worker = start_measured(&s, "RssFile", &before);
+    struct mg_test_response r;
+
+    /* A node filter reads every observation's path: the whole file, for a small answer. */
+    char target[160];
+    snprintf(target, sizeof target, "/api/packets?limit=5&node=%s", a_repeater());
+    cr_assert(mg_test_get(s.port, target, AUTH, &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    cr_assert_lt(r.body_len, 1u << 20);
+    mg_test_response_free(&r);
+
+    /* The loop looks every 100 ms and drops its map past MG_MEM_MAP_KEEP_KIB. */
+    struct rss_wait file = {worker, "RssFile", before + MG_MEM_MAP_KEEP_KIB + 2048, 0};
+    cr_expect(mg_test_wait_until(rss_down, &file, 20000, 20),
+              "RssFile stays at %ld KiB (%ld before the scan)", file.last, before);
+    cr_assert_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
+/* meshgate_worker_db_connections of slot 0, from /metrics; -1 when absent. */
+static long db_connections(int port)
+{
+    struct mg_test_response r;
+    cr_assert(mg_test_get(port, "/metrics", NULL, &r));
+    cr_assert_eq(r.status, 200);
+    const char *p = strstr(r.body, "\nmeshgate_worker_db_connections{slot=\"0\"} ");
+    long n = p ? strtol(strchr(p, '}') + 2, NULL, 10) : -1;
+    mg_test_response_free(&r);
+    return n;
+}
+
+Test(memory, a_helper_opens_its_connection_when_its_first_job_comes, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_server s;
+    start(&s);
+    /* Light and heavy requests on the loop: still the loop's connection alone. */
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/nodes?limit=50", NULL, &r));
+    cr_assert_eq(r.status, 200);
+    mg_test_response_free(&r);
+    cr_assert(mg_test_get(s.port, "/api/packets?limit=50", AUTH, &r));
+    cr_assert_eq(r.status, 200);
+    mg_test_response_free(&r);
+    cr_assert_eq(db_connections(s.port), 1);
+
+    /* A cold reach report is built on the signed-in helper: it opens its connection. */
+    char target[160];
+    snprintf(target, sizeof target, "/api/nodes/%s/reach", a_repeater());
+    cr_assert(mg_test_get(s.port, target, AUTH, &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    mg_test_response_free(&r);
+    cr_assert_eq(db_connections(s.port), 2);
+    cr_assert_eq(mg_test_server_stop(&s, 20000), 0);
+}

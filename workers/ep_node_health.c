@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * GET /api/nodes/{pubkey}/health: the transmissions CoreScope files under a node, summed up:
+ * who heard them, how many today, their hops, and the 20 latest.
+ *
+ * The transmissions (CoreScope's per-node index, built as it loads its store) are those
+ *   - whose decoded_json names the key as pubKey, destPubKey or srcPubKey;
+ *   - with an observation whose resolved_path lists the key;
+ *   - with an observation without resolved_path whose path_json has a hop that resolves to
+ *     the key alone among the relays (repeaters and rooms): one of its 1-, 2- or 3-byte
+ *     prefixes that no other relay shares (reach.h calls them its reliable tokens).
+ * Each is read as CoreScope's store holds it (see ids_sql for their order): its observations
+ * newest first, one per (observer, path); its "best" observation the first with the most hops.
+ * Finding them reads every transmission and observation (no index serves these tests), so
+ * the route is heavy: the busiest node of 2M observations costs 32.8M VM steps and 432 122
+ * pages (docs/benchmarks.md), as much as /api/packets?region=.
+ *
+ * Differences from CoreScope: observers' can_relay is always null (CoreScope reads it from
+ * observer columns that no migration in ../shared has); observers with equal packet counts
+ * are in first-heard order (CoreScope's order among them is that of a Go map: random).
+ */
+#include "buf.h"
+#include "ep_node_detail.h"
+#include "ep_nodes.h"
+#include "json.h"
+#include "log.h"
+#include "router.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RECENT_PACKETS 20
+
+/*
+ * The transmissions of the node, in the order CoreScope's store files them (it loads them by
+ * id): one pass over observations and one over transmissions. ?1 the key, ?2..?4 quoted
+ * upper-case hop tokens (or a text no path holds). %s: the path test alone without the
+ * resolved_path column, else path_with_resolved.
+ */
+static const char ids_sql[] =
+    "SELECT id FROM transmissions WHERE id IN (SELECT transmission_id FROM observations WHERE %s"
+    " UNION ALL SELECT id FROM transmissions WHERE instr(decoded_json, ?1) > 0"
+    " AND json_valid(decoded_json) AND (decoded_json ->> '$.pubKey' = ?1"
+    " OR decoded_json ->> '$.destPubKey' = ?1 OR decoded_json ->> '$.srcPubKey' = ?1))"
+    " ORDER BY id";
+#define PATH_TEST                                                                                  \
+    "path_json IS NOT NULL AND path_json NOT IN ('', '[]') AND (instr(upper(path_json), ?2) > 0"   \
+    " OR instr(upper(path_json), ?3) > 0 OR instr(upper(path_json), ?4) > 0)"
+static const char path_with_resolved[] =
+    "CASE WHEN coalesce(resolved_path, '') = '' THEN " PATH_TEST
+    " ELSE instr(resolved_path, '\"' || ?1 || '\"') > 0 END";
+
+static const char tx_sql[] = "SELECT raw_hex, hash, first_seen, route_type, payload_type,"
+                             " decoded_json FROM transmissions WHERE id = ?1";
+/* Its observations, newest first: observer id, name, iata, snr, rssi, path, direction,
+ * resolved path (compacted), number of hops (0 for anything but a JSON array; CoreScope also
+ * reads 0 for an array that holds anything but texts, which its ingestor never writes). */
+static const char obs_sql[] =
+    "SELECT coalesce(obs.id, ''), obs.name, obs.iata, o.snr, o.rssi, o.path_json, o.direction,"
+    " %s, CASE WHEN json_valid(o.path_json) AND json_type(o.path_json) = 'array'"
+    " THEN json_array_length(o.path_json) ELSE 0 END"
+    " FROM observations o LEFT JOIN observers obs ON obs.rowid = o.observer_idx"
+    " WHERE o.transmission_id = ?1 ORDER BY o.timestamp DESC";
+
+/* One transmission as CoreScope's store holds it (the fields health reads). */
+struct packet {
+    int64_t id;
+    char *first_seen;  /* NULL for none */
+    int hops;          /* of the best observation's path */
+    char *observer_id; /* the best observation's; "" for none */
+    char *observer_name;
+    bool has_snr, has_rssi;
+    double snr, rssi;
+    int64_t observations; /* one per (observer, path) */
+};
+
+static char *dup_text(sqlite3_stmt *st, int col)
+{
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    return t ? strdup(t) : NULL;
+}
+
+static void packet_free(struct packet *p)
+{
+    free(p->first_seen);
+    free(p->observer_id);
+    free(p->observer_name);
+}
+
+/* Whether this (observer, path) was already seen among the first n keys. */
+static bool seen_before(struct mg_buf *keys, const char *key)
+{
+    for (const char *k = keys->data; k && k < keys->data + keys->len; k += strlen(k) + 1)
+        if (strcmp(k, key) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Reads transmission id: into p (always), and when json is not NULL writes it there as
+ * CoreScope's recentPackets do. An SQLite code.
+ */
+static int read_packet(sqlite3_stmt *tx, sqlite3_stmt *obs, int64_t id, struct packet *p,
+                       struct mg_json *json)
+{
+    memset(p, 0, sizeof *p);
+    p->id = id;
+    sqlite3_bind_int64(tx, 1, id);
+    sqlite3_bind_int64(obs, 1, id);
+    int rc = sqlite3_step(tx);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(tx);
+        sqlite3_reset(obs);
+        return rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    p->first_seen = dup_text(tx, 2);
+    struct mg_buf keys, best_path, best_resolved, longest_resolved, best_dir;
+    mg_buf_init(&keys);
+    mg_buf_init(&best_path);
+    mg_buf_init(&best_resolved);
+    mg_buf_init(&longest_resolved);
+    mg_buf_init(&best_dir);
+    char *iata = NULL;
+    int best_hops = -1, longest_resolved_hops = -1;
+    bool best_has_dir = false;
+    while ((rc = sqlite3_step(obs)) == SQLITE_ROW) {
+        const char *observer = (const char *)sqlite3_column_text(obs, 0);
+        const char *path = (const char *)sqlite3_column_text(obs, 5);
+        char key[512];
+        snprintf(key, sizeof key, "%s|%s", observer ? observer : "", path ? path : "");
+        if (seen_before(&keys, key))
+            continue;
+        mg_buf_append(&keys, key, strlen(key) + 1);
+        p->observations++;
+        int hops = sqlite3_column_int(obs, 8);
+        const char *resolved = (const char *)sqlite3_column_text(obs, 7);
+        if (resolved && *resolved && hops > longest_resolved_hops) {
+            longest_resolved_hops = hops;
+            mg_buf_reset(&longest_resolved);
+            mg_buf_puts(&longest_resolved, resolved);
+        }
+        if (hops <= best_hops)
+            continue;
+        best_hops = hops;
+        p->hops = hops;
+        free(p->observer_id);
+        free(p->observer_name);
+        free(iata);
+        p->observer_id = strdup(observer ? observer : "");
+        p->observer_name = dup_text(obs, 1);
+        iata = dup_text(obs, 2);
+        p->has_snr = sqlite3_column_type(obs, 3) != SQLITE_NULL;
+        p->snr = sqlite3_column_double(obs, 3);
+        p->has_rssi = sqlite3_column_type(obs, 4) != SQLITE_NULL;
+        p->rssi = sqlite3_column_double(obs, 4);
+        mg_buf_reset(&best_path);
+        mg_buf_puts(&best_path, path ? path : "");
+        best_has_dir = sqlite3_column_type(obs, 6) != SQLITE_NULL;
+        mg_buf_reset(&best_dir);
+        if (best_has_dir)
+            mg_buf_puts(&best_dir, (const char *)sqlite3_column_text(obs, 6));
+        mg_buf_reset(&best_resolved);
+        if (resolved && *resolved)
+            mg_buf_puts(&best_resolved, resolved);
+    }
+    if (rc == SQLITE_DONE)
+        rc = SQLITE_OK;
+    if (!p->observer_id)
+        p->observer_id = strdup("");
+    if (rc == SQLITE_OK && json) {
+        /* Keys in bytewise order; "" reads as null, as CoreScope's store gives them. */
+        mg_json_object_begin(json);
+        mg_json_key(json, "_parsedPath");
+        if (p->hops > 0)
+            mg_json_raw(json, mg_buf_cstr(&best_path), best_path.len);
+        else
+            mg_json_null(json);
+        mg_json_key(json, "decoded_json");
+        mg_db_json_column(json, tx, 5);
+        mg_json_key(json, "direction");
+        mg_json_string(json, best_dir.len ? mg_buf_cstr(&best_dir) : NULL);
+        mg_json_key(json, "first_seen");
+        mg_json_string(json, p->first_seen && *p->first_seen ? p->first_seen : NULL);
+        mg_json_key(json, "hash");
+        mg_db_json_column(json, tx, 1);
+        mg_json_kv_int(json, "id", id);
+        mg_json_kv_int(json, "observation_count", p->observations);
+        mg_json_key(json, "observer_iata");
+        mg_json_string(json, iata && *iata ? iata : NULL);
+        mg_json_key(json, "observer_id");
+        mg_json_string(json, *p->observer_id ? p->observer_id : NULL);
+        mg_json_key(json, "observer_name");
+        mg_json_string(json, p->observer_name && *p->observer_name ? p->observer_name : NULL);
+        mg_json_key(json, "path_json");
+        mg_json_string(json, best_path.len ? mg_buf_cstr(&best_path) : NULL);
+        mg_json_key(json, "payload_type");
+        mg_db_json_column(json, tx, 4);
+        mg_json_key(json, "raw_hex");
+        mg_db_json_column(json, tx, 0);
+        /* The best observation's resolved path, else the longest one stored. */
+        struct mg_buf *rp = best_resolved.len ? &best_resolved : &longest_resolved;
+        if (rp->len) {
+            mg_json_key(json, "resolved_path");
+            mg_json_raw(json, mg_buf_cstr(rp), rp->len);
+        }
+        mg_json_key(json, "route_type");
+        mg_db_json_column(json, tx, 3);
+        mg_json_key(json, "rssi");
+        if (p->has_rssi)
+            mg_json_double(json, p->rssi);
+        else
+            mg_json_null(json);
+        mg_json_key(json, "snr");
+        if (p->has_snr)
+            mg_json_double(json, p->snr);
+        else
+            mg_json_null(json);
+        mg_json_key(json, "timestamp");
+        mg_json_string(json, p->first_seen && *p->first_seen ? p->first_seen : NULL);
+        mg_json_object_end(json);
+    }
+    free(iata);
+    mg_buf_free(&keys);
+    mg_buf_free(&best_path);
+    mg_buf_free(&best_resolved);
+    mg_buf_free(&longest_resolved);
+    mg_buf_free(&best_dir);
+    sqlite3_reset(tx);
+    sqlite3_reset(obs);
+    return rc;
+}
+
+/*
+ * The quoted upper-case hop tokens ("EC", "EC34", "EC3433") that resolve to pubkey alone
+ * among the relays; a token that does not is left as a text no path holds. An SQLite code.
+ */
+static int hop_tokens(struct mg_db *db, const char *pubkey, char tokens[3][16])
+{
+    sqlite3_stmt *st = mg_db_prepare(
+        db, "SELECT count(*), max(lower(public_key)) FROM nodes WHERE (instr(lower(role),"
+            " 'repeater') > 0 OR instr(lower(role), 'room_server') > 0 OR lower(role) = 'room')"
+            " AND lower(public_key) LIKE ?1 || '%'");
+    if (!st)
+        return SQLITE_ERROR;
+    int rc = SQLITE_OK;
+    for (int i = 0; i < 3 && rc == SQLITE_OK; i++) {
+        size_t len = (size_t)(i + 1) * 2;
+        snprintf(tokens[i], 16, "\x01");
+        if (strlen(pubkey) < len)
+            continue;
+        char prefix[8];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)len, pubkey);
+        sqlite3_bind_text(st, 1, prefix, -1, SQLITE_TRANSIENT);
+        if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *only = (const char *)sqlite3_column_text(st, 1);
+            if (sqlite3_column_int64(st, 0) == 1 && only && strcmp(only, pubkey) == 0) {
+                snprintf(tokens[i], 16, "\"%s\"", prefix);
+                for (char *c = tokens[i]; *c; c++)
+                    if (*c >= 'a' && *c <= 'f')
+                        *c = (char)(*c - 32);
+            }
+            rc = SQLITE_OK;
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n)
+{
+    char tokens[3][16];
+    int rc = hop_tokens(db, pubkey, tokens);
+    if (rc != SQLITE_OK)
+        return rc;
+    char sql[sizeof ids_sql + sizeof path_with_resolved];
+    snprintf(sql, sizeof sql, ids_sql,
+             db->schema.obs_resolved_path ? path_with_resolved : PATH_TEST);
+    sqlite3_stmt *st = mg_db_prepare(db, sql);
+    if (!st)
+        return SQLITE_ERROR;
+    sqlite3_bind_text(st, 1, pubkey, -1, SQLITE_STATIC);
+    for (int i = 0; i < 3; i++)
+        sqlite3_bind_text(st, 2 + i, tokens[i], -1, SQLITE_TRANSIENT);
+    size_t cap = 0;
+    *ids = NULL;
+    *n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            int64_t *more = realloc(*ids, cap * sizeof **ids);
+            if (!more) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            *ids = more;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+struct observer_row {
+    const char *id, *name; /* point into a packet */
+    int64_t count, snr_n, rssi_n;
+    double snr_sum, rssi_sum;
+    size_t first; /* order of first appearance */
+};
+
+static int by_count(const void *a, const void *b)
+{
+    const struct observer_row *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static void write_average(struct mg_json *j, const char *key, double sum, int64_t n)
+{
+    mg_json_key(j, key);
+    if (n > 0)
+        mg_json_double(j, sum / (double)n);
+    else
+        mg_json_null(j);
+}
+
+/* The observers of the packets' best observations, most packets first. */
+static bool write_observers(struct mg_json *j, const struct packet *p, size_t n)
+{
+    struct observer_row *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows)
+        return false;
+    size_t n_rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!*p[i].observer_id)
+            continue;
+        size_t r = 0;
+        while (r < n_rows && strcmp(rows[r].id, p[i].observer_id) != 0)
+            r++;
+        if (r == n_rows)
+            rows[n_rows++] = (struct observer_row){
+                .id = p[i].observer_id, .name = p[i].observer_name, .first = r};
+        rows[r].count++;
+        if (p[i].has_snr)
+            rows[r].snr_sum += p[i].snr, rows[r].snr_n++;
+        if (p[i].has_rssi)
+            rows[r].rssi_sum += p[i].rssi, rows[r].rssi_n++;
+    }
+    if (n_rows > 1)
+        qsort(rows, n_rows, sizeof *rows, by_count);
+    mg_json_key(j, "observers");
+    mg_json_array_begin(j);
+    for (size_t r = 0; r < n_rows; r++) {
+        mg_json_object_begin(j);
+        write_average(j, "avgRssi", rows[r].rssi_sum, rows[r].rssi_n);
+        write_average(j, "avgSnr", rows[r].snr_sum, rows[r].snr_n);
+        mg_json_kv_null(j, "can_relay");
+        mg_json_kv_string(j, "observer_id", rows[r].id);
+        mg_json_kv_string(j, "observer_name", rows[r].name ? rows[r].name : "");
+        mg_json_kv_int(j, "packetCount", rows[r].count);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    free(rows);
+    return true;
+}
+
+static void write_stats(struct mg_json *j, const struct packet *p, size_t n, int64_t now_s)
+{
+    int64_t total_obs = 0, today = 0, snr_n = 0, hop_n = 0, hop_sum = 0;
+    double snr_sum = 0;
+    const char *last_heard = NULL;
+    char today_start[32];
+    time_t day = (time_t)(now_s - now_s % 86400);
+    struct tm tm;
+    gmtime_r(&day, &tm);
+    strftime(today_start, sizeof today_start, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    for (size_t i = 0; i < n; i++) {
+        const char *seen = p[i].first_seen ? p[i].first_seen : "";
+        total_obs += p[i].observations;
+        if (strcmp(seen, today_start) > 0)
+            today++;
+        if (p[i].has_snr)
+            snr_sum += p[i].snr, snr_n++;
+        if (*seen && (!last_heard || strcmp(seen, last_heard) > 0))
+            last_heard = seen;
+        if (p[i].hops > 0)
+            hop_sum += p[i].hops, hop_n++;
+    }
+    mg_json_key(j, "stats");
+    mg_json_object_begin(j);
+    mg_json_kv_int(j, "avgHops", hop_n ? (int64_t)llround((double)hop_sum / (double)hop_n) : 0);
+    write_average(j, "avgSnr", snr_sum, snr_n);
+    mg_json_kv_string(j, "lastHeard", last_heard);
+    mg_json_kv_int(j, "packetsToday", today);
+    mg_json_kv_int(j, "totalObservations", total_obs);
+    mg_json_kv_int(j, "totalPackets", (int64_t)n);
+    mg_json_kv_int(j, "totalTransmissions", (int64_t)n);
+    mg_json_object_end(j);
+}
+
+/* Writes the answer for the node (its row current in node, or NULL: a stub) and its
+ * packets; an SQLite code. */
+static int write_health(struct mg_db *db, struct mg_response *res, sqlite3_stmt *node,
+                        const char *pubkey, const int64_t *ids, size_t n, int64_t now_s)
+{
+    sqlite3_stmt *tx = mg_db_prepare(db, tx_sql);
+    char sql[sizeof obs_sql + 128];
+    snprintf(sql, sizeof sql, obs_sql,
+             db->schema.obs_resolved_path
+                 ? "CASE WHEN json_valid(o.resolved_path) THEN json(o.resolved_path) END"
+                 : "NULL");
+    sqlite3_stmt *obs = tx ? mg_db_prepare(db, sql) : NULL;
+    struct packet *p = calloc(n ? n : 1, sizeof *p);
+    int rc = tx && obs ? (p ? SQLITE_OK : SQLITE_NOMEM) : SQLITE_ERROR;
+    size_t read = 0;
+    for (; rc == SQLITE_OK && read < n; read++)
+        rc = read_packet(tx, obs, ids[read], &p[read], NULL);
+    if (rc == SQLITE_OK) {
+        mg_response_json(res, 200);
+        struct mg_json j;
+        mg_json_init(&j, &res->body);
+        mg_json_object_begin(&j); /* keys in bytewise order */
+        mg_json_key(&j, "node");
+        if (node) {
+            mg_nodes_write_node(&j, node, &db->schema, NULL);
+        } else { /* CoreScope's stub for a key it has packets of but no node row */
+            mg_json_object_begin(&j);
+            mg_json_kv_string(&j, "name", "Unknown");
+            mg_json_kv_string(&j, "public_key", pubkey);
+            mg_json_kv_string(&j, "role", "unknown");
+            mg_json_object_end(&j);
+        }
+        if (!write_observers(&j, p, n))
+            rc = SQLITE_NOMEM;
+        mg_json_key(&j, "recentPackets");
+        mg_json_array_begin(&j);
+        for (size_t i = n; rc == SQLITE_OK && i > 0 && n - i < RECENT_PACKETS; i--) {
+            struct packet again;
+            rc = read_packet(tx, obs, ids[i - 1], &again, &j);
+            packet_free(&again);
+        }
+        mg_json_array_end(&j);
+        write_stats(&j, p, n, now_s);
+        mg_json_object_end(&j);
+        mg_buf_putc(&res->body, '\n');
+    }
+    for (size_t i = 0; p && i < read; i++)
+        packet_free(&p[i]);
+    free(p);
+    sqlite3_finalize(tx);
+    sqlite3_finalize(obs);
+    return rc;
+}
+
+void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
+{
+    struct mg_db *db = env->db;
+    const char *pubkey = req->path_param;
+    bool began = mg_node_read_begin(db);
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_buf_puts(&sql, "SELECT ");
+    mg_nodes_select_columns(&db->schema, &sql);
+    mg_buf_puts(&sql, " FROM nodes WHERE public_key = ?1");
+    sqlite3_stmt *node = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    int64_t *ids = NULL;
+    size_t n = 0;
+    int rc = node ? SQLITE_OK : SQLITE_ERROR;
+    bool found = false;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(node, 1, pubkey, -1, SQLITE_STATIC);
+        rc = sqlite3_step(node);
+        found = rc == SQLITE_ROW;
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    if (rc == SQLITE_OK)
+        rc = mg_node_packet_ids(db, pubkey, &ids, &n);
+    if (rc == SQLITE_OK && !found && n == 0)
+        mg_response_error(res, 404, "Not found");
+    else if (rc == SQLITE_OK)
+        rc = write_health(db, res, found ? node : NULL, pubkey, ids, n,
+                          req->start_realtime_ns / 1000000000LL);
+    if (rc != SQLITE_OK)
+        mg_node_answer_failure(res, "/api/nodes/:pubkey/health", rc, db->conn);
+    free(ids);
+    sqlite3_finalize(node);
+    mg_node_read_end(db, began);
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * mem: a worker's memory budgets (docs/architecture.md, "Memory"). A worker keeps what a
+ * request needs while it runs, and gives back, after it, what a large one left behind:
+ *   - a buffer is freed once its response is out (mg_buf_shrink) when it is larger than
+ *     MG_MEM_BUF_KEEP_BYTES (the worker's one response body) or MG_MEM_CONN_BUF_KEEP_BYTES (a
+ *     connection's input and output, one of each per open connection);
+ *   - malloc hands out blocks above MG_MEM_MALLOC_MMAP_BYTES as their own mappings, so
+ *     freeing one returns it to the kernel at once (glibc would otherwise raise that threshold
+ *     after the first such free and serve the next large buffer from a heap it never shrinks);
+ *   - each SQLite page cache is held at MG_DB_CACHE_KIB (no process-wide soft heap limit: it
+ *     bounds nothing these sizes and the releases below do not);
+ *   - a helper thread opens its connection when its first job comes (jobs.c) and gives back
+ *     its page cache, its mapped pages and its malloc arena's free pages after every job;
+ *   - the loop looks at the process's resident memory at most every MG_MEM_WATCH_NS: past
+ *     MG_MEM_MAP_KEEP_KIB of mapped file pages, or MG_MEM_ANON_KEEP_KIB of anonymous memory,
+ *     above what it had once started, it gives back the same between two requests.
+ */
+#ifndef MESHGATE_MEM_H
+#define MESHGATE_MEM_H
+
+#include "db.h"
+
+#include <stdint.h>
+
+#define MG_MEM_BUF_KEEP_BYTES (256 * 1024)
+#define MG_MEM_CONN_BUF_KEEP_BYTES (16 * 1024)
+#define MG_MEM_MALLOC_MMAP_BYTES (4 * 1024 * 1024)
+#define MG_MEM_MAP_KEEP_KIB 4096
+#define MG_MEM_ANON_KEEP_KIB 4096
+#define MG_MEM_WATCH_NS (100LL * 1000 * 1000)
+
+/* The process's resident memory, KiB, from /proc/self/status (RssAnon, RssFile). */
+struct mg_mem_rss {
+    long anon_kib;
+    long file_kib;
+};
+
+struct mg_mem_watch {
+    int status_fd; /* /proc/self/status, read again with pread; -1: not available */
+    struct mg_mem_rss base;
+    int64_t next_ns;
+    uint64_t releases; /* times the loop gave memory back */
+};
+
+/* Worker, right after fork: malloc's threshold. */
+void mg_mem_worker_init(void);
+
+/* Reads the process's resident memory; false when /proc cannot tell. */
+bool mg_mem_rss_read(int status_fd, struct mg_mem_rss *out);
+
+/* Opens /proc/self/status and takes the base (call once the worker is ready to serve). */
+void mg_mem_watch_start(struct mg_mem_watch *w);
+/* Between requests, on the loop: gives back db's caches and map and malloc's free pages when
+ * the process is past its budgets above the base; at most every MG_MEM_WATCH_NS. */
+void mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns);
+void mg_mem_watch_stop(struct mg_mem_watch *w);
+
+/* Gives back db's page cache and mapped pages and every malloc arena's free pages. */
+void mg_mem_release(struct mg_db *db);
+
+#endif

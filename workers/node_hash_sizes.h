@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * node_hash_sizes: the hash size every node announced in its ADVERTs of the last 7 days, for
+ * the node list (hash_size, hash_size_inconsistent, hash_sizes_seen, and the multi-byte
+ * capability an ADVERT confirms), as CoreScope computes it for /api/nodes: ADVERTs
+ * (payload_type 4) by the decoded_json field pubKey (else public_key), first_seen not before
+ * the cutoff (or empty), each one's size from its path byte (mg_advert_hash_size), in time
+ * order (ties by id).
+ *
+ * Why a table: per node, the week's ADVERTs are a walk of its own rows, and a list page of
+ * 2000 nodes would walk them all per request. The table is built by one pass over the
+ * week's ADVERTs (idx_transmissions_payload_type) into an array sorted by key, and looked up
+ * by binary search as each node is written. It is per worker process (its size grows with
+ * the nodes; a shared value holds 4096 bytes) and costs 1.0 to 1.2 s at 2M observations (99 000
+ * ADVERTs in the week), so it is kept as the row counts are (db_counts.h): a worker builds it
+ * before it serves, and a request that finds it older than MG_NODE_HASH_SIZES_INTERVAL_NS
+ * asks the worker's helper thread to rebuild it and answers from the one it has. Only a
+ * request that finds none (the build at start failed: the database was locked or gone) is
+ * heavy (mg_nodes_is_heavy) and builds it. CoreScope itself recomputes it at most every
+ * 15 s, from memory. The list's hash sizes may so be up to the interval and a rebuild old; a
+ * node's detail computes its own afresh.
+ *
+ * Threads: the loop and the helper threads share the table under a read-write lock, taken
+ * for writing only to swap a new table in; readers hold it while they write nodes.
+ */
+#ifndef MESHGATE_NODE_HASH_SIZES_H
+#define MESHGATE_NODE_HASH_SIZES_H
+
+#include "ep_node_detail.h"
+#include "handler.h"
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_NODE_HASH_SIZES_INTERVAL_NS (300 * 1000000000LL)
+
+/* Whether this process has a table of conn's database file younger than the interval at
+ * now_ns (CLOCK_MONOTONIC). */
+bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns);
+
+/* Builds the table from conn unless a fresh one exists, with the window ending at now_s
+ * (Unix seconds); an SQLite code. */
+int mg_node_hash_sizes_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_s);
+
+/* Whether this process has a table of conn's file, whatever its age. */
+bool mg_node_hash_sizes_exist(sqlite3 *conn);
+
+/* What a request calls before it reads the table: builds it here when there is none; when it
+ * is stale, asks env's helper thread to rebuild it (once at a time per process; without a
+ * helper, in-process tests, rebuilds it here) and returns at once. An SQLite code. */
+int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s);
+
+/* Readers hold the table while they look keys up. */
+void mg_node_hash_sizes_read_begin(void);
+void mg_node_hash_sizes_read_end(void);
+
+/* The node's entry (between read_begin and read_end); false when it announced none (or
+ * there is no table). */
+bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out);
+
+/* Forgets the table: the next request builds it again (tests). */
+void mg_node_hash_sizes_forget(void);
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: ISC */
+#include "process_table.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static bool of_file_locked(struct mg_process_table *t, sqlite3 *conn)
+{
+    const char *file = sqlite3_db_filename(conn, "main");
+    struct stat st;
+    return t->table && strcmp(t->file, file ? file : "") == 0 && stat(t->file, &st) == 0 &&
+           st.st_dev == t->dev && st.st_ino == t->ino;
+}
+
+static bool fresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)
+{
+    return now_ns - t->built_ns < t->interval_ns && of_file_locked(t, conn);
+}
+
+bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    bool exists = of_file_locked(t, conn);
+    pthread_rwlock_unlock(&t->lock);
+    return exists;
+}
+
+bool mg_process_table_fresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    bool fresh = fresh_locked(t, conn, now_ns);
+    pthread_rwlock_unlock(&t->lock);
+    return fresh;
+}
+
+int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                             void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
+{
+    if (mg_process_table_fresh(t, conn, now_ns))
+        return SQLITE_OK;
+    /* One build at a time in the process; who waited finds the table fresh. */
+    pthread_mutex_lock(&t->build_lock);
+    int rc = SQLITE_OK;
+    if (!mg_process_table_fresh(t, conn, now_ns)) {
+        const char *file = sqlite3_db_filename(conn, "main");
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s", file ? file : "");
+        struct stat st = {0};
+        stat(path, &st); /* read before the build: a file replaced meanwhile is rebuilt */
+        void *table = build(conn, arg, &rc);
+        if (table) {
+            pthread_rwlock_wrlock(&t->lock);
+            void *old = t->table;
+            t->table = table;
+            memcpy(t->file, path, sizeof path);
+            t->dev = st.st_dev;
+            t->ino = st.st_ino;
+            t->built_ns = now_ns;
+            pthread_rwlock_unlock(&t->lock);
+            t->free_table(old);
+        }
+    }
+    pthread_mutex_unlock(&t->build_lock);
+    return rc;
+}
+
+void mg_process_table_read_begin(struct mg_process_table *t)
+{
+    pthread_rwlock_rdlock(&t->lock);
+}
+
+void mg_process_table_read_end(struct mg_process_table *t)
+{
+    pthread_rwlock_unlock(&t->lock);
+}
+
+void *mg_process_table_current(struct mg_process_table *t)
+{
+    return t->table;
+}
+
+void mg_process_table_forget(struct mg_process_table *t)
+{
+    pthread_mutex_lock(&t->build_lock);
+    pthread_rwlock_wrlock(&t->lock);
+    void *old = t->table;
+    t->table = NULL;
+    pthread_rwlock_unlock(&t->lock);
+    pthread_mutex_unlock(&t->build_lock);
+    t->free_table(old);
+}

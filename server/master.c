@@ -746,7 +746,9 @@ static void tick(struct master *m, int64_t now)
 
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
         char status[384];
-        const struct mg_fifo_gate *cold = m->seg.cold;
+        struct mg_fifo_snapshot cold, anon;
+        mg_fifo_gate_read(m->seg.cold, m->pid, true, &cold);
+        mg_fifo_gate_read(m->seg.anon, m->pid, true, &anon);
         int len = snprintf(
             status, sizeof status,
             "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
@@ -755,16 +757,18 @@ static void tick(struct master *m, int64_t now)
             : m->reload_slot >= 0 ? "reloading"
                                   : "serving",
             alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
-            cold->in_flight, cold->cap, cold->waiting, m->seg.anon->in_flight, m->seg.anon->cap,
-            m->seg.anon->waiting, atomic_load(&m->seg.diag->running) ? "running" : "idle",
+            cold.in_flight, cold.cap, cold.waiting, anon.in_flight, anon.cap, anon.waiting,
+            atomic_load(&m->seg.diag->running) ? "running" : "idle",
             (unsigned long long)mg_rates_refusals(&m->seg));
         const struct mg_upstream_shm *up = m->seg.upstream;
-        if (m->seg.config->upstream[0] && len > 0 && (size_t)len < sizeof status)
+        if (m->seg.config->upstream[0] && len > 0 && (size_t)len < sizeof status) {
+            struct mg_fifo_snapshot ug;
+            mg_fifo_gate_read(&up->gate, m->pid, true, &ug);
             snprintf(status + len, sizeof status - (size_t)len,
-                     "; upstream %u/%u, %u waiting, breaker %s, %u websockets", up->gate.in_flight,
-                     up->gate.cap, up->gate.waiting,
-                     mg_breaker_state_name(atomic_load(&up->breaker.state)),
+                     "; upstream %u/%u, %u waiting, breaker %s, %u websockets", ug.in_flight,
+                     ug.cap, ug.waiting, mg_breaker_state_name(atomic_load(&up->breaker.state)),
                      atomic_load(&up->tunnels_open));
+        }
         if (strcmp(status, m->last_status) != 0) {
             mg_notify("STATUS=%s", status);
             memcpy(m->last_status, status, sizeof status);

@@ -52,12 +52,12 @@ static bool permit_free(const struct mg_fifo_gate *g)
     return (g->cap == 0 || g->in_flight < g->cap) && g->in_flight < MG_FIFO_HOLDERS_MAX;
 }
 
-/* Under lock: the index of the oldest waiter, or -1. */
-static int oldest_waiter(const struct mg_fifo_gate *g)
+/* Under lock: the index of the oldest waiter for a permit whose work can run, or -1. */
+static int oldest_ready_waiter(const struct mg_fifo_gate *g)
 {
     int best = -1;
     for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
-        if (g->waiter[i].pid != 0 && !g->waiter[i].follower &&
+        if (g->waiter[i].pid != 0 && !g->waiter[i].follower && !g->waiter[i].unready &&
             (best < 0 || g->waiter[i].id < g->waiter[best].id))
             best = i;
     return best;
@@ -87,9 +87,18 @@ static void wake_all(struct mg_fifo_gate *g)
 int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
                       uint64_t *token, int *place, uint64_t *ticket)
 {
+    return mg_fifo_gate_join_ready(g, pid, slot, key, true, token, place, ticket);
+}
+
+int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            bool ready, uint64_t *token, int *place, uint64_t *ticket)
+{
     int64_t now = mg_monotonic_ns();
     mg_lock_acquire(&g->lock, pid);
-    if (g->waiting == 0 && permit_free(g) && take_permit(g, pid, slot, key, now, token)) {
+    /* Places whose workers cannot run them, and followers, wait for something else than a
+     * permit: a ready arrival goes ahead of them. */
+    if (ready && oldest_ready_waiter(g) < 0 && permit_free(g) &&
+        take_permit(g, pid, slot, key, now, token)) {
         mg_lock_release(&g->lock, pid);
         return MG_FIFO_ADMITTED;
     }
@@ -102,6 +111,7 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
     if (at >= 0) {
         *ticket = ++g->next_id;
         fill(&g->waiter[at], pid, slot, *ticket, key, now);
+        g->waiter[at].unready = !ready;
         g->waiting++;
     }
     mg_lock_release(&g->lock, pid);
@@ -117,13 +127,25 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
 int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
                       uint64_t ticket, int64_t now, int64_t deadline, uint64_t *token)
 {
+    return mg_fifo_gate_poll_ready(g, pid, slot, key, place, ticket, true, now, deadline, token);
+}
+
+int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
+                            uint64_t *token)
+{
     int result = MG_FIFO_QUEUED;
     if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
         return MG_FIFO_CANCELLED;
     mg_lock_acquire(&g->lock, pid);
-    if (g->waiter[place].pid != pid || g->waiter[place].id != ticket) {
+    bool mine = g->waiter[place].pid == pid && g->waiter[place].id == ticket;
+    /* A place that stops being ready lets the ready ones behind it go first: wake them. */
+    bool stepped_aside = mine && ready == false && !g->waiter[place].unready;
+    if (mine)
+        g->waiter[place].unready = !ready;
+    if (!mine) {
         result = MG_FIFO_CANCELLED; /* not in line any more (reclaimed) */
-    } else if (oldest_waiter(g) == place && permit_free(g) &&
+    } else if (ready && oldest_ready_waiter(g) == place && permit_free(g) &&
                take_permit(g, pid, slot, key, now, token)) {
         leave_line(g, place);
         result = MG_FIFO_ADMITTED;
@@ -134,7 +156,7 @@ int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char
     mg_lock_release(&g->lock, pid);
     if (result == MG_FIFO_REFUSED_TIMEOUT)
         atomic_fetch_add(&g->refused_timeout, 1);
-    if (result != MG_FIFO_QUEUED)
+    if (result != MG_FIFO_QUEUED || stepped_aside)
         wake_all(g); /* the next in line may now be first, or find a permit free */
     return result;
 }
@@ -271,4 +293,24 @@ void mg_fifo_gate_configure(struct mg_fifo_gate *g, int pid, uint32_t cap, uint3
     g->wait_ns = wait_ns;
     mg_lock_release(&g->lock, pid);
     wake_all(g);
+}
+
+void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
+                       struct mg_fifo_snapshot *out)
+{
+    /* The lock word is the only thing written here: readers get a const gate. */
+    struct mg_lock *lock = (struct mg_lock *)&g->lock;
+    if (locked)
+        mg_lock_acquire(lock, pid);
+    out->cap = g->cap;
+    out->queue_max = g->queue_max;
+    out->wait_ns = g->wait_ns;
+    out->in_flight = g->in_flight;
+    out->waiting = g->waiting;
+    if (locked)
+        mg_lock_release(lock, pid);
+    out->peak = atomic_load(&g->peak);
+#define READ_COUNTER(field, json, what) out->field = atomic_load(&g->field);
+    MG_FIFO_COUNTER_LIST(READ_COUNTER)
+#undef READ_COUNTER
 }

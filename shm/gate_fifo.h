@@ -13,9 +13,15 @@
  *
  * Invariants, each under the gate's lock:
  *   - in_flight <= cap (when cap > 0) and peak records the largest in_flight seen (1);
- *   - a waiter is admitted only when it is the oldest in line and a permit is free: no
- *     later arrival overtakes it (FIFO), and checking the bound and joining the line are one
- *     step, so a burst cannot overshoot queue_max;
+ *   - a waiter is admitted only when it is the oldest *ready* place in line and a permit is
+ *     free: no later arrival that could run overtakes it (FIFO among the places whose
+ *     workers can run them), and checking the bound and joining the line are one step, so a
+ *     burst cannot overshoot queue_max;
+ *   - a permit goes only to work that can run at once: a caller whose worker cannot start
+ *     the work now (its helper thread is busy) joins or polls with ready false; it keeps
+ *     its place, marked unready, and is passed over until it polls ready again. So a
+ *     permit is never held while its work waits for a helper, and the cap is the number of
+ *     builds that run (docs/architecture.md, "A permit only for work that can run");
  *   - a permit is given back once: each admission has a token and only that token releases;
  *   - counters only grow (8).
  */
@@ -36,8 +42,8 @@ struct mg_fifo_record {
     int32_t pid; /* 0: free record */
     uint32_t slot;
     uint32_t follower; /* a place in line that waits for another's result, not a permit */
-    uint32_t reserved;
-    uint64_t id; /* token of a holder, ticket of a waiter */
+    uint32_t unready;  /* a place whose worker cannot run it now (its helper is busy) */
+    uint64_t id;       /* token of a holder, ticket of a waiter */
     int64_t since_monotonic_ns;
     char key[MG_FIFO_KEY_MAX];
 };
@@ -64,6 +70,40 @@ struct mg_fifo_gate {
     _Atomic uint64_t cancelled;       /* left the line (client gone) */
     _Atomic uint64_t reclaimed;       /* permits and places of dead workers given back */
 };
+
+/*
+ * Every counter of a FIFO gate, once: X(field, JSON key, what it counts). Each reader
+ * (/metrics, /api/perf and /api/healthz, /server-status, meshgate-shm) shows them from this
+ * list, so a counter added here appears everywhere.
+ */
+#define MG_FIFO_COUNTER_LIST(X)                                                                    \
+    X(acquired, "acquired", "permits given, at once or after waiting")                             \
+    X(waited, "waited", "requests that joined the line")                                           \
+    X(refused_full, "refusedFull", "requests refused because the line was full")                   \
+    X(refused_timeout, "refusedTimeout", "requests refused because their wait ran out")            \
+    X(cancelled, "cancelled", "places given up because the client went away")                      \
+    X(reclaimed, "reclaimed", "permits and places of dead workers given back")
+
+/* A gate's state at one moment (mg_fifo_gate_read). */
+struct mg_fifo_snapshot {
+    uint32_t cap;
+    uint32_t queue_max;
+    int64_t wait_ns;
+    uint32_t in_flight;
+    uint32_t waiting; /* places in line, followers included */
+    uint32_t peak;
+#define MG_FIFO_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
+    MG_FIFO_COUNTER_LIST(MG_FIFO_SNAPSHOT_COUNTER)
+#undef MG_FIFO_SNAPSHOT_COUNTER
+};
+
+/*
+ * The one way to read a gate's numbers: copied under its lock (locked, pid: the reader), so
+ * in_flight, waiting and the bounds agree with each other; or, for a private copy of the
+ * segment (the dump tool, which never locks), as the copy holds them (locked false).
+ */
+void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
+                       struct mg_fifo_snapshot *out);
 
 enum mg_fifo_result {
     MG_FIFO_ADMITTED = 0,
@@ -107,6 +147,14 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
                       uint64_t *token, int *place, uint64_t *ticket);
 int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
                       uint64_t ticket, int64_t now, int64_t deadline, uint64_t *token);
+/* The same, for a caller that says whether its work could run now (ready): an unready one
+ * is never admitted; it joins the line (or keeps its place) marked unready, passed over by
+ * ready places behind it. join and poll above are these with ready true. */
+int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            bool ready, uint64_t *token, int *place, uint64_t *ticket);
+int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
+                            uint64_t *token);
 void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket);
 
 /* Gives a permit back; false (and nothing changes) when token is not a current holder's. */

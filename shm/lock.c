@@ -16,6 +16,12 @@
 static mg_lock_watch_fn watch_fn;
 static void *watch_arg;
 static _Thread_local const void *test_stop_lo, *test_stop_hi;
+static _Atomic uint64_t wake_calls;
+
+uint64_t mg_lock_wake_calls(void)
+{
+    return atomic_load_explicit(&wake_calls, memory_order_relaxed);
+}
 
 static long futex(void *word, int op, uint32_t val, const struct timespec *ts, uint32_t bitset)
 {
@@ -92,17 +98,22 @@ void mg_lock_acquire(struct mg_lock *l, int pid)
                      now - holder_since);
         }
         /* Sleep while the same owner holds it; a short deadline bounds each sleep even if no
-         * one wakes us (an owner that died is freed by the master's reclaim). */
+         * one wakes us (an owner that died is freed by the master's reclaim). Counted, so
+         * that the unlock knows to wake us (see the header). */
+        atomic_fetch_add(&l->waiters, 1);
         mg_futex_wait((_Atomic uint32_t *)&l->owner_pid, (uint32_t)expected, now + MG_NS_PER_MS);
+        atomic_fetch_sub(&l->waiters, 1);
     }
 }
 
 void mg_lock_release(struct mg_lock *l, int pid)
 {
     int32_t expected = pid;
-    if (atomic_compare_exchange_strong_explicit(&l->owner_pid, &expected, 0, memory_order_release,
-                                                memory_order_relaxed))
+    if (atomic_compare_exchange_strong(&l->owner_pid, &expected, 0) &&
+        atomic_load(&l->waiters) > 0) {
+        atomic_fetch_add_explicit(&wake_calls, 1, memory_order_relaxed);
         mg_futex_wake_all((_Atomic uint32_t *)&l->owner_pid);
+    }
 }
 
 bool mg_lock_reclaim(struct mg_lock *l, int dead_pid)

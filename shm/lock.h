@@ -5,9 +5,16 @@
  * recoverable (PHP-FPM's scoreboard lock stores 1 and freezes the pool when its holder dies):
  * the master, after reaping a dead worker, frees a lock whose word still holds that pid.
  *
- * Critical sections under it are a few dozen instructions over fixed-size records and never
- * block, so waiters spin briefly and then sleep on the word with a futex (process-shared:
- * no FUTEX_PRIVATE_FLAG) for at most a millisecond at a time.
+ * Critical sections under it are a few dozen instructions over fixed-size records: no copy
+ * of a body, no system call, never a block. So waiters spin briefly and then sleep on the
+ * word with a futex (process-shared: no FUTEX_PRIVATE_FLAG) for at most a millisecond at a
+ * time. A sleeper counts itself in `waiters` first, as nginx's ngx_shmtx counts its `wait`:
+ * an unlock makes the wake-up system call only when someone sleeps, so the uncontended
+ * lock and unlock are one compare-and-swap each. Both sides are sequentially consistent:
+ * a sleeper adds itself before the kernel compares the word, an unlocker frees the word
+ * before it reads the count, so one of the two always sees the other (and a sleep is
+ * bounded by a millisecond anyway). A sleeper killed asleep leaves the count one too high:
+ * unlocks then make a needless wake-up call, never a missed one.
  *
  * A holder can still freeze inside: stopped (SIGSTOP, a debugger), or stuck in the kernel
  * (swap, a page fault on a dead disk). Then every process that needs the lock waits. So a
@@ -36,7 +43,7 @@
 
 struct mg_lock {
     _Atomic int32_t owner_pid; /* 0: free */
-    uint32_t reserved;
+    _Atomic uint32_t waiters;  /* processes' threads asleep on owner_pid right now */
 };
 
 void mg_lock_acquire(struct mg_lock *l, int pid);
@@ -68,6 +75,9 @@ void mg_lock_set_watch(mg_lock_watch_fn fn, void *arg);
  * whole process (raise(SIGSTOP)) right after it is taken, inside the critical section.
  */
 void mg_lock_test_stop_inside(const void *lo, const void *hi);
+
+/* Wake-up system calls made by this process's unlocks so far (for tests). */
+uint64_t mg_lock_wake_calls(void);
 
 /* Waits on a 32-bit shared word while it equals expected, until deadline (CLOCK_MONOTONIC
  * ns) or a wake; returns at once when the deadline has passed. */

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 #include "result_cache.h"
 
-#include "buf.h"
 #include "clock.h"
 #include "segment.h"
 
@@ -47,7 +46,14 @@ static int find(struct mg_cache_view *v, const char *key)
     return -1;
 }
 
-/* A free entry; else an expired one; else the least recently used READY one; else -1. */
+/* Under lock: someone copies this entry's body now (a pin that is not stale). */
+static bool pinned(const struct mg_cache_entry *e, int64_t now)
+{
+    return e->pins > 0 && (uint32_t)(now / MG_NS_PER_SEC) - e->pinned_s < MG_CACHE_PIN_STALE_S;
+}
+
+/* A free entry; else an expired one; else the least recently used READY one; else -1. A
+ * pinned entry is never chosen. */
 static int victim(struct mg_cache_view *v, int64_t now)
 {
     int lru = -1;
@@ -55,10 +61,11 @@ static int victim(struct mg_cache_view *v, int64_t now)
         struct mg_cache_entry *e = &v->entry[i];
         if (e->state == MG_CACHE_FREE)
             return (int)i;
-        if (e->state == MG_CACHE_READY && e->expires_monotonic_ns <= now)
+        if (e->state != MG_CACHE_READY || pinned(e, now))
+            continue;
+        if (e->expires_monotonic_ns <= now)
             return (int)i;
-        if (e->state == MG_CACHE_READY &&
-            (lru < 0 || e->used_monotonic_ns < v->entry[lru].used_monotonic_ns))
+        if (lru < 0 || e->used_monotonic_ns < v->entry[lru].used_monotonic_ns)
             lru = (int)i;
     }
     if (lru >= 0)
@@ -78,6 +85,7 @@ static void claim(struct mg_cache_view *v, unsigned i, int pid, unsigned slot, c
     e->build_id = *build_id = ++v->cache->next_build_id;
     e->since_monotonic_ns = now;
     e->used_monotonic_ns = now;
+    e->pins = 0;
 }
 
 static void wake(struct mg_cache_view *v)
@@ -86,54 +94,96 @@ static void wake(struct mg_cache_view *v)
     mg_futex_wake_all(&v->cache->wake_seq);
 }
 
-/* Under lock. */
-static enum mg_cache_outcome look(struct mg_cache_view *v, int pid, unsigned slot, const char *key,
-                                  int64_t now, struct mg_buf *out, uint64_t *build_id,
-                                  bool *took_over)
+/* What one look under the lock found. */
+struct found {
+    enum mg_cache_outcome outcome;
+    bool ask_builder;       /* BUSY if builder_pid is alive: ask, after the lock */
+    int32_t builder_pid;    /* with ask_builder */
+    uint64_t builder_build; /* with ask_builder: the build it runs */
+    bool took_over;
+};
+
+/* Under lock. dead_build: a build whose builder was found dead after the previous look (0:
+ * none); it is taken over if it is still there. */
+static struct found look_locked(struct mg_cache_view *v, int pid, unsigned slot, const char *key,
+                                int64_t now, uint64_t dead_build, struct mg_cache_pin *pin,
+                                uint64_t *build_id)
 {
-    *took_over = false;
+    struct found f = {.outcome = MG_CACHE_CLAIMED};
     int i = find(v, key);
     if (i >= 0) {
         struct mg_cache_entry *e = &v->entry[i];
         if (e->state == MG_CACHE_READY && e->expires_monotonic_ns > now) {
             e->used_monotonic_ns = now;
-            mg_buf_append(out, body_of(v, (unsigned)i), e->body_len);
-            return MG_CACHE_HIT;
+            e->pins = pinned(e, now) ? e->pins + 1 : 1;
+            e->pinned_s = (uint32_t)(now / MG_NS_PER_SEC);
+            *pin = (struct mg_cache_pin){(uint32_t)i, e->body_len, e->build_id};
+            f.outcome = MG_CACHE_HIT;
+            return f;
         }
-        if (e->state == MG_CACHE_BUILDING && mg_process_alive(e->builder_pid, 0))
-            return MG_CACHE_BUSY;
-        /* Expired, or its builder died before the master noticed: build it again here. */
-        *took_over = e->state == MG_CACHE_BUILDING;
-        claim(v, (unsigned)i, pid, slot, key, now, build_id);
-        return MG_CACHE_CLAIMED;
+        if (e->state == MG_CACHE_BUILDING && e->build_id != dead_build) {
+            f.outcome = MG_CACHE_BUSY;
+            f.ask_builder = true;
+            f.builder_pid = e->builder_pid;
+            f.builder_build = e->build_id;
+            return f;
+        }
+        if (e->state == MG_CACHE_BUILDING || !pinned(e, now)) {
+            /* Its builder died before the master noticed, or it expired: build it again. */
+            f.took_over = e->state == MG_CACHE_BUILDING;
+            claim(v, (unsigned)i, pid, slot, key, now, build_id);
+            return f;
+        }
+        /* Expired while a reader copies it: hidden from lookups, reused once unpinned. */
+        e->key[0] = '\0';
     }
     i = victim(v, now);
-    if (i < 0) {
-        /* Every entry is being built: build without a cache entry (nothing to coalesce on). */
-        *build_id = 0;
-        return MG_CACHE_CLAIMED;
-    }
-    claim(v, (unsigned)i, pid, slot, key, now, build_id);
-    return MG_CACHE_CLAIMED;
+    if (i < 0)
+        *build_id = 0; /* every entry is being built or read: build without an entry */
+    else
+        claim(v, (unsigned)i, pid, slot, key, now, build_id);
+    return f;
 }
 
-enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, unsigned slot,
-                                             const char *key, int64_t now, struct mg_buf *out,
-                                             uint64_t *build_id)
+enum mg_cache_outcome mg_result_cache_look(struct mg_cache_view *v, int pid, unsigned slot,
+                                           const char *key, int64_t now, bool count,
+                                           struct mg_cache_pin *pin, uint64_t *build_id)
 {
-    bool took_over;
-    mg_lock_acquire(&v->cache->lock, pid);
-    enum mg_cache_outcome r = look(v, pid, slot, key, now, out, build_id, &took_over);
-    mg_lock_release(&v->cache->lock, pid);
-    if (r == MG_CACHE_HIT)
+    uint64_t dead_build = 0;
+    struct found f;
+    for (;;) {
+        mg_lock_acquire(&v->cache->lock, pid);
+        f = look_locked(v, pid, slot, key, now, dead_build, pin, build_id);
+        mg_lock_release(&v->cache->lock, pid);
+        /* kill(2) is a system call: never under the lock. */
+        if (!f.ask_builder || mg_process_alive(f.builder_pid, 0))
+            break;
+        dead_build = f.builder_build;
+    }
+    if (count && f.outcome == MG_CACHE_HIT)
         atomic_fetch_add(&v->cache->hits, 1);
-    else if (r == MG_CACHE_CLAIMED)
+    else if (count && f.outcome == MG_CACHE_CLAIMED)
         atomic_fetch_add(&v->cache->misses, 1);
-    else
+    else if (count)
         atomic_fetch_add(&v->cache->coalesced, 1);
-    if (took_over)
+    if (f.took_over)
         atomic_fetch_add(&v->cache->takeovers, 1);
-    return r;
+    return f.outcome;
+}
+
+bool mg_result_cache_copy(struct mg_cache_view *v, int pid, const struct mg_cache_pin *pin,
+                          void *dst)
+{
+    if (dst && pin->len)
+        memcpy(dst, body_of(v, pin->index), pin->len);
+    mg_lock_acquire(&v->cache->lock, pid);
+    struct mg_cache_entry *e = &v->entry[pin->index];
+    bool same = e->build_id == pin->build_id;
+    bool whole = same && e->state == MG_CACHE_READY;
+    if (same && e->pins > 0)
+        e->pins--;
+    mg_lock_release(&v->cache->lock, pid);
+    return whole;
 }
 
 bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int64_t now)
@@ -155,37 +205,16 @@ bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key)
     return builder != 0 && mg_process_alive(builder, 0);
 }
 
-enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,
-                                             const char *key, int64_t now, struct mg_buf *out,
-                                             uint64_t *build_id)
-{
-    bool took_over;
-    mg_lock_acquire(&v->cache->lock, pid);
-    enum mg_cache_outcome r = look(v, pid, slot, key, now, out, build_id, &took_over);
-    mg_lock_release(&v->cache->lock, pid);
-    if (took_over)
-        atomic_fetch_add(&v->cache->takeovers, 1);
-    return r;
-}
-
-enum mg_cache_outcome mg_result_cache_wait(struct mg_cache_view *v, int pid, unsigned slot,
-                                           const char *key, int64_t deadline,
-                                           mg_fifo_cancel_fn cancel, void *cancel_arg,
-                                           struct mg_buf *out, uint64_t *build_id)
+enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid, unsigned slot,
+                                               const char *key, int64_t deadline,
+                                               mg_fifo_cancel_fn cancel, void *cancel_arg,
+                                               struct mg_cache_pin *pin, uint64_t *build_id)
 {
     for (;;) {
         uint32_t seq = atomic_load(&v->cache->wake_seq);
         int64_t now = mg_monotonic_ns();
-        bool took_over = false;
-        enum mg_cache_outcome r = MG_CACHE_BUSY;
-        mg_lock_acquire(&v->cache->lock, pid);
-        int i = find(v, key);
-        if (i < 0 || v->entry[i].state != MG_CACHE_BUILDING ||
-            !mg_process_alive(v->entry[i].builder_pid, 0))
-            r = look(v, pid, slot, key, now, out, build_id, &took_over);
-        mg_lock_release(&v->cache->lock, pid);
-        if (took_over)
-            atomic_fetch_add(&v->cache->takeovers, 1);
+        enum mg_cache_outcome r =
+            mg_result_cache_look(v, pid, slot, key, now, false, pin, build_id);
         if (r != MG_CACHE_BUSY || now >= deadline || (cancel && cancel(cancel_arg)))
             return r;
         int64_t until = now + CANCEL_POLL_NS < deadline ? now + CANCEL_POLL_NS : deadline;
@@ -210,12 +239,17 @@ void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, 
     bool too_large = len > body_cap(v);
     mg_lock_acquire(&v->cache->lock, pid);
     int i = find_build(v, pid, build_id);
-    if (i >= 0) {
+    mg_lock_release(&v->cache->lock, pid);
+    /* The entry is BUILDING and ours: nobody reads or writes its pages until it is READY, and
+     * only our death (then the master's reclaim) can take it. So the copy needs no lock. */
+    if (i >= 0 && !too_large)
+        memcpy(body_of(v, (unsigned)i), body, len);
+    mg_lock_acquire(&v->cache->lock, pid);
+    if (i >= 0 && find_build(v, pid, build_id) == i) {
         struct mg_cache_entry *e = &v->entry[i];
         if (too_large) {
             memset(e, 0, sizeof *e);
         } else {
-            memcpy(body_of(v, (unsigned)i), body, len);
             e->body_len = (uint32_t)len;
             e->state = MG_CACHE_READY;
             e->builder_pid = 0;

@@ -12,6 +12,13 @@
  * (FREE again), and a waiter that sees its builder dead takes the build over, so no one hangs.
  * Errors, 404s and refusals store nothing: the builder abandons its claim.
  *
+ * The lock is held only around lookups and state changes, never around a copy or a system
+ * call: a hit pins the entry under the lock and copies the body after it (a pinned entry is
+ * neither rebuilt nor given to another key), and then checks, under the lock again, that the
+ * entry was not rebuilt meanwhile (a reader stopped longer than a stale pin lasts); a store
+ * copies into its BUILDING entry, which no one else reads or writes, before it takes the lock
+ * to make it READY; whether a builder is alive is asked after the lock.
+ *
  * Bodies live in fixed pages after the entry table; an entry owns pages_per_entry of them.
  * A body larger than that is served but not stored (counted as too_large). When no entry
  * is free, an expired one goes first, then the least recently used READY one.
@@ -42,8 +49,11 @@ struct mg_cache_entry {
     int64_t since_monotonic_ns; /* build start (BUILDING) or store time (READY) */
     int64_t expires_monotonic_ns;
     int64_t used_monotonic_ns;
-    uint32_t followers; /* requests waiting for this build */
-    uint32_t reserved;
+    /* Readers copying the body after the lock (a pin keeps the entry from being rebuilt or
+     * given to another key meanwhile), and the monotonic second of the last pin: a pin
+     * older than MG_CACHE_PIN_STALE_S is one its reader left by dying, and no longer holds. */
+    uint32_t pins;
+    uint32_t pinned_s;
 };
 
 struct mg_result_cache {
@@ -85,35 +95,45 @@ enum mg_cache_outcome {
     MG_CACHE_BUSY,    /* another request builds this key: wait for it */
 };
 
+#define MG_CACHE_PIN_STALE_S 10
+
+/* A READY entry pinned by a hit, for the copy after the lock. */
+struct mg_cache_pin {
+    uint32_t index;
+    uint32_t len; /* bytes of body */
+    uint64_t build_id;
+};
+
 /*
- * Looks key up at now. HIT copies the body into out (appending); CLAIMED when the key is
- * absent or expired (or its builder is dead: a takeover); BUSY when a live build runs.
+ * Looks key up at now. HIT pins the entry (*pin): the caller copies the body with
+ * mg_result_cache_copy, which unpins it; CLAIMED when the key is absent or expired (or its
+ * builder is dead: a takeover); BUSY when a live build runs. count: the hit, miss or
+ * coalesced counter grows (a request's first look; a request that follows a build looks
+ * again without counting). workers/result_body.h copies into a buffer.
  */
-struct mg_buf;
-enum mg_cache_outcome mg_result_cache_lookup(struct mg_cache_view *v, int pid, unsigned slot,
-                                             const char *key, int64_t now, struct mg_buf *out,
-                                             uint64_t *build_id);
+enum mg_cache_outcome mg_result_cache_look(struct mg_cache_view *v, int pid, unsigned slot,
+                                           const char *key, int64_t now, bool count,
+                                           struct mg_cache_pin *pin, uint64_t *build_id);
+/* Copies the pinned body into dst (len bytes; NULL: none) without the lock, then unpins;
+ * false when the entry was rebuilt during the copy (dst holds nothing valid: look again). */
+bool mg_result_cache_copy(struct mg_cache_view *v, int pid, const struct mg_cache_pin *pin,
+                          void *dst);
 /* True when key has a stored body that has not expired at now; copies nothing, counts
  * nothing (what admission asks to tell a warm answer from a cold build). */
 bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int64_t now);
 /* True when a live build of key is under way (a request for it would follow that build, not
  * build): what admission asks so that followers are not counted as cold work. */
 bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key);
-/* The same, for a request that already counted (asking again while it follows a build):
- * it changes no counter but takeovers. */
-enum mg_cache_outcome mg_result_cache_relook(struct mg_cache_view *v, int pid, unsigned slot,
-                                             const char *key, int64_t now, struct mg_buf *out,
-                                             uint64_t *build_id);
-
 /*
- * Waits (until deadline, CLOCK_MONOTONIC) for the build of key to end, then looks again:
- * HIT, CLAIMED (the build was abandoned or its builder died: the caller builds now), or BUSY
- * (the deadline passed). cancel is asked every few milliseconds.
+ * Waits (until deadline, CLOCK_MONOTONIC) for the build of key to end, then looks again (not
+ * counted): HIT (pinned, as mg_result_cache_look), CLAIMED (the build was abandoned or its
+ * builder died: the caller builds now), or BUSY (the deadline passed). cancel is asked every
+ * few milliseconds.
  */
-enum mg_cache_outcome mg_result_cache_wait(struct mg_cache_view *v, int pid, unsigned slot,
-                                           const char *key, int64_t deadline,
-                                           mg_fifo_cancel_fn cancel, void *cancel_arg,
-                                           struct mg_buf *out, uint64_t *build_id);
+enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid, unsigned slot,
+                                               const char *key, int64_t deadline,
+                                               mg_fifo_cancel_fn cancel, void *cancel_arg,
+                                               struct mg_cache_pin *pin, uint64_t *build_id);
 
 /* Stores the body of a claimed build and wakes its followers. */
 void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,

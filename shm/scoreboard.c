@@ -52,6 +52,7 @@ void mg_slot_prepare(struct mg_slot *slot)
     atomic_store(&slot->request_started_monotonic_ns, 0);
     atomic_store(&slot->lock_wait_holder, 0);
     atomic_store(&slot->db_connections, 0);
+    atomic_store(&slot->helpers_busy, 0);
     mg_slot_end_request(slot);
 }
 

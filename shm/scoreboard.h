@@ -57,12 +57,21 @@ struct mg_slot {
     /* SQLite connections this worker has open: its loop's, and one per helper thread that has
      * had a job (a helper opens its connection when first needed; see jobs.h). */
     _Atomic uint32_t db_connections;
+    /* Jobs this worker's helper threads have in hand, signed-in work in the low 16 bits and
+     * anonymous work in the high 16 (MG_SLOT_HELPERS_*): added by the loop when it hands a
+     * job over, taken off by the thread when the job has run. */
+    _Atomic uint32_t helpers_busy;
     _Atomic uint64_t lock_wait_offset;  /* of the struct mg_lock in the segment */
     _Atomic int64_t lock_wait_since_ns; /* monotonic: when the waiter saw that holder */
     char method[MG_SLOT_METHOD_MAX];
     char path[MG_SLOT_PATH_MAX];
     char client[MG_SLOT_CLIENT_MAX]; /* the peer of the current or last request */
 };
+
+/* Where each pool's count is in helpers_busy. */
+enum { MG_SLOT_HELPERS_SIGNED_IN_SHIFT = 0, MG_SLOT_HELPERS_ANON_SHIFT = 16 };
+#define MG_SLOT_HELPERS_SIGNED_IN(word) ((word)&0xffffu)
+#define MG_SLOT_HELPERS_ANON(word) ((word) >> 16)
 
 const char *mg_slot_state_name(uint32_t state);
 /* The one-character form of a state, for the dump tool's scoreboard line (Apache style). */

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <ftw.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -227,6 +228,53 @@ int mg_test_make_db(const char *path, bool migrated, const char *sql)
     sqlite3_free(err);
     sqlite3_close(db);
     return rc == SQLITE_OK ? 0 : -1;
+}
+
+void mg_test_write_keys_file(const char *dir, const char *key, char *setting, size_t cap)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/keys", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%s\n", key);
+        fclose(f);
+    }
+    chmod(path, 0600);
+    snprintf(setting, cap, "MESHGATE_API_KEYS_FILE=%s", path);
+}
+
+void mg_test_make_reach_db(const char *path, char (*keys)[65], int count)
+{
+    char sql[65536];
+    size_t n = 0;
+    long now = (long)time(NULL);
+    for (int i = 0; i < count; i++) {
+        unsigned byte = 0x10 + (unsigned)i * 0x11;
+        for (int c = 0; c < 32; c++)
+            snprintf(keys[i] + 2 * c, 3, "%02x", byte);
+        n += (size_t)snprintf(sql + n, sizeof sql - n,
+                              "INSERT INTO nodes (public_key, name, role, lat, lon, first_seen)"
+                              " VALUES ('%s', 'Relay %d', 'repeater', 37.%d, -122.%d, "
+                              "'2026-01-01T00:00:00Z');",
+                              keys[i], i, i + 1, i + 1);
+    }
+    n += (size_t)snprintf(sql + n, sizeof sql - n,
+                          "INSERT INTO observers (id, name, iata) VALUES ('OBS1', 'Observer', "
+                          "'SJC');"
+                          "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+                          " payload_type) VALUES (1, 'AA', '0000000000000001', "
+                          "'2026-11-30T00:00:00Z', 1, 2);");
+    for (int i = 0; i < count; i++) {
+        int j = (i + 1) % count;
+        n += (size_t)snprintf(sql + n, sizeof sql - n,
+                              "INSERT INTO observations (transmission_id, observer_idx, snr,"
+                              " path_json, timestamp) VALUES (1, 1, 5.5, '[\"%.2s\",\"%.2s\"]',"
+                              " %ld);",
+                              keys[i], keys[j], now - 60);
+    }
+    n += (size_t)snprintf(sql + n, sizeof sql - n,
+                          "UPDATE observations SET path_json = upper(path_json);");
+    mg_test_make_db(path, false, sql);
 }
 
 int mg_test_free_port(void)

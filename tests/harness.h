@@ -55,6 +55,15 @@ void mg_test_rmdir(const char *dir);
  * (may be NULL) in it. Returns 0. */
 int mg_test_make_db(const char *path, bool migrated, const char *sql);
 
+/* Writes dir/keys holding one API key (mode 0600, as the server requires); setting gets
+ * "MESHGATE_API_KEYS_FILE=dir/keys" for the server's environment. */
+void mg_test_write_keys_file(const char *dir, const char *key, char *setting, size_t cap);
+
+/* A database for reach reports: `count` repeaters (at most 14) whose keys are one repeated
+ * byte each, with distinct first bytes (so each has a reliable token), heard along paths
+ * through each other (upper-case hex) a minute ago. keys gets their public keys. */
+void mg_test_make_reach_db(const char *path, char (*keys)[65], int count);
+
 /* A TCP port on 127.0.0.1 that nothing listens on right now. */
 int mg_test_free_port(void);
 

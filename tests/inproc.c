@@ -73,6 +73,19 @@ void mg_test_ctx_close(struct mg_test_ctx *t)
     mg_segment_detach(&t->seg);
 }
 
+void mg_test_request_init(struct mg_request *req, const struct mg_http_request *hr,
+                          struct mg_park *park)
+{
+    memset(req, 0, sizeof *req);
+    req->http = hr;
+    req->start_monotonic_ns = mg_monotonic_ns();
+    req->start_realtime_ns = mg_realtime_ns();
+    req->client_addr = "127.0.0.1";
+    mg_addr_parse("127.0.0.1", 9, req->peer); /* a client on loopback: an admin by default */
+    memset(park, 0, sizeof *park);
+    req->park = park;
+}
+
 int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
 {
     char head[8192];
@@ -88,15 +101,8 @@ int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
         return t->res.status;
     }
     struct mg_request req;
-    memset(&req, 0, sizeof req);
-    req.http = &hr;
-    req.start_monotonic_ns = mg_monotonic_ns();
-    req.start_realtime_ns = mg_realtime_ns();
-    req.client_addr = "127.0.0.1";
-    mg_addr_parse("127.0.0.1", 9, req.peer); /* a client on loopback: an admin by default */
     struct mg_park park;
-    memset(&park, 0, sizeof park);
-    req.park = &park;
+    mg_test_request_init(&req, &hr, &park);
     /* A parked request is asked again, as the worker's loop would. */
     for (;;) {
         park.turns++;

@@ -28,6 +28,10 @@ struct mg_test_ctx {
 bool mg_test_ctx_open(struct mg_test_ctx *t, const char *db_path);
 void mg_test_ctx_close(struct mg_test_ctx *t);
 
+/* A request for hr from a client on loopback (an admin by default), with a fresh park. */
+void mg_test_request_init(struct mg_request *req, const struct mg_http_request *hr,
+                          struct mg_park *park);
+
 /*
  * Runs "GET target" (or HEAD) through the real parser and dispatch; t->res holds the
  * response, its body NUL-terminated. Returns the status.

@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "buf.h"
 #include "gate_fifo.h"
+#include "result_body.h"
 #include "result_cache.h"
 
 #include <criterion/criterion.h>
@@ -396,4 +397,67 @@ Test(result_cache, a_full_cache_evicts_expired_then_least_recently_used)
     cr_expect_eq(mg_result_cache_lookup(&v, getpid(), 0, "k0", 23, &out, &id), MG_CACHE_HIT);
     cr_expect_geq(atomic_load(&v.cache->evicted), 1);
     mg_buf_free(&out);
+}
+
+/* A hit pins its entry under the lock and copies after it (issue 12, item 5): while pinned,
+ * the entry is given to no other key, even when every other entry is taken. */
+Test(result_cache, a_pinned_entry_is_not_given_to_another_key_while_its_body_is_copied)
+{
+    struct mg_cache_view v = new_cache(100 * MG_NS_PER_SEC);
+    int64_t t = 1000 * MG_NS_PER_SEC;
+    uint64_t id;
+    char key[16];
+    for (int i = 0; i < 4; i++) { /* every entry READY, k0 the least recently used */
+        snprintf(key, sizeof key, "k%d", i);
+        struct mg_cache_pin none;
+        cr_assert_eq(mg_result_cache_look(&v, getpid(), 0, key, t + i, true, &none, &id),
+                     MG_CACHE_CLAIMED);
+        mg_result_cache_store(&v, getpid(), id, key, 2, t + i);
+    }
+    struct mg_cache_pin pin;
+    cr_assert_eq(mg_result_cache_look(&v, getpid(), 0, "k0", t + 10, true, &pin, &id),
+                 MG_CACHE_HIT);
+    cr_expect_eq(v.entry[pin.index].pins, 1);
+    cr_expect_eq(atomic_load(&v.cache->lock.owner_pid), 0, "the copy is made without the lock");
+    /* k0 is now the most recently used; make it the oldest again, pinned. */
+    v.entry[pin.index].used_monotonic_ns = 0;
+    struct mg_cache_pin other;
+    uint64_t new_id = 0;
+    cr_assert_eq(mg_result_cache_look(&v, getpid(), 0, "n", t + 11, true, &other, &new_id),
+                 MG_CACHE_CLAIMED);
+    cr_expect_str_eq(v.entry[pin.index].key, "k0", "a pinned entry was evicted");
+    char body[2];
+    cr_expect(mg_result_cache_copy(&v, getpid(), &pin, body));
+    cr_expect_eq(memcmp(body, "k0", 2), 0);
+    cr_expect_eq(v.entry[pin.index].pins, 0, "the copy unpins");
+}
+
+/* A reader that stays away past a stale pin (stopped, or dead) does not hold the entry for
+ * ever; its copy is refused once the entry was rebuilt meanwhile. */
+Test(result_cache, a_copy_overtaken_by_a_rebuild_is_refused)
+{
+    struct mg_cache_view v = new_cache(MG_NS_PER_SEC);
+    int64_t t = 1000 * MG_NS_PER_SEC;
+    uint64_t id;
+    struct mg_cache_pin pin;
+    cr_assert_eq(mg_result_cache_look(&v, getpid(), 0, "k", t, true, &pin, &id), MG_CACHE_CLAIMED);
+    mg_result_cache_store(&v, getpid(), id, "old", 3, t);
+    cr_assert_eq(mg_result_cache_look(&v, getpid(), 0, "k", t + 1, true, &pin, &id), MG_CACHE_HIT);
+    /* Expired while pinned: rebuilt in another entry, the pinned one is left alone. */
+    struct mg_cache_pin unused;
+    uint64_t rebuild;
+    cr_assert_eq(
+        mg_result_cache_look(&v, getpid(), 0, "k", t + 2 * MG_NS_PER_SEC, true, &unused, &rebuild),
+        MG_CACHE_CLAIMED);
+    cr_expect_neq(v.entry[pin.index].build_id, rebuild, "the pinned entry was rebuilt");
+    mg_result_cache_abandon(&v, getpid(), rebuild);
+    /* Past a stale pin, the entry may be taken: the late copy says it is not valid. */
+    int64_t later = t + (MG_CACHE_PIN_STALE_S + 5) * MG_NS_PER_SEC;
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "x%d", i);
+        mg_result_cache_look(&v, getpid(), 0, key, later, true, &unused, &rebuild);
+    }
+    char body[3];
+    cr_expect_not(mg_result_cache_copy(&v, getpid(), &pin, body));
 }

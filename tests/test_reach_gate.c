@@ -35,38 +35,7 @@ static void make_db(void)
 {
     mg_test_tmpdir(dir, sizeof dir);
     snprintf(db_path, sizeof db_path, "%s/reach.db", dir);
-    char sql[65536];
-    size_t n = 0;
-    long now = (long)time(NULL);
-    for (int i = 0; i < KEYS; i++) {
-        unsigned byte = 0x10 + (unsigned)i * 0x11;
-        for (int c = 0; c < 32; c++)
-            snprintf(keys[i] + 2 * c, 3, "%02x", byte);
-        n += (size_t)snprintf(sql + n, sizeof sql - n,
-                              "INSERT INTO nodes (public_key, name, role, lat, lon, first_seen)"
-                              " VALUES ('%s', 'Relay %d', 'repeater', 37.%d, -122.%d, "
-                              "'2026-01-01T00:00:00Z');",
-                              keys[i], i, i + 1, i + 1);
-    }
-    n += (size_t)snprintf(sql + n, sizeof sql - n,
-                          "INSERT INTO observers (id, name, iata) VALUES ('OBS1', 'Observer', "
-                          "'SJC');"
-                          "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
-                          " payload_type) VALUES (1, 'AA', '0000000000000001', "
-                          "'2026-11-30T00:00:00Z', 1, 2);");
-    for (int i = 0; i < KEYS; i++) {
-        int j = (i + 1) % KEYS;
-        n += (size_t)snprintf(sql + n, sizeof sql - n,
-                              "INSERT INTO observations (transmission_id, observer_idx, snr,"
-                              " path_json, timestamp) VALUES (1, 1, 5.5, '[\"%.2s\",\"%.2s\"]',"
-                              " %ld);",
-                              keys[i], keys[j], now - 60);
-    }
-    cr_assert_eq(mg_test_make_db(db_path, false, sql), 0);
-    sqlite3 *db;
-    sqlite3_open(db_path, &db);
-    sqlite3_exec(db, "UPDATE observations SET path_json = upper(path_json)", NULL, NULL, NULL);
-    sqlite3_close(db);
+    mg_test_make_reach_db(db_path, keys, KEYS);
 }
 
 static void remove_db(void)

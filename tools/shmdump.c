@@ -810,9 +810,31 @@ static void text_records(const struct mg_shmdump *d, struct mg_buf *out, const c
     }
 }
 
+/* A FIFO gate's counters as the text report shows them ("    acquired 3, waited 1, refused
+ * full 0, ..."), from MG_FIFO_COUNTER_LIST; acquired_as names the first. No newline. */
+static void text_fifo_counters(struct mg_buf *out, const struct mg_fifo_snapshot *g,
+                               const char *acquired_as)
+{
+    const char *sep = "    ";
+#define TEXT_COUNTER(field, json, what)                                                            \
+    {                                                                                              \
+        char label[32];                                                                            \
+        snprintf(label, sizeof label, "%s",                                                        \
+                 strcmp(#field, "acquired") == 0 ? acquired_as : #field);                          \
+        for (char *u = strchr(label, '_'); u; u = strchr(u, '_'))                                  \
+            *u = ' ';                                                                              \
+        mg_buf_printf(out, "%s%s %" PRIu64, sep, label, g->field);                                 \
+        sep = ", ";                                                                                \
+    }
+    MG_FIFO_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+}
+
 static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
 {
-    const struct mg_fifo_gate *g = d->seg.cold;
+    const struct mg_fifo_gate *gate = d->seg.cold;
+    struct mg_fifo_snapshot snap, *g = &snap;
+    mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
     const struct mg_result_cache *c = d->seg.cache.cache;
     char cap[16];
     if (g->cap)
@@ -822,17 +844,12 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
     mg_buf_printf(out,
                   "  reach_cold (cold reach builds): cap %s, %" PRIu32 " in flight, %" PRIu32
                   " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
-                  cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
-                  atomic_load(&g->peak));
-    text_records(d, out, "holder", g->holder, MG_FIFO_HOLDERS_MAX, false);
-    text_records(d, out, "waiter", g->waiter, MG_FIFO_WAITERS_MAX, false);
-    text_records(d, out, "follower", g->waiter, MG_FIFO_WAITERS_MAX, true);
-    mg_buf_printf(out,
-                  "    acquired %" PRIu64 ", waited %" PRIu64 ", refused full %" PRIu64
-                  ", refused timeout %" PRIu64 ", cancelled %" PRIu64 ", reclaimed %" PRIu64 "\n",
-                  atomic_load(&g->acquired), atomic_load(&g->waited), atomic_load(&g->refused_full),
-                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
-                  atomic_load(&g->reclaimed));
+                  cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns), g->peak);
+    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
+    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_records(d, out, "follower", gate->waiter, MG_FIFO_WAITERS_MAX, true);
+    text_fifo_counters(out, g, "acquired");
+    mg_buf_puts(out, "\n");
     mg_buf_printf(out,
                   "    cache: %u of %" PRIu32 " entries ready, hits %" PRIu64 ", misses %" PRIu64
                   ", coalesced %" PRIu64 ", stored %" PRIu64 ", evicted %" PRIu64
@@ -845,7 +862,9 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
 
 static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
 {
-    const struct mg_fifo_gate *g = d->seg.anon;
+    const struct mg_fifo_gate *gate = d->seg.anon;
+    struct mg_fifo_snapshot snap, *g = &snap;
+    mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
     const struct mg_client_table *t = d->seg.clients.table;
     if (g->cap)
         mg_buf_printf(out,
@@ -853,18 +872,14 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
                       " in flight, %" PRIu32 " waiting of %" PRIu32
                       " places, wait %.0f ms, peak %" PRIu32 "\n",
                       g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
-                      atomic_load(&g->peak));
+                      g->peak);
     else
         mg_buf_puts(out, "  anon_line (anonymous heavy requests): OFF (no line)\n");
-    text_records(d, out, "holder", g->holder, MG_FIFO_HOLDERS_MAX, false);
-    text_records(d, out, "waiter", g->waiter, MG_FIFO_WAITERS_MAX, false);
-    mg_buf_printf(out,
-                  "    admitted %" PRIu64 ", waited %" PRIu64 ", refused full %" PRIu64
-                  ", refused timeout %" PRIu64 ", cancelled %" PRIu64 ", reclaimed %" PRIu64
-                  ", bypassed (signed in) %" PRIu64 ", 401s %" PRIu64 "\n",
-                  atomic_load(&g->acquired), atomic_load(&g->waited), atomic_load(&g->refused_full),
-                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
-                  atomic_load(&g->reclaimed), mg_counter_get(&d->seg, MG_CTR_ANON_BYPASSED),
+    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
+    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_fifo_counters(out, g, "admitted");
+    mg_buf_printf(out, ", bypassed (signed in) %" PRIu64 ", 401s %" PRIu64 "\n",
+                  mg_counter_get(&d->seg, MG_CTR_ANON_BYPASSED),
                   mg_counter_get(&d->seg, MG_CTR_UNAUTHORIZED));
     if (t->per_minute)
         mg_buf_printf(out,
@@ -884,25 +899,23 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
 static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
 {
     const struct mg_upstream_shm *u = d->seg.upstream;
-    const struct mg_fifo_gate *g = &u->gate;
+    const struct mg_fifo_gate *gate = &u->gate;
     char address[sizeof d->seg.config->upstream];
     memcpy(address, d->seg.config->upstream, sizeof address);
     address[sizeof address - 1] = '\0';
     if (!address[0])
         return;
+    struct mg_fifo_snapshot snap, *g = &snap;
+    mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
     mg_buf_printf(out,
                   "  upstream %s: cap %" PRIu32 ", %" PRIu32 " in flight, %" PRIu32
                   " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
                   address, g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
-                  atomic_load(&g->peak));
-    text_records(d, out, "holder", g->holder, MG_FIFO_HOLDERS_MAX, false);
-    text_records(d, out, "waiter", g->waiter, MG_FIFO_WAITERS_MAX, false);
-    mg_buf_printf(out,
-                  "    admitted %" PRIu64 ", waited %" PRIu64 ", refused full %" PRIu64
-                  ", refused timeout %" PRIu64 ", cancelled %" PRIu64 ", reclaimed %" PRIu64 "\n",
-                  atomic_load(&g->acquired), atomic_load(&g->waited), atomic_load(&g->refused_full),
-                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
-                  atomic_load(&g->reclaimed));
+                  g->peak);
+    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
+    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_fifo_counters(out, g, "admitted");
+    mg_buf_puts(out, "\n");
     mg_buf_printf(
         out,
         "    breaker %s, %" PRIu32 " failures in a row, opened %" PRIu64 ", fast fails %" PRIu64
@@ -1187,25 +1200,25 @@ static void json_records(struct mg_json *j, const struct mg_shmdump *d, const ch
 
 /* A FIFO gate's fields, the same for the cold gate and the anonymous line; admitted_key
  * names the permits given. Followers are the cold gate's only. */
-static void json_fifo(struct mg_json *j, const struct mg_shmdump *d, const struct mg_fifo_gate *g,
-                      const char *admitted_key, bool followers)
+static void json_fifo(struct mg_json *j, const struct mg_shmdump *d,
+                      const struct mg_fifo_gate *gate, const char *admitted_key, bool followers)
 {
-    mg_json_kv_uint(j, "cap", g->cap);
-    mg_json_kv_uint(j, "in_flight", g->in_flight);
-    mg_json_kv_uint(j, "waiting", g->waiting);
-    mg_json_kv_uint(j, "queue_max", g->queue_max);
-    json_ms(j, "wait_ms", ns_to_ms(g->wait_ns));
-    mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
-    json_records(j, d, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false);
-    json_records(j, d, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false);
+    struct mg_fifo_snapshot g;
+    mg_fifo_gate_read(gate, 0, false, &g); /* the dump's own copy: never locked */
+    mg_json_kv_uint(j, "cap", g.cap);
+    mg_json_kv_uint(j, "in_flight", g.in_flight);
+    mg_json_kv_uint(j, "waiting", g.waiting);
+    mg_json_kv_uint(j, "queue_max", g.queue_max);
+    json_ms(j, "wait_ms", ns_to_ms(g.wait_ns));
+    mg_json_kv_uint(j, "peak", g.peak);
+    json_records(j, d, "holders", gate->holder, MG_FIFO_HOLDERS_MAX, false);
+    json_records(j, d, "waiters", gate->waiter, MG_FIFO_WAITERS_MAX, false);
     if (followers)
-        json_records(j, d, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true);
-    mg_json_kv_uint(j, admitted_key, atomic_load(&g->acquired));
-    mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
-    mg_json_kv_uint(j, "refused_full", atomic_load(&g->refused_full));
-    mg_json_kv_uint(j, "refused_timeout", atomic_load(&g->refused_timeout));
-    mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
-    mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+        json_records(j, d, "followers", gate->waiter, MG_FIFO_WAITERS_MAX, true);
+#define JSON_COUNTER(field, json, what)                                                            \
+    mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? admitted_key : #field, g.field);
+    MG_FIFO_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
 }
 
 static void json_cold(struct mg_json *j, const struct mg_shmdump *d)

@@ -2,11 +2,13 @@
 /* The shared machinery of cold reports: see cold_report.h. */
 #include "cold_report.h"
 
+#include "admission.h"
 #include "clock.h"
 #include "dispatch.h"
 #include "gate_fifo.h"
 #include "log.h"
-#include "result_cache.h"
+#include "result_body.h"
+#include "test_hooks.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,17 +18,16 @@
 
 #define COLD_RETRY_AFTER_S 2
 
-enum step { START = 0, FOLLOW, JOIN, QUEUED, ADMITTED, BUILDING };
+enum step { START = 0, FOLLOW, GATE, ADMITTED, BUILDING };
 
 struct cold_state {
     enum step step;
     char key[MG_CACHE_KEY_MAX];
     bool cached;
     uint64_t build_id;
-    int place;
-    uint64_t ticket;
-    uint64_t token;
+    int place; /* of a follower */
     int64_t deadline_ns;
+    struct mg_gate_pass cold; /* at the cold gate (admission.c) */
     struct mg_cold_build *job;
 };
 
@@ -36,11 +37,7 @@ _Static_assert(sizeof(struct cold_state) <= MG_PARK_BYTES, "the state fits a par
 static void run_build(struct mg_job *job, struct mg_db *db)
 {
     struct mg_cold_build *b = (struct mg_cold_build *)job;
-    if (b->hold_ms > 0) {
-        struct timespec ts = {b->hold_ms / 1000, (long)(b->hold_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0)
-            ;
-    }
+    mg_test_hooks_sleep(b->hold_ms);
     b->report->build(b, db);
 }
 
@@ -85,12 +82,12 @@ static void park(struct mg_response *res)
     res->parked = true;
 }
 
-static void finish_build(struct mg_env *env, struct cold_state *st, struct mg_response *res)
+static void finish_build(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+                         struct mg_response *res)
 {
     struct mg_cold_build *b = st->job;
     /* The permit goes back first, on every path. */
-    mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
-    st->token = 0;
+    mg_admission_release(&mg_gate_cold, &st->cold, env, req, 0, 0);
     if (b->result == MG_COLD_OK && !b->body.failed) {
         if (st->cached && st->build_id)
             mg_result_cache_store(&env->seg->cache, env->pid, st->build_id, b->body.data,
@@ -126,7 +123,7 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
     st->place = -1;
     st->cached = env->seg->config->reach_cache_ttl_ms > 0 && key_len < sizeof st->key;
     if (!st->cached) {
-        st->step = JOIN;
+        st->step = GATE;
         return;
     }
     enum mg_cache_outcome found =
@@ -137,7 +134,7 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
         return;
     }
     if (found == MG_CACHE_CLAIMED) {
-        st->step = JOIN;
+        st->step = GATE;
         return;
     }
     st->place = mg_fifo_gate_follow(env->seg->cold, env->pid, env->slot, st->key);
@@ -176,52 +173,24 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
         res->readmit = true;
         park(res);
     } else if (found == MG_CACHE_CLAIMED) {
-        st->step = JOIN; /* the build was given up, or its builder died: ours now */
+        st->step = GATE; /* the build was given up, or its builder died: ours now */
     } else if (gone(req))
         answer_gone(req, res);
     else
         refuse(req, res, "the %s is still being built; retry after Retry-After", report->name);
 }
 
-static void step_join(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
+/* The cold gate: a permit at once or after waiting in line (only when a helper can start the
+ * build), or refused, in which case nothing will be built and the claim is given up. */
+static void step_gate(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
                       const struct mg_cold_report *report, struct mg_response *res)
 {
-    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, st->key, &st->token, &st->place,
-                              &st->ticket);
-    if (r == MG_FIFO_ADMITTED) {
-        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
+    enum mg_admission_result r =
+        mg_admission_pass(&mg_gate_cold, &st->cold, env, req, st->key, report->name, res);
+    if (r == MG_ADMISSION_RUN)
         st->step = ADMITTED;
-    } else if (r == MG_FIFO_QUEUED) {
-        st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
-        mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
-        st->step = QUEUED;
-        park(res);
-    } else {
+    else if (r == MG_ADMISSION_REFUSED)
         give_up_claim(env, st);
-        refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);
-    }
-}
-
-static void step_queued(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
-                        const struct mg_cold_report *report, struct mg_response *res)
-{
-    if (gone(req)) {
-        mg_fifo_gate_cancel(env->seg->cold, env->pid, st->place, st->ticket);
-        give_up_claim(env, st);
-        answer_gone(req, res);
-        return;
-    }
-    int r = mg_fifo_gate_poll(env->seg->cold, env->pid, env->slot, st->key, st->place, st->ticket,
-                              mg_monotonic_ns(), st->deadline_ns, &st->token);
-    if (r == MG_FIFO_QUEUED) {
-        park(res);
-    } else if (r == MG_FIFO_ADMITTED) {
-        mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-        st->step = ADMITTED;
-    } else {
-        give_up_claim(env, st);
-        refuse(req, res, "%ss are being built at capacity; retry after Retry-After", report->name);
-    }
 }
 
 static void step_admitted(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
@@ -231,12 +200,14 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
     if (!st->job) {
         st->job = calloc(1, sizeof *st->job);
         if (!st->job) {
-            mg_fifo_gate_release(env->seg->cold, env->pid, st->token);
+            mg_admission_release(&mg_gate_cold, &st->cold, env, req, 0, 0);
             give_up_claim(env, st);
             mg_response_error(res, 500, "out of memory");
             return;
         }
         st->job->job.run = run_build;
+        st->job->job.owner = req->park;
+        st->job->job.under_permit = env->seg->cold->cap > 0;
         st->job->report = report;
         memcpy(st->job->args, args,
                args_len < sizeof st->job->args ? args_len : sizeof st->job->args);
@@ -244,16 +215,12 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
         st->job->now_unix = (int64_t)time(NULL);
         mg_buf_init(&st->job->body);
     }
-    if (!env->jobs) {
-        run_build(&st->job->job, env->db);
-        atomic_store(&st->job->job.done, 1);
+    /* The permit was taken with a thread free, in this same turn, so it takes the build now;
+     * should it not, the build waits its turn here. */
+    if (mg_jobs_hand_over(env->jobs, &st->job->job, env->db))
         st->step = BUILDING;
-        return;
-    }
-    /* The helper thread does one build at a time; a second one waits its turn here. */
-    if (mg_jobs_submit(env->jobs, &st->job->job))
-        st->step = BUILDING;
-    park(res);
+    else
+        park(res);
 }
 
 bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
@@ -279,11 +246,8 @@ void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, stru
         case FOLLOW:
             step_follow(env, req, st, report, res);
             break;
-        case JOIN:
-            step_join(env, req, st, report, res);
-            break;
-        case QUEUED:
-            step_queued(env, req, st, report, res);
+        case GATE:
+            step_gate(env, req, st, report, res);
             break;
         case ADMITTED:
             step_admitted(env, req, st, report, args, args_len, res);
@@ -295,7 +259,7 @@ void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, stru
                 park(res);
                 return;
             }
-            finish_build(env, st, res);
+            finish_build(env, req, st, res);
             return;
         }
         /* A step that answered or parked ends this turn; one that moved on goes on. */

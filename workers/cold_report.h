@@ -10,14 +10,15 @@
  *
  *   START     the cache: a warm answer is copied out and served; it never takes a permit
  *             (invariant 5). Another request builds the key: FOLLOW. Absent: the key is
- *             claimed (identical requests now follow us): JOIN.
+ *             claimed (identical requests now follow us): GATE.
  *   FOLLOW    holds a place in the gate's line (so waiters stay bounded) until the build
  *             ends: then the stored body (HIT), or, when the build was given up or its
- *             builder died, the key is claimed here: JOIN. Past the wait bound: 429.
- *   JOIN      takes a permit, or a place in line (QUEUED), or is refused (line full): 429.
- *   QUEUED    asks the line each turn: admitted in arrival order, or 429 when the wait
- *             runs out; a client that went away leaves the line.
- *   ADMITTED  hands the build to the helper thread, or runs it inline where there is no
+ *             builder died, the key is claimed here: GATE. Past the wait bound: 429.
+ *   GATE      the cold gate, through admission.c: a permit (only when a helper can start
+ *             the build), or a place in line (parked, asked each turn, admitted in arrival
+ *             order), or 429 when the line is full or the wait runs out; a client that went
+ *             away leaves the line.
+ *   ADMITTED  hands the build to a helper thread, or runs it inline where there is no
  *             thread (in-process tests).
  *   BUILDING  when the build is done: the permit goes back first, on every path; a body is
  *             stored and served; a 404, a 400 or an error stores nothing.
@@ -48,7 +49,7 @@ struct mg_cold_build {
     const struct mg_cold_report *report;
     unsigned char args[MG_COLD_ARGS_BYTES]; /* the report's parameters, as the handler gave them */
     int64_t now_unix;
-    int hold_ms; /* tests only: X-Test-Hold-Ms (see dispatch.c) */
+    int hold_ms; /* tests only: X-Test-Hold-Ms (see test_hooks.h) */
     /* Filled by the build: */
     struct mg_buf body; /* the whole JSON body, "\n" included */
     enum mg_cold_result result;

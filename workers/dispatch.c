@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: ISC */
 #include "dispatch.h"
 
+#include "admission.h"
 #include "client_limit.h"
 #include "clock.h"
 #include "gate_fifo.h"
 #include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
-#include "reclaim.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "static_files.h"
 #include "stats.h"
+#include "test_hooks.h"
 #include "upstream.h"
 
 #include <stdio.h>
@@ -58,12 +59,10 @@ enum {
     ADMIT_LIGHT,   /* not heavy: nothing to take */
     ADMIT_BYPASS,  /* heavy, signed in */
     ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
-    ADMIT_QUEUED,  /* waiting in the line */
+    ADMIT_LINE,    /* at the line (admission.c): waiting, or refused */
     ADMIT_HELD,    /* holds a permit */
     ADMIT_DONE,    /* the permit is back */
 };
-
-#define LINE_RETRY_AFTER_S 1
 
 bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
                        const uint8_t peer[MG_ADDR_BYTES], uint8_t addr[MG_ADDR_BYTES])
@@ -79,9 +78,53 @@ bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request
     return mg_client_address(peer, parts, n, &cfg->trusted_proxies, addr);
 }
 
-static void refuse_line(struct mg_response *res, const char *why)
+/* The first turn of a heavy request: its class, and for an anonymous one the rate limit.
+ * True when the handler may run now or the line decides; false when res holds the answer. */
+static bool classify(struct mg_env *env, struct mg_request *req, unsigned route,
+                     struct mg_response *res)
 {
-    mg_response_refuse(res, 503, LINE_RETRY_AFTER_S, why);
+    struct mg_admission *a = &req->park->admission;
+    struct mg_outcome *o = &req->park->outcome;
+    if (!mg_route_is_heavy(route, env, req)) {
+        a->step = ADMIT_LIGHT;
+        return true;
+    }
+    if (req->signed_in) {
+        mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
+        a->step = ADMIT_BYPASS;
+        o->verdict = MG_VERDICT_BYPASSED;
+        return true;
+    }
+    uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, req->http, req->peer, addr);
+    mg_client_key(addr, key);
+    int64_t retry_ns = 0;
+    if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(), &retry_ns)) {
+        mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
+        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
+        mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
+                           "too many heavy requests from this address; retry after "
+                           "Retry-After");
+        return false;
+    }
+    if (env->seg->anon->cap == 0) {
+        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
+        a->step = ADMIT_OFF;
+        return true;
+    }
+    /* The record names who waits: the client and the path, for the dump tool. */
+    _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
+    mg_addr_format(addr, a->who, sizeof a->who);
+    size_t used = strlen(a->who);
+    snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
+    a->step = ADMIT_LINE;
+    return true;
+}
+
+/* The anonymous line as route meets it: a request for the upstream needs no helper thread. */
+static const struct mg_gate_desc *anon_gate(unsigned route)
+{
+    return route == MG_ROUTE_UPSTREAM ? &mg_gate_anon_upstream : &mg_gate_anon_line;
 }
 
 /* True when the handler may run now; false when res holds the answer or is parked. */
@@ -89,159 +132,15 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
                   struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
-    struct mg_outcome *o = &req->park->outcome;
-    struct mg_fifo_gate *line = env->seg->anon;
-    if (a->step == ADMIT_NEW) {
-        if (!mg_route_is_heavy(route, env, req)) {
-            a->step = ADMIT_LIGHT;
-            return true;
-        }
-        if (req->signed_in) {
-            mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
-            a->step = ADMIT_BYPASS;
-            o->verdict = MG_VERDICT_BYPASSED;
-            return true;
-        }
-        uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
-        mg_request_client(env->cfg, req->http, req->peer, addr);
-        mg_client_key(addr, key);
-        int64_t retry_ns = 0;
-        if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(),
-                                  &retry_ns)) {
-            mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
-            mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
-            mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
-                               "too many heavy requests from this address; retry after "
-                               "Retry-After");
-            return false;
-        }
-        if (line->cap == 0) {
-            mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-            a->step = ADMIT_OFF;
-            return true;
-        }
-        /* The record names who waits: the client and the path, for the dump tool. */
-        _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
-        mg_addr_format(addr, a->who, sizeof a->who);
-        size_t used = strlen(a->who);
-        snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
-        int r =
-            mg_fifo_gate_join(line, env->pid, env->slot, a->who, &a->token, &a->place, &a->ticket);
-        if (r == MG_FIFO_ADMITTED) {
-            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-            a->step = ADMIT_HELD;
-            return true;
-        }
-        if (r == MG_FIFO_QUEUED) {
-            a->deadline_ns = mg_monotonic_ns() + line->wait_ns;
-            mg_outcome_wait(o, MG_GATE_ANON_LINE, mg_monotonic_ns());
-            a->step = ADMIT_QUEUED;
-            res->parked = true;
-            return false;
-        }
-        mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
-        refuse_line(res, "the line for anonymous heavy requests is full; retry after "
-                         "Retry-After, or sign in with an API key");
+    if (a->step == ADMIT_NEW && !classify(env, req, route, res))
         return false;
-    }
-    if (a->step == ADMIT_QUEUED) {
-        if (req->client_gone && req->client_gone(req->client_gone_arg)) {
-            mg_fifo_gate_cancel(line, env->pid, a->place, a->ticket);
-            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
-            a->step = ADMIT_DONE;
-            refuse_line(res, "the client went away");
-            res->close = true;
-            return false;
-        }
-        int r = mg_fifo_gate_poll(line, env->pid, env->slot, a->who, a->place, a->ticket,
-                                  mg_monotonic_ns(), a->deadline_ns, &a->token);
-        if (r == MG_FIFO_QUEUED) {
-            res->parked = true;
-            return false;
-        }
-        if (r == MG_FIFO_ADMITTED) {
-            mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-            a->step = ADMIT_HELD;
-            return true;
-        }
-        mg_outcome_decide(o, MG_GATE_ANON_LINE, MG_VERDICT_REFUSED, mg_monotonic_ns());
-        a->step = ADMIT_DONE;
-        refuse_line(res, "the wait in the line for anonymous heavy requests ran out; retry "
-                         "after Retry-After, or sign in with an API key");
-        return false;
-    }
-    return true;
-}
-
-/*
- * Tests only. With MESHGATE_TEST_HOOKS=park or block in the worker's environment, a heavy
- * request that carries "X-Test-Hold-Ms: N" (at most 30000) is held N ms after its admission,
- * with whatever admission gave it, before its handler runs: parked (its worker goes on
- * serving), or blocking its worker as a long scan would. Work that runs on a helper thread
- * is held there instead: a reach report inside its build (ep_reach.c), so that it holds its
- * cold permit, and an anonymous heavy request inside its job (below), keeping its helper busy. This
- * is how the tests make heavy work last without locking the database, which light requests need
- * too. Without the variable the header means nothing.
- */
-static bool test_hold(struct mg_env *env, struct mg_request *req, unsigned route,
-                      struct mg_response *res)
-{
-    struct mg_admission *a = &req->park->admission;
-    if (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT)
+    if (a->step != ADMIT_LINE)
         return true;
-    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Hold-Ms");
-    int ms = 0;
-    for (size_t i = 0; h && i < h->len && i < 6 && h->ptr[i] >= '0' && h->ptr[i] <= '9'; i++)
-        ms = ms * 10 + (h->ptr[i] - '0');
-    ms = ms > 30000 ? 30000 : ms;
-    req->test_hold_ms = ms;
-    /* Held on a helper instead: a reach report inside its build, an anonymous request run
-     * on the anonymous helper inside its job. */
-    if (route >= mg_route_table_len)
-        return true; /* the upstream: the test upstream is slow on its own */
-    bool on_helper = mg_routes[route].handler == mg_handle_reach ||
-                     (env->anon_jobs && (a->step == ADMIT_HELD || a->step == ADMIT_OFF) &&
-                      !mg_routes[route].own_jobs);
-    if (ms == 0 || on_helper)
-        return true;
-    int64_t now = mg_monotonic_ns();
-    if (a->hold_until_ns == 0)
-        a->hold_until_ns = now + (int64_t)ms * MG_NS_PER_MS;
-    if (env->test_hooks == MG_TEST_HOOKS_BLOCK) {
-        while (now < a->hold_until_ns) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-            now = mg_monotonic_ns();
-            mg_scoreboard_beat(); /* as a long scan does, from SQLite's progress handler */
-        }
-        return true;
-    }
-    if (now < a->hold_until_ns) {
-        res->parked = true;
-        return false;
-    }
-    return true;
-}
-
-/*
- * Tests only. With MESHGATE_TEST_HOOKS set, a request that carries "X-Test-Stop-In-Lock: PART"
- * (anon, cold, diag, cache or clients: shm/reclaim.h) stops its whole worker (SIGSTOP) the
- * next time this thread takes that part's lock while serving it, inside the critical
- * section: how the tests freeze a worker in a shared lock (docs/architecture.md).
- */
-static void test_stop_in_lock(struct mg_env *env, struct mg_request *req)
-{
-    if (env->test_hooks == MG_TEST_HOOKS_OFF || req->park->turns > 1)
-        return;
-    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Stop-In-Lock");
-    char part[16];
-    const void *lo, *hi;
-    if (h && h->len < sizeof part) {
-        memcpy(part, h->ptr, h->len);
-        part[h->len] = '\0';
-        if (mg_segment_lock_range(env->seg, part, &lo, &hi))
-            mg_lock_test_stop_inside(lo, hi);
-    }
+    enum mg_admission_result r =
+        mg_admission_pass(anon_gate(route), &a->line, env, req, a->who, NULL, res);
+    if (r == MG_ADMISSION_RUN)
+        a->step = ADMIT_HELD;
+    return r == MG_ADMISSION_RUN;
 }
 
 /*
@@ -270,11 +169,7 @@ struct mg_handler_job {
 static void run_handler_job(struct mg_job *job, struct mg_db *db)
 {
     struct mg_handler_job *h = (struct mg_handler_job *)job;
-    if (h->hold_ms > 0) {
-        struct timespec ts = {h->hold_ms / 1000, (long)(h->hold_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0)
-            ;
-    }
+    mg_test_hooks_sleep(h->hold_ms);
     h->env.db = db;
     h->handler(&h->env, &h->req, &h->res);
     if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
@@ -293,22 +188,24 @@ static void handler_job_free(struct mg_handler_job *h)
     free(h);
 }
 
+/* query_base, query_cap: the buffer req's query parameters point into. */
 static struct mg_handler_job *handler_job_new(const struct mg_env *env,
-                                              const struct mg_request *req,
-                                              const struct mg_dispatch_buffers *b,
-                                              mg_handler_fn handler)
+                                              const struct mg_request *req, const char *query_base,
+                                              size_t query_cap, mg_handler_fn handler)
 {
     struct mg_handler_job *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->path = strdup(req->path);
-    h->query = malloc(b->query_cap);
+    h->query = malloc(query_cap);
     if (!h->path || !h->query) {
         handler_job_free(h);
         return NULL;
     }
-    memcpy(h->query, b->query, b->query_cap);
+    memcpy(h->query, query_base, query_cap);
     h->job.run = run_handler_job;
+    h->job.owner = req->park;
+    h->job.under_permit = req->park->admission.step == ADMIT_HELD;
     h->handler = handler;
     h->env = *env;
     h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */
@@ -318,8 +215,8 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     h->req.path = h->path;
     for (size_t i = 0; i < h->req.query.count; i++) {
         struct mg_query_param *p = &h->req.query.param[i];
-        p->name = h->query + (p->name - b->query);
-        p->value = h->query + (p->value - b->query);
+        p->name = h->query + (p->name - query_base);
+        p->value = h->query + (p->value - query_base);
     }
     h->req.client_gone = NULL;
     h->req.park = &h->park;
@@ -330,12 +227,12 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
 
 /* Runs the handler on the anonymous helper over the turns of the loop; true when res holds
  * its answer, false when the request is parked meanwhile. */
-static bool offload(struct mg_env *env, struct mg_request *req, const struct mg_dispatch_buffers *b,
-                    mg_handler_fn handler, struct mg_response *res)
+static bool offload(struct mg_env *env, struct mg_request *req, const char *query_base,
+                    size_t query_cap, mg_handler_fn handler, struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
     if (!a->job) {
-        a->job = handler_job_new(env, req, b, handler);
+        a->job = handler_job_new(env, req, query_base, query_cap, handler);
         if (!a->job) {
             mg_response_error(res, 500, "out of memory");
             return true;
@@ -380,6 +277,14 @@ static void set_busy_wait(struct mg_env *env, bool light)
     }
 }
 
+/* What the scoreboard shows of the method (any other goes to the upstream). */
+static const char *slot_method(const struct mg_http_request *hr)
+{
+    return hr->method_id == MG_METHOD_HEAD  ? "HEAD"
+           : hr->method_id == MG_METHOD_GET ? "GET"
+                                            : "OTHER";
+}
+
 /* Whether the request will go to the upstream, judged before the credentials are. */
 static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
                            const struct mg_dispatch_buffers *b)
@@ -390,9 +295,15 @@ static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
     return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
 }
 
-unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
-                     struct mg_response *res)
+/*
+ * The first turn of a request: method and body checks, percent-decoding, query, credentials,
+ * admin, route, and the scoreboard entry. Returns the route; *handler_out is NULL when res
+ * holds the answer already (an error, 404).
+ */
+static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                        struct mg_response *res, mg_handler_fn *handler_out)
 {
+    *handler_out = NULL;
     const struct mg_http_request *hr = req->http;
     const char *why = NULL;
     /* With an upstream, what no native route answers goes there, whatever its method or
@@ -459,8 +370,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         if (key) {
             req->signed_in = true;
             req->park->outcome.key_number = (uint16_t)(index + 1);
-            if (req->park->turns <= 1) /* a parked request is dispatched again on each turn */
-                mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+            mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
         }
     }
     req->path = b->path;
@@ -476,7 +386,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
     /* The admin pages do not exist for anyone else: the path goes on as any unknown one. */
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
-    mg_handler_fn handler;
+    mg_handler_fn handler = NULL;
     if (upstream && mg_upstream_applies(env->cfg, hr, route != MG_ROUTE_NOT_FOUND,
                                         mg_static_applies(env->cfg, b->path))) {
         route = MG_ROUTE_UPSTREAM;
@@ -501,20 +411,102 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_response_error(res, 404, "Not found");
         return route;
     }
+    *handler_out = handler;
     struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
-    char shown[MG_SLOT_PATH_MAX];
-    snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
     if (slot) {
+        char shown[MG_SLOT_PATH_MAX];
+        snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
         mg_slot_set_client(slot, req->client_addr);
-        mg_slot_begin_request(slot,
-                              hr->method_id == MG_METHOD_HEAD  ? "HEAD"
-                              : hr->method_id == MG_METHOD_GET ? "GET"
-                                                               : "OTHER",
-                              shown, req->start_monotonic_ns);
+        mg_slot_begin_request(slot, slot_method(hr), shown, req->start_monotonic_ns);
     }
-    test_stop_in_lock(env, req);
+    if (env->test_hooks != MG_TEST_HOOKS_OFF)
+        mg_test_hooks_stop_in_lock(env, req);
+    return route;
+}
+
+/* What a parked request keeps of its preparation: the decoded path and query, copied out of
+ * the worker's buffers (which the next request reuses), and what was decided. */
+struct mg_prepared {
+    unsigned route;
+    mg_handler_fn handler;
+    bool signed_in;
+    bool admin;
+    struct mg_query query;
+    char path_param[MG_PATH_PARAM_MAX];
+    const char *method;
+    char shown[MG_SLOT_PATH_MAX];
+    char *path;
+    char *query_buf;
+    size_t query_cap;
+};
+
+static struct mg_prepared *keep_prepared(const struct mg_request *req,
+                                         const struct mg_dispatch_buffers *b, unsigned route,
+                                         mg_handler_fn handler)
+{
+    struct mg_prepared *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->path = strdup(req->path);
+    p->query_buf = malloc(b->query_cap);
+    if (!p->path || !p->query_buf) {
+        free(p->path);
+        free(p->query_buf);
+        free(p);
+        return NULL;
+    }
+    memcpy(p->query_buf, b->query, b->query_cap);
+    p->query_cap = b->query_cap;
+    p->query = req->query;
+    for (size_t i = 0; i < p->query.count; i++) {
+        p->query.param[i].name = p->query_buf + (req->query.param[i].name - b->query);
+        p->query.param[i].value = p->query_buf + (req->query.param[i].value - b->query);
+    }
+    p->route = route;
+    p->handler = handler;
+    p->signed_in = req->signed_in;
+    p->admin = req->admin;
+    memcpy(p->path_param, req->path_param, sizeof p->path_param);
+    p->method = slot_method(req->http);
+    snprintf(p->shown, sizeof p->shown, "%.*s", (int)req->http->path.len, req->http->path.ptr);
+    return p;
+}
+
+void mg_dispatch_forget(struct mg_park *park)
+{
+    struct mg_prepared *p = park->prepared;
+    if (!p)
+        return;
+    free(p->path);
+    free(p->query_buf);
+    free(p);
+    park->prepared = NULL;
+}
+
+/* A later turn of a parked request: as prepared. The scoreboard shows it again if another
+ * request of the worker took its place there meanwhile. */
+static void resume(struct mg_env *env, struct mg_request *req, const struct mg_prepared *p)
+{
+    req->path = p->path;
+    req->query = p->query;
+    memcpy(req->path_param, p->path_param, sizeof req->path_param);
+    req->signed_in = p->signed_in;
+    req->admin = p->admin;
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
+    if (slot && atomic_load(&slot->request_started_monotonic_ns) != req->start_monotonic_ns) {
+        mg_slot_set_client(slot, req->client_addr);
+        mg_slot_begin_request(slot, p->method, p->shown, req->start_monotonic_ns);
+    }
+}
+
+/* Admission, then the handler where its work runs: on the loop, or on the anonymous helper. */
+static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
+                const char *query_base, size_t query_cap, struct mg_response *res)
+{
     struct mg_admission *a = &req->park->admission;
-    if (admit(env, req, route, res) && test_hold(env, req, route, res)) {
+    if (admit(env, req, route, res) &&
+        (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT ||
+         mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
         if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
@@ -524,7 +516,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             anon_env.jobs = env->anon_jobs;
             handler(&anon_env, req, res);
         } else {
-            offload(env, req, b, handler, res);
+            offload(env, req, query_base, query_cap, handler, res);
         }
     }
     if (res->readmit) {
@@ -533,18 +525,45 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
             a->step = ADMIT_NEW;
     }
     if (a->step == ADMIT_HELD && !res->parked) {
-        /* A request for the upstream keeps its permit until its response is relayed. */
+        /* A request for the upstream keeps its permit until its response is relayed: the
+         * engine gives it back (upstream.c). */
         if (res->upstream)
-            mg_upstream_keep_anon_permit(req->park, a->token);
+            mg_upstream_keep_anon_permit(req->park, mg_admission_hand_over(&a->line));
         else
-            mg_fifo_gate_release(env->seg->anon, env->pid, a->token);
+            mg_admission_release(anon_gate(route), &a->line, env, req, 0, 0);
         a->step = ADMIT_DONE;
+    }
+}
+
+unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                     struct mg_response *res)
+{
+    struct mg_prepared *kept = req->park->prepared;
+    unsigned route;
+    mg_handler_fn handler;
+    if (kept) {
+        resume(env, req, kept);
+        route = kept->route;
+        handler = kept->handler;
+        run(env, req, route, handler, kept->query_buf, kept->query_cap, res);
+    } else {
+        route = prepare(env, req, b, res, &handler);
+        if (!handler)
+            return route;
+        run(env, req, route, handler, b->query, b->query_cap, res);
+        /* Parked: kept, so later turns resume (without memory, they prepare again). */
+        if (res->parked)
+            req->park->prepared = keep_prepared(req, b, route, handler);
     }
     /* A parked request is still in flight (waiting in a line, or worked on by a helper): the
      * scoreboard goes on showing it until it is answered. */
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
     if (slot && !res->parked)
         mg_slot_end_request(slot);
-    mg_lock_test_stop_inside(NULL, NULL);
+    if (!res->parked)
+        mg_dispatch_forget(req->park);
+    if (env->test_hooks != MG_TEST_HOOKS_OFF)
+        mg_lock_test_stop_inside(NULL, NULL); /* disarmed: it was for this request only */
     return route;
 }
 

@@ -23,7 +23,9 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b);
 /*
  * Fills res for the request. req must have http, the start times, client_addr and
  * accepts_gzip set; the rest is filled here. Returns the route id it was counted under
- * (MG_ROUTE_NOT_FOUND, MG_ROUTE_BAD_REQUEST, or a row of the route table).
+ * (MG_ROUTE_NOT_FOUND, MG_ROUTE_BAD_REQUEST, or a row of the route table). A request is
+ * prepared (checked, decoded, routed, its client and credentials known, the scoreboard told)
+ * once, on its first turn; a parked request's later turns resume from what its park kept.
  */
 unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
                      struct mg_response *res);
@@ -35,6 +37,10 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
  */
 bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
                        const uint8_t peer[16], uint8_t addr[16]);
+
+/* Frees what dispatch kept for a parked request (the worker, when it closes a connection
+ * whose request is parked). */
+void mg_dispatch_forget(struct mg_park *park);
 
 /* Whether the request of this park was admitted as light (tests of the cost classes). */
 bool mg_dispatch_was_light(const struct mg_park *park);

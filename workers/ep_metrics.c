@@ -296,67 +296,73 @@ static void write_diag_gate(struct mg_buf *b, const struct mg_diag_gate *g, int6
                 "diagnostic permits of dead workers given back", load64(&g->reclaimed));
 }
 
-static void write_cold_gate(struct mg_buf *b, const struct mg_fifo_gate *g)
+/* What a FIFO gate's families say; the counters come from MG_FIFO_COUNTER_LIST. */
+struct fifo_metrics {
+    const char *prefix;      /* meshgate_reach_cold */
+    const char *gate;        /* "the cold-scan gate" */
+    const char *acquired_as; /* the name of the permits-given counter ("acquired") */
+    const char *cap, *in_flight, *waiting, *queue_max, *peak; /* help of the gauges */
+};
+
+static void write_fifo_gate(struct mg_buf *b, const struct fifo_metrics *m,
+                            const struct mg_fifo_snapshot *g)
 {
-    single_uint(b, "meshgate_reach_cold_cap", "gauge",
-                "cold reach scans allowed at once (0: no limit)", g->cap);
-    single_uint(b, "meshgate_reach_cold_in_flight", "gauge", "cold reach scans running now",
-                *(volatile const uint32_t *)&g->in_flight);
-    single_uint(b, "meshgate_reach_cold_waiting", "gauge",
-                "requests in the cold-scan line now (waiting for a permit or a build)",
-                *(volatile const uint32_t *)&g->waiting);
-    single_uint(b, "meshgate_reach_cold_queue_max", "gauge", "places in the cold-scan line",
-                g->queue_max);
-    single_uint(b, "meshgate_reach_cold_peak", "gauge", "most cold reach scans running at once",
-                atomic_load(&g->peak));
-    single_uint(b, "meshgate_reach_cold_acquired_total", "counter",
-                "cold-scan permits given, at once or after waiting", load64(&g->acquired));
-    single_uint(b, "meshgate_reach_cold_waited_total", "counter",
-                "requests that joined the cold-scan line", load64(&g->waited));
-    single_uint(b, "meshgate_reach_cold_refused_full_total", "counter",
-                "requests refused because the cold-scan line was full", load64(&g->refused_full));
-    single_uint(b, "meshgate_reach_cold_refused_timeout_total", "counter",
-                "requests refused because their wait in the cold-scan line ran out",
-                load64(&g->refused_timeout));
-    single_uint(b, "meshgate_reach_cold_cancelled_total", "counter",
-                "requests that left the cold-scan line because the client went away",
-                load64(&g->cancelled));
-    single_uint(b, "meshgate_reach_cold_reclaimed_total", "counter",
-                "cold-scan permits and places of dead workers given back", load64(&g->reclaimed));
+    char name[96], help[160];
+    const struct {
+        const char *suffix, *help;
+        uint64_t value;
+    } gauges[] = {{"cap", m->cap, g->cap},
+                  {"in_flight", m->in_flight, g->in_flight},
+                  {"waiting", m->waiting, g->waiting},
+                  {"queue_max", m->queue_max, g->queue_max},
+                  {"peak", m->peak, g->peak}};
+    for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+        snprintf(name, sizeof name, "%s_%s", m->prefix, gauges[i].suffix);
+        single_uint(b, name, "gauge", gauges[i].help, gauges[i].value);
+    }
+#define WRITE_COUNTER(field, json, what)                                                           \
+    snprintf(name, sizeof name, "%s_%s_total", m->prefix,                                          \
+             strcmp(#field, "acquired") == 0 ? m->acquired_as : #field);                           \
+    snprintf(help, sizeof help, "%s: %s", m->gate, what);                                          \
+    single_uint(b, name, "counter", help, g->field);
+    MG_FIFO_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
 }
 
-static void write_anon_line(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
+static void write_cold_gate(struct mg_buf *b, const struct mg_env *env)
 {
-    const struct mg_fifo_gate *g = seg->anon;
+    static const struct fifo_metrics m = {
+        "meshgate_reach_cold",
+        "the cold-scan gate",
+        "acquired",
+        "cold reach scans allowed at once (0: no limit)",
+        "cold reach scans running now",
+        "requests in the cold-scan line now (waiting for a permit or a build)",
+        "places in the cold-scan line",
+        "most cold reach scans running at once",
+    };
+    struct mg_fifo_snapshot g;
+    mg_fifo_gate_read(env->seg->cold, env->pid, true, &g);
+    write_fifo_gate(b, &m, &g);
+}
+
+static void write_anon_line(struct mg_buf *b, const struct mg_env *env, int64_t now)
+{
+    static const struct fifo_metrics m = {
+        "meshgate_anon_line",
+        "the anonymous line",
+        "admitted",
+        "anonymous heavy requests handled at once (0: no line)",
+        "anonymous heavy requests holding a permit now",
+        "anonymous heavy requests waiting in line now",
+        "places in the anonymous line",
+        "most anonymous heavy requests holding a permit at once",
+    };
+    const struct mg_segment *seg = env->seg;
     const struct mg_client_table *t = seg->clients.table;
-    single_uint(b, "meshgate_anon_line_cap", "gauge",
-                "anonymous heavy requests handled at once (0: no line)", g->cap);
-    single_uint(b, "meshgate_anon_line_in_flight", "gauge",
-                "anonymous heavy requests holding a permit now",
-                *(volatile const uint32_t *)&g->in_flight);
-    single_uint(b, "meshgate_anon_line_waiting", "gauge",
-                "anonymous heavy requests waiting in line now",
-                *(volatile const uint32_t *)&g->waiting);
-    single_uint(b, "meshgate_anon_line_queue_max", "gauge", "places in the anonymous line",
-                g->queue_max);
-    single_uint(b, "meshgate_anon_line_peak", "gauge",
-                "most anonymous heavy requests holding a permit at once", atomic_load(&g->peak));
-    single_uint(b, "meshgate_anon_line_admitted_total", "counter",
-                "anonymous heavy requests admitted, at once or after waiting",
-                load64(&g->acquired));
-    single_uint(b, "meshgate_anon_line_waited_total", "counter",
-                "anonymous heavy requests that joined the line", load64(&g->waited));
-    single_uint(b, "meshgate_anon_line_refused_full_total", "counter",
-                "anonymous heavy requests refused with 503 because the line was full",
-                load64(&g->refused_full));
-    single_uint(b, "meshgate_anon_line_refused_timeout_total", "counter",
-                "anonymous heavy requests refused with 503 because their wait ran out",
-                load64(&g->refused_timeout));
-    single_uint(b, "meshgate_anon_line_cancelled_total", "counter",
-                "anonymous heavy requests that left the line because the client went away",
-                load64(&g->cancelled));
-    single_uint(b, "meshgate_anon_line_reclaimed_total", "counter",
-                "anonymous permits and places of dead workers given back", load64(&g->reclaimed));
+    struct mg_fifo_snapshot g;
+    mg_fifo_gate_read(seg->anon, env->pid, true, &g);
+    write_fifo_gate(b, &m, &g);
     single_uint(b, "meshgate_anon_rate_per_minute", "gauge",
                 "heavy requests a minute allowed to one anonymous client (0: no limit)",
                 t->per_minute);
@@ -372,33 +378,22 @@ static void write_anon_line(struct mg_buf *b, const struct mg_segment *seg, int6
 
 /* The upstream's gate, breaker and tunnels (its request and byte counters are
  * meshgate_upstream_*_total among the counters, its latency the "(upstream)" route). */
-static void write_upstream(struct mg_buf *b, const struct mg_segment *seg)
+static void write_upstream(struct mg_buf *b, const struct mg_env *env)
 {
-    const struct mg_upstream_shm *u = seg->upstream;
-    const struct mg_fifo_gate *g = &u->gate;
-    single_uint(b, "meshgate_upstream_gate_cap", "gauge",
-                "requests at the upstream at once (0: no cap)", g->cap);
-    single_uint(b, "meshgate_upstream_gate_in_flight", "gauge",
-                "requests holding an upstream permit now",
-                *(volatile const uint32_t *)&g->in_flight);
-    single_uint(b, "meshgate_upstream_gate_waiting", "gauge",
-                "requests waiting in the upstream's line now",
-                *(volatile const uint32_t *)&g->waiting);
-    single_uint(b, "meshgate_upstream_gate_peak", "gauge",
-                "most requests holding an upstream permit at once", atomic_load(&g->peak));
-    single_uint(b, "meshgate_upstream_gate_admitted_total", "counter",
-                "requests admitted to the upstream, at once or after waiting",
-                load64(&g->acquired));
-    single_uint(b, "meshgate_upstream_gate_waited_total", "counter",
-                "requests that joined the upstream's line", load64(&g->waited));
-    single_uint(b, "meshgate_upstream_gate_refused_full_total", "counter",
-                "requests refused with 503 because the upstream's line was full",
-                load64(&g->refused_full));
-    single_uint(b, "meshgate_upstream_gate_refused_timeout_total", "counter",
-                "requests refused with 503 because their wait for the upstream ran out",
-                load64(&g->refused_timeout));
-    single_uint(b, "meshgate_upstream_gate_reclaimed_total", "counter",
-                "upstream permits and places of dead workers given back", load64(&g->reclaimed));
+    static const struct fifo_metrics m = {
+        "meshgate_upstream_gate",
+        "the upstream's gate",
+        "admitted",
+        "requests at the upstream at once (0: no cap)",
+        "requests holding an upstream permit now",
+        "requests waiting in the upstream's line now",
+        "places in the upstream's line",
+        "most requests holding an upstream permit at once",
+    };
+    const struct mg_upstream_shm *u = env->seg->upstream;
+    struct mg_fifo_snapshot g;
+    mg_fifo_gate_read(&u->gate, env->pid, true, &g);
+    write_fifo_gate(b, &m, &g);
     single_uint(b, "meshgate_upstream_breaker_open", "gauge",
                 "1 while the upstream's breaker fails requests fast (open or half-open)",
                 atomic_load(&u->breaker.state) != MG_BREAKER_CLOSED);
@@ -451,10 +446,10 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_workers(b, seg);
     write_server(b, seg, now);
     write_diag_gate(b, seg->diag, now);
-    write_cold_gate(b, seg->cold);
+    write_cold_gate(b, env);
     write_cache(b, seg, now);
-    write_anon_line(b, seg, now);
-    write_upstream(b, seg);
+    write_anon_line(b, env, now);
+    write_upstream(b, env);
     write_database(b, env);
     write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
 }

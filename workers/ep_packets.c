@@ -2042,6 +2042,7 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
     struct pass_job *p = r == MG_FIFO_ADMITTED ? calloc(1, sizeof *p) : NULL;
     if (p) {
         p->job.run = run_pass;
+        p->job.under_permit = true; /* a cold permit */
         p->summaries = s;
         p->pid = env->pid;
     }

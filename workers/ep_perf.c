@@ -18,6 +18,7 @@
 #include "db_counts.h"
 #include "gate_diag.h"
 #include "gates_json.h"
+#include "admission.h"
 #include "jobs.h"
 #include "log.h"
 #include "result_cache.h"
@@ -353,8 +354,8 @@ struct walk_job {
 };
 
 struct walk_state {
-    int step; /* 0: ask the gate; 1: hand the walk over; 2: walking */
-    uint64_t token;
+    int step;                 /* 0: ask the gate; 1: hand the walk over; 2: walking */
+    struct mg_gate_pass diag; /* at the diagnostic gate (admission.c) */
     int64_t started_ns;
     struct walk_job *job;
 };
@@ -376,41 +377,29 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
 {
     struct walk_state *st = (struct walk_state *)req->park->state;
     if (st->step == 0) {
-        int retry_after = 1;
-        enum mg_diag_result admitted = mg_diag_gate_try(
-            env->seg->diag, env->pid, env->slot, mg_monotonic_ns(), &st->token, &retry_after);
-        mg_outcome_decide(&req->park->outcome, MG_GATE_DIAG,
-                          admitted == MG_DIAG_ADMITTED ? MG_VERDICT_ADMITTED : MG_VERDICT_REFUSED,
-                          mg_monotonic_ns());
-        if (admitted != MG_DIAG_ADMITTED) {
-            mg_response_refuse(res, 429, retry_after,
-                               admitted == MG_DIAG_BUSY
-                                   ? "a memory breakdown is running; ask again after Retry-After"
-                                   : "a memory breakdown ran moments ago; ask again after "
-                                     "Retry-After");
+        /* Refused at once (busy, cooling) before any database work; parked, without the
+         * permit, while no helper can start the walk. */
+        if (mg_admission_pass(&mg_gate_diag, &st->diag, env, req, NULL, NULL, res) !=
+            MG_ADMISSION_RUN)
             return false;
-        }
         st->job = calloc(1, sizeof *st->job);
         if (!st->job) {
-            mg_diag_gate_release(env->seg->diag, env->pid, st->token, mg_monotonic_ns(), 0);
+            mg_admission_release(&mg_gate_diag, &st->diag, env, req, mg_monotonic_ns(), 0);
             mg_response_error(res, 500, "out of memory");
             return false;
         }
         st->job->job.run = run_walk;
+        st->job->job.owner = req->park;
+        st->job->job.under_permit = true;
         st->started_ns = mg_monotonic_ns();
         st->step = 1;
     }
     if (st->step == 1) {
-        if (!env->jobs) {
-            run_walk(&st->job->job, env->db);
-            atomic_store(&st->job->job.done, 1);
-            st->step = 2;
-        } else if (mg_jobs_submit(env->jobs, &st->job->job)) {
-            st->step = 2;
-        } else {
-            res->parked = true; /* the helper thread is busy: ask again next turn */
+        if (!mg_jobs_hand_over(env->jobs, &st->job->job, env->db)) {
+            res->parked = true; /* no thread can take it now: ask again next turn */
             return false;
         }
+        st->step = 2;
     }
     if (!atomic_load(&st->job->job.done)) {
         res->parked = true;
@@ -418,7 +407,7 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
     }
     struct walk_job *w = st->job;
     st->job = NULL;
-    mg_diag_gate_release(env->seg->diag, env->pid, st->token, w->ended_ns,
+    mg_admission_release(&mg_gate_diag, &st->diag, env, req, w->ended_ns,
                          w->ended_ns - st->started_ns);
     bool ok = w->rc == 0;
     if (!ok) {

@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void text(struct mg_buf *b, const char *s, size_t max)
 {
@@ -120,7 +121,10 @@ static void records(struct mg_buf *b, const char *what, const struct mg_fifo_rec
 
 static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
 {
-    const struct mg_fifo_gate *g = seg->cold;
+    struct mg_fifo_snapshot cold, anon;
+    mg_fifo_gate_read(seg->cold, getpid(), true, &cold);
+    mg_fifo_gate_read(seg->anon, getpid(), true, &anon);
+    const struct mg_fifo_snapshot *g = &cold;
     const struct mg_result_cache *c = seg->cache.cache;
     mg_buf_puts(b, "<h2>Gates</h2>\n<table id=\"gates\"><tr><th>gate</th><th>cap</th>"
                    "<th>in use</th><th>waiting</th><th>peak</th><th>admitted</th>"
@@ -135,12 +139,11 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   "<td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64 " timed out, %" PRIu64
                   " gone</td><td>%" PRIu64 "</td><td>cache: %u ready, %" PRIu64 " hits, %" PRIu64
                   " misses, %" PRIu64 " coalesced</td></tr>\n",
-                  cap, g->in_flight, g->waiting, g->queue_max, atomic_load(&g->peak),
-                  atomic_load(&g->acquired), atomic_load(&g->refused_full),
-                  atomic_load(&g->refused_timeout), atomic_load(&g->cancelled),
-                  atomic_load(&g->reclaimed), mg_result_cache_ready(&seg->cache, now),
-                  atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced));
-    const struct mg_fifo_gate *a = seg->anon;
+                  cap, g->in_flight, g->waiting, g->queue_max, g->peak, g->acquired,
+                  g->refused_full, g->refused_timeout, g->cancelled, g->reclaimed,
+                  mg_result_cache_ready(&seg->cache, now), atomic_load(&c->hits),
+                  atomic_load(&c->misses), atomic_load(&c->coalesced));
+    const struct mg_fifo_snapshot *a = &anon;
     const struct mg_client_table *t = seg->clients.table;
     char rate[96], acap[16];
     if (a->cap)
@@ -156,10 +159,9 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64
                   " timed out, %" PRIu64 " gone, %" PRIu64 " rate-limited</td><td>%" PRIu64
                   "</td><td>%" PRIu64 " signed-in bypassed; per-client limit: %s</td></tr>\n",
-                  acap, a->in_flight, a->waiting, a->queue_max, atomic_load(&a->peak),
-                  atomic_load(&a->acquired), atomic_load(&a->refused_full),
-                  atomic_load(&a->refused_timeout), atomic_load(&a->cancelled),
-                  mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED), atomic_load(&a->reclaimed),
+                  acap, a->in_flight, a->waiting, a->queue_max, a->peak, a->acquired,
+                  a->refused_full, a->refused_timeout, a->cancelled,
+                  mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED), a->reclaimed,
                   mg_counter_get(seg, MG_CTR_ANON_BYPASSED), rate);
     const struct mg_diag_gate *d = seg->diag;
     int64_t cooling = d->holder_pid == 0 && d->cooldown_until_monotonic_ns > now
@@ -176,7 +178,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   ms(d->last_walk_ns));
     const struct mg_upstream_shm *u = seg->upstream;
     if (seg->config->upstream[0]) {
-        const struct mg_fifo_gate *ug = &u->gate;
+        struct mg_fifo_snapshot snap, *ug = &snap;
+        mg_fifo_gate_read(&u->gate, getpid(), true, &snap);
         char ucap[16];
         if (ug->cap)
             snprintf(ucap, sizeof ucap, "%u", ug->cap);
@@ -189,23 +192,23 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
             " breaker</td><td>%" PRIu64 "</td><td>breaker %s (opened %" PRIu64
             " times); %u of %u WebSockets; %" PRIu64 " bytes up, %" PRIu64 " down; %" PRIu64
             " 502, %" PRIu64 " 504</td></tr>\n",
-            seg->config->upstream, ucap, ug->in_flight, ug->waiting, ug->queue_max,
-            atomic_load(&ug->peak), atomic_load(&ug->acquired), atomic_load(&ug->refused_full),
-            atomic_load(&ug->refused_timeout), atomic_load(&u->breaker.fast_fails),
-            atomic_load(&ug->reclaimed), mg_breaker_state_name(atomic_load(&u->breaker.state)),
-            atomic_load(&u->breaker.opened), atomic_load(&u->tunnels_open),
-            atomic_load(&u->tunnel_cap), mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_SENT),
+            seg->config->upstream, ucap, ug->in_flight, ug->waiting, ug->queue_max, ug->peak,
+            ug->acquired, ug->refused_full, ug->refused_timeout,
+            atomic_load(&u->breaker.fast_fails), ug->reclaimed,
+            mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.opened),
+            atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
+            mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_SENT),
             mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_RECEIVED),
             mg_counter_get(seg, MG_CTR_UPSTREAM_502), mg_counter_get(seg, MG_CTR_UPSTREAM_504));
     }
     mg_buf_puts(b, "</table>\n");
     mg_buf_puts(b, "<table id=\"holders\"><tr><th></th><th>worker</th><th>pid</th><th>key</th>"
                    "<th>for</th></tr>\n");
-    records(b, "holds a permit", g->holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in line", g->waiter, MG_FIFO_WAITERS_MAX, false, now);
-    records(b, "waits for a build", g->waiter, MG_FIFO_WAITERS_MAX, true, now);
-    records(b, "holds an anonymous permit", a->holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in the anonymous line", a->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "holds a permit", seg->cold->holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in line", seg->cold->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "waits for a build", seg->cold->waiter, MG_FIFO_WAITERS_MAX, true, now);
+    records(b, "holds an anonymous permit", seg->anon->holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in the anonymous line", seg->anon->waiter, MG_FIFO_WAITERS_MAX, false, now);
     records(b, "holds an upstream permit", u->gate.holder, MG_FIFO_HOLDERS_MAX, false, now);
     records(b, "waits in the upstream's line", u->gate.waiter, MG_FIFO_WAITERS_MAX, false, now);
     mg_buf_puts(b, "</table>\n");

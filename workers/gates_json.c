@@ -9,6 +9,9 @@
 #include "stats.h"
 #include "upstream_gate.h"
 
+#include <string.h>
+#include <unistd.h>
+
 static void kv_ms(struct mg_json *j, const char *key, int64_t ns)
 {
     mg_json_key(j, key);
@@ -79,23 +82,23 @@ static void records_json(struct mg_json *j, const char *key, const struct mg_fif
 /* What every FIFO gate shows: in healthz the four saturation keys (cap, inFlight, queueMax,
  * waiting: bytewise order, as /api/healthz wants); in full also its bound and counters.
  * admitted_key names the permits given ("acquired" for the cold gate, as it always was). */
-static void fifo_json(struct mg_json *j, const struct mg_fifo_gate *g, bool full,
+static void fifo_json(struct mg_json *j, const struct mg_fifo_gate *gate, bool full,
                       const char *admitted_key)
 {
-    mg_json_kv_uint(j, "cap", g->cap);
-    mg_json_kv_uint(j, "inFlight", *(volatile const uint32_t *)&g->in_flight);
-    mg_json_kv_uint(j, "queueMax", g->queue_max);
-    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&g->waiting);
+    struct mg_fifo_snapshot g;
+    mg_fifo_gate_read(gate, getpid(), true, &g);
+    mg_json_kv_uint(j, "cap", g.cap);
+    mg_json_kv_uint(j, "inFlight", g.in_flight);
+    mg_json_kv_uint(j, "queueMax", g.queue_max);
+    mg_json_kv_uint(j, "waiting", g.waiting);
     if (!full)
         return;
-    kv_ms(j, "waitMs", g->wait_ns);
-    mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
-    mg_json_kv_uint(j, admitted_key, atomic_load(&g->acquired));
-    mg_json_kv_uint(j, "waited", atomic_load(&g->waited));
-    mg_json_kv_uint(j, "refusedFull", atomic_load(&g->refused_full));
-    mg_json_kv_uint(j, "refusedTimeout", atomic_load(&g->refused_timeout));
-    mg_json_kv_uint(j, "cancelled", atomic_load(&g->cancelled));
-    mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+    kv_ms(j, "waitMs", g.wait_ns);
+    mg_json_kv_uint(j, "peak", g.peak);
+#define COUNTER_JSON(field, json, what)                                                            \
+    mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? admitted_key : json, g.field);
+    MG_FIFO_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
 }
 
 static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
@@ -153,20 +156,20 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
     mg_json_object_begin(j);
     mg_json_kv_string(j, "address", seg->config->upstream);
     mg_json_kv_string(j, "breaker", mg_breaker_state_name(state));
-    mg_json_kv_uint(j, "cap", u->gate.cap);
-    mg_json_kv_uint(j, "inFlight", *(volatile const uint32_t *)&u->gate.in_flight);
-    mg_json_kv_uint(j, "queueMax", u->gate.queue_max);
+    struct mg_fifo_snapshot g; /* read as every FIFO gate is; its keys around "tunnels" */
+    mg_fifo_gate_read(&u->gate, getpid(), true, &g);
+    mg_json_kv_uint(j, "cap", g.cap);
+    mg_json_kv_uint(j, "inFlight", g.in_flight);
+    mg_json_kv_uint(j, "queueMax", g.queue_max);
     mg_json_kv_uint(j, "tunnels", atomic_load(&u->tunnels_open));
-    mg_json_kv_uint(j, "waiting", *(volatile const uint32_t *)&u->gate.waiting);
+    mg_json_kv_uint(j, "waiting", g.waiting);
     if (full) {
-        kv_ms(j, "waitMs", u->gate.wait_ns);
-        mg_json_kv_uint(j, "peak", atomic_load(&u->gate.peak));
-        mg_json_kv_uint(j, "admitted", atomic_load(&u->gate.acquired));
-        mg_json_kv_uint(j, "waited", atomic_load(&u->gate.waited));
-        mg_json_kv_uint(j, "refusedFull", atomic_load(&u->gate.refused_full));
-        mg_json_kv_uint(j, "refusedTimeout", atomic_load(&u->gate.refused_timeout));
-        mg_json_kv_uint(j, "cancelled", atomic_load(&u->gate.cancelled));
-        mg_json_kv_uint(j, "reclaimed", atomic_load(&u->gate.reclaimed));
+        kv_ms(j, "waitMs", g.wait_ns);
+        mg_json_kv_uint(j, "peak", g.peak);
+#define COUNTER_JSON(field, json, what)                                                            \
+    mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? "admitted" : json, g.field);
+        MG_FIFO_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
         kv_ms(j, "breakerOpenRemainingMs",
               state == MG_BREAKER_OPEN && until > now ? until - now : 0);
         mg_json_kv_uint(j, "breakerFailuresInARow", atomic_load(&b->failures));

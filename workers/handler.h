@@ -24,6 +24,7 @@
 struct mg_jobs;
 struct mg_tx_summaries;
 struct mg_handler_job;
+struct mg_prepared;
 
 /*
  * What the admission gates did with a request, and who it was, for the access log. Written by
@@ -67,6 +68,15 @@ void mg_outcome_decide(struct mg_outcome *o, enum mg_gate_id gate, enum mg_gate_
  * (at most 32 bytes with the NUL). */
 const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen);
 
+/* A request at one gate of the group (workers/admission.h), kept in its park. */
+struct mg_gate_pass {
+    int step; /* enum in admission.c */
+    int place;
+    uint64_t ticket;
+    uint64_t token;
+    int64_t deadline_ns;
+};
+
 /*
  * A request a handler cannot finish now (it waits in a gate's line, for another request's
  * build, or for its own build on the worker's helper thread) is parked: the handler sets
@@ -80,16 +90,17 @@ struct mg_park {
     /* The anonymous line, kept by dispatch (the handler's state is its own): */
     struct mg_admission {
         int step;                   /* enum in dispatch.c */
-        int place;                  /* in line, while waiting */
-        uint64_t ticket;            /* of the place */
-        uint64_t token;             /* of the permit, once admitted */
-        int64_t deadline_ns;        /* end of the wait */
+        struct mg_gate_pass line;   /* at the anonymous line */
         char who[80];               /* "client path", as the line's records show it */
         int64_t hold_until_ns;      /* tests only: see mg_env.test_hooks */
         struct mg_handler_job *job; /* a handler run on the anonymous helper thread */
         bool submitted;
     } admission;
     struct mg_outcome outcome; /* for the access log */
+    /* The request as dispatch prepared it on its first turn (decoded path and query, route,
+     * credentials), kept while it is parked so a later turn resumes without preparing it
+     * again; freed when it is answered (mg_dispatch_forget). */
+    struct mg_prepared *prepared;
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
 

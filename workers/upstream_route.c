@@ -10,7 +10,9 @@
  *      and no permit of the gate (a tunnel lasts as long as the page is open);
  *   4. anything else takes a permit of the upstream's FIFO gate (shm/upstream_gate.h), or
  *      waits for one parked, oldest first; a full line or a wait past
- *      MESHGATE_UPSTREAM_WAIT_MS is 503 with Retry-After: 1.
+ *      MESHGATE_UPSTREAM_WAIT_MS is 503 with Retry-After: 1. The gate is a description of
+ *      the admission module (mg_gate_upstream, admission.c), passed like every other; its
+ *      permit is then handed over to the engine.
  *
  * Heavy routes (MESHGATE_UPSTREAM_HEAVY) of anonymous clients have passed the rate limit and
  * the anonymous line in dispatch before this runs, like native heavy routes; signed-in clients
@@ -19,6 +21,7 @@
  */
 #include "upstream.h"
 
+#include "admission.h"
 #include "clock.h"
 #include "gate_fifo.h"
 #include "netaddr.h"
@@ -32,7 +35,11 @@
 
 #define UPSTREAM_RETRY_AFTER_S 1
 
-enum { STEP_NEW = 0, STEP_QUEUED, STEP_ADMITTED };
+enum {
+    STEP_NEW = 0, /* not asked yet */
+    STEP_GATE,    /* at the upstream's gate (admission.c: mg_gate_upstream) */
+    STEP_ADMITTED,
+};
 
 bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_request *hr,
                          bool native_route, bool static_route)
@@ -99,20 +106,10 @@ static void line_key(const struct mg_request *req, char *who, size_t cap)
     snprintf(who, cap, "%.*s %s", m->len > 8 ? 8 : (int)m->len, m->ptr, req->path);
 }
 
-static void admitted(const struct mg_request *req, struct mg_upstream_ticket *t,
-                     struct mg_response *res, int64_t now)
-{
-    mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_ADMITTED, now);
-    t->gate_held = true;
-    t->step = STEP_ADMITTED;
-    res->upstream = true;
-}
-
 void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_upstream_ticket *t = mg_upstream_ticket_of(req->park);
     struct mg_upstream_shm *u = env->seg->upstream;
-    struct mg_fifo_gate *gate = &u->gate;
     const struct mg_http_request *hr = req->http;
     int64_t now = mg_monotonic_ns();
     if (t->step == STEP_NEW) {
@@ -151,62 +148,28 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             res->upstream = true;
             return;
         }
-        if (gate->cap == 0) {
+        if (env->seg->upstream->gate.cap == 0) {
             t->step = STEP_ADMITTED;
             res->upstream = true;
             return;
         }
-        char who[MG_FIFO_KEY_MAX];
-        line_key(req, who, sizeof who);
-        int r = mg_fifo_gate_join(gate, env->pid, env->slot, who, &t->gate_token, &t->place,
-                                  &t->ticket);
-        if (r == MG_FIFO_ADMITTED) {
-            admitted(req, t, res, now);
-            return;
-        }
-        if (r == MG_FIFO_QUEUED) {
-            mg_outcome_wait(&req->park->outcome, MG_GATE_UPSTREAM, now);
-            t->deadline_ns = now + gate->wait_ns;
-            t->step = STEP_QUEUED;
-            res->parked = true;
-            return;
-        }
-        give_back(env, t);
-        mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_REFUSED, now);
-        mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
-                           "the line for the upstream is full; retry after Retry-After");
-        res->close = hr->content_length > 0;
-        return;
+        line_key(req, t->who, sizeof t->who);
+        t->step = STEP_GATE;
     }
-    if (t->step == STEP_QUEUED) {
-        if (req->client_gone && req->client_gone(req->client_gone_arg)) {
-            mg_fifo_gate_cancel(gate, env->pid, t->place, t->ticket);
+    if (t->step == STEP_GATE) {
+        enum mg_admission_result r =
+            mg_admission_pass(&mg_gate_upstream, &t->pass, env, req, t->who, NULL, res);
+        if (r == MG_ADMISSION_PARKED)
+            return;
+        if (r == MG_ADMISSION_REFUSED) {
             give_back(env, t);
             t->step = STEP_NEW;
-            mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S, "the client went away");
-            res->close = true;
+            res->close = res->close || hr->content_length > 0; /* its body is not read */
             return;
         }
-        char who[MG_FIFO_KEY_MAX];
-        line_key(req, who, sizeof who);
-        int r = mg_fifo_gate_poll(gate, env->pid, env->slot, who, t->place, t->ticket, now,
-                                  t->deadline_ns, &t->gate_token);
-        if (r == MG_FIFO_QUEUED) {
-            res->parked = true;
-            return;
-        }
-        if (r == MG_FIFO_ADMITTED) {
-            admitted(req, t, res, now);
-            return;
-        }
-        give_back(env, t);
-        mg_outcome_decide(&req->park->outcome, MG_GATE_UPSTREAM, MG_VERDICT_REFUSED, now);
-        t->step = STEP_NEW;
-        mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
-                           "the wait in the line for the upstream ran out; retry after "
-                           "Retry-After");
-        res->close = hr->content_length > 0;
-        return;
+        t->gate_token = mg_admission_hand_over(&t->pass);
+        t->gate_held = true;
+        t->step = STEP_ADMITTED;
     }
-    res->upstream = true; /* admitted on an earlier turn */
+    res->upstream = true; /* admitted: the engine takes it */
 }

@@ -126,6 +126,11 @@ static void conn_close(struct worker *w, struct conn *c)
         return;
     if (c->state == CONN_PARKED)
         w->parked--;
+    /* A request closed while parked gives back a helper it had reserved with a permit, and
+     * what dispatch kept of it. */
+    mg_jobs_unreserve(w->jobs, &c->park);
+    mg_jobs_unreserve(w->anon_jobs, &c->park);
+    mg_dispatch_forget(&c->park);
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -762,6 +767,273 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+/* Tests only: MESHGATE_TEST_HOOKS (workers/test_hooks.h). */
+static enum mg_test_hooks test_hooks_from_environment(void)
+{
+    const char *hooks = getenv("MESHGATE_TEST_HOOKS");
+    return !hooks                        ? MG_TEST_HOOKS_OFF
+           : strcmp(hooks, "park") == 0  ? MG_TEST_HOOKS_PARK
+           : strcmp(hooks, "block") == 0 ? MG_TEST_HOOKS_BLOCK
+                                         : MG_TEST_HOOKS_OFF;
+}
+
+/* The process: role, title, signals, and the master's death. False: it must not run. */
+static bool become_worker(struct worker *w, unsigned slot_index, int master_pid)
+{
+    char role[32];
+    snprintf(role, sizeof role, "worker %u", slot_index);
+    mg_log_set_role(role);
+    setproctitle("worker %u", slot_index);
+    /* A worker outlives its master only by accident: make the kernel tell it. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != master_pid)
+        return false;
+    w->signal_fd = setup_signals();
+    return true;
+}
+
+/* The database, the event loop, the helpers, the upstream's engine and this slot's hold
+ * records. False: logged. */
+static bool open_resources(struct worker *w, struct mg_segment *seg)
+{
+    char err[512];
+    w->upstream_fd = -1;
+    mg_mem_worker_init();
+    if (mg_db_open(&w->db, w->env.cfg->db_path, w->env.cfg->db_busy_timeout_ms, err, sizeof err) !=
+        0) {
+        mg_error("%s", err);
+        return false;
+    }
+    bool buffers = mg_dispatch_buffers_init(&w->bufs, w->env.cfg);
+    w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (w->signal_fd < 0 || w->epoll_fd < 0 || !buffers) {
+        mg_error("cannot set up the event loop: %s", strerror(errno));
+        return false;
+    }
+    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w->signal_fd};
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->signal_fd, &sev);
+    /* As many helpers as the permits the worker may hold: signed-in, the cold builds and one
+     * more (the walk, the row counts' refresh); anonymous, the line's permits, or with the
+     * line off the cold builds and one. A cap of 0 (no gate: A/B measurements) gives one, as
+     * before the pools. */
+    const struct mg_config *limits = w->env.cfg;
+    unsigned signed_in = limits->reach_cold_max > 0 ? (unsigned)limits->reach_cold_max + 1 : 1;
+    unsigned anonymous =
+        limits->anon_concurrency > 0 ? (unsigned)limits->anon_concurrency : signed_in;
+    _Atomic uint32_t *helpers_busy = w->slot ? &w->slot->helpers_busy : NULL;
+    w->jobs = mg_jobs_start(w->env.cfg, &w->db, 0, signed_in, &w->jobs_fd, helpers_busy,
+                            MG_SLOT_HELPERS_SIGNED_IN_SHIFT, err, sizeof err);
+    if (w->jobs)
+        w->anon_jobs =
+            mg_jobs_start(w->env.cfg, &w->db, w->env.cfg->anon_nice, anonymous, &w->anon_jobs_fd,
+                          helpers_busy, MG_SLOT_HELPERS_ANON_SHIFT, err, sizeof err);
+    if (!w->jobs || !w->anon_jobs) {
+        mg_error("%s", err);
+        return false;
+    }
+    w->env.jobs = w->jobs;
+    w->env.anon_jobs = w->anon_jobs;
+    if (w->env.cfg->upstream[0]) {
+        w->upstream = mg_upstream_new(&w->env, upstream_done, w, err, sizeof err);
+        if (!w->upstream) {
+            mg_error("%s", err);
+            return false;
+        }
+        w->upstream_fd = mg_upstream_fd(w->upstream);
+        struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &w->upstream_fd};
+        epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->upstream_fd, &uev);
+    }
+    /* The base of the memory budgets: what a worker needs before its first request (the row
+     * counts below read pages that the watch's first turn gives back). */
+    mg_mem_watch_start(&w->mem);
+    /* The gates bound the helpers busy at once in the whole group: an anonymous permit each,
+     * the cold builds of signed-in clients, one diagnostic walk. Only when the workers
+     * outnumber them all can a worker with a busy helper leave new connections to others
+     * and be sure some remain. */
+    const struct mg_config *cfg = w->env.cfg;
+    w->yield_when_busy = cfg->anon_concurrency > 0 && cfg->reach_cold_max > 0 &&
+                         cfg->workers > cfg->anon_concurrency + cfg->reach_cold_max + 1;
+    struct epoll_event jev = {.events = EPOLLIN, .data.ptr = &w->jobs_fd};
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->jobs_fd, &jev);
+    struct epoll_event aev = {.events = EPOLLIN, .data.ptr = &w->anon_jobs_fd};
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->anon_jobs_fd, &aev);
+    /* This slot's hold records of the connection table, all free: the master cleared them
+     * when it reaped the slot's last worker. */
+    uint32_t holds = seg->conns.table->holds_per_slot;
+    w->free_holds = calloc(holds ? holds : 1, sizeof *w->free_holds);
+    if (!w->free_holds) {
+        mg_error("cannot set up the connection table: out of memory");
+        return false;
+    }
+    for (uint32_t i = 0; i < holds; i++)
+        w->free_holds[w->free_hold_count++] = holds - 1 - i;
+    return true;
+}
+
+/* Serves one request of each connection whose head is complete, and asks each parked one
+ * again. True when something was answered (the loop then turns again at once). */
+static bool serve_ready(struct worker *w, int64_t *now)
+{
+    bool served = false;
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state != CONN_READY && c->state != CONN_PARKED)
+            continue;
+        struct mg_http_request hr;
+        int status;
+        const char *why;
+        if (mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why) !=
+            MG_HTTP_OK) {
+            conn_close(w, c);
+            continue;
+        }
+        bool was_parked = c->state == CONN_PARKED;
+        handle_request(w, c, &hr, *now);
+        served |= !(was_parked && !c->closed && c->state == CONN_PARKED);
+        *now = mg_monotonic_ns();
+        mg_slot_heartbeat(w->slot, *now);
+    }
+    return served;
+}
+
+/* Closes the connections past their deadlines; returns when the loop must wake next. */
+static int64_t next_wakeup(struct worker *w, int64_t now)
+{
+    int64_t next_deadline = now + MG_NS_PER_SEC;
+    if (w->draining && w->drain_deadline_ns < next_deadline)
+        next_deadline = w->drain_deadline_ns;
+    if (w->upstream && mg_upstream_next_deadline(w->upstream) < next_deadline)
+        next_deadline = mg_upstream_next_deadline(w->upstream);
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state == CONN_READY) {
+            next_deadline = now; /* a pipelined request waits for the next turn */
+            continue;
+        }
+        if (c->state == CONN_PARKED) {
+            /* Gates and builds are asked again soon; a finished build also wakes us
+             * through the helper thread's eventfd. */
+            if (now + PARK_POLL_NS < next_deadline)
+                next_deadline = now + PARK_POLL_NS;
+            continue;
+        }
+        if (c->deadline_ns <= now) {
+            conn_timeout(w, c);
+            continue;
+        }
+        if (c->deadline_ns < next_deadline)
+            next_deadline = c->deadline_ns;
+    }
+    return next_deadline;
+}
+
+/*
+ * Whether this worker takes new connections now. A worker whose helpers are busy (anonymous
+ * heavy work, a cold build, a diagnostic walk) leaves new connections to the others when the
+ * gates guarantee there are others (yield_when_busy), so heavy work spreads over the
+ * workers. Requests that wait in a line are parked and cost the loop nothing: their worker
+ * keeps accepting. See docs/architecture.md for the worst case.
+ */
+static void choose_accepting(struct worker *w)
+{
+    bool helper_busy = w->yield_when_busy && (mg_jobs_busy(w->jobs) || mg_jobs_busy(w->anon_jobs));
+    if (!w->draining && w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker && !helper_busy)
+        listen_start(w);
+    else if (helper_busy)
+        listen_stop(w);
+}
+
+/* Frees the connections closed during this turn. */
+static void bury_closed(struct worker *w)
+{
+    while (w->graveyard) {
+        struct conn *dead = w->graveyard;
+        w->graveyard = dead->next;
+        free(dead);
+    }
+}
+
+/* What epoll said: the listening socket, the helpers, the signals first, then connections. */
+static void handle_events(struct worker *w, const struct epoll_event *events, int n, int64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        void *ptr = events[i].data.ptr;
+        if (ptr == NULL) {
+            /* One at a time: handlers block (database work, a gate's line), so a burst of
+             * new connections is spread over the idle workers rather than queued behind
+             * one worker's handler. EPOLLEXCLUSIVE wakes the next idle worker for the next
+             * connection. */
+            if (!w->draining)
+                accept_some(w, now, 1);
+        } else if (ptr == &w->jobs_fd) {
+            mg_jobs_ack(w->jobs);
+        } else if (ptr == &w->anon_jobs_fd) {
+            mg_jobs_ack(w->anon_jobs);
+        } else if (ptr == &w->upstream_fd) {
+            mg_upstream_run(w->upstream, now);
+        } else if (ptr == &w->signal_fd) {
+            struct signalfd_siginfo si;
+            while (read(w->signal_fd, &si, sizeof si) == sizeof si)
+                ;
+            begin_drain(w, now);
+        }
+    }
+    /* Connections second. One closed by an earlier event of this batch is still in memory
+     * (the graveyard) and marked closed. */
+    for (int i = 0; i < n; i++) {
+        struct conn *c = events[i].data.ptr;
+        if (c == NULL || (void *)c == &w->signal_fd || (void *)c == &w->jobs_fd ||
+            (void *)c == &w->anon_jobs_fd || (void *)c == &w->upstream_fd || c->closed)
+            continue;
+        uint32_t ev = events[i].events;
+        if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+            conn_flush(w, c, now);
+        } else if ((c->state == CONN_IDLE || c->state == CONN_READING) &&
+                   (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+            conn_readable(w, c, now);
+        } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
+            conn_close(w, c); /* the connection broke before its turn */
+        } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP))) {
+            /* The client is gone, but the handler still holds shared state (a place in
+             * line, a permit, a build): it finds out through client_gone and finishes;
+             * meanwhile the socket leaves the poll set so it cannot spin the loop. */
+            epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+            c->epoll_events = UINT32_MAX;
+        }
+    }
+    /* The engine's deadlines (a response head that does not come, a drain's grace). */
+    if (w->upstream && mg_upstream_next_deadline(w->upstream) <= now)
+        mg_upstream_run(w->upstream, now);
+    bury_closed(w);
+}
+
+/* The helpers first: a job may still read its request in a connection's buffer; then the
+ * upstream's exchanges. */
+static void shut_down(struct worker *w)
+{
+    mg_jobs_stop(w->jobs);
+    mg_jobs_stop(w->anon_jobs);
+    w->jobs = w->anon_jobs = w->env.jobs = w->env.anon_jobs = NULL;
+    /* Exchanges still running end now: their owners are called back and closed below. */
+    mg_upstream_free(w->upstream);
+    w->upstream = NULL;
+    mg_mem_watch_stop(&w->mem);
+    while (w->conns)
+        conn_close(w, w->conns);
+    bury_closed(w);
+    mg_response_free(&w->res);
+    mg_buf_free(&w->log_line);
+    free(w->free_holds);
+    mg_db_close(&w->db);
+    mg_dispatch_buffers_free(&w->bufs);
+    mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
+}
+
+/*
+ * A worker's life: become the worker, open what it needs, then turn the loop until it has
+ * drained: serve what is ready, find the next deadline, decide whether to accept, wait for
+ * events and handle them.
+ */
 int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
                   struct mg_tx_summaries *summaries, unsigned slot_index, int listen_fd,
                   int master_pid)
@@ -776,11 +1048,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     w.env.summaries = summaries;
     w.env.slot = slot_index;
     w.env.pid = getpid();
-    const char *hooks = getenv("MESHGATE_TEST_HOOKS"); /* tests only: see dispatch.c */
-    w.env.test_hooks = !hooks                        ? MG_TEST_HOOKS_OFF
-                       : strcmp(hooks, "park") == 0  ? MG_TEST_HOOKS_PARK
-                       : strcmp(hooks, "block") == 0 ? MG_TEST_HOOKS_BLOCK
-                                                     : MG_TEST_HOOKS_OFF;
+    w.env.test_hooks = test_hooks_from_environment();
     w.slot = mg_slot_get(seg, slot_index);
     mg_scoreboard_set_self(w.slot);
     mg_lock_set_watch(lock_watch, &w);
@@ -788,78 +1056,8 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     w.master_pid = master_pid;
     w.limits.max_header_bytes = (size_t)w.env.cfg->max_header_bytes;
     w.limits.max_uri_bytes = (size_t)w.env.cfg->max_uri_bytes;
-
-    char role[32];
-    snprintf(role, sizeof role, "worker %u", slot_index);
-    mg_log_set_role(role);
-    setproctitle("worker %u", slot_index);
-
-    /* A worker outlives its master only by accident: make the kernel tell it. */
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != master_pid)
+    if (!become_worker(&w, slot_index, master_pid) || !open_resources(&w, seg))
         return 1;
-
-    w.signal_fd = setup_signals();
-    mg_mem_worker_init();
-    char err[512];
-    if (mg_db_open(&w.db, w.env.cfg->db_path, w.env.cfg->db_busy_timeout_ms, err, sizeof err) !=
-        0) {
-        mg_error("%s", err);
-        return 1;
-    }
-    bool buffers = mg_dispatch_buffers_init(&w.bufs, w.env.cfg);
-    w.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (w.signal_fd < 0 || w.epoll_fd < 0 || !buffers) {
-        mg_error("cannot set up the event loop: %s", strerror(errno));
-        return 1;
-    }
-    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &w.signal_fd};
-    epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.signal_fd, &sev);
-    w.jobs = mg_jobs_start(w.env.cfg, &w.db, 0, &w.jobs_fd, err, sizeof err);
-    if (w.jobs)
-        w.anon_jobs =
-            mg_jobs_start(w.env.cfg, &w.db, w.env.cfg->anon_nice, &w.anon_jobs_fd, err, sizeof err);
-    if (!w.jobs || !w.anon_jobs) {
-        mg_error("%s", err);
-        return 1;
-    }
-    w.env.jobs = w.jobs;
-    w.env.anon_jobs = w.anon_jobs;
-    w.upstream_fd = -1;
-    if (w.env.cfg->upstream[0]) {
-        w.upstream = mg_upstream_new(&w.env, upstream_done, &w, err, sizeof err);
-        if (!w.upstream) {
-            mg_error("%s", err);
-            return 1;
-        }
-        w.upstream_fd = mg_upstream_fd(w.upstream);
-        struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &w.upstream_fd};
-        epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.upstream_fd, &uev);
-    }
-    /* The base of the memory budgets: what a worker needs before its first request (the row
-     * counts below read pages that the watch's first turn gives back). */
-    mg_mem_watch_start(&w.mem);
-    /* The gates bound the helpers busy at once in the whole group: an anonymous permit each,
-     * the cold builds of signed-in clients, one diagnostic walk. Only when the workers
-     * outnumber them all can a worker with a busy helper leave new connections to others
-     * and be sure some remain. */
-    const struct mg_config *cfg = w.env.cfg;
-    w.yield_when_busy = cfg->anon_concurrency > 0 && cfg->reach_cold_max > 0 &&
-                        cfg->workers > cfg->anon_concurrency + cfg->reach_cold_max + 1;
-    struct epoll_event jev = {.events = EPOLLIN, .data.ptr = &w.jobs_fd};
-    epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.jobs_fd, &jev);
-    struct epoll_event aev = {.events = EPOLLIN, .data.ptr = &w.anon_jobs_fd};
-    epoll_ctl(w.epoll_fd, EPOLL_CTL_ADD, w.anon_jobs_fd, &aev);
-    /* This slot's hold records of the connection table, all free: the master cleared them
-     * when it reaped the slot's last worker. */
-    uint32_t holds = seg->conns.table->holds_per_slot;
-    w.free_holds = calloc(holds ? holds : 1, sizeof *w.free_holds);
-    if (!w.free_holds) {
-        mg_error("cannot set up the connection table: out of memory");
-        return 1;
-    }
-    for (uint32_t i = 0; i < holds; i++)
-        w.free_holds[w.free_hold_count++] = holds - 1 - i;
     /* The row counts exist before the first request reads them (db_counts.h); a worker that
      * replaces another finds them and leaves their refresh to its helper. */
     struct mg_db_counts counts;
@@ -882,63 +1080,9 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         mg_slot_heartbeat(w.slot, now);
         if (w.draining && (w.conn_count == 0 || now >= w.drain_deadline_ns))
             break;
-
-        /* Serve each connection whose request is complete: one request each per turn. */
-        bool served = false;
-        for (struct conn *c = w.conns, *next; c; c = next) {
-            next = c->next;
-            if (c->state != CONN_READY && c->state != CONN_PARKED)
-                continue;
-            struct mg_http_request hr;
-            int status;
-            const char *why;
-            if (mg_http_parse_request(c->in.data, c->in.len, &w.limits, &hr, &status, &why) !=
-                MG_HTTP_OK) {
-                conn_close(&w, c);
-                continue;
-            }
-            bool was_parked = c->state == CONN_PARKED;
-            handle_request(&w, c, &hr, now);
-            served |= !(was_parked && !c->closed && c->state == CONN_PARKED);
-            now = mg_monotonic_ns();
-            mg_slot_heartbeat(w.slot, now);
-        }
-
-        int64_t next_deadline = now + MG_NS_PER_SEC;
-        if (w.draining && w.drain_deadline_ns < next_deadline)
-            next_deadline = w.drain_deadline_ns;
-        if (w.upstream && mg_upstream_next_deadline(w.upstream) < next_deadline)
-            next_deadline = mg_upstream_next_deadline(w.upstream);
-        for (struct conn *c = w.conns, *next; c; c = next) {
-            next = c->next;
-            if (c->state == CONN_READY) {
-                next_deadline = now; /* a pipelined request waits for the next turn */
-                continue;
-            }
-            if (c->state == CONN_PARKED) {
-                /* Gates and builds are asked again soon; a finished build also wakes us
-                 * through the helper thread's eventfd. */
-                if (now + PARK_POLL_NS < next_deadline)
-                    next_deadline = now + PARK_POLL_NS;
-                continue;
-            }
-            if (c->deadline_ns <= now) {
-                conn_timeout(&w, c);
-                continue;
-            }
-            if (c->deadline_ns < next_deadline)
-                next_deadline = c->deadline_ns;
-        }
-        /* A worker whose helper thread is busy (anonymous heavy work, a cold build, a
-         * diagnostic walk) leaves new connections to the others when the gates guarantee
-         * there are others (yield_when_busy), so heavy work spreads over the helpers.
-         * Requests that wait in a line are parked and cost the loop nothing: their worker
-         * keeps accepting. See docs/architecture.md for the worst case. */
-        bool helper_busy = w.yield_when_busy && (mg_jobs_busy(w.jobs) || mg_jobs_busy(w.anon_jobs));
-        if (!w.draining && w.conn_count < (unsigned)w.env.cfg->max_conns_per_worker && !helper_busy)
-            listen_start(&w);
-        else if (helper_busy)
-            listen_stop(&w);
+        bool served = serve_ready(&w, &now);
+        int64_t next_deadline = next_wakeup(&w, now);
+        choose_accepting(&w);
         update_slot_state(&w);
         if (!w.draining)
             mg_packets_summaries_tick(&w.env, now);
@@ -952,82 +1096,10 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
             mg_error("epoll_wait: %s", strerror(errno));
             break;
         }
-        now = mg_monotonic_ns();
-        for (int i = 0; i < n; i++) {
-            void *ptr = events[i].data.ptr;
-            if (ptr == NULL) {
-                /* One at a time: handlers block (database work, a gate's line), so a
-                 * burst of new connections is spread over the idle workers rather than
-                 * queued behind one worker's handler. EPOLLEXCLUSIVE wakes the next
-                 * idle worker for the next connection. */
-                if (!w.draining)
-                    accept_some(&w, now, 1);
-            } else if (ptr == &w.jobs_fd) {
-                mg_jobs_ack(w.jobs);
-            } else if (ptr == &w.anon_jobs_fd) {
-                mg_jobs_ack(w.anon_jobs);
-            } else if (ptr == &w.upstream_fd) {
-                mg_upstream_run(w.upstream, now);
-            } else if (ptr == &w.signal_fd) {
-                struct signalfd_siginfo si;
-                while (read(w.signal_fd, &si, sizeof si) == sizeof si)
-                    ;
-                begin_drain(&w, now);
-            }
-        }
-        /* Connections second. One closed by an earlier event of this batch is still in
-         * memory (the graveyard) and marked closed. */
-        for (int i = 0; i < n; i++) {
-            struct conn *c = events[i].data.ptr;
-            if (c == NULL || (void *)c == &w.signal_fd || (void *)c == &w.jobs_fd ||
-                (void *)c == &w.anon_jobs_fd || (void *)c == &w.upstream_fd || c->closed)
-                continue;
-            uint32_t ev = events[i].events;
-            if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-                conn_flush(&w, c, now);
-            } else if ((c->state == CONN_IDLE || c->state == CONN_READING) &&
-                       (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
-                conn_readable(&w, c, now);
-            } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
-                conn_close(&w, c); /* the connection broke before its turn */
-            } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP))) {
-                /* The client is gone, but the handler still holds shared state (a place in
-                 * line, a permit, a build): it finds out through client_gone and finishes;
-                 * meanwhile the socket leaves the poll set so it cannot spin the loop. */
-                epoll_ctl(w.epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
-                c->epoll_events = UINT32_MAX;
-            }
-        }
-        /* The engine's deadlines (a response head that does not come, a drain's grace). */
-        if (w.upstream && mg_upstream_next_deadline(w.upstream) <= now)
-            mg_upstream_run(w.upstream, now);
-        while (w.graveyard) {
-            struct conn *dead = w.graveyard;
-            w.graveyard = dead->next;
-            free(dead);
-        }
+        handle_events(&w, events, n, mg_monotonic_ns());
         if (getppid() != w.master_pid)
-            begin_drain(&w, now);
+            begin_drain(&w, mg_monotonic_ns());
     }
-    /* The helpers first: a job may still read its request in a connection's buffer. */
-    mg_jobs_stop(w.jobs);
-    mg_jobs_stop(w.anon_jobs);
-    /* Exchanges still running end now: their owners are called back and closed below. */
-    mg_upstream_free(w.upstream);
-    w.upstream = NULL;
-    mg_mem_watch_stop(&w.mem);
-    while (w.conns)
-        conn_close(&w, w.conns);
-    while (w.graveyard) {
-        struct conn *dead = w.graveyard;
-        w.graveyard = dead->next;
-        free(dead);
-    }
-    mg_response_free(&w.res);
-    mg_buf_free(&w.log_line);
-    free(w.free_holds);
-    mg_db_close(&w.db);
-    mg_dispatch_buffers_free(&w.bufs);
-    mg_slot_set_state(w.slot, MG_SLOT_DRAINING);
+    shut_down(&w);
     return 0;
 }

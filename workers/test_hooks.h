@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * test_hooks: what MESHGATE_TEST_HOOKS=park|block (read by the worker at start; not part of
+ * the configuration) lets a request ask for, so the tests can make heavy work last and freeze
+ * a worker inside a shared lock without locking the database. Dispatch calls these only when
+ * the variable is set (mg_env.test_hooks): with it unset, the headers mean nothing and no
+ * hook runs on the production path.
+ *
+ *   X-Test-Hold-Ms: N        a heavy request is held N ms (at most 30000) after admission,
+ *                            with whatever admission gave it: on the helper thread that runs
+ *                            it (a reach build, an anonymous heavy request), else parked
+ *                            (park) or blocking its worker as a long scan would (block);
+ *   X-Test-Stop-In-Lock: P   the worker stops (SIGSTOP) right after it next takes part P's
+ *                            lock while serving the request (anon, cold, diag, cache,
+ *                            clients: shm/reclaim.h), inside the critical section.
+ */
+#ifndef MESHGATE_TEST_HOOKS_H
+#define MESHGATE_TEST_HOOKS_H
+
+#include "handler.h"
+
+/* Arms X-Test-Stop-In-Lock for the request's first turn. */
+void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req);
+
+/* X-Test-Hold-Ms for a heavy request of route; anonymous_admitted: it holds the anonymous
+ * line's permit (or the line is off), so it will run on the anonymous helper. Sets
+ * req->test_hold_ms for work held on a helper. True when the handler may run now; false when
+ * res is parked (held on the loop). */
+bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route,
+                        bool anonymous_admitted, struct mg_response *res);
+
+/* On a helper thread: sleeps ms (0: not at all). */
+void mg_test_hooks_sleep(int ms);
+
+#endif

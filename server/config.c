@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "config.h"
 
+#include "gate_fifo.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -124,6 +125,50 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_ANON_NICE", MG_CFG_INT, FIELD(anon_nice), 0, 19, "10",
      "nice value of the helper threads that run anonymous heavy requests, so they yield the "
      "CPU to signed-in and light requests; 0: the same priority as everything else",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM", MG_CFG_HOSTPORT, FIELD(upstream), 0, 0, "",
+     "HOST:PORT of CoreScope's own server (on loopback); a request no native route answers "
+     "(other /api/ paths, POST endpoints, the WebSocket) is passed to it; empty: off",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_CONCURRENCY", MG_CFG_INT, FIELD(upstream_concurrency), 0,
+     MG_FIFO_HOLDERS_MAX, "8",
+     "requests at the upstream at once in the whole server (WebSocket tunnels not counted); "
+     "0: no cap (A/B measurements only)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_QUEUE", MG_CFG_INT, FIELD(upstream_queue), 0, MG_FIFO_WAITERS_MAX, "64",
+     "requests that may wait in line for the upstream; past it: 503", MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_WAIT_MS", MG_CFG_INT, FIELD(upstream_wait_ms), 0, 60000, "5000",
+     "longest wait in the upstream's line before 503 (ms); 0: no waiting", MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_HEAVY", MG_CFG_STRING, FIELD(upstream_heavy), 0, 0,
+     "/api/analytics/, /api/nodes/*/analytics",
+     "path prefixes of upstream routes that are heavy (a '*' matches one path segment): their "
+     "anonymous requests also pass the per-client rate limit and the anonymous line; empty: "
+     "none",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_MAX_BODY_BYTES", MG_CFG_INT, FIELD(upstream_max_body_bytes), 0, 67108864,
+     "1048576",
+     "largest request body passed to the upstream (it must have a Content-Length); larger: 413",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_connect_timeout_ms), 10,
+     60000, "2000", "time to connect to the upstream before 504 (ms)", MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_timeout_ms), 100, 600000, "30000",
+     "time the upstream has for its response head, and for each read or write of a body, "
+     "before 504 (or the connection is cut) (ms)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_IDLE_CONNS", MG_CFG_INT, FIELD(upstream_idle_conns), 0, 1024, "8",
+     "idle kept-alive connections to the upstream each worker keeps for reuse; 0: a new "
+     "connection per request",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_BREAKER_FAILURES", MG_CFG_INT, FIELD(upstream_breaker_failures), 0, 1000000,
+     "5",
+     "upstream failures in a row (refused, timed out, broken) that open the breaker: requests "
+     "then fail fast with 502 until a probe succeeds; 0: never opens",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_BREAKER_OPEN_MS", MG_CFG_INT, FIELD(upstream_breaker_open_ms), 100, 600000,
+     "5000", "how long the open breaker fails fast before one request probes (ms)", MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_WEBSOCKETS", MG_CFG_INT, FIELD(upstream_websockets), 0, 1000000, "256",
+     "WebSocket tunnels to the upstream open at once in the whole server; past it: 503; 0: no "
+     "WebSocket",
      MG_RELOAD_LIVE},
     {"MESHGATE_TRUSTED_PROXIES", MG_CFG_CIDRS, FIELD(trusted_proxies_text), 0, 0, "",
      "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "
@@ -338,6 +383,17 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
             return fail(err, errlen, v, value,
                         "must be HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to 65535");
         return 0;
+    case MG_CFG_HOSTPORT: {
+        char host[MG_HOST_MAX];
+        uint16_t port;
+        if (strlen(value) >= v->size ||
+            (*value && (mg_config_parse_address(value, host, sizeof host, &port) < 0 || !*host)))
+            return fail(err, errlen, v, value,
+                        "must be empty (off) or HOST:PORT or [IPV6]:PORT with a port from 1 to "
+                        "65535");
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
     case MG_CFG_ADDRESS: {
         char host[MG_HOST_MAX];
         uint16_t port;
@@ -542,6 +598,7 @@ void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_
     case MG_CFG_PATH:
     case MG_CFG_SHM_NAME:
     case MG_CFG_CIDRS:
+    case MG_CFG_HOSTPORT:
     case MG_CFG_ADDRESS:
         snprintf(text, cap, "%s=%.*s", v->name, (int)v->size, field);
         break;
@@ -688,7 +745,8 @@ static bool same_value(const struct mg_config *a, const struct mg_config *b,
     if (v->kind == MG_CFG_LISTEN && a->listen_port != b->listen_port)
         return false;
     if (v->kind == MG_CFG_CIDRS || v->kind == MG_CFG_PATH || v->kind == MG_CFG_STRING ||
-        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN || v->kind == MG_CFG_ADDRESS)
+        v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN || v->kind == MG_CFG_HOSTPORT ||
+        v->kind == MG_CFG_ADDRESS)
         return strncmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
     return memcmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
 }

@@ -80,6 +80,19 @@ struct mg_config {
     int32_t anon_burst;
     int32_t anon_clients; /* entries of the rate table */
     int32_t anon_nice;    /* CPU priority of the helper threads that run anonymous heavy work */
+    /* the upstream (CoreScope's own server): what no native route answers goes there */
+    char upstream[MG_HOST_MAX + 8]; /* HOST:PORT; empty: off */
+    int32_t upstream_concurrency;   /* 0: no cap */
+    int32_t upstream_queue;
+    int32_t upstream_wait_ms;
+    char upstream_heavy[512]; /* path prefixes, comma-separated, '*' one segment */
+    int32_t upstream_max_body_bytes;
+    int32_t upstream_connect_timeout_ms;
+    int32_t upstream_timeout_ms;
+    int32_t upstream_idle_conns;
+    int32_t upstream_breaker_failures;
+    int32_t upstream_breaker_open_ms;
+    int32_t upstream_websockets;
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
     struct mg_cidr_list trusted_proxies;
@@ -116,6 +129,7 @@ enum mg_config_kind {
     MG_CFG_PATH,
     MG_CFG_LISTEN,
     MG_CFG_SHM_NAME,
+    MG_CFG_HOSTPORT, /* empty, or HOST:PORT / [IPV6]:PORT: a host to connect to */
     MG_CFG_LOG_LEVEL,
     MG_CFG_CIDRS,      /* a list of addresses and networks, kept as text and parsed (netaddr.h) */
     MG_CFG_ACCESS_LOG, /* enum mg_access_log: 0 (and the other false words), 1 (and the true

@@ -22,6 +22,7 @@
 #include "segment.h"
 #include "ep_packets.h"
 #include "tx_summary.h"
+#include "upstream_gate.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -95,7 +96,7 @@ struct master {
     int64_t watchdog_usec;
     int64_t last_watchdog_ns;
     int64_t last_status_ns;
-    char last_status[256];
+    char last_status[384];
     /* The database file the workers opened (their connections keep that inode), and when
      * the path was last looked at: a file moved over the path is noticed and logged. */
     dev_t db_dev;
@@ -481,6 +482,7 @@ static void apply_configuration(struct master *m, const struct mg_config *loaded
                            c->perf_mem_gate);
     mg_result_cache_set_ttl(&m->seg.cache, m->pid, (int64_t)c->reach_cache_ttl_ms * MG_NS_PER_MS);
     mg_client_limit_set_rate(&m->seg.clients, (uint32_t)c->anon_rate, (uint32_t)c->anon_burst);
+    mg_upstream_shm_configure(m->seg.upstream, m->pid, c);
     if (c->max_conns_per_client > 0 && atomic_load(&m->seg.conns.table->cap) > 0)
         mg_conn_limit_set_cap(&m->seg.conns, (uint32_t)c->max_conns_per_client);
     memcpy(m->seg.config, c, sizeof *c);
@@ -743,20 +745,30 @@ static void tick(struct master *m, int64_t now)
     check_db_file(m, now);
 
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
-        char status[256];
+        char status[384];
         struct mg_fifo_snapshot cold, anon;
         mg_fifo_gate_read(m->seg.cold, m->pid, true, &cold);
         mg_fifo_gate_read(m->seg.anon, m->pid, true, &anon);
-        snprintf(status, sizeof status,
-                 "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
-                 "%u waiting; anonymous heavy %u/%u, %u waiting; memory walk %s; %llu refused",
-                 m->draining           ? "draining"
-                 : m->reload_slot >= 0 ? "reloading"
-                                       : "serving",
-                 alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
-                 cold.in_flight, cold.cap, cold.waiting, anon.in_flight, anon.cap, anon.waiting,
-                 atomic_load(&m->seg.diag->running) ? "running" : "idle",
-                 (unsigned long long)mg_rates_refusals(&m->seg));
+        int len = snprintf(
+            status, sizeof status,
+            "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
+            "%u waiting; anonymous heavy %u/%u, %u waiting; memory walk %s; %llu refused",
+            m->draining           ? "draining"
+            : m->reload_slot >= 0 ? "reloading"
+                                  : "serving",
+            alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
+            cold.in_flight, cold.cap, cold.waiting, anon.in_flight, anon.cap, anon.waiting,
+            atomic_load(&m->seg.diag->running) ? "running" : "idle",
+            (unsigned long long)mg_rates_refusals(&m->seg));
+        const struct mg_upstream_shm *up = m->seg.upstream;
+        if (m->seg.config->upstream[0] && len > 0 && (size_t)len < sizeof status) {
+            struct mg_fifo_snapshot ug;
+            mg_fifo_gate_read(&up->gate, m->pid, true, &ug);
+            snprintf(status + len, sizeof status - (size_t)len,
+                     "; upstream %u/%u, %u waiting, breaker %s, %u websockets", ug.in_flight,
+                     ug.cap, ug.waiting, mg_breaker_state_name(atomic_load(&up->breaker.state)),
+                     atomic_load(&up->tunnels_open));
+        }
         if (strcmp(status, m->last_status) != 0) {
             mg_notify("STATUS=%s", status);
             memcpy(m->last_status, status, sizeof status);

@@ -6,7 +6,9 @@
 #include "keys.h"
 #include "listener.h"
 
+#include <netdb.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 static int check_public_dir(const struct mg_config *cfg, char *err, size_t errlen)
 {
@@ -42,11 +44,36 @@ static int check_listen_address(const struct mg_config *cfg, char *err, size_t e
     return mg_listener_check(cfg, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
 }
 
+/* The upstream's host must resolve; the upstream need not be up (it may start after us). */
+static int check_upstream(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->upstream[0])
+        return 0;
+    char host[MG_HOST_MAX], port_text[8];
+    uint16_t port;
+    if (mg_config_parse_address(cfg->upstream, host, sizeof host, &port) < 0) {
+        snprintf(err, errlen, "MESHGATE_UPSTREAM=%s: must be HOST:PORT", cfg->upstream);
+        return MG_EXIT_CONFIG;
+    }
+    snprintf(port_text, sizeof port_text, "%u", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, port_text, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "MESHGATE_UPSTREAM=%s: cannot resolve %s: %s", cfg->upstream, host,
+                 gai_strerror(rc));
+        return MG_EXIT_CONFIG;
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
 const struct mg_preflight_step mg_preflight_steps[] = {
     {"MESHGATE_PUBLIC_DIR", check_public_dir, false},
     {"MESHGATE_DB", check_database, false},
     {"MESHGATE_API_KEYS_FILE", check_api_keys, false},
     {"MESHGATE_CORESCOPE_CONFIG", check_corescope_config, false},
+    {"MESHGATE_UPSTREAM", check_upstream, false},
     {"MESHGATE_LISTEN", check_listen_address, true},
     {NULL, NULL, false},
 };

@@ -8,6 +8,7 @@
 #include "gate_fifo.h"
 #include "result_cache.h"
 #include "shared_value.h"
+#include "upstream_gate.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     freed += mg_fifo_gate_reclaim(seg->anon, pid);
     freed += mg_client_limit_reclaim(&seg->clients, pid);
     freed += mg_conn_limit_reclaim(&seg->conns, pid, slot);
+    freed += mg_upstream_shm_reclaim(seg->upstream, slot, pid, mg_monotonic_ns());
     return freed;
 }
 
@@ -32,6 +34,7 @@ void mg_segment_for_each_lock(struct mg_segment *seg, mg_segment_lock_fn fn, voi
     fn(arg, &seg->cold->lock, "cold-scan gate");
     fn(arg, &seg->cache.cache->lock, "result cache");
     fn(arg, &seg->anon->lock, "anonymous line");
+    fn(arg, &seg->upstream->gate.lock, "upstream gate");
     char name[48];
     for (uint32_t i = 0; i < seg->clients.table->sets; i++) {
         snprintf(name, sizeof name, "rate table set %u", i);
@@ -91,6 +94,7 @@ struct mg_lock *mg_segment_lock_at(struct mg_segment *seg, uint64_t offset, char
     find_lock(&f, &seg->cold->lock, "cold-scan gate");
     find_lock(&f, &seg->cache.cache->lock, "result cache");
     find_lock(&f, &seg->anon->lock, "anonymous line");
+    find_lock(&f, &seg->upstream->gate.lock, "upstream gate");
     return f.found ? l : NULL;
 }
 

@@ -12,6 +12,7 @@
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,13 +42,14 @@ enum {
     SEC_CONNS,
     SEC_CONN_SETS,
     SEC_CONN_HOLDS,
+    SEC_UPSTREAM,
     SEC_COUNT
 };
 
 static const char *const section_names[SEC_COUNT] = {
-    "config",  "counters",   "routes",       "slow",       "values",   "diag",
-    "cold",    "cache",      "cacheentries", "cachepages", "slots",    "anon",
-    "clients", "clientsets", "conns",        "connsets",   "connholds"};
+    "config",  "counters",   "routes",       "slow",       "values",    "diag",
+    "cold",    "cache",      "cacheentries", "cachepages", "slots",     "anon",
+    "clients", "clientsets", "conns",        "connsets",   "connholds", "upstream"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config),       sizeof(struct mg_counters),
     sizeof(struct mg_route_stats),  sizeof(struct mg_slow_ring),
@@ -57,7 +59,7 @@ static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_slot),         sizeof(struct mg_fifo_gate),
     sizeof(struct mg_client_table), sizeof(struct mg_client_set),
     sizeof(struct mg_conn_table),   sizeof(struct mg_conn_set),
-    sizeof(struct mg_conn_hold)};
+    sizeof(struct mg_conn_hold),    sizeof(struct mg_upstream_shm)};
 
 static size_t align_up(size_t n)
 {
@@ -84,7 +86,8 @@ static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t rout
                                         client_sets,
                                         1,
                                         conn_sets,
-                                        conn_holds};
+                                        conn_holds,
+                                        1};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -299,6 +302,7 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                  (unsigned long long)h->sections[SEC_CLIENT_SETS].record_count);
         return -1;
     }
+    seg->upstream = ptr[SEC_UPSTREAM];
     seg->conns.table = ptr[SEC_CONNS];
     seg->conns.sets = ptr[SEC_CONN_SETS];
     seg->conns.holds = ptr[SEC_CONN_HOLDS];
@@ -562,6 +566,7 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
                          (uint32_t)cfg->anon_burst);
     mg_conn_limit_init(&seg->conns, conn_sets, slot_count, holds_per_slot,
                        (uint32_t)cfg->max_conns_per_client);
+    mg_upstream_shm_init(seg->upstream, cfg);
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

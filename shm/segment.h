@@ -32,6 +32,8 @@
  *   conns      open connections per client address: its header,  (workers under each set's
  *   connsets   counters, its sets of entries, and one hold record  lock; the master on reap)
  *   connholds  per connection a worker can hold (shm/conn_limit.h)
+ *   upstream   the upstream's FIFO gate, breaker and WebSocket     (workers; the master on
+ *              tunnel counts (shm/upstream_gate.h)                  reap)
  *
  * A gate added later gets a section of its own at the end; the section table lets the
  * dump tool find and check each one, and the layout version changes whenever a record does.
@@ -65,7 +67,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 12u
+#define MG_SHM_LAYOUT_VERSION 13u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64
@@ -123,6 +125,7 @@ struct mg_slot;
 struct mg_shared_value;
 struct mg_diag_gate;
 struct mg_fifo_gate;
+struct mg_upstream_shm;
 
 /* The values the group computes at most once per interval (see shared_value.h). */
 enum mg_value_id { MG_VALUE_DB_COUNTS = 0, MG_VALUE_STATS, MG_VALUE_COUNT };
@@ -149,9 +152,10 @@ struct mg_segment {
     struct mg_cache_view cache; /* the shared result cache and its in-flight table */
     struct mg_slot *slots;
     uint32_t slot_count;
-    struct mg_fifo_gate *anon;     /* the line of anonymous heavy requests */
-    struct mg_client_view clients; /* the per-client rate table */
-    struct mg_conn_view conns;     /* open connections per client address */
+    struct mg_fifo_gate *anon;        /* the line of anonymous heavy requests */
+    struct mg_client_view clients;    /* the per-client rate table */
+    struct mg_conn_view conns;        /* open connections per client address */
+    struct mg_upstream_shm *upstream; /* the upstream's gate, breaker and tunnels */
 };
 
 /*

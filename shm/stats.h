@@ -55,7 +55,25 @@
     X(DATABASE_REPLACED, "database_replaced",                                                      \
       "times the database path was found to name another file than the workers serve (or none)")   \
     X(GROUP_VALUE_STALE_HITS, "group_value_stale_hits",                                            \
-      "answers served from a group value past its interval while another worker refreshed it")
+      "answers served from a group value past its interval while another worker refreshed it")     \
+    X(UPSTREAM_REQUESTS, "upstream_requests", "requests passed to the upstream")                   \
+    X(UPSTREAM_CONNECTS, "upstream_connects", "connections opened to the upstream")                \
+    X(UPSTREAM_REUSED, "upstream_reused",                                                          \
+      "requests sent on a kept-alive connection to the upstream")                                  \
+    X(UPSTREAM_BYTES_SENT, "upstream_bytes_sent", "bytes written to the upstream")                 \
+    X(UPSTREAM_BYTES_RECEIVED, "upstream_bytes_received", "bytes read from the upstream")          \
+    X(UPSTREAM_FAILURES, "upstream_failures",                                                      \
+      "upstream requests that failed: refused, timed out, or broken before the response head")     \
+    X(UPSTREAM_502, "upstream_502", "502 answers: the upstream failed, or the breaker is open")    \
+    X(UPSTREAM_504, "upstream_504", "504 answers: the upstream did not answer in time")            \
+    X(UPSTREAM_ABORTED, "upstream_aborted",                                                        \
+      "proxied exchanges cut after the response began (the upstream or the client broke off)")     \
+    X(UPSTREAM_REFUSED_AMBIGUOUS, "upstream_refused_ambiguous",                                    \
+      "requests for the upstream refused with 400 or 413 for their framing (smuggling, no "        \
+      "length)")                                                                                   \
+    X(UPSTREAM_TUNNELS, "upstream_tunnels", "WebSocket tunnels opened to the upstream")            \
+    X(UPSTREAM_TUNNELS_REFUSED, "upstream_tunnels_refused",                                        \
+      "WebSocket upgrades refused with 503 because MESHGATE_UPSTREAM_WEBSOCKETS were open")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,
@@ -71,7 +89,7 @@ struct mg_counters {
     _Atomic uint64_t value[MG_CTR_COUNT];
 };
 
-#define MG_ROUTES_MAX 64 /* the route table and the three counted extras (router.h) */
+#define MG_ROUTES_MAX 64 /* the route table and the four counted extras (router.h) */
 #define MG_ROUTE_NAME_MAX 48
 #define MG_HIST_SUB_BUCKETS 8
 #define MG_HIST_BUCKETS 320 /* covers up to 2^40 us (12 days) */

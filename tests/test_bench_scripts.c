@@ -137,6 +137,18 @@ Test(bench_scripts, anon_script_runs_every_configuration, .init = make_db, .fini
                                    "### D: every default", "flood ", "anon_line", NULL});
 }
 
+Test(bench_scripts, upstream_script_runs_every_configuration, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-upstream.sh", args, NULL);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){
+        "### A: the upstream reached directly", "### B: through meshgate, every default",
+        "### C: through", "### D: through", "user-proxied ",
+        "upstream: {\"requests\":", "\"peak\":", "upstream 127.0.0.1:", NULL});
+}
+
 /* Keys of nodes that do not exist: every reach report is a 404, which no scenario asks for. */
 Test(bench_scripts, a_script_fails_loudly_on_answers_nobody_asked_for, .init = make_db,
      .fini = remove_db)

@@ -309,6 +309,19 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
         add_bad(s, "host:80x");
         add_bad(s, "");
         return true;
+    case MG_CFG_HOSTPORT:
+        add_valid(s, "");
+        add_valid(s, "127.0.0.1:8081");
+        add_valid(s, "[::1]:9000");
+        add_valid(s, "localhost:1");
+        add_bad(s, ":8080"); /* a host is needed to connect to */
+        add_bad(s, "8080");
+        add_bad(s, "host:0");
+        add_bad(s, "host:65536");
+        add_bad(s, "[::1]8080");
+        add_bad(s, "a b:80");
+        add_bad(s, "::1:80");
+        return true;
     case MG_CFG_ADDRESS:
         add_valid(s, "");
         add_valid(s, "127.0.0.1:8081");

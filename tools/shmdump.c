@@ -100,6 +100,7 @@
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -599,6 +600,7 @@ static void config_copy(const struct mg_config *src, struct mg_config *dst)
         case MG_CFG_SHM_NAME:
         case MG_CFG_LISTEN:
         case MG_CFG_CIDRS:
+        case MG_CFG_HOSTPORT:
         case MG_CFG_ADDRESS:
             if (v->size)
                 field[v->size - 1] = '\0';
@@ -893,6 +895,37 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
                       mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED));
 }
 
+/* The upstream (MESHGATE_UPSTREAM): its gate, breaker and tunnels; nothing when it is off. */
+static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    const struct mg_upstream_shm *u = d->seg.upstream;
+    const struct mg_fifo_gate *gate = &u->gate;
+    char address[sizeof d->seg.config->upstream];
+    memcpy(address, d->seg.config->upstream, sizeof address);
+    address[sizeof address - 1] = '\0';
+    if (!address[0])
+        return;
+    struct mg_fifo_snapshot snap, *g = &snap;
+    mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
+    mg_buf_printf(out,
+                  "  upstream %s: cap %" PRIu32 ", %" PRIu32 " in flight, %" PRIu32
+                  " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
+                  address, g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
+                  g->peak);
+    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
+    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_fifo_counters(out, g, "admitted");
+    mg_buf_puts(out, "\n");
+    mg_buf_printf(
+        out,
+        "    breaker %s, %" PRIu32 " failures in a row, opened %" PRIu64 ", fast fails %" PRIu64
+        ", probes %" PRIu64 "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n",
+        mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.failures),
+        atomic_load(&u->breaker.opened), atomic_load(&u->breaker.fast_fails),
+        atomic_load(&u->breaker.probes), atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
+        atomic_load(&u->tunnels_peak));
+}
+
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
 {
     /* Apache wraps its scoreboard line every 64 workers. */
@@ -959,6 +992,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_gates(d, out);
     text_cold(d, out);
     text_anon(d, out);
+    text_upstream(d, out);
     text_scoreboard(d, out);
 }
 
@@ -1232,6 +1266,27 @@ static void json_anon(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_end(j);
 }
 
+static void json_upstream(struct mg_json *j, const struct mg_shmdump *d)
+{
+    const struct mg_upstream_shm *u = d->seg.upstream;
+    char address[sizeof d->seg.config->upstream];
+    memcpy(address, d->seg.config->upstream, sizeof address);
+    address[sizeof address - 1] = '\0';
+    mg_json_key(j, "upstream");
+    mg_json_object_begin(j);
+    mg_json_kv_string(j, "address", address);
+    json_fifo(j, d, &u->gate, "admitted", false);
+    mg_json_kv_string(j, "breaker", mg_breaker_state_name(atomic_load(&u->breaker.state)));
+    mg_json_kv_uint(j, "breaker_failures_in_a_row", atomic_load(&u->breaker.failures));
+    mg_json_kv_uint(j, "breaker_opened", atomic_load(&u->breaker.opened));
+    mg_json_kv_uint(j, "breaker_fast_fails", atomic_load(&u->breaker.fast_fails));
+    mg_json_kv_uint(j, "breaker_probes", atomic_load(&u->breaker.probes));
+    mg_json_kv_uint(j, "websockets", atomic_load(&u->tunnels_open));
+    mg_json_kv_uint(j, "websockets_cap", atomic_load(&u->tunnel_cap));
+    mg_json_kv_uint(j, "websockets_peak", atomic_load(&u->tunnels_peak));
+    mg_json_object_end(j);
+}
+
 static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
 {
     const struct mg_diag_gate *g = d->seg.diag;
@@ -1264,6 +1319,7 @@ static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_end(j);
     json_cold(j, d);
     json_anon(j, d);
+    json_upstream(j, d);
     mg_json_object_end(j);
 }
 

@@ -17,7 +17,8 @@
  *             "user_agent":..|null,"worker":..,"gate":..,"waited_ms":..,"key":..|null}
  *
  * OUTCOME is mg_outcome_text (handler.h): none, bypassed, admitted:GATE, waited:GATE or
- * refused:GATE, GATE one of rate-limit, anon-line, cold-gate, diag-gate. LABEL is the
+ * refused:GATE, GATE one of rate-limit, anon-line, cold-gate, diag-gate, upstream-gate,
+ * upstream-breaker. LABEL is the
  * signed-in key's label from the keys file, never the key. The time is the request's start.
  *
  * Text the client chose (target, referer, user agent, method) is escaped for its format: in

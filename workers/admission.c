@@ -5,6 +5,7 @@
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "jobs.h"
+#include "upstream_gate.h"
 
 #include <stdio.h>
 
@@ -25,6 +26,11 @@ static struct mg_fifo_gate *cold_line(const struct mg_env *env)
     return env->seg->cold;
 }
 
+static struct mg_fifo_gate *upstream_line(const struct mg_env *env)
+{
+    return &env->seg->upstream->gate;
+}
+
 static struct mg_jobs *anon_helper(const struct mg_env *env)
 {
     return env->anon_jobs;
@@ -36,6 +42,11 @@ static struct mg_jobs *handler_helper(const struct mg_env *env)
     return env->jobs;
 }
 
+static const char anon_full[] = "the line for anonymous heavy requests is full; retry after "
+                                "Retry-After, or sign in with an API key";
+static const char anon_timed_out[] = "the wait in the line for anonymous heavy requests ran out; "
+                                     "retry after Retry-After, or sign in with an API key";
+
 const struct mg_gate_desc mg_gate_anon_line = {
     .id = MG_GATE_ANON_LINE,
     .kind = MG_GATE_KIND_LINE,
@@ -44,10 +55,31 @@ const struct mg_gate_desc mg_gate_anon_line = {
     .reserve_helper = true,
     .refuse_status = 503,
     .retry_after_s = 1,
-    .when_full = "the line for anonymous heavy requests is full; retry after Retry-After, or "
-                 "sign in with an API key",
-    .when_timed_out = "the wait in the line for anonymous heavy requests ran out; retry after "
-                      "Retry-After, or sign in with an API key",
+    .when_full = anon_full,
+    .when_timed_out = anon_timed_out,
+};
+
+/* The anonymous line again, for a heavy route of the upstream: its work is the exchange, run
+ * by the worker's event loop (upstream.c), so it needs no helper thread. */
+const struct mg_gate_desc mg_gate_anon_upstream = {
+    .id = MG_GATE_ANON_LINE,
+    .kind = MG_GATE_KIND_LINE,
+    .line = anon_line,
+    .refuse_status = 503,
+    .retry_after_s = 1,
+    .when_full = anon_full,
+    .when_timed_out = anon_timed_out,
+};
+
+/* Requests for the upstream (upstream_route.c); the engine runs the exchange. */
+const struct mg_gate_desc mg_gate_upstream = {
+    .id = MG_GATE_UPSTREAM,
+    .kind = MG_GATE_KIND_LINE,
+    .line = upstream_line,
+    .refuse_status = 503,
+    .retry_after_s = 1,
+    .when_full = "the line for the upstream is full; retry after Retry-After",
+    .when_timed_out = "the wait in the line for the upstream ran out; retry after Retry-After",
 };
 
 const struct mg_gate_desc mg_gate_cold = {
@@ -70,18 +102,24 @@ const struct mg_gate_desc mg_gate_diag = {
     .when_cooling = "a memory breakdown ran moments ago; ask again after Retry-After",
 };
 
+/* The helper that runs the work g admits; NULL: none (the event loop runs it). */
+static struct mg_jobs *helper_of(const struct mg_gate_desc *g, const struct mg_env *env)
+{
+    return g->helper ? g->helper(env) : NULL;
+}
+
 /* Whether the work this gate admits could start now: its helper has a thread for it. */
 static bool work_can_start(const struct mg_gate_desc *g, const struct mg_env *env,
                            const struct mg_request *req)
 {
-    struct mg_jobs *helper = g->helper(env);
+    struct mg_jobs *helper = helper_of(g, env);
     return !helper || mg_jobs_available(helper, req->park);
 }
 
 static enum mg_admission_result admitted(const struct mg_gate_desc *g, struct mg_gate_pass *p,
                                          struct mg_env *env, const struct mg_request *req)
 {
-    struct mg_jobs *helper = g->helper(env);
+    struct mg_jobs *helper = helper_of(g, env);
     if (g->reserve_helper && helper)
         mg_jobs_reserve(helper, req->park);
     mg_outcome_decide(&req->park->outcome, g->id, MG_VERDICT_ADMITTED, mg_monotonic_ns());
@@ -184,6 +222,16 @@ bool mg_admission_held(const struct mg_gate_pass *p)
     return p->step == PASS_HELD;
 }
 
+uint64_t mg_admission_hand_over(struct mg_gate_pass *p)
+{
+    if (p->step != PASS_HELD)
+        return 0;
+    uint64_t token = p->token;
+    p->token = 0;
+    p->step = PASS_DONE;
+    return token;
+}
+
 void mg_admission_release(const struct mg_gate_desc *g, struct mg_gate_pass *p, struct mg_env *env,
                           const struct mg_request *req, int64_t ended_ns, int64_t took_ns)
 {
@@ -193,7 +241,7 @@ void mg_admission_release(const struct mg_gate_desc *g, struct mg_gate_pass *p, 
         mg_diag_gate_release(env->seg->diag, env->pid, p->token, ended_ns, took_ns);
     else
         mg_fifo_gate_release(g->line(env), env->pid, p->token);
-    struct mg_jobs *helper = g->helper(env);
+    struct mg_jobs *helper = helper_of(g, env);
     if (g->reserve_helper && helper)
         mg_jobs_unreserve(helper, req->park);
     p->token = 0;

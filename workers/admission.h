@@ -36,7 +36,7 @@ struct mg_gate_desc {
     enum mg_gate_kind kind;
     /* The gate in the segment (LINE). */
     struct mg_fifo_gate *(*line)(const struct mg_env *env);
-    /* The helper that runs admitted work. */
+    /* The helper that runs admitted work; NULL: none, the event loop runs it. */
     struct mg_jobs *(*helper)(const struct mg_env *env);
     bool reserve_helper;
     /* Its refusal: status, Retry-After, and the message for each reason (a %s in it is the
@@ -52,6 +52,11 @@ struct mg_gate_desc {
 extern const struct mg_gate_desc mg_gate_anon_line; /* anonymous heavy requests */
 extern const struct mg_gate_desc mg_gate_cold;      /* cold reach builds */
 extern const struct mg_gate_desc mg_gate_diag;      /* /api/perf?mem=1 */
+/* The anonymous line for a heavy route of the upstream (no helper), and the upstream's own
+ * gate (MESHGATE_UPSTREAM_CONCURRENCY): their permits are handed over to the engine, which
+ * gives them back when the exchange ends (upstream.c). */
+extern const struct mg_gate_desc mg_gate_anon_upstream;
+extern const struct mg_gate_desc mg_gate_upstream;
 
 enum mg_admission_result {
     MG_ADMISSION_RUN,     /* it holds a permit: run the work now */
@@ -72,6 +77,11 @@ enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct 
 
 /* True while p holds g's permit. */
 bool mg_admission_held(const struct mg_gate_pass *p);
+
+/* Hands p's LINE permit over to whoever gives it back with mg_fifo_gate_release (the upstream
+ * engine): returns its token (0 when p holds none) and p holds nothing after it. No helper is
+ * reserved for it (a description that reserves one cannot hand its permit over). */
+uint64_t mg_admission_hand_over(struct mg_gate_pass *p);
 
 /* Gives p's permit back (nothing when it holds none), and the helper it reserved. For DIAG,
  * ended_ns and took_ns say when the walk ended and how long it took (the cooldown). */

@@ -13,6 +13,7 @@
 #include "static_files.h"
 #include "stats.h"
 #include "test_hooks.h"
+#include "upstream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,12 @@ static bool classify(struct mg_env *env, struct mg_request *req, unsigned route,
     return true;
 }
 
+/* The anonymous line as route meets it: a request for the upstream needs no helper thread. */
+static const struct mg_gate_desc *anon_gate(unsigned route)
+{
+    return route == MG_ROUTE_UPSTREAM ? &mg_gate_anon_upstream : &mg_gate_anon_line;
+}
+
 /* True when the handler may run now; false when res holds the answer or is parked. */
 static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
                   struct mg_response *res)
@@ -130,7 +137,7 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
     if (a->step != ADMIT_LINE)
         return true;
     enum mg_admission_result r =
-        mg_admission_pass(&mg_gate_anon_line, &a->line, env, req, a->who, NULL, res);
+        mg_admission_pass(anon_gate(route), &a->line, env, req, a->who, NULL, res);
     if (r == MG_ADMISSION_RUN)
         a->step = ADMIT_HELD;
     return r == MG_ADMISSION_RUN;
@@ -270,6 +277,24 @@ static void set_busy_wait(struct mg_env *env, bool light)
     }
 }
 
+/* What the scoreboard shows of the method (any other goes to the upstream). */
+static const char *slot_method(const struct mg_http_request *hr)
+{
+    return hr->method_id == MG_METHOD_HEAD  ? "HEAD"
+           : hr->method_id == MG_METHOD_GET ? "GET"
+                                            : "OTHER";
+}
+
+/* Whether the request will go to the upstream, judged before the credentials are. */
+static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
+                           const struct mg_dispatch_buffers *b)
+{
+    char param[MG_PATH_PARAM_MAX];
+    bool native = !mg_path_has_encoded_slash(&hr->path) &&
+                  mg_route_match(b->path, param, sizeof param) != MG_ROUTE_NOT_FOUND;
+    return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
+}
+
 /*
  * The first turn of a request: method and body checks, percent-decoding, query, credentials,
  * admin, route, and the scoreboard entry. Returns the route; *handler_out is NULL when res
@@ -281,7 +306,10 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     *handler_out = NULL;
     const struct mg_http_request *hr = req->http;
     const char *why = NULL;
-    if (hr->method_id == MG_METHOD_OTHER) {
+    /* With an upstream, what no native route answers goes there, whatever its method or
+     * body: those checks wait for the route (mg_upstream_applies). */
+    bool upstream = env->cfg->upstream[0] != '\0';
+    if (!upstream && hr->method_id == MG_METHOD_OTHER) {
         mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
                           (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
         mg_response_header(res, "Allow: GET, HEAD");
@@ -289,7 +317,7 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         res->close = hr->content_length > 0 || hr->chunked;
         return MG_ROUTE_BAD_REQUEST;
     }
-    if (hr->content_length > 0 || hr->chunked) {
+    if (!upstream && (hr->content_length > 0 || hr->chunked)) {
         mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
         res->close = true;
         return MG_ROUTE_BAD_REQUEST;
@@ -328,16 +356,22 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     req->park->outcome.key_number = 0;
     if (key) {
         int index = key_len ? mg_keys_find(&mg_api_keys, key, key_len) : -1;
-        if (index < 0) {
+        /* A key meshgate does not know, on a request for the upstream, may be the
+         * upstream's own (CoreScope's X-API-Key): it goes up, and here it is anonymous. */
+        if (index < 0 && upstream && upstream_bound(env, hr, b))
+            key = NULL;
+        else if (index < 0) {
             mg_counter_add(env->seg, MG_CTR_UNAUTHORIZED, 1);
             mg_response_error(res, 401, "the API key is not valid");
             mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
                                     "error=\"invalid_token\"");
             return MG_ROUTE_BAD_REQUEST;
         }
-        req->signed_in = true;
-        req->park->outcome.key_number = (uint16_t)(index + 1);
-        mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        if (key) {
+            req->signed_in = true;
+            req->park->outcome.key_number = (uint16_t)(index + 1);
+            mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        }
     }
     req->path = b->path;
     uint8_t client[MG_ADDR_BYTES];
@@ -353,7 +387,22 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler = NULL;
-    if (route != MG_ROUTE_NOT_FOUND) {
+    if (upstream && mg_upstream_applies(env->cfg, hr, route != MG_ROUTE_NOT_FOUND,
+                                        mg_static_applies(env->cfg, b->path))) {
+        route = MG_ROUTE_UPSTREAM;
+        handler = mg_upstream_handle;
+    } else if (upstream && (hr->method_id == MG_METHOD_OTHER || hr->content_length > 0)) {
+        /* A native route (or a static file): the checks skipped above. */
+        if (hr->method_id == MG_METHOD_OTHER) {
+            mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
+                              (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
+            mg_response_header(res, "Allow: GET, HEAD");
+        } else {
+            mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
+        }
+        res->close = hr->content_length > 0 || hr->chunked;
+        return MG_ROUTE_BAD_REQUEST;
+    } else if (route != MG_ROUTE_NOT_FOUND) {
         handler = mg_routes[route].handler;
     } else if (mg_static_applies(env->cfg, b->path)) {
         route = MG_ROUTE_STATIC;
@@ -368,8 +417,7 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         char shown[MG_SLOT_PATH_MAX];
         snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
         mg_slot_set_client(slot, req->client_addr);
-        mg_slot_begin_request(slot, hr->method_id == MG_METHOD_HEAD ? "HEAD" : "GET", shown,
-                              req->start_monotonic_ns);
+        mg_slot_begin_request(slot, slot_method(hr), shown, req->start_monotonic_ns);
     }
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
         mg_test_hooks_stop_in_lock(env, req);
@@ -419,7 +467,7 @@ static struct mg_prepared *keep_prepared(const struct mg_request *req,
     p->signed_in = req->signed_in;
     p->admin = req->admin;
     memcpy(p->path_param, req->path_param, sizeof p->path_param);
-    p->method = req->http->method_id == MG_METHOD_HEAD ? "HEAD" : "GET";
+    p->method = slot_method(req->http);
     snprintf(p->shown, sizeof p->shown, "%.*s", (int)req->http->path.len, req->http->path.ptr);
     return p;
 }
@@ -461,7 +509,7 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
          mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
-        if (!anonymous_heavy || !env->anon_jobs) {
+        if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
             handler(env, req, res);
         } else if (mg_routes[route].own_jobs) {
             struct mg_env anon_env = *env;
@@ -477,7 +525,12 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
             a->step = ADMIT_NEW;
     }
     if (a->step == ADMIT_HELD && !res->parked) {
-        mg_admission_release(&mg_gate_anon_line, &a->line, env, req, 0, 0);
+        /* A request for the upstream keeps its permit until its response is relayed: the
+         * engine gives it back (upstream.c). */
+        if (res->upstream)
+            mg_upstream_keep_anon_permit(req->park, mg_admission_hand_over(&a->line));
+        else
+            mg_admission_release(anon_gate(route), &a->line, env, req, 0, 0);
         a->step = ADMIT_DONE;
     }
 }

@@ -31,6 +31,7 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -375,6 +376,39 @@ static void write_anon_line(struct mg_buf *b, const struct mg_env *env, int64_t 
                 load64(&t->evicted));
 }
 
+/* The upstream's gate, breaker and tunnels (its request and byte counters are
+ * meshgate_upstream_*_total among the counters, its latency the "(upstream)" route). */
+static void write_upstream(struct mg_buf *b, const struct mg_env *env)
+{
+    static const struct fifo_metrics m = {
+        "meshgate_upstream_gate",
+        "the upstream's gate",
+        "admitted",
+        "requests at the upstream at once (0: no cap)",
+        "requests holding an upstream permit now",
+        "requests waiting in the upstream's line now",
+        "places in the upstream's line",
+        "most requests holding an upstream permit at once",
+    };
+    const struct mg_upstream_shm *u = env->seg->upstream;
+    struct mg_fifo_snapshot g;
+    mg_fifo_gate_read(&u->gate, env->pid, true, &g);
+    write_fifo_gate(b, &m, &g);
+    single_uint(b, "meshgate_upstream_breaker_open", "gauge",
+                "1 while the upstream's breaker fails requests fast (open or half-open)",
+                atomic_load(&u->breaker.state) != MG_BREAKER_CLOSED);
+    single_uint(b, "meshgate_upstream_breaker_opened_total", "counter",
+                "times the upstream's breaker opened", load64(&u->breaker.opened));
+    single_uint(b, "meshgate_upstream_breaker_fast_fails_total", "counter",
+                "requests answered 502 at once because the breaker was open",
+                load64(&u->breaker.fast_fails));
+    single_uint(b, "meshgate_upstream_tunnels_open", "gauge",
+                "WebSocket tunnels to the upstream open now", atomic_load(&u->tunnels_open));
+    single_uint(b, "meshgate_upstream_tunnels_cap", "gauge",
+                "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)",
+                atomic_load(&u->tunnel_cap));
+}
+
 static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
 {
     const struct mg_result_cache *c = seg->cache.cache;
@@ -415,6 +449,7 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_cold_gate(b, env);
     write_cache(b, seg, now);
     write_anon_line(b, env, now);
+    write_upstream(b, env);
     write_database(b, env);
     write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
 }

@@ -15,6 +15,7 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -170,11 +171,37 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   "<tr><td>memory breakdown (/api/perf?mem=1)</td><td>%s</td><td>%u</td><td>–</td>"
                   "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " busy, %" PRIu64
                   " cooling</td><td>%" PRIu64 "</td><td>cooldown %.0f ms left; last walk %.0f ms"
-                  "</td></tr>\n</table>\n",
+                  "</td></tr>\n",
                   d->enabled ? "1" : "off", atomic_load(&d->running), atomic_load(&d->peak),
                   atomic_load(&d->admitted), atomic_load(&d->refused_busy),
                   atomic_load(&d->refused_cooling), atomic_load(&d->reclaimed), ms(cooling),
                   ms(d->last_walk_ns));
+    const struct mg_upstream_shm *u = seg->upstream;
+    if (seg->config->upstream[0]) {
+        struct mg_fifo_snapshot snap, *ug = &snap;
+        mg_fifo_gate_read(&u->gate, getpid(), true, &snap);
+        char ucap[16];
+        if (ug->cap)
+            snprintf(ucap, sizeof ucap, "%u", ug->cap);
+        else
+            snprintf(ucap, sizeof ucap, "unlimited");
+        mg_buf_printf(
+            b,
+            "<tr id=\"upstream\"><td>upstream %s</td><td>%s</td><td>%u</td><td>%u of %u</td>"
+            "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " full, %" PRIu64 " timed out, %" PRIu64
+            " breaker</td><td>%" PRIu64 "</td><td>breaker %s (opened %" PRIu64
+            " times); %u of %u WebSockets; %" PRIu64 " bytes up, %" PRIu64 " down; %" PRIu64
+            " 502, %" PRIu64 " 504</td></tr>\n",
+            seg->config->upstream, ucap, ug->in_flight, ug->waiting, ug->queue_max, ug->peak,
+            ug->acquired, ug->refused_full, ug->refused_timeout,
+            atomic_load(&u->breaker.fast_fails), ug->reclaimed,
+            mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.opened),
+            atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
+            mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_SENT),
+            mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_RECEIVED),
+            mg_counter_get(seg, MG_CTR_UPSTREAM_502), mg_counter_get(seg, MG_CTR_UPSTREAM_504));
+    }
+    mg_buf_puts(b, "</table>\n");
     mg_buf_puts(b, "<table id=\"holders\"><tr><th></th><th>worker</th><th>pid</th><th>key</th>"
                    "<th>for</th></tr>\n");
     records(b, "holds a permit", seg->cold->holder, MG_FIFO_HOLDERS_MAX, false, now);
@@ -182,6 +209,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
     records(b, "waits for a build", seg->cold->waiter, MG_FIFO_WAITERS_MAX, true, now);
     records(b, "holds an anonymous permit", seg->anon->holder, MG_FIFO_HOLDERS_MAX, false, now);
     records(b, "waits in the anonymous line", seg->anon->waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "holds an upstream permit", u->gate.holder, MG_FIFO_HOLDERS_MAX, false, now);
+    records(b, "waits in the upstream's line", u->gate.waiter, MG_FIFO_WAITERS_MAX, false, now);
     mg_buf_puts(b, "</table>\n");
 }
 

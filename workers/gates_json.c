@@ -7,6 +7,7 @@
 #include "gate_fifo.h"
 #include "result_cache.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -144,6 +145,64 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
     mg_json_object_end(j);
 }
 
+/* The upstream: its gate, breaker and tunnels. Its state never makes healthz unhealthy:
+ * native routes answer whatever the upstream does. */
+static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
+{
+    const struct mg_upstream_shm *u = seg->upstream;
+    const struct mg_breaker *b = &u->breaker;
+    uint32_t state = atomic_load(&b->state);
+    int64_t until = atomic_load(&b->open_until_ns);
+    mg_json_object_begin(j);
+    mg_json_kv_string(j, "address", seg->config->upstream);
+    mg_json_kv_string(j, "breaker", mg_breaker_state_name(state));
+    struct mg_fifo_snapshot g; /* read as every FIFO gate is; its keys around "tunnels" */
+    mg_fifo_gate_read(&u->gate, getpid(), true, &g);
+    mg_json_kv_uint(j, "cap", g.cap);
+    mg_json_kv_uint(j, "inFlight", g.in_flight);
+    mg_json_kv_uint(j, "queueMax", g.queue_max);
+    mg_json_kv_uint(j, "tunnels", atomic_load(&u->tunnels_open));
+    mg_json_kv_uint(j, "waiting", g.waiting);
+    if (full) {
+        kv_ms(j, "waitMs", g.wait_ns);
+        mg_json_kv_uint(j, "peak", g.peak);
+#define COUNTER_JSON(field, json, what)                                                            \
+    mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? "admitted" : json, g.field);
+        MG_FIFO_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
+        kv_ms(j, "breakerOpenRemainingMs",
+              state == MG_BREAKER_OPEN && until > now ? until - now : 0);
+        mg_json_kv_uint(j, "breakerFailuresInARow", atomic_load(&b->failures));
+        mg_json_kv_uint(j, "breakerOpened", atomic_load(&b->opened));
+        mg_json_kv_uint(j, "breakerFastFails", atomic_load(&b->fast_fails));
+        mg_json_kv_uint(j, "breakerProbes", atomic_load(&b->probes));
+        mg_json_kv_uint(j, "tunnelCap", atomic_load(&u->tunnel_cap));
+        mg_json_kv_uint(j, "tunnelsPeak", atomic_load(&u->tunnels_peak));
+        static const struct {
+            const char *key;
+            enum mg_counter counter;
+        } counters[] = {
+            {"requests", MG_CTR_UPSTREAM_REQUESTS},
+            {"connects", MG_CTR_UPSTREAM_CONNECTS},
+            {"reused", MG_CTR_UPSTREAM_REUSED},
+            {"bytesSent", MG_CTR_UPSTREAM_BYTES_SENT},
+            {"bytesReceived", MG_CTR_UPSTREAM_BYTES_RECEIVED},
+            {"failures", MG_CTR_UPSTREAM_FAILURES},
+            {"answered502", MG_CTR_UPSTREAM_502},
+            {"answered504", MG_CTR_UPSTREAM_504},
+            {"aborted", MG_CTR_UPSTREAM_ABORTED},
+            {"refusedFraming", MG_CTR_UPSTREAM_REFUSED_AMBIGUOUS},
+            {"tunnelsOpened", MG_CTR_UPSTREAM_TUNNELS},
+            {"tunnelsRefused", MG_CTR_UPSTREAM_TUNNELS_REFUSED},
+        };
+        for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+            mg_json_kv_uint(j, counters[i].key, mg_counter_get(seg, counters[i].counter));
+        records_json(j, "holders", u->gate.holder, MG_FIFO_HOLDERS_MAX, false, true, now);
+        records_json(j, "waiters", u->gate.waiter, MG_FIFO_WAITERS_MAX, false, true, now);
+    }
+    mg_json_object_end(j);
+}
+
 void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, bool show_clients)
 {
     int64_t now = mg_monotonic_ns();
@@ -154,5 +213,9 @@ void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, b
     diag_json(j, seg->diag, full, now);
     mg_json_key(j, "reachCold");
     cold_json(j, seg, full, now);
+    if (seg->config->upstream[0]) {
+        mg_json_key(j, "upstream");
+        upstream_json(j, seg, full, now);
+    }
     mg_json_object_end(j);
 }

@@ -40,6 +40,8 @@ enum mg_gate_id {
     MG_GATE_ANON_LINE,  /* the line of anonymous heavy requests */
     MG_GATE_COLD,       /* the cold gate of reach reports */
     MG_GATE_DIAG,       /* the diagnostic gate of /api/perf?mem=1 */
+    MG_GATE_UPSTREAM,   /* the upstream's gate (requests passed to MESHGATE_UPSTREAM) */
+    MG_GATE_BREAKER,    /* the upstream's breaker, while it fails fast */
 };
 enum mg_gate_verdict {
     MG_VERDICT_NONE = 0, /* light: no gate */
@@ -160,6 +162,9 @@ struct mg_response {
     /* With parked: the request was admitted as light and has become heavy (a reach report
      * it followed must now be built here); dispatch admits it again on its next turn. */
     bool readmit;
+    /* Admitted for the upstream (upstream.h): the worker hands the connection to its proxy
+     * engine instead of writing a response. */
+    bool upstream;
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,

@@ -49,6 +49,7 @@ void mg_response_reset(struct mg_response *res)
     res->parked = false;
     mg_response_drop_file(res);
     res->readmit = false;
+    res->upstream = false;
 }
 
 void mg_response_free(struct mg_response *res)
@@ -220,11 +221,12 @@ void mg_outcome_decide(struct mg_outcome *o, enum mg_gate_id gate, enum mg_gate_
 
 const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen)
 {
-    static const char *gates[] = {"none", "rate-limit", "anon-line", "cold-gate", "diag-gate"};
+    static const char *gates[] = {"none",      "rate-limit",    "anon-line",       "cold-gate",
+                                  "diag-gate", "upstream-gate", "upstream-breaker"};
     static const char *verdicts[] = {"none", "bypassed", "admitted", "waited", "refused"};
     const char *verdict = o->verdict < 5 ? verdicts[o->verdict] : "?";
     if (o->verdict == MG_VERDICT_NONE || o->verdict == MG_VERDICT_BYPASSED || o->gate == 0 ||
-        o->gate >= 5)
+        o->gate >= sizeof gates / sizeof gates[0])
         snprintf(out, outlen, "%s", verdict);
     else
         snprintf(out, outlen, "%s:%s", verdict, gates[o->gate]);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "router.h"
 
+#include "upstream.h"
+
 #include <string.h>
 
 /*
@@ -209,6 +211,8 @@ const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 
 bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req)
 {
+    if (route == MG_ROUTE_UPSTREAM)
+        return mg_upstream_is_heavy(env->cfg, req->path);
     if (route >= mg_route_table_len || mg_routes[route].cost != MG_COST_HEAVY)
         return false;
     return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
@@ -225,6 +229,8 @@ unsigned mg_route_names(const char **out, unsigned cap)
         out[n++] = "(bad request)";
     if (n < cap)
         out[n++] = "(static)";
+    if (n < cap)
+        out[n++] = "(upstream)";
     return n;
 }
 

@@ -47,8 +47,10 @@ extern const unsigned mg_route_table_len;
 #define MG_ROUTE_BAD_REQUEST (mg_route_table_len + 1)
 /* Files of MESHGATE_PUBLIC_DIR (paths outside /api/ that no route matched). */
 #define MG_ROUTE_STATIC (mg_route_table_len + 2)
+/* Requests passed to MESHGATE_UPSTREAM (no native route answers them). */
+#define MG_ROUTE_UPSTREAM (mg_route_table_len + 3)
 
-/* Names of every counted route, in id order, for the segment: the table, then the three above. */
+/* Names of every counted route, in id order, for the segment: the table, then the four above. */
 unsigned mg_route_names(const char **out, unsigned cap);
 
 /*

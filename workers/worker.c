@@ -20,6 +20,7 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
+#include "upstream.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,6 +52,7 @@ enum conn_state {
     CONN_READY,   /* a whole head is in, waiting for its turn */
     CONN_PARKED,  /* its handler waits (a gate, a build): it is called again each turn */
     CONN_WRITING, /* a response is being sent */
+    CONN_PROXIED, /* the upstream engine has the socket (upstream.h) until it calls back */
 };
 
 struct conn {
@@ -102,7 +104,9 @@ struct worker {
     unsigned parked;      /* connections in CONN_PARKED */
     uint32_t *free_holds; /* this slot's free hold records of the connection table (a stack) */
     uint32_t free_hold_count;
-    struct mg_mem_watch mem; /* gives back what large requests left (mem.h) */
+    struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
+    int upstream_fd;              /* its epoll descriptor, in ours */
+    struct mg_mem_watch mem;      /* gives back what large requests left (mem.h) */
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -414,6 +418,21 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
         mg_log_raw(w->log_line.data, w->log_line.len, w->env.cfg->access_log != MG_ACCESS_LOG_ON);
 }
 
+/* The group's counters, the route's histogram, the slow log and the slot, for one answer. */
+static void count_response(struct worker *w, unsigned route, int status, int64_t duration_us,
+                           const char *log_path)
+{
+    struct mg_segment *seg = w->env.seg;
+    mg_counter_add(seg, MG_CTR_REQUESTS, 1);
+    int cls = mg_status_class(status);
+    if (cls >= 2 && cls <= 5)
+        mg_counter_add(seg, (enum mg_counter)(MG_CTR_RESPONSES_2XX + (cls - 2)), 1);
+    mg_route_record(seg, route, status, duration_us);
+    mg_slow_record(seg, log_path, status, duration_us, mg_realtime_ns());
+    atomic_fetch_add_explicit(&w->slot->requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
+}
+
 /* Counts, logs, serializes and starts sending one response. */
 static void respond(struct worker *w, struct conn *c, const struct mg_http_request *hr,
                     const struct mg_park *park, unsigned route, bool head_only, bool gzip_ok,
@@ -445,15 +464,7 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
 
     int64_t end_ns = mg_monotonic_ns();
     int64_t duration_us = (end_ns - start_ns) / 1000;
-    struct mg_segment *seg = w->env.seg;
-    mg_counter_add(seg, MG_CTR_REQUESTS, 1);
-    int cls = mg_status_class(res->status);
-    if (cls >= 2 && cls <= 5)
-        mg_counter_add(seg, (enum mg_counter)(MG_CTR_RESPONSES_2XX + (cls - 2)), 1);
-    mg_route_record(seg, route, res->status, duration_us);
-    mg_slow_record(seg, log_path, res->status, duration_us, mg_realtime_ns());
-    atomic_fetch_add_explicit(&w->slot->requests, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
+    count_response(w, route, res->status, duration_us, log_path);
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF)
         access_log(w, c, hr, park, res->status, bytes, body_bytes, duration_us);
 
@@ -514,6 +525,18 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     }
     if (c->state == CONN_PARKED)
         w->parked--;
+    if (res->upstream && w->upstream) {
+        /* The engine takes the socket (out of our poll set) and calls upstream_done. */
+        epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->epoll_events = UINT32_MAX;
+        c->state = CONN_PROXIED;
+        size_t taken = mg_upstream_begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
+                                         &c->park, now);
+        if (!c->closed)
+            mg_buf_consume(&c->in, taken);
+        mg_upstream_run(w->upstream, now);
+        return;
+    }
     if (route == MG_ROUTE_BAD_REQUEST)
         mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
 
@@ -589,6 +612,43 @@ static void conn_readable(struct worker *w, struct conn *c, int64_t now)
         c->close_after_write = true;
 }
 
+/* The upstream engine is done with a connection: count and log the exchange, then go on as
+ * after any response (the next request, kept alive, or close). */
+static void upstream_done(void *arg, void *owner, const struct mg_upstream_done *d)
+{
+    struct worker *w = arg;
+    struct conn *c = owner;
+    int64_t now = mg_monotonic_ns();
+    int status = d->status ? d->status : 502;
+    int64_t duration_us = d->duration_ns / 1000;
+    char path[MG_SLOW_PATH_MAX];
+    snprintf(path, sizeof path, "%.*s", (int)strcspn(d->target, "?"), d->target);
+    count_response(w, MG_ROUTE_UPSTREAM, status, duration_us, path);
+    mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, d->bytes);
+    c->requests++;
+    if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
+        struct mg_http_request hr;
+        memset(&hr, 0, sizeof hr);
+        hr.method = (struct mg_str){d->method, strlen(d->method)};
+        hr.target = (struct mg_str){d->target, strlen(d->target)};
+        hr.minor_version = 1;
+        access_log(w, c, &hr, &c->park, status, d->bytes, d->bytes, duration_us);
+    }
+    if (c->closed)
+        return;
+    if (d->status == 0) {
+        conn_close(w, c);
+        return;
+    }
+    mg_buf_reset(&c->out);
+    c->out_sent = 0;
+    c->close_after_write =
+        !d->keep_alive || c->requests >= (unsigned)w->env.cfg->max_requests_per_conn;
+    c->state = CONN_WRITING;
+    c->deadline_ns = now + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+    conn_flush(w, c, now);
+}
+
 static void conn_timeout(struct worker *w, struct conn *c)
 {
     switch (c->state) {
@@ -603,7 +663,8 @@ static void conn_timeout(struct worker *w, struct conn *c)
         break;
     case CONN_READY:
     case CONN_PARKED:
-        return; /* being served; its handler keeps its own deadlines */
+    case CONN_PROXIED:
+        return; /* being served; its handler (or the upstream engine) keeps its own deadlines */
     }
     conn_close(w, c);
 }
@@ -623,6 +684,7 @@ static void begin_drain(struct worker *w, int64_t now)
     close(w->listen_fd);
     w->listen_fd = -1;
     mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
+    mg_upstream_drain(w->upstream, now);
     /* Kept-alive connections between requests have nothing in flight: close them now. A
      * connection that has not sent its first request yet gets to send it. */
     for (struct conn *c = w->conns, *next; c; c = next) {
@@ -642,14 +704,14 @@ static void update_slot_state(struct worker *w)
     for (struct conn *c = w->conns; c; c = c->next) {
         writing |= c->state == CONN_WRITING;
         reading |= c->state == CONN_READING || c->state == CONN_READY;
-        writing |= c->state == CONN_PARKED; /* shown as handling, below */
+        writing |= c->state == CONN_PARKED || c->state == CONN_PROXIED;
         idle |= c->state == CONN_IDLE;
     }
-    mg_slot_set_state(w->slot, w->parked ? MG_SLOT_HANDLING
-                               : writing ? MG_SLOT_WRITING
-                               : reading ? MG_SLOT_READING
-                               : idle    ? MG_SLOT_KEEPALIVE
-                                         : MG_SLOT_IDLE);
+    mg_slot_set_state(w->slot, w->parked || mg_upstream_active(w->upstream) ? MG_SLOT_HANDLING
+                               : writing                                    ? MG_SLOT_WRITING
+                               : reading                                    ? MG_SLOT_READING
+                               : idle                                       ? MG_SLOT_KEEPALIVE
+                                                                            : MG_SLOT_IDLE);
 }
 
 /*
@@ -730,10 +792,12 @@ static bool become_worker(struct worker *w, unsigned slot_index, int master_pid)
     return true;
 }
 
-/* The database, the event loop, the helpers and this slot's hold records. False: logged. */
+/* The database, the event loop, the helpers, the upstream's engine and this slot's hold
+ * records. False: logged. */
 static bool open_resources(struct worker *w, struct mg_segment *seg)
 {
     char err[512];
+    w->upstream_fd = -1;
     mg_mem_worker_init();
     if (mg_db_open(&w->db, w->env.cfg->db_path, w->env.cfg->db_busy_timeout_ms, err, sizeof err) !=
         0) {
@@ -769,6 +833,16 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     }
     w->env.jobs = w->jobs;
     w->env.anon_jobs = w->anon_jobs;
+    if (w->env.cfg->upstream[0]) {
+        w->upstream = mg_upstream_new(&w->env, upstream_done, w, err, sizeof err);
+        if (!w->upstream) {
+            mg_error("%s", err);
+            return false;
+        }
+        w->upstream_fd = mg_upstream_fd(w->upstream);
+        struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &w->upstream_fd};
+        epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->upstream_fd, &uev);
+    }
     /* The base of the memory budgets: what a worker needs before its first request (the row
      * counts below read pages that the watch's first turn gives back). */
     mg_mem_watch_start(&w->mem);
@@ -828,6 +902,8 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
     int64_t next_deadline = now + MG_NS_PER_SEC;
     if (w->draining && w->drain_deadline_ns < next_deadline)
         next_deadline = w->drain_deadline_ns;
+    if (w->upstream && mg_upstream_next_deadline(w->upstream) < next_deadline)
+        next_deadline = mg_upstream_next_deadline(w->upstream);
     for (struct conn *c = w->conns, *next; c; c = next) {
         next = c->next;
         if (c->state == CONN_READY) {
@@ -893,6 +969,8 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             mg_jobs_ack(w->jobs);
         } else if (ptr == &w->anon_jobs_fd) {
             mg_jobs_ack(w->anon_jobs);
+        } else if (ptr == &w->upstream_fd) {
+            mg_upstream_run(w->upstream, now);
         } else if (ptr == &w->signal_fd) {
             struct signalfd_siginfo si;
             while (read(w->signal_fd, &si, sizeof si) == sizeof si)
@@ -905,7 +983,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
     for (int i = 0; i < n; i++) {
         struct conn *c = events[i].data.ptr;
         if (c == NULL || (void *)c == &w->signal_fd || (void *)c == &w->jobs_fd ||
-            (void *)c == &w->anon_jobs_fd || c->closed)
+            (void *)c == &w->anon_jobs_fd || (void *)c == &w->upstream_fd || c->closed)
             continue;
         uint32_t ev = events[i].events;
         if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
@@ -923,15 +1001,22 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             c->epoll_events = UINT32_MAX;
         }
     }
+    /* The engine's deadlines (a response head that does not come, a drain's grace). */
+    if (w->upstream && mg_upstream_next_deadline(w->upstream) <= now)
+        mg_upstream_run(w->upstream, now);
     bury_closed(w);
 }
 
-/* The helpers first: a job may still read its request in a connection's buffer. */
+/* The helpers first: a job may still read its request in a connection's buffer; then the
+ * upstream's exchanges. */
 static void shut_down(struct worker *w)
 {
     mg_jobs_stop(w->jobs);
     mg_jobs_stop(w->anon_jobs);
     w->jobs = w->anon_jobs = w->env.jobs = w->env.anon_jobs = NULL;
+    /* Exchanges still running end now: their owners are called back and closed below. */
+    mg_upstream_free(w->upstream);
+    w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
     while (w->conns)
         conn_close(w, w->conns);

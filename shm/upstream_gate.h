@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * upstream_gate: the segment's section for the upstream (MESHGATE_UPSTREAM), shared by the
+ * whole process group:
+ *
+ *   gate      a FIFO gate (shm/gate_fifo.h): at most MESHGATE_UPSTREAM_CONCURRENCY requests
+ *             are at the upstream at once, the others wait in line (parked) up to
+ *             MESHGATE_UPSTREAM_QUEUE of them for MESHGATE_UPSTREAM_WAIT_MS; a permit is held
+ *             from the request's admission until its response has been relayed;
+ *   breaker   the circuit breaker (shm/breaker.h);
+ *   tunnels   WebSocket tunnels open now: in the whole group (checked against the cap by
+ *             compare-and-swap, so it never exceeds it) and per worker slot, so that the
+ *             master, after reaping a worker, takes the dead slot's tunnels off the total.
+ *
+ * Who writes: workers (their own slot's count, the total, the gate under its lock, the
+ * breaker); the master on reap. Everyone reads. The byte and request counters are ordinary
+ * group counters (shm/stats.h, upstream_*); latency is the "(upstream)" route's histogram.
+ */
+#ifndef MESHGATE_UPSTREAM_GATE_H
+#define MESHGATE_UPSTREAM_GATE_H
+
+#include "breaker.h"
+#include "config.h"
+#include "gate_fifo.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mg_upstream_shm {
+    struct mg_fifo_gate gate;
+    struct mg_breaker breaker;
+    _Atomic uint32_t tunnel_cap; /* MESHGATE_UPSTREAM_WEBSOCKETS; 0: no tunnels */
+    _Atomic uint32_t tunnels_open;
+    _Atomic uint32_t tunnels_peak;
+    _Atomic uint32_t tunnels_by_slot[MG_WORKERS_MAX];
+};
+
+void mg_upstream_shm_init(struct mg_upstream_shm *u, const struct mg_config *cfg);
+/* Master, on reload: the gate's limits, the breaker's, the tunnel cap. */
+void mg_upstream_shm_configure(struct mg_upstream_shm *u, int pid, const struct mg_config *cfg);
+
+/* Counts a tunnel for slot; false (nothing counted) when the cap is reached. */
+bool mg_upstream_tunnel_open(struct mg_upstream_shm *u, unsigned slot);
+void mg_upstream_tunnel_close(struct mg_upstream_shm *u, unsigned slot);
+
+/* Master, after reaping the worker of slot (pid): its permits, places, probe and tunnels. */
+unsigned mg_upstream_shm_reclaim(struct mg_upstream_shm *u, unsigned slot, int pid, int64_t now_ns);
+
+#endif

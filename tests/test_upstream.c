@@ -1,0 +1,937 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * The reverse proxy to MESHGATE_UPSTREAM (issue 15), against real processes: meshgate, and
+ * the test upstream (tests/upstream/mg-test-upstream.c), which can be slow, fail, close in
+ * the middle of a body, stream chunks, echo a WebSocket, and logs every byte it receives.
+ */
+#include "harness.h"
+#include "segment.h"
+#include "stats.h"
+#include "upstream_gate.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(upstream, .timeout = 120);
+
+#ifndef MESHGATE_NPM_DIR
+#define MESHGATE_NPM_DIR MESHGATE_SOURCE_DIR "/build/npm"
+#endif
+
+#define CEILING_MS 30000
+
+struct upstream_proc {
+    pid_t pid;
+    int port;
+    char dir[128];
+    char log[256];
+    char port_file[256];
+};
+
+static bool port_written(void *arg)
+{
+    struct stat st;
+    return stat(((struct upstream_proc *)arg)->port_file, &st) == 0;
+}
+
+/* Starts the test upstream (on port, or a free one when 0) with extra arguments. */
+static void upstream_start(struct upstream_proc *u, int port, const char *const *args)
+{
+    if (!u->dir[0])
+        mg_test_tmpdir(u->dir, sizeof u->dir);
+    snprintf(u->log, sizeof u->log, "%s/received.log", u->dir);
+    snprintf(u->port_file, sizeof u->port_file, "%s/port", u->dir);
+    unlink(u->port_file);
+    char bin[512], port_text[16];
+    snprintf(bin, sizeof bin, "%s/mg-test-upstream", MESHGATE_BUILD_DIR);
+    snprintf(port_text, sizeof port_text, "%d", port);
+    const char *argv[32] = {bin, "--port-file", u->port_file, "--log", u->log, "--port", port_text};
+    int n = 7;
+    for (int i = 0; args && args[i] && n < 30; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    u->pid = fork();
+    cr_assert_geq(u->pid, 0);
+    if (u->pid == 0) {
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    cr_assert(mg_test_wait_until(port_written, u, CEILING_MS, 5),
+              "the test upstream did not start");
+    char *text = mg_test_read_file(u->port_file);
+    cr_assert(text);
+    u->port = atoi(text);
+    free(text);
+}
+
+static void upstream_stop(struct upstream_proc *u)
+{
+    if (u->pid > 0) {
+        kill(u->pid, SIGKILL);
+        waitpid(u->pid, NULL, 0);
+    }
+    u->pid = 0;
+}
+
+static size_t upstream_log_size(const struct upstream_proc *u)
+{
+    struct stat st;
+    return stat(u->log, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* meshgate in front of the upstream at port, with more settings. */
+static void start_meshgate(struct mg_test_server *s, int port, const char *const *more)
+{
+    char setting[64];
+    snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", port);
+    const char *env[24] = {setting, "MESHGATE_TEST_HOOKS=park"};
+    int n = 2;
+    for (int i = 0; more && more[i] && n < 22; i++)
+        env[n++] = more[i];
+    env[n] = NULL;
+    cr_assert(mg_test_server_start(s, NULL, env));
+}
+
+/* One raw exchange: sends request, reads until the server closes (or timeout_ms). */
+static size_t raw_exchange(int port, const char *request, size_t request_len, char *out, size_t cap,
+                           int timeout_ms)
+{
+    int fd = mg_test_connect(port);
+    cr_assert_geq(fd, 0);
+    cr_assert(mg_test_send(fd, request, request_len));
+    size_t got = 0;
+    int64_t give_up = mg_test_now_ms() + timeout_ms;
+    while (got < cap && mg_test_now_ms() < give_up) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, out + got, cap - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    return got;
+}
+
+static int status_of(int port, const char *request)
+{
+    int fd = mg_test_connect(port);
+    if (fd < 0)
+        return -1;
+    struct mg_test_response r;
+    int status = -1;
+    if (mg_test_send(fd, request, strlen(request)) &&
+        mg_test_read_response(fd, &r, false, CEILING_MS)) {
+        status = r.status;
+        mg_test_response_free(&r);
+    }
+    close(fd);
+    return status;
+}
+
+static unsigned char pattern(uint64_t i)
+{
+    return (unsigned char)((i * 7 + 3) & 0xff);
+}
+
+static void attach(struct mg_test_server *s, struct mg_segment *seg)
+{
+    char err[256];
+    cr_assert_eq(mg_segment_attach(seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+}
+
+static bool wait_u32(const volatile uint32_t *value, uint32_t want, int ms)
+{
+    int64_t give_up = mg_test_now_ms() + ms;
+    while (*value != want && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    return *value == want;
+}
+
+/* A request in a thread of its own: GET target with headers, its status and timing. */
+struct call {
+    int port;
+    char request[512];
+    int status;
+    char retry_after[16];
+    char cache_control[64];
+    char *body;
+    int64_t done_ms;
+    pthread_t thread;
+};
+
+static void *call_run(void *arg)
+{
+    struct call *c = arg;
+    c->status = -1;
+    int fd = mg_test_connect(c->port);
+    struct mg_test_response r;
+    if (fd >= 0 && mg_test_send(fd, c->request, strlen(c->request)) &&
+        mg_test_read_response(fd, &r, false, 60000)) {
+        c->status = r.status;
+        mg_test_header(&r, "Retry-After", c->retry_after, sizeof c->retry_after);
+        mg_test_header(&r, "Cache-Control", c->cache_control, sizeof c->cache_control);
+        c->body = r.body;
+        r.body = NULL;
+        mg_test_response_free(&r);
+    }
+    if (fd >= 0)
+        close(fd);
+    c->done_ms = mg_test_now_ms();
+    return NULL;
+}
+
+static void call_start(struct call *c, int port, const char *target, const char *headers)
+{
+    memset(c, 0, sizeof *c);
+    c->port = port;
+    snprintf(c->request, sizeof c->request,
+             "GET %s HTTP/1.1\r\nHost: t\r\n%sConnection: close\r\n\r\n", target,
+             headers ? headers : "");
+    pthread_create(&c->thread, NULL, call_run, c);
+}
+
+static void call_join(struct call *c)
+{
+    pthread_join(c->thread, NULL);
+}
+
+Test(upstream, bodies_are_byte_identical_both_ways_under_backpressure)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_MAX_BODY_BYTES=8388608", NULL};
+    start_meshgate(&s, up.port, env);
+
+    /* Up: 3 MiB posted to /echo comes back whole; the client sends all of it before it reads
+     * a byte, so both directions fill their bounded buffers and wait for each other. */
+    size_t body_len = 3 * 1024 * 1024;
+    char *request = malloc(body_len + 256);
+    int head = snprintf(request, 256,
+                        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n"
+                        "Connection: close\r\n\r\n",
+                        body_len);
+    for (size_t i = 0; i < body_len; i++)
+        request[head + (int)i] = (char)pattern(i);
+    int fd = mg_test_connect(s.port);
+    cr_assert(mg_test_send(fd, request, (size_t)head + body_len));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, CEILING_MS));
+    close(fd);
+    cr_expect_eq(r.status, 200);
+    cr_assert_eq(r.body_len, body_len);
+    cr_expect(memcmp(r.body, request + head, body_len) == 0, "the echoed body differs");
+    mg_test_response_free(&r);
+    free(request);
+
+    /* Down: 32 MiB to a client that reads nothing at first. meshgate stops reading the
+     * upstream once its buffer for this client is full: what it has taken stays far below
+     * the body while the client waits. Then the client reads it all, byte for byte. */
+    struct mg_segment seg;
+    attach(&s, &seg);
+    uint64_t before = mg_counter_get(&seg, MG_CTR_UPSTREAM_BYTES_RECEIVED);
+    size_t big = 32 * 1024 * 1024;
+    char get[128];
+    snprintf(get, sizeof get, "GET /big?bytes=%zu HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+             big);
+    fd = mg_test_connect(s.port);
+    int small = 65536;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    cr_assert(mg_test_send(fd, get, strlen(get)));
+    uint64_t taken = 0, last = UINT64_MAX;
+    int64_t settle_by = mg_test_now_ms() + CEILING_MS;
+    while (taken != last && mg_test_now_ms() < settle_by) {
+        last = taken;
+        mg_test_sleep_ms(300);
+        taken = mg_counter_get(&seg, MG_CTR_UPSTREAM_BYTES_RECEIVED) - before;
+    }
+    cr_expect_gt(taken, 0);
+    cr_expect_lt(taken, big / 2,
+                 "meshgate read %llu bytes of the upstream for a client that "
+                 "reads nothing",
+                 (unsigned long long)taken);
+    mg_segment_detach(&seg);
+    char *all = malloc(big + 65536);
+    size_t got = 0;
+    int64_t give_up = mg_test_now_ms() + 60000;
+    while (mg_test_now_ms() < give_up) {
+        ssize_t n = recv(fd, all + got, big + 65536 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    char *body = memmem(all, got, "\r\n\r\n", 4);
+    cr_assert(body);
+    body += 4;
+    size_t len = got - (size_t)(body - all);
+    cr_assert_eq(len, big);
+    bool same = true;
+    for (size_t i = 0; i < big && same; i++)
+        same = (unsigned char)body[i] == pattern(i);
+    cr_expect(same, "the relayed body differs");
+    free(all);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, hop_by_hop_headers_are_stripped_and_forwarded_headers_added)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_TRUSTED_PROXIES=127.0.0.1", NULL};
+    start_meshgate(&s, up.port, env);
+    static char out[65536];
+    const char *req = "GET /headers HTTP/1.1\r\nHost: example.org\r\n"
+                      "Connection: close, X-Secret-Hop\r\nX-Secret-Hop: 1\r\nKeep-Alive: 5\r\n"
+                      "TE: trailers\r\nProxy-Connection: keep-alive\r\nUpgrade: h2c\r\n"
+                      "X-Forwarded-For: 198.51.100.7, 203.0.113.9\r\nX-Forwarded-Proto: https\r\n"
+                      "Via: 1.1 edge\r\nX-End-To-End: kept\r\n\r\n";
+    size_t n = raw_exchange(s.port, req, strlen(req), out, sizeof out - 1, CEILING_MS);
+    out[n] = '\0';
+    char *seen = strstr(out, "\r\n\r\n");
+    cr_assert(seen, "%s", out);
+    seen += 4; /* the upstream's body: the head it received */
+    cr_expect(strstr(seen, "GET /headers HTTP/1.1\r\n") == seen, "%s", seen);
+    cr_expect(strstr(seen, "Host: example.org\r\n"), "%s", seen);
+    cr_expect(strstr(seen, "X-End-To-End: kept\r\n"), "%s", seen);
+    const char *gone[] = {"Connection:",      "X-Secret-Hop", "Keep-Alive",  "TE:",
+                          "Proxy-Connection", "Upgrade",      "198.51.100.7"};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        cr_expect(!strstr(seen, gone[i]), "%s reached the upstream: %s", gone[i], seen);
+    /* The client as the trusted proxy names it, the scheme it saw, and the chain of Via. */
+    cr_expect(strstr(seen, "X-Forwarded-For: 203.0.113.9\r\n"), "%s", seen);
+    cr_expect(strstr(seen, "X-Forwarded-Proto: https\r\n"), "%s", seen);
+    cr_expect(strstr(seen, "Via: 1.1 edge, 1.1 meshgate\r\n"), "%s", seen);
+    /* The response: meshgate's Via, and no hop-by-hop header of the upstream's. */
+    cr_expect(strstr(out, "Via: 1.1 meshgate\r\n"), "%s", out);
+    cr_expect(!strstr(out, "Keep-Alive"), "%s", out);
+    mg_test_server_stop(&s, 10000);
+
+    /* Without trusted proxies the peer is the client, whatever the header says. */
+    start_meshgate(&s, up.port, NULL);
+    n = raw_exchange(s.port, req, strlen(req), out, sizeof out - 1, CEILING_MS);
+    out[n] = '\0';
+    cr_expect(strstr(out, "X-Forwarded-For: 127.0.0.1\r\n"), "%s", out);
+    cr_expect(strstr(out, "X-Forwarded-Proto: http\r\n"), "%s", out);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, smuggling_attempts_are_refused_before_the_upstream_sees_a_byte)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    start_meshgate(&s, up.port, NULL);
+    static const struct {
+        const char *request;
+        int status;
+    } cases[] = {
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+         "0\r\n\r\n",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nabcdef",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nabcde",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 5\r\n\r\nabcde", 400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: +5\r\n\r\nabcde", 400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n",
+         411},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+         411},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n", 501},
+        {"POST /echo HTTP/1.0\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nX: y\r\n Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\nabc", 413},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_expect_eq(status_of(s.port, cases[i].request), cases[i].status, "case %zu: %s", i,
+                     cases[i].request);
+        cr_expect_eq(upstream_log_size(&up), 0, "case %zu reached the upstream", i);
+    }
+    /* The log does record what does reach it. */
+    cr_expect_eq(status_of(s.port, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                                   "Connection: close\r\n\r\nabcde"),
+                 200);
+    cr_expect_gt(upstream_log_size(&up), 0);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+/* Decodes a chunked body; returns its length, or -1 when malformed. */
+static long dechunk(const char *in, size_t len, char *out)
+{
+    size_t i = 0, o = 0;
+    for (;;) {
+        char *end;
+        unsigned long size = strtoul(in + i, &end, 16);
+        const char *crlf = memmem(in + i, len - i, "\r\n", 2);
+        if (!crlf || end == in + i)
+            return -1;
+        i = (size_t)(crlf - in) + 2;
+        if (size == 0)
+            return (long)o;
+        if (i + size + 2 > len)
+            return -1;
+        memcpy(out + o, in + i, size);
+        o += size;
+        i += size + 2;
+    }
+}
+
+Test(upstream, chunked_responses_reach_http10_and_http11_clients)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    start_meshgate(&s, up.port, NULL);
+    static char out[1 << 20], data[1 << 20];
+    long chunks = 40, size = 5000;
+    const char *req11 =
+        "GET /chunked?chunks=40&size=5000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    size_t n = raw_exchange(s.port, req11, strlen(req11), out, sizeof out, CEILING_MS);
+    char *body = memmem(out, n, "\r\n\r\n", 4);
+    cr_assert(body);
+    *body = '\0';
+    cr_expect(strstr(out, "Transfer-Encoding: chunked"), "%s", out);
+    cr_expect(!strstr(out, "Content-Length"), "%s", out);
+    body += 4;
+    long len = dechunk(body, n - (size_t)(body - out), data);
+    cr_assert_eq(len, chunks * size);
+    for (long i = 0; i < len; i++)
+        cr_assert_eq((unsigned char)data[i], pattern((uint64_t)i), "byte %ld", i);
+    /* The trailer part is relayed with the chunks, unchanged. */
+    const char *last = "0\r\nX-Checksum: 1\r\n\r\n";
+    cr_expect(memmem(body, n - (size_t)(body - out), last, strlen(last)));
+
+    /* HTTP/1.0 knows no chunks: the body is decoded and ends with the connection. */
+    const char *req10 = "GET /chunked?chunks=40&size=5000 HTTP/1.0\r\nHost: t\r\n\r\n";
+    n = raw_exchange(s.port, req10, strlen(req10), out, sizeof out, CEILING_MS);
+    body = memmem(out, n, "\r\n\r\n", 4);
+    cr_assert(body);
+    *body = '\0';
+    cr_expect(!strstr(out, "Transfer-Encoding"), "%s", out);
+    cr_expect(strstr(out, "Connection: close"), "%s", out);
+    body += 4;
+    cr_assert_eq((long)(n - (size_t)(body - out)), chunks * size);
+    for (long i = 0; i < chunks * size; i++)
+        cr_assert_eq((unsigned char)body[i], pattern((uint64_t)i), "byte %ld", i);
+
+    /* A body the upstream breaks off in the middle is never passed off as whole. */
+    const char *mid = "GET /close-mid?bytes=100000 HTTP/1.1\r\nHost: t\r\n\r\n";
+    n = raw_exchange(s.port, mid, strlen(mid), out, sizeof out, CEILING_MS);
+    body = memmem(out, n, "\r\n\r\n", 4);
+    cr_assert(body);
+    cr_expect(strstr(out, "Content-Length: 200000"), "%.200s", out);
+    cr_expect_lt(n - (size_t)(body + 4 - out), 200000, "a short body, then the close");
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, a_slow_upstream_does_not_slow_native_routes)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=1", NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    enum { SLOW = 4 };
+    struct call slow[SLOW];
+    for (int i = 0; i < SLOW; i++)
+        call_start(&slow[i], s.port, "/slow?ms=4000", NULL);
+    cr_assert(wait_u32(&seg.upstream->gate.in_flight, SLOW, CEILING_MS));
+    /* The one worker holds four proxied requests; its native routes answer meanwhile. */
+    for (int i = 0; i < 5; i++) {
+        struct mg_test_response r;
+        cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+        cr_expect_eq(r.status, 200);
+        cr_expect(strstr(r.body, "\"upstream\":{"), "%s", r.body);
+        mg_test_response_free(&r);
+        cr_assert(mg_test_get(s.port, "/api/nodes?limit=3", NULL, &r));
+        cr_expect_eq(r.status, 200);
+        mg_test_response_free(&r);
+    }
+    int64_t native_done = mg_test_now_ms();
+    for (int i = 0; i < SLOW; i++) {
+        call_join(&slow[i]);
+        cr_expect_eq(slow[i].status, 200);
+        cr_expect_gt(slow[i].done_ms, native_done, "the native requests waited for the slow ones");
+        free(slow[i].body);
+    }
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+static int get_status_and_retry(int port, const char *target, char *retry, size_t cap)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(port, target, NULL, &r))
+        return -1;
+    int status = r.status;
+    if (retry && !mg_test_header(&r, "Retry-After", retry, cap))
+        retry[0] = '\0';
+    mg_test_response_free(&r);
+    return status;
+}
+
+Test(upstream, upstream_down_then_up_again_through_the_breaker)
+{
+    /* A port nobody listens on yet. */
+    int port = mg_test_free_port();
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_BREAKER_FAILURES=3",
+                         "MESHGATE_UPSTREAM_BREAKER_OPEN_MS=800", NULL};
+    start_meshgate(&s, port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    char retry[16];
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", retry, sizeof retry), 502);
+        cr_expect_str_eq(retry, "1");
+    }
+    cr_assert_eq(atomic_load(&seg.upstream->breaker.state), MG_BREAKER_OPEN);
+    uint64_t connects = mg_counter_get(&seg, MG_CTR_UPSTREAM_CONNECTS);
+    /* Open: 502 at once, and the upstream is not even asked. */
+    cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", retry, sizeof retry), 502);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_UPSTREAM_CONNECTS), connects);
+    cr_expect_geq(atomic_load(&seg.upstream->breaker.fast_fails), 1);
+    /* Native routes answer, and healthz says what the upstream is doing. */
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+    cr_expect_eq(r.status, 200);
+    cr_expect(strstr(r.body, "\"breaker\":\"open\""), "%s", r.body);
+    mg_test_response_free(&r);
+
+    /* The upstream comes up; after the open time one request probes and closes it. */
+    struct upstream_proc up = {0};
+    upstream_start(&up, port, NULL);
+    int status = 0;
+    int64_t give_up = mg_test_now_ms() + CEILING_MS;
+    while (status != 200 && mg_test_now_ms() < give_up) {
+        status = get_status_and_retry(s.port, "/api/rx-leaderboard", NULL, 0);
+        if (status != 200)
+            mg_test_sleep_ms(50);
+    }
+    cr_expect_eq(status, 200);
+    cr_expect_eq(atomic_load(&seg.upstream->breaker.state), MG_BREAKER_CLOSED);
+    cr_expect_geq(atomic_load(&seg.upstream->breaker.probes), 1);
+    /* No answer in time: 504, with Retry-After. */
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+    const char *env2[] = {"MESHGATE_UPSTREAM_TIMEOUT_MS=300", NULL};
+    start_meshgate(&s, up.port, env2);
+    cr_expect_eq(get_status_and_retry(s.port, "/slow?ms=3000", retry, sizeof retry), 504);
+    cr_expect_str_eq(retry, "1");
+    cr_expect_eq(get_status_and_retry(s.port, "/no-answer", retry, sizeof retry), 502);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, the_gate_caps_the_upstream_lines_up_the_rest_and_refuses_with_503)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=2", "MESHGATE_UPSTREAM_QUEUE=2",
+                         "MESHGATE_UPSTREAM_WAIT_MS=30000", "MESHGATE_ACCESS_LOG=1", NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call held[4];
+    for (int i = 0; i < 2; i++)
+        call_start(&held[i], s.port, "/slow?ms=3000", NULL);
+    cr_assert(wait_u32(&seg.upstream->gate.in_flight, 2, CEILING_MS));
+    for (int i = 2; i < 4; i++)
+        call_start(&held[i], s.port, "/slow?ms=100", NULL);
+    cr_assert(wait_u32(&seg.upstream->gate.waiting, 2, CEILING_MS));
+    /* Line full: 503 at once, with Retry-After, no-store and a JSON body. */
+    struct call refused;
+    call_start(&refused, s.port, "/slow?ms=1", NULL);
+    call_join(&refused);
+    cr_expect_eq(refused.status, 503);
+    cr_expect_str_eq(refused.retry_after, "1");
+    cr_expect(strstr(refused.cache_control, "no-store"));
+    cr_expect(refused.body && strstr(refused.body, "\"retryAfter\":1"), "%s", refused.body);
+    free(refused.body);
+    for (int i = 0; i < 4; i++) {
+        call_join(&held[i]);
+        cr_expect_eq(held[i].status, 200, "request %d", i);
+        free(held[i].body);
+    }
+    cr_expect_eq(atomic_load(&seg.upstream->gate.peak), 2, "the cap held");
+    /* The access log names the upstream's gate: two admitted at once, two after waiting,
+     * one refused. */
+    char *log = mg_test_server_log(&s);
+    cr_assert(log);
+    cr_expect(strstr(log, "gate=admitted:upstream-gate"), "%s", log);
+    cr_expect(strstr(log, "gate=waited:upstream-gate"), "%s", log);
+    cr_expect(strstr(log, "gate=refused:upstream-gate"), "%s", log);
+    free(log);
+    cr_expect_eq(atomic_load(&seg.upstream->gate.refused_full), 1);
+    cr_expect_eq(atomic_load(&seg.upstream->gate.waited), 2);
+    cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS), "every permit came back");
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, anonymous_analytics_pass_the_rate_limit_and_signed_in_clients_bypass_it)
+{
+    char dir[128], keys[256], setting[300];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(keys, sizeof keys, "%s/keys", dir);
+    FILE *f = fopen(keys, "w");
+    cr_assert(f);
+    fputs("upstream-test-key-0123456789\n", f);
+    fclose(f);
+    chmod(keys, 0600);
+    snprintf(setting, sizeof setting, "MESHGATE_API_KEYS_FILE=%s", keys);
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {setting, "MESHGATE_ANON_RATE=1", "MESHGATE_ANON_BURST=2", NULL};
+    start_meshgate(&s, up.port, env);
+    char retry[16];
+    cr_expect_eq(get_status_and_retry(s.port, "/api/analytics/rf", NULL, 0), 200);
+    cr_expect_eq(get_status_and_retry(s.port, "/api/nodes/abc/analytics", NULL, 0), 200);
+    cr_expect_eq(get_status_and_retry(s.port, "/api/analytics/topology", retry, sizeof retry), 429);
+    cr_expect_gt(atoi(retry), 0);
+    /* Light upstream routes are not limited; signed-in clients are not either. */
+    cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", NULL, 0), 200);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/analytics/topology",
+                          "Authorization: Bearer upstream-test-key-0123456789\r\n", &r));
+    cr_expect_eq(r.status, 200);
+    mg_test_response_free(&r);
+    /* A key meshgate does not know is the upstream's to judge: it goes up, anonymous here. */
+    cr_assert(mg_test_get(s.port, "/api/rx-leaderboard", "X-API-Key: corescope-own-key\r\n", &r));
+    cr_expect_eq(r.status, 200);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, a_worker_killed_in_a_proxied_request_has_its_permit_reclaimed)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_UPSTREAM_CONCURRENCY=1", NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call victim;
+    call_start(&victim, s.port, "/slow?ms=20000", NULL);
+    cr_assert(wait_u32(&seg.upstream->gate.in_flight, 1, CEILING_MS));
+    int pid = seg.upstream->gate.holder[0].pid;
+    for (int i = 1; i < MG_FIFO_HOLDERS_MAX && pid == 0; i++)
+        pid = seg.upstream->gate.holder[i].pid;
+    cr_assert_gt(pid, 0);
+    kill(pid, SIGKILL);
+    call_join(&victim);
+    cr_expect_neq(victim.status, 200);
+    free(victim.body);
+    cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS), "the permit came back");
+    cr_expect_geq(atomic_load(&seg.upstream->gate.reclaimed), 1);
+    /* The respawned worker gets the permit at once. */
+    cr_expect_eq(get_status_and_retry(s.port, "/slow?ms=10", NULL, 0), 200);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+/* ---- WebSocket ---- */
+
+static int ws_open(int port, const char *path, char *head, size_t cap)
+{
+    int fd = mg_test_connect(port);
+    char req[512];
+    snprintf(req, sizeof req,
+             "GET %s HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+             path);
+    cr_assert(mg_test_send(fd, req, strlen(req)));
+    size_t got = 0;
+    int64_t give_up = mg_test_now_ms() + CEILING_MS;
+    while (got < cap - 1 && mg_test_now_ms() < give_up) {
+        ssize_t n = recv(fd, head + got, 1, 0); /* byte by byte: frames follow the head */
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        head[got] = '\0';
+        if (strstr(head, "\r\n\r\n"))
+            break;
+    }
+    return fd;
+}
+
+static void ws_send_text(int fd, const char *text)
+{
+    unsigned char frame[256];
+    size_t n = strlen(text);
+    const unsigned char mask[4] = {1, 2, 3, 4};
+    frame[0] = 0x81;
+    frame[1] = (unsigned char)(0x80 | n);
+    memcpy(frame + 2, mask, 4);
+    for (size_t i = 0; i < n; i++)
+        frame[6 + i] = (unsigned char)text[i] ^ mask[i % 4];
+    cr_assert(mg_test_send(fd, (const char *)frame, 6 + n));
+}
+
+static size_t ws_read(int fd, unsigned char *out, size_t want)
+{
+    size_t got = 0;
+    int64_t give_up = mg_test_now_ms() + CEILING_MS;
+    while (got < want && mg_test_now_ms() < give_up) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, out + got, want - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+Test(upstream, a_websocket_is_echoed_through_the_tunnel_while_other_requests_are_served)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_UPSTREAM_WEBSOCKETS=2", NULL};
+    start_meshgate(&s, up.port, env);
+    char head[2048];
+    int a = ws_open(s.port, "/", head, sizeof head);
+    cr_expect(strstr(head, "HTTP/1.1 101"), "%s", head);
+    /* The accept key of RFC 6455's own example, computed by the upstream, passed unchanged. */
+    cr_expect(strstr(head, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"), "%s", head);
+    cr_expect(strstr(head, "Upgrade: websocket"), "%s", head);
+    int b = ws_open(s.port, "/ws", head, sizeof head);
+    cr_expect(strstr(head, "HTTP/1.1 101"), "%s", head);
+    /* Past MESHGATE_UPSTREAM_WEBSOCKETS: 503. */
+    int c = ws_open(s.port, "/ws", head, sizeof head);
+    cr_expect(strstr(head, "HTTP/1.1 503"), "%s", head);
+    close(c);
+    for (int round = 0; round < 3; round++) {
+        ws_send_text(a, "ping through meshgate");
+        unsigned char echo[64];
+        cr_assert_eq(ws_read(a, echo, 23), 23);
+        cr_expect_eq(echo[0], 0x81);
+        cr_expect_eq(echo[1], 21);
+        cr_expect(memcmp(echo + 2, "ping through meshgate", 21) == 0);
+        /* The worker holding both tunnels serves its other connections. */
+        struct mg_test_response r;
+        cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+        cr_expect_eq(r.status, 200);
+        mg_test_response_free(&r);
+        cr_assert(mg_test_get(s.port, "/api/rx-leaderboard", NULL, &r));
+        cr_expect_eq(r.status, 200);
+        mg_test_response_free(&r);
+    }
+    /* SIGTERM: each tunnel gets a close frame, 1001 (going away), then the end. */
+    kill(s.pid, SIGTERM);
+    unsigned char frame[4];
+    cr_assert_eq(ws_read(a, frame, 4), 4);
+    cr_expect(frame[0] == 0x88 && frame[1] == 2 && frame[2] == 0x03 && frame[3] == 0xe9,
+              "%02x %02x %02x %02x", frame[0], frame[1], frame[2], frame[3]);
+    cr_assert_eq(ws_read(b, frame, 4), 4);
+    cr_expect(frame[0] == 0x88 && frame[2] == 0x03 && frame[3] == 0xe9);
+    cr_expect(mg_test_wait_closed(a, CEILING_MS));
+    close(a);
+    close(b);
+    cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
+    upstream_stop(&up);
+}
+
+Test(upstream, without_an_upstream_other_methods_get_405_and_unknown_paths_404)
+{
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, NULL));
+    cr_expect_eq(status_of(s.port, "POST /api/decode HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+                                   "Connection: close\r\n\r\n{}"),
+                 405);
+    cr_expect_eq(
+        status_of(s.port,
+                  "GET /api/rx-leaderboard HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        404);
+    mg_test_server_stop(&s, 10000);
+    /* With one, a native route still refuses other methods itself. */
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    start_meshgate(&s, up.port, NULL);
+    cr_expect_eq(status_of(s.port, "POST /api/nodes HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+                                   "Connection: close\r\n\r\n{}"),
+                 405);
+    cr_expect_eq(status_of(s.port, "POST /api/decode HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+                                   "Connection: close\r\n\r\n{}"),
+                 200);
+    cr_expect_eq(upstream_log_size(&up) > 0, true);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+Test(upstream, an_upstream_that_cannot_be_resolved_stops_the_start_and_the_check)
+{
+    char dir[128], db[256], db_setting[300], out[4096];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/db.sqlite", dir);
+    cr_assert_eq(mg_test_make_db(db, true, NULL), 0);
+    snprintf(db_setting, sizeof db_setting, "MESHGATE_DB=%s", db);
+    const char *check[] = {db_setting, "MESHGATE_UPSTREAM=no-such-host.invalid:3000",
+                           "MG_TEST_ARG=--check", NULL};
+    int st = mg_test_run_expect_exit(check, out, sizeof out, 30000);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "%d: %s", st, out);
+    cr_expect(strstr(out, "MESHGATE_UPSTREAM=no-such-host.invalid:3000: cannot resolve"), "%s",
+              out);
+    const char *bad[] = {db_setting, "MESHGATE_UPSTREAM=127.0.0.1", NULL};
+    st = mg_test_run_expect_exit(bad, out, sizeof out, 30000);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "%d: %s", st, out);
+    cr_expect(strstr(out, "MESHGATE_UPSTREAM=127.0.0.1: must be empty (off) or HOST:PORT"), "%s",
+              out);
+}
+
+Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    start_meshgate(&s, up.port, NULL);
+    /* Three requests, two workers: one worker served two, on one kept-alive connection. */
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(get_status_and_retry(s.port, "/big?bytes=1000", NULL, 0), 200);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/metrics", NULL, &r));
+    cr_expect(strstr(r.body, "meshgate_upstream_requests_total 3\n"), "%s", r.body);
+    cr_expect(strstr(r.body, "meshgate_upstream_reused_total 1\n") ||
+                  strstr(r.body, "meshgate_upstream_reused_total 2\n"),
+              "no kept-alive upstream connection was reused");
+    cr_expect(strstr(r.body, "meshgate_upstream_bytes_received_total "));
+    cr_expect(strstr(r.body, "meshgate_upstream_gate_cap 8\n"));
+    cr_expect(strstr(r.body, "meshgate_upstream_breaker_open 0\n"));
+    cr_expect(strstr(r.body, "route=\"(upstream)\""));
+    mg_test_response_free(&r);
+    cr_assert(mg_test_get(s.port, "/api/perf", NULL, &r));
+    cr_expect(strstr(r.body, "\"upstream\":{\"address\":\"127.0.0.1:"), "%s", r.body);
+    cr_expect(strstr(r.body, "\"requests\":3"), "%s", r.body);
+    mg_test_response_free(&r);
+    cr_assert(mg_test_get(s.port, "/server-status", NULL, &r));
+    cr_expect(strstr(r.body, "<tr id=\"upstream\">"), "%s", r.body);
+    mg_test_response_free(&r);
+    char cmd[512];
+    static char out[1 << 17];
+    snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --name '%s' 2>&1", MESHGATE_BUILD_DIR, s.shm_name);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "upstream 127.0.0.1:"), "%s", out);
+    cr_expect(strstr(out, "breaker closed"), "%s", out);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+/* CoreScope's front end in headless Chromium (tests/upstream/browser-check.js), skipped with
+ * a message when node, playwright-core (NPM_DIR, where make installs the browser tests'
+ * packages, or BUILD/npm) or chromium is missing. */
+Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_connects)
+{
+    const char *public_dir = MESHGATE_SOURCE_DIR "/../shared/corescope/public";
+    struct stat st;
+    if (stat(public_dir, &st) != 0) {
+        cr_skip_test("CoreScope's front end is not at %s", public_dir);
+        return;
+    }
+    char which[256];
+    if (mg_test_shell("command -v node", which, sizeof which) != 0) {
+        cr_skip_test("node is missing");
+        return;
+    }
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    char setting[512];
+    snprintf(setting, sizeof setting, "MESHGATE_PUBLIC_DIR=%s", public_dir);
+    const char *env[] = {setting, "MESHGATE_ACCESS_LOG=1", NULL};
+    start_meshgate(&s, up.port, env);
+    char dir[128], cmd[1024];
+    static char out[1 << 16];
+    mg_test_tmpdir(dir, sizeof dir);
+    /* A short TMPDIR: Chromium's socket paths must fit. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && TMPDIR='%s' NODE_PATH='%s/node_modules:%s/npm/node_modules' "
+             "timeout 180 node tests/upstream/browser-check.js http://127.0.0.1:%d 2>&1",
+             MESHGATE_SOURCE_DIR, dir, MESHGATE_NPM_DIR, MESHGATE_BUILD_DIR, s.port);
+    int rc = mg_test_shell(cmd, out, sizeof out);
+    if (rc != 0 && rc != 77) {
+        /* What meshgate did with the page's requests and the socket, for the failure. */
+        char *log = mg_test_server_log(&s);
+        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n"))
+            if (strstr(line, "/api/") || strstr(line, "GET / ") || strstr(line, "error") ||
+                strstr(line, "warning"))
+                cr_log_error("%s", line);
+        free(log);
+    }
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+    if (rc == 77) {
+        cr_skip_test("%s", out);
+        return;
+    }
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_log_info("%s", out);
+}
+
+Test(upstream, pipelined_requests_after_a_proxied_one_are_each_answered_once)
+{
+    /* Nothing listens on the upstream's port: the proxied request ends at once with 502. */
+    int down = mg_test_free_port();
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    for (int round = 0; round < 2; round++) {
+        struct mg_test_server s;
+        start_meshgate(&s, round == 0 ? up.port : down, NULL);
+        const char *pipelined = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello"
+                                "GET /api/healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+                                "GET /headers HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        int fd = mg_test_connect(s.port);
+        cr_assert(mg_test_send(fd, pipelined, strlen(pipelined)));
+        int want[3][2] = {{200, 502}, {200, 200}, {200, 502}};
+        for (int i = 0; i < 3; i++) {
+            struct mg_test_response r;
+            cr_assert(mg_test_read_response(fd, &r, false, CEILING_MS), "round %d, answer %d",
+                      round, i);
+            cr_expect_eq(r.status, want[i][round], "round %d, answer %d", round, i);
+            if (round == 0 && i == 0)
+                cr_expect_str_eq(r.body, "hello");
+            if (round == 0 && i == 2)
+                cr_expect(strstr(r.body, "GET /headers HTTP/1.1\r\n"), "%s", r.body);
+            mg_test_response_free(&r);
+        }
+        cr_expect(mg_test_wait_closed(fd, CEILING_MS), "a fourth answer, or no close");
+        close(fd);
+        mg_test_server_stop(&s, 10000);
+    }
+    upstream_stop(&up);
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * upstream: the reverse proxy to MESHGATE_UPSTREAM, inside a worker's event loop.
+ *
+ * A request that no native route answers is admitted by dispatch (upstream_route.c: the
+ * breaker, the WebSocket cap, the upstream's FIFO gate, and for heavy routes the anonymous
+ * line first) and then handed here with its client socket: the engine owns the socket until
+ * it calls the worker back (mg_upstream_done_fn). Nothing here blocks: the engine has its
+ * own epoll set, whose descriptor sits in the worker's, and every exchange is a small state
+ * machine:
+ *
+ *   connecting   a kept-alive idle connection is reused, else a new one is connecting
+ *                (deadline MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS; refused or late: 502);
+ *   request      the rewritten head, then the body (exactly Content-Length bytes, read from
+ *                the client as the upstream takes them), go up; the response head is awaited
+ *                (MESHGATE_UPSTREAM_TIMEOUT_MS without a byte: 504);
+ *   body         the response is relayed as the client reads it, reframed for the client
+ *                (upstream_http.h); each direction holds at most BUFFER_BYTES, and neither
+ *                side is read while the other has not taken what is pending: a slow client
+ *                slows the upstream's connection, never grows a buffer, and a slow upstream
+ *                holds only its connection;
+ *   tunnel       after the upstream's 101 to a WebSocket handshake: bytes both ways, with
+ *                no timeout of meshgate's own; on drain a close frame (1001, going away)
+ *                goes each way between two frames, then the tunnel ends.
+ *
+ * When the exchange ends the permits it carries (the upstream gate's, an anonymous one)
+ * are given back, the breaker hears the verdict, and the upstream connection goes back to
+ * the worker's idle pool (at most MESHGATE_UPSTREAM_IDLE_CONNS) when it can carry another
+ * request. A worker killed meanwhile leaves its permits to the master's reclaim.
+ */
+#ifndef MESHGATE_UPSTREAM_H
+#define MESHGATE_UPSTREAM_H
+
+#include "handler.h"
+#include "http.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mg_upstream;
+
+/* How an exchange ended, for the worker. */
+struct mg_upstream_done {
+    int status;          /* the status sent to the client; 0: none */
+    uint64_t bytes;      /* written to the client */
+    int64_t duration_ns; /* from the handover to the end */
+    bool keep_alive;     /* the client connection may carry its next request */
+    char method[16];
+    char target[160]; /* the request's target as sent, for the access log and slow log */
+};
+/* owner: what the worker passed to mg_upstream_begin. The client socket is the worker's
+ * again (and no longer in the engine's epoll set). */
+typedef void (*mg_upstream_done_fn)(void *arg, void *owner, const struct mg_upstream_done *d);
+
+/* NULL (with a message) when the engine cannot be set up. */
+struct mg_upstream *mg_upstream_new(const struct mg_env *env, mg_upstream_done_fn done, void *arg,
+                                    char *err, size_t errlen);
+/* The engine's epoll descriptor: readable when an exchange has something to do. */
+int mg_upstream_fd(const struct mg_upstream *u);
+
+/*
+ * Sets up passing the request (admitted by mg_upstream_handle, its ticket in park) to the
+ * upstream. in[0..in_len) is what the worker has read of the connection: the head, then
+ * possibly the start of the body and more. Returns how many of those bytes the exchange took
+ * (the head and its body's part; copied, the worker drops them); the rest is the client's
+ * next request. The exchange starts at the next mg_upstream_run, which may call the owner
+ * back at once.
+ */
+size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
+                         const struct mg_http_request *hr, const char *in, size_t in_len,
+                         const struct mg_request *req, struct mg_park *park, int64_t now_ns);
+
+/* Moves every exchange on as far as its sockets allow, and applies the deadlines. */
+void mg_upstream_run(struct mg_upstream *u, int64_t now_ns);
+/* The earliest deadline of an exchange, or INT64_MAX. */
+int64_t mg_upstream_next_deadline(const struct mg_upstream *u);
+/* Exchanges in progress. */
+unsigned mg_upstream_active(const struct mg_upstream *u);
+/* SIGTERM: tunnels are closed with a close frame; other exchanges finish. */
+void mg_upstream_drain(struct mg_upstream *u, int64_t now_ns);
+/* Ends every exchange (each owner is called back) and frees the engine. */
+void mg_upstream_free(struct mg_upstream *u);
+
+/*
+ * The dispatch side (upstream_route.c). mg_upstream_applies: the request goes to the
+ * upstream (no native route answers it). mg_upstream_handle: admission, as a handler
+ * that parks while it waits; res->upstream once admitted. mg_upstream_is_heavy: its
+ * anonymous requests pass the rate limit and the anonymous line (MESHGATE_UPSTREAM_HEAVY).
+ * mg_upstream_keep_anon_permit: the anonymous line's permit stays with the exchange and is
+ * given back when it ends.
+ */
+bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_request *hr,
+                         bool native_route, bool static_route);
+void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path);
+void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token);
+
+#endif

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * upstream_route: admission of requests for the upstream, run by dispatch as the handler of
+ * the "(upstream)" route, before the engine (upstream.c) takes the connection:
+ *
+ *   1. the request's framing (upstream_http.h): refused with 400, 411 or 413 before
+ *      anything reaches the upstream;
+ *   2. the breaker (shm/breaker.h): while it is open, 502 at once with Retry-After;
+ *   3. a WebSocket handshake takes a tunnel of MESHGATE_UPSTREAM_WEBSOCKETS (503 past it)
+ *      and no permit of the gate (a tunnel lasts as long as the page is open);
+ *   4. anything else takes a permit of the upstream's FIFO gate (shm/upstream_gate.h), or
+ *      waits for one parked, oldest first; a full line or a wait past
+ *      MESHGATE_UPSTREAM_WAIT_MS is 503 with Retry-After: 1. The gate is a description of
+ *      the admission module (mg_gate_upstream, admission.c), passed like every other; its
+ *      permit is then handed over to the engine.
+ *
+ * Heavy routes (MESHGATE_UPSTREAM_HEAVY) of anonymous clients have passed the rate limit and
+ * the anonymous line in dispatch before this runs, like native heavy routes; signed-in clients
+ * skip both. What was taken is written into the park (struct ticket) and given back by the
+ * engine when the exchange ends, or here on a refusal.
+ */
+#include "upstream.h"
+
+#include "admission.h"
+#include "clock.h"
+#include "gate_fifo.h"
+#include "netaddr.h"
+#include "stats.h"
+#include "upstream_gate.h"
+#include "upstream_http.h"
+#include "upstream_ticket.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define UPSTREAM_RETRY_AFTER_S 1
+
+enum {
+    STEP_NEW = 0, /* not asked yet */
+    STEP_GATE,    /* at the upstream's gate (admission.c: mg_gate_upstream) */
+    STEP_ADMITTED,
+};
+
+bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_request *hr,
+                         bool native_route, bool static_route)
+{
+    if (!cfg->upstream[0] || native_route)
+        return false;
+    /* A WebSocket handshake goes up on any path; static files keep GET and HEAD. */
+    if (mg_upstream_is_websocket(hr))
+        return true;
+    return !static_route || hr->method_id == MG_METHOD_OTHER;
+}
+
+/* A '*' in a prefix matches one path segment. */
+static bool prefix_matches(const char *prefix, size_t n, const char *path)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (prefix[i] == '*') {
+            while (*path && *path != '/')
+                path++;
+            i++;
+            continue;
+        }
+        if (*path != prefix[i])
+            return false;
+        path++, i++;
+    }
+    return true;
+}
+
+bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path)
+{
+    const char *p = cfg->upstream_heavy;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ", ");
+        if (n > 0 && prefix_matches(p, n, path))
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token)
+{
+    mg_upstream_ticket_of(park)->anon_token = token;
+}
+
+static void give_back(struct mg_env *env, struct mg_upstream_ticket *t)
+{
+    struct mg_upstream_shm *u = env->seg->upstream;
+    if (t->probe)
+        mg_breaker_abandon(&u->breaker, env->pid, mg_monotonic_ns());
+    if (t->tunnel)
+        mg_upstream_tunnel_close(u, env->slot);
+    t->probe = t->tunnel = false;
+}
+
+/* What the gate's records show of a request: "METHOD path". */
+static void line_key(const struct mg_request *req, char *who, size_t cap)
+{
+    const struct mg_str *m = &req->http->method;
+    snprintf(who, cap, "%.*s %s", m->len > 8 ? 8 : (int)m->len, m->ptr, req->path);
+}
+
+void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+{
+    struct mg_upstream_ticket *t = mg_upstream_ticket_of(req->park);
+    struct mg_upstream_shm *u = env->seg->upstream;
+    const struct mg_http_request *hr = req->http;
+    int64_t now = mg_monotonic_ns();
+    if (t->step == STEP_NEW) {
+        const char *why = NULL;
+        int status = mg_upstream_request_check(hr, env->cfg->upstream_max_body_bytes, &why);
+        if (status) {
+            mg_counter_add(env->seg, MG_CTR_UPSTREAM_REFUSED_AMBIGUOUS, 1);
+            mg_response_error(res, status, "%s", why);
+            res->close = true; /* its body, if any, is not read */
+            return;
+        }
+        int64_t retry_ns = 0;
+        enum mg_breaker_verdict v = mg_breaker_allow(&u->breaker, env->pid, now, &retry_ns);
+        if (v == MG_BREAKER_REFUSE) {
+            mg_counter_add(env->seg, MG_CTR_UPSTREAM_502, 1);
+            mg_outcome_decide(&req->park->outcome, MG_GATE_BREAKER, MG_VERDICT_REFUSED, now);
+            int retry_s = (int)((retry_ns + MG_NS_PER_SEC - 1) / MG_NS_PER_SEC);
+            mg_response_refuse(res, 502, retry_s < 1 ? 1 : retry_s,
+                               "the upstream is failing: its breaker is open; retry after "
+                               "Retry-After");
+            res->close = hr->content_length > 0;
+            return;
+        }
+        t->probe = v == MG_BREAKER_PROBE;
+        if (mg_upstream_is_websocket(hr)) {
+            if (!mg_upstream_tunnel_open(u, env->slot)) {
+                give_back(env, t);
+                mg_counter_add(env->seg, MG_CTR_UPSTREAM_TUNNELS_REFUSED, 1);
+                mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
+                                   "too many WebSocket connections are open; retry after "
+                                   "Retry-After");
+                return;
+            }
+            t->tunnel = true;
+            t->step = STEP_ADMITTED;
+            res->upstream = true;
+            return;
+        }
+        if (env->seg->upstream->gate.cap == 0) {
+            t->step = STEP_ADMITTED;
+            res->upstream = true;
+            return;
+        }
+        line_key(req, t->who, sizeof t->who);
+        t->step = STEP_GATE;
+    }
+    if (t->step == STEP_GATE) {
+        enum mg_admission_result r =
+            mg_admission_pass(&mg_gate_upstream, &t->pass, env, req, t->who, NULL, res);
+        if (r == MG_ADMISSION_PARKED)
+            return;
+        if (r == MG_ADMISSION_REFUSED) {
+            give_back(env, t);
+            t->step = STEP_NEW;
+            res->close = res->close || hr->content_length > 0; /* its body is not read */
+            return;
+        }
+        t->gate_token = mg_admission_hand_over(&t->pass);
+        t->gate_held = true;
+        t->step = STEP_ADMITTED;
+    }
+    res->upstream = true; /* admitted: the engine takes it */
+}

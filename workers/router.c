@@ -234,6 +234,20 @@ unsigned mg_route_names(const char **out, unsigned cap)
     return n;
 }
 
+/* Literal routes of CoreScope's server at a place where meshgate's own routes take a
+ * parameter (/api/nodes/network-status and /api/nodes/resolve beside /api/nodes/{pubkey}):
+ * no key, id or hash is one of these words, so a parameter never stands for them and the
+ * request goes where CoreScope's server would take it (the upstream, or 404 without one). */
+static const char *const corescope_literals[] = {"network-status", "resolve"};
+
+static bool is_corescope_literal(const char *segment)
+{
+    for (size_t i = 0; i < sizeof corescope_literals / sizeof corescope_literals[0]; i++)
+        if (strcmp(segment, corescope_literals[i]) == 0)
+            return true;
+    return false;
+}
+
 static bool match(const char *tmpl, const char *path, char *param, size_t cap)
 {
     while (*tmpl && *path) {
@@ -244,6 +258,8 @@ static bool match(const char *tmpl, const char *path, char *param, size_t cap)
                 return false;
             memcpy(param, path, n);
             param[n] = '\0';
+            if (is_corescope_literal(param))
+                return false;
             path += n;
             tmpl = strchr(tmpl, '/');
             if (!tmpl)

@@ -57,9 +57,17 @@ static void *run(void *arg)
 {
     struct helper *h = arg;
     struct mg_jobs *j = h->pool;
-    /* Linux keeps a nice value per thread; raising it needs no privilege. */
-    if (j->nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->nice) < 0)
-        mg_warn("jobs: cannot lower the helper thread's priority: %s", strerror(errno));
+    /* Linux keeps a nice value per thread, which a new thread inherits from the loop; the
+     * pool's is added to it (up to 19), so the helper yields to the loop even when the whole
+     * server runs niced. Raising it needs no privilege. */
+    if (j->nice > 0) {
+        id_t tid = (id_t)syscall(SYS_gettid);
+        errno = 0;
+        int base = getpriority(PRIO_PROCESS, tid);
+        int target = (errno == 0 ? base : 0) + j->nice;
+        if (setpriority(PRIO_PROCESS, tid, target > 19 ? 19 : target) < 0)
+            mg_warn("jobs: cannot lower the helper thread's priority: %s", strerror(errno));
+    }
     pthread_mutex_lock(&j->mutex);
     for (;;) {
         while (j->queued == 0 && !j->stop)

@@ -821,6 +821,26 @@ Test(upstream, an_upstream_that_cannot_be_resolved_stops_the_start_and_the_check
               out);
 }
 
+/* The text meshgate-shm prints for the server's segment. */
+static const char *dump_text(const struct mg_test_server *s)
+{
+    char cmd[512];
+    static char out[1 << 17];
+    snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --name '%s' 2>&1", MESHGATE_BUILD_DIR,
+             s->shm_name);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
+    return out;
+}
+
+/* target's answer holds text. */
+static void expect_answer_holds(int port, const char *target, const char *text)
+{
+    struct mg_test_response r;
+    cr_assert(mg_test_get(port, target, NULL, &r));
+    cr_expect(strstr(r.body, text), "%s has no %s: %s", target, text, r.body);
+    mg_test_response_free(&r);
+}
+
 Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
 {
     struct upstream_proc up = {0};
@@ -841,17 +861,10 @@ Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
     cr_expect(strstr(r.body, "meshgate_upstream_breaker_open 0\n"));
     cr_expect(strstr(r.body, "route=\"(upstream)\""));
     mg_test_response_free(&r);
-    cr_assert(mg_test_get(s.port, "/api/perf", NULL, &r));
-    cr_expect(strstr(r.body, "\"upstream\":{\"address\":\"127.0.0.1:"), "%s", r.body);
-    cr_expect(strstr(r.body, "\"requests\":3"), "%s", r.body);
-    mg_test_response_free(&r);
-    cr_assert(mg_test_get(s.port, "/server-status", NULL, &r));
-    cr_expect(strstr(r.body, "<tr id=\"upstream\">"), "%s", r.body);
-    mg_test_response_free(&r);
-    char cmd[512];
-    static char out[1 << 17];
-    snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --name '%s' 2>&1", MESHGATE_BUILD_DIR, s.shm_name);
-    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
+    expect_answer_holds(s.port, "/api/perf", "\"upstream\":{\"address\":\"127.0.0.1:");
+    expect_answer_holds(s.port, "/api/perf", "\"requests\":3");
+    expect_answer_holds(s.port, "/server-status", "<tr id=\"upstream\">");
+    const char *out = dump_text(&s);
     cr_expect(strstr(out, "upstream 127.0.0.1:"), "%s", out);
     cr_expect(strstr(out, "breaker closed"), "%s", out);
     mg_test_server_stop(&s, 10000);
@@ -939,5 +952,35 @@ Test(upstream, pipelined_requests_after_a_proxied_one_are_each_answered_once)
         close(fd);
         mg_test_server_stop(&s, 10000);
     }
+    upstream_stop(&up);
+}
+
+/* The upstream closes each kept-alive connection when the next request on it arrives (read
+ * and logged, never answered), as when its idle timeout crosses that request. */
+Test(upstream, a_stale_kept_alive_connection_resends_a_get_once_and_never_a_post)
+{
+    struct upstream_proc up = {0};
+    const char *args[] = {"--stale-after", "1", NULL};
+    upstream_start(&up, 0, args);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=1", NULL};
+    start_meshgate(&s, up.port, env);
+    cr_assert_eq(status_of(s.port, "GET /headers?first HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+    /* On the first one's kept-alive connection, which the upstream drops: sent again. */
+    cr_expect_eq(status_of(s.port, "GET /headers?second HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+    /* On the second one's new connection, dropped too: a POST may have been acted on. */
+    cr_expect_eq(status_of(s.port, "POST /echo?third HTTP/1.1\r\nHost: x\r\n"
+                                   "Content-Length: 0\r\n\r\n"),
+                 502);
+    char *log = mg_test_read_file(up.log);
+    cr_assert(log);
+    cr_expect_eq(mg_test_count(log, "GET /headers?first "), 1, "%s", log);
+    cr_expect_eq(mg_test_count(log, "GET /headers?second "), 2, "the GET was not sent again");
+    cr_expect_eq(mg_test_count(log, "POST /echo?third "), 1, "the POST was sent twice");
+    free(log);
+    expect_answer_holds(s.port, "/metrics", "meshgate_upstream_retries_total 1\n");
+    expect_answer_holds(s.port, "/api/perf", "\"retries\":1");
+    cr_expect(strstr(dump_text(&s), "upstream_retries"), "no upstream_retries in meshgate-shm");
+    mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
 }

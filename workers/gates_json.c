@@ -185,6 +185,7 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
             {"requests", MG_CTR_UPSTREAM_REQUESTS},
             {"connects", MG_CTR_UPSTREAM_CONNECTS},
             {"reused", MG_CTR_UPSTREAM_REUSED},
+            {"retries", MG_CTR_UPSTREAM_RETRIES},
             {"bytesSent", MG_CTR_UPSTREAM_BYTES_SENT},
             {"bytesReceived", MG_CTR_UPSTREAM_BYTES_RECEIVED},
             {"failures", MG_CTR_UPSTREAM_FAILURES},

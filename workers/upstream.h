@@ -11,6 +11,8 @@
  *
  *   connecting   a kept-alive idle connection is reused, else a new one is connecting
  *                (deadline MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS; refused or late: 502);
+ *                a reused one that fails before a byte of the answer sends an idempotent
+ *                request again, once, on a new connection (any other gets 502);
  *   request      the rewritten head, then the body (exactly Content-Length bytes, read from
  *                the client as the upstream takes them), go up; the response head is awaited
  *                (MESHGATE_UPSTREAM_TIMEOUT_MS without a byte: 504);

@@ -166,6 +166,12 @@ const struct mg_config_var mg_config_vars[] = {
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_BREAKER_OPEN_MS", MG_CFG_INT, FIELD(upstream_breaker_open_ms), 100, 600000,
      "5000", "how long the open breaker fails fast before one request probes (ms)", MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_SIGNED_IN_RESERVE", MG_CFG_INT, FIELD(upstream_signed_in_reserve), 0, 64,
+     "2",
+     "permits of the upstream gate that only signed-in clients may take: anonymous requests hold "
+     "at most MESHGATE_UPSTREAM_CONCURRENCY minus it (at least 1) and wait in line past it; 0: "
+     "no reserve",
+     MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_WEBSOCKETS", MG_CFG_INT, FIELD(upstream_websockets), 0, 1000000, "256",
      "WebSocket tunnels to the upstream open at once in the whole server; past it: 503; 0: no "
      "WebSocket",

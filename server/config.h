@@ -81,8 +81,9 @@ struct mg_config {
     int32_t anon_clients; /* entries of the rate table */
     int32_t anon_nice;    /* CPU priority of the helper threads that run anonymous heavy work */
     /* the upstream (CoreScope's own server): what no native route answers goes there */
-    char upstream[MG_HOST_MAX + 8]; /* HOST:PORT; empty: off */
-    int32_t upstream_concurrency;   /* 0: no cap */
+    char upstream[MG_HOST_MAX + 8];     /* HOST:PORT; empty: off */
+    int32_t upstream_concurrency;       /* 0: no cap */
+    int32_t upstream_signed_in_reserve; /* permits anonymous requests may not take */
     int32_t upstream_queue;
     int32_t upstream_wait_ms;
     char upstream_heavy[512]; /* path prefixes, comma-separated, '*' one segment */

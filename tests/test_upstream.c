@@ -159,6 +159,14 @@ static bool wait_u32(const volatile uint32_t *value, uint32_t want, int ms)
     return *value == want;
 }
 
+static bool wait_atomic(_Atomic uint32_t *value, uint32_t want, int ms)
+{
+    int64_t give_up = mg_test_now_ms() + ms;
+    while (atomic_load(value) != want && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    return atomic_load(value) == want;
+}
+
 /* A request in a thread of its own: GET target with headers, its status and timing. */
 struct call {
     int port;
@@ -663,6 +671,8 @@ Test(upstream, a_worker_killed_in_a_proxied_request_has_its_permit_reclaimed)
     free(victim.body);
     cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS), "the permit came back");
     cr_expect_geq(atomic_load(&seg.upstream->gate.reclaimed), 1);
+    cr_expect(wait_atomic(&seg.upstream->anon_held, 0, CEILING_MS),
+              "its anonymous claim came back");
     /* The respawned worker gets the permit at once. */
     cr_expect_eq(get_status_and_retry(s.port, "/slow?ms=10", NULL, 0), 200);
     mg_segment_detach(&seg);
@@ -983,4 +993,50 @@ Test(upstream, a_stale_kept_alive_connection_resends_a_get_once_and_never_a_post
     cr_expect(strstr(dump_text(&s), "upstream_retries"), "no upstream_retries in meshgate-shm");
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
+}
+
+/* Concurrency 3, one permit reserved: four long anonymous requests hold two permits and wait
+ * for the rest, and a signed-in request behind them is admitted at once. */
+Test(upstream, an_anonymous_flood_leaves_the_signed_in_reserve_of_upstream_permits)
+{
+    char dir[128], setting[300];
+    mg_test_tmpdir(dir, sizeof dir);
+    mg_test_write_keys_file(dir, "upstream-reserve-key-0123456789", setting, sizeof setting);
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {setting, "MESHGATE_UPSTREAM_CONCURRENCY=3",
+                         "MESHGATE_UPSTREAM_SIGNED_IN_RESERVE=1", "MESHGATE_UPSTREAM_WAIT_MS=60000",
+                         NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call flood[4];
+    for (int i = 0; i < 4; i++)
+        call_start(&flood[i], s.port, "/slow?ms=60000", NULL);
+    cr_assert(wait_atomic(&seg.upstream->anon_held, 2, CEILING_MS));
+    cr_assert(wait_u32(&seg.upstream->gate.waiting, 2, CEILING_MS));
+    cr_expect_eq(seg.upstream->gate.in_flight, 2, "an anonymous request took the reserve");
+    struct call member;
+    call_start(&member, s.port, "/slow?ms=1",
+               "Authorization: Bearer upstream-reserve-key-0123456789\r\n");
+    call_join(&member);
+    cr_expect_eq(member.status, 200);
+    free(member.body);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(flood[i].done_ms, 0, "anonymous request %d ended before the signed-in one", i);
+    cr_expect_eq(atomic_load(&seg.upstream->anon_peak), 2);
+    cr_expect_geq(atomic_load(&seg.upstream->anon_held_back), 2);
+    expect_answer_holds(s.port, "/metrics", "meshgate_upstream_anonymous_held 2\n");
+    cr_expect(strstr(dump_text(&s), "anonymous 2 held (peak 2)"), "not in meshgate-shm");
+    /* The upstream goes away: every exchange ends, and every claim comes back. */
+    upstream_stop(&up);
+    for (int i = 0; i < 4; i++) {
+        call_join(&flood[i]);
+        free(flood[i].body);
+    }
+    cr_expect(wait_atomic(&seg.upstream->anon_held, 0, CEILING_MS), "an anonymous claim was kept");
+    cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS));
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
 }

@@ -234,6 +234,8 @@ static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
         mg_fifo_gate_release(seg_of(u)->anon, pid, t->anon_token);
     if (t->tunnel)
         mg_upstream_tunnel_close(s, u->env->slot);
+    if (t->anon_claim)
+        mg_upstream_anon_unclaim(s, u->env->slot);
     if (t->probe)
         mg_breaker_abandon(&s->breaker, pid, mg_monotonic_ns());
     memset(t, 0, sizeof *t);

@@ -157,8 +157,19 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
         t->step = STEP_GATE;
     }
     if (t->step == STEP_GATE) {
+        /* An anonymous request tries the gate only with a claim on the anonymous permits:
+         * without one it keeps its place, passed over, and the reserve stays for signed-in
+         * clients (shm/upstream_gate.h). */
+        bool anonymous = !req->signed_in;
+        t->anon_claim = !anonymous || mg_upstream_anon_claim(u, env->slot);
+        t->pass.held_back = !t->anon_claim;
         enum mg_admission_result r =
             mg_admission_pass(&mg_gate_upstream, &t->pass, env, req, t->who, NULL, res);
+        t->anon_claim = t->anon_claim && anonymous;
+        if (r != MG_ADMISSION_RUN && t->anon_claim) {
+            mg_upstream_anon_unclaim(u, env->slot);
+            t->anon_claim = false;
+        }
         if (r == MG_ADMISSION_PARKED)
             return;
         if (r == MG_ADMISSION_REFUSED) {

@@ -570,8 +570,10 @@ Test(upstream, the_gate_caps_the_upstream_lines_up_the_rest_and_refuses_with_503
     struct upstream_proc up = {0};
     upstream_start(&up, 0, NULL);
     struct mg_test_server s;
-    const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=2", "MESHGATE_UPSTREAM_QUEUE=2",
-                         "MESHGATE_UPSTREAM_WAIT_MS=30000", "MESHGATE_ACCESS_LOG=1", NULL};
+    /* Anonymous requests, all of the cap theirs (the reserve has a test of its own). */
+    const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=2",       "MESHGATE_UPSTREAM_QUEUE=2",
+                         "MESHGATE_UPSTREAM_WAIT_MS=30000",       "MESHGATE_ACCESS_LOG=1",
+                         "MESHGATE_UPSTREAM_SIGNED_IN_RESERVE=0", NULL};
     start_meshgate(&s, up.port, env);
     struct mg_segment seg;
     attach(&s, &seg);
@@ -1039,4 +1041,31 @@ Test(upstream, an_anonymous_flood_leaves_the_signed_in_reserve_of_upstream_permi
     cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS));
     mg_segment_detach(&seg);
     mg_test_server_stop(&s, 10000);
+}
+
+/* A node's detail goes to the upstream by default (its answer has CoreScope's relay and
+ * usefulness fields); the node's other routes stay native; an empty list keeps it native. */
+Test(upstream, preferred_native_routes_go_to_the_upstream_and_the_others_stay_native)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    start_meshgate(&s, up.port, NULL);
+    const char *detail =
+        "/api/nodes/ec3433bb3adf1acaee0ce117600b0ca473705486ec666137379a1e8cbb7e75f4";
+    char health[160];
+    snprintf(health, sizeof health, "%s/health", detail);
+    expect_answer_holds(s.port, detail, "{\"path\":\"/api/nodes/ec3433bb");
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, health, NULL, &r));
+    cr_expect_null(strstr(r.body, "\"path\":"), "the node's health went up: %s", r.body);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 10000);
+    const char *env[] = {"MESHGATE_UPSTREAM_PREFER=", NULL};
+    start_meshgate(&s, up.port, env);
+    cr_assert(mg_test_get(s.port, detail, NULL, &r));
+    cr_expect_null(strstr(r.body, "\"path\":"), "the node's detail went up: %s", r.body);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
 }

@@ -602,6 +602,7 @@ static void config_copy(const struct mg_config *src, struct mg_config *dst)
         case MG_CFG_CIDRS:
         case MG_CFG_HOSTPORT:
         case MG_CFG_ADDRESS:
+        case MG_CFG_ROUTES:
             if (v->size)
                 field[v->size - 1] = '\0';
             break;

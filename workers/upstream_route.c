@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "gate_fifo.h"
 #include "netaddr.h"
+#include "router.h"
 #include "stats.h"
 #include "upstream_gate.h"
 #include "upstream_http.h"
@@ -80,6 +81,20 @@ bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path)
         if (n > 0 && prefix_matches(p, n, path))
             return true;
         p += n;
+    }
+    return false;
+}
+
+bool mg_upstream_prefers(const struct mg_config *cfg, unsigned route)
+{
+    if (!cfg->upstream[0] || route >= mg_route_table_len)
+        return false;
+    for (const char *p = cfg->upstream_prefer; *p;) {
+        size_t n = strcspn(p, ", ");
+        if (n > 0 && mg_route_by_template(p, n) == route)
+            return true;
+        p += n;
+        p += strspn(p, ", ");
     }
     return false;
 }

@@ -341,7 +341,8 @@ void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, 
     bool too_large = len > mg_result_cache_max_body(v->cache);
     uint32_t need = (uint32_t)((len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE);
     /* The search's scratch, allocated before the lock (malloc may make a system call). */
-    struct extent *ext = !too_large && need > 0 ? malloc(sizeof *ext * v->cache->entries) : NULL;
+    struct extent *ext =
+        build_id != 0 && !too_large && need > 0 ? malloc(sizeof *ext * v->cache->entries) : NULL;
     bool reserved = false;
     uint32_t first_page = 0;
     mg_lock_acquire(&v->cache->lock, pid);

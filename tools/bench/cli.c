@@ -215,44 +215,49 @@ static const struct option_def {
     "--threads, --max-requests, --max-outstanding, --label, --json, --chunked, --expect, "         \
     "--max-unexpected-pct and --help"
 
-static int apply_option(struct mg_bench_config *cfg, enum option_id id, const char *value,
-                        const char **header_args, unsigned *nheader_args, const char **expect_args,
-                        unsigned *nexpect_args, char *err, size_t errlen)
+/* --stream: one more stream, whose name no other has. */
+static int add_stream(struct mg_bench_config *cfg, const char *value, char *err, size_t errlen)
+{
+    if (cfg->nstreams >= MG_BENCH_MAX_STREAMS) {
+        mg_bench_set_err(err, errlen, "--stream %s: at most %d streams", value,
+                         MG_BENCH_MAX_STREAMS);
+        return -1;
+    }
+    if (mg_bench_parse_stream(value, &cfg->streams[cfg->nstreams], err, errlen) < 0)
+        return -1;
+    for (unsigned i = 0; i < cfg->nstreams; i++)
+        if (strcmp(cfg->streams[i].name, cfg->streams[cfg->nstreams].name) == 0) {
+            mg_bench_set_err(err, errlen, "--stream %s: another stream is already called %s", value,
+                             cfg->streams[i].name);
+            return -1;
+        }
+    cfg->nstreams++;
+    return 0;
+}
+
+/* --label: printable, up to MG_BENCH_LABEL_MAX characters. */
+static int set_label(struct mg_bench_config *cfg, const char *value, char *err, size_t errlen)
+{
+    bool ok = strlen(value) <= MG_BENCH_LABEL_MAX;
+    for (const char *p = value; ok && *p; p++)
+        ok = (unsigned char)*p >= 0x20 && *p != 0x7f;
+    if (!ok) {
+        mg_bench_set_err(err, errlen,
+                         "--label %.60s: must be up to %d characters, no control "
+                         "characters",
+                         value, MG_BENCH_LABEL_MAX);
+        return -1;
+    }
+    snprintf(cfg->label, sizeof cfg->label, "%s", value);
+    return 0;
+}
+
+/* The options that set a number: the window, timeouts, threads and limits. */
+static int apply_limit(struct mg_bench_config *cfg, enum option_id id, const char *value, char *err,
+                       size_t errlen)
 {
     uint64_t v;
     switch (id) {
-    case OPT_TARGET:
-        return mg_bench_parse_target(value, &cfg->target, err, errlen);
-    case OPT_STREAM:
-        if (cfg->nstreams >= MG_BENCH_MAX_STREAMS) {
-            mg_bench_set_err(err, errlen, "--stream %s: at most %d streams", value,
-                             MG_BENCH_MAX_STREAMS);
-            return -1;
-        }
-        if (mg_bench_parse_stream(value, &cfg->streams[cfg->nstreams], err, errlen) < 0)
-            return -1;
-        for (unsigned i = 0; i < cfg->nstreams; i++)
-            if (strcmp(cfg->streams[i].name, cfg->streams[cfg->nstreams].name) == 0) {
-                mg_bench_set_err(err, errlen, "--stream %s: another stream is already called %s",
-                                 value, cfg->streams[i].name);
-                return -1;
-            }
-        cfg->nstreams++;
-        return 0;
-    case OPT_HEADER:
-        if (*nheader_args >= MG_BENCH_MAX_STREAMS * MG_BENCH_MAX_HEADERS) {
-            mg_bench_set_err(err, errlen, "--header %s: too many headers", value);
-            return -1;
-        }
-        header_args[(*nheader_args)++] = value;
-        return 0;
-    case OPT_KEYS:
-        cfg->keys_path = strdup(value);
-        if (!cfg->keys_path) {
-            mg_bench_set_err(err, errlen, "--keys %s: out of memory", value);
-            return -1;
-        }
-        return mg_bench_load_keys(cfg, value, err, errlen);
     case OPT_DURATION:
         if (!mg_bench_parse_decimal(value, MG_BENCH_DURATION_MIN_S, false, MG_BENCH_DURATION_MAX_S,
                                     &cfg->duration_s)) {
@@ -309,20 +314,43 @@ static int apply_option(struct mg_bench_config *cfg, enum option_id id, const ch
         cfg->max_outstanding = (unsigned)v;
         cfg->max_outstanding_given = true;
         return 0;
-    case OPT_LABEL: {
-        bool ok = strlen(value) <= MG_BENCH_LABEL_MAX;
-        for (const char *p = value; ok && *p; p++)
-            ok = (unsigned char)*p >= 0x20 && *p != 0x7f;
-        if (!ok) {
+    case OPT_MAX_UNEXPECTED:
+        if (!mg_bench_parse_decimal(value, 0, false, 100, &cfg->max_unexpected_pct)) {
             mg_bench_set_err(err, errlen,
-                             "--label %.60s: must be up to %d characters, no control "
-                             "characters",
-                             value, MG_BENCH_LABEL_MAX);
+                             "--max-unexpected-pct %s: must be a percentage from 0 to 100", value);
             return -1;
         }
-        snprintf(cfg->label, sizeof cfg->label, "%s", value);
         return 0;
+    default:
+        return -1;
     }
+}
+
+static int apply_option(struct mg_bench_config *cfg, enum option_id id, const char *value,
+                        const char **header_args, unsigned *nheader_args, const char **expect_args,
+                        unsigned *nexpect_args, char *err, size_t errlen)
+{
+    switch (id) {
+    case OPT_TARGET:
+        return mg_bench_parse_target(value, &cfg->target, err, errlen);
+    case OPT_STREAM:
+        return add_stream(cfg, value, err, errlen);
+    case OPT_HEADER:
+        if (*nheader_args >= MG_BENCH_MAX_STREAMS * MG_BENCH_MAX_HEADERS) {
+            mg_bench_set_err(err, errlen, "--header %s: too many headers", value);
+            return -1;
+        }
+        header_args[(*nheader_args)++] = value;
+        return 0;
+    case OPT_KEYS:
+        cfg->keys_path = strdup(value);
+        if (!cfg->keys_path) {
+            mg_bench_set_err(err, errlen, "--keys %s: out of memory", value);
+            return -1;
+        }
+        return mg_bench_load_keys(cfg, value, err, errlen);
+    case OPT_LABEL:
+        return set_label(cfg, value, err, errlen);
     case OPT_JSON:
         cfg->json = true;
         return 0;
@@ -336,13 +364,14 @@ static int apply_option(struct mg_bench_config *cfg, enum option_id id, const ch
         }
         expect_args[(*nexpect_args)++] = value;
         return 0;
+    case OPT_DURATION:
+    case OPT_WARMUP:
+    case OPT_TIMEOUT:
+    case OPT_THREADS:
+    case OPT_MAX_REQUESTS:
+    case OPT_MAX_OUTSTANDING:
     case OPT_MAX_UNEXPECTED:
-        if (!mg_bench_parse_decimal(value, 0, false, 100, &cfg->max_unexpected_pct)) {
-            mg_bench_set_err(err, errlen,
-                             "--max-unexpected-pct %s: must be a percentage from 0 to 100", value);
-            return -1;
-        }
-        return 0;
+        return apply_limit(cfg, id, value, err, errlen);
     }
     return -1;
 }

@@ -58,6 +58,83 @@ static bool equals_ci(const char *p, size_t n, const char *lit)
 /* --chunked, for the run under way (the parser is shared with the tests, which never set it). */
 bool mg_bench_accept_chunked;
 
+/* Content-Length: digits only, at most 15; a second one must say the same. */
+static bool parse_content_length(const char *v, size_t value_len, struct mg_bench_response_head *h,
+                                 const char **why)
+{
+    uint64_t n = 0;
+    if (value_len == 0 || value_len > 15) {
+        *why = "a Content-Length that is not a number";
+        return false;
+    }
+    for (size_t i = 0; i < value_len; i++) {
+        if (v[i] < '0' || v[i] > '9') {
+            *why = "a Content-Length that is not a number";
+            return false;
+        }
+        n = n * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (h->has_content_length && n != h->content_length) {
+        *why = "two different Content-Length headers";
+        return false;
+    }
+    h->has_content_length = true;
+    h->content_length = n;
+    return true;
+}
+
+/* The tokens of a Connection header: close, keep-alive (others are ignored). */
+static void parse_connection(const char *v, const char *v_end, struct mg_bench_response_head *h,
+                             bool *keep_alive)
+{
+    for (const char *t = v; t < v_end;) {
+        while (t < v_end && (*t == ' ' || *t == '\t' || *t == ','))
+            t++;
+        const char *t_end = t;
+        while (t_end < v_end && *t_end != ',' && *t_end != ' ' && *t_end != '\t')
+            t_end++;
+        if (equals_ci(t, (size_t)(t_end - t), "close"))
+            h->connection_close = true;
+        else if (equals_ci(t, (size_t)(t_end - t), "keep-alive"))
+            *keep_alive = true;
+        t = t_end;
+    }
+}
+
+/* One header line, p up to eol (its CRLF); only the headers that frame the response count. */
+static bool parse_header_line(const char *p, const char *eol, struct mg_bench_response_head *h,
+                              bool *keep_alive, const char **why)
+{
+    const char *colon = memchr(p, ':', (size_t)(eol - p));
+    if (!colon || colon == p) {
+        *why = "a header line without a name";
+        return false;
+    }
+    for (const char *q = p; q < colon; q++)
+        if (!mg_bench_token_char(*q)) {
+            *why = "a header name with a character outside the token set";
+            return false;
+        }
+    const char *v = colon + 1, *v_end = eol;
+    while (v < v_end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t'))
+        v_end--;
+    size_t name_len = (size_t)(colon - p), value_len = (size_t)(v_end - v);
+    if (equals_ci(p, name_len, "content-length"))
+        return parse_content_length(v, value_len, h, why);
+    if (equals_ci(p, name_len, "transfer-encoding")) {
+        if (!mg_bench_accept_chunked || !equals_ci(v, value_len, "chunked")) {
+            *why = "Transfer-Encoding is not supported (meshgate always sends Content-Length)";
+            return false;
+        }
+        h->chunked = true;
+    } else if (equals_ci(p, name_len, "connection")) {
+        parse_connection(v, v_end, h, keep_alive);
+    }
+    return true;
+}
+
 enum mg_bench_parse mg_bench_parse_response_head(const char *buf, size_t len,
                                                  struct mg_bench_response_head *h, const char **why)
 {
@@ -96,64 +173,10 @@ enum mg_bench_parse mg_bench_parse_response_head(const char *buf, size_t len,
     }
     bool http10 = buf[7] == '0', keep_alive = false;
     const char *lines_end = end + 2; /* the CRLF ending the last header line */
-    const char *p = memmem(buf, head_len, "\r\n", 2) + 2;
-    while (p < lines_end) {
+    for (const char *p = memmem(buf, head_len, "\r\n", 2) + 2; p < lines_end;) {
         const char *eol = memmem(p, (size_t)(lines_end - p), "\r\n", 2);
-        const char *colon = memchr(p, ':', (size_t)(eol - p));
-        if (!colon || colon == p) {
-            *why = "a header line without a name";
+        if (!parse_header_line(p, eol, h, &keep_alive, why))
             return MG_BENCH_PARSE_BAD;
-        }
-        for (const char *q = p; q < colon; q++)
-            if (!mg_bench_token_char(*q)) {
-                *why = "a header name with a character outside the token set";
-                return MG_BENCH_PARSE_BAD;
-            }
-        const char *v = colon + 1, *v_end = eol;
-        while (v < v_end && (*v == ' ' || *v == '\t'))
-            v++;
-        while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t'))
-            v_end--;
-        size_t name_len = (size_t)(colon - p), value_len = (size_t)(v_end - v);
-        if (equals_ci(p, name_len, "content-length")) {
-            uint64_t n = 0;
-            if (value_len == 0 || value_len > 15) {
-                *why = "a Content-Length that is not a number";
-                return MG_BENCH_PARSE_BAD;
-            }
-            for (size_t i = 0; i < value_len; i++) {
-                if (v[i] < '0' || v[i] > '9') {
-                    *why = "a Content-Length that is not a number";
-                    return MG_BENCH_PARSE_BAD;
-                }
-                n = n * 10 + (uint64_t)(v[i] - '0');
-            }
-            if (h->has_content_length && n != h->content_length) {
-                *why = "two different Content-Length headers";
-                return MG_BENCH_PARSE_BAD;
-            }
-            h->has_content_length = true;
-            h->content_length = n;
-        } else if (equals_ci(p, name_len, "transfer-encoding")) {
-            if (!mg_bench_accept_chunked || !equals_ci(v, value_len, "chunked")) {
-                *why = "Transfer-Encoding is not supported (meshgate always sends Content-Length)";
-                return MG_BENCH_PARSE_BAD;
-            }
-            h->chunked = true;
-        } else if (equals_ci(p, name_len, "connection")) {
-            for (const char *t = v; t < v_end;) {
-                while (t < v_end && (*t == ' ' || *t == '\t' || *t == ','))
-                    t++;
-                const char *t_end = t;
-                while (t_end < v_end && *t_end != ',' && *t_end != ' ' && *t_end != '\t')
-                    t_end++;
-                if (equals_ci(t, (size_t)(t_end - t), "close"))
-                    h->connection_close = true;
-                else if (equals_ci(t, (size_t)(t_end - t), "keep-alive"))
-                    keep_alive = true;
-                t = t_end;
-            }
-        }
         p = eol + 2;
     }
     if (http10 && !keep_alive)

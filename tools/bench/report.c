@@ -62,8 +62,10 @@ static void format_started(char *out, size_t cap, int64_t realtime_ns)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
-                          struct mg_buf *out)
+/* The report's head: label, command line, settings, and each stream as asked for. Returns
+ * the width of the stream column. */
+static int render_settings(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
+                           struct mg_buf *out)
 {
     char started[32];
     format_started(started, sizeof started, rep->started_realtime_ns);
@@ -97,6 +99,13 @@ void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_ben
             mg_buf_printf(out, "  %-*s  %-12s + %s\n", name_w, "", "", st->headers[h]);
     }
     mg_buf_putc(out, '\n');
+    return name_w;
+}
+
+/* One row a stream: sent, by status, errors, percentiles, rps. */
+static void render_table(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
+                         struct mg_buf *out, int name_w)
+{
     mg_buf_printf(out, "%-*s %9s %9s %8s %8s %7s %7s %9s %9s %9s %9s %10s\n", name_w, "stream",
                   "sent", "200", "429", "503", "other", "err", "p50_ms", "p95_ms", "p99_ms",
                   "max_ms", "rps");
@@ -113,62 +122,72 @@ void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_ben
                       (unsigned long long)sr->status_503, (unsigned long long)sr->status_other,
                       (unsigned long long)sr->errors_total, p50, p95, p99, max, sr->rps);
     }
+}
 
+/* What the table does not show about a stream: its errors and other statuses, dropped,
+ * retried and overlong requests, --max-requests, send lag, and 200-only percentiles. */
+static void stream_notes(const struct mg_bench_config *cfg, const struct mg_bench_stream *st,
+                         const struct mg_bench_stream_report *sr, struct mg_buf *notes)
+{
+    if (sr->errors_total) {
+        mg_buf_printf(notes, "  %s: err =", st->name);
+        bool first = true;
+        for (int k = 0; k < MG_BENCH_ERR_KINDS; k++)
+            if (sr->errors[k]) {
+                mg_buf_printf(notes, "%s %llu %s", first ? "" : ",",
+                              (unsigned long long)sr->errors[k], error_names[k]);
+                first = false;
+            }
+        mg_buf_printf(notes, "; the first: %s\n", sr->first_error);
+    }
+    if (sr->status_other) {
+        mg_buf_printf(notes, "  %s: other =", st->name);
+        bool first = true;
+        for (int code = 100; code < 600; code++)
+            if (code != 200 && code != 429 && code != 503 && sr->status_counts[code]) {
+                mg_buf_printf(notes, "%s %llu x %d", first ? "" : ",",
+                              (unsigned long long)sr->status_counts[code], code);
+                first = false;
+            }
+        mg_buf_putc(notes, '\n');
+    }
+    if (sr->dropped)
+        mg_buf_printf(notes,
+                      "  %s: %llu dropped: due while %u requests were out (--max-outstanding), "
+                      "not sent, not in sent or latencies\n",
+                      st->name, (unsigned long long)sr->dropped, cfg->max_outstanding);
+    if (sr->retried)
+        mg_buf_printf(notes,
+                      "  %s: %llu sent again on a new connection: the server closed a "
+                      "kept-alive one before answering\n",
+                      st->name, (unsigned long long)sr->retried);
+    if (sr->overlong)
+        mg_buf_printf(notes,
+                      "  %s: %llu responses were followed by bytes past their "
+                      "Content-Length (counted by status; the connection was closed)\n",
+                      st->name, (unsigned long long)sr->overlong);
+    if (sr->max_requests_reached)
+        mg_buf_printf(notes, "  %s: stopped at --max-requests %llu before the window ended\n",
+                      st->name, (unsigned long long)cfg->max_requests);
+    if (sr->max_send_lag_ns >= MG_NS_PER_MS && st->mode != MG_BENCH_CLOSED)
+        mg_buf_printf(notes, "  %s: sent up to %.1f ms after schedule (counted in its latency)\n",
+                      st->name, (double)sr->max_send_lag_ns / 1e6);
+    if (sr->status_429 + sr->status_503 && sr->latency_200.samples)
+        mg_buf_printf(notes, "  %s: 200 only: p50 %.3f, p95 %.3f, p99 %.3f, max %.3f ms\n",
+                      st->name, (double)sr->latency_200.p50_ns / 1e6,
+                      (double)sr->latency_200.p95_ns / 1e6, (double)sr->latency_200.p99_ns / 1e6,
+                      (double)sr->latency_200.max_ns / 1e6);
+}
+
+void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
+                          struct mg_buf *out)
+{
+    int name_w = render_settings(cfg, rep, out);
+    render_table(cfg, rep, out, name_w);
     struct mg_buf notes;
     mg_buf_init(&notes);
-    for (unsigned s = 0; s < rep->nstreams; s++) {
-        const struct mg_bench_stream_report *sr = &rep->streams[s];
-        const struct mg_bench_stream *st = &cfg->streams[s];
-        if (sr->errors_total) {
-            mg_buf_printf(&notes, "  %s: err =", st->name);
-            bool first = true;
-            for (int k = 0; k < MG_BENCH_ERR_KINDS; k++)
-                if (sr->errors[k]) {
-                    mg_buf_printf(&notes, "%s %llu %s", first ? "" : ",",
-                                  (unsigned long long)sr->errors[k], error_names[k]);
-                    first = false;
-                }
-            mg_buf_printf(&notes, "; the first: %s\n", sr->first_error);
-        }
-        if (sr->status_other) {
-            mg_buf_printf(&notes, "  %s: other =", st->name);
-            bool first = true;
-            for (int code = 100; code < 600; code++)
-                if (code != 200 && code != 429 && code != 503 && sr->status_counts[code]) {
-                    mg_buf_printf(&notes, "%s %llu x %d", first ? "" : ",",
-                                  (unsigned long long)sr->status_counts[code], code);
-                    first = false;
-                }
-            mg_buf_putc(&notes, '\n');
-        }
-        if (sr->dropped)
-            mg_buf_printf(&notes,
-                          "  %s: %llu dropped: due while %u requests were out (--max-outstanding), "
-                          "not sent, not in sent or latencies\n",
-                          st->name, (unsigned long long)sr->dropped, cfg->max_outstanding);
-        if (sr->retried)
-            mg_buf_printf(&notes,
-                          "  %s: %llu sent again on a new connection: the server closed a "
-                          "kept-alive one before answering\n",
-                          st->name, (unsigned long long)sr->retried);
-        if (sr->overlong)
-            mg_buf_printf(&notes,
-                          "  %s: %llu responses were followed by bytes past their "
-                          "Content-Length (counted by status; the connection was closed)\n",
-                          st->name, (unsigned long long)sr->overlong);
-        if (sr->max_requests_reached)
-            mg_buf_printf(&notes, "  %s: stopped at --max-requests %llu before the window ended\n",
-                          st->name, (unsigned long long)cfg->max_requests);
-        if (sr->max_send_lag_ns >= MG_NS_PER_MS && st->mode != MG_BENCH_CLOSED)
-            mg_buf_printf(&notes,
-                          "  %s: sent up to %.1f ms after schedule (counted in its latency)\n",
-                          st->name, (double)sr->max_send_lag_ns / 1e6);
-        if (sr->status_429 + sr->status_503 && sr->latency_200.samples)
-            mg_buf_printf(
-                &notes, "  %s: 200 only: p50 %.3f, p95 %.3f, p99 %.3f, max %.3f ms\n", st->name,
-                (double)sr->latency_200.p50_ns / 1e6, (double)sr->latency_200.p95_ns / 1e6,
-                (double)sr->latency_200.p99_ns / 1e6, (double)sr->latency_200.max_ns / 1e6);
-    }
+    for (unsigned s = 0; s < rep->nstreams; s++)
+        stream_notes(cfg, &cfg->streams[s], &rep->streams[s], &notes);
     if (notes.len) {
         mg_buf_puts(out, "\nnotes:\n");
         mg_buf_append(out, notes.data, notes.len);

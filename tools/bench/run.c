@@ -175,11 +175,11 @@ static int merge_stream(struct run *r, struct worker *workers, unsigned nworkers
     return 0;
 }
 
-enum mg_bench_status mg_bench_run(const struct mg_bench_config *cfg, struct mg_bench_report *rep,
-                                  char *err, size_t errlen)
+/* What must hold before anything is sent: a loopback target, a configuration within its
+ * bounds, and enough open files for every socket the run may hold. */
+static enum mg_bench_status check_runnable(const struct mg_bench_config *cfg, char *err,
+                                           size_t errlen)
 {
-    memset(rep, 0, sizeof *rep);
-    mg_bench_accept_chunked = cfg->accept_chunked;
     if (!mg_bench_target_is_loopback(&cfg->target)) {
         mg_bench_set_err(err, errlen,
                          "--target %s: not 127.0.0.1 or ::1; meshgate-bench loads only this "
@@ -209,6 +209,17 @@ enum mg_bench_status mg_bench_run(const struct mg_bench_config *cfg, struct mg_b
             (unsigned long long)needed, (unsigned long long)rl.rlim_cur);
         return MG_BENCH_REFUSED;
     }
+    return MG_BENCH_OK;
+}
+
+enum mg_bench_status mg_bench_run(const struct mg_bench_config *cfg, struct mg_bench_report *rep,
+                                  char *err, size_t errlen)
+{
+    memset(rep, 0, sizeof *rep);
+    mg_bench_accept_chunked = cfg->accept_chunked;
+    enum mg_bench_status runnable = check_runnable(cfg, err, errlen);
+    if (runnable != MG_BENCH_OK)
+        return runnable;
     if (probe(&cfg->target, err, errlen) < 0)
         return MG_BENCH_CANNOT_CONNECT;
 

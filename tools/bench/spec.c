@@ -223,17 +223,10 @@ static int check_path(const char *spec, struct mg_bench_stream *s, char *err, si
     return 0;
 }
 
-int mg_bench_parse_stream(const char *spec, struct mg_bench_stream *s, char *err, size_t errlen)
+/* NAME, before the first colon of spec. */
+static int parse_stream_name(const char *spec, const char *colon, struct mg_bench_stream *s,
+                             char *err, size_t errlen)
 {
-    memset(s, 0, sizeof *s);
-    for (int code = 200; code < 300; code++)
-        s->expect_status[code] = true;
-    snprintf(s->expect_text, sizeof s->expect_text, "2xx");
-    const char *colon = strchr(spec, ':');
-    if (!colon) {
-        mg_bench_set_err(err, errlen, "--stream %s: must be %s", spec, STREAM_FORMS);
-        return -1;
-    }
     size_t name_len = (size_t)(colon - spec);
     if (name_len == 0 || name_len > MG_BENCH_NAME_MAX) {
         mg_bench_set_err(err, errlen, "--stream %s: the NAME must have 1 to %d characters", spec,
@@ -248,50 +241,41 @@ int mg_bench_parse_stream(const char *spec, struct mg_bench_stream *s, char *err
             return -1;
         }
     copy_field(s->name, sizeof s->name, spec, name_len);
+    return 0;
+}
 
-    /* The path may hold colons: the mode and its numbers are found from the right. */
-    const char *rest = colon + 1;
+/* The mode and its numbers, found from the right of rest since the path may hold colons:
+ * sets the mode, where the path ends, and where the number and the pause (or NULL) start. */
+static bool find_mode(const char *rest, enum mg_bench_mode *mode, const char **path_end,
+                      const char **number_at, const char **pause_at)
+{
     const char *c[3] = {NULL, NULL, NULL}; /* the last three colons of rest: c[0] the last */
     int found = 0;
     for (const char *p = rest + strlen(rest); p > rest && found < 3;) {
         if (*--p == ':')
             c[found++] = p;
     }
-    const char *number_at, *pause_at = NULL, *path_end;
-    enum mg_bench_mode mode;
-    if (c[1] && mode_word(c[1] + 1, (size_t)(c[0] - c[1] - 1), &mode)) {
-        path_end = c[1];
-        number_at = c[0] + 1;
-    } else if (c[2] && mode_word(c[2] + 1, (size_t)(c[1] - c[2] - 1), &mode)) {
-        path_end = c[2];
-        number_at = c[1] + 1;
-        pause_at = c[0] + 1;
-    } else {
-        mg_bench_set_err(
-            err, errlen,
-            "--stream %s: no mode (closed, open or once) with its number at the end; must be "
-            "%s",
-            spec, STREAM_FORMS);
-        return -1;
+    *pause_at = NULL;
+    if (c[1] && mode_word(c[1] + 1, (size_t)(c[0] - c[1] - 1), mode)) {
+        *path_end = c[1];
+        *number_at = c[0] + 1;
+        return true;
     }
-    s->mode = mode;
-    if (!copy_field(s->path, sizeof s->path, rest, (size_t)(path_end - rest))) {
-        mg_bench_set_err(err, errlen, "--stream %s: the path is longer than %d bytes", spec,
-                         MG_BENCH_PATH_MAX);
-        return -1;
+    if (c[2] && mode_word(c[2] + 1, (size_t)(c[1] - c[2] - 1), mode)) {
+        *path_end = c[2];
+        *number_at = c[1] + 1;
+        *pause_at = c[0] + 1;
+        return true;
     }
-    if (check_path(spec, s, err, errlen) < 0)
-        return -1;
+    return false;
+}
 
-    char number[32], pause[32] = "";
-    size_t number_len = (size_t)((pause_at ? pause_at - 1 : spec + strlen(spec)) - number_at);
-    if (!copy_field(number, sizeof number, number_at, number_len))
-        number[0] = '\0', number_len = 0;
-    if (pause_at && !copy_field(pause, sizeof pause, pause_at, strlen(pause_at)))
-        snprintf(pause, sizeof pause, "(too long)");
-
+/* The mode's number (CONNS, RATE or N) and a closed stream's PAUSE_MS. */
+static int parse_stream_numbers(const char *spec, struct mg_bench_stream *s, const char *number,
+                                const char *pause_at, const char *pause, char *err, size_t errlen)
+{
     uint64_t v;
-    switch (mode) {
+    switch (s->mode) {
     case MG_BENCH_CLOSED:
         if (!mg_bench_parse_uint(number, 1, MG_BENCH_CONNS_MAX, &v)) {
             mg_bench_set_err(
@@ -348,6 +332,45 @@ int mg_bench_parse_stream(const char *spec, struct mg_bench_stream *s, char *err
         break;
     }
     return 0;
+}
+
+int mg_bench_parse_stream(const char *spec, struct mg_bench_stream *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    for (int code = 200; code < 300; code++)
+        s->expect_status[code] = true;
+    snprintf(s->expect_text, sizeof s->expect_text, "2xx");
+    const char *colon = strchr(spec, ':');
+    if (!colon) {
+        mg_bench_set_err(err, errlen, "--stream %s: must be %s", spec, STREAM_FORMS);
+        return -1;
+    }
+    if (parse_stream_name(spec, colon, s, err, errlen) < 0)
+        return -1;
+    const char *rest = colon + 1;
+    const char *number_at, *pause_at, *path_end;
+    if (!find_mode(rest, &s->mode, &path_end, &number_at, &pause_at)) {
+        mg_bench_set_err(err, errlen,
+                         "--stream %s: no mode (closed, open or once) with its number at the end; "
+                         "must be %s",
+                         spec, STREAM_FORMS);
+        return -1;
+    }
+    if (!copy_field(s->path, sizeof s->path, rest, (size_t)(path_end - rest))) {
+        mg_bench_set_err(err, errlen, "--stream %s: the path is longer than %d bytes", spec,
+                         MG_BENCH_PATH_MAX);
+        return -1;
+    }
+    if (check_path(spec, s, err, errlen) < 0)
+        return -1;
+
+    char number[32], pause[32] = "";
+    size_t number_len = (size_t)((pause_at ? pause_at - 1 : spec + strlen(spec)) - number_at);
+    if (!copy_field(number, sizeof number, number_at, number_len))
+        number[0] = '\0', number_len = 0;
+    if (pause_at && !copy_field(pause, sizeof pause, pause_at, strlen(pause_at)))
+        snprintf(pause, sizeof pause, "(too long)");
+    return parse_stream_numbers(spec, s, number, pause_at, pause, err, errlen);
 }
 
 void mg_bench_stream_mode_text(const struct mg_bench_stream *s, char *out, size_t cap)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * bench/engine.h: streams of HTTP GET requests at one local meshgate, and an honest account of them
+ * bench/engine.h: the engine of a run, streams of HTTP GET requests at one local meshgate
  * (see bench.h for the rules that make the numbers trustworthy).
  *
  * How a run works. mg_bench_run starts --threads workers; each owns an epoll instance, a share
@@ -17,26 +17,11 @@
  * pool of kept-alive connections (POOLED), once ends (DONE). An epoll event carries the
  * connection's id and the generation of its socket, so an event for a socket already closed
  * is recognised and ignored even when the kernel hands the same descriptor number out again.
- *
- * The JSON report (mg_bench_render_json):
- *   {"tool":"meshgate-bench","label":S,"command":S,"target":S,"started_at":ISO-8601,
- *    "duration_s":N,"warmup_s":N,"timeout_ms":N,"threads":N,"max_requests":N,
- *    "max_outstanding":N,"interrupted":B,"run_s":N,
- *    "streams":[{"name":S,"mode":"closed"|"open"|"once","spec":"closed:16","path":S,
- *                "connections":N,"pause_ms":N | "rate_per_s":N | "count":N,
- *                "headers":[S...],"sent":N,"responses":N,
- *                "status":{"200":N,"429":N,"503":N,"other":N},"statuses":{"404":N,...},
- *                "errors":{"total":N,"connect":N,"timeout":N,"closed":N,"protocol":N,
- *                          "aborted":N},"first_error":S|null,"dropped":N,"retried":N,
- *                "overlong":N,
- *                "max_requests_reached":B,"max_send_lag_ms":N,"elapsed_s":N,"rps":N,
- *                "latency_ms":{"samples":N,"min":N,"p50":N,"p95":N,"p99":N,"max":N,
- *                              "mean":N},"latency_200_ms":{...same...}}]}
- *   Latencies are null when there are no samples.
  */
 #ifndef MESHGATE_BENCH_ENGINE_H
 #define MESHGATE_BENCH_ENGINE_H
 
+#include "clock.h"
 #include "internal.h"
 
 #include <pthread.h>

@@ -1,7 +1,23 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * bench/report.c: exact percentiles, and the report of a run as text or JSON (the shape is
- * at the top of engine.h), and the check of --max-unexpected-pct.
+ * bench/report.c: exact percentiles, the report of a run as text or JSON, and the check of
+ * --max-unexpected-pct.
+ *
+ * The JSON report (mg_bench_render_json):
+ *   {"tool":"meshgate-bench","label":S,"command":S,"target":S,"started_at":ISO-8601,
+ *    "duration_s":N,"warmup_s":N,"timeout_ms":N,"threads":N,"max_requests":N,
+ *    "max_outstanding":N,"interrupted":B,"run_s":N,
+ *    "streams":[{"name":S,"mode":"closed"|"open"|"once","spec":"closed:16","path":S,
+ *                "connections":N,"pause_ms":N | "rate_per_s":N | "count":N,
+ *                "headers":[S...],"sent":N,"responses":N,
+ *                "status":{"200":N,"429":N,"503":N,"other":N},"statuses":{"404":N,...},
+ *                "errors":{"total":N,"connect":N,"timeout":N,"closed":N,"protocol":N,
+ *                          "aborted":N},"first_error":S|null,"dropped":N,"retried":N,
+ *                "overlong":N,
+ *                "max_requests_reached":B,"max_send_lag_ms":N,"elapsed_s":N,"rps":N,
+ *                "latency_ms":{"samples":N,"min":N,"p50":N,"p95":N,"p99":N,"max":N,
+ *                              "mean":N},"latency_200_ms":{...same...}}]}
+ *   Latencies are null when there are no samples.
  */
 #include "internal.h"
 

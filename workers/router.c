@@ -215,6 +215,14 @@ bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_reque
     return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
 }
 
+unsigned mg_route_by_template(const char *t, size_t n)
+{
+    for (unsigned i = 0; i < mg_route_table_len; i++)
+        if (strlen(mg_routes[i].template) == n && memcmp(mg_routes[i].template, t, n) == 0)
+            return i;
+    return MG_ROUTE_NOT_FOUND;
+}
+
 unsigned mg_route_names(const char **out, unsigned cap)
 {
     unsigned n = 0;

@@ -719,6 +719,10 @@ int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err
             fail(&l, "(whole file)", "small enough to render (out of memory)");
     }
     load_regions(&l, root, c);
+    json_t *thresholds = object_member(&l, root, "healthThresholds", "healthThresholds");
+    double relay_hours =
+        number_member(&l, thresholds, "relayActiveHours", "healthThresholds.relayActiveHours");
+    c->relay_active_hours = relay_hours > 0 ? relay_hours : 24; /* CoreScope's default */
     json_decref(root);
     json_decref(theme);
     if (l.failed) {

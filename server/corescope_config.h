@@ -47,6 +47,9 @@ struct mg_corescope_config {
     /* "regions" of the file: code -> display name, sorted by code (bytewise) */
     struct mg_corescope_region *regions;
     size_t region_count;
+    /* healthThresholds.relayActiveHours (24 when absent): how recent a repeater's last relay
+     * must be for relay_active (node_relay.h) */
+    double relay_active_hours;
 };
 
 /* The configuration this process serves: loaded by the preflight (and on SIGHUP by the

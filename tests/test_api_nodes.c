@@ -14,6 +14,7 @@
 #include "inproc.h"
 #include "jsoncheck.h"
 #include "node_hash_sizes.h"
+#include "node_relay.h"
 
 #include <criterion/criterion.h>
 #include <ctype.h>
@@ -314,6 +315,210 @@ FIXTURE_TEST(detail_by_short_prefix_and_its_refusals)
     get("/api/nodes/" N6IJ_PUBKEY "/reach", 200);
 }
 
+/* ---- relay activity (node_relay.h) --------------------------------------------------------- */
+
+/* The copy opened read-write by the suite itself (meshgate's connection reads only, and its
+ * authorizer refuses json_each). */
+static sqlite3 *raw_copy(void)
+{
+    sqlite3 *conn = NULL;
+    cr_assert_eq(sqlite3_open_v2(fx.db, &conn, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    return conn;
+}
+
+static long long raw_int(sqlite3 *conn, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(conn));
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : LLONG_MIN;
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return v;
+}
+
+/* The non-ADVERT transmissions whose longest path (its first observation with the most hops)
+ * has a hop equal to key or to its first byte, any case: CoreScope's relays of a node. */
+#define RELAYS_SQL                                                                                 \
+    "WITH best AS (SELECT tx, path_json FROM (SELECT transmission_id AS tx, path_json,"            \
+    " row_number() OVER (PARTITION BY transmission_id ORDER BY json_array_length(path_json)"       \
+    " DESC, id) AS r FROM observations WHERE json_valid(path_json)) WHERE r = 1),"                 \
+    " through AS (SELECT DISTINCT best.tx FROM best, json_each(best.path_json) h"                  \
+    " WHERE lower(h.value) IN (lower(%Q), lower(substr(%Q, 1, 2))))"                               \
+    " SELECT %s FROM through JOIN transmissions t ON t.id = through.tx"                            \
+    " WHERE t.payload_type IS NOT 4"
+
+/* How many of key's relays are younger than hours at Unix time now_s (route_type 1 only when
+ * flood). */
+static long long relays_within(sqlite3 *conn, const char *key, int hours, int64_t now_s, bool flood)
+{
+    char what[256];
+    snprintf(what, sizeof what,
+             "count(*) FILTER (WHERE julianday(t.first_seen) > julianday(%lld, 'unixepoch',"
+             " '-%d hours')%s)",
+             (long long)now_s, hours, flood ? " AND t.route_type = 1" : "");
+    return raw_int(conn, RELAYS_SQL, key, key, what);
+}
+
+/* A count that must lie between its values at the two ends of the request (a relay may age
+ * out of the window meanwhile). */
+static void expect_relays(const char *node, const char *field, sqlite3 *conn, const char *key,
+                          int hours, bool flood, int64_t before_s, int64_t after_s)
+{
+    long long got = json_int_at(node, field);
+    long long most = relays_within(conn, key, hours, before_s, flood);
+    long long least = relays_within(conn, key, hours, after_s + 1, flood);
+    cr_expect(got >= least && got <= most, "%s of %.8s: %lld, want %lld..%lld", field, key, got,
+              least, most);
+}
+
+static void expect_detail_relays(sqlite3 *conn, const char *key)
+{
+    char target[128];
+    snprintf(target, sizeof target, "/api/nodes/%s", key);
+    int64_t before_s = (int64_t)time(NULL);
+    const char *n = json_get(get(target, 200), "node");
+    int64_t after_s = (int64_t)time(NULL);
+    cr_assert_not_null(n);
+    cr_expect(json_keys_sorted(n), "keys sorted: %.900s", n);
+    expect_relays(n, "relay_count_24h", conn, key, 24, false, before_s, after_s);
+    expect_relays(n, "relay_count_1h", conn, key, 1, false, before_s, after_s);
+    expect_relays(n, "unscoped_relay_count_24h", conn, key, 24, true, before_s, after_s);
+    sqlite3_stmt *st = NULL;
+    char *sql = sqlite3_mprintf(RELAYS_SQL, key, key, "max(t.first_seen)");
+    cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    const char *last = (const char *)sqlite3_column_text(st, 0);
+    cr_assert_not_null(last, "%.8s relayed", key);
+    cr_expect(json_str_at_eq(n, "last_relayed", last), "last_relayed, want %s: %.900s", last, n);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    /* The freshened copy spans about two hours: its last relay is within the 24 h window. */
+    cr_expect(json_is_at(n, "relay_active", "true"));
+    cr_expect(json_is_at(n, "relay_window_hours", "24"));
+    cr_expect(json_is_at(n, "traffic_share_score", "0"), "no hop is a whole key");
+    cr_expect_null(json_get(n, "transported_scopes"), "the fixture has no scope names");
+}
+
+FIXTURE_TEST(repeater_detail_counts_the_relays_through_its_first_byte)
+{
+    start();
+    sqlite3 *conn = raw_copy();
+    expect_detail_relays(conn, N6IJ_PUBKEY);
+    expect_detail_relays(conn, BUSIEST_PUBKEY);
+    /* CoreScope's server on the same freshened copy: 17 and 146 relays in 24 hours, all
+     * unscoped floods (its 2- and 3-byte hops "EC34", "1000" are not counted). */
+    const char *n = json_get(get("/api/nodes/" BUSIEST_PUBKEY, 200), "node");
+    cr_expect_eq(json_int_at(n, "relay_count_24h"), 146);
+    cr_expect_eq(json_int_at(n, "unscoped_relay_count_24h"), 146);
+    n = json_get(get("/api/nodes/" N6IJ_PUBKEY, 200), "node");
+    cr_expect_eq(json_int_at(n, "relay_count_24h"), 17);
+    /* A companion gets none of the fields. */
+    char *companion = db_texts("SELECT public_key FROM nodes WHERE role = 'companion' LIMIT 1");
+    char target[128];
+    snprintf(target, sizeof target, "/api/nodes/%s", companion);
+    n = json_get(get(target, 200), "node");
+    cr_expect_null(json_get(n, "relay_count_24h"));
+    cr_expect_null(json_get(n, "relay_active"));
+    cr_expect_null(json_get(n, "traffic_share_score"));
+    free(companion);
+    sqlite3_close(conn);
+}
+
+/* The node of the list with this key. */
+static const char *listed(const char *body, const char *key)
+{
+    for (const char *n = json_first(json_get(body, "nodes")); n; n = json_next(n))
+        if (json_str_at_eq(n, "public_key", key))
+            return n;
+    cr_assert_fail("%.8s not in the list", key);
+    return NULL;
+}
+
+FIXTURE_TEST(list_gives_relays_only_to_a_key_that_is_a_hop_as_corescope)
+{
+    start();
+    /* CoreScope's list reads a map of hop keys: no hop is a whole key, so every repeater and
+     * room shows no relay (its detail does), and companions have no fields. */
+    const char *b = get("/api/nodes?limit=2000", 200);
+    int repeaters = 0;
+    for (const char *n = json_first(json_get(b, "nodes")); n; n = json_next(n)) {
+        char *role = json_str_at(n, "role");
+        bool relays = role && (!strcmp(role, "repeater") || !strcmp(role, "room"));
+        free(role);
+        repeaters += relays;
+        cr_expect_eq(json_get(n, "relay_active") != NULL, relays, "%.300s", n);
+        if (!relays)
+            continue;
+        cr_expect(json_is_at(n, "relay_active", "false") &&
+                      json_int_at(n, "relay_count_24h") == 0 &&
+                      json_int_at(n, "relay_count_1h") == 0 &&
+                      json_int_at(n, "unscoped_relay_count_24h") == 0 &&
+                      json_is_at(n, "traffic_share_score", "0") && !json_get(n, "last_relayed") &&
+                      !json_get(n, "relay_window_hours"),
+                  "%.900s", n);
+    }
+    cr_expect_eq(repeaters, db_int("SELECT count(*) FROM nodes WHERE role IN ('repeater','room')"));
+
+    /* Now one transmission's longest path names the busiest node by its whole key (upper
+     * case), and, in a migrated copy, three transmissions carry scope names. */
+    sqlite3 *conn = raw_copy();
+    long long tx = raw_int(conn, "SELECT id FROM transmissions WHERE payload_type = 5 AND id NOT IN"
+                                 " (SELECT transmission_id FROM observations WHERE path_json LIKE"
+                                 " '%%\"10%%') ORDER BY id LIMIT 1");
+    cr_assert_eq(
+        sqlite3_exec(conn,
+                     sqlite3_mprintf("UPDATE observations SET path_json = '[\"AB\",\"%s\"]'"
+                                     " WHERE transmission_id = %lld",
+                                     "1000009E310D729534B70FAA33A1ABE5CD5E45D594F72F786FEB"
+                                     "CCBB770B7E74",
+                                     tx),
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    bool scopes = fx.t.db.schema.tx_scope_name;
+    if (scopes) {
+        cr_assert_eq(sqlite3_exec(conn,
+                                  sqlite3_mprintf("UPDATE transmissions SET scope_name = '#west'"
+                                                  " WHERE id = %lld;"
+                                                  "UPDATE transmissions SET scope_name = '#east'"
+                                                  " WHERE id IN (SELECT transmission_id FROM"
+                                                  " observations WHERE path_json LIKE '%%\"10\"%%'"
+                                                  " ORDER BY id LIMIT 2)",
+                                                  tx),
+                                  NULL, NULL, NULL),
+                     SQLITE_OK, "%s", sqlite3_errmsg(conn));
+    }
+    mg_node_relay_forget();
+    int64_t before_s = (int64_t)time(NULL);
+    b = get("/api/nodes?limit=2000", 200);
+    int64_t after_s = (int64_t)time(NULL);
+    const char *n = listed(b, BUSIEST_PUBKEY);
+    cr_expect(json_keys_sorted(n));
+    /* Its relays are now those under its key and its first byte, each once. */
+    expect_relays(n, "relay_count_24h", conn, BUSIEST_PUBKEY, 24, false, before_s, after_s);
+    expect_relays(n, "relay_count_1h", conn, BUSIEST_PUBKEY, 1, false, before_s, after_s);
+    expect_relays(n, "unscoped_relay_count_24h", conn, BUSIEST_PUBKEY, 24, true, before_s, after_s);
+    cr_expect_eq(json_int_at(n, "relay_count_24h"), 147, "146 through 0x10, and this one");
+    cr_expect(json_is_at(n, "relay_active", "true"));
+    cr_expect_not_null(json_get(n, "last_relayed"));
+    /* Its traffic share: one transmission under its whole key of every non-ADVERT one. */
+    long long non_adverts = raw_int(conn, "SELECT count(*) FROM transmissions WHERE"
+                                          " payload_type IS NOT NULL AND payload_type <> 4");
+    cr_expect(fabs(json_double_at(n, "traffic_share_score") - 1.0 / (double)non_adverts) < 1e-15,
+              "traffic share %.900s, want 1/%lld", n, non_adverts);
+    if (scopes)
+        cr_expect(json_is_at(n, "transported_scopes", "[\"#east\",\"#west\"]"), "%.900s", n);
+    else
+        cr_expect_null(json_get(n, "transported_scopes"));
+    /* Another repeater still has none in the list. */
+    cr_expect(json_is_at(listed(b, N6IJ_PUBKEY), "relay_count_24h", "0"));
+    sqlite3_close(conn);
+}
+
 /* ---- what the detail derives, on its own ---------------------------------------------------- */
 
 Test(api_nodes_units, advert_hash_size_reads_the_path_byte)
@@ -349,6 +554,10 @@ Test(api_nodes_units, hash_sizes_flag_flip_flopping_until_settled)
 FIXTURE_TEST(detail_is_heavy_only_for_a_node_that_sent_much)
 {
     start();
+    /* Until the process has its relay table (node_relay.h), a detail would build it. */
+    get("/api/nodes/" BUSIEST_PUBKEY, 200);
+    cr_expect(!fx.t.light, "no relay table: heavy");
+    cr_expect(mg_node_relay_exist(fx.t.db.conn), "that request built it (a worker does at start)");
     /* The node that sent the most, and one that sent a few: the bound decides. */
     char *busy = db_texts("SELECT from_pubkey FROM transmissions WHERE from_pubkey IS NOT NULL"
                           " GROUP BY from_pubkey ORDER BY count(*) DESC, from_pubkey LIMIT 1");

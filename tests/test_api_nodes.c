@@ -341,12 +341,13 @@ static long long raw_int(sqlite3 *conn, const char *fmt, ...)
     return v;
 }
 
-/* The non-ADVERT transmissions whose longest path (its first observation with the most hops)
+/* The non-ADVERT transmissions whose longest path (its newest observation with the most hops)
  * has a hop equal to key or to its first byte, any case: CoreScope's relays of a node. */
 #define RELAYS_SQL                                                                                 \
     "WITH best AS (SELECT tx, path_json FROM (SELECT transmission_id AS tx, path_json,"            \
     " row_number() OVER (PARTITION BY transmission_id ORDER BY json_array_length(path_json)"       \
-    " DESC, id) AS r FROM observations WHERE json_valid(path_json)) WHERE r = 1),"                 \
+    " DESC, timestamp DESC, id DESC) AS r FROM observations WHERE json_valid(path_json))"          \
+    " WHERE r = 1),"                                                                               \
     " through AS (SELECT DISTINCT best.tx FROM best, json_each(best.path_json) h"                  \
     " WHERE lower(h.value) IN (lower(%Q), lower(substr(%Q, 1, 2))))"                               \
     " SELECT %s FROM through JOIN transmissions t ON t.id = through.tx"                            \

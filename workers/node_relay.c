@@ -36,12 +36,14 @@ struct table {
 
 /*
  * Each transmission other than an ADVERT with its path: that of its observation with the most
- * hops (the first of them by id). %s: the scope column.
+ * hops, the newest of them (CoreScope loads observations newest first and keeps the first
+ * longest; equal times by the highest id, as the summaries do). %s: the scope column.
  */
 static const char paths_sql[] =
     "SELECT o.path_json, t.first_seen, t.route_type, %s FROM (SELECT transmission_id AS tx,"
-    " path_json, row_number() OVER (PARTITION BY transmission_id ORDER BY hops DESC, id) AS r"
-    " FROM (SELECT transmission_id, id, path_json, CASE WHEN json_valid(path_json) AND"
+    " path_json, row_number() OVER (PARTITION BY transmission_id ORDER BY hops DESC,"
+    " timestamp DESC, id DESC) AS r"
+    " FROM (SELECT transmission_id, id, timestamp, path_json, CASE WHEN json_valid(path_json) AND"
     " json_type(path_json) = 'array' THEN json_array_length(path_json) ELSE 0 END AS hops"
     " FROM observations) WHERE hops > 0) o JOIN transmissions t ON t.id = o.tx"
     " WHERE o.r = 1 AND t.payload_type IS NOT 4";

@@ -6,10 +6,10 @@
  * transported_scopes, traffic_share_score, and in the detail relay_window_hours.
  *
  * What CoreScope counts, from its packet store as it stands after a load from the database:
- *   - each transmission's path is its observation with the most hops (the first of them, by
- *     id), and the transmission is filed under each distinct hop of that path, lowercased
- *     (byPathHop). The resolved_path keys it files at ingest are dropped when the index is
- *     rebuilt at the end of the load, so a server that read the database files raw hops only;
+ *   - each transmission's path is its observation with the most hops (the newest of them:
+ *     CoreScope loads them newest first), and the transmission is filed under each distinct hop of
+ * that path, lowercased (byPathHop). The resolved_path keys it files at ingest are dropped when the
+ * index is rebuilt at the end of the load, so a server that read the database files raw hops only;
  *   - ADVERTs (payload_type 4) are never relays;
  *   - a node K (lowercased key) relayed the transmissions filed under K or under its first
  *     byte K[:2] (a 1-byte hop), each once. 2- and 3-byte hops never match a 64-hex key;

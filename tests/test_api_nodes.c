@@ -852,96 +852,102 @@ FIXTURE_TEST(fleet_clock_skew_lists_each_nodes_skew_in_key_order)
 
 /* ---- neighbors ---------------------------------------------------------------------------- */
 
-/* The node of the fixture with the most rows in neighbor_edges. */
-static char *busiest_neighbor_node(void)
+/* The neighbour entry of list whose pubkey starts with prefix (or whose prefix is it, for an
+ * ambiguous one). */
+static const char *neighbor_starting(const char *list, const char *prefix, bool ambiguous)
 {
-    return db_texts("SELECT k FROM (SELECT node_a AS k FROM neighbor_edges UNION ALL"
-                    " SELECT node_b FROM neighbor_edges) WHERE k <> '' GROUP BY k"
-                    " ORDER BY count(*) DESC, k LIMIT 1");
+    for (const char *e = json_first(list); e; e = json_next(e)) {
+        char *pk = json_str_at(e, ambiguous ? "prefix" : "pubkey");
+        bool hit = pk && (ambiguous ? !strcmp(pk, prefix) : !strncmp(pk, prefix, strlen(prefix)));
+        free(pk);
+        if (hit && json_is_at(e, "ambiguous", ambiguous ? "true" : "false"))
+            return e;
+    }
+    return NULL;
 }
 
-FIXTURE_TEST(neighbors_are_the_nodes_rows_of_neighbor_edges_by_score)
+FIXTURE_TEST(neighbors_are_corescopes_graph_built_from_the_observations)
 {
     start();
-    char *pk = busiest_neighbor_node();
-    cr_assert(strlen(pk) == 64, "a node with edges: %s", pk);
-    char target[256];
-    snprintf(target, sizeof target, "/api/nodes/%s/neighbors", pk);
-    const char *b = get(target, 200);
+    const char *b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors", 200);
     char keys[256];
     json_keys(b, NULL, keys, sizeof keys);
     cr_expect_str_eq(keys, "node,neighbors,total_observations", "the envelope");
-    cr_expect(json_str_at_eq(b, "node", pk));
     const char *list = json_get(b, "neighbors");
-    cr_expect_eq(json_length(list),
-                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
-                        " AND count IS NOT NULL",
-                        pk, pk));
-    cr_expect_eq(
-        json_int_at(b, "total_observations"),
-        db_int("SELECT sum(count) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q", pk, pk));
+    /* CoreScope's server on the same freshened migrated copy: 11 neighbours, 27 observations
+     * (neighbor_edges has 3 rows for N6IJ: the graph is not that table). */
+    cr_expect_eq(json_length(list), 11);
+    cr_expect_eq(json_int_at(b, "total_observations"), 27);
     double last_score = 2;
-    long seen = 0;
-    for (const char *e = json_first(list); e; e = json_next(e), seen++) {
-        char *other = json_str_at(e, "pubkey");
-        const char *o = other ? other : "";
-        cr_expect_eq(json_int_at(e, "count"),
-                     db_int("SELECT count FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
-                            " OR (node_a = %Q AND node_b = %Q)",
-                            pk, o, o, pk),
-                     "%s: count", o);
-        char *last = db_texts("SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', last_seen) FROM"
-                              " neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
-                              " OR (node_a = %Q AND node_b = %Q)",
-                              pk, o, o, pk);
-        cr_expect(json_str_at_eq(e, "last_seen", last) && json_str_at_eq(e, "first_seen", last),
-                  "%s: seen %s: %.300s", o, last, e);
-        /* score = min(1, count/100) × 2^(−hours since last_seen / 168) */
-        double hours = (double)db_int("SELECT strftime('%%s','now') - strftime('%%s', last_seen)"
-                                      " FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
-                                      " OR (node_a = %Q AND node_b = %Q)",
-                                      pk, o, o, pk) /
-                       3600.0;
-        double cf = (double)json_int_at(e, "count") / 100.0;
-        double want = (cf > 1 ? 1 : cf) * pow(2.0, -(hours < 0 ? 0 : hours) / 168.0);
+    for (const char *e = json_first(list); e; e = json_next(e)) {
         double score = json_double_at(e, "score");
-        cr_expect(fabs(score - want) < 1e-4, "%s: score %g, want %g", o, score, want);
         cr_expect(score <= last_score, "by score, highest first");
         last_score = score;
-        if (other) {
-            char *name = db_texts("SELECT coalesce(name, '') FROM nodes WHERE public_key = %Q", o);
-            if (name[0])
-                cr_expect(json_str_at_eq(e, "name", name), "%s: name %s", o, name);
-            free(name);
-        } else {
-            cr_expect(json_is_at(e, "name", "null") && json_is_at(e, "role", "null"));
-        }
-        cr_expect_eq(json_int_at(e, "counts_by_mode.0"), json_int_at(e, "count"));
-        cr_expect(json_is_at(e, "avg_snr", "null") && json_is_at(e, "ambiguous", "false") &&
-                      json_str_at_eq(e, "prefix", "") && json_length(json_get(e, "observers")) == 0,
-                  "%.300s", e);
-        free(last);
-        free(other);
     }
-    cr_expect(seen > 1, "the busiest node has several neighbours");
-
-    /* min_count leaves out the edges seen fewer times; the key's case does not matter. */
-    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_count=10", pk);
-    b = get(target, 200);
-    cr_expect_eq(json_length(json_get(b, "neighbors")),
-                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
-                        " AND count >= 10",
-                        pk, pk));
-    char upper[65];
-    for (int i = 0; i < 64; i++)
-        upper[i] = (char)toupper((unsigned char)pk[i]);
-    upper[64] = '\0';
-    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_score=2", upper);
-    b = get(target, 200);
-    cr_expect(json_str_at_eq(b, "node", pk) && json_length(json_get(b, "neighbors")) == 0 &&
+    /* N6IJ as observer, hearing packets whose last hop is A3: one relay has that prefix, so
+     * each observation (one per observer and path) is an edge N6IJ - that relay. */
+    long long via_a3 = db_int("SELECT count(*) FROM (SELECT DISTINCT o.transmission_id,"
+                              " o.path_json FROM observations o JOIN observers obs ON obs.rowid ="
+                              " o.observer_idx WHERE lower(obs.id) = %Q AND"
+                              " lower(o.path_json ->> '$[#-1]') = 'a3')",
+                              N6IJ_PUBKEY);
+    cr_expect_eq(db_int("SELECT count(*) FROM nodes WHERE lower(public_key) LIKE 'a3%%' AND"
+                        " (role LIKE '%%repeater%%' OR role = 'room')"),
+                 1);
+    const char *a3 = neighbor_starting(list, "a3", false);
+    cr_assert_not_null(a3, "an edge to the A3 relay: %.900s", list);
+    cr_expect_eq(json_int_at(a3, "count"), via_a3);
+    cr_expect_eq(via_a3, 8, "CoreScope's server: 8");
+    cr_expect_eq(json_int_at(a3, "counts_by_mode.1"), via_a3, "1-byte hops");
+    cr_expect(json_str_at_eq(a3, "prefix", "a3") &&
+                  json_is_at(a3, "observers", "[\"" N6IJ_PUBKEY "\"]"),
+              "%.600s", a3);
+    char *first = db_texts("SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', min(o.timestamp),"
+                           " 'unixepoch') || ',' || strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ',"
+                           " max(o.timestamp), 'unixepoch') FROM observations o JOIN observers"
+                           " obs ON obs.rowid = o.observer_idx WHERE lower(obs.id) = %Q AND"
+                           " lower(o.path_json ->> '$[#-1]') = 'a3'",
+                           N6IJ_PUBKEY);
+    char *comma = strchr(first, ',');
+    cr_assert_not_null(comma);
+    *comma = '\0';
+    cr_expect(json_str_at_eq(a3, "first_seen", first) && json_str_at_eq(a3, "last_seen", comma + 1),
+              "seen %s to %s: %.600s", first, comma + 1, a3);
+    /* score = min(1, count/100) x 2^(-hours since last seen / 168) */
+    double hours = (double)db_int("SELECT strftime('%%s','now') - max(o.timestamp) FROM"
+                                  " observations o JOIN observers obs ON obs.rowid ="
+                                  " o.observer_idx WHERE lower(obs.id) = %Q AND"
+                                  " lower(o.path_json ->> '$[#-1]') = 'a3'",
+                                  N6IJ_PUBKEY) /
+                   3600.0;
+    double want = (double)via_a3 / 100.0 * pow(2.0, -(hours < 0 ? 0 : hours) / 168.0);
+    cr_expect(fabs(json_double_at(a3, "score") - want) < 1e-4, "score %g, want %g",
+              json_double_at(a3, "score"), want);
+    free(first);
+    /* No relay's key starts with BE: an unresolved edge of that prefix, without candidates. */
+    const char *be = neighbor_starting(list, "be", true);
+    cr_assert_not_null(be, "the unresolved BE edge: %.900s", list);
+    cr_expect(json_is_at(be, "pubkey", "null") && json_is_at(be, "name", "null") &&
+                  json_is_at(be, "unresolved", "true") && !json_get(be, "candidates"),
+              "%.600s", be);
+    cr_expect_eq(db_int("SELECT count(*) FROM nodes WHERE lower(public_key) LIKE 'be%%' AND"
+                        " (role LIKE '%%repeater%%' OR role = 'room')"),
+                 0);
+    /* include_ambiguous=false leaves it out; min_count=3 keeps the edges seen 3 times. */
+    b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?include_ambiguous=false", 200);
+    cr_expect_eq(json_length(json_get(b, "neighbors")), 10);
+    cr_expect_null(neighbor_starting(json_get(b, "neighbors"), "be", true));
+    b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=3", 200);
+    for (const char *e = json_first(json_get(b, "neighbors")); e; e = json_next(e))
+        cr_expect_geq(json_int_at(e, "count"), 3);
+    cr_expect_eq(json_length(json_get(b, "neighbors")), 2, "CoreScope: A3 (8) and 5B98 (6)");
+    b = get("/api/nodes/EC3433BB3ADF1ACAEE0CE117600B0CA473705486EC666137379A1E8CBB7E75F4"
+            "/neighbors?min_score=2",
+            200);
+    cr_expect(json_str_at_eq(b, "node", N6IJ_PUBKEY) &&
+                  json_length(json_get(b, "neighbors")) == 0 &&
                   json_int_at(b, "total_observations") == 0,
               "no score reaches 2: %.300s", b);
-    free(pk);
 }
 
 FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
@@ -949,9 +955,7 @@ FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
     start();
     static const char unknown[] =
         "0000000000000000000000000000000000000000000000000000000000000000";
-    cr_assert_eq(db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
-                        unknown, unknown),
-                 0);
+    cr_assert_eq(db_int("SELECT count(*) FROM observers WHERE id = %Q", unknown), 0);
     cr_expect_str_eq(
         get("/api/nodes/0000000000000000000000000000000000000000000000000000000000000000"
             "/neighbors",
@@ -966,9 +970,7 @@ FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
                              "min_score: expected a number"));
     /* CoreScope keeps 1 for a min_count below 1. */
     const char *b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=-5", 200);
-    cr_expect_eq(json_length(json_get(b, "neighbors")),
-                 db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
-                        N6IJ_PUBKEY, N6IJ_PUBKEY));
+    cr_expect_eq(json_length(json_get(b, "neighbors")), 11);
 }
 
 /* ---- paths -------------------------------------------------------------------------------- */

@@ -51,9 +51,9 @@ static const char *const node_detail_cases[] = {"/api/nodes/{quiet}", "/api/node
 /* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
 static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
                                           "/api/nodes/{node}/reach?days=30", NULL};
-/* Cold report: heavy to build (the node's rows of neighbor_edges, a pass over neighbor_edges
- * for node_b, which no index serves, and one over nodes and observers: 70 435 VM steps, 482
- * pages, 3-6 ms for the busiest node at 2M observations), light when warm (0 steps). */
+/* Cold report: heavy to build (CoreScope's neighbour graph from every observation, kept per
+ * process for 5 minutes: 28-41 s for the first node at 2M observations on a loaded machine,
+ * then a walk of the edges for each other node), light when warm (0 steps). */
 static const char *const neighbors_cases[] = {"/api/nodes/{node}/neighbors",
                                               "/api/nodes/{node}/neighbors?min_count=2", NULL};
 /* Cold report: heavy to build (every observation whose path holds a hop starting with the

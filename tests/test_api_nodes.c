@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "inproc.h"
 #include "jsoncheck.h"
+#include "neighbor_graph.h"
 #include "node_hash_sizes.h"
 #include "node_relay.h"
 
@@ -942,6 +943,15 @@ FIXTURE_TEST(neighbors_are_corescopes_graph_built_from_the_observations)
     for (const char *e = json_first(json_get(b, "neighbors")); e; e = json_next(e))
         cr_expect_geq(json_int_at(e, "count"), 3);
     cr_expect_eq(json_length(json_get(b, "neighbors")), 2, "CoreScope: A3 (8) and 5B98 (6)");
+    /* resolve-hops with a context reads the worker's graph: light while it is fresh (built
+     * above), heavy when there is none (the request builds it). */
+    get("/api/resolve-hops?hops=1F&observer=" N6IJ_PUBKEY, 200);
+    cr_expect(fx.t.light, "the graph is fresh");
+    mg_neighbor_graph_forget();
+    get("/api/resolve-hops?hops=1F&observer=" N6IJ_PUBKEY, 200);
+    cr_expect(!fx.t.light, "no graph: heavy");
+    get("/api/resolve-hops?hops=1F", 200);
+    cr_expect(fx.t.light, "no context: light");
     b = get("/api/nodes/EC3433BB3ADF1ACAEE0CE117600B0CA473705486EC666137379A1E8CBB7E75F4"
             "/neighbors?min_score=2",
             200);

@@ -1242,3 +1242,40 @@ int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q
     mg_process_table_read_end(&graphs);
     return rc;
 }
+
+int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms)
+{
+    struct build_arg arg = {db, now_ms * 1000000};
+    int rc = mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    if (rc != SQLITE_OK)
+        return rc;
+    mg_process_table_read_begin(&graphs);
+    if (!mg_process_table_current(&graphs)) {
+        mg_process_table_read_end(&graphs);
+        return SQLITE_ERROR;
+    }
+    return SQLITE_OK;
+}
+
+void mg_neighbor_graph_release(void)
+{
+    mg_process_table_read_end(&graphs);
+}
+
+bool mg_neighbor_graph_fresh(struct mg_db *db)
+{
+    return mg_process_table_fresh(&graphs, db->conn, mg_monotonic_ns());
+}
+
+double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,
+                                    bool with_confidence, int64_t *count)
+{
+    struct graph *g = mg_process_table_current(&graphs);
+    long x = g ? strings_id(&g->ids, a, false) : -1, y = g ? strings_id(&g->ids, b, false) : -1;
+    const struct edge *e = x >= 0 && y >= 0 ? edge_of(g, x, y, false, NULL) : NULL;
+    if (!e || !e->alive || e->ambiguous)
+        return 0;
+    if (count)
+        *count = e->count;
+    return edge_score(e, now_ms) * (with_confidence ? edge_confidence(e) : 1.0);
+}

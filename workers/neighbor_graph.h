@@ -61,4 +61,15 @@ int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q
                              struct mg_buf *body);
 void mg_neighbor_graph_forget(void); /* tests */
 
+/* Whether this process has a graph of db's file younger than the interval. */
+bool mg_neighbor_graph_fresh(struct mg_db *db);
+/* Holds this process's graph for reading, built first when it has none fresh (as for an
+ * answer); an SQLite code. Release it when done (only after SQLITE_OK). */
+int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms);
+void mg_neighbor_graph_release(void);
+/* Between hold and release: the score (CoreScope's Score, times its Confidence when asked) of
+ * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */
+double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,
+                                    bool with_confidence, int64_t *count);
+
 #endif

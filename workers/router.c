@@ -163,8 +163,10 @@ const struct mg_route mg_routes[] = {
     {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
      false},
     {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
-    {"/api/resolve-hops", MG_COST_LIGHT, mg_handle_resolve_hops, NULL, false, resolve_hops_cases,
-     false},
+    /* Heavy with from_node or observer while the worker has no fresh neighbour graph (its
+     * build: a pass over observations, 28-41 s at 2M on a loaded machine). */
+    {"/api/resolve-hops", MG_COST_HEAVY, mg_handle_resolve_hops, mg_resolve_hops_is_heavy, false,
+     resolve_hops_cases, false},
     {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
     /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
      * busiest hour of the 2M database; it grows with traffic). */

@@ -432,6 +432,32 @@ FIXTURE_TEST(repeater_detail_counts_the_relays_through_its_first_byte)
     sqlite3_close(conn);
 }
 
+FIXTURE_TEST(relay_active_follows_the_configured_window)
+{
+    start();
+    /* healthThresholds.relayActiveHours of CoreScope's config.json: 0.001 h (3.6 s), so the
+     * busiest relay's last relay (minutes ago in the freshened copy) is not active. */
+    char dir[128], path[256], err[512] = "";
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"healthThresholds\": {\"relayActiveHours\": 0.001}}", f);
+    fclose(f);
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(mg_corescope_load(&mg_corescope, path, err, sizeof err), 0, "%s", err);
+    const char *n = json_get(get("/api/nodes/" BUSIEST_PUBKEY, 200), "node");
+    cr_expect(json_is_at(n, "relay_window_hours", "0.001") &&
+                  json_is_at(n, "relay_active", "false") && json_get(n, "last_relayed"),
+              "%.900s", n);
+    char *last = json_str_at(n, "last_relayed");
+    cr_expect_gt(db_int("SELECT strftime('%%s','now') - strftime('%%s', %Q)", last ? last : ""), 4,
+                 "its last relay (%s) is older than the window", last);
+    free(last);
+    mg_corescope_free(&mg_corescope);
+    mg_test_rmdir(dir);
+}
+
 /* The node of the list with this key. */
 static const char *listed(const char *body, const char *key)
 {

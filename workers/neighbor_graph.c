@@ -1044,9 +1044,8 @@ static void write_answer(struct graph *g, const struct mg_neighbor_query *q, str
             for (int m = 0; m < 4; m++) {
                 if (!a->by_mode[m])
                     continue;
-                char k[4];
-                snprintf(k, sizeof k, "%d", m);
-                mg_json_kv_int(&j, k, a->by_mode[m]);
+                static const char *const mode_keys[4] = {"0", "1", "2", "3"};
+                mg_json_kv_int(&j, mode_keys[m], a->by_mode[m]);
             }
             mg_json_object_end(&j);
         }

@@ -499,27 +499,22 @@ FIXTURE_TEST(list_gives_relays_only_to_a_key_that_is_a_hop_as_corescope)
     long long tx = raw_int(conn, "SELECT id FROM transmissions WHERE payload_type = 5 AND id NOT IN"
                                  " (SELECT transmission_id FROM observations WHERE path_json LIKE"
                                  " '%%\"10%%') ORDER BY id LIMIT 1");
-    cr_assert_eq(
-        sqlite3_exec(conn,
-                     sqlite3_mprintf("UPDATE observations SET path_json = '[\"AB\",\"%s\"]'"
-                                     " WHERE transmission_id = %lld",
-                                     "1000009E310D729534B70FAA33A1ABE5CD5E45D594F72F786FEB"
-                                     "CCBB770B7E74",
-                                     tx),
-                     NULL, NULL, NULL),
-        SQLITE_OK);
+    char *edit =
+        sqlite3_mprintf("UPDATE observations SET path_json = '[\"AB\",\"%s\"]'"
+                        " WHERE transmission_id = %lld",
+                        "1000009E310D729534B70FAA33A1ABE5CD5E45D594F72F786FEBCCBB770B7E74", tx);
+    cr_assert_eq(sqlite3_exec(conn, edit, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(conn));
+    sqlite3_free(edit);
     bool scopes = fx.t.db.schema.tx_scope_name;
     if (scopes) {
-        cr_assert_eq(sqlite3_exec(conn,
-                                  sqlite3_mprintf("UPDATE transmissions SET scope_name = '#west'"
-                                                  " WHERE id = %lld;"
-                                                  "UPDATE transmissions SET scope_name = '#east'"
-                                                  " WHERE id IN (SELECT transmission_id FROM"
-                                                  " observations WHERE path_json LIKE '%%\"10\"%%'"
-                                                  " ORDER BY id LIMIT 2)",
-                                                  tx),
-                                  NULL, NULL, NULL),
-                     SQLITE_OK, "%s", sqlite3_errmsg(conn));
+        edit = sqlite3_mprintf("UPDATE transmissions SET scope_name = '#west' WHERE id = %lld;"
+                               "UPDATE transmissions SET scope_name = '#east' WHERE id IN"
+                               " (SELECT transmission_id FROM observations WHERE path_json LIKE"
+                               " '%%\"10\"%%' ORDER BY id LIMIT 2)",
+                               tx);
+        cr_assert_eq(sqlite3_exec(conn, edit, NULL, NULL, NULL), SQLITE_OK, "%s",
+                     sqlite3_errmsg(conn));
+        sqlite3_free(edit);
     }
     mg_node_relay_forget();
     int64_t before_s = (int64_t)time(NULL);
@@ -1253,7 +1248,8 @@ FIXTURE_TEST(bulk_health_by_region_is_the_nodes_heard_there_as_corescope)
 {
     start();
     /* The nodes with a packet an MRY observer heard, most recent first, at most limit. */
-    const char *b = get("/api/nodes/bulk-health?region=%20mry&limit=5", 200);
+    /* a copy: heard_in's requests reuse the response */
+    char *b = strdup(get("/api/nodes/bulk-health?region=%20mry&limit=5", 200));
     cr_expect_eq(json_length(b), 5);
     char *listed_keys = entry_keys(b);
     for (const char *e = json_first(b); e; e = json_next(e)) {
@@ -1271,6 +1267,7 @@ FIXTURE_TEST(bulk_health_by_region_is_the_nodes_heard_there_as_corescope)
             cr_expect(!heard_in(k, "MRY"), "%s was heard in MRY and is not listed", k);
     free(recent);
     free(listed_keys);
+    free(b);
     /* All of SFO's: CoreScope's server listed 103 of these 104 (it misses f00d1d18, whose only
      * packet it files under a hash it recomputed). */
     cr_expect_eq(json_length(get("/api/nodes/bulk-health?region=SFO&limit=200", 200)), 104);

@@ -25,17 +25,18 @@
  *     detail counts its 1-byte hop. meshgate answers the same way.
  * CoreScope's other usefulness fields (bridge_score, coverage_score, redundancy_score,
  * usefulness_score, usefulness_grade) come from its in-memory neighbour graph and are not
- * answered (README.md, "Differences from CoreScope").
+ * answered (README.md, "Node fields CoreScope has and meshgate does not give").
  *
  * Why a table, per process: the counts need every observation's path (the longest one of each
- * transmission), a scan (1.7 s at 200k observations; docs/benchmarks.md), so it is done once
- * per MG_NODE_RELAY_INTERVAL_NS (CoreScope's own recompute interval) into a table of hop keys
- * (a few hundred to tens of thousands of entries), kept as the hash sizes are
+ * transmission), a scan (6.9 s at 2M observations on a loaded machine; docs/benchmarks.md), so it
+ * is done once per MG_NODE_RELAY_INTERVAL_NS (CoreScope's own recompute interval) into a table of
+ * hop keys (a few hundred to tens of thousands of entries), kept as the hash sizes are
  * (node_hash_sizes.h): built before the worker serves, rebuilt on the helper thread when a
- * request finds it stale, and only a request that finds none is heavy. The shared result
- * cache cannot hold it (an entry is 64 KiB by default; the table grows with the distinct
- * hops), nor can a group value (4096 bytes). The counts are those at the table's build, up to
- * the interval old (CoreScope's list is as old; its detail is computed per request).
+ * request finds it stale, and only a request that finds none is heavy. A group value (4096 bytes)
+ * cannot hold it; the shared result cache could since its pool change (bodies up to a quarter of
+ * the pool), which would make the pass once per group: not done yet. The counts are those at the
+ * table's build, up to the interval old (CoreScope's list is as old; its detail is computed per
+ * request).
  */
 #ifndef MESHGATE_NODE_RELAY_H
 #define MESHGATE_NODE_RELAY_H

@@ -114,6 +114,7 @@ void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *re
 void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res);
+bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -79,6 +79,15 @@ static int victim(struct mg_cache_view *v, int64_t now)
     return lru;
 }
 
+void mg_result_cache_expire(struct mg_cache_view *v, int pid, const char *key)
+{
+    mg_lock_acquire(&v->cache->lock, pid);
+    int i = find(v, key);
+    if (i >= 0 && v->entry[i].state == MG_CACHE_READY)
+        v->entry[i].expires_monotonic_ns = 0;
+    mg_lock_release(&v->cache->lock, pid);
+}
+
 static void claim(struct mg_cache_view *v, unsigned i, int pid, unsigned slot, const char *key,
                   int64_t now, uint64_t *build_id)
 {

@@ -101,6 +101,10 @@ struct mg_result_cache {
     _Atomic uint64_t too_large;
     _Atomic uint64_t takeovers;
     _Atomic uint64_t reclaimed;
+    /* The relay table (workers/node_relay.c) shared through the cache: its passes over the
+     * observations in the group, and the copies workers decoded from a stored one. */
+    _Atomic uint64_t relay_builds;
+    _Atomic uint64_t relay_copies;
 };
 
 /* The cache and its two tables, as the segment holds them. */
@@ -176,6 +180,9 @@ void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, 
 
 /* Gives a claim up (error, 404, refusal): nothing is stored; followers wake and retry. */
 void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id);
+
+/* Makes key's stored body expired (the next look claims it): a body known to be out of date. */
+void mg_result_cache_expire(struct mg_cache_view *v, int pid, const char *key);
 
 /* Master, after reaping pid: frees the builds it claimed; returns how many. */
 unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);

@@ -66,7 +66,8 @@
  *                      "cancelled", "reclaimed",
  *                      "cache": {"entries", "ready", "hits", "misses", "coalesced",
  *                                "stored", "evicted", "too_large", "takeovers",
- *                                "reclaimed", "pages": 4096, "pages_used": 35,
+ *                                "reclaimed", "relay_builds", "relay_copies",
+ *                                "pages": 4096, "pages_used": 35,
  *                                "max_body_bytes": 4194304,
  *                                "table": [             every entry not free
  *                                  {"entry": 3, "state": "ready",   or "building"
@@ -913,14 +914,15 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
     text_records(d, out, "follower", gate->waiter, MG_FIFO_WAITERS_MAX, true);
     text_fifo_counters(out, g, "acquired");
     mg_buf_puts(out, "\n");
-    mg_buf_printf(out,
-                  "    cache: %u of %" PRIu32 " entries ready, hits %" PRIu64 ", misses %" PRIu64
-                  ", coalesced %" PRIu64 ", stored %" PRIu64 ", evicted %" PRIu64
-                  ", too large %" PRIu64 ", takeovers %" PRIu64 "\n",
-                  mg_result_cache_ready(&d->seg.cache, d->taken_monotonic_ns), c->entries,
-                  atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced),
-                  atomic_load(&c->stored), atomic_load(&c->evicted), atomic_load(&c->too_large),
-                  atomic_load(&c->takeovers));
+    mg_buf_printf(
+        out,
+        "    cache: %u of %" PRIu32 " entries ready, hits %" PRIu64 ", misses %" PRIu64
+        ", coalesced %" PRIu64 ", stored %" PRIu64 ", evicted %" PRIu64 ", too large %" PRIu64
+        ", takeovers %" PRIu64 "; relay table: %" PRIu64 " builds, %" PRIu64 " copies\n",
+        mg_result_cache_ready(&d->seg.cache, d->taken_monotonic_ns), c->entries,
+        atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced),
+        atomic_load(&c->stored), atomic_load(&c->evicted), atomic_load(&c->too_large),
+        atomic_load(&c->takeovers), atomic_load(&c->relay_builds), atomic_load(&c->relay_copies));
     text_cache_entries(d, out);
 }
 
@@ -1343,6 +1345,8 @@ static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "too_large", atomic_load(&c->too_large));
     mg_json_kv_uint(j, "takeovers", atomic_load(&c->takeovers));
     mg_json_kv_uint(j, "reclaimed", atomic_load(&c->reclaimed));
+    mg_json_kv_uint(j, "relay_builds", atomic_load(&c->relay_builds));
+    mg_json_kv_uint(j, "relay_copies", atomic_load(&c->relay_copies));
     mg_json_kv_uint(j, "pages", c->pages);
     mg_json_kv_uint(j, "pages_used", mg_result_cache_pages_used(&d->seg.cache));
     mg_json_kv_uint(j, "max_body_bytes", mg_result_cache_max_body(c));

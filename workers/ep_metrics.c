@@ -437,6 +437,12 @@ static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t 
                 "builds taken over from a builder that died", load64(&c->takeovers));
     single_uint(b, "meshgate_reach_cache_reclaimed_total", "counter",
                 "builds of dead workers freed by the master", load64(&c->reclaimed));
+    single_uint(b, "meshgate_relay_builds_total", "counter",
+                "passes over the observations that built the relay table (node_relay.h)",
+                load64(&c->relay_builds));
+    single_uint(b, "meshgate_relay_copies_total", "counter",
+                "relay tables a worker took from the group's copy in the cache",
+                load64(&c->relay_copies));
 }
 
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res)

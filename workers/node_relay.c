@@ -501,8 +501,11 @@ static int obtain_locked(struct mg_env *env, sqlite3 *conn, int64_t now_ns, int6
     int64_t period = now_ns / MG_NODE_RELAY_INTERVAL_NS;
     group_key(conn, period, key);
     group_key(conn, period - 1, prev);
-    /* The last interval's build, if it is younger than the interval, is fresh still. */
-    if (take_copy(env, conn, prev, now_ns) && mg_process_table_fresh(&relays, conn, now_ns))
+    /* The last interval's build: fresh still if younger than the interval; a first copy in
+     * any case (served while the helper refreshes it: mg_node_relay_keep). */
+    bool had = mg_process_table_exists(&relays, conn);
+    if (take_copy(env, conn, prev, now_ns) &&
+        (!had || mg_process_table_fresh(&relays, conn, now_ns)))
         return SQLITE_OK;
     struct mg_cache_view *v = &env->seg->cache;
     struct mg_buf body;
@@ -562,6 +565,42 @@ static void run_rebuild(struct mg_job *job, struct mg_db *db)
         mg_warn("node relay activity: rebuilding failed: %s", sqlite3_errstr(rc));
 }
 
+/* A worker's start with no group copy: the group's build (or nothing, when another worker
+ * runs it), on a thread of its own with its own connection, so the worker serves meanwhile. */
+static void *start_build(void *arg)
+{
+    struct mg_env *env = arg;
+    struct mg_db db;
+    char err[256];
+    if (mg_db_open_like(&db, env->db, env->cfg->db_path, env->cfg->db_busy_timeout_ms, err,
+                        sizeof err) != 0) {
+        mg_warn("node relay activity: not built at start: %s", err);
+        return NULL;
+    }
+    int rc = obtain(env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
+    if (rc != SQLITE_OK)
+        mg_warn("node relay activity: not built at start: %s", sqlite3_errstr(rc));
+    mg_db_close(&db);
+    return NULL;
+}
+
+bool mg_node_relay_available(struct mg_env *env)
+{
+    sqlite3 *conn = env->db->conn;
+    if (mg_process_table_exists(&relays, conn))
+        return true;
+    if (!group_shared(env))
+        return false;
+    char key[MG_CACHE_KEY_MAX];
+    int64_t now = mg_monotonic_ns(), period = now / MG_NODE_RELAY_INTERVAL_NS;
+    for (int64_t p = period; p >= period - 1; p--) {
+        group_key(conn, p, key);
+        if (mg_result_cache_warm(&env->seg->cache, env->pid, key, now))
+            return true;
+    }
+    return false;
+}
+
 void mg_node_relay_adopt(struct mg_env *env)
 {
     sqlite3 *conn = env->db->conn;
@@ -578,6 +617,10 @@ void mg_node_relay_adopt(struct mg_env *env)
             group_key(conn, period - 1, key);
             take_copy(env, conn, key, now);
         }
+        pthread_t t;
+        if (!mg_process_table_exists(&relays, conn) &&
+            pthread_create(&t, NULL, start_build, env) == 0)
+            pthread_detach(t);
     }
     if (rc != SQLITE_OK)
         mg_warn("node relay activity: not built at start: %s", sqlite3_errstr(rc));
@@ -601,8 +644,11 @@ uint64_t mg_node_relay_generation(void)
 int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
 {
     sqlite3 *conn = env->db->conn;
-    if (!env->jobs || !mg_process_table_exists(&relays, conn))
-        return obtain(env, conn, now_ns, now_realtime_ns, true);
+    if (!env->jobs || !mg_process_table_exists(&relays, conn)) {
+        int rc = obtain(env, conn, now_ns, now_realtime_ns, true);
+        if (rc != SQLITE_OK || !env->jobs)
+            return rc;
+    }
     if (!mg_process_table_fresh(&relays, conn, now_ns) &&
         (!rebuild.submitted || atomic_load(&rebuild.job.done))) {
         rebuild.env = env;

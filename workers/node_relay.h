@@ -55,11 +55,16 @@
 #define MG_NODE_RELAY_INTERVAL_NS (300 * 1000000000LL)
 #define MG_NODE_RELAY_SCOPES_MAX 32 /* CoreScope's maxTransportedScopes */
 
-/* At a worker's start: takes the group's table when the result cache holds one (no pass);
- * without the group's cache (MESHGATE_REACH_CACHE_TTL_MS=0), builds this process's own. */
+/* At a worker's start: takes the group's table when the result cache holds one (no pass),
+ * else starts the group's build on a thread of its own and returns (the worker serves
+ * meanwhile; a worker that finds another's build under way leaves it to that one); without
+ * the group's cache (MESHGATE_REACH_CACHE_TTL_MS=0), builds this process's own. */
 void mg_node_relay_adopt(struct mg_env *env);
 bool mg_node_relay_fresh(sqlite3 *conn, int64_t now_ns);
 bool mg_node_relay_exist(sqlite3 *conn);
+/* Whether a request can have the table at once: this process has one, or the group's copy is
+ * stored (a copy and a decode, no pass). */
+bool mg_node_relay_available(struct mg_env *env);
 /* Changes whenever this process's table is replaced or dropped. */
 uint64_t mg_node_relay_generation(void);
 /* Before a request reads the table: when there is none, the group's copy is taken, or the

@@ -764,11 +764,12 @@ static void tick(struct master *m, int64_t now)
         const struct mg_upstream_shm *up = m->seg.upstream;
         if (m->seg.config->upstream[0] && len > 0 && (size_t)len < sizeof status) {
             struct mg_fifo_snapshot ug;
+            struct mg_upstream_snapshot us;
             mg_fifo_gate_read(&up->gate, m->pid, true, &ug);
+            mg_upstream_shm_read(up, now, &us);
             snprintf(status + len, sizeof status - (size_t)len,
                      "; upstream %u/%u, %u waiting, breaker %s, %u websockets", ug.in_flight,
-                     ug.cap, ug.waiting, mg_breaker_state_name(atomic_load(&up->breaker.state)),
-                     atomic_load(&up->tunnels_open));
+                     ug.cap, ug.waiting, mg_breaker_state_name(us.breaker_state), us.tunnels_open);
         }
         if (strcmp(status, m->last_status) != 0) {
             mg_notify("STATUS=%s", status);

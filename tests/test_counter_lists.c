@@ -12,6 +12,7 @@
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "result_cache.h"
+#include "upstream_gate.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ static const struct counter fifo_counters[] = {MG_FIFO_COUNTER_LIST(AS_COUNTER)}
 static const struct counter diag_counters[] = {MG_DIAG_COUNTER_LIST(AS_COUNTER)};
 static const struct counter cache_counters[] = {MG_CACHE_COUNTER_LIST(AS_COUNTER)};
 static const struct counter client_counters[] = {MG_CLIENT_COUNTER_LIST(AS_COUNTER)};
+static const struct counter breaker_counters[] = {MG_BREAKER_COUNTER_LIST(AS_COUNTER)};
 #undef AS_COUNTER
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -142,16 +144,36 @@ static const struct place places[] = {
     {SHM_JSON, "\"anon_rate\":{", "}", LIST(client_counters), "\"%s\":", false, NULL},
 };
 
-Test(counter_lists, every_listed_counter_appears_in_every_reader)
+/* With the upstream on: its gate's and its breaker's counters (the upstream need not run). */
+static const struct place upstream_places[] = {
+    {METRICS, "", "\x01", LIST(fifo_counters), "\nmeshgate_upstream_gate_%s_total ", false,
+     "admitted"},
+    {METRICS, "", "\x01", LIST(breaker_counters), "\nmeshgate_upstream_breaker_%s_total ", false,
+     NULL},
+    {PERF, "\"upstream\":{", "\"holders\":", LIST(fifo_counters), "\"%s\":", true, "admitted"},
+    {PERF, "\"upstream\":{", "\"holders\":", LIST(breaker_counters), "\"%s\":", true, NULL},
+    {STATUS, "<tr><td>upstream</td><td>acquired", "</tr>", LIST(fifo_counters), "%s ", true, NULL},
+    {STATUS, "<tr><td>upstream breaker</td>", "</tr>", LIST(breaker_counters), "%s ", true, NULL},
+    {SHM_TEXT, "  upstream 127.0.0.1:", "websockets", LIST(fifo_counters), "%s ", false,
+     "admitted"},
+    {SHM_TEXT, "    breaker ", "websockets", LIST(breaker_counters), "%s ", false, NULL},
+    {SHM_JSON, "\"upstream\":{", "\"websockets\"", LIST(fifo_counters), "\"%s\":", false,
+     "admitted"},
+    {SHM_JSON, "\"upstream\":{", "\"websockets\"", LIST(breaker_counters), "\"breaker_%s\":", false,
+     NULL},
+};
+
+/* Starts a server with env, reads every output once and checks each place in them. */
+static void check_places(const char *const *env, const struct place *list, size_t n)
 {
     static const char *names[OUTPUTS] = {"/metrics", "/api/perf", "/server-status", "meshgate-shm",
                                          "meshgate-shm --json"};
     struct mg_test_server s;
-    cr_assert(mg_test_server_start(&s, NULL, NULL));
+    cr_assert(mg_test_server_start(&s, NULL, env));
     char *out[OUTPUTS] = {get_body(s.port, "/metrics"), get_body(s.port, "/api/perf"),
                           get_body(s.port, "/server-status"), tool(&s, ""), tool(&s, "--json")};
-    for (size_t i = 0; i < COUNT(places); i++) {
-        const struct place *p = &places[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct place *p = &list[i];
         char *part = section(out[p->output], p->from, p->to);
         expect_all(names[p->output], part, p->list, p->n, p->format, p->json_key, p->acquired_as);
         free(part);
@@ -159,4 +181,17 @@ Test(counter_lists, every_listed_counter_appears_in_every_reader)
     for (int i = 0; i < OUTPUTS; i++)
         free(out[i]);
     cr_expect_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
+Test(counter_lists, every_listed_counter_appears_in_every_reader)
+{
+    check_places(NULL, places, COUNT(places));
+}
+
+Test(counter_lists, every_upstream_counter_appears_in_every_reader)
+{
+    char upstream[64];
+    snprintf(upstream, sizeof upstream, "MESHGATE_UPSTREAM=127.0.0.1:%d", mg_test_free_port());
+    const char *env[] = {upstream, NULL};
+    check_places(env, upstream_places, COUNT(upstream_places));
 }

@@ -921,14 +921,15 @@ static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
     text_records(d, out, "waiter", gate, MG_FIFO_WAITERS);
     text_fifo_counters(out, g, "admitted");
     mg_buf_puts(out, "\n");
-    mg_buf_printf(
-        out,
-        "    breaker %s, %" PRIu32 " failures in a row, opened %" PRIu64 ", fast fails %" PRIu64
-        ", probes %" PRIu64 "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n",
-        mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.failures),
-        atomic_load(&u->breaker.opened), atomic_load(&u->breaker.fast_fails),
-        atomic_load(&u->breaker.probes), atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
-        atomic_load(&u->tunnels_peak));
+    struct mg_upstream_snapshot s;
+    mg_upstream_shm_read(u, d->taken_monotonic_ns, &s);
+    mg_buf_printf(out, "    breaker %s, %" PRIu32 " failures in a row",
+                  mg_breaker_state_name(s.breaker_state), s.breaker_failures);
+#define TEXT_COUNTER(field, json, what) text_counter(out, ", ", #field, s.field);
+    MG_BREAKER_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+    mg_buf_printf(out, "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n",
+                  s.tunnels_open, s.tunnel_cap, s.tunnels_peak);
 }
 
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
@@ -1281,14 +1282,16 @@ static void json_upstream(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_begin(j);
     mg_json_kv_string(j, "address", address);
     json_fifo(j, d, &u->gate, "admitted", false);
-    mg_json_kv_string(j, "breaker", mg_breaker_state_name(atomic_load(&u->breaker.state)));
-    mg_json_kv_uint(j, "breaker_failures_in_a_row", atomic_load(&u->breaker.failures));
-    mg_json_kv_uint(j, "breaker_opened", atomic_load(&u->breaker.opened));
-    mg_json_kv_uint(j, "breaker_fast_fails", atomic_load(&u->breaker.fast_fails));
-    mg_json_kv_uint(j, "breaker_probes", atomic_load(&u->breaker.probes));
-    mg_json_kv_uint(j, "websockets", atomic_load(&u->tunnels_open));
-    mg_json_kv_uint(j, "websockets_cap", atomic_load(&u->tunnel_cap));
-    mg_json_kv_uint(j, "websockets_peak", atomic_load(&u->tunnels_peak));
+    struct mg_upstream_snapshot s;
+    mg_upstream_shm_read(u, d->taken_monotonic_ns, &s);
+    mg_json_kv_string(j, "breaker", mg_breaker_state_name(s.breaker_state));
+    mg_json_kv_uint(j, "breaker_failures_in_a_row", s.breaker_failures);
+#define JSON_COUNTER(field, json, what) mg_json_kv_uint(j, "breaker_" #field, s.field);
+    MG_BREAKER_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
+    mg_json_kv_uint(j, "websockets", s.tunnels_open);
+    mg_json_kv_uint(j, "websockets_cap", s.tunnel_cap);
+    mg_json_kv_uint(j, "websockets_peak", s.tunnels_peak);
     mg_json_object_end(j);
 }
 

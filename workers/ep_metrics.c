@@ -389,19 +389,19 @@ static void write_upstream(struct mg_buf *b, const struct mg_env *env)
     struct mg_fifo_snapshot g;
     mg_fifo_gate_read(&u->gate, env->pid, true, &g);
     write_fifo_gate(b, &m, &g);
+    struct mg_upstream_snapshot s;
+    mg_upstream_shm_read(u, mg_monotonic_ns(), &s);
     single_uint(b, "meshgate_upstream_breaker_open", "gauge",
                 "1 while the upstream's breaker fails requests fast (open or half-open)",
-                atomic_load(&u->breaker.state) != MG_BREAKER_CLOSED);
-    single_uint(b, "meshgate_upstream_breaker_opened_total", "counter",
-                "times the upstream's breaker opened", load64(&u->breaker.opened));
-    single_uint(b, "meshgate_upstream_breaker_fast_fails_total", "counter",
-                "requests answered 502 at once because the breaker was open",
-                load64(&u->breaker.fast_fails));
+                s.breaker_state != MG_BREAKER_CLOSED);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_upstream_breaker_" #field "_total", "counter", what, s.field);
+    MG_BREAKER_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
     single_uint(b, "meshgate_upstream_tunnels_open", "gauge",
-                "WebSocket tunnels to the upstream open now", atomic_load(&u->tunnels_open));
+                "WebSocket tunnels to the upstream open now", s.tunnels_open);
     single_uint(b, "meshgate_upstream_tunnels_cap", "gauge",
-                "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)",
-                atomic_load(&u->tunnel_cap));
+                "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)", s.tunnel_cap);
 }
 
 static void write_cache(struct mg_buf *b, const struct mg_env *env, int64_t now)

@@ -177,6 +177,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
     if (seg->config->upstream[0]) {
         struct mg_fifo_snapshot snap, *ug = &snap;
         mg_fifo_gate_read(&u->gate, getpid(), true, &snap);
+        struct mg_upstream_snapshot us;
+        mg_upstream_shm_read(u, now, &us);
         char ucap[16];
         if (ug->cap)
             snprintf(ucap, sizeof ucap, "%u", ug->cap);
@@ -190,10 +192,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
             " times); %u of %u WebSockets; %" PRIu64 " bytes up, %" PRIu64 " down; %" PRIu64
             " 502, %" PRIu64 " 504</td></tr>\n",
             seg->config->upstream, ucap, ug->in_flight, ug->waiting, ug->queue_max, ug->peak,
-            ug->acquired, ug->refused_full, ug->refused_timeout,
-            atomic_load(&u->breaker.fast_fails), ug->reclaimed,
-            mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.opened),
-            atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
+            ug->acquired, ug->refused_full, ug->refused_timeout, us.fast_fails, ug->reclaimed,
+            mg_breaker_state_name(us.breaker_state), us.opened, us.tunnels_open, us.tunnel_cap,
             mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_SENT),
             mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_RECEIVED),
             mg_counter_get(seg, MG_CTR_UPSTREAM_502), mg_counter_get(seg, MG_CTR_UPSTREAM_504));
@@ -259,6 +259,11 @@ static void section_gate_counters(struct mg_buf *b, struct mg_segment *seg, int6
     struct mg_diag_snapshot d;
     mg_diag_gate_read(seg->diag, pid, true, now, &d);
     COUNTER_ROW(b, "memory breakdown", MG_DIAG_COUNTER_LIST, d);
+    if (seg->config->upstream[0]) {
+        struct mg_upstream_snapshot us;
+        mg_upstream_shm_read(seg->upstream, now, &us);
+        COUNTER_ROW(b, "upstream breaker", MG_BREAKER_COUNTER_LIST, us);
+    }
     mg_buf_puts(b, "</table>\n");
 }
 #undef COUNTER_ROW

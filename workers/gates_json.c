@@ -149,18 +149,17 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
 static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
 {
     const struct mg_upstream_shm *u = seg->upstream;
-    const struct mg_breaker *b = &u->breaker;
-    uint32_t state = atomic_load(&b->state);
-    int64_t until = atomic_load(&b->open_until_ns);
+    struct mg_upstream_snapshot b;
+    mg_upstream_shm_read(u, now, &b);
     mg_json_object_begin(j);
     mg_json_kv_string(j, "address", seg->config->upstream);
-    mg_json_kv_string(j, "breaker", mg_breaker_state_name(state));
+    mg_json_kv_string(j, "breaker", mg_breaker_state_name(b.breaker_state));
     struct mg_fifo_snapshot g; /* read as every FIFO gate is; its keys around "tunnels" */
     mg_fifo_gate_read(&u->gate, getpid(), true, &g);
     mg_json_kv_uint(j, "cap", g.cap);
     mg_json_kv_uint(j, "inFlight", g.in_flight);
     mg_json_kv_uint(j, "queueMax", g.queue_max);
-    mg_json_kv_uint(j, "tunnels", atomic_load(&u->tunnels_open));
+    mg_json_kv_uint(j, "tunnels", b.tunnels_open);
     mg_json_kv_uint(j, "waiting", g.waiting);
     if (full) {
         kv_ms(j, "waitMs", g.wait_ns);
@@ -169,14 +168,13 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
     mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? "admitted" : json, g.field);
         MG_FIFO_COUNTER_LIST(COUNTER_JSON)
 #undef COUNTER_JSON
-        kv_ms(j, "breakerOpenRemainingMs",
-              state == MG_BREAKER_OPEN && until > now ? until - now : 0);
-        mg_json_kv_uint(j, "breakerFailuresInARow", atomic_load(&b->failures));
-        mg_json_kv_uint(j, "breakerOpened", atomic_load(&b->opened));
-        mg_json_kv_uint(j, "breakerFastFails", atomic_load(&b->fast_fails));
-        mg_json_kv_uint(j, "breakerProbes", atomic_load(&b->probes));
-        mg_json_kv_uint(j, "tunnelCap", atomic_load(&u->tunnel_cap));
-        mg_json_kv_uint(j, "tunnelsPeak", atomic_load(&u->tunnels_peak));
+        kv_ms(j, "breakerOpenRemainingMs", b.breaker_open_remaining_ns);
+        mg_json_kv_uint(j, "breakerFailuresInARow", b.breaker_failures);
+#define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, b.field);
+        MG_BREAKER_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
+        mg_json_kv_uint(j, "tunnelCap", b.tunnel_cap);
+        mg_json_kv_uint(j, "tunnelsPeak", b.tunnels_peak);
         static const struct {
             const char *key;
             enum mg_counter counter;

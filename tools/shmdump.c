@@ -611,6 +611,7 @@ static void config_copy(const struct mg_config *src, struct mg_config *dst)
         case MG_CFG_CIDRS:
         case MG_CFG_HOSTPORT:
         case MG_CFG_ADDRESS:
+        case MG_CFG_ROUTES:
             if (v->size)
                 field[v->size - 1] = '\0';
             break;
@@ -991,8 +992,12 @@ static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
 #define TEXT_COUNTER(field, json, what) text_counter(out, ", ", #field, s.field);
     MG_BREAKER_COUNTER_LIST(TEXT_COUNTER)
 #undef TEXT_COUNTER
-    mg_buf_printf(out, "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n",
-                  s.tunnels_open, s.tunnel_cap, s.tunnels_peak);
+    mg_buf_printf(out,
+                  "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n"
+                  "    anonymous %" PRIu32 " held (peak %" PRIu32 "), held back %" PRIu64
+                  " times for the signed-in reserve\n",
+                  s.tunnels_open, s.tunnel_cap, s.tunnels_peak, s.anon_held, s.anon_peak,
+                  s.anon_held_back);
 }
 
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
@@ -1395,6 +1400,9 @@ static void json_upstream(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "websockets", s.tunnels_open);
     mg_json_kv_uint(j, "websockets_cap", s.tunnel_cap);
     mg_json_kv_uint(j, "websockets_peak", s.tunnels_peak);
+    mg_json_kv_uint(j, "anonymous_held", s.anon_held);
+    mg_json_kv_uint(j, "anonymous_peak", s.anon_peak);
+    mg_json_kv_uint(j, "anonymous_held_back", s.anon_held_back);
     mg_json_object_end(j);
 }
 

@@ -175,6 +175,10 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
 #undef COUNTER_JSON
         mg_json_kv_uint(j, "tunnelCap", b.tunnel_cap);
         mg_json_kv_uint(j, "tunnelsPeak", b.tunnels_peak);
+        mg_json_kv_uint(j, "anonymousHeld", b.anon_held);
+        mg_json_kv_uint(j, "anonymousMax", b.anon_max == UINT32_MAX ? g.cap : b.anon_max);
+        mg_json_kv_uint(j, "anonymousPeak", b.anon_peak);
+        mg_json_kv_uint(j, "anonymousHeldBack", b.anon_held_back);
         static const struct {
             const char *key;
             enum mg_counter counter;
@@ -182,6 +186,7 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
             {"requests", MG_CTR_UPSTREAM_REQUESTS},
             {"connects", MG_CTR_UPSTREAM_CONNECTS},
             {"reused", MG_CTR_UPSTREAM_REUSED},
+            {"retries", MG_CTR_UPSTREAM_RETRIES},
             {"bytesSent", MG_CTR_UPSTREAM_BYTES_SENT},
             {"bytesReceived", MG_CTR_UPSTREAM_BYTES_RECEIVED},
             {"failures", MG_CTR_UPSTREAM_FAILURES},

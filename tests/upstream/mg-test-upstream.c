@@ -4,7 +4,7 @@
  * and the benchmark of meshgate's reverse proxy. One thread per connection, kept alive.
  *
  *   mg-test-upstream --port-file FILE [--port N] [--log FILE] [--analytics-ms N]
- *                    [--max-concurrent N]
+ *                    [--max-concurrent N] [--stale-after N]
  *
  * It writes its port to FILE once it listens, and appends every byte it receives to the log
  * (so a test can prove that a request never reached it). Paths:
@@ -25,6 +25,10 @@
  *   other /api/...   200 {"path":"..."}
  *   a WebSocket handshake on any path: 101, then every frame is echoed back (unmasked); a
  *                    close frame is answered with a close frame
+ *
+ * --stale-after N: a connection that has answered N requests reads the next one (logged)
+ * and closes without an answer, as a server does whose idle timeout crossed a kept-alive
+ * client's request: the request was received, and not acted on.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,6 +56,7 @@ static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
 static int in_flight, peak;
 static atomic_ulong analytics_requests;
+static long stale_after;
 
 static int open_log(const char *path)
 {
@@ -174,6 +179,7 @@ static void base64(const unsigned char *in, size_t n, char *out)
 /* ---- a connection ---- */
 struct conn {
     int fd;
+    long answered;
     char buf[16 << 20]; /* a whole request: the largest body the tests send, and more */
     size_t len;
 };
@@ -307,6 +313,9 @@ static int serve_one(struct conn *c)
         if (fill(c) <= 0)
             return -1;
     size_t head_len = (size_t)(end + 4 - c->buf);
+    if (stale_after > 0 && c->answered == stale_after)
+        return -1;
+    c->answered++;
     char method[16] = "", target[2048] = "";
     sscanf(c->buf, "%15s %2047s", method, target);
     size_t vlen = 0;
@@ -451,6 +460,8 @@ int main(int argc, char **argv)
             analytics_ms = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--max-concurrent") == 0)
             max_concurrent = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--stale-after") == 0)
+            stale_after = atol(argv[i + 1]);
     }
     signal(SIGPIPE, SIG_IGN);
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -486,6 +497,7 @@ int main(int argc, char **argv)
         }
         c->fd = fd;
         c->len = 0;
+        c->answered = 0;
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);

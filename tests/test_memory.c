@@ -219,7 +219,7 @@ static bool start_build_done(void *arg)
     struct mg_test_response r;
     if (!mg_test_get(port, "/metrics", NULL, &r))
         return false;
-    bool built = r.status == 200 && strstr(r.body, "\nmeshgate_relay_builds_total 1\n");
+    bool built = r.status == 200 && strstr(r.body, "\nmeshgate_reach_cache_relay_builds_total 1\n");
     mg_test_response_free(&r);
     return built && db_connections(port) == 1;
 }

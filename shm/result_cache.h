@@ -178,6 +178,11 @@ enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid,
 void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
                            size_t len, int64_t now);
 
+/* The same, counted in none of the reports' counters (the relay table, node_relay.c, has its
+ * own); true when stored. */
+bool mg_result_cache_store_uncounted(struct mg_cache_view *v, int pid, uint64_t build_id,
+                                     const void *body, size_t len, int64_t now);
+
 /* Gives a claim up (error, 404, refusal): nothing is stored; followers wake and retry. */
 void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id);
 

@@ -447,23 +447,19 @@ static bool take_copy(struct mg_env *env, sqlite3 *conn, const char *key, int64_
     return took;
 }
 
-/* The pass for the group, under the cold-scan gate, with key claimed (build_id); the table is
- * stored for the others and installed here. */
-static int build_for_group(struct mg_env *env, sqlite3 *conn, const char *key, uint64_t build_id,
+/* The pass for the group, with key claimed (build_id); the table is stored for the others and
+ * installed here. Not under the cold-scan gate: the claim already makes it one pass at a time
+ * in the group, and a permit held through a start-up pass (that a writer's lock may stall)
+ * would be taken from the reports the gate is for. Nor counted among the reports' cache
+ * counters: relay_builds and relay_copies count it. */
+static int build_for_group(struct mg_env *env, sqlite3 *conn, uint64_t build_id,
                            int64_t now_realtime_ns)
 {
     struct mg_cache_view *v = &env->seg->cache;
-    uint64_t token = 0;
-    if (mg_fifo_gate_acquire(env->seg->cold, env->pid, env->slot, key, NULL, NULL, &token, NULL) !=
-        MG_FIFO_ADMITTED) {
-        mg_result_cache_abandon(v, env->pid, build_id);
-        return SQLITE_BUSY;
-    }
     int64_t built_ns = mg_monotonic_ns();
     int rc = SQLITE_OK;
     struct build_arg arg = {now_realtime_ns, env};
     struct table *t = build(conn, &arg, &rc);
-    mg_fifo_gate_release(env->seg->cold, env->pid, token);
     if (!t) {
         mg_result_cache_abandon(v, env->pid, build_id);
         return rc;
@@ -480,7 +476,8 @@ static int build_for_group(struct mg_env *env, sqlite3 *conn, const char *key, u
                     " stores (%zu, a quarter of MESHGATE_REACH_CACHE_BYTES): each worker builds"
                     " its own",
                     body.len, most);
-        mg_result_cache_store(v, env->pid, build_id, body.data, body.len, mg_monotonic_ns());
+        mg_result_cache_store_uncounted(v, env->pid, build_id, body.data, body.len,
+                                        mg_monotonic_ns());
     }
     mg_debug("node relay: built the group's table (%zu bytes)", body.len);
     mg_buf_free(&body);
@@ -511,8 +508,8 @@ static int obtain_locked(struct mg_env *env, sqlite3 *conn, int64_t now_ns, int6
     struct mg_buf body;
     mg_buf_init(&body);
     uint64_t build_id = 0;
-    enum mg_cache_outcome o =
-        mg_result_cache_lookup(v, env->pid, env->slot, key, now_ns, &body, &build_id);
+    enum mg_cache_outcome o = /* not counted among the reports' hits and misses */
+        mg_result_cache_relook(v, env->pid, env->slot, key, now_ns, &body, &build_id);
     if (o == MG_CACHE_BUSY && wait)
         o = mg_result_cache_wait(v, env->pid, env->slot, key, mg_monotonic_ns() + GROUP_WAIT_NS,
                                  NULL, NULL, &body, &build_id);
@@ -521,7 +518,7 @@ static int obtain_locked(struct mg_env *env, sqlite3 *conn, int64_t now_ns, int6
         struct build_arg arg = {now_realtime_ns, env}; /* not a table: this process's own */
         rc = mg_process_table_refresh(&relays, conn, now_ns, build, &arg);
     } else if (o == MG_CACHE_CLAIMED) {
-        rc = build_for_group(env, conn, key, build_id, now_realtime_ns);
+        rc = build_for_group(env, conn, build_id, now_realtime_ns);
     } else if (o == MG_CACHE_BUSY && !mg_process_table_exists(&relays, conn)) {
         rc = SQLITE_BUSY; /* another worker builds it still */
     }
@@ -578,7 +575,7 @@ static void *start_build(void *arg)
         return NULL;
     }
     int rc = obtain(env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* busy: another worker builds it */
         mg_warn("node relay activity: not built at start: %s", sqlite3_errstr(rc));
     mg_db_close(&db);
     return NULL;

@@ -31,7 +31,7 @@
  * of each transmission), a scan (6.9 s at 2M observations on a loaded machine;
  * docs/benchmarks.md), so it is done once per MG_NODE_RELAY_INTERVAL_NS (CoreScope's own
  * recompute interval) into a table of hop keys (a few hundred to tens of thousands of entries).
- * One worker of the group makes the pass (under the cold-scan gate) and stores the table,
+ * One worker of the group makes the pass (one at a time: its claim) and stores the table,
  * serialized, in the shared result cache under "relay|v1|<device>:<inode>|<interval number>";
  * every other worker decodes its copy from there, at its start and whenever its copy is older
  * than the interval and the group's is newer. Each process reads its own decoded copy (a

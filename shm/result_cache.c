@@ -5,17 +5,17 @@
 #include "segment.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define CANCEL_POLL_NS (20 * MG_NS_PER_MS)
 
-void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages_per_entry,
-                          int64_t ttl_ns)
+void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages, int64_t ttl_ns)
 {
     memset(v->cache, 0, sizeof *v->cache);
     v->cache->entries = entries;
-    v->cache->pages_per_entry = pages_per_entry;
+    v->cache->pages = pages;
     v->cache->ttl_ns = ttl_ns;
     memset(v->entry, 0, sizeof *v->entry * entries);
 }
@@ -27,14 +27,20 @@ void mg_result_cache_set_ttl(struct mg_cache_view *v, int pid, int64_t ttl_ns)
     mg_lock_release(&v->cache->lock, pid);
 }
 
-static unsigned char *body_of(struct mg_cache_view *v, unsigned i)
+static uint32_t max_body_pages(const struct mg_result_cache *c)
 {
-    return v->pages + (size_t)i * v->cache->pages_per_entry * MG_CACHE_PAGE;
+    uint32_t share = c->pages / MG_CACHE_POOL_SHARE;
+    return share > 0 ? share : (c->pages > 0 ? 1 : 0);
 }
 
-static size_t body_cap(const struct mg_cache_view *v)
+size_t mg_result_cache_max_body(const struct mg_result_cache *c)
 {
-    return (size_t)v->cache->pages_per_entry * MG_CACHE_PAGE;
+    return (size_t)max_body_pages(c) * MG_CACHE_PAGE;
+}
+
+static unsigned char *page_at(struct mg_cache_view *v, uint32_t page)
+{
+    return v->pages + (size_t)page * MG_CACHE_PAGE;
 }
 
 static int find(struct mg_cache_view *v, const char *key)
@@ -86,6 +92,7 @@ static void claim(struct mg_cache_view *v, unsigned i, int pid, unsigned slot, c
     e->since_monotonic_ns = now;
     e->used_monotonic_ns = now;
     e->pins = 0;
+    e->first_page = e->page_count = 0; /* its pages, if it had any, go free */
 }
 
 static void wake(struct mg_cache_view *v)
@@ -117,7 +124,7 @@ static struct found look_locked(struct mg_cache_view *v, int pid, unsigned slot,
             e->used_monotonic_ns = now;
             e->pins = pinned(e, now) ? e->pins + 1 : 1;
             e->pinned_s = (uint32_t)(now / MG_NS_PER_SEC);
-            *pin = (struct mg_cache_pin){(uint32_t)i, e->body_len, e->build_id};
+            *pin = (struct mg_cache_pin){(uint32_t)i, e->body_len, e->build_id, e->first_page};
             f.outcome = MG_CACHE_HIT;
             return f;
         }
@@ -175,7 +182,7 @@ bool mg_result_cache_copy(struct mg_cache_view *v, int pid, const struct mg_cach
                           void *dst)
 {
     if (dst && pin->len)
-        memcpy(dst, body_of(v, pin->index), pin->len);
+        memcpy(dst, page_at(v, pin->first_page), pin->len);
     mg_lock_acquire(&v->cache->lock, pid);
     struct mg_cache_entry *e = &v->entry[pin->index];
     bool same = e->build_id == pin->build_id;
@@ -233,34 +240,145 @@ static int find_build(struct mg_cache_view *v, int pid, uint64_t build_id)
     return -1;
 }
 
+/* One entry's run, as the search for a free run sees it. */
+struct extent {
+    uint32_t first, end; /* pages [first, end) */
+    uint32_t index;
+};
+
+static int by_first_page(const void *a, const void *b)
+{
+    const struct extent *x = a, *y = b;
+    return (x->first > y->first) - (x->first < y->first);
+}
+
+/* What taking a run costs, compared in this order (lower is better). */
+struct run_cost {
+    int64_t newest_used; /* the most recent use among the live entries it evicts; INT64_MIN:
+                            it evicts none */
+    uint32_t victims;    /* entries it evicts, live or expired */
+    uint32_t stretch;    /* a run of free pages: the free stretch it starts (best fit) */
+};
+
+static bool cheaper(const struct run_cost *a, const struct run_cost *b)
+{
+    if (a->newest_used != b->newest_used)
+        return a->newest_used < b->newest_used;
+    if (a->victims != b->victims)
+        return a->victims < b->victims;
+    return a->stretch < b->stretch;
+}
+
+/*
+ * Under lock: the cheapest run of need pages (struct run_cost), with its victims evicted;
+ * false when every run holds a pinned entry or one being copied into. ext has room for every
+ * entry. A run can always be moved left until it starts at page 0, at the end of an entry's
+ * run or at the start of one, without taking in another entry, so only those starts are
+ * tried; entries are sorted by their first page, so each try walks only the entries in its
+ * way, and a try stops as soon as it is dearer than the best one so far.
+ */
+static bool take_run(struct mg_cache_view *v, uint32_t need, int64_t now, struct extent *ext,
+                     uint32_t *first_page)
+{
+    uint32_t n = 0, pool = v->cache->pages;
+    for (uint32_t i = 0; i < v->cache->entries; i++) {
+        const struct mg_cache_entry *e = &v->entry[i];
+        if (e->state != MG_CACHE_FREE && e->page_count > 0)
+            ext[n++] = (struct extent){e->first_page, e->first_page + e->page_count, i};
+    }
+    qsort(ext, n, sizeof *ext, by_first_page);
+    bool found = false;
+    struct run_cost best = {0};
+    uint32_t best_start = 0, lo = 0;
+    for (uint32_t c = 0; c <= 2 * n; c++) {
+        uint32_t start = c == 0 ? 0 : (c & 1 ? ext[c / 2].first : ext[c / 2 - 1].end);
+        if ((uint64_t)start + need > pool)
+            break; /* the starts only grow */
+        while (lo < n && ext[lo].end <= start)
+            lo++;
+        struct run_cost cost = {INT64_MIN, 0, 0};
+        bool usable = true;
+        uint32_t k;
+        for (k = lo; usable && k < n && ext[k].first < start + need; k++) {
+            const struct mg_cache_entry *e = &v->entry[ext[k].index];
+            if (e->state != MG_CACHE_READY || pinned(e, now)) {
+                usable = false; /* being copied into, or read */
+            } else if (e->key[0] != '\0' && e->expires_monotonic_ns > now &&
+                       e->used_monotonic_ns > cost.newest_used) {
+                cost.newest_used = e->used_monotonic_ns;
+            }
+            cost.victims++;
+            if (found && cost.newest_used > best.newest_used)
+                usable = false;
+        }
+        if (!usable)
+            continue;
+        if (cost.victims == 0)
+            cost.stretch = (lo < n ? ext[lo].first : pool) - start;
+        if (!found || cheaper(&cost, &best)) {
+            found = true;
+            best = cost;
+            best_start = start;
+        }
+    }
+    if (!found)
+        return false;
+    for (uint32_t k = 0; k < n; k++) {
+        if (ext[k].end <= best_start || ext[k].first >= best_start + need)
+            continue;
+        struct mg_cache_entry *e = &v->entry[ext[k].index];
+        if (e->key[0] != '\0' && e->expires_monotonic_ns > now)
+            atomic_fetch_add(&v->cache->evicted, 1);
+        memset(e, 0, sizeof *e);
+    }
+    *first_page = best_start;
+    return true;
+}
+
 void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
                            size_t len, int64_t now)
 {
-    bool too_large = len > body_cap(v);
+    bool too_large = len > mg_result_cache_max_body(v->cache);
+    uint32_t need = (uint32_t)((len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE);
+    /* The search's scratch, allocated before the lock (malloc may make a system call). */
+    struct extent *ext =
+        build_id != 0 && !too_large && need > 0 ? malloc(sizeof *ext * v->cache->entries) : NULL;
+    bool reserved = false;
+    uint32_t first_page = 0;
     mg_lock_acquire(&v->cache->lock, pid);
     int i = find_build(v, pid, build_id);
+    if (i >= 0 && !too_large && (need == 0 || (ext && take_run(v, need, now, ext, &first_page)))) {
+        v->entry[i].first_page = first_page;
+        v->entry[i].page_count = need;
+        reserved = true;
+    } else if (i >= 0) {
+        memset(&v->entry[i], 0, sizeof v->entry[i]); /* not stored: the claim ends */
+    }
     mg_lock_release(&v->cache->lock, pid);
-    /* The entry is BUILDING and ours: nobody reads or writes its pages until it is READY, and
-     * only our death (then the master's reclaim) can take it. So the copy needs no lock. */
-    if (i >= 0 && !too_large)
-        memcpy(body_of(v, (unsigned)i), body, len);
-    mg_lock_acquire(&v->cache->lock, pid);
-    if (i >= 0 && find_build(v, pid, build_id) == i) {
-        struct mg_cache_entry *e = &v->entry[i];
-        if (too_large) {
-            memset(e, 0, sizeof *e);
-        } else {
+    free(ext);
+    /* The run is ours while the entry is BUILDING: nobody reads or writes those pages until it
+     * is READY, and only our death (then the master's reclaim) can take it. So the copy needs
+     * no lock. */
+    if (reserved) {
+        memcpy(page_at(v, first_page), body, len);
+        mg_lock_acquire(&v->cache->lock, pid);
+        if (find_build(v, pid, build_id) == i) {
+            struct mg_cache_entry *e = &v->entry[i];
             e->body_len = (uint32_t)len;
             e->state = MG_CACHE_READY;
             e->builder_pid = 0;
             e->since_monotonic_ns = now;
             e->used_monotonic_ns = now;
             e->expires_monotonic_ns = now + v->cache->ttl_ns;
+        } else {
+            reserved = false;
         }
+        mg_lock_release(&v->cache->lock, pid);
     }
-    mg_lock_release(&v->cache->lock, pid);
-    if (i >= 0)
-        atomic_fetch_add(too_large ? &v->cache->too_large : &v->cache->stored, 1);
+    if (i >= 0 && too_large)
+        atomic_fetch_add(&v->cache->too_large, 1);
+    else if (reserved)
+        atomic_fetch_add(&v->cache->stored, 1);
     wake(v);
 }
 
@@ -299,5 +417,13 @@ unsigned mg_result_cache_ready(const struct mg_cache_view *v, int64_t now)
     unsigned n = 0;
     for (unsigned i = 0; i < v->cache->entries; i++)
         n += v->entry[i].state == MG_CACHE_READY && v->entry[i].expires_monotonic_ns > now;
+    return n;
+}
+
+uint64_t mg_result_cache_pages_used(const struct mg_cache_view *v)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < v->cache->entries; i++)
+        n += v->entry[i].state != MG_CACHE_FREE ? v->entry[i].page_count : 0;
     return n;
 }

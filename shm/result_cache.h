@@ -19,9 +19,30 @@
  * copies into its BUILDING entry, which no one else reads or writes, before it takes the lock
  * to make it READY; whether a builder is alive is asked after the lock.
  *
- * Bodies live in fixed pages after the entry table; an entry owns pages_per_entry of them.
- * A body larger than that is served but not stored (counted as too_large). When no entry
- * is free, an expired one goes first, then the least recently used READY one.
+ * Bodies live in one pool of pages after the entry table, shared by all entries: an entry
+ * owns one contiguous run of as many pages as its body needs ([first_page, first_page +
+ * page_count)), so a hit's copy after the lock reads one range. A BUILDING entry owns no
+ * pages: its store, which knows the size, reserves a run under the lock, copies into it after
+ * the lock, and makes it READY under the lock again. The run is chosen in this order:
+ *   1. free pages, in the smallest free stretch that holds the body (best fit);
+ *   2. else pages of expired entries (the run that evicts the fewest);
+ *   3. else pages of READY entries in least-recently-used order: the run whose most recently
+ *      used victim was used longest ago, so an entry is evicted only when every run that
+ *      spares it takes one used more recently, and only the entries in the run's way go.
+ * The pages of a pinned entry and of an entry being copied into (BUILDING with a run) are
+ * never part of a run. A body larger than a quarter of the pool (MG_CACHE_POOL_SHARE) is
+ * served but not stored (counted as too_large): so one report never evicts more than a
+ * quarter of what is cached, and a run of that length is found around pins and copies
+ * (which last a copy) in all but a pathological pool; where none is found, the body is
+ * served and not stored. Entries are counted apart from pages: a claim that finds no free
+ * entry takes an expired one, then the least recently used READY one, and its pages go free
+ * with it.
+ *
+ * Invariants: the runs of two entries never overlap and lie inside the pool; an entry owns a
+ * run only while READY or while its builder copies (BUILDING), so the master's reclaim of a
+ * dead builder frees its pages with its entry; a run is chosen, and its victims evicted, in
+ * one critical section, whose cost is a sort of the entries that own pages (at most
+ * MG_CACHE_ENTRIES_MAX) and one pass over them.
  */
 #ifndef MESHGATE_RESULT_CACHE_H
 #define MESHGATE_RESULT_CACHE_H
@@ -36,6 +57,9 @@
 
 #define MG_CACHE_PAGE 4096
 #define MG_CACHE_KEY_MAX MG_FIFO_KEY_MAX
+#define MG_CACHE_ENTRIES_MAX 4096 /* MESHGATE_REACH_CACHE_ENTRIES' bound */
+/* A body longer than 1/MG_CACHE_POOL_SHARE of the pool (at least one page) is not stored. */
+#define MG_CACHE_POOL_SHARE 4
 
 enum mg_cache_state { MG_CACHE_FREE = 0, MG_CACHE_BUILDING, MG_CACHE_READY };
 
@@ -54,12 +78,16 @@ struct mg_cache_entry {
      * older than MG_CACHE_PIN_STALE_S is one its reader left by dying, and no longer holds. */
     uint32_t pins;
     uint32_t pinned_s;
+    /* The body's run of pool pages; page_count 0: none (FREE, or BUILDING before its store
+     * reserved one, or an empty body). */
+    uint32_t first_page;
+    uint32_t page_count;
 };
 
 struct mg_result_cache {
     struct mg_lock lock;
     uint32_t entries;
-    uint32_t pages_per_entry;
+    uint32_t pages; /* the pool, shared by all entries */
     int64_t ttl_ns;
     uint64_t next_build_id;
     _Atomic uint32_t wake_seq; /* bumped when a build ends or is abandoned */
@@ -79,11 +107,14 @@ struct mg_result_cache {
 struct mg_cache_view {
     struct mg_result_cache *cache;
     struct mg_cache_entry *entry; /* cache->entries of them */
-    unsigned char *pages;         /* entries * pages_per_entry pages */
+    unsigned char *pages;         /* cache->pages pages */
 };
 
-void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages_per_entry,
+void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages,
                           int64_t ttl_ns);
+
+/* The longest body a store keeps, in bytes (longer ones are too_large). */
+size_t mg_result_cache_max_body(const struct mg_result_cache *c);
 
 /* Master, on reload: how long entries built from now on are kept, under the cache's lock
  * (entries already built keep their expiry). */
@@ -102,6 +133,7 @@ struct mg_cache_pin {
     uint32_t index;
     uint32_t len; /* bytes of body */
     uint64_t build_id;
+    uint32_t first_page; /* where the body is in the pool */
 };
 
 /*
@@ -135,7 +167,10 @@ enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid,
                                                mg_fifo_cancel_fn cancel, void *cancel_arg,
                                                struct mg_cache_pin *pin, uint64_t *build_id);
 
-/* Stores the body of a claimed build and wakes its followers. */
+/* Stores the body of a claimed build in a run of pages chosen as the header says (evicting
+ * the entries in its way), and wakes its followers. A body longer than
+ * mg_result_cache_max_body, or one for which no run is free of pins and copies, is not
+ * stored: the claim ends as an abandoned one does (too_large counts the first). */
 void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
                            size_t len, int64_t now);
 
@@ -147,5 +182,7 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
 
 /* READY entries that have not expired at now (for the dump tool and /api/perf). */
 unsigned mg_result_cache_ready(const struct mg_cache_view *v, int64_t now);
+/* Pages of the pool that entries own now (for the dump tool; read without the lock). */
+uint64_t mg_result_cache_pages_used(const struct mg_cache_view *v);
 
 #endif

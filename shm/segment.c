@@ -67,7 +67,7 @@ static size_t align_up(size_t n)
 }
 
 static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t route_count,
-                     uint32_t cache_entries, uint32_t pages_per_entry, uint32_t client_sets,
+                     uint32_t cache_entries, uint32_t cache_pages, uint32_t client_sets,
                      uint32_t conn_sets, uint64_t conn_holds)
 {
     const uint64_t counts[SEC_COUNT] = {1,
@@ -79,7 +79,7 @@ static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t rout
                                         1,
                                         1,
                                         cache_entries,
-                                        (uint64_t)cache_entries * pages_per_entry,
+                                        cache_pages,
                                         slot_count,
                                         1,
                                         1,
@@ -281,12 +281,11 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
     seg->cache.pages = ptr[SEC_CACHE_PAGES];
     /* The cache's own counts must agree with its tables, or a reader would run past them. */
     if (seg->cache.cache->entries != h->sections[SEC_CACHE_ENTRIES].record_count ||
-        (uint64_t)seg->cache.cache->entries * seg->cache.cache->pages_per_entry !=
-            h->sections[SEC_CACHE_PAGES].record_count) {
+        seg->cache.cache->pages != h->sections[SEC_CACHE_PAGES].record_count) {
         snprintf(err, errlen,
-                 "segment cache says %u entries of %u pages, its tables hold %llu "
+                 "segment cache says %u entries and %u pages, its tables hold %llu "
                  "entries and %llu pages",
-                 seg->cache.cache->entries, seg->cache.cache->pages_per_entry,
+                 seg->cache.cache->entries, seg->cache.cache->pages,
                  (unsigned long long)h->sections[SEC_CACHE_ENTRIES].record_count,
                  (unsigned long long)h->sections[SEC_CACHE_PAGES].record_count);
         return -1;
@@ -460,16 +459,17 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     struct mg_shm_header proto;
     memset(&proto, 0, sizeof proto);
     uint32_t entries = cfg->reach_cache_entries > 0 ? (uint32_t)cfg->reach_cache_entries : 1;
-    uint32_t pages_per_entry = (uint32_t)cfg->reach_cache_bytes / entries / MG_CACHE_PAGE;
-    if (pages_per_entry == 0)
-        pages_per_entry = 1;
+    /* One pool of pages for all entries' bodies (shm/result_cache.h). */
+    uint32_t cache_pages = (uint32_t)cfg->reach_cache_bytes / MG_CACHE_PAGE;
+    if (cache_pages == 0)
+        cache_pages = 1;
     uint32_t client_sets = mg_client_limit_sets_for((uint32_t)cfg->anon_clients);
     /* The connection table: twice the entries of the connections the group can hold, and a
      * hold record for each connection a worker can hold (none when there is no cap). */
     uint32_t holds_per_slot =
         cfg->max_conns_per_client > 0 ? (uint32_t)cfg->max_conns_per_worker : 0;
     uint32_t conn_sets = mg_conn_limit_sets_for((uint64_t)slot_count * holds_per_slot);
-    size_t total = layout(&proto, slot_count, route_count, entries, pages_per_entry, client_sets,
+    size_t total = layout(&proto, slot_count, route_count, entries, cache_pages, client_sets,
                           conn_sets, (uint64_t)slot_count * holds_per_slot);
 
     int fd = -1;
@@ -527,7 +527,7 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     struct mg_result_cache *cache =
         (struct mg_result_cache *)((char *)base + proto.sections[SEC_CACHE].offset);
     cache->entries = entries;
-    cache->pages_per_entry = pages_per_entry;
+    cache->pages = cache_pages;
     struct mg_client_table *clients =
         (struct mg_client_table *)((char *)base + proto.sections[SEC_CLIENTS].offset);
     clients->sets = client_sets;
@@ -558,7 +558,7 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     mg_fifo_gate_init(seg->cold, (uint32_t)cfg->reach_cold_max,
                       cfg->reach_cold_queue > 0 ? (uint32_t)cfg->reach_cold_queue : 0,
                       (int64_t)cfg->reach_cold_wait_ms * MG_NS_PER_MS);
-    mg_result_cache_init(&seg->cache, entries, pages_per_entry,
+    mg_result_cache_init(&seg->cache, entries, cache_pages,
                          (int64_t)cfg->reach_cache_ttl_ms * MG_NS_PER_MS);
     mg_fifo_gate_init(seg->anon, (uint32_t)cfg->anon_concurrency, (uint32_t)cfg->anon_queue,
                       (int64_t)cfg->anon_wait_ms * MG_NS_PER_MS);

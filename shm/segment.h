@@ -20,8 +20,9 @@
  *   cold       the cold-scan gate of reach reports: permits with    (workers under its lock;
  *              their holders, the line (shm/gate_fifo.h)           the master on reap)
  *   cache      the shared result cache (shm/result_cache.h),       (workers under its lock;
- *   cacheentries  its entries (key, state, builder, expiry)        the master on reap)
- *   cachepages    and the pages that hold the bodies
+ *   cacheentries  its entries (key, state, builder, expiry, the    the master on reap)
+ *                 run of pages that holds the body)
+ *   cachepages    and the pool of pages all entries' bodies share
  *   slots      the scoreboard: one slot per worker                (its worker; the master on spawn
  *                                                                  and reap)
  *   anon       the line of anonymous heavy requests: permits      (workers under its lock;
@@ -67,7 +68,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 13u
+#define MG_SHM_LAYOUT_VERSION 14u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64

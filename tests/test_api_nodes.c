@@ -865,7 +865,7 @@ FIXTURE_TEST(cold_reports_answer_warm_what_they_built_cold_without_reading_a_row
         steps = mg_db_vm_steps(&fx.t.db);
         int64_t pages = mg_db_pages_fetched(&fx.t.db);
         const char *warm = get(targets[i], 200);
-        /* a node's clock skew stays heavy (router.c: its body rarely fits a cache entry) */
+        /* a node's clock skew stays heavy (router.c: it declares no warm case) */
         if (!strstr(targets[i], N6IJ_PUBKEY))
             cr_expect(fx.t.light, "%s: warm is light", targets[i]);
         cr_expect_eq(mg_db_vm_steps(&fx.t.db) - steps, 0, "%s: warm reads no row", targets[i]);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * meshgate-bench (tools/bench.c): exact percentiles, strict parsing of what it is told, a
+ * meshgate-bench (tools/bench/): exact percentiles, strict parsing of what it is told, a
  * refusal of any target but this machine's loopback, honest counts against the real server
  * (sent = 200 + 429 + 503 + other + err; the open-loop schedule; once bursts; 404s; a server
  * that stops or never answers), and runs that end by themselves.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Tests for tools/fixture.c: the generated database has CoreScope's schema and the shape of
+ * Tests for tools/fixture/: the generated database has CoreScope's schema and the shape of
  * real data, the same options give the same rows, and freshening moves a copy's newest times
  * to "now" without touching the source. Every file goes into a fresh directory under /tmp
  * that the suite removes afterwards.

@@ -264,7 +264,7 @@ static struct mg_cache_view new_cache(int64_t ttl_ns)
 {
     struct cache_mem *m = shared(sizeof *m);
     struct mg_cache_view v = {&m->cache, m->entry, m->pages};
-    mg_result_cache_init(&v, 4, 1, ttl_ns);
+    mg_result_cache_init(&v, 4, 4, ttl_ns);
     return v;
 }
 

@@ -639,6 +639,31 @@ Test(segment, validate_refuses_a_renamed_or_missing_section)
     assert_copy_refused(h, size, "a section missing");
 }
 
+/* The cache's pool is MESHGATE_REACH_CACHE_BYTES in pages whatever the number of entries
+ * (an entry used to get a fixed share, at least a page each), and a copy whose cache says
+ * otherwise than its pages section is refused: a reader would run past the pool. */
+Test(segment, the_cache_pool_is_the_configured_bytes_and_a_copy_must_agree_with_it)
+{
+    struct mg_config c = test_config();
+    c.reach_cache_bytes = 65536;
+    c.reach_cache_entries = 100;
+    struct mg_segment seg;
+    cr_assert_eq(mg_segment_create(&seg, new_name(), &c, SLOT_COUNT, route_names, ROUTE_COUNT, err,
+                                   sizeof err),
+                 0, "%s", err);
+    cr_expect_eq(seg.cache.cache->pages, 16);
+    cr_expect_eq(seg.cache.cache->entries, 100);
+    cr_expect_eq(section(seg.header, "cachepages")->record_count, 16);
+    mg_segment_detach(&seg);
+
+    size_t size;
+    struct mg_shm_header *h = copy_of_new_segment(&size);
+    struct mg_result_cache *cache =
+        (struct mg_result_cache *)((char *)h + section(h, "cache")->offset);
+    cache->pages += 1;
+    assert_copy_refused(h, size, "a cache of more pages than its section holds");
+}
+
 /* ---- processes and their start times --------------------------------------------------- */
 
 Test(segment, process_start_ticks_identify_a_process)

@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "config.h"
 #include "harness.h"
+#include "result_cache.h"
 #include "scoreboard.h"
 #include "segment.h"
 #include "shared_value.h"
@@ -73,7 +74,7 @@ static const char *table_lookup(const char *name, void *arg)
     return NULL;
 }
 
-/* A small cache (16 entries of one page) and rate table: the segment is about 100 KiB, not
+/* A small cache (16 entries, a pool of 16 pages) and rate table: the segment is about 100 KiB, not
  * the 17 MB of the defaults, so the tests that copy it many times stay cheap under ASan. */
 static void make_segment(struct mg_segment *seg, const char *name)
 {
@@ -657,7 +658,7 @@ Test(shmdump, a_dump_leaves_the_cache_bodies_out_unless_asked)
     struct mg_segment seg;
     make_segment(&seg, name);
     populate(&seg);
-    size_t pages = (size_t)seg.cache.cache->entries * seg.cache.cache->pages_per_entry;
+    size_t pages = seg.cache.cache->pages;
     cr_assert_gt(pages, 0);
     memset(seg.cache.pages, 0x5a, pages * MG_CACHE_PAGE);
 
@@ -1242,5 +1243,57 @@ Test(shmdump, watch_stops_when_the_segment_is_gone_or_on_sigint)
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_assert_eq(count_of(r.out, "meshgate segment /"), 1, "%s", r.out);
     run_free(&r);
+    mg_segment_detach(&seg);
+}
+
+/* --- the result cache's entries ----------------------------------------------------------- */
+
+/* Each entry that is not free is shown with its run of the pool: a stored body of three
+ * pages, and a build that has no pages yet. */
+Test(shmdump, the_cache_shows_each_entry_with_its_pages)
+{
+    const char *name = unique_name();
+    struct mg_segment seg;
+    make_segment(&seg, name);
+    struct mg_cache_view *v = &seg.cache;
+    struct mg_cache_pin pin;
+    uint64_t stored, building;
+    int64_t now = mg_monotonic_ns();
+    cr_assert_eq(mg_result_cache_look(v, getpid(), 0, "nodes|clock-skew", now, true, &pin, &stored),
+                 MG_CACHE_CLAIMED);
+    static char body[2 * MG_CACHE_PAGE + 10];
+    mg_result_cache_store(v, getpid(), stored, body, sizeof body, now);
+    cr_assert_eq(mg_result_cache_look(v, getpid(), 1, "paths|ab", now, true, &pin, &building),
+                 MG_CACHE_CLAIMED);
+
+    struct mg_shmdump d;
+    char err[512];
+    cr_assert_eq(mg_shmdump_take(&d, name, err, sizeof err), MG_SHMDUMP_OK, "%s", err);
+    char *text = render_text(&d), *json = render_json(&d);
+    cr_expect(strstr(text, "    cache pages: 3 of 16 used (4096 bytes each), a body of at most "
+                           "16384 bytes is stored\n"),
+              "%s", text);
+    cr_expect(strstr(text, "      entry 0: ready, pages 0-2 (3), 8202 bytes, nodes|clock-skew, "
+                           "stored "),
+              "%s", text);
+    char want[160];
+    snprintf(want, sizeof want,
+             "      entry 1: building, no pages, paths|ab, worker 1, pid %d, for ", (int)getpid());
+    cr_expect(strstr(text, want), "%s", text);
+    assert_documented_shape(json, strlen(json));
+    cr_expect(strstr(json, "\"pages\":16,\"pages_used\":3,\"max_body_bytes\":16384,\"table\":["
+                           "{\"entry\":0,\"state\":\"ready\",\"key\":\"nodes|clock-skew\","
+                           "\"first_page\":0,\"pages\":3,\"bytes\":8202,\"builder_pid\":null,"),
+              "%s", json);
+    snprintf(want, sizeof want,
+             "{\"entry\":1,\"state\":\"building\",\"key\":\"paths|ab\",\"first_page\":0,"
+             "\"pages\":0,\"bytes\":0,\"builder_pid\":%d,",
+             (int)getpid());
+    cr_expect(strstr(json, want), "%s", json);
+    cr_expect(strstr(json, "\"idle_ms\":null,\"expires_in_ms\":null,\"pins\":0}]"), "%s", json);
+    free(text);
+    free(json);
+    mg_shmdump_release(&d);
+    mg_result_cache_abandon(v, getpid(), building);
     mg_segment_detach(&seg);
 }

@@ -274,7 +274,7 @@ uint64_t mg_bench_descriptors_needed(const struct mg_bench_config *cfg);
 /* The text report: header (label, command, settings, streams), table, notes. */
 void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
                           struct mg_buf *out);
-/* The same as one JSON object (shape at the top of bench.c). */
+/* The same as one JSON object (shape at the top of bench/report.c). */
 void mg_bench_render_json(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
                           struct mg_buf *out);
 

@@ -148,108 +148,122 @@ static long long count_rows(const char *path, const char *table)
     return n;
 }
 
-int main(int argc, char **argv)
-{
-    enum {
-        OPT_OUT = 1,
-        OPT_SEED,
-        OPT_NODES,
-        OPT_OBSERVERS,
-        OPT_TRANSMISSIONS,
-        OPT_OBSERVATIONS,
-        OPT_OBS_PER_TX,
-        OPT_DAYS,
-        OPT_SCHEMA,
-        OPT_NOW,
-        OPT_FORCE,
-        OPT_FRESHEN,
-        OPT_HELP,
-    };
-    static const struct option long_options[] = {
-        {"out", required_argument, NULL, OPT_OUT},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"nodes", required_argument, NULL, OPT_NODES},
-        {"observers", required_argument, NULL, OPT_OBSERVERS},
-        {"transmissions", required_argument, NULL, OPT_TRANSMISSIONS},
-        {"observations", required_argument, NULL, OPT_OBSERVATIONS},
-        {"obs-per-tx", required_argument, NULL, OPT_OBS_PER_TX},
-        {"days", required_argument, NULL, OPT_DAYS},
-        {"schema", required_argument, NULL, OPT_SCHEMA},
-        {"now", required_argument, NULL, OPT_NOW},
-        {"force", no_argument, NULL, OPT_FORCE},
-        {"freshen", required_argument, NULL, OPT_FRESHEN},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
+enum option_id {
+    OPT_OUT = 1,
+    OPT_SEED,
+    OPT_NODES,
+    OPT_OBSERVERS,
+    OPT_TRANSMISSIONS,
+    OPT_OBSERVATIONS,
+    OPT_OBS_PER_TX,
+    OPT_DAYS,
+    OPT_SCHEMA,
+    OPT_NOW,
+    OPT_FORCE,
+    OPT_FRESHEN,
+    OPT_HELP,
+};
 
+static const struct option long_options[] = {
+    {"out", required_argument, NULL, OPT_OUT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"nodes", required_argument, NULL, OPT_NODES},
+    {"observers", required_argument, NULL, OPT_OBSERVERS},
+    {"transmissions", required_argument, NULL, OPT_TRANSMISSIONS},
+    {"observations", required_argument, NULL, OPT_OBSERVATIONS},
+    {"obs-per-tx", required_argument, NULL, OPT_OBS_PER_TX},
+    {"days", required_argument, NULL, OPT_DAYS},
+    {"schema", required_argument, NULL, OPT_SCHEMA},
+    {"now", required_argument, NULL, OPT_NOW},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"freshen", required_argument, NULL, OPT_FRESHEN},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* What the command line asks for. */
+struct args {
     struct mg_fixture_options opt;
-    mg_fixture_options_default(&opt);
-    const char *out = NULL, *freshen_src = NULL, *generation_option = NULL;
+    const char *out, *freshen_src;
+    const char *generation_option; /* the last option that only a generation takes */
+};
+
+/* An option that shapes a generation (not --freshen); returns its name, NULL for another. */
+static const char *apply_generation_option(struct mg_fixture_options *opt, int id,
+                                           const char *value)
+{
+    switch (id) {
+    case OPT_SEED:
+        opt->seed = parse_seed(value);
+        return "--seed";
+    case OPT_NODES:
+        opt->nodes =
+            (long)parse_integer("--nodes", value, MG_FIXTURE_MIN_NODES, MG_FIXTURE_MAX_NODES);
+        return "--nodes";
+    case OPT_OBSERVERS:
+        opt->observers = (long)parse_integer("--observers", value, 1, MG_FIXTURE_MAX_OBSERVERS);
+        return "--observers";
+    case OPT_TRANSMISSIONS:
+        opt->transmissions =
+            (long)parse_integer("--transmissions", value, 1, MG_FIXTURE_MAX_OBSERVATIONS);
+        return "--transmissions";
+    case OPT_OBSERVATIONS:
+        opt->observations =
+            (long)parse_integer("--observations", value, 1, MG_FIXTURE_MAX_OBSERVATIONS);
+        return "--observations";
+    case OPT_OBS_PER_TX:
+        opt->obs_per_tx = (long)parse_integer("--obs-per-tx", value, 1, MG_FIXTURE_MAX_OBS_PER_TX);
+        return "--obs-per-tx";
+    case OPT_DAYS:
+        opt->days = (int)parse_integer("--days", value, 1, MG_FIXTURE_MAX_DAYS);
+        return "--days";
+    case OPT_SCHEMA:
+        /* "full" was the name of the migrated shape before it matched CoreScope's. */
+        if (strcmp(value, "migrated") == 0 || strcmp(value, "full") == 0)
+            opt->schema = MG_FIXTURE_MIGRATED;
+        else if (strcmp(value, "base") == 0)
+            opt->schema = MG_FIXTURE_BASE;
+        else
+            usage_error("--schema '%s': expected migrated or base", value);
+        return "--schema";
+    default:
+        return NULL;
+    }
+}
+
+/* Fills a from the command line; a usage error exits 64. False after --help was printed. */
+static bool parse_args(int argc, char **argv, struct args *a)
+{
+    memset(a, 0, sizeof *a);
+    mg_fixture_options_default(&a->opt);
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+        const char *generation = apply_generation_option(&a->opt, c, optarg);
+        if (generation != NULL) {
+            a->generation_option = generation;
+            continue;
+        }
         switch (c) {
         case OPT_OUT:
             if (optarg[0] == '\0')
                 usage_error("--out '': expected the path of the database file to write");
-            out = optarg;
-            break;
-        case OPT_SEED:
-            opt.seed = parse_seed(optarg);
-            generation_option = "--seed";
-            break;
-        case OPT_NODES:
-            opt.nodes =
-                (long)parse_integer("--nodes", optarg, MG_FIXTURE_MIN_NODES, MG_FIXTURE_MAX_NODES);
-            generation_option = "--nodes";
-            break;
-        case OPT_OBSERVERS:
-            opt.observers = (long)parse_integer("--observers", optarg, 1, MG_FIXTURE_MAX_OBSERVERS);
-            generation_option = "--observers";
-            break;
-        case OPT_TRANSMISSIONS:
-            opt.transmissions =
-                (long)parse_integer("--transmissions", optarg, 1, MG_FIXTURE_MAX_OBSERVATIONS);
-            generation_option = "--transmissions";
-            break;
-        case OPT_OBSERVATIONS:
-            opt.observations =
-                (long)parse_integer("--observations", optarg, 1, MG_FIXTURE_MAX_OBSERVATIONS);
-            generation_option = "--observations";
-            break;
-        case OPT_OBS_PER_TX:
-            opt.obs_per_tx =
-                (long)parse_integer("--obs-per-tx", optarg, 1, MG_FIXTURE_MAX_OBS_PER_TX);
-            generation_option = "--obs-per-tx";
-            break;
-        case OPT_DAYS:
-            opt.days = (int)parse_integer("--days", optarg, 1, MG_FIXTURE_MAX_DAYS);
-            generation_option = "--days";
-            break;
-        case OPT_SCHEMA:
-            /* "full" was the name of the migrated shape before it matched CoreScope's. */
-            if (strcmp(optarg, "migrated") == 0 || strcmp(optarg, "full") == 0)
-                opt.schema = MG_FIXTURE_MIGRATED;
-            else if (strcmp(optarg, "base") == 0)
-                opt.schema = MG_FIXTURE_BASE;
-            else
-                usage_error("--schema '%s': expected migrated or base", optarg);
-            generation_option = "--schema";
+            a->out = optarg;
             break;
         case OPT_NOW:
-            opt.now_unix = (int64_t)parse_integer("--now", optarg, 1, INT64_C(253402300799));
+            a->opt.now_unix = (int64_t)parse_integer("--now", optarg, 1, INT64_C(253402300799));
             break;
         case OPT_FORCE:
-            opt.overwrite = true;
+            a->opt.overwrite = true;
             break;
         case OPT_FRESHEN:
             if (optarg[0] == '\0')
                 usage_error("--freshen '': expected the path of an existing CoreScope database");
-            freshen_src = optarg;
+            a->freshen_src = optarg;
             break;
         case OPT_HELP:
             fputs(usage_text, stdout);
-            return 0;
+            return false;
         default:
             if (optopt != 0 && optopt < OPT_HELP + 1)
                 usage_error("%s needs a value", argv[optind - 1]);
@@ -258,69 +272,85 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         usage_error("unexpected argument '%s': every value belongs to an option", argv[optind]);
-    if (out == NULL)
+    if (a->out == NULL)
         usage_error("--out is required: the path of the database file to write");
+    return true;
+}
 
-    char err[512];
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-
-    if (freshen_src != NULL) {
-        if (generation_option != NULL)
-            usage_error("%s does not apply to --freshen, which copies an existing database",
-                        generation_option);
-        struct stat src_st, out_st;
-        if (stat(freshen_src, &src_st) == 0 && stat(out, &out_st) == 0 &&
-            src_st.st_dev == out_st.st_dev && src_st.st_ino == out_st.st_ino)
-            usage_error("--out '%s' is the --freshen source; freshen writes a copy and never "
-                        "changes its source",
-                        out);
-        if (opt.overwrite) {
-            struct stat st;
-            if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode))
-                usage_error("--out '%s': exists and is not a regular file", out);
-            static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
-            for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
-                char name[4096];
-                if (snprintf(name, sizeof name, "%s%s", out, suffixes[i]) < (int)sizeof name)
-                    unlink(name);
-            }
+/* --freshen: a copy of the source with its times shifted; never the source itself. */
+static int run_freshen(const struct args *a, const struct timespec *t0)
+{
+    const char *out = a->out;
+    if (a->generation_option != NULL)
+        usage_error("%s does not apply to --freshen, which copies an existing database",
+                    a->generation_option);
+    struct stat src_st, out_st;
+    if (stat(a->freshen_src, &src_st) == 0 && stat(out, &out_st) == 0 &&
+        src_st.st_dev == out_st.st_dev && src_st.st_ino == out_st.st_ino)
+        usage_error("--out '%s' is the --freshen source; freshen writes a copy and never "
+                    "changes its source",
+                    out);
+    if (a->opt.overwrite) {
+        struct stat st;
+        if (lstat(out, &st) == 0 && !S_ISREG(st.st_mode))
+            usage_error("--out '%s': exists and is not a regular file", out);
+        static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+            char name[4096];
+            if (snprintf(name, sizeof name, "%s%s", out, suffixes[i]) < (int)sizeof name)
+                unlink(name);
         }
-        int64_t now = opt.now_unix > 0 ? opt.now_unix : (int64_t)time(NULL);
-        if (mg_fixture_freshen(freshen_src, out, now, err, sizeof err) != 0) {
-            fprintf(stderr, "meshgate-fixture: %s\n", err);
-            return 1;
-        }
-        char when[40];
-        format_utc(now, when, sizeof when);
-        printf("meshgate-fixture: freshened %s into %s (newest times now %s): %.1f MB in %.2f s\n",
-               freshen_src, out, when, file_mb(out), seconds_since(&t0));
-        return 0;
     }
+    char err[512];
+    int64_t now = a->opt.now_unix > 0 ? a->opt.now_unix : (int64_t)time(NULL);
+    if (mg_fixture_freshen(a->freshen_src, out, now, err, sizeof err) != 0) {
+        fprintf(stderr, "meshgate-fixture: %s\n", err);
+        return 1;
+    }
+    char when[40];
+    format_utc(now, when, sizeof when);
+    printf("meshgate-fixture: freshened %s into %s (newest times now %s): %.1f MB in %.2f s\n",
+           a->freshen_src, out, when, file_mb(out), seconds_since(t0));
+    return 0;
+}
 
+/* A generation, with a progress line on a terminal and a summary of what was written. */
+static int run_generate(const struct args *a, const struct timespec *t0)
+{
+    char err[512];
     struct mg_fixture_options resolved;
-    if (mg_fixture_resolve(&opt, &resolved, err, sizeof err) != 0)
+    if (mg_fixture_resolve(&a->opt, &resolved, err, sizeof err) != 0)
         usage_error("--%s", err);
-    struct progress bar = {.started = t0};
+    struct progress bar = {.started = *t0};
     if (isatty(STDERR_FILENO)) {
         resolved.progress = show_progress;
         resolved.progress_arg = &bar;
     }
-    int generated = mg_fixture_generate(out, &resolved, err, sizeof err);
+    int generated = mg_fixture_generate(a->out, &resolved, err, sizeof err);
     if (bar.shown)
         fputs("\r\033[K", stderr); /* the progress line goes; the summary follows */
     if (generated != 0) {
         fprintf(stderr, "meshgate-fixture: %s\n", err);
         return 1;
     }
-    double took = seconds_since(&t0);
+    double took = seconds_since(t0);
     char when[40];
     format_utc(resolved.now_unix, when, sizeof when);
     printf("meshgate-fixture: wrote %s (%s schema, seed %" PRIu64 "): %ld nodes, %ld observers, "
            "%ld transmissions, %ld observations, %lld neighbor edges over %d days to %s; "
            "%.1f MB in %.2f s\n",
-           out, resolved.schema == MG_FIXTURE_BASE ? "base" : "migrated", resolved.seed,
+           a->out, resolved.schema == MG_FIXTURE_BASE ? "base" : "migrated", resolved.seed,
            resolved.nodes, resolved.observers, resolved.transmissions, resolved.observations,
-           count_rows(out, "neighbor_edges"), resolved.days, when, file_mb(out), took);
+           count_rows(a->out, "neighbor_edges"), resolved.days, when, file_mb(a->out), took);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    if (!parse_args(argc, argv, &a))
+        return 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    return a.freshen_src != NULL ? run_freshen(&a, &t0) : run_generate(&a, &t0);
 }

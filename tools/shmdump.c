@@ -66,7 +66,16 @@
  *                      "cancelled", "reclaimed",
  *                      "cache": {"entries", "ready", "hits", "misses", "coalesced",
  *                                "stored", "evicted", "too_large", "takeovers",
- *                                "reclaimed"}},
+ *                                "reclaimed", "pages": 4096, "pages_used": 35,
+ *                                "max_body_bytes": 4194304,
+ *                                "table": [             every entry not free
+ *                                  {"entry": 3, "state": "ready",   or "building"
+ *                                   "key": "nodes|clock-skew", "first_page": 12,
+ *                                   "pages": 16, "bytes": 61234,   its run of the pool
+ *                                   "builder_pid": null, "age_ms": 2100.5,
+ *                                   "idle_ms": 812.3, "expires_in_ms": 297900.0,
+ *                                   "pins": 0}]}},     idle_ms, expires_in_ms: null while
+ *                                                      building; expired: negative
  *       "anon_line": {"cap": 8, "in_flight": 8, "waiting": 3, "queue_max": 32,
  *                     "wait_ms": 2000.0, "peak": 8,
  *                     "holders": [...], "waiters": [...],   records as above; the key is
@@ -830,6 +839,59 @@ static void text_fifo_counters(struct mg_buf *out, const struct mg_fifo_snapshot
 #undef TEXT_COUNTER
 }
 
+static const char *cache_state_name(uint32_t state)
+{
+    static const char *const names[] = {"free", "building", "ready"};
+    return state < sizeof names / sizeof names[0] ? names[state] : "unknown";
+}
+
+/* The pool, then every entry that is not free with its run of pages. */
+static void text_cache_entries(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    const struct mg_cache_view *v = &d->seg.cache;
+    mg_buf_printf(out,
+                  "    cache pages: %" PRIu64 " of %" PRIu32 " used (%u bytes each), a body of"
+                  " at most %zu bytes is stored\n",
+                  mg_result_cache_pages_used(v), v->cache->pages, MG_CACHE_PAGE,
+                  mg_result_cache_max_body(v->cache));
+    for (uint32_t i = 0; i < v->cache->entries; i++) {
+        const struct mg_cache_entry *e = &v->entry[i];
+        if (e->state == MG_CACHE_FREE)
+            continue;
+        char key[4 * MG_CACHE_KEY_MAX + 1], pages[64], age[32], used[32], when[48];
+        clean_copy(key, sizeof key, e->key, sizeof e->key);
+        if (e->page_count > 0)
+            snprintf(pages, sizeof pages, "pages %" PRIu32 "-%" PRIu64 " (%" PRIu32 ")",
+                     e->first_page, (uint64_t)e->first_page + e->page_count - 1, e->page_count);
+        else
+            snprintf(pages, sizeof pages, "no pages");
+        format_age(d, e->since_monotonic_ns, age, sizeof age);
+        if (e->state == MG_CACHE_READY) {
+            int64_t left;
+            format_age(d, e->used_monotonic_ns, used, sizeof used);
+            if (!__builtin_sub_overflow(e->expires_monotonic_ns, d->taken_monotonic_ns, &left) &&
+                left > 0) {
+                char in[32];
+                format_duration(left, in, sizeof in);
+                snprintf(when, sizeof when, "expires in %s", in);
+            } else {
+                snprintf(when, sizeof when, "expired");
+            }
+            mg_buf_printf(out,
+                          "      entry %" PRIu32 ": ready, %s, %" PRIu32
+                          " bytes, %s, stored %s ago, used %s ago, %s, %" PRIu32 " pins\n",
+                          i, pages, e->body_len, key[0] ? key : "(hidden)", age, used, when,
+                          e->pins);
+        } else {
+            mg_buf_printf(out,
+                          "      entry %" PRIu32 ": %s, %s, %s, worker %" PRIu32 ", pid %" PRId32
+                          ", for %s\n",
+                          i, cache_state_name(e->state), pages, key, e->builder_slot,
+                          e->builder_pid, age);
+        }
+    }
+}
+
 static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
 {
     const struct mg_fifo_gate *gate = d->seg.cold;
@@ -858,6 +920,7 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
                   atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced),
                   atomic_load(&c->stored), atomic_load(&c->evicted), atomic_load(&c->too_large),
                   atomic_load(&c->takeovers));
+    text_cache_entries(d, out);
 }
 
 static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
@@ -1221,6 +1284,42 @@ static void json_fifo(struct mg_json *j, const struct mg_shmdump *d,
 #undef JSON_COUNTER
 }
 
+/* Every entry that is not free, with its run of pages. */
+static void json_cache_table(struct mg_json *j, const struct mg_shmdump *d)
+{
+    const struct mg_cache_view *v = &d->seg.cache;
+    mg_json_key(j, "table");
+    mg_json_array_begin(j);
+    for (uint32_t i = 0; i < v->cache->entries; i++) {
+        const struct mg_cache_entry *e = &v->entry[i];
+        if (e->state == MG_CACHE_FREE)
+            continue;
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "entry", i);
+        mg_json_kv_string(j, "state", cache_state_name(e->state));
+        json_bounded(j, "key", e->key, sizeof e->key);
+        mg_json_kv_uint(j, "first_page", e->first_page);
+        mg_json_kv_uint(j, "pages", e->page_count);
+        mg_json_kv_uint(j, "bytes", e->body_len);
+        json_pid(j, "builder_pid", e->state == MG_CACHE_BUILDING ? e->builder_pid : 0);
+        json_age(j, d, "age_ms", e->since_monotonic_ns);
+        if (e->state == MG_CACHE_READY) {
+            json_age(j, d, "idle_ms", e->used_monotonic_ns);
+            int64_t left;
+            if (__builtin_sub_overflow(e->expires_monotonic_ns, d->taken_monotonic_ns, &left))
+                mg_json_kv_null(j, "expires_in_ms");
+            else
+                json_ms(j, "expires_in_ms", ns_to_ms(left));
+        } else {
+            mg_json_kv_null(j, "idle_ms");
+            mg_json_kv_null(j, "expires_in_ms");
+        }
+        mg_json_kv_uint(j, "pins", e->pins);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+}
+
 static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
 {
     const struct mg_fifo_gate *g = d->seg.cold;
@@ -1240,6 +1339,10 @@ static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "too_large", atomic_load(&c->too_large));
     mg_json_kv_uint(j, "takeovers", atomic_load(&c->takeovers));
     mg_json_kv_uint(j, "reclaimed", atomic_load(&c->reclaimed));
+    mg_json_kv_uint(j, "pages", c->pages);
+    mg_json_kv_uint(j, "pages_used", mg_result_cache_pages_used(&d->seg.cache));
+    mg_json_kv_uint(j, "max_body_bytes", mg_result_cache_max_body(c));
+    json_cache_table(j, d);
     mg_json_object_end(j);
     mg_json_object_end(j);
 }

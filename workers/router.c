@@ -58,15 +58,13 @@ static const char *const neighbors_cases[] = {"/api/nodes/{node}/neighbors",
 /* Cold report: heavy to build (every observation whose path holds a hop starting with the
  * key's first byte, or whose resolved_path holds the key, and all observations of their
  * transmissions: the busiest node at 2M observations, 11.6 s, 24.8M VM steps, 1.33M pages),
- * light when warm (0 steps): when its body fits an entry of the shared cache
- * (MESHGATE_REACH_CACHE_BYTES / _ENTRIES, 64 KiB by default; the 50 paths of a busy node may
- * not, and are built for each request, one at a time under the cold gate). */
+ * light when warm (0 steps): the shared cache keeps any body up to a quarter of its pool
+ * (MESHGATE_REACH_CACHE_BYTES / 4, 4 MiB by default), the 50 paths of a busy node too. */
 static const char *const paths_cases[] = {"/api/nodes/{companion}/paths", NULL};
 /* Cold report (cold_report.h): heavy to build (20-28 s, 33M VM steps, 3.5M pages at 2M
- * observations), light when warm (0 steps) where the list fits an entry of the shared cache:
- * 34 KB on a 200k-observation database does; at 2M observations it outgrows the default
- * 64 KiB entry and is rebuilt for each request (one at a time under the cold gate, identical
- * requests coalesced) unless MESHGATE_REACH_CACHE_BYTES / _ENTRIES give entries room. */
+ * observations), light when warm (0 steps): the list (34 KB on a 200k-observation database,
+ * 718 KB at 2M observations) is kept by the shared cache, which keeps any body up to a
+ * quarter of its pool (MESHGATE_REACH_CACHE_BYTES / 4, 4 MiB by default). */
 static const char *const fleet_skew_cases[] = {"/api/nodes/clock-skew", NULL};
 /* Cold reports, one per window: heavy to build (the window's transmissions through
  * idx_transmissions_first_seen: 7d at 2M observations 1.7-2.1 s, 16.8M VM steps, 64 149
@@ -141,10 +139,9 @@ const struct mg_route mg_routes[] = {
     {"/api/nodes/:pubkey/health", MG_COST_HEAVY, mg_handle_node_health, NULL, false, NULL, false},
     /* Heavy: every ADVERT's observations (the observers' offsets) and the node's packets (as
      * health finds them): 50M VM steps, 1.5M pages, 14 s at 2M observations. A cold report
-     * (the cold gate, coalescing, the shared cache), but a node's body rarely fits a cache
-     * entry (64 KiB by default): on a 200k-observation database every node with skew data
-     * has 169 KB of samples, so a warm answer is served only where the cache is sized for it,
-     * and the route stays heavy. */
+     * (the cold gate, coalescing, the shared cache: a node's 169 KB of samples on a
+     * 200k-observation database are kept like any body up to a quarter of the pool), but it
+     * declares no warm case (no heavy_when, no light cases), so the route stays heavy. */
     {"/api/nodes/:pubkey/clock-skew", MG_COST_HEAVY, mg_handle_node_clock_skew, NULL, true, NULL,
      false},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,

@@ -3,6 +3,7 @@
 
 #include "gate_fifo.h"
 #include "log.h"
+#include "router.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -145,6 +146,11 @@ const struct mg_config_var mg_config_vars[] = {
      "anonymous requests also pass the per-client rate limit and the anonymous line; empty: "
      "none",
      MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_PREFER", MG_CFG_ROUTES, FIELD(upstream_prefer), 0, 0, "/api/nodes/:pubkey",
+     "native routes (as /metrics names them, comma-separated) whose requests go to the upstream "
+     "while it is set: CoreScope's answer has what meshgate's lacks (a node's relay activity and "
+     "usefulness scores, from its in-memory analysis); empty: none",
+     MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_MAX_BODY_BYTES", MG_CFG_INT, FIELD(upstream_max_body_bytes), 0, 67108864,
      "1048576",
      "largest request body passed to the upstream (it must have a Content-Length); larger: 413",
@@ -166,6 +172,12 @@ const struct mg_config_var mg_config_vars[] = {
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_BREAKER_OPEN_MS", MG_CFG_INT, FIELD(upstream_breaker_open_ms), 100, 600000,
      "5000", "how long the open breaker fails fast before one request probes (ms)", MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_SIGNED_IN_RESERVE", MG_CFG_INT, FIELD(upstream_signed_in_reserve), 0, 64,
+     "2",
+     "permits of the upstream gate that only signed-in clients may take: anonymous requests hold "
+     "at most MESHGATE_UPSTREAM_CONCURRENCY minus it (at least 1) and wait in line past it; 0: "
+     "no reserve",
+     MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_WEBSOCKETS", MG_CFG_INT, FIELD(upstream_websockets), 0, 1000000, "256",
      "WebSocket tunnels to the upstream open at once in the whole server; past it: 503; 0: no "
      "WebSocket",
@@ -378,6 +390,26 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
             return fail(err, errlen, v, value, "must name a file");
         memcpy(field, value, strlen(value) + 1);
         return 0;
+    case MG_CFG_ROUTES: {
+        if (strlen(value) >= v->size) {
+            snprintf(accepted, sizeof accepted, "must be shorter than %zu bytes", v->size);
+            return fail(err, errlen, v, value, accepted);
+        }
+        for (const char *p = value; *p;) {
+            size_t n = strcspn(p, ", ");
+            if (n > 0 && mg_route_by_template(p, n) == MG_ROUTE_NOT_FOUND) {
+                snprintf(accepted, sizeof accepted,
+                         "must list native routes as /metrics names them, separated by commas "
+                         "(e.g. /api/nodes/:pubkey); %.*s is not one",
+                         (int)(n > 64 ? 64 : n), p);
+                return fail(err, errlen, v, value, accepted);
+            }
+            p += n;
+            p += strspn(p, ", ");
+        }
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
     case MG_CFG_LISTEN:
         if (parse_listen(value, cfg) < 0)
             return fail(err, errlen, v, value,
@@ -600,6 +632,7 @@ void mg_config_describe_var(const struct mg_config *cfg, const struct mg_config_
     case MG_CFG_CIDRS:
     case MG_CFG_HOSTPORT:
     case MG_CFG_ADDRESS:
+    case MG_CFG_ROUTES:
         snprintf(text, cap, "%s=%.*s", v->name, (int)v->size, field);
         break;
     case MG_CFG_LISTEN:
@@ -746,7 +779,7 @@ static bool same_value(const struct mg_config *a, const struct mg_config *b,
         return false;
     if (v->kind == MG_CFG_CIDRS || v->kind == MG_CFG_PATH || v->kind == MG_CFG_STRING ||
         v->kind == MG_CFG_SHM_NAME || v->kind == MG_CFG_LISTEN || v->kind == MG_CFG_HOSTPORT ||
-        v->kind == MG_CFG_ADDRESS)
+        v->kind == MG_CFG_ADDRESS || v->kind == MG_CFG_ROUTES)
         return strncmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
     return memcmp((const char *)a + v->offset, (const char *)b + v->offset, v->size) == 0;
 }

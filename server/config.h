@@ -81,11 +81,13 @@ struct mg_config {
     int32_t anon_clients; /* entries of the rate table */
     int32_t anon_nice;    /* CPU priority of the helper threads that run anonymous heavy work */
     /* the upstream (CoreScope's own server): what no native route answers goes there */
-    char upstream[MG_HOST_MAX + 8]; /* HOST:PORT; empty: off */
-    int32_t upstream_concurrency;   /* 0: no cap */
+    char upstream[MG_HOST_MAX + 8];     /* HOST:PORT; empty: off */
+    int32_t upstream_concurrency;       /* 0: no cap */
+    int32_t upstream_signed_in_reserve; /* permits anonymous requests may not take */
     int32_t upstream_queue;
     int32_t upstream_wait_ms;
-    char upstream_heavy[512]; /* path prefixes, comma-separated, '*' one segment */
+    char upstream_heavy[512];  /* path prefixes, comma-separated, '*' one segment */
+    char upstream_prefer[512]; /* native route templates passed to the upstream instead */
     int32_t upstream_max_body_bytes;
     int32_t upstream_connect_timeout_ms;
     int32_t upstream_timeout_ms;
@@ -135,6 +137,7 @@ enum mg_config_kind {
     MG_CFG_ACCESS_LOG, /* enum mg_access_log: 0 (and the other false words), 1 (and the true
                           words), combined or json */
     MG_CFG_ADDRESS,    /* empty, or HOST:PORT as MESHGATE_LISTEN takes it, kept as text */
+    MG_CFG_ROUTES,     /* native routes by their template (workers/router.c), comma-separated */
 };
 
 /*

@@ -613,6 +613,58 @@ static int by_region_code(const void *a, const void *b)
                   ((const struct mg_corescope_region *)b)->code);
 }
 
+static int by_area_key(const void *a, const void *b)
+{
+    return strcmp(((const struct mg_corescope_area *)a)->key,
+                  ((const struct mg_corescope_area *)b)->key);
+}
+
+/* The areas' shapes (their errors are reported by render_areas, which reads the same keys). */
+static void load_areas(json_t *root, struct mg_corescope_config *c)
+{
+    json_t *areas = json_object_get(root, "areas");
+    if (!json_is_object(areas))
+        return;
+    size_t n = json_object_size(areas);
+    c->areas = calloc(n ? n : 1, sizeof *c->areas);
+    if (!c->areas)
+        return;
+    const char *k;
+    json_t *v;
+    json_object_foreach(areas, k, v)
+    {
+        if (!json_is_object(v))
+            continue;
+        struct mg_corescope_area *a = &c->areas[c->area_count];
+        if (!(a->key = strdup(k)))
+            continue;
+        c->area_count++;
+        json_t *poly = json_object_get(v, "polygon");
+        if (json_is_array(poly) && polygon_ok(poly) && json_array_size(poly) > 0) {
+            a->polygon = calloc(json_array_size(poly), sizeof *a->polygon);
+            size_t i;
+            json_t *pair;
+            json_array_foreach(poly, i, pair) if (a->polygon)
+            {
+                a->polygon[i][0] = json_number_value(json_array_get(pair, 0));
+                a->polygon[i][1] = json_number_value(json_array_get(pair, 1));
+                a->polygon_len = i + 1;
+            }
+        }
+        json_t *box[4] = {json_object_get(v, "latMin"), json_object_get(v, "latMax"),
+                          json_object_get(v, "lonMin"), json_object_get(v, "lonMax")};
+        a->has_box = json_is_number(box[0]) && json_is_number(box[1]) && json_is_number(box[2]) &&
+                     json_is_number(box[3]);
+        if (a->has_box) {
+            a->lat_min = json_number_value(box[0]);
+            a->lat_max = json_number_value(box[1]);
+            a->lon_min = json_number_value(box[2]);
+            a->lon_max = json_number_value(box[3]);
+        }
+    }
+    qsort(c->areas, c->area_count, sizeof *c->areas, by_area_key);
+}
+
 static void load_regions(struct loader *l, json_t *root, struct mg_corescope_config *c)
 {
     json_t *regions = object_member(l, root, "regions", "regions");
@@ -719,6 +771,11 @@ int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err
             fail(&l, "(whole file)", "small enough to render (out of memory)");
     }
     load_regions(&l, root, c);
+    load_areas(root, c);
+    json_t *thresholds = object_member(&l, root, "healthThresholds", "healthThresholds");
+    double relay_hours =
+        number_member(&l, thresholds, "relayActiveHours", "healthThresholds.relayActiveHours");
+    c->relay_active_hours = relay_hours > 0 ? relay_hours : 24; /* CoreScope's default */
     json_decref(root);
     json_decref(theme);
     if (l.failed) {
@@ -738,7 +795,39 @@ void mg_corescope_free(struct mg_corescope_config *c)
         free(c->regions[i].name);
     }
     free(c->regions);
+    for (size_t i = 0; i < c->area_count; i++) {
+        free(c->areas[i].key);
+        free(c->areas[i].polygon);
+    }
+    free(c->areas);
     memset(c, 0, sizeof *c);
+}
+
+const struct mg_corescope_area *mg_corescope_area(const struct mg_corescope_config *c,
+                                                  const char *key)
+{
+    struct mg_corescope_area probe = {.key = (char *)key};
+    return c->area_count ? bsearch(&probe, c->areas, c->area_count, sizeof *c->areas, by_area_key)
+                         : NULL;
+}
+
+bool mg_corescope_area_holds(const struct mg_corescope_area *a, double lat, double lon)
+{
+    if (lat == 0 && lon == 0)
+        return true;
+    if (a->polygon_len >= 3) {
+        bool inside = false;
+        for (size_t i = 0, j = a->polygon_len - 1; i < a->polygon_len; j = i++) {
+            double yi = a->polygon[i][0], xi = a->polygon[i][1];
+            double yj = a->polygon[j][0], xj = a->polygon[j][1];
+            if ((yi > lat) != (yj > lat) && lon < (xj - xi) * (lat - yi) / (yj - yi) + xi)
+                inside = !inside;
+        }
+        return inside;
+    }
+    if (a->has_box)
+        return lat >= a->lat_min && lat <= a->lat_max && lon >= a->lon_min && lon <= a->lon_max;
+    return true;
 }
 
 const struct mg_corescope_config *mg_corescope_current(void)

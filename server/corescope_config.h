@@ -39,6 +39,15 @@ struct mg_corescope_region {
     char *name;
 };
 
+/* An entry of "areas": a polygon of [lat, lon] points, and the legacy bounding box. */
+struct mg_corescope_area {
+    char *key;
+    double (*polygon)[2];
+    size_t polygon_len;
+    bool has_box; /* all four of latMin, latMax, lonMin, lonMax */
+    double lat_min, lat_max, lon_min, lon_max;
+};
+
 struct mg_corescope_config {
     bool loaded;
     /* finished JSON bodies, each ending in "\n" */
@@ -47,6 +56,12 @@ struct mg_corescope_config {
     /* "regions" of the file: code -> display name, sorted by code (bytewise) */
     struct mg_corescope_region *regions;
     size_t region_count;
+    /* healthThresholds.relayActiveHours (24 when absent): how recent a repeater's last relay
+     * must be for relay_active (node_relay.h) */
+    double relay_active_hours;
+    /* "areas", sorted by key (bytewise) */
+    struct mg_corescope_area *areas;
+    size_t area_count;
 };
 
 /* The configuration this process serves: loaded by the preflight (and on SIGHUP by the
@@ -60,6 +75,13 @@ extern struct mg_corescope_config mg_corescope;
  */
 int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen);
 void mg_corescope_free(struct mg_corescope_config *c);
+
+/* The area of that key; NULL when the file has none. */
+const struct mg_corescope_area *mg_corescope_area(const struct mg_corescope_config *c,
+                                                  const char *key);
+/* CoreScope's geofilter.PassesFilter for an area: (0, 0) passes; inside a polygon of 3 or more
+ * points (ray casting); else inside the bounding box when it has one; else passes. */
+bool mg_corescope_area_holds(const struct mg_corescope_area *a, double lat, double lon);
 
 /* mg_corescope, loaded with the defaults first if nothing loaded it (in-process tests). */
 const struct mg_corescope_config *mg_corescope_current(void);

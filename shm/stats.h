@@ -60,6 +60,9 @@
     X(UPSTREAM_CONNECTS, "upstream_connects", "connections opened to the upstream")                \
     X(UPSTREAM_REUSED, "upstream_reused",                                                          \
       "requests sent on a kept-alive connection to the upstream")                                  \
+    X(UPSTREAM_RETRIES, "upstream_retries",                                                        \
+      "idempotent requests sent again on a new connection: a kept-alive one closed before any "    \
+      "answer")                                                                                    \
     X(UPSTREAM_BYTES_SENT, "upstream_bytes_sent", "bytes written to the upstream")                 \
     X(UPSTREAM_BYTES_RECEIVED, "upstream_bytes_received", "bytes read from the upstream")          \
     X(UPSTREAM_FAILURES, "upstream_failures",                                                      \

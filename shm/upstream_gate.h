@@ -10,7 +10,14 @@
  *   breaker   the circuit breaker (shm/breaker.h);
  *   tunnels   WebSocket tunnels open now: in the whole group (checked against the cap by
  *             compare-and-swap, so it never exceeds it) and per worker slot, so that the
- *             master, after reaping a worker, takes the dead slot's tunnels off the total.
+ *             master, after reaping a worker, takes the dead slot's tunnels off the total;
+ *   anonymous the gate's permits anonymous requests hold, counted the same way against
+ *             anon_max (the cap less MESHGATE_UPSTREAM_SIGNED_IN_RESERVE, at least 1). An
+ *             anonymous request claims one before each try at the gate and gives it back
+ *             when the try does not admit it; one that cannot claim waits in line passed over,
+ *             as work whose helper is busy (shm/gate_fifo.h), so signed-in requests behind it
+ *             go first and an anonymous flood never holds the reserve. Every anonymous
+ *             holder holds a claim, so anon_held <= anon_max at every moment.
  *
  * Who writes: workers (their own slot's count, the total, the gate under its lock, the
  * breaker); the master on reap. Everyone reads. The byte and request counters are ordinary
@@ -34,6 +41,11 @@ struct mg_upstream_shm {
     _Atomic uint32_t tunnels_open;
     _Atomic uint32_t tunnels_peak;
     _Atomic uint32_t tunnels_by_slot[MG_WORKERS_MAX];
+    _Atomic uint32_t anon_max; /* UINT32_MAX: no reserve (no cap, or a reserve of 0) */
+    _Atomic uint32_t anon_held;
+    _Atomic uint32_t anon_peak;
+    _Atomic uint32_t anon_by_slot[MG_WORKERS_MAX];
+    _Atomic uint64_t anon_held_back; /* tries of anonymous requests passed over for it */
 };
 
 void mg_upstream_shm_init(struct mg_upstream_shm *u, const struct mg_config *cfg);
@@ -43,6 +55,11 @@ void mg_upstream_shm_configure(struct mg_upstream_shm *u, int pid, const struct 
 /* Counts a tunnel for slot; false (nothing counted) when the cap is reached. */
 bool mg_upstream_tunnel_open(struct mg_upstream_shm *u, unsigned slot);
 void mg_upstream_tunnel_close(struct mg_upstream_shm *u, unsigned slot);
+
+/* Claims one of the permits anonymous requests may hold, for slot; false (nothing counted,
+ * anon_held_back counted) when they hold anon_max. */
+bool mg_upstream_anon_claim(struct mg_upstream_shm *u, unsigned slot);
+void mg_upstream_anon_unclaim(struct mg_upstream_shm *u, unsigned slot);
 
 /* Master, after reaping the worker of slot (pid): its permits, places, probe and tunnels. */
 unsigned mg_upstream_shm_reclaim(struct mg_upstream_shm *u, unsigned slot, int pid, int64_t now_ns);

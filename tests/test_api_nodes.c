@@ -8,12 +8,15 @@
  * same copy). Without the fixture every test skips and says why.
  */
 #include "clock.h"
+#include "corescope_config.h"
 #include "ep_node_detail.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
 #include "jsoncheck.h"
+#include "neighbor_graph.h"
 #include "node_hash_sizes.h"
+#include "node_relay.h"
 
 #include <criterion/criterion.h>
 #include <ctype.h>
@@ -105,7 +108,7 @@ static char *db_texts(const char *fmt, ...)
     sqlite3_stmt *st = NULL;
     cr_assert_eq(sqlite3_prepare_v2(fx.t.db.conn, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
                  sqlite3_errmsg(fx.t.db.conn));
-    size_t cap = 4096, used = 0;
+    size_t cap = 16384, used = 0;
     char *out = calloc(1, cap);
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *v = (const char *)sqlite3_column_text(st, 0);
@@ -314,6 +317,232 @@ FIXTURE_TEST(detail_by_short_prefix_and_its_refusals)
     get("/api/nodes/" N6IJ_PUBKEY "/reach", 200);
 }
 
+/* ---- relay activity (node_relay.h) --------------------------------------------------------- */
+
+/* The copy opened read-write by the suite itself (meshgate's connection reads only, and its
+ * authorizer refuses json_each). */
+static sqlite3 *raw_copy(void)
+{
+    sqlite3 *conn = NULL;
+    cr_assert_eq(sqlite3_open_v2(fx.db, &conn, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    return conn;
+}
+
+static long long raw_int(sqlite3 *conn, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(conn));
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : LLONG_MIN;
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return v;
+}
+
+/* The non-ADVERT transmissions whose longest path (its newest observation with the most hops)
+ * has a hop equal to key or to its first byte, any case: CoreScope's relays of a node. */
+#define RELAYS_SQL                                                                                 \
+    "WITH best AS (SELECT tx, path_json FROM (SELECT transmission_id AS tx, path_json,"            \
+    " row_number() OVER (PARTITION BY transmission_id ORDER BY json_array_length(path_json)"       \
+    " DESC, timestamp DESC, id DESC) AS r FROM observations WHERE json_valid(path_json))"          \
+    " WHERE r = 1),"                                                                               \
+    " through AS (SELECT DISTINCT best.tx FROM best, json_each(best.path_json) h"                  \
+    " WHERE lower(h.value) IN (lower(%Q), lower(substr(%Q, 1, 2))))"                               \
+    " SELECT %s FROM through JOIN transmissions t ON t.id = through.tx"                            \
+    " WHERE t.payload_type IS NOT 4"
+
+/* How many of key's relays are younger than hours at Unix time now_s (route_type 1 only when
+ * flood). */
+static long long relays_within(sqlite3 *conn, const char *key, int hours, int64_t now_s, bool flood)
+{
+    char what[256];
+    snprintf(what, sizeof what,
+             "count(*) FILTER (WHERE julianday(t.first_seen) > julianday(%lld, 'unixepoch',"
+             " '-%d hours')%s)",
+             (long long)now_s, hours, flood ? " AND t.route_type = 1" : "");
+    return raw_int(conn, RELAYS_SQL, key, key, what);
+}
+
+/* A count that must lie between its values at the two ends of the request (a relay may age
+ * out of the window meanwhile). */
+static void expect_relays(const char *node, const char *field, sqlite3 *conn, const char *key,
+                          int hours, bool flood, int64_t before_s, int64_t after_s)
+{
+    long long got = json_int_at(node, field);
+    long long most = relays_within(conn, key, hours, before_s, flood);
+    long long least = relays_within(conn, key, hours, after_s + 1, flood);
+    cr_expect(got >= least && got <= most, "%s of %.8s: %lld, want %lld..%lld", field, key, got,
+              least, most);
+}
+
+static void expect_detail_relays(sqlite3 *conn, const char *key)
+{
+    char target[128];
+    snprintf(target, sizeof target, "/api/nodes/%s", key);
+    int64_t before_s = (int64_t)time(NULL);
+    const char *n = json_get(get(target, 200), "node");
+    int64_t after_s = (int64_t)time(NULL);
+    cr_assert_not_null(n);
+    cr_expect(json_keys_sorted(n), "keys sorted: %.900s", n);
+    expect_relays(n, "relay_count_24h", conn, key, 24, false, before_s, after_s);
+    expect_relays(n, "relay_count_1h", conn, key, 1, false, before_s, after_s);
+    expect_relays(n, "unscoped_relay_count_24h", conn, key, 24, true, before_s, after_s);
+    sqlite3_stmt *st = NULL;
+    char *sql = sqlite3_mprintf(RELAYS_SQL, key, key, "max(t.first_seen)");
+    cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    const char *last = (const char *)sqlite3_column_text(st, 0);
+    cr_assert_not_null(last, "%.8s relayed", key);
+    cr_expect(json_str_at_eq(n, "last_relayed", last), "last_relayed, want %s: %.900s", last, n);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    /* The freshened copy spans about two hours: its last relay is within the 24 h window. */
+    cr_expect(json_is_at(n, "relay_active", "true"));
+    cr_expect(json_is_at(n, "relay_window_hours", "24"));
+    cr_expect(json_is_at(n, "traffic_share_score", "0"), "no hop is a whole key");
+    cr_expect_null(json_get(n, "transported_scopes"), "the fixture has no scope names");
+}
+
+FIXTURE_TEST(repeater_detail_counts_the_relays_through_its_first_byte)
+{
+    start();
+    sqlite3 *conn = raw_copy();
+    expect_detail_relays(conn, N6IJ_PUBKEY);
+    expect_detail_relays(conn, BUSIEST_PUBKEY);
+    /* CoreScope's server on the same freshened copy: 17 and 146 relays in 24 hours, all
+     * unscoped floods (its 2- and 3-byte hops "EC34", "1000" are not counted). */
+    const char *n = json_get(get("/api/nodes/" BUSIEST_PUBKEY, 200), "node");
+    cr_expect_eq(json_int_at(n, "relay_count_24h"), 146);
+    cr_expect_eq(json_int_at(n, "unscoped_relay_count_24h"), 146);
+    n = json_get(get("/api/nodes/" N6IJ_PUBKEY, 200), "node");
+    cr_expect_eq(json_int_at(n, "relay_count_24h"), 17);
+    /* A companion gets none of the fields. */
+    char *companion = db_texts("SELECT public_key FROM nodes WHERE role = 'companion' LIMIT 1");
+    char target[128];
+    snprintf(target, sizeof target, "/api/nodes/%s", companion);
+    n = json_get(get(target, 200), "node");
+    cr_expect_null(json_get(n, "relay_count_24h"));
+    cr_expect_null(json_get(n, "relay_active"));
+    cr_expect_null(json_get(n, "traffic_share_score"));
+    free(companion);
+    sqlite3_close(conn);
+}
+
+FIXTURE_TEST(relay_active_follows_the_configured_window)
+{
+    start();
+    /* healthThresholds.relayActiveHours of CoreScope's config.json: 0.001 h (3.6 s), so the
+     * busiest relay's last relay (minutes ago in the freshened copy) is not active. */
+    char dir[128], path[256], err[512] = "";
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"healthThresholds\": {\"relayActiveHours\": 0.001}}", f);
+    fclose(f);
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(mg_corescope_load(&mg_corescope, path, err, sizeof err), 0, "%s", err);
+    const char *n = json_get(get("/api/nodes/" BUSIEST_PUBKEY, 200), "node");
+    cr_expect(json_is_at(n, "relay_window_hours", "0.001") &&
+                  json_is_at(n, "relay_active", "false") && json_get(n, "last_relayed"),
+              "%.900s", n);
+    char *last = json_str_at(n, "last_relayed");
+    cr_expect_gt(db_int("SELECT strftime('%%s','now') - strftime('%%s', %Q)", last ? last : ""), 4,
+                 "its last relay (%s) is older than the window", last);
+    free(last);
+    mg_corescope_free(&mg_corescope);
+    mg_test_rmdir(dir);
+}
+
+/* The node of the list with this key. */
+static const char *listed(const char *body, const char *key)
+{
+    for (const char *n = json_first(json_get(body, "nodes")); n; n = json_next(n))
+        if (json_str_at_eq(n, "public_key", key))
+            return n;
+    cr_assert_fail("%.8s not in the list", key);
+    return NULL;
+}
+
+FIXTURE_TEST(list_gives_relays_only_to_a_key_that_is_a_hop_as_corescope)
+{
+    start();
+    /* CoreScope's list reads a map of hop keys: no hop is a whole key, so every repeater and
+     * room shows no relay (its detail does), and companions have no fields. */
+    const char *b = get("/api/nodes?limit=2000", 200);
+    int repeaters = 0;
+    for (const char *n = json_first(json_get(b, "nodes")); n; n = json_next(n)) {
+        char *role = json_str_at(n, "role");
+        bool relays = role && (!strcmp(role, "repeater") || !strcmp(role, "room"));
+        free(role);
+        repeaters += relays;
+        cr_expect_eq(json_get(n, "relay_active") != NULL, relays, "%.300s", n);
+        if (!relays)
+            continue;
+        cr_expect(json_is_at(n, "relay_active", "false") &&
+                      json_int_at(n, "relay_count_24h") == 0 &&
+                      json_int_at(n, "relay_count_1h") == 0 &&
+                      json_int_at(n, "unscoped_relay_count_24h") == 0 &&
+                      json_is_at(n, "traffic_share_score", "0") && !json_get(n, "last_relayed") &&
+                      !json_get(n, "relay_window_hours"),
+                  "%.900s", n);
+    }
+    cr_expect_eq(repeaters, db_int("SELECT count(*) FROM nodes WHERE role IN ('repeater','room')"));
+
+    /* Now one transmission's longest path names the busiest node by its whole key (upper
+     * case), and, in a migrated copy, three transmissions carry scope names. */
+    sqlite3 *conn = raw_copy();
+    long long tx = raw_int(conn, "SELECT id FROM transmissions WHERE payload_type = 5 AND id NOT IN"
+                                 " (SELECT transmission_id FROM observations WHERE path_json LIKE"
+                                 " '%%\"10%%') ORDER BY id LIMIT 1");
+    char *edit =
+        sqlite3_mprintf("UPDATE observations SET path_json = '[\"AB\",\"%s\"]'"
+                        " WHERE transmission_id = %lld",
+                        "1000009E310D729534B70FAA33A1ABE5CD5E45D594F72F786FEBCCBB770B7E74", tx);
+    cr_assert_eq(sqlite3_exec(conn, edit, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(conn));
+    sqlite3_free(edit);
+    bool scopes = fx.t.db.schema.tx_scope_name;
+    if (scopes) {
+        edit = sqlite3_mprintf("UPDATE transmissions SET scope_name = '#west' WHERE id = %lld;"
+                               "UPDATE transmissions SET scope_name = '#east' WHERE id IN"
+                               " (SELECT transmission_id FROM observations WHERE path_json LIKE"
+                               " '%%\"10\"%%' ORDER BY id LIMIT 2)",
+                               tx);
+        cr_assert_eq(sqlite3_exec(conn, edit, NULL, NULL, NULL), SQLITE_OK, "%s",
+                     sqlite3_errmsg(conn));
+        sqlite3_free(edit);
+    }
+    mg_node_relay_forget();
+    int64_t before_s = (int64_t)time(NULL);
+    b = get("/api/nodes?limit=2000", 200);
+    int64_t after_s = (int64_t)time(NULL);
+    const char *n = listed(b, BUSIEST_PUBKEY);
+    cr_expect(json_keys_sorted(n));
+    /* Its relays are now those under its key and its first byte, each once. */
+    expect_relays(n, "relay_count_24h", conn, BUSIEST_PUBKEY, 24, false, before_s, after_s);
+    expect_relays(n, "relay_count_1h", conn, BUSIEST_PUBKEY, 1, false, before_s, after_s);
+    expect_relays(n, "unscoped_relay_count_24h", conn, BUSIEST_PUBKEY, 24, true, before_s, after_s);
+    cr_expect_eq(json_int_at(n, "relay_count_24h"), 147, "146 through 0x10, and this one");
+    cr_expect(json_is_at(n, "relay_active", "true"));
+    cr_expect_not_null(json_get(n, "last_relayed"));
+    /* Its traffic share: one transmission under its whole key of every non-ADVERT one. */
+    long long non_adverts = raw_int(conn, "SELECT count(*) FROM transmissions WHERE"
+                                          " payload_type IS NOT NULL AND payload_type <> 4");
+    cr_expect(fabs(json_double_at(n, "traffic_share_score") - 1.0 / (double)non_adverts) < 1e-15,
+              "traffic share %.900s, want 1/%lld", n, non_adverts);
+    if (scopes)
+        cr_expect(json_is_at(n, "transported_scopes", "[\"#east\",\"#west\"]"), "%.900s", n);
+    else
+        cr_expect_null(json_get(n, "transported_scopes"));
+    /* Another repeater still has none in the list. */
+    cr_expect(json_is_at(listed(b, N6IJ_PUBKEY), "relay_count_24h", "0"));
+    sqlite3_close(conn);
+}
+
 /* ---- what the detail derives, on its own ---------------------------------------------------- */
 
 Test(api_nodes_units, advert_hash_size_reads_the_path_byte)
@@ -349,6 +578,10 @@ Test(api_nodes_units, hash_sizes_flag_flip_flopping_until_settled)
 FIXTURE_TEST(detail_is_heavy_only_for_a_node_that_sent_much)
 {
     start();
+    /* Until the process has its relay table (node_relay.h), a detail would build it. */
+    get("/api/nodes/" BUSIEST_PUBKEY, 200);
+    cr_expect(!fx.t.light, "no relay table: heavy");
+    cr_expect(mg_node_relay_exist(fx.t.db.conn), "that request built it (a worker does at start)");
     /* The node that sent the most, and one that sent a few: the bound decides. */
     char *busy = db_texts("SELECT from_pubkey FROM transmissions WHERE from_pubkey IS NOT NULL"
                           " GROUP BY from_pubkey ORDER BY count(*) DESC, from_pubkey LIMIT 1");
@@ -642,96 +875,111 @@ FIXTURE_TEST(fleet_clock_skew_lists_each_nodes_skew_in_key_order)
 
 /* ---- neighbors ---------------------------------------------------------------------------- */
 
-/* The node of the fixture with the most rows in neighbor_edges. */
-static char *busiest_neighbor_node(void)
+/* The neighbour entry of list whose pubkey starts with prefix (or whose prefix is it, for an
+ * ambiguous one). */
+static const char *neighbor_starting(const char *list, const char *prefix, bool ambiguous)
 {
-    return db_texts("SELECT k FROM (SELECT node_a AS k FROM neighbor_edges UNION ALL"
-                    " SELECT node_b FROM neighbor_edges) WHERE k <> '' GROUP BY k"
-                    " ORDER BY count(*) DESC, k LIMIT 1");
+    for (const char *e = json_first(list); e; e = json_next(e)) {
+        char *pk = json_str_at(e, ambiguous ? "prefix" : "pubkey");
+        bool hit = pk && (ambiguous ? !strcmp(pk, prefix) : !strncmp(pk, prefix, strlen(prefix)));
+        free(pk);
+        if (hit && json_is_at(e, "ambiguous", ambiguous ? "true" : "false"))
+            return e;
+    }
+    return NULL;
 }
 
-FIXTURE_TEST(neighbors_are_the_nodes_rows_of_neighbor_edges_by_score)
+FIXTURE_TEST(neighbors_are_corescopes_graph_built_from_the_observations)
 {
     start();
-    char *pk = busiest_neighbor_node();
-    cr_assert(strlen(pk) == 64, "a node with edges: %s", pk);
-    char target[256];
-    snprintf(target, sizeof target, "/api/nodes/%s/neighbors", pk);
-    const char *b = get(target, 200);
+    const char *b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors", 200);
     char keys[256];
     json_keys(b, NULL, keys, sizeof keys);
     cr_expect_str_eq(keys, "node,neighbors,total_observations", "the envelope");
-    cr_expect(json_str_at_eq(b, "node", pk));
     const char *list = json_get(b, "neighbors");
-    cr_expect_eq(json_length(list),
-                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
-                        " AND count IS NOT NULL",
-                        pk, pk));
-    cr_expect_eq(
-        json_int_at(b, "total_observations"),
-        db_int("SELECT sum(count) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q", pk, pk));
+    /* CoreScope's server on the same freshened migrated copy: 11 neighbours, 27 observations
+     * (neighbor_edges has 3 rows for N6IJ: the graph is not that table). */
+    cr_expect_eq(json_length(list), 11);
+    cr_expect_eq(json_int_at(b, "total_observations"), 27);
     double last_score = 2;
-    long seen = 0;
-    for (const char *e = json_first(list); e; e = json_next(e), seen++) {
-        char *other = json_str_at(e, "pubkey");
-        const char *o = other ? other : "";
-        cr_expect_eq(json_int_at(e, "count"),
-                     db_int("SELECT count FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
-                            " OR (node_a = %Q AND node_b = %Q)",
-                            pk, o, o, pk),
-                     "%s: count", o);
-        char *last = db_texts("SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', last_seen) FROM"
-                              " neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
-                              " OR (node_a = %Q AND node_b = %Q)",
-                              pk, o, o, pk);
-        cr_expect(json_str_at_eq(e, "last_seen", last) && json_str_at_eq(e, "first_seen", last),
-                  "%s: seen %s: %.300s", o, last, e);
-        /* score = min(1, count/100) × 2^(−hours since last_seen / 168) */
-        double hours = (double)db_int("SELECT strftime('%%s','now') - strftime('%%s', last_seen)"
-                                      " FROM neighbor_edges WHERE (node_a = %Q AND node_b = %Q)"
-                                      " OR (node_a = %Q AND node_b = %Q)",
-                                      pk, o, o, pk) /
-                       3600.0;
-        double cf = (double)json_int_at(e, "count") / 100.0;
-        double want = (cf > 1 ? 1 : cf) * pow(2.0, -(hours < 0 ? 0 : hours) / 168.0);
+    for (const char *e = json_first(list); e; e = json_next(e)) {
         double score = json_double_at(e, "score");
-        cr_expect(fabs(score - want) < 1e-4, "%s: score %g, want %g", o, score, want);
         cr_expect(score <= last_score, "by score, highest first");
         last_score = score;
-        if (other) {
-            char *name = db_texts("SELECT coalesce(name, '') FROM nodes WHERE public_key = %Q", o);
-            if (name[0])
-                cr_expect(json_str_at_eq(e, "name", name), "%s: name %s", o, name);
-            free(name);
-        } else {
-            cr_expect(json_is_at(e, "name", "null") && json_is_at(e, "role", "null"));
-        }
-        cr_expect_eq(json_int_at(e, "counts_by_mode.0"), json_int_at(e, "count"));
-        cr_expect(json_is_at(e, "avg_snr", "null") && json_is_at(e, "ambiguous", "false") &&
-                      json_str_at_eq(e, "prefix", "") && json_length(json_get(e, "observers")) == 0,
-                  "%.300s", e);
-        free(last);
-        free(other);
     }
-    cr_expect(seen > 1, "the busiest node has several neighbours");
-
-    /* min_count leaves out the edges seen fewer times; the key's case does not matter. */
-    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_count=10", pk);
-    b = get(target, 200);
-    cr_expect_eq(json_length(json_get(b, "neighbors")),
-                 db_int("SELECT count(*) FROM neighbor_edges WHERE (node_a = %Q OR node_b = %Q)"
-                        " AND count >= 10",
-                        pk, pk));
-    char upper[65];
-    for (int i = 0; i < 64; i++)
-        upper[i] = (char)toupper((unsigned char)pk[i]);
-    upper[64] = '\0';
-    snprintf(target, sizeof target, "/api/nodes/%s/neighbors?min_score=2", upper);
-    b = get(target, 200);
-    cr_expect(json_str_at_eq(b, "node", pk) && json_length(json_get(b, "neighbors")) == 0 &&
+    /* N6IJ as observer, hearing packets whose last hop is A3: one relay has that prefix, so
+     * each observation (one per observer and path) is an edge N6IJ - that relay. */
+    long long via_a3 = db_int("SELECT count(*) FROM (SELECT DISTINCT o.transmission_id,"
+                              " o.path_json FROM observations o JOIN observers obs ON obs.rowid ="
+                              " o.observer_idx WHERE lower(obs.id) = %Q AND"
+                              " lower(o.path_json ->> '$[#-1]') = 'a3')",
+                              N6IJ_PUBKEY);
+    cr_expect_eq(db_int("SELECT count(*) FROM nodes WHERE lower(public_key) LIKE 'a3%%' AND"
+                        " (role LIKE '%%repeater%%' OR role = 'room')"),
+                 1);
+    const char *a3 = neighbor_starting(list, "a3", false);
+    cr_assert_not_null(a3, "an edge to the A3 relay: %.900s", list);
+    cr_expect_eq(json_int_at(a3, "count"), via_a3);
+    cr_expect_eq(via_a3, 8, "CoreScope's server: 8");
+    cr_expect_eq(json_int_at(a3, "counts_by_mode.1"), via_a3, "1-byte hops");
+    cr_expect(json_str_at_eq(a3, "prefix", "a3") &&
+                  json_is_at(a3, "observers", "[\"" N6IJ_PUBKEY "\"]"),
+              "%.600s", a3);
+    char *first = db_texts("SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', min(o.timestamp),"
+                           " 'unixepoch') || ',' || strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ',"
+                           " max(o.timestamp), 'unixepoch') FROM observations o JOIN observers"
+                           " obs ON obs.rowid = o.observer_idx WHERE lower(obs.id) = %Q AND"
+                           " lower(o.path_json ->> '$[#-1]') = 'a3'",
+                           N6IJ_PUBKEY);
+    char *comma = strchr(first, ',');
+    cr_assert_not_null(comma);
+    *comma = '\0';
+    cr_expect(json_str_at_eq(a3, "first_seen", first) && json_str_at_eq(a3, "last_seen", comma + 1),
+              "seen %s to %s: %.600s", first, comma + 1, a3);
+    /* score = min(1, count/100) x 2^(-hours since last seen / 168) */
+    double hours = (double)db_int("SELECT strftime('%%s','now') - max(o.timestamp) FROM"
+                                  " observations o JOIN observers obs ON obs.rowid ="
+                                  " o.observer_idx WHERE lower(obs.id) = %Q AND"
+                                  " lower(o.path_json ->> '$[#-1]') = 'a3'",
+                                  N6IJ_PUBKEY) /
+                   3600.0;
+    double want = (double)via_a3 / 100.0 * pow(2.0, -(hours < 0 ? 0 : hours) / 168.0);
+    cr_expect(fabs(json_double_at(a3, "score") - want) < 1e-4, "score %g, want %g",
+              json_double_at(a3, "score"), want);
+    free(first);
+    /* No relay's key starts with BE: an unresolved edge of that prefix, without candidates. */
+    const char *be = neighbor_starting(list, "be", true);
+    cr_assert_not_null(be, "the unresolved BE edge: %.900s", list);
+    cr_expect(json_is_at(be, "pubkey", "null") && json_is_at(be, "name", "null") &&
+                  json_is_at(be, "unresolved", "true") && !json_get(be, "candidates"),
+              "%.600s", be);
+    cr_expect_eq(db_int("SELECT count(*) FROM nodes WHERE lower(public_key) LIKE 'be%%' AND"
+                        " (role LIKE '%%repeater%%' OR role = 'room')"),
+                 0);
+    /* include_ambiguous=false leaves it out; min_count=3 keeps the edges seen 3 times. */
+    b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?include_ambiguous=false", 200);
+    cr_expect_eq(json_length(json_get(b, "neighbors")), 10);
+    cr_expect_null(neighbor_starting(json_get(b, "neighbors"), "be", true));
+    b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=3", 200);
+    for (const char *e = json_first(json_get(b, "neighbors")); e; e = json_next(e))
+        cr_expect_geq(json_int_at(e, "count"), 3);
+    cr_expect_eq(json_length(json_get(b, "neighbors")), 2, "CoreScope: A3 (8) and 5B98 (6)");
+    /* resolve-hops with a context reads the worker's graph: light while it is fresh (built
+     * above), heavy when there is none (the request builds it). */
+    get("/api/resolve-hops?hops=1F&observer=" N6IJ_PUBKEY, 200);
+    cr_expect(fx.t.light, "the graph is fresh");
+    mg_neighbor_graph_forget();
+    get("/api/resolve-hops?hops=1F&observer=" N6IJ_PUBKEY, 200);
+    cr_expect(!fx.t.light, "no graph: heavy");
+    get("/api/resolve-hops?hops=1F", 200);
+    cr_expect(fx.t.light, "no context: light");
+    b = get("/api/nodes/EC3433BB3ADF1ACAEE0CE117600B0CA473705486EC666137379A1E8CBB7E75F4"
+            "/neighbors?min_score=2",
+            200);
+    cr_expect(json_str_at_eq(b, "node", N6IJ_PUBKEY) &&
+                  json_length(json_get(b, "neighbors")) == 0 &&
                   json_int_at(b, "total_observations") == 0,
               "no score reaches 2: %.300s", b);
-    free(pk);
 }
 
 FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
@@ -739,9 +987,7 @@ FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
     start();
     static const char unknown[] =
         "0000000000000000000000000000000000000000000000000000000000000000";
-    cr_assert_eq(db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
-                        unknown, unknown),
-                 0);
+    cr_assert_eq(db_int("SELECT count(*) FROM observers WHERE id = %Q", unknown), 0);
     cr_expect_str_eq(
         get("/api/nodes/0000000000000000000000000000000000000000000000000000000000000000"
             "/neighbors",
@@ -756,9 +1002,7 @@ FIXTURE_TEST(neighbors_of_an_unknown_key_are_none_and_bad_input_is_refused)
                              "min_score: expected a number"));
     /* CoreScope keeps 1 for a min_count below 1. */
     const char *b = get("/api/nodes/" N6IJ_PUBKEY "/neighbors?min_count=-5", 200);
-    cr_expect_eq(json_length(json_get(b, "neighbors")),
-                 db_int("SELECT count(*) FROM neighbor_edges WHERE node_a = %Q OR node_b = %Q",
-                        N6IJ_PUBKEY, N6IJ_PUBKEY));
+    cr_expect_eq(json_length(json_get(b, "neighbors")), 11);
 }
 
 /* ---- paths -------------------------------------------------------------------------------- */
@@ -918,7 +1162,7 @@ FIXTURE_TEST(bulk_health_is_each_recent_nodes_health_in_one_answer)
     free(b);
 }
 
-FIXTURE_TEST(bulk_health_limit_is_clamped_as_corescope_and_filters_are_refused)
+FIXTURE_TEST(bulk_health_limit_is_clamped_as_corescope)
 {
     start();
     long long nodes = db_int("SELECT count(*) FROM nodes");
@@ -928,8 +1172,112 @@ FIXTURE_TEST(bulk_health_limit_is_clamped_as_corescope_and_filters_are_refused)
     cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=3", 200)), nodes < 3 ? nodes : 3);
     cr_expect_eq(json_length(get("/api/nodes/bulk-health?limit=100000", 200)),
                  nodes < 200 ? nodes : 200);
-    cr_expect(json_str_at_eq(get("/api/nodes/bulk-health?region=SJC", 501), "error",
-                             "bulk-health with region or area is not implemented: meshgate "
-                             "answers it for all nodes only"));
-    get("/api/nodes/bulk-health?area=x", 501);
+}
+
+/* The public keys of an answer's entries, joined by commas. */
+static char *entry_keys(const char *body)
+{
+    char *out = calloc(1, 32768);
+    keys_of(body, out, 32768);
+    return out;
+}
+
+FIXTURE_TEST(bulk_health_by_area_is_the_nodes_inside_it_as_corescope)
+{
+    start();
+    char dir[128], path[256], err[512] = "";
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"areas\": {\"south\": {\"label\": \"South Bay\", \"polygon\": [[37.0,-122.2],"
+          "[37.0,-121.6],[37.45,-121.6],[37.45,-122.2]]}, \"box\": {\"label\": \"Box\","
+          " \"latMin\": 37.7, \"latMax\": 38.0, \"lonMin\": -122.5, \"lonMax\": -122.1}}}",
+          f);
+    fclose(f);
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(mg_corescope_load(&mg_corescope, path, err, sizeof err), 0, "%s", err);
+    /* Every node inside, however many (no limit), most recently seen first. */
+    char *got = entry_keys(get("/api/nodes/bulk-health?area=box&limit=3", 200));
+    char *want = db_texts("SELECT public_key FROM nodes WHERE lat BETWEEN 37.7 AND 38.0 AND lon"
+                          " BETWEEN -122.5 AND -122.1 AND NOT (lat = 0 AND lon = 0)"
+                          " ORDER BY last_seen DESC");
+    cr_expect_str_eq(got, want, "area=box");
+    free(got);
+    free(want);
+    got = entry_keys(get("/api/nodes/bulk-health?area=south", 200));
+    /* ray casting (CoreScope's PointInPolygon): the lower and left edges are inside */
+    want = db_texts("SELECT public_key FROM nodes WHERE lat >= 37.0 AND lat < 37.45 AND"
+                    " lon >= -122.2 AND lon < -121.6 ORDER BY last_seen DESC");
+    cr_expect_str_eq(got, want, "area=south");
+    /* CoreScope's server with the same file on the same copy: 65 and 39 nodes. */
+    cr_expect_eq(db_int("SELECT count(*) FROM nodes WHERE lat >= 37.0 AND lat < 37.45 AND"
+                        " lon >= -122.2 AND lon < -121.6"),
+                 65);
+    free(got);
+    free(want);
+    /* An area the file does not have filters nothing: the 50 most recent. */
+    got = entry_keys(get("/api/nodes/bulk-health?area=nowhere", 200));
+    want = db_texts("SELECT public_key FROM nodes ORDER BY last_seen DESC LIMIT 50");
+    cr_expect_str_eq(got, want, "an unknown area");
+    free(got);
+    free(want);
+    mg_corescope_free(&mg_corescope);
+    mg_test_rmdir(dir);
+}
+
+/* Whether the node's own health lists an observer of that IATA code. */
+static bool heard_in(const char *pk, const char *iata)
+{
+    char target[160];
+    snprintf(target, sizeof target, "/api/nodes/%s/health", pk);
+    const char *h = get(target, 200);
+    for (const char *o = json_first(json_get(h, "observers")); o; o = json_next(o)) {
+        char *id = json_str_at(o, "observer_id");
+        bool hit = id && db_int("SELECT count(*) FROM observers WHERE id = %Q AND"
+                                " upper(trim(iata)) = %Q",
+                                id, iata) > 0;
+        free(id);
+        if (hit)
+            return true;
+    }
+    return false;
+}
+
+FIXTURE_TEST(bulk_health_by_region_is_the_nodes_heard_there_as_corescope)
+{
+    start();
+    /* The nodes with a packet an MRY observer heard, most recent first, at most limit. */
+    /* a copy: heard_in's requests reuse the response */
+    char *b = strdup(get("/api/nodes/bulk-health?region=%20mry&limit=5", 200));
+    cr_expect_eq(json_length(b), 5);
+    char *listed_keys = entry_keys(b);
+    for (const char *e = json_first(b); e; e = json_next(e)) {
+        char *pk = json_str_at(e, "public_key");
+        cr_expect(heard_in(pk, "MRY"), "%s was heard in MRY", pk);
+        free(pk);
+    }
+    /* A node seen more recently than the last listed one and left out was not heard there. */
+    char *recent = db_texts("SELECT public_key FROM nodes ORDER BY last_seen DESC LIMIT 8");
+    for (char *save = NULL, *k = strtok_r(recent, ",", &save); k; k = strtok_r(NULL, ",", &save))
+        if (!strstr(listed_keys, k) && db_int("SELECT last_seen >= (SELECT last_seen FROM nodes"
+                                              " WHERE public_key = %Q) FROM nodes WHERE"
+                                              " public_key = %Q",
+                                              k, strrchr(listed_keys, ',') + 1))
+            cr_expect(!heard_in(k, "MRY"), "%s was heard in MRY and is not listed", k);
+    free(recent);
+    free(listed_keys);
+    free(b);
+    /* All of SFO's: CoreScope's server listed 103 of these 104 (it misses f00d1d18, whose only
+     * packet it files under a hash it recomputed). */
+    cr_expect_eq(json_length(get("/api/nodes/bulk-health?region=SFO&limit=200", 200)), 104);
+    /* Codes no observer has, or none at all: no filter, the 50 most recent. */
+    char *want = db_texts("SELECT public_key FROM nodes ORDER BY last_seen DESC LIMIT 50");
+    char *got = entry_keys(get("/api/nodes/bulk-health?region=XXX", 200));
+    cr_expect_str_eq(got, want, "region=XXX");
+    free(got);
+    got = entry_keys(get("/api/nodes/bulk-health?region=ALL,%20", 200));
+    cr_expect_str_eq(got, want, "region=ALL");
+    free(got);
+    free(want);
 }

@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -961,13 +962,79 @@ FIXTURE_TEST(resolve_hops_names_each_prefixs_relaying_nodes)
     api_get("/api/resolve-hops", 200, &r);
     cr_expect_str_eq(r.body, "{\"resolved\":{}}\n");
     mg_test_response_free(&r);
-    /* Context asks for CoreScope's neighbour graph, which meshgate does not build. */
-    snprintf(target, sizeof target, "/api/resolve-hops?hops=%s&observer=%s", shared, N6IJ_OBSERVER);
-    api_get(target, 501, &r);
-    cr_expect(strstr(r.body, "not supported"), "%s", r.body);
-    mg_test_response_free(&r);
     free(unique);
     free(unique_key);
     free(shared);
     free(pick);
+}
+
+#define OBSERVER_55D4 "55D4CFEE3B826AFFE22BD480611A9BA6ECE9CBB03AA89EE6F414416285DE50DB"
+
+FIXTURE_TEST(resolve_hops_with_an_observer_uses_its_neighbours_as_corescope)
+{
+    start();
+    /* Hop 1F names two relays; observer 55D4's edge to one of them, 1F5DD36F, was seen
+     * through its 2-byte hop 1F5D, once heard directly (a zero-hop ADVERT) and 12 times
+     * through 1F itself: 18, CoreScope's count on the same copy. */
+    char *near = db_text("SELECT public_key FROM nodes WHERE lower(public_key) LIKE '1f5dd36f%%'");
+    cr_expect_eq(db_int("SELECT count(*) FROM nodes WHERE lower(public_key) LIKE '1f%%' AND"
+                        " " CAN_RELAY),
+                 2);
+    long long via_2 = db_int("SELECT count(*) FROM observations o JOIN observers obs ON"
+                             " obs.rowid = o.observer_idx WHERE obs.id = %Q AND"
+                             " lower(o.path_json ->> '$[#-1]') = '1f5d'",
+                             OBSERVER_55D4);
+    long long direct = db_int("SELECT count(*) FROM observations o JOIN observers obs ON"
+                              " obs.rowid = o.observer_idx JOIN transmissions t ON"
+                              " t.id = o.transmission_id WHERE obs.id = %Q AND t.payload_type = 4"
+                              " AND lower(t.decoded_json ->> '$.pubKey') = lower(%Q) AND"
+                              " json_array_length(o.path_json) = 0",
+                              OBSERVER_55D4, near);
+    long long via_1 = db_int("SELECT count(*) FROM observations o JOIN observers obs ON"
+                             " obs.rowid = o.observer_idx WHERE obs.id = %Q AND"
+                             " lower(o.path_json ->> '$[#-1]') = '1f'",
+                             OBSERVER_55D4);
+    cr_expect_eq(via_2 + direct + via_1, 18, "%lld + %lld + %lld", via_2, direct, via_1);
+    char target[256];
+    snprintf(target, sizeof target, "/api/nodes/%s/neighbors", near);
+    struct mg_test_response r;
+    api_get(target, 200, &r);
+    double edge_score = -1;
+    for (const char *nb = json_first(json_get(r.body, "neighbors")); nb; nb = json_next(nb))
+        if (json_str_at_eq(nb, "pubkey",
+                           "55d4cfee3b826affe22bd480611a9ba6ece9cbb03aa89ee6f414416285"
+                           "de50db")) {
+            cr_expect_eq(json_int_at(nb, "count"), via_2 + direct + via_1, "%.600s", nb);
+            edge_score = json_double_at(nb, "score");
+        }
+    cr_expect_gt(edge_score, 0, "the edge 55D4 - 1F5DD36F: %.900s", r.body);
+    mg_test_response_free(&r);
+    /* With the observer as context, 1F is its neighbour (CoreScope: neighbor_affinity, its
+     * bestCandidate); the candidate's affinityScore is that edge's score. */
+    snprintf(target, sizeof target, "/api/resolve-hops?hops=1F&observer=%s", OBSERVER_55D4);
+    api_get(target, 200, &r);
+    const char *h = json_get(json_get(r.body, "resolved"), "1F");
+    cr_expect(json_str_at_eq(h, "confidence", "neighbor_affinity") &&
+                  json_str_at_eq(h, "bestCandidate", near) && json_str_at_eq(h, "pubkey", near),
+              "%.900s", h);
+    for (const char *c = json_first(json_get(h, "candidates")); c; c = json_next(c)) {
+        if (json_str_at_eq(c, "pubkey", near))
+            cr_expect(fabs(json_double_at(c, "affinityScore") - edge_score) < 1e-4, "%.300s", c);
+        else
+            cr_expect(json_is_at(c, "affinityScore", "null"), "no edge: %.300s", c);
+    }
+    mg_test_response_free(&r);
+    /* Without context: CoreScope's pick by position and adverts, no bestCandidate. */
+    api_get("/api/resolve-hops?hops=1F", 200, &r);
+    h = json_get(json_get(r.body, "resolved"), "1F");
+    cr_expect(!json_get(h, "bestCandidate") &&
+                  !json_str_at_eq(h, "confidence", "neighbor_affinity"),
+              "%.900s", h);
+    mg_test_response_free(&r);
+    /* A context key no node or observer has changes nothing: the same pick as without. */
+    api_get("/api/resolve-hops?hops=1F&from_node=00", 200, &r);
+    const char *h2 = json_get(json_get(r.body, "resolved"), "1F");
+    cr_expect(!json_get(h2, "bestCandidate"), "%.900s", h2);
+    mg_test_response_free(&r);
+    free(near);
 }

@@ -322,6 +322,14 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
         add_bad(s, "a b:80");
         add_bad(s, "::1:80");
         return true;
+    case MG_CFG_ROUTES:
+        add_valid(s, "");
+        add_valid(s, "/api/nodes/:pubkey");
+        add_valid(s, "/api/nodes/:pubkey, /api/observers/:id");
+        add_bad(s, "/api/nodes/abc");
+        add_bad(s, "/api/analytics/rf");
+        add_bad(s, "/api/nodes/:pubkey,nothing");
+        return true;
     case MG_CFG_ADDRESS:
         add_valid(s, "");
         add_valid(s, "127.0.0.1:8081");

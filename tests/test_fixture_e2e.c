@@ -383,13 +383,18 @@ FIXTURE_TEST(nodes_lists_all_200_with_sorted_keys_newest_first)
     char *prev_seen = NULL;
     int count = 0, bad_keys = 0, bad_order = 0, bad_heard = 0;
     for (const char *n = json_first(json_get(b, "nodes")); n; n = json_next(n), count++) {
-        /* Where a node's ADVERTs say so (test_api_nodes.c checks them). */
+        /* Where a node's ADVERTs say so, and a repeater's or room's relay activity
+         * (test_api_nodes.c checks them). */
         json_keys(n,
                   ",hash_sizes_seen,multi_byte_evidence,multi_byte_max_hash_size,"
-                  "multi_byte_status,",
+                  "multi_byte_status,last_relayed,relay_active,relay_count_1h,relay_count_24h,"
+                  "traffic_share_score,transported_scopes,unscoped_relay_count_24h,",
                   keys, sizeof keys);
         if (strcmp(keys, node_keys) != 0 && bad_keys++ == 0)
             cr_expect_str_eq(keys, node_keys, "node %d's keys", count);
+        bool relays = json_str_at_eq(n, "role", "repeater") || json_str_at_eq(n, "role", "room");
+        if (relays != (json_get(n, "relay_active") != NULL) && bad_keys++ == 0)
+            cr_expect_fail("node %d: relay fields for a repeater or room only: %.300s", count, n);
         char *seen = json_str_at(n, "last_seen");
         char *heard = json_str_at(n, "last_heard");
         if (prev_seen && seen && strcmp(prev_seen, seen) < 0 && bad_order++ == 0)

@@ -123,7 +123,10 @@ Test(nodes, one_node_answer_is_exact_with_keys_sorted_and_envelope_in_fixed_orde
         "\"last_seen\":\"2026-05-17T18:13:27Z\",\"lat\":37.888,\"lon\":-122.268,"
         "\"name\":\"KN6PLV \\u003cOxford \\u0026 Co\\u003e\","
         "\"public_key\":\"988396af0ff369c2178a8c2a303661bf26193257136ed4452b6eadd9547011e9\","
-        "\"role\":\"repeater\",\"temperature_c\":21.5}],\"total\":1,"
+        /* a repeater's relay activity: none (node_relay.h) */
+        "\"relay_active\":false,\"relay_count_1h\":0,\"relay_count_24h\":0,"
+        "\"role\":\"repeater\",\"temperature_c\":21.5,\"traffic_share_score\":0,"
+        "\"unscoped_relay_count_24h\":0}],\"total\":1,"
         "\"counts\":{\"companions\":0,\"repeaters\":1,\"rooms\":0,\"sensors\":0}}\n");
     cr_expect_str_eq(f.t.res.content_type, "application/json");
     cr_expect(f.t.res.no_store, "no Cache-Control: no-store");
@@ -145,8 +148,10 @@ Test(nodes, migrated_schema_adds_default_scope_at_its_sorted_place)
         "\"first_seen\":\"2026-05-01T00:00:00Z\","
         "\"foreign\":false,\"hash_size\":null,\"hash_size_inconsistent\":false,"
         "\"last_heard\":\"2026-05-17T18:00:00Z\",\"last_seen\":\"2026-05-17T18:00:00Z\","
-        "\"lat\":null,\"lon\":null,\"name\":\"N\",\"public_key\":\"k1\",\"role\":\"room\","
-        "\"temperature_c\":null}],\"total\":1,"
+        "\"lat\":null,\"lon\":null,\"name\":\"N\",\"public_key\":\"k1\",\"relay_active\":false,"
+        "\"relay_count_1h\":0,\"relay_count_24h\":0,\"role\":\"room\","
+        "\"temperature_c\":null,\"traffic_share_score\":0,\"unscoped_relay_count_24h\":0}],"
+        "\"total\":1,"
         "\"counts\":{\"companions\":0,\"repeaters\":0,\"rooms\":1,\"sensors\":0}}\n");
     close_fixture(&f);
 }

@@ -159,6 +159,14 @@ static bool wait_u32(const volatile uint32_t *value, uint32_t want, int ms)
     return *value == want;
 }
 
+static bool wait_atomic(_Atomic uint32_t *value, uint32_t want, int ms)
+{
+    int64_t give_up = mg_test_now_ms() + ms;
+    while (atomic_load(value) != want && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(2);
+    return atomic_load(value) == want;
+}
+
 /* A request in a thread of its own: GET target with headers, its status and timing. */
 struct call {
     int port;
@@ -562,8 +570,10 @@ Test(upstream, the_gate_caps_the_upstream_lines_up_the_rest_and_refuses_with_503
     struct upstream_proc up = {0};
     upstream_start(&up, 0, NULL);
     struct mg_test_server s;
-    const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=2", "MESHGATE_UPSTREAM_QUEUE=2",
-                         "MESHGATE_UPSTREAM_WAIT_MS=30000", "MESHGATE_ACCESS_LOG=1", NULL};
+    /* Anonymous requests, all of the cap theirs (the reserve has a test of its own). */
+    const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=2",       "MESHGATE_UPSTREAM_QUEUE=2",
+                         "MESHGATE_UPSTREAM_WAIT_MS=30000",       "MESHGATE_ACCESS_LOG=1",
+                         "MESHGATE_UPSTREAM_SIGNED_IN_RESERVE=0", NULL};
     start_meshgate(&s, up.port, env);
     struct mg_segment seg;
     attach(&s, &seg);
@@ -663,6 +673,8 @@ Test(upstream, a_worker_killed_in_a_proxied_request_has_its_permit_reclaimed)
     free(victim.body);
     cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS), "the permit came back");
     cr_expect_geq(atomic_load(&seg.upstream->gate.reclaimed), 1);
+    cr_expect(wait_atomic(&seg.upstream->anon_held, 0, CEILING_MS),
+              "its anonymous claim came back");
     /* The respawned worker gets the permit at once. */
     cr_expect_eq(get_status_and_retry(s.port, "/slow?ms=10", NULL, 0), 200);
     mg_segment_detach(&seg);
@@ -821,6 +833,26 @@ Test(upstream, an_upstream_that_cannot_be_resolved_stops_the_start_and_the_check
               out);
 }
 
+/* The text meshgate-shm prints for the server's segment. */
+static const char *dump_text(const struct mg_test_server *s)
+{
+    char cmd[512];
+    static char out[1 << 17];
+    snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --name '%s' 2>&1", MESHGATE_BUILD_DIR,
+             s->shm_name);
+    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
+    return out;
+}
+
+/* target's answer holds text. */
+static void expect_answer_holds(int port, const char *target, const char *text)
+{
+    struct mg_test_response r;
+    cr_assert(mg_test_get(port, target, NULL, &r));
+    cr_expect(strstr(r.body, text), "%s has no %s: %s", target, text, r.body);
+    mg_test_response_free(&r);
+}
+
 Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
 {
     struct upstream_proc up = {0};
@@ -841,17 +873,10 @@ Test(upstream, the_counters_appear_in_metrics_perf_and_the_dump_tool)
     cr_expect(strstr(r.body, "meshgate_upstream_breaker_open 0\n"));
     cr_expect(strstr(r.body, "route=\"(upstream)\""));
     mg_test_response_free(&r);
-    cr_assert(mg_test_get(s.port, "/api/perf", NULL, &r));
-    cr_expect(strstr(r.body, "\"upstream\":{\"address\":\"127.0.0.1:"), "%s", r.body);
-    cr_expect(strstr(r.body, "\"requests\":3"), "%s", r.body);
-    mg_test_response_free(&r);
-    cr_assert(mg_test_get(s.port, "/server-status", NULL, &r));
-    cr_expect(strstr(r.body, "<tr id=\"upstream\">"), "%s", r.body);
-    mg_test_response_free(&r);
-    char cmd[512];
-    static char out[1 << 17];
-    snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --name '%s' 2>&1", MESHGATE_BUILD_DIR, s.shm_name);
-    cr_assert_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
+    expect_answer_holds(s.port, "/api/perf", "\"upstream\":{\"address\":\"127.0.0.1:");
+    expect_answer_holds(s.port, "/api/perf", "\"requests\":3");
+    expect_answer_holds(s.port, "/server-status", "<tr id=\"upstream\">");
+    const char *out = dump_text(&s);
     cr_expect(strstr(out, "upstream 127.0.0.1:"), "%s", out);
     cr_expect(strstr(out, "breaker closed"), "%s", out);
     mg_test_server_stop(&s, 10000);
@@ -939,5 +964,108 @@ Test(upstream, pipelined_requests_after_a_proxied_one_are_each_answered_once)
         close(fd);
         mg_test_server_stop(&s, 10000);
     }
+    upstream_stop(&up);
+}
+
+/* The upstream closes each kept-alive connection when the next request on it arrives (read
+ * and logged, never answered), as when its idle timeout crosses that request. */
+Test(upstream, a_stale_kept_alive_connection_resends_a_get_once_and_never_a_post)
+{
+    struct upstream_proc up = {0};
+    const char *args[] = {"--stale-after", "1", NULL};
+    upstream_start(&up, 0, args);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=1", NULL};
+    start_meshgate(&s, up.port, env);
+    cr_assert_eq(status_of(s.port, "GET /headers?first HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+    /* On the first one's kept-alive connection, which the upstream drops: sent again. */
+    cr_expect_eq(status_of(s.port, "GET /headers?second HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+    /* On the second one's new connection, dropped too: a POST may have been acted on. */
+    cr_expect_eq(status_of(s.port, "POST /echo?third HTTP/1.1\r\nHost: x\r\n"
+                                   "Content-Length: 0\r\n\r\n"),
+                 502);
+    char *log = mg_test_read_file(up.log);
+    cr_assert(log);
+    cr_expect_eq(mg_test_count(log, "GET /headers?first "), 1, "%s", log);
+    cr_expect_eq(mg_test_count(log, "GET /headers?second "), 2, "the GET was not sent again");
+    cr_expect_eq(mg_test_count(log, "POST /echo?third "), 1, "the POST was sent twice");
+    free(log);
+    expect_answer_holds(s.port, "/metrics", "meshgate_upstream_retries_total 1\n");
+    expect_answer_holds(s.port, "/api/perf", "\"retries\":1");
+    cr_expect(strstr(dump_text(&s), "upstream_retries"), "no upstream_retries in meshgate-shm");
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+/* Concurrency 3, one permit reserved: four long anonymous requests hold two permits and wait
+ * for the rest, and a signed-in request behind them is admitted at once. */
+Test(upstream, an_anonymous_flood_leaves_the_signed_in_reserve_of_upstream_permits)
+{
+    char dir[128], setting[300];
+    mg_test_tmpdir(dir, sizeof dir);
+    mg_test_write_keys_file(dir, "upstream-reserve-key-0123456789", setting, sizeof setting);
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {setting, "MESHGATE_UPSTREAM_CONCURRENCY=3",
+                         "MESHGATE_UPSTREAM_SIGNED_IN_RESERVE=1", "MESHGATE_UPSTREAM_WAIT_MS=60000",
+                         NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call flood[4];
+    for (int i = 0; i < 4; i++)
+        call_start(&flood[i], s.port, "/slow?ms=60000", NULL);
+    cr_assert(wait_atomic(&seg.upstream->anon_held, 2, CEILING_MS));
+    cr_assert(wait_u32(&seg.upstream->gate.waiting, 2, CEILING_MS));
+    cr_expect_eq(seg.upstream->gate.in_flight, 2, "an anonymous request took the reserve");
+    struct call member;
+    call_start(&member, s.port, "/slow?ms=1",
+               "Authorization: Bearer upstream-reserve-key-0123456789\r\n");
+    call_join(&member);
+    cr_expect_eq(member.status, 200);
+    free(member.body);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(flood[i].done_ms, 0, "anonymous request %d ended before the signed-in one", i);
+    cr_expect_eq(atomic_load(&seg.upstream->anon_peak), 2);
+    cr_expect_geq(atomic_load(&seg.upstream->anon_held_back), 2);
+    expect_answer_holds(s.port, "/metrics", "meshgate_upstream_anonymous_held 2\n");
+    cr_expect(strstr(dump_text(&s), "anonymous 2 held (peak 2)"), "not in meshgate-shm");
+    /* The upstream goes away: every exchange ends, and every claim comes back. */
+    upstream_stop(&up);
+    for (int i = 0; i < 4; i++) {
+        call_join(&flood[i]);
+        free(flood[i].body);
+    }
+    cr_expect(wait_atomic(&seg.upstream->anon_held, 0, CEILING_MS), "an anonymous claim was kept");
+    cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS));
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+}
+
+/* A node's detail goes to the upstream by default (its answer has CoreScope's relay and
+ * usefulness fields); the node's other routes stay native; an empty list keeps it native. */
+Test(upstream, preferred_native_routes_go_to_the_upstream_and_the_others_stay_native)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    start_meshgate(&s, up.port, NULL);
+    const char *detail =
+        "/api/nodes/ec3433bb3adf1acaee0ce117600b0ca473705486ec666137379a1e8cbb7e75f4";
+    char health[160];
+    snprintf(health, sizeof health, "%s/health", detail);
+    expect_answer_holds(s.port, detail, "{\"path\":\"/api/nodes/ec3433bb");
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, health, NULL, &r));
+    cr_expect_null(strstr(r.body, "\"path\":"), "the node's health went up: %s", r.body);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 10000);
+    const char *env[] = {"MESHGATE_UPSTREAM_PREFER=", NULL};
+    start_meshgate(&s, up.port, env);
+    cr_assert(mg_test_get(s.port, detail, NULL, &r));
+    cr_expect_null(strstr(r.body, "\"path\":"), "the node's detail went up: %s", r.body);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
 }

@@ -611,6 +611,7 @@ static void config_copy(const struct mg_config *src, struct mg_config *dst)
         case MG_CFG_CIDRS:
         case MG_CFG_HOSTPORT:
         case MG_CFG_ADDRESS:
+        case MG_CFG_ROUTES:
             if (v->size)
                 field[v->size - 1] = '\0';
             break;
@@ -982,11 +983,14 @@ static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
     mg_buf_printf(
         out,
         "    breaker %s, %" PRIu32 " failures in a row, opened %" PRIu64 ", fast fails %" PRIu64
-        ", probes %" PRIu64 "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n",
+        ", probes %" PRIu64 "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n"
+        "    anonymous %" PRIu32 " held (peak %" PRIu32 "), held back %" PRIu64
+        " times for the signed-in reserve\n",
         mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.failures),
         atomic_load(&u->breaker.opened), atomic_load(&u->breaker.fast_fails),
         atomic_load(&u->breaker.probes), atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
-        atomic_load(&u->tunnels_peak));
+        atomic_load(&u->tunnels_peak), atomic_load(&u->anon_held), atomic_load(&u->anon_peak),
+        atomic_load(&u->anon_held_back));
 }
 
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
@@ -1387,6 +1391,9 @@ static void json_upstream(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_kv_uint(j, "websockets", atomic_load(&u->tunnels_open));
     mg_json_kv_uint(j, "websockets_cap", atomic_load(&u->tunnel_cap));
     mg_json_kv_uint(j, "websockets_peak", atomic_load(&u->tunnels_peak));
+    mg_json_kv_uint(j, "anonymous_held", atomic_load(&u->anon_held));
+    mg_json_kv_uint(j, "anonymous_peak", atomic_load(&u->anon_peak));
+    mg_json_kv_uint(j, "anonymous_held_back", atomic_load(&u->anon_held_back));
     mg_json_object_end(j);
 }
 

@@ -110,10 +110,10 @@ static struct mg_jobs *helper_of(const struct mg_gate_desc *g, const struct mg_e
 
 /* Whether the work this gate admits could start now: its helper has a thread for it. */
 static bool work_can_start(const struct mg_gate_desc *g, const struct mg_env *env,
-                           const struct mg_request *req)
+                           const struct mg_request *req, const struct mg_gate_pass *p)
 {
     struct mg_jobs *helper = helper_of(g, env);
-    return !helper || mg_jobs_available(helper, req->park);
+    return !p->held_back && (!helper || mg_jobs_available(helper, req->park));
 }
 
 static enum mg_admission_result admitted(const struct mg_gate_desc *g, struct mg_gate_pass *p,
@@ -158,7 +158,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
     struct mg_fifo_gate *line = g->line(env);
     /* A line without a cap (0: no gate, for A/B measurements) admits at once, as it always
      * did; its work then waits for a helper. */
-    bool ready = line->cap == 0 || work_can_start(g, env, req);
+    bool ready = line->cap == 0 || work_can_start(g, env, req, p);
     if (p->step == PASS_NEW) {
         int r = mg_fifo_gate_join_ready(line, env->pid, env->slot, key, ready, &p->token, &p->place,
                                         &p->ticket);
@@ -193,7 +193,7 @@ static enum mg_admission_result pass_diag(const struct mg_gate_desc *g, struct m
 {
     /* No line: the request waits, parked and without the permit, only while no helper can
      * start the walk. */
-    if (!work_can_start(g, env, req))
+    if (!work_can_start(g, env, req, p))
         return parked(res);
     int retry_after = 1;
     enum mg_diag_result r = mg_diag_gate_try(env->seg->diag, env->pid, env->slot, mg_monotonic_ns(),

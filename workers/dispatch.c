@@ -290,8 +290,10 @@ static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
                            const struct mg_dispatch_buffers *b)
 {
     char param[MG_PATH_PARAM_MAX];
-    bool native = !mg_path_has_encoded_slash(&hr->path) &&
-                  mg_route_match(b->path, param, sizeof param) != MG_ROUTE_NOT_FOUND;
+    unsigned route = mg_path_has_encoded_slash(&hr->path)
+                         ? MG_ROUTE_NOT_FOUND
+                         : mg_route_match(b->path, param, sizeof param);
+    bool native = route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, route);
     return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
 }
 
@@ -387,8 +389,10 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler = NULL;
-    if (upstream && mg_upstream_applies(env->cfg, hr, route != MG_ROUTE_NOT_FOUND,
-                                        mg_static_applies(env->cfg, b->path))) {
+    if (upstream &&
+        mg_upstream_applies(env->cfg, hr,
+                            route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, route),
+                            mg_static_applies(env->cfg, b->path))) {
         route = MG_ROUTE_UPSTREAM;
         handler = mg_upstream_handle;
     } else if (upstream && (hr->method_id == MG_METHOD_OTHER || hr->content_length > 0)) {

@@ -407,6 +407,13 @@ static void write_upstream(struct mg_buf *b, const struct mg_env *env)
     single_uint(b, "meshgate_upstream_tunnels_cap", "gauge",
                 "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)",
                 atomic_load(&u->tunnel_cap));
+    single_uint(b, "meshgate_upstream_anonymous_held", "gauge",
+                "permits of the upstream gate anonymous requests hold now",
+                atomic_load(&u->anon_held));
+    single_uint(b, "meshgate_upstream_anonymous_held_back_total", "counter",
+                "tries of anonymous requests passed over in the upstream's line: the rest of the "
+                "permits are reserved for signed-in clients",
+                load64(&u->anon_held_back));
 }
 
 static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t now)

@@ -28,9 +28,11 @@
 #include "ep_node_detail.h"
 
 #include "buf.h"
+#include "clock.h"
 #include "fixture.h"
 #include "json.h"
 #include "log.h"
+#include "node_relay.h"
 #include "params.h"
 #include "router.h"
 
@@ -579,11 +581,22 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         rc = mg_node_hash_sizes(db, pubkey, req->start_realtime_ns / 1000000000LL, &hs);
         if (rc == SQLITE_OK)
             rc = mg_node_flood_adverts(db, pubkey, req->start_realtime_ns, &flood);
+        int role_col = mg_nodes_column(&db->schema, "role");
+        bool relays =
+            role_col >= 0 && mg_node_relay_role((const char *)sqlite3_column_text(node, role_col));
+        if (rc == SQLITE_OK && relays)
+            rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
+        struct mg_buf relay_text;
+        mg_buf_init(&relay_text);
         if (rc == SQLITE_OK) {
             struct mg_node_fields x;
             mg_node_fields_init(&x);
             mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);
             mg_node_hash_fields(&x, &hs);
+            mg_node_relay_read_begin();
+            if (relays) /* relay activity (node_relay.h) */
+                mg_node_relay_fields(&x, pubkey, true, req->start_realtime_ns, &relay_text);
+            mg_node_relay_read_end();
             mg_response_json(res, 200);
             struct mg_json j;
             mg_json_init(&j, &res->body);
@@ -595,6 +608,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
             mg_json_object_end(&j);
             mg_buf_putc(&res->body, '\n');
         }
+        mg_buf_free(&relay_text);
     }
     sqlite3_finalize(node);
     if (rc != SQLITE_OK) {
@@ -612,6 +626,8 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
  */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
+    if (!mg_node_relay_exist(env->db->conn)) /* a repeater's detail builds the relay table */
+        return true;
     sqlite3_stmt *st = mg_db_prepare(
         env->db,
         "SELECT count(*) FROM (SELECT 1 FROM transmissions WHERE from_pubkey = (SELECT"

@@ -20,6 +20,7 @@
  * are in first-heard order (CoreScope's order among them is that of a Go map: random).
  */
 #include "buf.h"
+#include "corescope_config.h"
 #include "ep_node_detail.h"
 #include "ep_nodes.h"
 #include "json.h"
@@ -506,11 +507,15 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
  * without one, its hops) and each transmission's decoded keys are looked up among the nodes'
  * keys and reliable hop tokens. Each transmission is then read once. Entry and stats keys in
  * bytewise order (CoreScope's maps); observers most packets first (ties: first heard).
- * region= and area= are refused (501): CoreScope's filters need its in-memory node-to-hash
- * index and the configured polygons, which this route does not rebuild.
+ * region= (IATA codes, comma-separated) keeps the nodes with a packet an observer of those
+ * regions heard, at most `limit`; area= (a key of "areas" in MESHGATE_CORESCOPE_CONFIG) the
+ * nodes with coordinates inside its polygon (or box), all of them. As CoreScope, a filter
+ * reads up to 10 000 nodes, and one that matches nothing to filter by (no observer with the
+ * codes, an unknown area, an area with no node) filters nothing.
  */
 #define BULK_DEFAULT 50
 #define BULK_MAX 200
+#define BULK_FILTERED_MAX 10000 /* CoreScope's rows read under a region or area filter */
 
 struct bulk_key {
     char *text; /* a node's key (as stored) or a reliable hop token (upper case) */
@@ -820,8 +825,9 @@ static void bulk_entry(struct mg_json *j, sqlite3_stmt *nodes, const struct pack
     mg_json_object_end(j);
 }
 
+/* Writes the entries of the first n_nodes nodes (those keep says, when it is not NULL). */
 static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes, size_t n_nodes,
-                      struct bulk *bk, int64_t now_s)
+                      const bool *keep, struct bulk *bk, int64_t now_s)
 {
     /* Every transmission once, by id. */
     int64_t *ids = malloc((bk->n_hits ? bk->n_hits : 1) * sizeof *ids);
@@ -829,7 +835,8 @@ static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes,
         return SQLITE_NOMEM;
     size_t n_ids = 0;
     for (size_t i = 0; i < bk->n_hits; i++)
-        ids[n_ids++] = bk->hits[i].tx;
+        if (bk->hits[i].node < n_nodes && (!keep || keep[bk->hits[i].node]))
+            ids[n_ids++] = bk->hits[i].tx;
     qsort(ids, n_ids, sizeof *ids, by_id);
     size_t distinct = 0;
     for (size_t i = 0; i < n_ids; i++)
@@ -863,6 +870,11 @@ static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes,
             break;
         rc = SQLITE_OK;
         size_t n = 0;
+        if (keep && !keep[node]) {
+            while (h < bk->n_hits && bk->hits[h].node == node)
+                h++;
+            continue;
+        }
         for (; h < bk->n_hits && bk->hits[h].node == node; h++) {
             if (n && mine[n - 1]->id == bk->hits[h].tx)
                 continue;
@@ -886,33 +898,137 @@ static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes,
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* The region filter's node keys (CoreScope's regionNodeKeys): keep[i] for the nodes whose
+ * packets an observer of the region heard. NULL keep: no filter (no code, or no observer has
+ * one, as CoreScope). An SQLite code. */
+static int region_nodes(struct mg_db *db, const char *param, const struct bulk *bk, size_t n,
+                        bool **keep)
+{
+    *keep = NULL;
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_buf_puts(&sql, "SELECT DISTINCT o.transmission_id FROM observations o JOIN observers obs"
+                      " ON obs.rowid = o.observer_idx WHERE upper(trim(obs.iata)) IN (''");
+    char *codes = strdup(param);
+    int n_codes = 0;
+    for (char *save = NULL, *tok = codes ? strtok_r(codes, ",", &save) : NULL; tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*tok))
+            tok++;
+        char *end = tok + strlen(tok);
+        while (end > tok && isspace((unsigned char)end[-1]))
+            *--end = '\0';
+        for (char *c = tok; *c; c++)
+            *c = (char)toupper((unsigned char)*c);
+        if (!*tok || !strcmp(tok, "ALL"))
+            continue;
+        char *quoted = sqlite3_mprintf(",%Q", tok);
+        mg_buf_puts(&sql, quoted ? quoted : "");
+        sqlite3_free(quoted);
+        n_codes++;
+    }
+    free(codes);
+    mg_buf_puts(&sql, ")");
+    mg_buf_putc(&sql, '\0');
+    if (sql.failed) {
+        mg_buf_free(&sql);
+        return SQLITE_NOMEM;
+    }
+    int rc = SQLITE_OK;
+    if (n_codes > 0) {
+        char *count_sql =
+            sqlite3_mprintf("SELECT count(*) FROM observers WHERE upper(trim(iata)) IN (%s",
+                            strstr(sql.data, "IN (") + 4);
+        sqlite3_stmt *st = count_sql ? mg_db_prepare(db, count_sql) : NULL;
+        sqlite3_free(count_sql);
+        bool observers = st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0;
+        rc = st ? SQLITE_OK : sqlite3_errcode(db->conn);
+        sqlite3_finalize(st);
+        st = observers ? mg_db_prepare(db, sql.data) : NULL;
+        if (observers && !st)
+            rc = sqlite3_errcode(db->conn);
+        int64_t *heard = NULL;
+        size_t n_heard = 0, cap = 0;
+        while (st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (n_heard == cap) {
+                cap = cap ? 2 * cap : 1024;
+                int64_t *more = realloc(heard, cap * sizeof *more);
+                if (!more) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+                heard = more;
+            }
+            heard[n_heard++] = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        if (st && rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+        if (observers && rc == SQLITE_OK) {
+            if (n_heard > 1)
+                qsort(heard, n_heard, sizeof *heard, by_id);
+            *keep = calloc(n ? n : 1, sizeof **keep);
+            if (!*keep)
+                rc = SQLITE_NOMEM;
+            for (size_t h = 0; *keep && h < bk->n_hits; h++)
+                if (n_heard && bsearch(&bk->hits[h].tx, heard, n_heard, sizeof *heard, by_id))
+                    (*keep)[bk->hits[h].node] = true;
+        }
+        free(heard);
+    }
+    mg_buf_free(&sql);
+    return rc;
+}
+
 void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res)
 {
-    if (mg_param_str(req, "region") || mg_param_str(req, "area")) {
-        mg_response_error(res, 501,
-                          "bulk-health with region or area is not implemented: meshgate "
-                          "answers it for all nodes only");
-        return;
-    }
     int64_t limit = BULK_DEFAULT;
     const char *text = mg_param_str(req, "limit");
     if (text && (!mg_parse_atoi(text, &limit) || limit <= 0)) /* CoreScope's clampLimit */
         limit = BULK_DEFAULT;
     limit = limit > BULK_MAX ? BULK_MAX : limit;
+    const char *region = mg_param_str(req, "region"), *area_key = mg_param_str(req, "area");
+    /* An area the configuration does not have, or with no node inside, filters nothing. */
+    const struct mg_corescope_area *area =
+        area_key && area_key[0] ? mg_corescope_area(mg_corescope_current(), area_key) : NULL;
+    bool by_region = region && region[0];
     struct mg_db *db = env->db;
     bool began = mg_node_read_begin(db);
     sqlite3_stmt *nodes = mg_db_prepare(db, "SELECT public_key, name, role, lat, lon FROM nodes"
                                             " ORDER BY last_seen DESC LIMIT ?1");
     struct bulk bk;
     memset(&bk, 0, sizeof bk);
-    char *pks[BULK_MAX];
-    size_t n = 0;
+    char **pks = NULL;
+    bool *in_area = NULL, *in_region = NULL, *keep = NULL;
+    size_t n = 0, cap = 0, kept = 0;
+    bool area_filters = false;
     int rc = nodes ? SQLITE_OK : SQLITE_ERROR;
     if (nodes) {
-        sqlite3_bind_int64(nodes, 1, limit);
-        while ((rc = sqlite3_step(nodes)) == SQLITE_ROW && n < BULK_MAX) {
+        /* With a filter, CoreScope reads up to 10 000 nodes and filters them. */
+        sqlite3_bind_int64(nodes, 1, area || by_region ? BULK_FILTERED_MAX : limit);
+        while ((rc = sqlite3_step(nodes)) == SQLITE_ROW) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                char **more = realloc(pks, cap * sizeof *more);
+                bool *more_in = realloc(in_area, cap * sizeof *more_in);
+                if (more)
+                    pks = more;
+                if (more_in)
+                    in_area = more_in;
+                if (!more || !more_in) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+            }
             const char *pk = (const char *)sqlite3_column_text(nodes, 0);
+            /* GetNodePubkeysInArea: a node with coordinates, not (0, 0), inside */
+            bool located = sqlite3_column_type(nodes, 3) != SQLITE_NULL &&
+                           sqlite3_column_type(nodes, 4) != SQLITE_NULL;
+            double lat = sqlite3_column_double(nodes, 3), lon = sqlite3_column_double(nodes, 4);
+            in_area[n] = area && located && !(lat == 0 && lon == 0) &&
+                         mg_corescope_area_holds(area, lat, lon);
+            area_filters = area_filters || in_area[n];
             if (!(pks[n] = strdup(pk ? pk : ""))) {
                 rc = SQLITE_NOMEM;
                 break;
@@ -926,14 +1042,35 @@ void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
         rc = bulk_tables(db, &bk, pks, n);
     if (rc == SQLITE_OK)
         rc = bulk_scan(db, &bk);
+    if (rc == SQLITE_OK && by_region)
+        rc = region_nodes(db, region, &bk, n, &in_region);
+    if (rc == SQLITE_OK && (area_filters || in_region)) {
+        keep = calloc(n ? n : 1, sizeof *keep);
+        if (!keep)
+            rc = SQLITE_NOMEM;
+        for (size_t i = 0; keep && i < n; i++) {
+            keep[i] = (!area_filters || in_area[i]) && (!in_region || in_region[i]);
+            /* a region alone is capped at the limit, an area is not */
+            if (keep[i] && !area_filters && (int64_t)kept >= limit)
+                keep[i] = false;
+            kept += keep[i];
+        }
+    }
+    /* no filter applies: the limit most recent, as without one */
+    size_t write = keep || n <= (size_t)limit ? n : (size_t)limit;
     if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
-        rc = bulk_write(db, &res->body, nodes, n, &bk, req->start_realtime_ns / 1000000000LL);
+        rc = bulk_write(db, &res->body, nodes, write, keep, &bk,
+                        req->start_realtime_ns / 1000000000LL);
     }
     if (rc != SQLITE_OK)
         mg_node_answer_failure(res, "/api/nodes/bulk-health", rc, db->conn);
     for (size_t i = 0; i < n; i++)
         free(pks[i]);
+    free(pks);
+    free(in_area);
+    free(in_region);
+    free(keep);
     bulk_free(&bk);
     sqlite3_finalize(nodes);
     mg_node_read_end(db, began);

@@ -43,9 +43,7 @@ struct paths_args {
     char pubkey[65];
 };
 
-/* A JSON array of strings and nulls (a path or a resolved path): each element's text
- * (NULL for null) into out, at most max; -1 when it is not such an array. Copies into buf. */
-static int split(const char *s, char *buf, size_t cap, char **out, int max)
+int mg_path_split(const char *s, char *buf, size_t cap, char **out, int max)
 {
     if (!s)
         return -1;
@@ -168,10 +166,10 @@ static void add_tx(struct paths *p, const char *path, const char *resolved, cons
 {
     char hbuf[4096], rbuf[8192];
     char *hops[HOPS_MAX], *rp[HOPS_MAX];
-    int n = split(path, hbuf, sizeof hbuf, hops, HOPS_MAX);
+    int n = mg_path_split(path, hbuf, sizeof hbuf, hops, HOPS_MAX);
     if (n <= 0)
         return;
-    int rn = resolved ? split(resolved, rbuf, sizeof rbuf, rp, HOPS_MAX) : -1;
+    int rn = resolved ? mg_path_split(resolved, rbuf, sizeof rbuf, rp, HOPS_MAX) : -1;
     struct mg_buf sig, js;
     mg_buf_init(&sig);
     mg_buf_init(&js);
@@ -267,7 +265,7 @@ static int by_recency(const void *x, const void *y)
 static int path_len(const char *path)
 {
     char buf[4096], *hops[HOPS_MAX];
-    int n = split(path, buf, sizeof buf, hops, HOPS_MAX);
+    int n = mg_path_split(path, buf, sizeof buf, hops, HOPS_MAX);
     return n < 0 ? 0 : n;
 }
 

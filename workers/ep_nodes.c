@@ -26,6 +26,7 @@
 #include "json.h"
 #include "log.h"
 #include "node_hash_sizes.h"
+#include "node_relay.h"
 #include "params.h"
 #include "region_map.h"
 #include "router.h"
@@ -461,6 +462,18 @@ void mg_node_fields_init(struct mg_node_fields *f)
     f->field[0] = (struct mg_node_field){NULL, NULL};
 }
 
+/* Puts key at its place in key order. */
+static void fields_insert(struct mg_node_fields *f, const char *key, const char *json)
+{
+    size_t at = f->n;
+    while (at > 0 && strcmp(f->field[at - 1].key, key) > 0) {
+        f->field[at] = f->field[at - 1];
+        at--;
+    }
+    f->field[at] = (struct mg_node_field){key, json};
+    f->field[++f->n] = (struct mg_node_field){NULL, NULL};
+}
+
 void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
 {
     if (f->n >= sizeof f->text / sizeof f->text[0])
@@ -469,18 +482,22 @@ void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *f
     va_start(ap, fmt);
     vsnprintf(f->text[f->n], sizeof f->text[f->n], fmt, ap);
     va_end(ap);
-    f->field[f->n] = (struct mg_node_field){key, f->text[f->n]};
-    f->field[++f->n] = (struct mg_node_field){NULL, NULL};
+    fields_insert(f, key, f->text[f->n]);
 }
 
-/* The result column of public_key in a node row (mg_nodes_select_columns). */
-static int public_key_column(const struct mg_db_schema *schema)
+void mg_node_fields_add_json(struct mg_node_fields *f, const char *key, const char *json)
+{
+    if (f->n < sizeof f->text / sizeof f->text[0])
+        fields_insert(f, key, json);
+}
+
+int mg_nodes_column(const struct mg_db_schema *schema, const char *name)
 {
     int col = 0;
     for (size_t k = 0; k < NODE_KEYS; k++) {
         if (!node_keys[k].expr || !key_present(&node_keys[k], schema))
             continue;
-        if (strcmp(node_keys[k].key, "public_key") == 0)
+        if (strcmp(node_keys[k].key, name) == 0)
             return col;
         col++;
     }
@@ -605,7 +622,9 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
     mg_json_array_begin(&j);
     int rc;
     int64_t rows = 0, total = 0;
-    int key_col = public_key_column(schema);
+    int key_col = mg_nodes_column(schema, "public_key"), role_col = mg_nodes_column(schema, "role");
+    struct mg_buf relay_text;
+    mg_buf_init(&relay_text);
     cache.answers_rendered++;
     while ((rc = sqlite3_step(page)) == SQLITE_ROW) {
         if (rows++ == 0 && total_in_page)
@@ -614,10 +633,15 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
         struct mg_node_hash_sizes hs;
         struct mg_node_fields fields;
         mg_node_fields_init(&fields);
-        if (mg_node_hash_sizes_lookup((const char *)sqlite3_column_text(page, key_col), &hs))
+        const char *key = (const char *)sqlite3_column_text(page, key_col);
+        if (mg_node_hash_sizes_lookup(key, &hs))
             mg_node_hash_fields(&fields, &hs);
+        /* relay activity from this process's table (node_relay.h) */
+        if (role_col >= 0 && mg_node_relay_role((const char *)sqlite3_column_text(page, role_col)))
+            mg_node_relay_fields(&fields, key, false, now_s * 1000000000LL, &relay_text);
         mg_nodes_write_node(&j, page, schema, fields.field);
     }
+    mg_buf_free(&relay_text);
     mg_json_array_end(&j);
     if (rc != SQLITE_DONE)
         return rc;
@@ -639,7 +663,8 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
  * The stamps of everything an answer is derived from besides its query (answer_cache.h), in
  * the read transaction: the database's data version (SQLITE_FCNTL_DATA_VERSION: it moves
  * with every commit of another connection, the ingestor's), the role counts' time, the hash sizes'
- * table, the region map when the query has a region, and the lastHeard cutoff's second. A source
+ * and relay activity's tables, the region map when the query has a region, and the request's
+ * second (relay_active and the lastHeard cutoff are decided at it). A source
  * added to the node list (a per-process table, a column of another table read through the page)
  * adds its stamp here, or the answer cache would serve answers without it. An SQLite code.
  */
@@ -660,7 +685,9 @@ static int answer_stamps(sqlite3 *conn, const struct mg_nodes_query *q, int64_t 
     out->v[1] = (uint64_t)cache.counts_monotonic_ns;
     out->v[2] = mg_node_hash_sizes_generation();
     out->v[3] = q->regions.len > 0 ? mg_region_map_generation() : 0;
-    out->v[4] = q->last_heard_s > 0 ? (uint64_t)now_s : 0;
+    out->v[4] = mg_node_relay_generation();
+    /* relay_active is decided at the request's second, and so is the lastHeard cutoff. */
+    out->v[5] = (uint64_t)now_s;
     return SQLITE_OK;
 }
 
@@ -688,9 +715,12 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     /* The table of hash sizes: built here only when there is none (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK)
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s);
+    if (rc == SQLITE_OK)
+        rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
     if (regions)
         mg_region_map_read_begin();
     mg_node_hash_sizes_read_begin();
+    mg_node_relay_read_begin();
     if (rc == SQLITE_OK) {
         total_st = cached_statement(env->db, &q, MG_NODES_SQL_TOTAL);
         page = total_st ? cached_statement(env->db, &q, MG_NODES_SQL_PAGE) : NULL;
@@ -737,6 +767,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (began && run_once(conn, &cache.commit, "COMMIT") != SQLITE_OK &&
         !sqlite3_get_autocommit(conn))
         sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_node_relay_read_end();
     mg_node_hash_sizes_read_end();
     if (regions)
         mg_region_map_read_end();
@@ -745,7 +776,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_exist(env->db->conn))
+    if (!mg_node_hash_sizes_exist(env->db->conn) || !mg_node_relay_exist(env->db->conn))
         return true;
     const char *list = mg_param_str(req, "region");
     if (!list)

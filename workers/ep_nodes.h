@@ -112,15 +112,21 @@ struct mg_node_field {
     const char *json;
 };
 
-/* Up to 8 extra fields with their text, added in key order. */
+/* Up to 20 extra fields, kept in key order whatever order they are added in. */
 struct mg_node_fields {
-    char text[8][96];
-    struct mg_node_field field[9]; /* NULL-key ended */
+    char text[20][96];
+    struct mg_node_field field[21]; /* NULL-key ended */
     size_t n;
 };
 void mg_node_fields_init(struct mg_node_fields *f);
+/* A field whose JSON text (at most 95 bytes) is copied in. */
 void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A field whose JSON text the caller keeps alive as long as f. */
+void mg_node_fields_add_json(struct mg_node_fields *f, const char *key, const char *json);
+
+/* The result column of a key in a node row (mg_nodes_select_columns); -1: none. */
+int mg_nodes_column(const struct mg_db_schema *schema, const char *name);
 
 /* Writes the node of st's current row (columns from 0, as mg_nodes_select_columns lists them)
  * as an object with keys in bytewise order, extra (may be NULL) merged in. */

@@ -11,18 +11,26 @@
  * (lat/lon not both 0), the one with the most adverts ("gps_preference"), else the one with
  * the most adverts ("observation_count_fallback"); ties go to the smaller key.
  *
- * With from_node or observer (context for CoreScope's neighbour-affinity and geographic
- * tiers, built from its in-memory neighbour graph) the answer is 501: meshgate does not build
- * that graph, and a pick without it could differ from CoreScope's.
+ * With from_node and/or observer (keys: the context), an ambiguous hop is first resolved as
+ * CoreScope's resolveWithContext does, from its neighbour graph (neighbor_graph.h): each
+ * candidate's affinityScore is its best edge score to a context key; the pick is the
+ * candidate whose edge to the context (score x confidence) was seen 3 times and scores at
+ * least 3 times the next ("neighbor_affinity", also bestCandidate), else the candidate with
+ * a position nearest to the context keys that are relays with a position ("geo_proximity"),
+ * else the tiers above.
  *
- * Light: one pass over the nodes (and the few non-relaying observers), whatever the hops.
+ * Light: one pass over the nodes (and the few non-relaying observers), whatever the hops;
+ * heavy with a context while the worker has no fresh neighbour graph (its build).
  */
 #include "hop_nodes.h"
 #include "json.h"
+#include "neighbor_graph.h"
 #include "params.h"
 #include "router.h"
 
 #include <ctype.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +119,7 @@ bool mg_hop_better(const struct mg_hop_node *a, const struct mg_hop_node *b)
     return strcmp(a->key, b->key) < 0;
 }
 
-static void write_candidate(struct mg_json *j, const struct mg_hop_node *n)
+static void write_candidate(struct mg_json *j, const struct mg_hop_node *n, double affinity)
 {
     mg_json_object_begin(j); /* CoreScope's order */
     mg_json_key(j, "name");
@@ -130,22 +138,102 @@ static void write_candidate(struct mg_json *j, const struct mg_hop_node *n)
         mg_json_double(j, n->lon);
     else
         mg_json_null(j);
-    mg_json_kv_null(j, "affinityScore");
+    if (affinity > 0)
+        mg_json_kv_double(j, "affinityScore", affinity);
+    else
+        mg_json_kv_null(j, "affinityScore");
     mg_json_object_end(j);
 }
 
 static void write_candidates(struct mg_json *j, const char *key, const struct mg_hop_nodes *all,
-                             const size_t *match, size_t count)
+                             const size_t *match, size_t count, const double *affinity)
 {
     mg_json_key(j, key);
     mg_json_array_begin(j);
     for (size_t i = 0; i < count; i++)
-        write_candidate(j, &all->v[match[i]]);
+        write_candidate(j, &all->v[match[i]], affinity ? affinity[i] : 0);
     mg_json_array_end(j);
 }
 
+/* The keys a request gives as context (from_node, observer), lowercased. */
+struct context {
+    const char *keys[2];
+    size_t n;
+    int64_t now_ms;
+};
+
+/* CoreScope's context tiers for an ambiguous hop: affinity[i] each candidate's best edge score
+ * to a context key; the pick and its confidence, or NULL. */
+static const struct mg_hop_node *resolve_in_context(const struct mg_hop_nodes *all,
+                                                    const size_t *match, size_t count,
+                                                    const struct context *cx, double *affinity,
+                                                    const char **confidence)
+{
+    const struct mg_hop_node *first = NULL, *second = NULL;
+    double first_s = 0, second_s = 0;
+    int64_t first_count = 0;
+    for (size_t i = 0; i < count; i++) {
+        const struct mg_hop_node *c = &all->v[match[i]];
+        double best = 0, weighted = 0;
+        int64_t weighted_count = 0;
+        for (size_t k = 0; k < cx->n; k++) {
+            int64_t n = 0;
+            double s = mg_neighbor_graph_edge_score(cx->keys[k], c->lower, cx->now_ms, false, &n);
+            best = s > best ? s : best;
+            double w = mg_neighbor_graph_edge_score(cx->keys[k], c->lower, cx->now_ms, true, &n);
+            if (w > weighted) {
+                weighted = w;
+                weighted_count = n;
+            }
+        }
+        affinity[i] = best;
+        if (weighted <= 0)
+            continue;
+        if (!first || weighted > first_s) {
+            second = first, second_s = first_s;
+            first = c, first_s = weighted, first_count = weighted_count;
+        } else if (!second || weighted > second_s) {
+            second = c, second_s = weighted;
+        }
+    }
+    if (first && first_count >= 3 && (!second || first_s >= 3.0 * second_s)) {
+        *confidence = "neighbor_affinity";
+        return first;
+    }
+    /* the context keys that are relays with a position (one node each), averaged */
+    double lat = 0, lon = 0;
+    int located = 0;
+    for (size_t k = 0; k < cx->n; k++) {
+        const struct mg_hop_node *only = NULL;
+        size_t hits = 0;
+        for (size_t i = 0; i < all->len; i++)
+            if (mg_hop_names(&all->v[i], cx->keys[k], strlen(cx->keys[k])))
+                only = &all->v[i], hits++;
+        if (hits == 1 && only->has_gps)
+            lat += only->lat, lon += only->lon, located++;
+    }
+    if (!located)
+        return NULL;
+    lat /= located, lon /= located;
+    const struct mg_hop_node *near = NULL;
+    double near_d = DBL_MAX;
+    for (size_t i = 0; i < count; i++) {
+        const struct mg_hop_node *c = &all->v[match[i]];
+        if (!c->has_gps)
+            continue;
+        double dlat = (c->lat - lat) * M_PI / 180;
+        double dlon = (c->lon - lon) * M_PI / 180 * cos((lat + c->lat) / 2 * M_PI / 180);
+        double d = sqrt(dlat * dlat + dlon * dlon);
+        if (d < near_d)
+            near = c, near_d = d;
+    }
+    if (near)
+        *confidence = "geo_proximity";
+    return near;
+}
+
 static void write_resolution(struct mg_json *j, const struct mg_hop_nodes *all, const char *hop,
-                             size_t *match)
+                             size_t *match, const struct context *cx, double *affinity)
 {
     char *lower = lower_dup(hop);
     size_t len = lower ? strlen(lower) : 0, count = 0;
@@ -156,8 +244,8 @@ static void write_resolution(struct mg_json *j, const struct mg_hop_nodes *all, 
     mg_json_object_begin(j); /* CoreScope's order; empty pubkey, ambiguous omitted */
     if (count == 0) {
         mg_json_kv_null(j, "name");
-        write_candidates(j, "candidates", all, match, 0);
-        write_candidates(j, "conflicts", all, match, 0);
+        write_candidates(j, "candidates", all, match, 0, NULL);
+        write_candidates(j, "conflicts", all, match, 0, NULL);
         mg_json_kv_string(j, "confidence", "no_match");
     } else if (count == 1) {
         const struct mg_hop_node *n = &all->v[match[0]];
@@ -167,17 +255,19 @@ static void write_resolution(struct mg_json *j, const struct mg_hop_nodes *all, 
         else
             mg_json_null(j);
         mg_json_kv_string(j, "pubkey", n->key);
-        write_candidates(j, "candidates", all, match, 1);
-        write_candidates(j, "conflicts", all, match, 0);
+        write_candidates(j, "candidates", all, match, 1, NULL);
+        write_candidates(j, "conflicts", all, match, 0, NULL);
         mg_json_kv_string(j, "confidence", "unique_prefix");
     } else {
-        const struct mg_hop_node *pick = NULL;
-        for (size_t i = 0; i < count; i++) {
+        const char *confidence = "gps_preference";
+        const struct mg_hop_node *pick =
+            cx->n ? resolve_in_context(all, match, count, cx, affinity, &confidence) : NULL;
+        bool by_affinity = pick && !strcmp(confidence, "neighbor_affinity"), in_context = pick;
+        for (size_t i = 0; !in_context && i < count; i++) {
             const struct mg_hop_node *n = &all->v[match[i]];
             if (n->has_gps && (!pick || mg_hop_better(n, pick)))
                 pick = n;
         }
-        const char *confidence = "gps_preference";
         if (!pick) {
             confidence = "observation_count_fallback";
             pick = &all->v[match[0]];
@@ -188,8 +278,10 @@ static void write_resolution(struct mg_json *j, const struct mg_hop_nodes *all, 
         mg_json_kv_string(j, "name", pick->name);
         mg_json_kv_string(j, "pubkey", pick->key);
         mg_json_kv_bool(j, "ambiguous", true);
-        write_candidates(j, "candidates", all, match, count);
-        write_candidates(j, "conflicts", all, match, count);
+        write_candidates(j, "candidates", all, match, count, cx->n ? affinity : NULL);
+        write_candidates(j, "conflicts", all, match, count, cx->n ? affinity : NULL);
+        if (by_affinity)
+            mg_json_kv_string(j, "bestCandidate", pick->key);
         mg_json_kv_string(j, "confidence", confidence);
     }
     mg_json_object_end(j);
@@ -204,13 +296,12 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res)
 {
     const char *from = mg_param_str(req, "from_node"), *observer = mg_param_str(req, "observer");
-    if (from || observer) {
-        mg_response_error(res, 501,
-                          "from_node and observer are not supported: CoreScope disambiguates "
-                          "with them from its in-memory neighbour graph, which meshgate does "
-                          "not build; ask without them");
-        return;
-    }
+    struct context cx = {.now_ms = req->start_realtime_ns / 1000000};
+    char *lowered[2] = {from && from[0] ? lower_dup(from) : NULL,
+                        observer && observer[0] ? lower_dup(observer) : NULL};
+    for (int k = 0; k < 2; k++)
+        if (lowered[k])
+            cx.keys[cx.n++] = lowered[k];
     const char *hops = mg_param_str(req, "hops");
     /* The hops, split on commas, empty ones dropped, sorted (the keys of CoreScope's map) and
      * each once. */
@@ -232,8 +323,13 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
     struct mg_hop_nodes all = {0};
     int rc = n ? mg_hop_nodes_load(env->db, &all) : SQLITE_OK;
     size_t *match = all.len ? calloc(all.len, sizeof *match) : NULL;
-    if (rc == SQLITE_OK && all.len && !match)
+    double *affinity = all.len ? calloc(all.len, sizeof *affinity) : NULL;
+    if (rc == SQLITE_OK && all.len && (!match || !affinity))
         rc = SQLITE_NOMEM;
+    /* A context reads the worker's neighbour graph (built here when it has none fresh). */
+    bool held = false;
+    if (rc == SQLITE_OK && n && cx.n)
+        held = (rc = mg_neighbor_graph_hold(env->db, cx.now_ms)) == SQLITE_OK;
     if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
         struct mg_json j;
@@ -245,7 +341,7 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
             if (i > 0 && strcmp(list[i], list[i - 1]) == 0)
                 continue;
             mg_json_key(&j, list[i]);
-            write_resolution(&j, &all, list[i], match);
+            write_resolution(&j, &all, list[i], match, &cx, affinity);
         }
         mg_json_object_end(&j);
         mg_json_object_end(&j);
@@ -253,8 +349,19 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
     } else {
         mg_response_db_failure(res, "the nodes", rc);
     }
+    if (held)
+        mg_neighbor_graph_release();
     free(match);
+    free(affinity);
+    free(lowered[0]);
+    free(lowered[1]);
     mg_hop_nodes_free(&all);
     free(list);
     free(copy);
+}
+
+bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    const char *from = mg_param_str(req, "from_node"), *observer = mg_param_str(req, "observer");
+    return ((from && from[0]) || (observer && observer[0])) && !mg_neighbor_graph_fresh(env->db);
 }

@@ -178,6 +178,11 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
         mg_json_kv_uint(j, "breakerProbes", atomic_load(&b->probes));
         mg_json_kv_uint(j, "tunnelCap", atomic_load(&u->tunnel_cap));
         mg_json_kv_uint(j, "tunnelsPeak", atomic_load(&u->tunnels_peak));
+        uint32_t anon_max = atomic_load(&u->anon_max);
+        mg_json_kv_uint(j, "anonymousHeld", atomic_load(&u->anon_held));
+        mg_json_kv_uint(j, "anonymousMax", anon_max == UINT32_MAX ? g.cap : anon_max);
+        mg_json_kv_uint(j, "anonymousPeak", atomic_load(&u->anon_peak));
+        mg_json_kv_uint(j, "anonymousHeldBack", atomic_load(&u->anon_held_back));
         static const struct {
             const char *key;
             enum mg_counter counter;
@@ -185,6 +190,7 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
             {"requests", MG_CTR_UPSTREAM_REQUESTS},
             {"connects", MG_CTR_UPSTREAM_CONNECTS},
             {"reused", MG_CTR_UPSTREAM_REUSED},
+            {"retries", MG_CTR_UPSTREAM_RETRIES},
             {"bytesSent", MG_CTR_UPSTREAM_BYTES_SENT},
             {"bytesReceived", MG_CTR_UPSTREAM_BYTES_RECEIVED},
             {"failures", MG_CTR_UPSTREAM_FAILURES},

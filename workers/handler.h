@@ -75,6 +75,9 @@ struct mg_gate_pass {
     uint64_t ticket;
     uint64_t token;
     int64_t deadline_ns;
+    /* The caller's own reason the work may not start now (the upstream gate's reserve for
+     * signed-in clients): the place is passed over in line, like work whose helper is busy. */
+    bool held_back;
 };
 
 /*

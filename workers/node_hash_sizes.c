@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: ISC */
 #include "node_hash_sizes.h"
 
-#include "jobs.h"
 #include "log.h"
 #include "process_table.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +130,7 @@ static bool group(struct table *t, struct advert *rows, size_t n)
 static struct mg_process_table hash_sizes =
     MG_PROCESS_TABLE_INIT(MG_NODE_HASH_SIZES_INTERVAL_NS, table_free);
 
-/* arg: the window's end, Unix seconds. */
+/* arg: the window's end, realtime ns. */
 static void *build(sqlite3 *conn, void *arg, int *rc)
 {
     struct table *t = calloc(1, sizeof *t);
@@ -142,7 +140,7 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
     }
     struct advert *rows = NULL;
     size_t n = 0;
-    *rc = read_adverts(conn, *(const int64_t *)arg, &rows, &n);
+    *rc = read_adverts(conn, *(const int64_t *)arg / 1000000000LL, &rows, &n);
     if (*rc == SQLITE_OK) {
         if (n > 1)
             qsort(rows, n, sizeof *rows, by_key_time);
@@ -167,7 +165,8 @@ bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns)
 
 int mg_node_hash_sizes_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_s)
 {
-    return mg_process_table_refresh(&hash_sizes, conn, now_ns, build, &now_s);
+    int64_t now_realtime_ns = now_s * 1000000000LL;
+    return mg_process_table_refresh(&hash_sizes, conn, now_ns, build, &now_realtime_ns);
 }
 
 bool mg_node_hash_sizes_exist(sqlite3 *conn)
@@ -175,35 +174,12 @@ bool mg_node_hash_sizes_exist(sqlite3 *conn)
     return mg_process_table_exists(&hash_sizes, conn);
 }
 
-/* The process's one rebuild job: submitted again only once the helper has run it. */
-static struct {
-    struct mg_job job; /* first: the thread hands this pointer back */
-    int64_t now_ns, now_s;
-    bool submitted;
-} rebuild;
-
-static void run_rebuild(struct mg_job *job, struct mg_db *db)
-{
-    (void)job;
-    int rc = mg_node_hash_sizes_refresh(db->conn, rebuild.now_ns, rebuild.now_s);
-    if (rc != SQLITE_OK)
-        mg_warn("node hash sizes: rebuilding failed: %s", sqlite3_errstr(rc));
-}
+static struct mg_process_table_keeper keeper = {
+    .table = &hash_sizes, .build = build, .what = "node hash sizes"};
 
 int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s)
 {
-    sqlite3 *conn = env->db->conn;
-    if (!env->jobs || !mg_node_hash_sizes_exist(conn))
-        return mg_node_hash_sizes_refresh(conn, now_ns, now_s);
-    if (!mg_node_hash_sizes_fresh(conn, now_ns) &&
-        (!rebuild.submitted || atomic_load(&rebuild.job.done))) {
-        rebuild.now_ns = now_ns;
-        rebuild.now_s = now_s;
-        rebuild.job.run = run_rebuild;
-        atomic_store(&rebuild.job.done, 0);
-        rebuild.submitted = mg_jobs_submit(env->jobs, &rebuild.job);
-    }
-    return SQLITE_OK;
+    return mg_process_table_keep(&keeper, env->jobs, env->db->conn, now_ns, now_s * 1000000000LL);
 }
 
 void mg_node_hash_sizes_read_begin(void)

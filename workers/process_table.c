@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: ISC */
 #include "process_table.h"
 
+#include "log.h"
+
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,6 +67,31 @@ int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t 
     }
     pthread_mutex_unlock(&t->build_lock);
     return rc;
+}
+
+static void run_keeper(struct mg_job *job, struct mg_db *db)
+{
+    struct mg_process_table_keeper *k = (struct mg_process_table_keeper *)job;
+    int64_t now_realtime_ns = k->now_realtime_ns;
+    int rc = mg_process_table_refresh(k->table, db->conn, k->now_ns, k->build, &now_realtime_ns);
+    if (rc != SQLITE_OK)
+        mg_warn("%s: rebuilding failed: %s", k->what, sqlite3_errstr(rc));
+}
+
+int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
+                          int64_t now_ns, int64_t now_realtime_ns)
+{
+    if (!jobs || !mg_process_table_exists(k->table, conn))
+        return mg_process_table_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns);
+    if (!mg_process_table_fresh(k->table, conn, now_ns) &&
+        (!k->submitted || atomic_load(&k->job.done))) {
+        k->now_ns = now_ns;
+        k->now_realtime_ns = now_realtime_ns;
+        k->job.run = run_keeper;
+        atomic_store(&k->job.done, 0);
+        k->submitted = mg_jobs_submit(jobs, &k->job);
+    }
+    return SQLITE_OK;
 }
 
 void mg_process_table_read_begin(struct mg_process_table *t)

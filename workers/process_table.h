@@ -10,6 +10,8 @@
 #ifndef MESHGATE_PROCESS_TABLE_H
 #define MESHGATE_PROCESS_TABLE_H
 
+#include "jobs.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -46,6 +48,26 @@ bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn);
 /* Builds t's table with build(conn, arg, &rc) unless a fresh one exists; an SQLite code. */
 int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
                              void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg);
+
+/*
+ * A table kept by a worker: the process's one rebuild job on its helper thread, submitted
+ * again only once the helper has run it. build gets a pointer to the realtime clock (ns) of
+ * the request that asked.
+ */
+struct mg_process_table_keeper {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    struct mg_process_table *table;
+    void *(*build)(sqlite3 *conn, void *arg, int *rc);
+    const char *what; /* names the table in a warning */
+    int64_t now_ns, now_realtime_ns;
+    bool submitted;
+};
+
+/* What a request calls before it reads k's table: builds it here when there is none (or
+ * there is no helper, jobs NULL); when it is stale, hands its rebuild to the helper and
+ * returns at once. An SQLite code. */
+int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
+                          int64_t now_ns, int64_t now_realtime_ns);
 
 void mg_process_table_read_begin(struct mg_process_table *t);
 void mg_process_table_read_end(struct mg_process_table *t);

@@ -19,7 +19,8 @@
 static const char *const healthz_cases[] = {"/api/healthz", NULL};
 /* Heavy only when this process has no table of hash sizes (node_hash_sizes.h: built when the
  * worker starts, one pass over the week's ADVERTs, 1.0 to 1.2 s at 2M observations; a stale
- * one is rebuilt on the helper thread), or with a region while its region map is stale (one
+ * one is rebuilt on the helper thread) or of relay activity (node_relay.h: likewise, one pass
+ * over observations, 6.9 s at 2M), or with a region while its region map is stale (one
  * pass over the ADVERTs' observations); otherwise one or two passes over nodes, whatever the
  * filters, sort or offset. */
 static const char *const nodes_cases[] = {
@@ -50,9 +51,9 @@ static const char *const node_detail_cases[] = {"/api/nodes/{quiet}", "/api/node
 /* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
 static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
                                           "/api/nodes/{node}/reach?days=30", NULL};
-/* Cold report: heavy to build (the node's rows of neighbor_edges, a pass over neighbor_edges
- * for node_b, which no index serves, and one over nodes and observers: 70 435 VM steps, 482
- * pages, 3-6 ms for the busiest node at 2M observations), light when warm (0 steps). */
+/* Cold report: heavy to build (CoreScope's neighbour graph from every observation, kept per
+ * process for 5 minutes: 28-41 s for the first node at 2M observations on a loaded machine,
+ * then a walk of the edges for each other node), light when warm (0 steps). */
 static const char *const neighbors_cases[] = {"/api/nodes/{node}/neighbors",
                                               "/api/nodes/{node}/neighbors?min_count=2", NULL};
 /* Cold report: heavy to build (every observation whose path holds a hop starting with the
@@ -159,8 +160,10 @@ const struct mg_route mg_routes[] = {
     {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
      false},
     {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
-    {"/api/resolve-hops", MG_COST_LIGHT, mg_handle_resolve_hops, NULL, false, resolve_hops_cases,
-     false},
+    /* Heavy with from_node or observer while the worker has no fresh neighbour graph (its
+     * build: a pass over observations, 28-41 s at 2M on a loaded machine). */
+    {"/api/resolve-hops", MG_COST_HEAVY, mg_handle_resolve_hops, mg_resolve_hops_is_heavy, false,
+     resolve_hops_cases, false},
     {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},
     /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
      * busiest hour of the 2M database; it grows with traffic). */
@@ -213,6 +216,14 @@ bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_reque
     if (route >= mg_route_table_len || mg_routes[route].cost != MG_COST_HEAVY)
         return false;
     return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
+}
+
+unsigned mg_route_by_template(const char *t, size_t n)
+{
+    for (unsigned i = 0; i < mg_route_table_len; i++)
+        if (strlen(mg_routes[i].template) == n && memcmp(mg_routes[i].template, t, n) == 0)
+            return i;
+    return MG_ROUTE_NOT_FOUND;
 }
 
 unsigned mg_route_names(const char **out, unsigned cap)

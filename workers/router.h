@@ -52,6 +52,8 @@ extern const unsigned mg_route_table_len;
 
 /* Names of every counted route, in id order, for the segment: the table, then the four above. */
 unsigned mg_route_names(const char **out, unsigned cap);
+/* The route whose template is t[0..n), or MG_ROUTE_NOT_FOUND. */
+unsigned mg_route_by_template(const char *t, size_t n);
 
 /*
  * Finds the route for a decoded path; fills param (cap bytes) with the ":name" segment.
@@ -112,6 +114,7 @@ void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *re
 void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res);
+bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -52,11 +52,15 @@ struct exchange {
     bool finished; /* in the graveyard */
     bool started;  /* pumped once: mg_upstream_run starts what mg_upstream_begin set up */
     bool closing;  /* a tunnel being closed by a drain */
+    bool heard;    /* a byte of the upstream's answer has arrived */
     bool sent_close_down, sent_close_up;
     int client_minor;
     int64_t body_left; /* request body bytes still to read from the client */
     struct mg_buf ubuf;
     size_t usent;
+    /* The request head once more, while it may be sent again on a new connection (an
+     * idempotent request on a reused one); empty otherwise, and after that one retry. */
+    struct mg_buf retry_head;
     struct mg_buf rbuf;
     struct mg_buf dbuf;
     size_t dsent;
@@ -230,6 +234,8 @@ static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
         mg_fifo_gate_release(seg_of(u)->anon, pid, t->anon_token);
     if (t->tunnel)
         mg_upstream_tunnel_close(s, u->env->slot);
+    if (t->anon_claim)
+        mg_upstream_anon_unclaim(s, u->env->slot);
     if (t->probe)
         mg_breaker_abandon(&s->breaker, pid, mg_monotonic_ns());
     memset(t, 0, sizeof *t);
@@ -291,6 +297,47 @@ static void answer(struct exchange *x, int status, const char *why)
     x->done.status = status;
     x->state = X_ANSWER;
     x->resp_done = true;
+}
+
+/* GET, HEAD and OPTIONS without a body: sending one twice asks the upstream nothing new
+ * (RFC 9110, 9.2.2). */
+static bool idempotent_without_body(const struct mg_http_request *hr)
+{
+    if (hr->content_length > 0)
+        return false;
+    if (hr->method_id == MG_METHOD_GET || hr->method_id == MG_METHOD_HEAD)
+        return true;
+    return hr->method.len == 7 && memcmp(hr->method.ptr, "OPTIONS", 7) == 0;
+}
+
+static bool start_connect(struct exchange *x, int64_t now);
+
+/*
+ * A kept-alive connection failed before a byte of the answer came back: the upstream closed
+ * it while our request was on its way (its idle timeout, a restart), which the check in
+ * pool_take cannot see coming. An idempotent request goes again, once, on a new connection,
+ * as nginx's proxy_next_upstream does; the stale connection says nothing about the upstream's
+ * health, so the breaker does not hear of it. Anything else keeps its 502: a POST may have
+ * been acted on, and is never sent twice.
+ */
+static bool retry_on_new_connection(struct exchange *x, int64_t now)
+{
+    struct mg_upstream *u = x->u;
+    if (x->retry_head.len == 0 || x->heard)
+        return false;
+    mg_counter_add(seg_of(u), MG_CTR_UPSTREAM_RETRIES, 1);
+    forget_fd(u, x->ufd, &x->uev);
+    close(x->ufd);
+    x->ufd = -1;
+    mg_buf_reset(&x->ubuf);
+    mg_buf_append(&x->ubuf, x->retry_head.data, x->retry_head.len);
+    mg_buf_free(&x->retry_head); /* once */
+    x->usent = 0;
+    mg_buf_reset(&x->rbuf);
+    x->up_eof = false;
+    x->deadline_ns = now + (int64_t)u->env->cfg->upstream_timeout_ms * MG_NS_PER_MS;
+    start_connect(x, now);
+    return true;
 }
 
 static bool start_connect(struct exchange *x, int64_t now)
@@ -360,6 +407,7 @@ size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
     mg_buf_init(&x->ubuf);
     mg_buf_init(&x->rbuf);
     mg_buf_init(&x->dbuf);
+    mg_buf_init(&x->retry_head);
 
     /* Who the client is, as the rate limit sees it, and the scheme a trusted proxy saw. */
     uint8_t addr[MG_ADDR_BYTES];
@@ -394,6 +442,8 @@ size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
     int fd = x->body_left == 0 && hr->content_length <= 0 ? pool_take(u, now) : -1;
     if (fd >= 0) {
         mg_counter_add(seg_of(u), MG_CTR_UPSTREAM_REUSED, 1);
+        if (idempotent_without_body(hr))
+            mg_buf_append(&x->retry_head, x->ubuf.data, x->ubuf.len);
         x->ufd = fd;
         x->state = X_REQUEST;
     } else {
@@ -619,7 +669,9 @@ static void pump(struct exchange *x, int64_t now)
         }
         if (x->ufd >= 0 && x->state != X_ANSWER) {
             if (!send_pending(x->ufd, &x->ubuf, &x->usent, &up_bytes, &moved)) {
-                if (x->state == X_REQUEST) {
+                if (x->state == X_REQUEST && retry_on_new_connection(x, now)) {
+                    moved = true;
+                } else if (x->state == X_REQUEST) {
                     breaker_verdict(x, false);
                     answer(x, 502, "the upstream closed the connection");
                 } else {
@@ -650,6 +702,7 @@ static void pump(struct exchange *x, int64_t now)
             if (x->rbuf.len > before) {
                 mg_counter_add(seg, MG_CTR_UPSTREAM_BYTES_RECEIVED, x->rbuf.len - before);
                 moved = true;
+                x->heard = true;
             }
         }
         while (x->state == X_REQUEST && !x->have_head) {
@@ -657,6 +710,10 @@ static void pump(struct exchange *x, int64_t now)
                 mg_upstream_parse_response(x->rbuf.data, x->rbuf.len, x->head_only, &x->resp);
             if (pr == MG_HTTP_INCOMPLETE && !x->up_eof)
                 break;
+            if (pr == MG_HTTP_INCOMPLETE && retry_on_new_connection(x, now)) {
+                moved = true;
+                break;
+            }
             if (pr != MG_HTTP_OK) {
                 breaker_verdict(x, false);
                 answer(x, 502,
@@ -816,6 +873,7 @@ void mg_upstream_run(struct mg_upstream *u, int64_t now)
         mg_buf_free(&x->ubuf);
         mg_buf_free(&x->rbuf);
         mg_buf_free(&x->dbuf);
+        mg_buf_free(&x->retry_head);
         free(x);
     }
 }

@@ -11,6 +11,8 @@
  *
  *   connecting   a kept-alive idle connection is reused, else a new one is connecting
  *                (deadline MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS; refused or late: 502);
+ *                a reused one that fails before a byte of the answer sends an idempotent
+ *                request again, once, on a new connection (any other gets 502);
  *   request      the rewritten head, then the body (exactly Content-Length bytes, read from
  *                the client as the upstream takes them), go up; the response head is awaited
  *                (MESHGATE_UPSTREAM_TIMEOUT_MS without a byte: 504);
@@ -94,6 +96,9 @@ bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_reque
                          bool native_route, bool static_route);
 void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path);
+/* The native route (an index of mg_routes) goes to the upstream instead
+ * (MESHGATE_UPSTREAM_PREFER) while one is set. */
+bool mg_upstream_prefers(const struct mg_config *cfg, unsigned route);
 void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token);
 
 #endif

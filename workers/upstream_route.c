@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "gate_fifo.h"
 #include "netaddr.h"
+#include "router.h"
 #include "stats.h"
 #include "upstream_gate.h"
 #include "upstream_http.h"
@@ -80,6 +81,20 @@ bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path)
         if (n > 0 && prefix_matches(p, n, path))
             return true;
         p += n;
+    }
+    return false;
+}
+
+bool mg_upstream_prefers(const struct mg_config *cfg, unsigned route)
+{
+    if (!cfg->upstream[0] || route >= mg_route_table_len)
+        return false;
+    for (const char *p = cfg->upstream_prefer; *p;) {
+        size_t n = strcspn(p, ", ");
+        if (n > 0 && mg_route_by_template(p, n) == route)
+            return true;
+        p += n;
+        p += strspn(p, ", ");
     }
     return false;
 }
@@ -157,8 +172,19 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
         t->step = STEP_GATE;
     }
     if (t->step == STEP_GATE) {
+        /* An anonymous request tries the gate only with a claim on the anonymous permits:
+         * without one it keeps its place, passed over, and the reserve stays for signed-in
+         * clients (shm/upstream_gate.h). */
+        bool anonymous = !req->signed_in;
+        t->anon_claim = !anonymous || mg_upstream_anon_claim(u, env->slot);
+        t->pass.held_back = !t->anon_claim;
         enum mg_admission_result r =
             mg_admission_pass(&mg_gate_upstream, &t->pass, env, req, t->who, NULL, res);
+        t->anon_claim = t->anon_claim && anonymous;
+        if (r != MG_ADMISSION_RUN && t->anon_claim) {
+            mg_upstream_anon_unclaim(u, env->slot);
+            t->anon_claim = false;
+        }
         if (r == MG_ADMISSION_PARKED)
             return;
         if (r == MG_ADMISSION_REFUSED) {

@@ -19,6 +19,7 @@ struct mg_upstream_ticket {
     char who[MG_FIFO_KEY_MAX]; /* "METHOD path", as the gate's records show it */
     uint64_t gate_token;       /* the upstream gate's permit, when gate_held */
     uint64_t anon_token;       /* the anonymous line's permit; 0: none */
+    bool anon_claim;           /* one of the permits anonymous requests may hold */
     bool probe;                /* this request probes the breaker */
     bool tunnel;               /* a WebSocket tunnel is counted for it */
     bool gate_held;

@@ -7,6 +7,7 @@
 #include "db.h"
 #include "db_counts.h"
 #include "node_hash_sizes.h"
+#include "node_relay.h"
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
@@ -1068,6 +1069,9 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     if (mg_node_hash_sizes_refresh(w.env.db->conn, mg_monotonic_ns(),
                                    mg_realtime_ns() / 1000000000LL) != SQLITE_OK)
         mg_warn("node hash sizes: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
+    /* And its relay activity (node_relay.h), one pass over observations. */
+    if (mg_node_relay_refresh(w.env.db->conn, mg_monotonic_ns(), mg_realtime_ns()) != SQLITE_OK)
+        mg_warn("node relay activity: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

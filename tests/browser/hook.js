@@ -6,7 +6,8 @@
 //    headless, without the sandbox (tests run as root in containers);
 //  - every page of every context gets the CDN files the front end loads from unpkg.com
 //    (leaflet, leaflet.heat, chart.js) from the local npm copy, and any other outside host is
-//    aborted (map tiles: no check needs them, and no machine here reaches them).
+//    aborted (map tiles: no check needs them, and no machine here reaches them); any port of
+//    BASE_URL's host is the servers' own (tools/browser-compare.js visits two).
 'use strict';
 const Module = require('module');
 const path = require('path');
@@ -31,7 +32,7 @@ const TYPES = { '.js': 'application/javascript', '.css': 'text/css', '.png': 'im
 async function routeOutside(context) {
   const base = new URL(process.env.BASE_URL || 'http://127.0.0.1');
   await context.route(
-    (url) => url.host !== base.host,
+    (url) => url.hostname !== base.hostname,
     (route) => {
       const file = localFile(route.request().url());
       if (!file) return route.abort();

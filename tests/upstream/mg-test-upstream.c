@@ -4,7 +4,7 @@
  * and the benchmark of meshgate's reverse proxy. One thread per connection, kept alive.
  *
  *   mg-test-upstream --port-file FILE [--port N] [--log FILE] [--analytics-ms N]
- *                    [--max-concurrent N] [--fail-every N]
+ *                    [--max-concurrent N] [--stale-after N] [--fail-every N]
  *
  * It writes its port to FILE once it listens, and appends every byte it receives to the log
  * (so a test can prove that a request never reached it). Paths:
@@ -27,6 +27,10 @@
  *                    (CoreScope's server failing in a benchmark, tools/bench-read-api.sh)
  *   a WebSocket handshake on any path: 101, then every frame is echoed back (unmasked); a
  *                    close frame is answered with a close frame
+ *
+ * --stale-after N: a connection that has answered N requests reads the next one (logged)
+ * and closes without an answer, as a server does whose idle timeout crossed a kept-alive
+ * client's request: the request was received, and not acted on.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,6 +60,7 @@ static int in_flight, peak;
 static atomic_ulong analytics_requests;
 static unsigned long fail_every;
 static atomic_ulong other_requests;
+static long stale_after;
 
 static int open_log(const char *path)
 {
@@ -178,6 +183,7 @@ static void base64(const unsigned char *in, size_t n, char *out)
 /* ---- a connection ---- */
 struct conn {
     int fd;
+    long answered;
     char buf[16 << 20]; /* a whole request: the largest body the tests send, and more */
     size_t len;
 };
@@ -311,6 +317,9 @@ static int serve_one(struct conn *c)
         if (fill(c) <= 0)
             return -1;
     size_t head_len = (size_t)(end + 4 - c->buf);
+    if (stale_after > 0 && c->answered == stale_after)
+        return -1;
+    c->answered++;
     char method[16] = "", target[2048] = "";
     sscanf(c->buf, "%15s %2047s", method, target);
     size_t vlen = 0;
@@ -461,6 +470,8 @@ int main(int argc, char **argv)
             max_concurrent = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--fail-every") == 0)
             fail_every = strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--stale-after") == 0)
+            stale_after = atol(argv[i + 1]);
     }
     signal(SIGPIPE, SIG_IGN);
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -496,6 +507,7 @@ int main(int argc, char **argv)
         }
         c->fd = fd;
         c->len = 0;
+        c->answered = 0;
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * neighbor_graph: CoreScope's in-memory neighbour graph (BuildFromStore in its server), built
+ * from the database as its packet store holds it after a load, and a node's neighbours as
+ * its /api/nodes/{pubkey}/neighbors handler gives them.
+ *
+ * The build, as CoreScope's:
+ *   - transmissions by first_seen (then id), each one's observations newest first, one per
+ * (observer id, path_json); a path is the hops of path_json (none when it does not decode as
+ * strings);
+ *   - an ADVERT (payload_type 4) with an originator (decoded pubKey, from_node or from): heard
+ *     with no hop, an edge originator - observer (prefix ""); with hops, originator - first
+ *     hop; and for every observation with hops, observer - last hop. A hop is resolved among
+ *     the nodes that can relay whose key starts with it (2 to 8 characters, or the whole key):
+ *     one candidate (not the known end itself) makes a plain edge; none, or several, an
+ *     ambiguous edge of the known end for that prefix with the candidates;
+ *   - an edge between two nodes both with GPS more than 500 km apart is dropped;
+ *   - each edge counts its observations (by prefix length: 0 for "", 1-3 bytes, else 0), its
+ *     first and last time, SNR sum, and observers;
+ *   - ambiguous edges are then resolved with the known end as context (a single candidate
+ *     that is not a listener-only observer; else one whose edge to the known end scores at
+ *     least 3 times the next and was seen 3 times; else the candidate with GPS nearest to the
+ *     known end when it is a relay with GPS), then by Jaccard similarity of resolved
+ *     neighbour sets (edges seen 3 times or more, best at least 3 times the second, or the
+ *     only one above 0); a resolved edge merges into an existing one.
+ * The answer: the node's edges with count >= min_count and score >= min_score (ambiguous ones
+ * unless include_ambiguous is false), score = min(1, count/100) x exp(-ln2/168 x hours since
+ * last seen); unresolved prefix entries whose prefix starts exactly one resolved neighbour's
+ * key are folded into it; highest score first.
+ *
+ * Where it cannot equal CoreScope's: CoreScope walks Go maps (random order) when it resolves
+ * and merges edges, so an edge's prefix after a merge and the order of equal scores vary
+ * between its own runs; meshgate merges in key order and breaks ties by the edge's creation.
+ */
+#ifndef MESHGATE_NEIGHBOR_GRAPH_H
+#define MESHGATE_NEIGHBOR_GRAPH_H
+
+#include "buf.h"
+#include "db.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mg_neighbor_query {
+    const char *pubkey; /* lowercased */
+    int64_t min_count;
+    double min_score;
+    bool include_ambiguous;
+    int64_t now_ms; /* the score's clock (Unix ms) */
+};
+
+/* How long a process keeps a graph (CoreScope's neighborGraphTTL). */
+#define MG_NEIGHBOR_GRAPH_INTERVAL_NS (300 * 1000000000LL)
+
+/* Writes the node's answer (a JSON object and "\n") into body from this process's graph of
+ * db's file, built first when it has none younger than the interval (one pass over
+ * observations with their transmissions and observers: 41 s at 2M observations on a loaded
+ * machine); an SQLite code. The graph is shared by the process's threads, so each node's
+ * report after the first costs a walk of the edges. */
+int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
+                             struct mg_buf *body);
+void mg_neighbor_graph_forget(void); /* tests */
+
+/* Whether this process has a graph of db's file younger than the interval. */
+bool mg_neighbor_graph_fresh(struct mg_db *db);
+/* Holds this process's graph for reading, built first when it has none fresh (as for an
+ * answer); an SQLite code. Release it when done (only after SQLITE_OK). */
+int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms);
+void mg_neighbor_graph_release(void);
+/* Between hold and release: the score (CoreScope's Score, times its Confidence when asked) of
+ * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */
+double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,
+                                    bool with_confidence, int64_t *count);
+
+#endif

@@ -50,15 +50,17 @@ size_t mg_agent_answer(const struct mg_agent_status *s, char *out, size_t cap)
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-static void read_gate(const struct mg_fifo_gate *g, struct mg_agent_gate *out)
+static void read_gate(const struct mg_fifo_gate *g, int pid, struct mg_agent_gate *out)
 {
-    out->cap = *(volatile const uint32_t *)&g->cap;
-    out->in_flight = *(volatile const uint32_t *)&g->in_flight;
-    out->queue_max = *(volatile const uint32_t *)&g->queue_max;
-    out->waiting = *(volatile const uint32_t *)&g->waiting;
+    struct mg_fifo_snapshot snap;
+    mg_fifo_gate_read(g, pid, true, &snap);
+    out->cap = snap.cap;
+    out->in_flight = snap.in_flight;
+    out->queue_max = snap.queue_max;
+    out->waiting = snap.waiting;
 }
 
-void mg_agent_read_load(const struct mg_segment *seg, unsigned workers_configured,
+void mg_agent_read_load(const struct mg_segment *seg, int pid, unsigned workers_configured,
                         struct mg_agent_load *out)
 {
     memset(out, 0, sizeof *out);
@@ -71,8 +73,8 @@ void mg_agent_read_load(const struct mg_segment *seg, unsigned workers_configure
         out->workers_busy +=
             st == MG_SLOT_READING || st == MG_SLOT_HANDLING || st == MG_SLOT_WRITING;
     }
-    read_gate(seg->cold, &out->cold);
-    read_gate(seg->anon, &out->anon);
+    read_gate(seg->cold, pid, &out->cold);
+    read_gate(seg->anon, pid, &out->anon);
 }
 
 int mg_agent_listen(const char *address, char *err, size_t errlen)

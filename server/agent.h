@@ -34,9 +34,8 @@
  * of 0 would look like a drain. The diagnostic gate (one memory walk at a time) is not
  * capacity and is left out.
  *
- * Gate state is read with plain loads of words written under each gate's lock (as
- * /api/healthz does): a value may be one update late, never torn. mg_agent_read_load is the
- * only place that reaches into the gates, so a gate's read function can replace it.
+ * Gate state is read as every other reader reads it, with the gate's read function
+ * (mg_fifo_gate_read: under the gate's lock, so in_flight, waiting and the bounds agree).
  */
 #ifndef MESHGATE_AGENT_H
 #define MESHGATE_AGENT_H
@@ -78,8 +77,9 @@ unsigned mg_agent_weight(const struct mg_agent_load *load);
 /* The line for HAProxy, with its '\n', into out; returns its length. */
 size_t mg_agent_answer(const struct mg_agent_status *status, char *out, size_t cap);
 
-/* What the segment shows now: the scoreboard and the two FIFO gates. */
-void mg_agent_read_load(const struct mg_segment *seg, unsigned workers_configured,
+/* What the segment shows now: the scoreboard and the two FIFO gates (pid: the reader, for the
+ * gates' locks). */
+void mg_agent_read_load(const struct mg_segment *seg, int pid, unsigned workers_configured,
                         struct mg_agent_load *out);
 
 /* Opens MESHGATE_AGENT_LISTEN (text as configured, not empty). Returns the listening socket,

@@ -716,7 +716,7 @@ static void answer_agent(struct master *m, int64_t now)
         .replica_max_lag_ms = m->cfg.replica_max_lag_ms,
     };
     mg_segment_replica_lag_ms(&m->seg, mg_realtime_ns(), &status.replica_lag_ms);
-    mg_agent_read_load(&m->seg, m->workers, &status.load);
+    mg_agent_read_load(&m->seg, m->pid, m->workers, &status.load);
     char line[64];
     size_t len = mg_agent_answer(&status, line, sizeof line);
     mg_agent_serve(m->agent_fd, line, len);
@@ -747,8 +747,10 @@ static void tick(struct master *m, int64_t now)
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
         char status[384];
         struct mg_fifo_snapshot cold, anon;
+        struct mg_diag_snapshot diag;
         mg_fifo_gate_read(m->seg.cold, m->pid, true, &cold);
         mg_fifo_gate_read(m->seg.anon, m->pid, true, &anon);
+        mg_diag_gate_read(m->seg.diag, m->pid, true, now, &diag);
         int len = snprintf(
             status, sizeof status,
             "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
@@ -758,16 +760,16 @@ static void tick(struct master *m, int64_t now)
                                   : "serving",
             alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
             cold.in_flight, cold.cap, cold.waiting, anon.in_flight, anon.cap, anon.waiting,
-            atomic_load(&m->seg.diag->running) ? "running" : "idle",
-            (unsigned long long)mg_rates_refusals(&m->seg));
+            diag.running ? "running" : "idle", (unsigned long long)mg_rates_refusals(&m->seg));
         const struct mg_upstream_shm *up = m->seg.upstream;
         if (m->seg.config->upstream[0] && len > 0 && (size_t)len < sizeof status) {
             struct mg_fifo_snapshot ug;
+            struct mg_upstream_snapshot us;
             mg_fifo_gate_read(&up->gate, m->pid, true, &ug);
+            mg_upstream_shm_read(up, now, &us);
             snprintf(status + len, sizeof status - (size_t)len,
                      "; upstream %u/%u, %u waiting, breaker %s, %u websockets", ug.in_flight,
-                     ug.cap, ug.waiting, mg_breaker_state_name(atomic_load(&up->breaker.state)),
-                     atomic_load(&up->tunnels_open));
+                     ug.cap, ug.waiting, mg_breaker_state_name(us.breaker_state), us.tunnels_open);
         }
         if (strcmp(status, m->last_status) != 0) {
             mg_notify("STATUS=%s", status);

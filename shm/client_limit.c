@@ -164,6 +164,19 @@ uint32_t mg_client_limit_tracked(const struct mg_client_view *v, int64_t now_ns)
     return tracked;
 }
 
+void mg_client_limit_read(const struct mg_client_view *v, int64_t now_ns,
+                          struct mg_client_snapshot *out)
+{
+    const struct mg_client_table *t = v->table;
+    out->per_minute = atomic_load(&t->per_minute);
+    out->burst = atomic_load(&t->burst);
+    out->entries = t->sets * MG_CLIENT_WAYS;
+    out->tracked = mg_client_limit_tracked(v, now_ns);
+#define READ_COUNTER(field, json, what) out->field = atomic_load(&t->field);
+    MG_CLIENT_COUNTER_LIST(READ_COUNTER)
+#undef READ_COUNTER
+}
+
 int mg_client_limit_retry_after_s(int64_t retry_after_ns)
 {
     if (retry_after_ns <= MG_NS_PER_SEC)

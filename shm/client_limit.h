@@ -129,6 +129,36 @@ unsigned mg_client_limit_reclaim(struct mg_client_view *v, int pid);
  */
 uint32_t mg_client_limit_tracked(const struct mg_client_view *v, int64_t now_ns);
 
+/*
+ * The table's counters, once: X(field, JSON key, what it counts). /metrics
+ * (meshgate_anon_rate_FIELD_total), /api/perf, /server-status and meshgate-shm show them
+ * from this list, so a counter added here appears everywhere. The refusals (`limited`) are
+ * not in it: the group counter anon_rate_limited (stats.h) counts the same refusals where
+ * the dispatcher answers them, under the name every reader already shows.
+ */
+#define MG_CLIENT_COUNTER_LIST(X)                                                                  \
+    X(allowed, "allowed", "anonymous heavy requests the per-client rate let through")              \
+    X(evicted, "evicted", "rate table entries pushed out by new clients while still limiting")
+
+/* The table's state at one moment (mg_client_limit_read). */
+struct mg_client_snapshot {
+    uint32_t per_minute; /* 0: the limit is off */
+    uint32_t burst;
+    uint32_t entries; /* sets * MG_CLIENT_WAYS */
+    uint32_t tracked; /* as mg_client_limit_tracked */
+#define MG_CLIENT_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
+    MG_CLIENT_COUNTER_LIST(MG_CLIENT_SNAPSHOT_COUNTER)
+#undef MG_CLIENT_SNAPSHOT_COUNTER
+};
+
+/*
+ * The one way to read the table's numbers. The table has no lock of its own (each set has
+ * one, and the parameters are atomic words), so nothing here locks: each value is whole,
+ * and a rate and burst read across a reload may be one old and one new.
+ */
+void mg_client_limit_read(const struct mg_client_view *v, int64_t now_ns,
+                          struct mg_client_snapshot *out);
+
 /* A Retry-After header value: retry_after_ns in whole seconds, rounded up, at least 1. */
 int mg_client_limit_retry_after_s(int64_t retry_after_ns);
 

@@ -21,6 +21,30 @@ void mg_diag_gate_configure(struct mg_diag_gate *g, int pid, int64_t cooldown_ns
     mg_lock_release(&g->lock, pid);
 }
 
+void mg_diag_gate_read(const struct mg_diag_gate *g, int pid, bool locked, int64_t now_ns,
+                       struct mg_diag_snapshot *out)
+{
+    /* The lock word is the only thing written here: readers get a const gate. */
+    struct mg_lock *lock = (struct mg_lock *)&g->lock;
+    if (locked)
+        mg_lock_acquire(lock, pid);
+    out->enabled = g->enabled != 0;
+    out->cooldown_ns = g->cooldown_ns;
+    out->holder_pid = g->holder_pid;
+    out->holder_slot = g->holder_slot;
+    out->holder_since_monotonic_ns = g->holder_since_monotonic_ns;
+    int64_t until = g->cooldown_until_monotonic_ns;
+    out->last_walk_ns = g->last_walk_ns;
+    if (locked)
+        mg_lock_release(lock, pid);
+    out->cooldown_remaining_ns = out->holder_pid == 0 && until > now_ns ? until - now_ns : 0;
+    out->running = atomic_load(&g->running);
+    out->peak = atomic_load(&g->peak);
+#define READ_COUNTER(field, json, what) out->field = atomic_load(&g->field);
+    MG_DIAG_COUNTER_LIST(READ_COUNTER)
+#undef READ_COUNTER
+}
+
 int mg_retry_after_seconds(int64_t remaining_ns)
 {
     if (remaining_ns <= MG_NS_PER_SEC)

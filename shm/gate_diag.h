@@ -48,6 +48,42 @@ struct mg_diag_gate {
     _Atomic uint64_t reclaimed;
 };
 
+/*
+ * Every counter of the diagnostic gate, once: X(field, JSON key, what it counts). /metrics
+ * (meshgate_perf_mem_FIELD_total), /api/perf, /server-status and meshgate-shm show them from
+ * this list, so a counter added here appears everywhere.
+ */
+#define MG_DIAG_COUNTER_LIST(X)                                                                    \
+    X(admitted, "admitted", "memory breakdowns admitted")                                          \
+    X(refused_busy, "refusedBusy", "memory breakdowns refused because one was running")            \
+    X(refused_cooling, "refusedCooling", "memory breakdowns refused during the cooldown")          \
+    X(reclaimed, "reclaimed", "diagnostic permits of dead workers given back")
+
+/* The gate's state at one moment (mg_diag_gate_read). */
+struct mg_diag_snapshot {
+    bool enabled;
+    int64_t cooldown_ns;
+    int32_t holder_pid; /* 0: no walk running */
+    uint32_t holder_slot;
+    int64_t holder_since_monotonic_ns;
+    int64_t cooldown_remaining_ns; /* at the time read: 0 while a walk runs or when open */
+    int64_t last_walk_ns;
+    uint32_t running;
+    uint32_t peak;
+#define MG_DIAG_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
+    MG_DIAG_COUNTER_LIST(MG_DIAG_SNAPSHOT_COUNTER)
+#undef MG_DIAG_SNAPSHOT_COUNTER
+};
+
+/*
+ * The one way to read the gate: copied under its lock (locked, pid: the reader), so the
+ * holder, its start and the cooldown agree with each other; or, for a private copy of the
+ * segment (the dump tool, which never locks), as the copy holds them (locked false). now_ns
+ * is when the remaining cooldown is measured from.
+ */
+void mg_diag_gate_read(const struct mg_diag_gate *g, int pid, bool locked, int64_t now_ns,
+                       struct mg_diag_snapshot *out);
+
 enum mg_diag_result { MG_DIAG_ADMITTED = 0, MG_DIAG_BUSY, MG_DIAG_COOLING };
 
 void mg_diag_gate_init(struct mg_diag_gate *g, int64_t cooldown_ns, bool enabled);

@@ -314,3 +314,23 @@ void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
     MG_FIFO_COUNTER_LIST(READ_COUNTER)
 #undef READ_COUNTER
 }
+
+unsigned mg_fifo_gate_records(const struct mg_fifo_gate *g, int pid, bool locked,
+                              enum mg_fifo_records which, struct mg_fifo_record *out, unsigned max)
+{
+    const struct mg_fifo_record *r = which == MG_FIFO_HOLDERS ? g->holder : g->waiter;
+    unsigned count = which == MG_FIFO_HOLDERS ? MG_FIFO_HOLDERS_MAX : MG_FIFO_WAITERS_MAX;
+    bool followers = which == MG_FIFO_FOLLOWERS;
+    struct mg_lock *lock = (struct mg_lock *)&g->lock;
+    unsigned n = 0;
+    if (locked)
+        mg_lock_acquire(lock, pid);
+    for (unsigned i = 0; i < count && n < max; i++)
+        if (r[i].pid != 0 && (bool)r[i].follower == followers)
+            out[n++] = r[i];
+    if (locked)
+        mg_lock_release(lock, pid);
+    for (unsigned i = 0; i < n; i++)
+        out[i].key[MG_FIFO_KEY_MAX - 1] = '\0';
+    return n;
+}

@@ -105,6 +105,22 @@ struct mg_fifo_snapshot {
 void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
                        struct mg_fifo_snapshot *out);
 
+/* Which records mg_fifo_gate_records copies. */
+enum mg_fifo_records {
+    MG_FIFO_HOLDERS,   /* permits held */
+    MG_FIFO_WAITERS,   /* places in line waiting for a permit */
+    MG_FIFO_FOLLOWERS, /* places waiting for another request's result */
+};
+
+/*
+ * The one way to read who holds and who waits: copies the occupied records of one kind into
+ * out (at most max; MG_FIFO_WAITERS_MAX always suffices), keys re-terminated, under the
+ * gate's lock (locked, pid: the reader) or as a private copy of the segment holds them
+ * (locked false). Returns how many. The walk is as long as a join's.
+ */
+unsigned mg_fifo_gate_records(const struct mg_fifo_gate *g, int pid, bool locked,
+                              enum mg_fifo_records which, struct mg_fifo_record *out, unsigned max);
+
 enum mg_fifo_result {
     MG_FIFO_ADMITTED = 0,
     MG_FIFO_REFUSED_FULL,

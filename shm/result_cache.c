@@ -412,18 +412,28 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid)
     return freed;
 }
 
-unsigned mg_result_cache_ready(const struct mg_cache_view *v, int64_t now)
+void mg_result_cache_read(const struct mg_cache_view *v, int pid, bool locked, int64_t now,
+                          struct mg_cache_snapshot *out)
 {
-    unsigned n = 0;
-    for (unsigned i = 0; i < v->cache->entries; i++)
-        n += v->entry[i].state == MG_CACHE_READY && v->entry[i].expires_monotonic_ns > now;
-    return n;
-}
-
-uint64_t mg_result_cache_pages_used(const struct mg_cache_view *v)
-{
-    uint64_t n = 0;
-    for (unsigned i = 0; i < v->cache->entries; i++)
-        n += v->entry[i].state != MG_CACHE_FREE ? v->entry[i].page_count : 0;
-    return n;
+    const struct mg_result_cache *c = v->cache;
+    /* The lock word is the only thing written here. */
+    struct mg_lock *lock = (struct mg_lock *)&c->lock;
+    if (locked)
+        mg_lock_acquire(lock, pid);
+    out->entries = c->entries;
+    out->pages = c->pages;
+    out->ttl_ns = c->ttl_ns;
+    out->ready = out->building = 0;
+    out->pages_used = 0;
+    for (unsigned i = 0; i < c->entries; i++) {
+        const struct mg_cache_entry *e = &v->entry[i];
+        out->ready += e->state == MG_CACHE_READY && e->expires_monotonic_ns > now;
+        out->building += e->state == MG_CACHE_BUILDING;
+        out->pages_used += e->state != MG_CACHE_FREE ? e->page_count : 0;
+    }
+    if (locked)
+        mg_lock_release(lock, pid);
+#define READ_COUNTER(field, json, what) out->field = atomic_load(&c->field);
+    MG_CACHE_COUNTER_LIST(READ_COUNTER)
+#undef READ_COUNTER
 }

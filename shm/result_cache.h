@@ -180,9 +180,40 @@ void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id
 /* Master, after reaping pid: frees the builds it claimed; returns how many. */
 unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
 
-/* READY entries that have not expired at now (for the dump tool and /api/perf). */
-unsigned mg_result_cache_ready(const struct mg_cache_view *v, int64_t now);
-/* Pages of the pool that entries own now (for the dump tool; read without the lock). */
-uint64_t mg_result_cache_pages_used(const struct mg_cache_view *v);
+/*
+ * Every counter of the cache, once: X(field, JSON key, what it counts). /metrics
+ * (meshgate_reach_cache_FIELD_total), /api/perf, /server-status and meshgate-shm show them
+ * from this list, so a counter added here appears everywhere.
+ */
+#define MG_CACHE_COUNTER_LIST(X)                                                                   \
+    X(hits, "hits", "reach requests answered from the cache")                                      \
+    X(misses, "misses", "reach requests that found no stored report")                              \
+    X(coalesced, "coalesced", "reach requests that waited for an identical build")                 \
+    X(stored, "stored", "reach reports stored")                                                    \
+    X(evicted, "evicted", "stored reach reports dropped to make room")                             \
+    X(too_large, "tooLarge", "reach reports served but too large to store")                        \
+    X(takeovers, "takeovers", "builds taken over from a builder that died")                        \
+    X(reclaimed, "reclaimed", "builds of dead workers freed by the master")
+
+/* The cache's state at one moment (mg_result_cache_read). */
+struct mg_cache_snapshot {
+    uint32_t entries;    /* capacity */
+    uint32_t pages;      /* the pool */
+    uint64_t pages_used; /* pages that entries own now */
+    int64_t ttl_ns;
+    uint32_t ready;    /* READY and not expired at the time read */
+    uint32_t building; /* builds under way */
+#define MG_CACHE_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
+    MG_CACHE_COUNTER_LIST(MG_CACHE_SNAPSHOT_COUNTER)
+#undef MG_CACHE_SNAPSHOT_COUNTER
+};
+
+/*
+ * The one way to read the cache's numbers: its entries counted under its lock (locked, pid:
+ * the reader), a walk of the entry table as short as a lookup's; or, for a private copy of
+ * the segment (the dump tool, which never locks), as the copy holds them (locked false).
+ */
+void mg_result_cache_read(const struct mg_cache_view *v, int pid, bool locked, int64_t now,
+                          struct mg_cache_snapshot *out);
 
 #endif

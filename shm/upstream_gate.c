@@ -94,3 +94,24 @@ unsigned mg_upstream_shm_reclaim(struct mg_upstream_shm *u, unsigned slot, int p
     }
     return freed;
 }
+
+void mg_upstream_shm_read(const struct mg_upstream_shm *u, int64_t now_ns,
+                          struct mg_upstream_snapshot *out)
+{
+    const struct mg_breaker *b = &u->breaker;
+    out->breaker_state = atomic_load(&b->state);
+    out->breaker_failures = atomic_load(&b->failures);
+    int64_t until = atomic_load(&b->open_until_ns);
+    out->breaker_open_remaining_ns =
+        out->breaker_state == MG_BREAKER_OPEN && until > now_ns ? until - now_ns : 0;
+    out->tunnels_open = atomic_load(&u->tunnels_open);
+    out->tunnel_cap = atomic_load(&u->tunnel_cap);
+    out->tunnels_peak = atomic_load(&u->tunnels_peak);
+    out->anon_max = atomic_load(&u->anon_max);
+    out->anon_held = atomic_load(&u->anon_held);
+    out->anon_peak = atomic_load(&u->anon_peak);
+    out->anon_held_back = atomic_load(&u->anon_held_back);
+#define READ_COUNTER(field, json, what) out->field = atomic_load(&b->field);
+    MG_BREAKER_COUNTER_LIST(READ_COUNTER)
+#undef READ_COUNTER
+}

@@ -52,6 +52,41 @@ void mg_upstream_shm_init(struct mg_upstream_shm *u, const struct mg_config *cfg
 /* Master, on reload: the gate's limits, the breaker's, the tunnel cap. */
 void mg_upstream_shm_configure(struct mg_upstream_shm *u, int pid, const struct mg_config *cfg);
 
+/*
+ * The breaker's counters, once: X(field, JSON key, what it counts). /metrics
+ * (meshgate_upstream_breaker_FIELD_total), /api/perf, /server-status and meshgate-shm show
+ * them from this list, so a counter added here appears everywhere.
+ */
+#define MG_BREAKER_COUNTER_LIST(X)                                                                 \
+    X(opened, "breakerOpened", "times the upstream's breaker opened")                              \
+    X(fast_fails, "breakerFastFails",                                                              \
+      "requests answered 502 at once because the breaker was open")                                \
+    X(probes, "breakerProbes", "requests let through to probe a half-open breaker")
+
+/* The breaker, the tunnels and the anonymous share at one moment (mg_upstream_shm_read); the gate
+ * is read with mg_fifo_gate_read. */
+struct mg_upstream_snapshot {
+    uint32_t breaker_state; /* enum mg_breaker_state */
+    uint32_t breaker_failures;
+    int64_t breaker_open_remaining_ns; /* while open, at the time read; else 0 */
+    uint32_t tunnels_open;
+    uint32_t tunnel_cap;
+    uint32_t tunnels_peak;
+    uint32_t anon_max; /* UINT32_MAX: no reserve */
+    uint32_t anon_held;
+    uint32_t anon_peak;
+    uint64_t anon_held_back;
+#define MG_BREAKER_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
+    MG_BREAKER_COUNTER_LIST(MG_BREAKER_SNAPSHOT_COUNTER)
+#undef MG_BREAKER_SNAPSHOT_COUNTER
+};
+
+/* The one way to read the breaker and the tunnels. They have no lock (each word is atomic,
+ * and the breaker changes state by compare-and-swap), so nothing here locks: each value is
+ * whole, and two of them may be a moment apart. */
+void mg_upstream_shm_read(const struct mg_upstream_shm *u, int64_t now_ns,
+                          struct mg_upstream_snapshot *out);
+
 /* Counts a tunnel for slot; false (nothing counted) when the cap is reached. */
 bool mg_upstream_tunnel_open(struct mg_upstream_shm *u, unsigned slot);
 void mg_upstream_tunnel_close(struct mg_upstream_shm *u, unsigned slot);

@@ -87,3 +87,26 @@ Test(prepared, a_parked_request_resumes_as_prepared_whatever_the_buffers_hold_la
     cr_expect_null(park.prepared, "what was kept is freed once answered");
     mg_test_ctx_close(&t);
 }
+
+/* With the real server: a request parked for many turns (its heavy work held on the helper
+ * for a while) had its head parsed once and was prepared once; the test hooks report the
+ * counts in X-Test-Prepared. */
+Test(prepared, a_parked_request_is_parsed_and_prepared_once_however_many_turns_it_waits)
+{
+    const char *env[] = {"MESHGATE_TEST_HOOKS=park", "MESHGATE_ANON_RATE=0", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/packets?limit=1", "X-Test-Hold-Ms: 300\r\n", &r));
+    cr_expect_eq(r.status, 200, "%d %s", r.status, r.body);
+    char counts[96] = "";
+    cr_assert(mg_test_header(&r, "X-Test-Prepared", counts, sizeof counts), "%s", r.head);
+    unsigned turns = 0, heads = 0, preparations = 0;
+    cr_assert_eq(sscanf(counts, "turns=%u heads=%u preparations=%u", &turns, &heads, &preparations),
+                 3, "%s", counts);
+    cr_expect_gt(turns, 1, "the request was not parked: %s", counts);
+    cr_expect_eq(heads, 1, "its head was parsed again while parked: %s", counts);
+    cr_expect_eq(preparations, 1, "it was prepared again while parked: %s", counts);
+    mg_test_response_free(&r);
+    cr_expect_eq(mg_test_server_stop(&s, 20000), 0);
+}

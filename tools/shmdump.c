@@ -777,41 +777,52 @@ static void text_values(const struct mg_shmdump *d, struct mg_buf *out)
     }
 }
 
+/* One counter as the text report shows it ("refused full 3": the field, '_' as spaces). */
+static void text_counter(struct mg_buf *out, const char *sep, const char *field, uint64_t value)
+{
+    char label[32];
+    snprintf(label, sizeof label, "%s", field);
+    for (char *u = strchr(label, '_'); u; u = strchr(u, '_'))
+        *u = ' ';
+    mg_buf_printf(out, "%s%s %" PRIu64, sep, label, value);
+}
+
 static void text_gates(const struct mg_shmdump *d, struct mg_buf *out)
 {
-    const struct mg_diag_gate *g = d->seg.diag;
+    struct mg_diag_snapshot g;
+    mg_diag_gate_read(d->seg.diag, 0, false, d->taken_monotonic_ns, &g); /* never locked */
     char age[32];
     mg_buf_puts(out, "\ngates\n");
     mg_buf_printf(out,
                   "  perf_mem (/api/perf?mem=1): %s, cap 1, %" PRIu32 " running, peak %" PRIu32
                   ", cooldown %.0f ms\n",
-                  g->enabled ? "on" : "OFF", atomic_load(&g->running), atomic_load(&g->peak),
-                  ns_to_ms(g->cooldown_ns));
-    if (g->holder_pid != 0) {
-        format_age(d, g->holder_since_monotonic_ns, age, sizeof age);
+                  g.enabled ? "on" : "OFF", g.running, g.peak, ns_to_ms(g.cooldown_ns));
+    if (g.holder_pid != 0) {
+        format_age(d, g.holder_since_monotonic_ns, age, sizeof age);
         mg_buf_printf(out, "    holder: worker %" PRIu32 ", pid %" PRId32 ", walking for %s\n",
-                      g->holder_slot, g->holder_pid, age);
+                      g.holder_slot, g.holder_pid, age);
+    } else if (g.cooldown_remaining_ns > 0) {
+        mg_buf_printf(out, "    holder: none; cooldown ends in %.0f ms\n",
+                      ns_to_ms(g.cooldown_remaining_ns));
     } else {
-        int64_t left = g->cooldown_until_monotonic_ns - d->taken_monotonic_ns;
-        if (left > 0)
-            mg_buf_printf(out, "    holder: none; cooldown ends in %.0f ms\n", ns_to_ms(left));
-        else
-            mg_buf_puts(out, "    holder: none; open\n");
+        mg_buf_puts(out, "    holder: none; open\n");
     }
-    mg_buf_printf(out,
-                  "    admitted %" PRIu64 ", refused busy %" PRIu64 ", refused cooling %" PRIu64
-                  ", reclaimed %" PRIu64 ", last walk %.1f ms\n",
-                  atomic_load(&g->admitted), atomic_load(&g->refused_busy),
-                  atomic_load(&g->refused_cooling), atomic_load(&g->reclaimed),
-                  ns_to_ms(g->last_walk_ns));
+    const char *sep = "    ";
+#define TEXT_COUNTER(field, json, what)                                                            \
+    text_counter(out, sep, #field, g.field);                                                       \
+    sep = ", ";
+    MG_DIAG_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+    mg_buf_printf(out, ", last walk %.1f ms\n", ns_to_ms(g.last_walk_ns));
 }
 
 static void text_records(const struct mg_shmdump *d, struct mg_buf *out, const char *what,
-                         const struct mg_fifo_record *r, unsigned count, bool followers)
+                         const struct mg_fifo_gate *gate, enum mg_fifo_records which)
 {
-    for (unsigned i = 0; i < count; i++) {
-        if (r[i].pid == 0 || (bool)r[i].follower != followers)
-            continue;
+    struct mg_fifo_record r[MG_FIFO_WAITERS_MAX];
+    /* the dump's own copy: never locked */
+    unsigned n = mg_fifo_gate_records(gate, 0, false, which, r, MG_FIFO_WAITERS_MAX);
+    for (unsigned i = 0; i < n; i++) {
         char key[4 * MG_FIFO_KEY_MAX + 1], age[32];
         clean_copy(key, sizeof key, r[i].key, sizeof r[i].key);
         format_age(d, r[i].since_monotonic_ns, age, sizeof age);
@@ -827,15 +838,8 @@ static void text_fifo_counters(struct mg_buf *out, const struct mg_fifo_snapshot
 {
     const char *sep = "    ";
 #define TEXT_COUNTER(field, json, what)                                                            \
-    {                                                                                              \
-        char label[32];                                                                            \
-        snprintf(label, sizeof label, "%s",                                                        \
-                 strcmp(#field, "acquired") == 0 ? acquired_as : #field);                          \
-        for (char *u = strchr(label, '_'); u; u = strchr(u, '_'))                                  \
-            *u = ' ';                                                                              \
-        mg_buf_printf(out, "%s%s %" PRIu64, sep, label, g->field);                                 \
-        sep = ", ";                                                                                \
-    }
+    text_counter(out, sep, strcmp(#field, "acquired") == 0 ? acquired_as : #field, g->field);      \
+    sep = ", ";
     MG_FIFO_COUNTER_LIST(TEXT_COUNTER)
 #undef TEXT_COUNTER
 }
@@ -847,14 +851,14 @@ static const char *cache_state_name(uint32_t state)
 }
 
 /* The pool, then every entry that is not free with its run of pages. */
-static void text_cache_entries(const struct mg_shmdump *d, struct mg_buf *out)
+static void text_cache_entries(const struct mg_shmdump *d, struct mg_buf *out,
+                               const struct mg_cache_snapshot *c)
 {
     const struct mg_cache_view *v = &d->seg.cache;
     mg_buf_printf(out,
                   "    cache pages: %" PRIu64 " of %" PRIu32 " used (%u bytes each), a body of"
                   " at most %zu bytes is stored\n",
-                  mg_result_cache_pages_used(v), v->cache->pages, MG_CACHE_PAGE,
-                  mg_result_cache_max_body(v->cache));
+                  c->pages_used, c->pages, MG_CACHE_PAGE, mg_result_cache_max_body(v->cache));
     for (uint32_t i = 0; i < v->cache->entries; i++) {
         const struct mg_cache_entry *e = &v->entry[i];
         if (e->state == MG_CACHE_FREE)
@@ -898,7 +902,6 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
     const struct mg_fifo_gate *gate = d->seg.cold;
     struct mg_fifo_snapshot snap, *g = &snap;
     mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
-    const struct mg_result_cache *c = d->seg.cache.cache;
     char cap[16];
     if (g->cap)
         snprintf(cap, sizeof cap, "%" PRIu32, g->cap);
@@ -908,20 +911,20 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
                   "  reach_cold (cold reach builds): cap %s, %" PRIu32 " in flight, %" PRIu32
                   " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
                   cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns), g->peak);
-    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
-    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
-    text_records(d, out, "follower", gate->waiter, MG_FIFO_WAITERS_MAX, true);
+    text_records(d, out, "holder", gate, MG_FIFO_HOLDERS);
+    text_records(d, out, "waiter", gate, MG_FIFO_WAITERS);
+    text_records(d, out, "follower", gate, MG_FIFO_FOLLOWERS);
     text_fifo_counters(out, g, "acquired");
     mg_buf_puts(out, "\n");
-    mg_buf_printf(out,
-                  "    cache: %u of %" PRIu32 " entries ready, hits %" PRIu64 ", misses %" PRIu64
-                  ", coalesced %" PRIu64 ", stored %" PRIu64 ", evicted %" PRIu64
-                  ", too large %" PRIu64 ", takeovers %" PRIu64 "\n",
-                  mg_result_cache_ready(&d->seg.cache, d->taken_monotonic_ns), c->entries,
-                  atomic_load(&c->hits), atomic_load(&c->misses), atomic_load(&c->coalesced),
-                  atomic_load(&c->stored), atomic_load(&c->evicted), atomic_load(&c->too_large),
-                  atomic_load(&c->takeovers));
-    text_cache_entries(d, out);
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&d->seg.cache, 0, false, d->taken_monotonic_ns, &c); /* never locked */
+    mg_buf_printf(out, "    cache: %u of %" PRIu32 " entries ready, %u building", c.ready,
+                  c.entries, c.building);
+#define TEXT_COUNTER(field, json, what) text_counter(out, ", ", #field, c.field);
+    MG_CACHE_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+    mg_buf_puts(out, "\n");
+    text_cache_entries(d, out, &c);
 }
 
 static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
@@ -929,7 +932,6 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
     const struct mg_fifo_gate *gate = d->seg.anon;
     struct mg_fifo_snapshot snap, *g = &snap;
     mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
-    const struct mg_client_table *t = d->seg.clients.table;
     if (g->cap)
         mg_buf_printf(out,
                       "  anon_line (anonymous heavy requests): cap %" PRIu32 ", %" PRIu32
@@ -939,24 +941,27 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
                       g->peak);
     else
         mg_buf_puts(out, "  anon_line (anonymous heavy requests): OFF (no line)\n");
-    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
-    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_records(d, out, "holder", gate, MG_FIFO_HOLDERS);
+    text_records(d, out, "waiter", gate, MG_FIFO_WAITERS);
     text_fifo_counters(out, g, "admitted");
     mg_buf_printf(out, ", bypassed (signed in) %" PRIu64 ", 401s %" PRIu64 "\n",
                   mg_counter_get(&d->seg, MG_CTR_ANON_BYPASSED),
                   mg_counter_get(&d->seg, MG_CTR_UNAUTHORIZED));
-    if (t->per_minute)
+    struct mg_client_snapshot t;
+    mg_client_limit_read(&d->seg.clients, d->taken_monotonic_ns, &t);
+    if (t.per_minute)
         mg_buf_printf(out,
                       "  anon_rate (per client): %" PRIu32 " a minute, burst %" PRIu32 ", %" PRIu32
-                      " of %" PRIu32 " entries tracking, rate-limited %" PRIu64 ", evicted %" PRIu64
-                      "\n",
-                      t->per_minute, t->burst,
-                      mg_client_limit_tracked(&d->seg.clients, d->taken_monotonic_ns),
-                      t->sets * MG_CLIENT_WAYS, mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED),
-                      atomic_load(&t->evicted));
-    else
-        mg_buf_printf(out, "  anon_rate (per client): OFF, rate-limited %" PRIu64 "\n",
+                      " of %" PRIu32 " entries tracking, rate-limited %" PRIu64,
+                      t.per_minute, t.burst, t.tracked, t.entries,
                       mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED));
+    else
+        mg_buf_printf(out, "  anon_rate (per client): OFF, rate-limited %" PRIu64,
+                      mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED));
+#define TEXT_COUNTER(field, json, what) text_counter(out, ", ", #field, t.field);
+    MG_CLIENT_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+    mg_buf_puts(out, "\n");
 }
 
 /* The upstream (MESHGATE_UPSTREAM): its gate, breaker and tunnels; nothing when it is off. */
@@ -976,21 +981,23 @@ static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
                   " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
                   address, g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
                   g->peak);
-    text_records(d, out, "holder", gate->holder, MG_FIFO_HOLDERS_MAX, false);
-    text_records(d, out, "waiter", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    text_records(d, out, "holder", gate, MG_FIFO_HOLDERS);
+    text_records(d, out, "waiter", gate, MG_FIFO_WAITERS);
     text_fifo_counters(out, g, "admitted");
     mg_buf_puts(out, "\n");
-    mg_buf_printf(
-        out,
-        "    breaker %s, %" PRIu32 " failures in a row, opened %" PRIu64 ", fast fails %" PRIu64
-        ", probes %" PRIu64 "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n"
-        "    anonymous %" PRIu32 " held (peak %" PRIu32 "), held back %" PRIu64
-        " times for the signed-in reserve\n",
-        mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.failures),
-        atomic_load(&u->breaker.opened), atomic_load(&u->breaker.fast_fails),
-        atomic_load(&u->breaker.probes), atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
-        atomic_load(&u->tunnels_peak), atomic_load(&u->anon_held), atomic_load(&u->anon_peak),
-        atomic_load(&u->anon_held_back));
+    struct mg_upstream_snapshot s;
+    mg_upstream_shm_read(u, d->taken_monotonic_ns, &s);
+    mg_buf_printf(out, "    breaker %s, %" PRIu32 " failures in a row",
+                  mg_breaker_state_name(s.breaker_state), s.breaker_failures);
+#define TEXT_COUNTER(field, json, what) text_counter(out, ", ", #field, s.field);
+    MG_BREAKER_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+    mg_buf_printf(out,
+                  "; websockets %" PRIu32 " of %" PRIu32 " (peak %" PRIu32 ")\n"
+                  "    anonymous %" PRIu32 " held (peak %" PRIu32 "), held back %" PRIu64
+                  " times for the signed-in reserve\n",
+                  s.tunnels_open, s.tunnel_cap, s.tunnels_peak, s.anon_held, s.anon_peak,
+                  s.anon_held_back);
 }
 
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
@@ -1248,13 +1255,14 @@ static void json_workers(struct mg_json *j, const struct mg_shmdump *d)
 }
 
 static void json_records(struct mg_json *j, const struct mg_shmdump *d, const char *name,
-                         const struct mg_fifo_record *r, unsigned count, bool followers)
+                         const struct mg_fifo_gate *gate, enum mg_fifo_records which)
 {
+    struct mg_fifo_record r[MG_FIFO_WAITERS_MAX];
+    /* the dump's own copy: never locked */
+    unsigned n = mg_fifo_gate_records(gate, 0, false, which, r, MG_FIFO_WAITERS_MAX);
     mg_json_key(j, name);
     mg_json_array_begin(j);
-    for (unsigned i = 0; i < count; i++) {
-        if (r[i].pid == 0 || (bool)r[i].follower != followers)
-            continue;
+    for (unsigned i = 0; i < n; i++) {
         mg_json_object_begin(j);
         mg_json_kv_uint(j, "worker", r[i].slot);
         mg_json_kv_int(j, "pid", r[i].pid);
@@ -1278,10 +1286,10 @@ static void json_fifo(struct mg_json *j, const struct mg_shmdump *d,
     mg_json_kv_uint(j, "queue_max", g.queue_max);
     json_ms(j, "wait_ms", ns_to_ms(g.wait_ns));
     mg_json_kv_uint(j, "peak", g.peak);
-    json_records(j, d, "holders", gate->holder, MG_FIFO_HOLDERS_MAX, false);
-    json_records(j, d, "waiters", gate->waiter, MG_FIFO_WAITERS_MAX, false);
+    json_records(j, d, "holders", gate, MG_FIFO_HOLDERS);
+    json_records(j, d, "waiters", gate, MG_FIFO_WAITERS);
     if (followers)
-        json_records(j, d, "followers", gate->waiter, MG_FIFO_WAITERS_MAX, true);
+        json_records(j, d, "followers", gate, MG_FIFO_FOLLOWERS);
 #define JSON_COUNTER(field, json, what)                                                            \
     mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? admitted_key : #field, g.field);
     MG_FIFO_COUNTER_LIST(JSON_COUNTER)
@@ -1327,25 +1335,22 @@ static void json_cache_table(struct mg_json *j, const struct mg_shmdump *d)
 static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
 {
     const struct mg_fifo_gate *g = d->seg.cold;
-    const struct mg_result_cache *c = d->seg.cache.cache;
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&d->seg.cache, 0, false, d->taken_monotonic_ns, &c); /* never locked */
     mg_json_key(j, "reach_cold");
     mg_json_object_begin(j);
     json_fifo(j, d, g, "acquired", true);
     mg_json_key(j, "cache");
     mg_json_object_begin(j);
-    mg_json_kv_uint(j, "entries", c->entries);
-    mg_json_kv_uint(j, "ready", mg_result_cache_ready(&d->seg.cache, d->taken_monotonic_ns));
-    mg_json_kv_uint(j, "hits", atomic_load(&c->hits));
-    mg_json_kv_uint(j, "misses", atomic_load(&c->misses));
-    mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
-    mg_json_kv_uint(j, "stored", atomic_load(&c->stored));
-    mg_json_kv_uint(j, "evicted", atomic_load(&c->evicted));
-    mg_json_kv_uint(j, "too_large", atomic_load(&c->too_large));
-    mg_json_kv_uint(j, "takeovers", atomic_load(&c->takeovers));
-    mg_json_kv_uint(j, "reclaimed", atomic_load(&c->reclaimed));
-    mg_json_kv_uint(j, "pages", c->pages);
-    mg_json_kv_uint(j, "pages_used", mg_result_cache_pages_used(&d->seg.cache));
-    mg_json_kv_uint(j, "max_body_bytes", mg_result_cache_max_body(c));
+    mg_json_kv_uint(j, "entries", c.entries);
+    mg_json_kv_uint(j, "ready", c.ready);
+    mg_json_kv_uint(j, "building", c.building);
+#define JSON_COUNTER(field, json, what) mg_json_kv_uint(j, #field, c.field);
+    MG_CACHE_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
+    mg_json_kv_uint(j, "pages", c.pages);
+    mg_json_kv_uint(j, "pages_used", c.pages_used);
+    mg_json_kv_uint(j, "max_body_bytes", mg_result_cache_max_body(d->seg.cache.cache));
     json_cache_table(j, d);
     mg_json_object_end(j);
     mg_json_object_end(j);
@@ -1354,7 +1359,8 @@ static void json_cold(struct mg_json *j, const struct mg_shmdump *d)
 static void json_anon(struct mg_json *j, const struct mg_shmdump *d)
 {
     const struct mg_fifo_gate *g = d->seg.anon;
-    const struct mg_client_table *t = d->seg.clients.table;
+    struct mg_client_snapshot t;
+    mg_client_limit_read(&d->seg.clients, d->taken_monotonic_ns, &t);
     mg_json_key(j, "anon_line");
     mg_json_object_begin(j);
     json_fifo(j, d, g, "admitted", false);
@@ -1363,13 +1369,14 @@ static void json_anon(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_end(j);
     mg_json_key(j, "anon_rate");
     mg_json_object_begin(j);
-    mg_json_kv_uint(j, "per_minute", t->per_minute);
-    mg_json_kv_uint(j, "burst", t->burst);
-    mg_json_kv_uint(j, "entries", (uint64_t)t->sets * MG_CLIENT_WAYS);
-    mg_json_kv_uint(j, "tracked", mg_client_limit_tracked(&d->seg.clients, d->taken_monotonic_ns));
-    mg_json_kv_uint(j, "allowed", atomic_load(&t->allowed));
+    mg_json_kv_uint(j, "per_minute", t.per_minute);
+    mg_json_kv_uint(j, "burst", t.burst);
+    mg_json_kv_uint(j, "entries", t.entries);
+    mg_json_kv_uint(j, "tracked", t.tracked);
     mg_json_kv_uint(j, "rate_limited", mg_counter_get(&d->seg, MG_CTR_ANON_RATE_LIMITED));
-    mg_json_kv_uint(j, "evicted", atomic_load(&t->evicted));
+#define JSON_COUNTER(field, json, what) mg_json_kv_uint(j, #field, t.field);
+    MG_CLIENT_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
     mg_json_object_end(j);
 }
 
@@ -1383,49 +1390,50 @@ static void json_upstream(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_begin(j);
     mg_json_kv_string(j, "address", address);
     json_fifo(j, d, &u->gate, "admitted", false);
-    mg_json_kv_string(j, "breaker", mg_breaker_state_name(atomic_load(&u->breaker.state)));
-    mg_json_kv_uint(j, "breaker_failures_in_a_row", atomic_load(&u->breaker.failures));
-    mg_json_kv_uint(j, "breaker_opened", atomic_load(&u->breaker.opened));
-    mg_json_kv_uint(j, "breaker_fast_fails", atomic_load(&u->breaker.fast_fails));
-    mg_json_kv_uint(j, "breaker_probes", atomic_load(&u->breaker.probes));
-    mg_json_kv_uint(j, "websockets", atomic_load(&u->tunnels_open));
-    mg_json_kv_uint(j, "websockets_cap", atomic_load(&u->tunnel_cap));
-    mg_json_kv_uint(j, "websockets_peak", atomic_load(&u->tunnels_peak));
-    mg_json_kv_uint(j, "anonymous_held", atomic_load(&u->anon_held));
-    mg_json_kv_uint(j, "anonymous_peak", atomic_load(&u->anon_peak));
-    mg_json_kv_uint(j, "anonymous_held_back", atomic_load(&u->anon_held_back));
+    struct mg_upstream_snapshot s;
+    mg_upstream_shm_read(u, d->taken_monotonic_ns, &s);
+    mg_json_kv_string(j, "breaker", mg_breaker_state_name(s.breaker_state));
+    mg_json_kv_uint(j, "breaker_failures_in_a_row", s.breaker_failures);
+#define JSON_COUNTER(field, json, what) mg_json_kv_uint(j, "breaker_" #field, s.field);
+    MG_BREAKER_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
+    mg_json_kv_uint(j, "websockets", s.tunnels_open);
+    mg_json_kv_uint(j, "websockets_cap", s.tunnel_cap);
+    mg_json_kv_uint(j, "websockets_peak", s.tunnels_peak);
+    mg_json_kv_uint(j, "anonymous_held", s.anon_held);
+    mg_json_kv_uint(j, "anonymous_peak", s.anon_peak);
+    mg_json_kv_uint(j, "anonymous_held_back", s.anon_held_back);
     mg_json_object_end(j);
 }
 
 static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
 {
-    const struct mg_diag_gate *g = d->seg.diag;
+    struct mg_diag_snapshot g;
+    mg_diag_gate_read(d->seg.diag, 0, false, d->taken_monotonic_ns, &g); /* never locked */
     mg_json_key(j, "gates");
     mg_json_object_begin(j);
     mg_json_key(j, "perf_mem");
     mg_json_object_begin(j);
-    mg_json_kv_bool(j, "enabled", g->enabled != 0);
+    mg_json_kv_bool(j, "enabled", g.enabled);
     mg_json_kv_uint(j, "cap", 1);
-    mg_json_kv_uint(j, "running", atomic_load(&g->running));
-    mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
-    json_ms(j, "cooldown_ms", ns_to_ms(g->cooldown_ns));
-    int64_t left = g->cooldown_until_monotonic_ns - d->taken_monotonic_ns;
-    json_ms(j, "cooldown_remaining_ms", g->holder_pid == 0 && left > 0 ? ns_to_ms(left) : 0);
+    mg_json_kv_uint(j, "running", g.running);
+    mg_json_kv_uint(j, "peak", g.peak);
+    json_ms(j, "cooldown_ms", ns_to_ms(g.cooldown_ns));
+    json_ms(j, "cooldown_remaining_ms", ns_to_ms(g.cooldown_remaining_ns));
     mg_json_key(j, "holder");
-    if (g->holder_pid != 0) {
+    if (g.holder_pid != 0) {
         mg_json_object_begin(j);
-        mg_json_kv_uint(j, "worker", g->holder_slot);
-        mg_json_kv_int(j, "pid", g->holder_pid);
-        json_age(j, d, "age_ms", g->holder_since_monotonic_ns);
+        mg_json_kv_uint(j, "worker", g.holder_slot);
+        mg_json_kv_int(j, "pid", g.holder_pid);
+        json_age(j, d, "age_ms", g.holder_since_monotonic_ns);
         mg_json_object_end(j);
     } else {
         mg_json_null(j);
     }
-    json_ms(j, "last_walk_ms", ns_to_ms(g->last_walk_ns));
-    mg_json_kv_uint(j, "admitted", atomic_load(&g->admitted));
-    mg_json_kv_uint(j, "refused_busy", atomic_load(&g->refused_busy));
-    mg_json_kv_uint(j, "refused_cooling", atomic_load(&g->refused_cooling));
-    mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+    json_ms(j, "last_walk_ms", ns_to_ms(g.last_walk_ns));
+#define JSON_COUNTER(field, json, what) mg_json_kv_uint(j, #field, g.field);
+    MG_DIAG_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
     mg_json_object_end(j);
     json_cold(j, d);
     json_anon(j, d);

@@ -306,6 +306,7 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
                         struct mg_response *res, mg_handler_fn *handler_out)
 {
     *handler_out = NULL;
+    req->park->preparations++;
     const struct mg_http_request *hr = req->http;
     const char *why = NULL;
     /* With an upstream, what no native route answers goes there, whatever its method or

@@ -271,29 +271,22 @@ static void write_replica(struct mg_buf *b, const struct mg_segment *seg, int32_
     sample_seconds(b, "meshgate_replica_max_lag_seconds", NULL, NULL, (double)max_lag_ms / 1000.0);
 }
 
-static void write_diag_gate(struct mg_buf *b, const struct mg_diag_gate *g, int64_t now)
+static void write_diag_gate(struct mg_buf *b, const struct mg_env *env, int64_t now)
 {
-    /* Plain copies of words written under the gate's lock, as gates_json.c reads them. */
-    int32_t holder = *(volatile const int32_t *)&g->holder_pid;
-    int64_t until = *(volatile const int64_t *)&g->cooldown_until_monotonic_ns;
-    int64_t cooling_ns = holder == 0 && until > now ? until - now : 0;
-
+    struct mg_diag_snapshot g;
+    mg_diag_gate_read(env->seg->diag, env->pid, true, now, &g);
     single_uint(b, "meshgate_perf_mem_running", "gauge",
-                "memory breakdowns (/api/perf?mem=1) running now", atomic_load(&g->running));
+                "memory breakdowns (/api/perf?mem=1) running now", g.running);
     single_uint(b, "meshgate_perf_mem_peak", "gauge", "most memory breakdowns running at once",
-                atomic_load(&g->peak));
+                g.peak);
     family(b, "meshgate_perf_mem_cooldown_remaining_seconds", "gauge",
            "seconds until the diagnostic gate admits another memory breakdown");
     sample_seconds(b, "meshgate_perf_mem_cooldown_remaining_seconds", NULL, NULL,
-                   (double)cooling_ns / (double)MG_NS_PER_SEC);
-    single_uint(b, "meshgate_perf_mem_admitted_total", "counter", "memory breakdowns admitted",
-                load64(&g->admitted));
-    single_uint(b, "meshgate_perf_mem_refused_busy_total", "counter",
-                "memory breakdowns refused because one was running", load64(&g->refused_busy));
-    single_uint(b, "meshgate_perf_mem_refused_cooling_total", "counter",
-                "memory breakdowns refused during the cooldown", load64(&g->refused_cooling));
-    single_uint(b, "meshgate_perf_mem_reclaimed_total", "counter",
-                "diagnostic permits of dead workers given back", load64(&g->reclaimed));
+                   (double)g.cooldown_remaining_ns / (double)MG_NS_PER_SEC);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_perf_mem_" #field "_total", "counter", what, g.field);
+    MG_DIAG_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
 }
 
 /* What a FIFO gate's families say; the counters come from MG_FIFO_COUNTER_LIST. */
@@ -359,21 +352,23 @@ static void write_anon_line(struct mg_buf *b, const struct mg_env *env, int64_t 
         "most anonymous heavy requests holding a permit at once",
     };
     const struct mg_segment *seg = env->seg;
-    const struct mg_client_table *t = seg->clients.table;
+    struct mg_client_snapshot t;
+    mg_client_limit_read(&seg->clients, now, &t);
     struct mg_fifo_snapshot g;
     mg_fifo_gate_read(seg->anon, env->pid, true, &g);
     write_fifo_gate(b, &m, &g);
     single_uint(b, "meshgate_anon_rate_per_minute", "gauge",
                 "heavy requests a minute allowed to one anonymous client (0: no limit)",
-                t->per_minute);
+                t.per_minute);
     single_uint(b, "meshgate_anon_rate_burst", "gauge",
-                "heavy requests one anonymous client may make at once", t->burst);
+                "heavy requests one anonymous client may make at once", t.burst);
     single_uint(b, "meshgate_anon_rate_clients_tracked", "gauge",
                 "anonymous clients in the rate table that have used part of their burst",
-                mg_client_limit_tracked(&seg->clients, now));
-    single_uint(b, "meshgate_anon_rate_evicted_total", "counter",
-                "rate table entries pushed out by new clients while still limiting",
-                load64(&t->evicted));
+                t.tracked);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_anon_rate_" #field "_total", "counter", what, t.field);
+    MG_CLIENT_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
 }
 
 /* The upstream's gate, breaker and tunnels (its request and byte counters are
@@ -394,49 +389,37 @@ static void write_upstream(struct mg_buf *b, const struct mg_env *env)
     struct mg_fifo_snapshot g;
     mg_fifo_gate_read(&u->gate, env->pid, true, &g);
     write_fifo_gate(b, &m, &g);
+    struct mg_upstream_snapshot s;
+    mg_upstream_shm_read(u, mg_monotonic_ns(), &s);
     single_uint(b, "meshgate_upstream_breaker_open", "gauge",
                 "1 while the upstream's breaker fails requests fast (open or half-open)",
-                atomic_load(&u->breaker.state) != MG_BREAKER_CLOSED);
-    single_uint(b, "meshgate_upstream_breaker_opened_total", "counter",
-                "times the upstream's breaker opened", load64(&u->breaker.opened));
-    single_uint(b, "meshgate_upstream_breaker_fast_fails_total", "counter",
-                "requests answered 502 at once because the breaker was open",
-                load64(&u->breaker.fast_fails));
+                s.breaker_state != MG_BREAKER_CLOSED);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_upstream_breaker_" #field "_total", "counter", what, s.field);
+    MG_BREAKER_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
     single_uint(b, "meshgate_upstream_tunnels_open", "gauge",
-                "WebSocket tunnels to the upstream open now", atomic_load(&u->tunnels_open));
+                "WebSocket tunnels to the upstream open now", s.tunnels_open);
     single_uint(b, "meshgate_upstream_tunnels_cap", "gauge",
-                "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)",
-                atomic_load(&u->tunnel_cap));
+                "WebSocket tunnels allowed at once (MESHGATE_UPSTREAM_WEBSOCKETS)", s.tunnel_cap);
     single_uint(b, "meshgate_upstream_anonymous_held", "gauge",
-                "permits of the upstream gate anonymous requests hold now",
-                atomic_load(&u->anon_held));
+                "permits of the upstream gate anonymous requests hold now", s.anon_held);
     single_uint(b, "meshgate_upstream_anonymous_held_back_total", "counter",
                 "tries of anonymous requests passed over in the upstream's line: the rest of the "
                 "permits are reserved for signed-in clients",
-                load64(&u->anon_held_back));
+                s.anon_held_back);
 }
 
-static void write_cache(struct mg_buf *b, const struct mg_segment *seg, int64_t now)
+static void write_cache(struct mg_buf *b, const struct mg_env *env, int64_t now)
 {
-    const struct mg_result_cache *c = seg->cache.cache;
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&env->seg->cache, env->pid, true, now, &c);
     single_uint(b, "meshgate_reach_cache_entries_ready", "gauge",
-                "reach reports stored and not expired", mg_result_cache_ready(&seg->cache, now));
-    single_uint(b, "meshgate_reach_cache_hits_total", "counter",
-                "reach requests answered from the cache", load64(&c->hits));
-    single_uint(b, "meshgate_reach_cache_misses_total", "counter",
-                "reach requests that found no stored report", load64(&c->misses));
-    single_uint(b, "meshgate_reach_cache_coalesced_total", "counter",
-                "reach requests that waited for an identical build", load64(&c->coalesced));
-    single_uint(b, "meshgate_reach_cache_stored_total", "counter", "reach reports stored",
-                load64(&c->stored));
-    single_uint(b, "meshgate_reach_cache_evicted_total", "counter",
-                "stored reach reports dropped to make room", load64(&c->evicted));
-    single_uint(b, "meshgate_reach_cache_too_large_total", "counter",
-                "reach reports served but too large to store", load64(&c->too_large));
-    single_uint(b, "meshgate_reach_cache_takeovers_total", "counter",
-                "builds taken over from a builder that died", load64(&c->takeovers));
-    single_uint(b, "meshgate_reach_cache_reclaimed_total", "counter",
-                "builds of dead workers freed by the master", load64(&c->reclaimed));
+                "reach reports stored and not expired", c.ready);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_reach_cache_" #field "_total", "counter", what, c.field);
+    MG_CACHE_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
 }
 
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
@@ -452,9 +435,9 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_routes(b, seg);
     write_workers(b, seg);
     write_server(b, seg, now);
-    write_diag_gate(b, seg->diag, now);
+    write_diag_gate(b, env, now);
     write_cold_gate(b, env);
-    write_cache(b, seg, now);
+    write_cache(b, env, now);
     write_anon_line(b, env, now);
     write_upstream(b, env);
     write_database(b, env);

@@ -179,17 +179,18 @@ static void write_group_value(struct mg_json *j, const char *key, struct mg_shar
 static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *size_key)
 {
     int64_t now = mg_monotonic_ns();
-    const struct mg_result_cache *c = seg->cache.cache;
-    uint64_t size = mg_result_cache_ready(&seg->cache, now);
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&seg->cache, getpid(), true, now, &c);
+    uint64_t size = c.ready;
     uint64_t refreshes = 0;
     for (int id = 0; id < MG_VALUE_COUNT; id++) {
         struct mg_shared_value *v = &seg->values[id];
         size += atomic_load_explicit(&v->computed_monotonic_ns, memory_order_relaxed) != 0;
         refreshes += atomic_load_explicit(&v->refreshes, memory_order_relaxed);
     }
-    uint64_t hits = atomic_load(&c->hits) + mg_counter_get(seg, MG_CTR_GROUP_VALUE_HITS);
+    uint64_t hits = c.hits + mg_counter_get(seg, MG_CTR_GROUP_VALUE_HITS);
     uint64_t stale = mg_counter_get(seg, MG_CTR_GROUP_VALUE_STALE_HITS);
-    uint64_t misses = atomic_load(&c->misses) + refreshes;
+    uint64_t misses = c.misses + refreshes;
     uint64_t served = hits + stale;
 
     mg_json_key(j, "cache");
@@ -198,7 +199,7 @@ static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *s
     mg_json_kv_uint(j, "hits", hits);
     mg_json_kv_uint(j, "misses", misses);
     mg_json_kv_uint(j, "staleHits", stale);
-    mg_json_kv_uint(j, "recomputes", atomic_load(&c->stored) + refreshes);
+    mg_json_kv_uint(j, "recomputes", c.stored + refreshes);
     mg_json_key(j, "hitRate");
     mg_json_double_rounded(
         j, served + misses ? 100.0 * (double)served / (double)(served + misses) : 0.0, 1);
@@ -209,7 +210,8 @@ static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *s
 static void write_meshgate_cache(struct mg_json *j, struct mg_segment *seg)
 {
     int64_t now = mg_monotonic_ns();
-    const struct mg_result_cache *c = seg->cache.cache;
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&seg->cache, getpid(), true, now, &c);
     mg_json_key(j, "meshgateCache");
     mg_json_object_begin(j);
     write_group_value(j, "stats", &seg->values[MG_VALUE_STATS], MG_STATS_INTERVAL_NS, now);
@@ -219,14 +221,12 @@ static void write_meshgate_cache(struct mg_json *j, struct mg_segment *seg)
     mg_json_kv_uint(j, "groupValueStaleHits", mg_counter_get(seg, MG_CTR_GROUP_VALUE_STALE_HITS));
     mg_json_key(j, "results");
     mg_json_object_begin(j);
-    mg_json_kv_uint(j, "entries", mg_result_cache_ready(&seg->cache, now));
-    mg_json_kv_uint(j, "capacity", c->entries);
-    mg_json_kv_uint(j, "hits", atomic_load(&c->hits));
-    mg_json_kv_uint(j, "misses", atomic_load(&c->misses));
-    mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
-    mg_json_kv_uint(j, "stored", atomic_load(&c->stored));
-    mg_json_kv_uint(j, "evicted", atomic_load(&c->evicted));
-    mg_json_kv_uint(j, "tooLarge", atomic_load(&c->too_large));
+    mg_json_kv_uint(j, "entries", c.ready);
+    mg_json_kv_uint(j, "capacity", c.entries);
+    mg_json_kv_uint(j, "building", c.building);
+#define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, c.field);
+    MG_CACHE_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
     mg_json_object_end(j);
     mg_json_object_end(j);
 }

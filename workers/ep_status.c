@@ -107,12 +107,12 @@ static void section_scoreboard(struct mg_buf *b, struct mg_segment *seg, int64_t
     mg_buf_puts(b, "</table>\n");
 }
 
-static void records(struct mg_buf *b, const char *what, const struct mg_fifo_record *r,
-                    unsigned count, bool followers, int64_t now)
+static void records(struct mg_buf *b, const char *what, const struct mg_fifo_gate *gate,
+                    enum mg_fifo_records which, int64_t now)
 {
-    for (unsigned i = 0; i < count; i++) {
-        if (r[i].pid == 0 || (bool)r[i].follower != followers)
-            continue;
+    struct mg_fifo_record r[MG_FIFO_WAITERS_MAX];
+    unsigned n = mg_fifo_gate_records(gate, getpid(), true, which, r, MG_FIFO_WAITERS_MAX);
+    for (unsigned i = 0; i < n; i++) {
         mg_buf_printf(b, "<tr><td>%s</td><td>%u</td><td>%d</td><td>", what, r[i].slot, r[i].pid);
         text(b, r[i].key, sizeof r[i].key);
         mg_buf_printf(b, "</td><td>%.0f ms</td></tr>\n", ms(now - r[i].since_monotonic_ns));
@@ -125,7 +125,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
     mg_fifo_gate_read(seg->cold, getpid(), true, &cold);
     mg_fifo_gate_read(seg->anon, getpid(), true, &anon);
     const struct mg_fifo_snapshot *g = &cold;
-    const struct mg_result_cache *c = seg->cache.cache;
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&seg->cache, getpid(), true, now, &c);
     mg_buf_puts(b, "<h2>Gates</h2>\n<table id=\"gates\"><tr><th>gate</th><th>cap</th>"
                    "<th>in use</th><th>waiting</th><th>peak</th><th>admitted</th>"
                    "<th>refused</th><th>reclaimed</th><th></th></tr>\n");
@@ -140,18 +141,18 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   " gone</td><td>%" PRIu64 "</td><td>cache: %u ready, %" PRIu64 " hits, %" PRIu64
                   " misses, %" PRIu64 " coalesced</td></tr>\n",
                   cap, g->in_flight, g->waiting, g->queue_max, g->peak, g->acquired,
-                  g->refused_full, g->refused_timeout, g->cancelled, g->reclaimed,
-                  mg_result_cache_ready(&seg->cache, now), atomic_load(&c->hits),
-                  atomic_load(&c->misses), atomic_load(&c->coalesced));
+                  g->refused_full, g->refused_timeout, g->cancelled, g->reclaimed, c.ready, c.hits,
+                  c.misses, c.coalesced);
     const struct mg_fifo_snapshot *a = &anon;
-    const struct mg_client_table *t = seg->clients.table;
+    struct mg_client_snapshot t;
+    mg_client_limit_read(&seg->clients, now, &t);
     char rate[96], acap[16];
     if (a->cap)
         snprintf(acap, sizeof acap, "%u", a->cap);
     else
         snprintf(acap, sizeof acap, "off");
-    if (t->per_minute)
-        snprintf(rate, sizeof rate, "%u a minute, burst %u", t->per_minute, t->burst);
+    if (t.per_minute)
+        snprintf(rate, sizeof rate, "%u a minute, burst %u", t.per_minute, t.burst);
     else
         snprintf(rate, sizeof rate, "off");
     mg_buf_printf(b,
@@ -163,23 +164,21 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
                   a->refused_full, a->refused_timeout, a->cancelled,
                   mg_counter_get(seg, MG_CTR_ANON_RATE_LIMITED), a->reclaimed,
                   mg_counter_get(seg, MG_CTR_ANON_BYPASSED), rate);
-    const struct mg_diag_gate *d = seg->diag;
-    int64_t cooling = d->holder_pid == 0 && d->cooldown_until_monotonic_ns > now
-                          ? d->cooldown_until_monotonic_ns - now
-                          : 0;
+    struct mg_diag_snapshot d;
+    mg_diag_gate_read(seg->diag, getpid(), true, now, &d);
     mg_buf_printf(b,
                   "<tr><td>memory breakdown (/api/perf?mem=1)</td><td>%s</td><td>%u</td><td>–</td>"
                   "<td>%u</td><td>%" PRIu64 "</td><td>%" PRIu64 " busy, %" PRIu64
                   " cooling</td><td>%" PRIu64 "</td><td>cooldown %.0f ms left; last walk %.0f ms"
                   "</td></tr>\n",
-                  d->enabled ? "1" : "off", atomic_load(&d->running), atomic_load(&d->peak),
-                  atomic_load(&d->admitted), atomic_load(&d->refused_busy),
-                  atomic_load(&d->refused_cooling), atomic_load(&d->reclaimed), ms(cooling),
-                  ms(d->last_walk_ns));
+                  d.enabled ? "1" : "off", d.running, d.peak, d.admitted, d.refused_busy,
+                  d.refused_cooling, d.reclaimed, ms(d.cooldown_remaining_ns), ms(d.last_walk_ns));
     const struct mg_upstream_shm *u = seg->upstream;
     if (seg->config->upstream[0]) {
         struct mg_fifo_snapshot snap, *ug = &snap;
         mg_fifo_gate_read(&u->gate, getpid(), true, &snap);
+        struct mg_upstream_snapshot us;
+        mg_upstream_shm_read(u, now, &us);
         char ucap[16];
         if (ug->cap)
             snprintf(ucap, sizeof ucap, "%u", ug->cap);
@@ -193,10 +192,8 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
             " times); %u of %u WebSockets; %" PRIu64 " bytes up, %" PRIu64 " down; %" PRIu64
             " 502, %" PRIu64 " 504</td></tr>\n",
             seg->config->upstream, ucap, ug->in_flight, ug->waiting, ug->queue_max, ug->peak,
-            ug->acquired, ug->refused_full, ug->refused_timeout,
-            atomic_load(&u->breaker.fast_fails), ug->reclaimed,
-            mg_breaker_state_name(atomic_load(&u->breaker.state)), atomic_load(&u->breaker.opened),
-            atomic_load(&u->tunnels_open), atomic_load(&u->tunnel_cap),
+            ug->acquired, ug->refused_full, ug->refused_timeout, us.fast_fails, ug->reclaimed,
+            mg_breaker_state_name(us.breaker_state), us.opened, us.tunnels_open, us.tunnel_cap,
             mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_SENT),
             mg_counter_get(seg, MG_CTR_UPSTREAM_BYTES_RECEIVED),
             mg_counter_get(seg, MG_CTR_UPSTREAM_502), mg_counter_get(seg, MG_CTR_UPSTREAM_504));
@@ -204,15 +201,73 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
     mg_buf_puts(b, "</table>\n");
     mg_buf_puts(b, "<table id=\"holders\"><tr><th></th><th>worker</th><th>pid</th><th>key</th>"
                    "<th>for</th></tr>\n");
-    records(b, "holds a permit", seg->cold->holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in line", seg->cold->waiter, MG_FIFO_WAITERS_MAX, false, now);
-    records(b, "waits for a build", seg->cold->waiter, MG_FIFO_WAITERS_MAX, true, now);
-    records(b, "holds an anonymous permit", seg->anon->holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in the anonymous line", seg->anon->waiter, MG_FIFO_WAITERS_MAX, false, now);
-    records(b, "holds an upstream permit", u->gate.holder, MG_FIFO_HOLDERS_MAX, false, now);
-    records(b, "waits in the upstream's line", u->gate.waiter, MG_FIFO_WAITERS_MAX, false, now);
+    records(b, "holds a permit", seg->cold, MG_FIFO_HOLDERS, now);
+    records(b, "waits in line", seg->cold, MG_FIFO_WAITERS, now);
+    records(b, "waits for a build", seg->cold, MG_FIFO_FOLLOWERS, now);
+    records(b, "holds an anonymous permit", seg->anon, MG_FIFO_HOLDERS, now);
+    records(b, "waits in the anonymous line", seg->anon, MG_FIFO_WAITERS, now);
+    records(b, "holds an upstream permit", &u->gate, MG_FIFO_HOLDERS, now);
+    records(b, "waits in the upstream's line", &u->gate, MG_FIFO_WAITERS, now);
     mg_buf_puts(b, "</table>\n");
 }
+
+/* One counter in a row of the gate-counters table: ", name value" after the first. */
+static void counter_cell(struct mg_buf *b, bool *first, const char *name, uint64_t value)
+{
+    mg_buf_printf(b, "%s%s %" PRIu64, *first ? "" : ", ", name, value);
+    *first = false;
+}
+
+/* The row of one list: ROW(buffer, "gate", LIST, snapshot). */
+#define COUNTER_CELL(field, json, what) counter_cell(b, &first, json, row_snapshot.field);
+#define COUNTER_ROW(b, name, LIST, snapshot)                                                       \
+    do {                                                                                           \
+        bool first = true;                                                                         \
+        const __typeof__(snapshot) row_snapshot = snapshot;                                        \
+        mg_buf_printf(b, "<tr><td>%s</td><td>", name);                                             \
+        LIST(COUNTER_CELL)                                                                         \
+        mg_buf_puts(b, "</td></tr>\n");                                                            \
+    } while (0)
+
+/* Every counter of every gate, the cache and the rate table, from their lists (a counter
+ * added to a list appears here by itself), named by their JSON keys as /api/perf names them. */
+static void section_gate_counters(struct mg_buf *b, struct mg_segment *seg, int64_t now)
+{
+    int pid = getpid();
+    mg_buf_puts(b, "<table id=\"gate-counters\"><tr><th>gate</th><th>counters</th></tr>\n");
+    const struct {
+        const char *name;
+        const struct mg_fifo_gate *gate;
+    } fifo[] = {
+        {"cold reach builds", seg->cold},
+        {"anonymous heavy requests", seg->anon},
+        {"upstream", seg->config->upstream[0] ? &seg->upstream->gate : NULL},
+    };
+    for (size_t i = 0; i < sizeof fifo / sizeof fifo[0]; i++) {
+        struct mg_fifo_snapshot g;
+        if (!fifo[i].gate)
+            continue;
+        mg_fifo_gate_read(fifo[i].gate, pid, true, &g);
+        COUNTER_ROW(b, fifo[i].name, MG_FIFO_COUNTER_LIST, g);
+    }
+    struct mg_cache_snapshot c;
+    mg_result_cache_read(&seg->cache, pid, true, now, &c);
+    COUNTER_ROW(b, "reach result cache", MG_CACHE_COUNTER_LIST, c);
+    struct mg_client_snapshot t;
+    mg_client_limit_read(&seg->clients, now, &t);
+    COUNTER_ROW(b, "per-client rate", MG_CLIENT_COUNTER_LIST, t);
+    struct mg_diag_snapshot d;
+    mg_diag_gate_read(seg->diag, pid, true, now, &d);
+    COUNTER_ROW(b, "memory breakdown", MG_DIAG_COUNTER_LIST, d);
+    if (seg->config->upstream[0]) {
+        struct mg_upstream_snapshot us;
+        mg_upstream_shm_read(seg->upstream, now, &us);
+        COUNTER_ROW(b, "upstream breaker", MG_BREAKER_COUNTER_LIST, us);
+    }
+    mg_buf_puts(b, "</table>\n");
+}
+#undef COUNTER_ROW
+#undef COUNTER_CELL
 
 static void section_routes(struct mg_buf *b, struct mg_segment *seg)
 {
@@ -256,6 +311,7 @@ void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct m
     section_server(b, seg, now);
     section_scoreboard(b, seg, now);
     section_gates(b, seg, now);
+    section_gate_counters(b, seg, now);
     section_routes(b, seg);
     mg_buf_puts(b, "</body></html>\n");
 }

@@ -18,62 +18,55 @@ static void kv_ms(struct mg_json *j, const char *key, int64_t ns)
     mg_json_double_rounded(j, (double)ns / (double)MG_NS_PER_MS, 1);
 }
 
-static void diag_json(struct mg_json *j, const struct mg_diag_gate *g, bool full, int64_t now)
+static void diag_json(struct mg_json *j, const struct mg_diag_gate *gate, bool full, int64_t now)
 {
-    /* Plain copies of fields written under the gate's lock: a reader may see one update
-     * late, never a torn value (each is one aligned word). */
-    int32_t holder = *(volatile const int32_t *)&g->holder_pid;
-    int64_t since = *(volatile const int64_t *)&g->holder_since_monotonic_ns;
-    int64_t until = *(volatile const int64_t *)&g->cooldown_until_monotonic_ns;
-    int64_t cooling = holder == 0 && until > now ? until - now : 0;
+    struct mg_diag_snapshot g;
+    mg_diag_gate_read(gate, getpid(), true, now, &g);
     mg_json_object_begin(j);
     if (!full) {
         /* /api/healthz: a map, keys in bytewise order. */
-        kv_ms(j, "cooldownRemainingMs", cooling);
-        mg_json_kv_bool(j, "enabled", g->enabled != 0);
-        mg_json_kv_uint(j, "running", atomic_load(&g->running));
+        kv_ms(j, "cooldownRemainingMs", g.cooldown_remaining_ns);
+        mg_json_kv_bool(j, "enabled", g.enabled);
+        mg_json_kv_uint(j, "running", g.running);
     } else {
-        mg_json_kv_bool(j, "enabled", g->enabled != 0);
-        mg_json_kv_uint(j, "running", atomic_load(&g->running));
-        kv_ms(j, "cooldownRemainingMs", cooling);
-        kv_ms(j, "cooldownMs", g->cooldown_ns);
+        mg_json_kv_bool(j, "enabled", g.enabled);
+        mg_json_kv_uint(j, "running", g.running);
+        kv_ms(j, "cooldownRemainingMs", g.cooldown_remaining_ns);
+        kv_ms(j, "cooldownMs", g.cooldown_ns);
         mg_json_key(j, "holder");
-        if (holder != 0) {
+        if (g.holder_pid != 0) {
             mg_json_object_begin(j);
-            mg_json_kv_int(j, "pid", holder);
-            mg_json_kv_uint(j, "worker", *(volatile const uint32_t *)&g->holder_slot);
-            kv_ms(j, "runningMs", now - since);
+            mg_json_kv_int(j, "pid", g.holder_pid);
+            mg_json_kv_uint(j, "worker", g.holder_slot);
+            kv_ms(j, "runningMs", now - g.holder_since_monotonic_ns);
             mg_json_object_end(j);
         } else {
             mg_json_null(j);
         }
-        kv_ms(j, "lastWalkMs", *(volatile const int64_t *)&g->last_walk_ns);
-        mg_json_kv_uint(j, "peak", atomic_load(&g->peak));
-        mg_json_kv_uint(j, "admitted", atomic_load(&g->admitted));
-        mg_json_kv_uint(j, "refusedBusy", atomic_load(&g->refused_busy));
-        mg_json_kv_uint(j, "refusedCooling", atomic_load(&g->refused_cooling));
-        mg_json_kv_uint(j, "reclaimed", atomic_load(&g->reclaimed));
+        kv_ms(j, "lastWalkMs", g.last_walk_ns);
+        mg_json_kv_uint(j, "peak", g.peak);
+#define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, g.field);
+        MG_DIAG_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
     }
     mg_json_object_end(j);
 }
 
 /* show_key false: the record's key names a client ("client path"), and the reader is not an
  * admin: "hidden" in its place. */
-static void records_json(struct mg_json *j, const char *key, const struct mg_fifo_record *r,
-                         unsigned count, bool followers, bool show_key, int64_t now)
+static void records_json(struct mg_json *j, const char *key, const struct mg_fifo_gate *gate,
+                         enum mg_fifo_records which, bool show_key, int64_t now)
 {
+    struct mg_fifo_record r[MG_FIFO_WAITERS_MAX];
+    unsigned n = mg_fifo_gate_records(gate, getpid(), true, which, r, MG_FIFO_WAITERS_MAX);
     mg_json_key(j, key);
     mg_json_array_begin(j);
-    for (unsigned i = 0; i < count; i++) {
-        struct mg_fifo_record copy = r[i]; /* a plain copy: the dump, not a lock */
-        if (copy.pid == 0 || (bool)copy.follower != followers)
-            continue;
-        copy.key[MG_FIFO_KEY_MAX - 1] = '\0';
+    for (unsigned i = 0; i < n; i++) {
         mg_json_object_begin(j);
-        mg_json_kv_int(j, "pid", copy.pid);
-        mg_json_kv_uint(j, "worker", copy.slot);
-        mg_json_kv_string(j, "key", show_key ? copy.key : "hidden");
-        kv_ms(j, "ageMs", now - copy.since_monotonic_ns);
+        mg_json_kv_int(j, "pid", r[i].pid);
+        mg_json_kv_uint(j, "worker", r[i].slot);
+        mg_json_kv_string(j, "key", show_key ? r[i].key : "hidden");
+        kv_ms(j, "ageMs", now - r[i].since_monotonic_ns);
         mg_json_object_end(j);
     }
     mg_json_array_end(j);
@@ -104,18 +97,21 @@ static void fifo_json(struct mg_json *j, const struct mg_fifo_gate *gate, bool f
 static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
 {
     const struct mg_fifo_gate *g = seg->cold;
-    const struct mg_result_cache *c = seg->cache.cache;
     mg_json_object_begin(j);
     fifo_json(j, g, full, "acquired");
     if (full) {
-        mg_json_kv_uint(j, "cacheHits", atomic_load(&c->hits));
-        mg_json_kv_uint(j, "cacheMisses", atomic_load(&c->misses));
-        mg_json_kv_uint(j, "coalesced", atomic_load(&c->coalesced));
-        mg_json_kv_uint(j, "cacheEntries", mg_result_cache_ready(&seg->cache, now));
+        /* The cache's use by the gate's requests (all its counters: /api/perf's
+         * meshgateCache.results). */
+        struct mg_cache_snapshot c;
+        mg_result_cache_read(&seg->cache, getpid(), true, now, &c);
+        mg_json_kv_uint(j, "cacheHits", c.hits);
+        mg_json_kv_uint(j, "cacheMisses", c.misses);
+        mg_json_kv_uint(j, "coalesced", c.coalesced);
+        mg_json_kv_uint(j, "cacheEntries", c.ready);
         /* A cold gate's key is the report's ("pubkey|days"): nobody's address. */
-        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, true, now);
-        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, true, now);
-        records_json(j, "followers", g->waiter, MG_FIFO_WAITERS_MAX, true, true, now);
+        records_json(j, "holders", g, MG_FIFO_HOLDERS, true, now);
+        records_json(j, "waiters", g, MG_FIFO_WAITERS, true, now);
+        records_json(j, "followers", g, MG_FIFO_FOLLOWERS, true, now);
     }
     mg_json_object_end(j);
 }
@@ -124,7 +120,6 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
                       int64_t now)
 {
     const struct mg_fifo_gate *g = seg->anon;
-    const struct mg_client_table *t = seg->clients.table;
     mg_json_object_begin(j);
     fifo_json(j, g, full, "admitted");
     if (full) {
@@ -133,14 +128,18 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
         mg_json_kv_uint(j, "unauthorized", mg_counter_get(seg, MG_CTR_UNAUTHORIZED));
         mg_json_key(j, "rateLimit");
         mg_json_object_begin(j);
-        mg_json_kv_uint(j, "perMinute", t->per_minute);
-        mg_json_kv_uint(j, "burst", t->burst);
-        mg_json_kv_uint(j, "entries", (uint64_t)t->sets * MG_CLIENT_WAYS);
-        mg_json_kv_uint(j, "tracked", mg_client_limit_tracked(&seg->clients, now));
-        mg_json_kv_uint(j, "evicted", atomic_load(&t->evicted));
+        struct mg_client_snapshot t;
+        mg_client_limit_read(&seg->clients, now, &t);
+        mg_json_kv_uint(j, "perMinute", t.per_minute);
+        mg_json_kv_uint(j, "burst", t.burst);
+        mg_json_kv_uint(j, "entries", t.entries);
+        mg_json_kv_uint(j, "tracked", t.tracked);
+#define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, t.field);
+        MG_CLIENT_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
         mg_json_object_end(j);
-        records_json(j, "holders", g->holder, MG_FIFO_HOLDERS_MAX, false, show_clients, now);
-        records_json(j, "waiters", g->waiter, MG_FIFO_WAITERS_MAX, false, show_clients, now);
+        records_json(j, "holders", g, MG_FIFO_HOLDERS, show_clients, now);
+        records_json(j, "waiters", g, MG_FIFO_WAITERS, show_clients, now);
     }
     mg_json_object_end(j);
 }
@@ -150,18 +149,17 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
 static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
 {
     const struct mg_upstream_shm *u = seg->upstream;
-    const struct mg_breaker *b = &u->breaker;
-    uint32_t state = atomic_load(&b->state);
-    int64_t until = atomic_load(&b->open_until_ns);
+    struct mg_upstream_snapshot b;
+    mg_upstream_shm_read(u, now, &b);
     mg_json_object_begin(j);
     mg_json_kv_string(j, "address", seg->config->upstream);
-    mg_json_kv_string(j, "breaker", mg_breaker_state_name(state));
+    mg_json_kv_string(j, "breaker", mg_breaker_state_name(b.breaker_state));
     struct mg_fifo_snapshot g; /* read as every FIFO gate is; its keys around "tunnels" */
     mg_fifo_gate_read(&u->gate, getpid(), true, &g);
     mg_json_kv_uint(j, "cap", g.cap);
     mg_json_kv_uint(j, "inFlight", g.in_flight);
     mg_json_kv_uint(j, "queueMax", g.queue_max);
-    mg_json_kv_uint(j, "tunnels", atomic_load(&u->tunnels_open));
+    mg_json_kv_uint(j, "tunnels", b.tunnels_open);
     mg_json_kv_uint(j, "waiting", g.waiting);
     if (full) {
         kv_ms(j, "waitMs", g.wait_ns);
@@ -170,19 +168,17 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
     mg_json_kv_uint(j, strcmp(#field, "acquired") == 0 ? "admitted" : json, g.field);
         MG_FIFO_COUNTER_LIST(COUNTER_JSON)
 #undef COUNTER_JSON
-        kv_ms(j, "breakerOpenRemainingMs",
-              state == MG_BREAKER_OPEN && until > now ? until - now : 0);
-        mg_json_kv_uint(j, "breakerFailuresInARow", atomic_load(&b->failures));
-        mg_json_kv_uint(j, "breakerOpened", atomic_load(&b->opened));
-        mg_json_kv_uint(j, "breakerFastFails", atomic_load(&b->fast_fails));
-        mg_json_kv_uint(j, "breakerProbes", atomic_load(&b->probes));
-        mg_json_kv_uint(j, "tunnelCap", atomic_load(&u->tunnel_cap));
-        mg_json_kv_uint(j, "tunnelsPeak", atomic_load(&u->tunnels_peak));
-        uint32_t anon_max = atomic_load(&u->anon_max);
-        mg_json_kv_uint(j, "anonymousHeld", atomic_load(&u->anon_held));
-        mg_json_kv_uint(j, "anonymousMax", anon_max == UINT32_MAX ? g.cap : anon_max);
-        mg_json_kv_uint(j, "anonymousPeak", atomic_load(&u->anon_peak));
-        mg_json_kv_uint(j, "anonymousHeldBack", atomic_load(&u->anon_held_back));
+        kv_ms(j, "breakerOpenRemainingMs", b.breaker_open_remaining_ns);
+        mg_json_kv_uint(j, "breakerFailuresInARow", b.breaker_failures);
+#define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, b.field);
+        MG_BREAKER_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
+        mg_json_kv_uint(j, "tunnelCap", b.tunnel_cap);
+        mg_json_kv_uint(j, "tunnelsPeak", b.tunnels_peak);
+        mg_json_kv_uint(j, "anonymousHeld", b.anon_held);
+        mg_json_kv_uint(j, "anonymousMax", b.anon_max == UINT32_MAX ? g.cap : b.anon_max);
+        mg_json_kv_uint(j, "anonymousPeak", b.anon_peak);
+        mg_json_kv_uint(j, "anonymousHeldBack", b.anon_held_back);
         static const struct {
             const char *key;
             enum mg_counter counter;
@@ -203,8 +199,8 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
         };
         for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
             mg_json_kv_uint(j, counters[i].key, mg_counter_get(seg, counters[i].counter));
-        records_json(j, "holders", u->gate.holder, MG_FIFO_HOLDERS_MAX, false, true, now);
-        records_json(j, "waiters", u->gate.waiter, MG_FIFO_WAITERS_MAX, false, true, now);
+        records_json(j, "holders", &u->gate, MG_FIFO_HOLDERS, true, now);
+        records_json(j, "waiters", &u->gate, MG_FIFO_WAITERS, true, now);
     }
     mg_json_object_end(j);
 }

@@ -89,7 +89,9 @@ struct mg_gate_pass {
  * meanwhile.
  */
 struct mg_park {
-    unsigned turns; /* calls so far for this request */
+    unsigned turns;        /* calls so far for this request */
+    unsigned head_parses;  /* times its head was parsed: 1, kept while it is parked */
+    unsigned preparations; /* times dispatch prepared it: 1, resumed while it is parked */
     /* The anonymous line, kept by dispatch (the handler's state is its own): */
     struct mg_admission {
         int step;                   /* enum in dispatch.c */

@@ -13,6 +13,10 @@
  *   X-Test-Stop-In-Lock: P   the worker stops (SIGSTOP) right after it next takes part P's
  *                            lock while serving the request (anon, cold, diag, cache,
  *                            clients: shm/reclaim.h), inside the critical section.
+ *
+ * And every response the worker writes itself carries X-Test-Prepared: turns=N heads=H
+ * preparations=P (worker.c): the request's turns, how often its head was parsed and how often
+ * dispatch prepared it (1 and 1 however long it was parked).
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H

@@ -74,6 +74,9 @@ struct conn {
     uint32_t epoll_events;
     int64_t request_start_ns; /* when the request now being handled was first dispatched */
     struct mg_park park;
+    /* While parked: its head as parsed on its first turn (pointing into in, which does not
+     * change while it is parked), so later turns do not parse it again. */
+    struct mg_http_request *parked_head;
     char peer[64];
     uint8_t peer_addr[16]; /* netaddr.h form */
     struct conn *prev, *next;
@@ -132,6 +135,8 @@ static void conn_close(struct worker *w, struct conn *c)
     mg_jobs_unreserve(w->jobs, &c->park);
     mg_jobs_unreserve(w->anon_jobs, &c->park);
     mg_dispatch_forget(&c->park);
+    free(c->parked_head);
+    c->parked_head = NULL;
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -495,7 +500,7 @@ static bool client_gone(void *arg)
 }
 
 static void handle_request(struct worker *w, struct conn *c, const struct mg_http_request *hr,
-                           int64_t now)
+                           bool parsed_now, int64_t now)
 {
     struct mg_response *res = &w->res;
     mg_response_reset(res);
@@ -504,6 +509,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         c->request_start_ns = now;
     }
     c->park.turns++;
+    c->park.head_parses += parsed_now;
     const struct mg_str *ae = mg_http_header_get(hr, "Accept-Encoding");
     struct mg_request req;
     memset(&req, 0, sizeof req);
@@ -521,9 +527,16 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         if (c->state != CONN_PARKED) {
             c->state = CONN_PARKED;
             w->parked++;
+            /* Kept for its later turns; without memory they parse it again. */
+            c->parked_head = malloc(sizeof *c->parked_head);
+            if (c->parked_head)
+                *c->parked_head = *hr;
         }
         return;
     }
+    if (w->env.test_hooks != MG_TEST_HOOKS_OFF)
+        mg_response_header(res, "X-Test-Prepared: turns=%u heads=%u preparations=%u", c->park.turns,
+                           c->park.head_parses, c->park.preparations);
     if (c->state == CONN_PARKED)
         w->parked--;
     if (res->upstream && w->upstream) {
@@ -883,13 +896,22 @@ static bool serve_ready(struct worker *w, int64_t *now)
         struct mg_http_request hr;
         int status;
         const char *why;
-        if (mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why) !=
-            MG_HTTP_OK) {
+        bool was_parked = c->state == CONN_PARKED;
+        /* A parked request resumes from its head as first parsed (the copy: conn_close may
+         * free the kept one while the request is handled). */
+        bool parse = !(was_parked && c->parked_head);
+        if (!parse) {
+            hr = *c->parked_head;
+        } else if (mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why) !=
+                   MG_HTTP_OK) {
             conn_close(w, c);
             continue;
         }
-        bool was_parked = c->state == CONN_PARKED;
-        handle_request(w, c, &hr, *now);
+        handle_request(w, c, &hr, parse, *now);
+        if (c->state != CONN_PARKED) {
+            free(c->parked_head);
+            c->parked_head = NULL;
+        }
         served |= !(was_parked && !c->closed && c->state == CONN_PARKED);
         *now = mg_monotonic_ns();
         mg_slot_heartbeat(w->slot, *now);

@@ -305,6 +305,11 @@ void mg_node_relay_read_end(void)
     mg_process_table_read_end(&relays);
 }
 
+uint64_t mg_node_relay_generation(void)
+{
+    return mg_process_table_generation(&relays);
+}
+
 bool mg_node_relay_role(const char *role)
 {
     return role && (strcmp(role, "repeater") == 0 || strcmp(role, "room") == 0);

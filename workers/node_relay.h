@@ -64,6 +64,8 @@ void mg_node_relay_forget(void); /* tests */
 /* Readers hold the table while they write nodes. */
 void mg_node_relay_read_begin(void);
 void mg_node_relay_read_end(void);
+/* Which table the reader holds (process_table.h: mg_process_table_generation). */
+uint64_t mg_node_relay_generation(void);
 
 /* Whether a node of this role gets the fields (CoreScope: "repeater" or "room"). */
 bool mg_node_relay_role(const char *role);

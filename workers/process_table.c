@@ -60,6 +60,7 @@ int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t 
             t->dev = st.st_dev;
             t->ino = st.st_ino;
             t->built_ns = now_ns;
+            t->generation++;
             pthread_rwlock_unlock(&t->lock);
             t->free_table(old);
         }
@@ -108,12 +109,18 @@ void *mg_process_table_current(struct mg_process_table *t)
     return t->table;
 }
 
+uint64_t mg_process_table_generation(struct mg_process_table *t)
+{
+    return t->generation;
+}
+
 void mg_process_table_forget(struct mg_process_table *t)
 {
     pthread_mutex_lock(&t->build_lock);
     pthread_rwlock_wrlock(&t->lock);
     void *old = t->table;
     t->table = NULL;
+    t->generation++;
     pthread_rwlock_unlock(&t->lock);
     pthread_mutex_unlock(&t->build_lock);
     t->free_table(old);

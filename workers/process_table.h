@@ -29,6 +29,7 @@ struct mg_process_table {
     dev_t dev;
     ino_t ino;
     int64_t built_ns;
+    uint64_t generation; /* moves whenever table is swapped or dropped */
 };
 
 #define MG_PROCESS_TABLE_INIT(interval, free_fn)                                                   \
@@ -73,6 +74,10 @@ void mg_process_table_read_end(struct mg_process_table *t);
 
 /* The table (NULL: none), between read_begin and read_end. */
 void *mg_process_table_current(struct mg_process_table *t);
+
+/* A number that differs for every table t has held (0: none yet), between read_begin and
+ * read_end: what a cached answer derived from the table is stamped with (answer_cache.h). */
+uint64_t mg_process_table_generation(struct mg_process_table *t);
 
 /* Drops the table: the next refresh builds it again (tests). */
 void mg_process_table_forget(struct mg_process_table *t);

@@ -288,11 +288,22 @@ void mg_fifo_gate_configure(struct mg_fifo_gate *g, int pid, uint32_t cap, uint3
                             int64_t wait_ns)
 {
     mg_lock_acquire(&g->lock, pid);
-    g->cap = cap;
-    g->queue_max = queue_max > MG_FIFO_WAITERS_MAX ? MG_FIFO_WAITERS_MAX : queue_max;
-    g->wait_ns = wait_ns;
+    __atomic_store_n(&g->cap, cap, __ATOMIC_RELAXED);
+    __atomic_store_n(&g->queue_max,
+                     queue_max > MG_FIFO_WAITERS_MAX ? MG_FIFO_WAITERS_MAX : queue_max,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&g->wait_ns, wait_ns, __ATOMIC_RELAXED);
     mg_lock_release(&g->lock, pid);
     wake_all(g);
+}
+
+struct mg_fifo_limits mg_fifo_gate_limits(const struct mg_fifo_gate *g)
+{
+    return (struct mg_fifo_limits){
+        .cap = __atomic_load_n(&g->cap, __ATOMIC_RELAXED),
+        .queue_max = __atomic_load_n(&g->queue_max, __ATOMIC_RELAXED),
+        .wait_ns = __atomic_load_n(&g->wait_ns, __ATOMIC_RELAXED),
+    };
 }
 
 void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,

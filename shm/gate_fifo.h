@@ -105,6 +105,21 @@ struct mg_fifo_snapshot {
 void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
                        struct mg_fifo_snapshot *out);
 
+/* A gate's limits: what admission asks on every request, without the lock. */
+struct mg_fifo_limits {
+    uint32_t cap; /* 0: unlimited */
+    uint32_t queue_max;
+    int64_t wait_ns;
+};
+
+/*
+ * The one way to read a gate's limits on the hot path: each field is loaded atomically
+ * (mg_fifo_gate_configure stores them atomically under the lock), so a reload never shows a
+ * torn value; the three may come from either side of a reload, which admission tolerates (a
+ * request admitted under the old cap is one of the permits a lower cap waits out).
+ */
+struct mg_fifo_limits mg_fifo_gate_limits(const struct mg_fifo_gate *g);
+
 /* Which records mg_fifo_gate_records copies. */
 enum mg_fifo_records {
     MG_FIFO_HOLDERS,   /* permits held */

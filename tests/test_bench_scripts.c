@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 TestSuite(bench_scripts, .timeout = 90);
@@ -147,6 +148,52 @@ Test(bench_scripts, upstream_script_runs_every_configuration, .init = make_db, .
         "### A: the upstream reached directly", "### B: through meshgate, every default",
         "### C: through", "### D: through", "user-proxied ",
         "upstream: {\"requests\":", "\"peak\":", "upstream 127.0.0.1:", NULL});
+}
+
+/*
+ * CoreScope's server is a side measured, not the subject: when it fails more answers than
+ * the limit, its cell says how many and the script goes on. It is played here by the test
+ * upstream answering every third request 500 (PEER_RUN replaces the peer's run.sh).
+ */
+Test(bench_scripts, a_failing_peer_is_shown_in_its_cell_and_does_not_stop_the_run, .init = make_db,
+     .fini = remove_db)
+{
+    char peer_dir[160], path[200], env[400];
+    snprintf(peer_dir, sizeof peer_dir, "%s/peer", dir);
+    cr_assert_eq(mkdir(peer_dir, 0700), 0);
+    static const struct {
+        const char *name, *text;
+    } files[] = {
+        {"corescope-server", "#!/bin/sh\nexit 0\n"},  /* what peer_available looks for */
+        {"corescope-migrate", "#!/bin/sh\nexit 0\n"}, /* the copy needs no migration */
+        {"run.sh", "exec '" MESHGATE_BUILD_DIR "/mg-test-upstream' --port \"$3\" --fail-every 3\n"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", peer_dir, files[i].name);
+        FILE *f = fopen(path, "w");
+        cr_assert(f, "%s", path);
+        fputs(files[i].text, f);
+        fclose(f);
+        cr_assert_eq(chmod(path, 0700), 0);
+    }
+    char args[300];
+    snprintf(args, sizeof args, "'%s'", db);
+    snprintf(env, sizeof env, "PEER_DIR='%s' PEER_RUN='%s/run.sh' PATHS='/api/nodes?limit=50'",
+             peer_dir, peer_dir);
+    int rc = smoke("bench-read-api.sh", args, env);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    const char *row = strstr(out, "| `/api/nodes?limit=50` | 4 |");
+    cr_assert(row, "no row in:\n%s", out);
+    const char *eol = strchr(row, '\n');
+    cr_assert(eol);
+    /* meshgate: none failed; the peer: about a third, said so, and its ratio marked. */
+    const char *over = strstr(row, " of ");
+    cr_expect(over && over < eol && strstr(row, ", **over 1 %**") < eol, "%.*s", (int)(eol - row),
+              row);
+    cr_expect(strncmp(eol - 3, "! |", 3) == 0, "the ratio is not marked: %.*s", (int)(eol - row),
+              row);
+    cr_expect(strstr(row, " | 0 | ") && strstr(row, " | 0 | ") < over,
+              "meshgate's cell is not 0: %.*s", (int)(eol - row), row);
 }
 
 /* Keys of nodes that do not exist: every reach report is a 404, which no scenario asks for. */

@@ -156,9 +156,10 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
                                           struct mg_response *res)
 {
     struct mg_fifo_gate *line = g->line(env);
+    struct mg_fifo_limits limits = mg_fifo_gate_limits(line);
     /* A line without a cap (0: no gate, for A/B measurements) admits at once, as it always
      * did; its work then waits for a helper. */
-    bool ready = line->cap == 0 || work_can_start(g, env, req, p);
+    bool ready = limits.cap == 0 || work_can_start(g, env, req, p);
     if (p->step == PASS_NEW) {
         int r = mg_fifo_gate_join_ready(line, env->pid, env->slot, key, ready, &p->token, &p->place,
                                         &p->ticket);
@@ -167,7 +168,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
         if (r != MG_FIFO_QUEUED)
             return refused(g, p, req, res, g->retry_after_s, g->when_full, what);
         int64_t now = mg_monotonic_ns();
-        p->deadline_ns = now + line->wait_ns;
+        p->deadline_ns = now + limits.wait_ns;
         mg_outcome_wait(&req->park->outcome, g->id, now);
         p->step = PASS_QUEUED;
         return parked(res);

@@ -142,7 +142,7 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
         refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);
         return;
     }
-    st->deadline_ns = mg_monotonic_ns() + env->seg->cold->wait_ns;
+    st->deadline_ns = mg_monotonic_ns() + mg_fifo_gate_limits(env->seg->cold).wait_ns;
     mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
     st->step = FOLLOW;
     park(res);
@@ -207,7 +207,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
         }
         st->job->job.run = run_build;
         st->job->job.owner = req->park;
-        st->job->job.under_permit = env->seg->cold->cap > 0;
+        st->job->job.under_permit = mg_fifo_gate_limits(env->seg->cold).cap > 0;
         st->job->report = report;
         memcpy(st->job->args, args,
                args_len < sizeof st->job->args ? args_len : sizeof st->job->args);

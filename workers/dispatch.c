@@ -107,7 +107,7 @@ static bool classify(struct mg_env *env, struct mg_request *req, unsigned route,
                            "Retry-After");
         return false;
     }
-    if (env->seg->anon->cap == 0) {
+    if (mg_fifo_gate_limits(env->seg->anon).cap == 0) {
         mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
         a->step = ADMIT_OFF;
         return true;

@@ -21,6 +21,7 @@
  */
 #include "ep_nodes.h"
 
+#include "answer_cache.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -379,10 +380,12 @@ static _Thread_local struct {
         uint64_t used;
         sqlite3_stmt *st;
     } entry[STATEMENT_CACHE_SIZE];
-    sqlite3_stmt *begin, *commit;
+    sqlite3_stmt *begin, *commit, *snapshot;
     bool have_counts;
     int64_t counts_monotonic_ns; /* when counts were read */
     int64_t counts[ROLE_COUNTS];
+    struct mg_answer_cache answers; /* see answer_stamps */
+    uint64_t answers_rendered;
 } cache;
 
 static void cache_for(sqlite3 *conn)
@@ -393,6 +396,8 @@ static void cache_for(sqlite3 *conn)
         sqlite3_finalize(cache.entry[i].st);
     sqlite3_finalize(cache.begin);
     sqlite3_finalize(cache.commit);
+    sqlite3_finalize(cache.snapshot);
+    mg_answer_cache_clear(&cache.answers);
     memset(&cache, 0, sizeof cache);
     cache.conn = conn;
 }
@@ -620,6 +625,7 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
     int key_col = mg_nodes_column(schema, "public_key"), role_col = mg_nodes_column(schema, "role");
     struct mg_buf relay_text;
     mg_buf_init(&relay_text);
+    cache.answers_rendered++;
     while ((rc = sqlite3_step(page)) == SQLITE_ROW) {
         if (rows++ == 0 && total_in_page)
             total = sqlite3_column_int64(page, sqlite3_column_count(page) - 1);
@@ -651,6 +657,43 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     return SQLITE_OK;
+}
+
+/*
+ * The stamps of everything an answer is derived from besides its query (answer_cache.h), in
+ * the read transaction: the database's data version (SQLITE_FCNTL_DATA_VERSION: it moves
+ * with every commit of another connection, the ingestor's), the role counts' time, the hash sizes'
+ * and relay activity's tables, the region map when the query has a region, and the request's
+ * second (relay_active and the lastHeard cutoff are decided at it). A source
+ * added to the node list (a per-process table, a column of another table read through the page)
+ * adds its stamp here, or the answer cache would serve answers without it. An SQLite code.
+ */
+static int answer_stamps(sqlite3 *conn, const struct mg_nodes_query *q, int64_t now_s,
+                         struct mg_answer_stamps *out)
+{
+    memset(out, 0, sizeof *out);
+    /* The version is the one the pager saw when the read snapshot began: begin it first. */
+    int rc = run_once(conn, &cache.snapshot, "SELECT 1 FROM nodes LIMIT 1");
+    if (rc == SQLITE_ROW)
+        rc = SQLITE_OK;
+    unsigned data_version = 0;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_file_control(conn, "main", SQLITE_FCNTL_DATA_VERSION, &data_version);
+    if (rc != SQLITE_OK)
+        return rc;
+    out->v[0] = data_version;
+    out->v[1] = (uint64_t)cache.counts_monotonic_ns;
+    out->v[2] = mg_node_hash_sizes_generation();
+    out->v[3] = q->regions.len > 0 ? mg_region_map_generation() : 0;
+    out->v[4] = mg_node_relay_generation();
+    /* relay_active is decided at the request's second, and so is the lastHeard cutoff. */
+    out->v[5] = (uint64_t)now_s;
+    return SQLITE_OK;
+}
+
+uint64_t mg_nodes_answers_rendered(void)
+{
+    return cache.answers_rendered;
 }
 
 void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
@@ -691,11 +734,29 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     }
     if (rc == SQLITE_OK)
         rc = refresh_counts(env->db, &q, req->start_monotonic_ns);
+    /* The same query, nothing changed since it was answered: the answer kept is this one. */
+    struct mg_answer_stamps stamps;
+    const char *key = !req->http ? NULL : req->http->query.ptr ? req->http->query.ptr : "";
+    size_t key_len = req->http ? req->http->query.len : 0;
+    const struct mg_buf *kept = NULL;
     if (rc == SQLITE_OK)
-        rc = mg_nodes_bind(page, &q, now_s);
-    if (rc == SQLITE_OK)
-        rc = write_answer(res, page, &env->db->schema, total_in_page(filters_of(&q)), total_st, &q,
-                          now_s);
+        rc = answer_stamps(conn, &q, now_s, &stamps);
+    if (rc == SQLITE_OK && key)
+        kept = mg_answer_cache_get(&cache.answers, key, key_len, &stamps);
+    if (kept) {
+        mg_response_json(res, 200);
+        mg_buf_append(&res->body, kept->data, kept->len);
+    } else {
+        size_t body_start = res->body.len;
+        if (rc == SQLITE_OK)
+            rc = mg_nodes_bind(page, &q, now_s);
+        if (rc == SQLITE_OK)
+            rc = write_answer(res, page, &env->db->schema, total_in_page(filters_of(&q)), total_st,
+                              &q, now_s);
+        if (rc == SQLITE_OK && key && !res->body.failed)
+            mg_answer_cache_put(&cache.answers, key, key_len, &stamps, res->body.data + body_start,
+                                res->body.len - body_start);
+    }
     if (rc != SQLITE_OK)
         answer_failure(res, rc, rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(conn));
 

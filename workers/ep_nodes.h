@@ -17,7 +17,10 @@
  * probed for an observation of the region through idx_observations_transmission_id.
  *
  * Statements are prepared once per connection and shape (which filters are present, the
- * sort) and kept in a small cache; values are bound by name. This header exposes the
+ * sort) and kept in a small cache; values are bound by name. The last few answers are kept too
+ * (answer_cache.h), keyed by the query string and stamped with the database's data_version,
+ * the counts' time and the process tables' generations: a request that finds its query kept
+ * with the same stamps copies that answer and steps no statement of nodes. This header exposes the
  * parsed parameters, the SQL and the binding so that tests can run and EXPLAIN exactly what
  * the handler runs.
  */
@@ -129,5 +132,9 @@ int mg_nodes_column(const struct mg_db_schema *schema, const char *name);
  * as an object with keys in bytewise order, extra (may be NULL) merged in. */
 void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema,
                          const struct mg_node_field *extra);
+
+/* How many answers this thread has rendered from the database, not from its answer cache
+ * (tests). */
+uint64_t mg_nodes_answers_rendered(void);
 
 #endif

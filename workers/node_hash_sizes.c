@@ -192,6 +192,11 @@ void mg_node_hash_sizes_read_end(void)
     mg_process_table_read_end(&hash_sizes);
 }
 
+uint64_t mg_node_hash_sizes_generation(void)
+{
+    return mg_process_table_generation(&hash_sizes);
+}
+
 static int by_key(const void *key, const void *entry)
 {
     return strcmp(key, ((const struct node_sizes *)entry)->key);

@@ -55,6 +55,8 @@ int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s);
 /* Readers hold the table while they look keys up. */
 void mg_node_hash_sizes_read_begin(void);
 void mg_node_hash_sizes_read_end(void);
+/* Which table the reader holds (process_table.h: mg_process_table_generation). */
+uint64_t mg_node_hash_sizes_generation(void);
 
 /* The node's entry (between read_begin and read_end); false when it announced none (or
  * there is no table). */

@@ -633,11 +633,6 @@ bool mg_node_relay_exist(sqlite3 *conn)
     return mg_process_table_exists(&relays, conn);
 }
 
-uint64_t mg_node_relay_generation(void)
-{
-    return mg_process_table_generation(&relays);
-}
-
 int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
 {
     sqlite3 *conn = env->db->conn;
@@ -679,6 +674,11 @@ void mg_node_relay_read_begin(void)
 void mg_node_relay_read_end(void)
 {
     mg_process_table_read_end(&relays);
+}
+
+uint64_t mg_node_relay_generation(void)
+{
+    return mg_process_table_generation(&relays);
 }
 
 bool mg_node_relay_role(const char *role)

@@ -65,8 +65,6 @@ bool mg_node_relay_exist(sqlite3 *conn);
 /* Whether a request can have the table at once: this process has one, or the group's copy is
  * stored (a copy and a decode, no pass). */
 bool mg_node_relay_available(struct mg_env *env);
-/* Changes whenever this process's table is replaced or dropped. */
-uint64_t mg_node_relay_generation(void);
 /* Before a request reads the table: when there is none, the group's copy is taken, or the
  * group's build followed or claimed and run here (it waits); a stale one is refreshed the same
  * way on env's helper, without waiting for another worker's build. An SQLite code. */
@@ -77,6 +75,8 @@ void mg_node_relay_forget(struct mg_env *env);
 /* Readers hold the table while they write nodes. */
 void mg_node_relay_read_begin(void);
 void mg_node_relay_read_end(void);
+/* Which table the reader holds (process_table.h: mg_process_table_generation). */
+uint64_t mg_node_relay_generation(void);
 
 /* Whether a node of this role gets the fields (CoreScope: "repeater" or "room"). */
 bool mg_node_relay_role(const char *role);

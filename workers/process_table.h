@@ -58,9 +58,6 @@ void mg_process_table_install(struct mg_process_table *t, sqlite3 *conn, void *t
 /* When t's table of conn's database file was built; INT64_MIN: there is none. */
 int64_t mg_process_table_built_ns(struct mg_process_table *t, sqlite3 *conn);
 
-/* A number that changes whenever t's table is replaced or dropped. */
-uint64_t mg_process_table_generation(struct mg_process_table *t);
-
 /*
  * A table kept by a worker: the process's one rebuild job on its helper thread, submitted
  * again only once the helper has run it. build gets a pointer to the realtime clock (ns) of
@@ -86,6 +83,10 @@ void mg_process_table_read_end(struct mg_process_table *t);
 
 /* The table (NULL: none), between read_begin and read_end. */
 void *mg_process_table_current(struct mg_process_table *t);
+
+/* A number that differs for every table t has held (0: none yet), between read_begin and
+ * read_end: what a cached answer derived from the table is stamped with (answer_cache.h). */
+uint64_t mg_process_table_generation(struct mg_process_table *t);
 
 /* Drops the table: the next refresh builds it again (tests). */
 void mg_process_table_forget(struct mg_process_table *t);

@@ -267,6 +267,11 @@ void mg_region_map_read_end(void)
     mg_process_table_read_end(&regions);
 }
 
+uint64_t mg_region_map_generation(void)
+{
+    return mg_process_table_generation(&regions);
+}
+
 void mg_region_map_forget(void)
 {
     mg_process_table_forget(&regions);

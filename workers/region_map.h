@@ -45,6 +45,8 @@ int mg_region_map_refresh(sqlite3 *conn, int64_t now_ns);
 /* Readers hold the map while they step a statement that uses it. */
 void mg_region_map_read_begin(void);
 void mg_region_map_read_end(void);
+/* Which map the reader holds (process_table.h: mg_process_table_generation). */
+uint64_t mg_region_map_generation(void);
 
 /* Registers meshgate_in_regions on conn; an SQLite code. */
 int mg_region_map_register(sqlite3 *conn);

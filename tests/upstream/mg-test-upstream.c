@@ -4,7 +4,7 @@
  * and the benchmark of meshgate's reverse proxy. One thread per connection, kept alive.
  *
  *   mg-test-upstream --port-file FILE [--port N] [--log FILE] [--analytics-ms N]
- *                    [--max-concurrent N] [--stale-after N]
+ *                    [--max-concurrent N] [--stale-after N] [--fail-every N]
  *
  * It writes its port to FILE once it listens, and appends every byte it receives to the log
  * (so a test can prove that a request never reached it). Paths:
@@ -22,7 +22,9 @@
  *                    others wait for a turn), counted for /_stats
  *   /api/perf/write-sources  200, one write source, served_by_the_test_upstream (the browser
  *                    check: CoreScope's Perf page shows it)
- *   other /api/...   200 {"path":"..."}
+ *   /api/healthz     200 {"ready":true}, as CoreScope's server once it has loaded
+ *   other /api/...   200 {"path":"..."}; with --fail-every N, every Nth of them 500 instead
+ *                    (CoreScope's server failing in a benchmark, tools/bench-read-api.sh)
  *   a WebSocket handshake on any path: 101, then every frame is echoed back (unmasked); a
  *                    close frame is answered with a close frame
  *
@@ -56,6 +58,8 @@ static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
 static int in_flight, peak;
 static atomic_ulong analytics_requests;
+static unsigned long fail_every;
+static atomic_ulong other_requests;
 static long stale_after;
 
 static int open_log(const char *path)
@@ -425,6 +429,10 @@ static int serve_one(struct conn *c)
                          "\"sampleAt\":\"%s\"}",
                          now);
         rc = respond(c->fd, 200, "application/json", b, (size_t)n);
+    } else if (strcmp(target, "/api/healthz") == 0) {
+        rc = respond(c->fd, 200, "application/json", "{\"ready\":true}", 14);
+    } else if (fail_every && (atomic_fetch_add(&other_requests, 1) + 1) % fail_every == 0) {
+        rc = respond(c->fd, 500, "application/json", "{\"error\":\"fail-every\"}", 22);
     } else {
         char b[2200];
         int n = snprintf(b, sizeof b, "{\"path\":\"%s\"}", target);
@@ -460,6 +468,8 @@ int main(int argc, char **argv)
             analytics_ms = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--max-concurrent") == 0)
             max_concurrent = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--fail-every") == 0)
+            fail_every = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--stale-after") == 0)
             stale_after = atol(argv[i + 1]);
     }

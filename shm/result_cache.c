@@ -79,6 +79,15 @@ static int victim(struct mg_cache_view *v, int64_t now)
     return lru;
 }
 
+void mg_result_cache_expire(struct mg_cache_view *v, int pid, const char *key)
+{
+    mg_lock_acquire(&v->cache->lock, pid);
+    int i = find(v, key);
+    if (i >= 0 && v->entry[i].state == MG_CACHE_READY)
+        v->entry[i].expires_monotonic_ns = 0;
+    mg_lock_release(&v->cache->lock, pid);
+}
+
 static void claim(struct mg_cache_view *v, unsigned i, int pid, unsigned slot, const char *key,
                   int64_t now, uint64_t *build_id)
 {
@@ -335,8 +344,10 @@ static bool take_run(struct mg_cache_view *v, uint32_t need, int64_t now, struct
     return true;
 }
 
-void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
-                           size_t len, int64_t now)
+enum put { PUT_NONE = 0, PUT_STORED, PUT_TOO_LARGE };
+
+static enum put put_body(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
+                         size_t len, int64_t now)
 {
     bool too_large = len > mg_result_cache_max_body(v->cache);
     uint32_t need = (uint32_t)((len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE);
@@ -375,11 +386,24 @@ void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, 
         }
         mg_lock_release(&v->cache->lock, pid);
     }
-    if (i >= 0 && too_large)
-        atomic_fetch_add(&v->cache->too_large, 1);
-    else if (reserved)
-        atomic_fetch_add(&v->cache->stored, 1);
     wake(v);
+    return i >= 0 && too_large ? PUT_TOO_LARGE : reserved ? PUT_STORED : PUT_NONE;
+}
+
+void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
+                           size_t len, int64_t now)
+{
+    enum put r = put_body(v, pid, build_id, body, len, now);
+    if (r == PUT_TOO_LARGE)
+        atomic_fetch_add(&v->cache->too_large, 1);
+    else if (r == PUT_STORED)
+        atomic_fetch_add(&v->cache->stored, 1);
+}
+
+bool mg_result_cache_store_uncounted(struct mg_cache_view *v, int pid, uint64_t build_id,
+                                     const void *body, size_t len, int64_t now)
+{
+    return put_body(v, pid, build_id, body, len, now) == PUT_STORED;
 }
 
 void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id)

@@ -101,6 +101,10 @@ struct mg_result_cache {
     _Atomic uint64_t too_large;
     _Atomic uint64_t takeovers;
     _Atomic uint64_t reclaimed;
+    /* The relay table (workers/node_relay.c) shared through the cache: its passes over the
+     * observations in the group, and the copies workers decoded from a stored one. */
+    _Atomic uint64_t relay_builds;
+    _Atomic uint64_t relay_copies;
 };
 
 /* The cache and its two tables, as the segment holds them. */
@@ -174,8 +178,16 @@ enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid,
 void mg_result_cache_store(struct mg_cache_view *v, int pid, uint64_t build_id, const char *body,
                            size_t len, int64_t now);
 
+/* The same, counted in none of the reports' counters (the relay table, node_relay.c, has its
+ * own); true when stored. */
+bool mg_result_cache_store_uncounted(struct mg_cache_view *v, int pid, uint64_t build_id,
+                                     const void *body, size_t len, int64_t now);
+
 /* Gives a claim up (error, 404, refusal): nothing is stored; followers wake and retry. */
 void mg_result_cache_abandon(struct mg_cache_view *v, int pid, uint64_t build_id);
+
+/* Makes key's stored body expired (the next look claims it): a body known to be out of date. */
+void mg_result_cache_expire(struct mg_cache_view *v, int pid, const char *key);
 
 /* Master, after reaping pid: frees the builds it claimed; returns how many. */
 unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
@@ -193,7 +205,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
     X(evicted, "evicted", "stored reach reports dropped to make room")                             \
     X(too_large, "tooLarge", "reach reports served but too large to store")                        \
     X(takeovers, "takeovers", "builds taken over from a builder that died")                        \
-    X(reclaimed, "reclaimed", "builds of dead workers freed by the master")
+    X(reclaimed, "reclaimed", "builds of dead workers freed by the master")                        \
+    X(relay_builds, "relayBuilds",                                                                 \
+      "passes over the observations that built the relay table (node_relay.h)")                    \
+    X(relay_copies, "relayCopies", "relay tables a worker took from the group's copy in the cache")
 
 /* The cache's state at one moment (mg_result_cache_read). */
 struct mg_cache_snapshot {

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,7 +517,7 @@ FIXTURE_TEST(list_gives_relays_only_to_a_key_that_is_a_hop_as_corescope)
                      sqlite3_errmsg(conn));
         sqlite3_free(edit);
     }
-    mg_node_relay_forget();
+    mg_node_relay_forget(&fx.t.env);
     int64_t before_s = (int64_t)time(NULL);
     b = get("/api/nodes?limit=2000", 200);
     int64_t after_s = (int64_t)time(NULL);
@@ -541,6 +542,31 @@ FIXTURE_TEST(list_gives_relays_only_to_a_key_that_is_a_hop_as_corescope)
     /* Another repeater still has none in the list. */
     cr_expect(json_is_at(listed(b, N6IJ_PUBKEY), "relay_count_24h", "0"));
     sqlite3_close(conn);
+}
+
+/* The relay table each worker reads is decoded from the group's copy in the result cache:
+ * a process that drops its own and takes the stored one answers the same, byte for byte, and
+ * the pass over the observations ran once. */
+FIXTURE_TEST(relay_table_taken_from_the_groups_copy_answers_the_same)
+{
+    start();
+    const struct mg_result_cache *c = fx.t.seg.cache.cache;
+    char *list = strdup(get("/api/nodes?limit=2000", 200));
+    char *detail = strdup(get("/api/nodes/" BUSIEST_PUBKEY, 200));
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "the first request made the pass");
+    cr_expect_eq(atomic_load(&c->relay_copies), 0);
+    uint64_t generation = mg_node_relay_generation();
+    mg_node_relay_forget(NULL); /* this process's table only: the group keeps its copy */
+    cr_expect_neq(mg_node_relay_generation(), generation);
+    cr_expect(!mg_node_relay_exist(fx.t.db.conn));
+    cr_expect_str_eq(get("/api/nodes?limit=2000", 200), list);
+    cr_expect_str_eq(get("/api/nodes/" BUSIEST_PUBKEY, 200), detail);
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "no second pass");
+    cr_expect_eq(atomic_load(&c->relay_copies), 1, "the table came from the cache");
+    /* The copy holds what the pass found: the busiest repeater's 146 relays (see above). */
+    cr_expect_eq(json_int_at(json_get(detail, "node"), "relay_count_24h"), 146);
+    free(list);
+    free(detail);
 }
 
 /* ---- what the detail derives, on its own ---------------------------------------------------- */

@@ -211,11 +211,26 @@ static long db_connections(int port)
     return n;
 }
 
+/* The relay table's build at a worker's start (node_relay.c) ran on its own connection and
+ * closed it. */
+static bool start_build_done(void *arg)
+{
+    int port = *(const int *)arg;
+    struct mg_test_response r;
+    if (!mg_test_get(port, "/metrics", NULL, &r))
+        return false;
+    bool built = r.status == 200 && strstr(r.body, "\nmeshgate_reach_cache_relay_builds_total 1\n");
+    mg_test_response_free(&r);
+    return built && db_connections(port) == 1;
+}
+
 Test(memory, a_helper_opens_its_connection_when_its_first_job_comes, .init = make_db,
      .fini = remove_db)
 {
     struct mg_test_server s;
     start(&s);
+    cr_assert(mg_test_wait_until(start_build_done, &s.port, 60000, 20),
+              "the relay table's start-up build did not end");
     /* Light and heavy requests on the loop: still the loop's connection alone. */
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/api/nodes?limit=50", NULL, &r));

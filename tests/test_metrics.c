@@ -507,6 +507,7 @@ Test(metrics, exposition_is_well_formed_and_lists_every_counter_route_and_state)
         "meshgate_reach_cache_coalesced_total",    "meshgate_reach_cache_stored_total",
         "meshgate_reach_cache_evicted_total",      "meshgate_reach_cache_too_large_total",
         "meshgate_reach_cache_takeovers_total",    "meshgate_reach_cache_reclaimed_total",
+        "meshgate_reach_cache_relay_builds_total", "meshgate_reach_cache_relay_copies_total",
         "meshgate_request_errors_total",
     };
     for (unsigned i = 0; i < sizeof counters / sizeof counters[0]; i++) {

@@ -626,7 +626,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
  */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_relay_exist(env->db->conn)) /* a repeater's detail builds the relay table */
+    if (!mg_node_relay_available(env)) /* a repeater's detail builds the relay table */
         return true;
     sqlite3_stmt *st = mg_db_prepare(
         env->db,

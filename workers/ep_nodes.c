@@ -776,7 +776,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_exist(env->db->conn) || !mg_node_relay_exist(env->db->conn))
+    if (!mg_node_hash_sizes_exist(env->db->conn) || !mg_node_relay_available(env))
         return true;
     const char *list = mg_param_str(req, "region");
     if (!list)

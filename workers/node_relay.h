@@ -27,15 +27,19 @@
  * usefulness_score, usefulness_grade) come from its in-memory neighbour graph and are not
  * answered (README.md, "Node fields CoreScope has and meshgate does not give").
  *
- * Why a table, per process: the counts need every observation's path (the longest one of each
- * transmission), a scan (6.9 s at 2M observations on a loaded machine; docs/benchmarks.md), so it
- * is done once per MG_NODE_RELAY_INTERVAL_NS (CoreScope's own recompute interval) into a table of
- * hop keys (a few hundred to tens of thousands of entries), kept as the hash sizes are
- * (node_hash_sizes.h): built before the worker serves, rebuilt on the helper thread when a
- * request finds it stale, and only a request that finds none is heavy. A group value (4096 bytes)
- * cannot hold it; the shared result cache could since its pool change (bodies up to a quarter of
- * the pool), which would make the pass once per group: not done yet. The counts are those at the
- * table's build, up to the interval old (CoreScope's list is as old; its detail is computed per
+ * Why a table, built once per group: the counts need every observation's path (the longest one
+ * of each transmission), a scan (6.9 s at 2M observations on a loaded machine;
+ * docs/benchmarks.md), so it is done once per MG_NODE_RELAY_INTERVAL_NS (CoreScope's own
+ * recompute interval) into a table of hop keys (a few hundred to tens of thousands of entries).
+ * One worker of the group makes the pass (one at a time: its claim) and stores the table,
+ * serialized, in the shared result cache under "relay|v1|<device>:<inode>|<interval number>";
+ * every other worker decodes its copy from there, at its start and whenever its copy is older
+ * than the interval and the group's is newer. Each process reads its own decoded copy (a
+ * sorted array, looked up per node row). A worker with no copy yet serves all else at once;
+ * a request that needs the table is heavy and takes the group's copy, or waits for the
+ * group's build, or claims and runs it. A table too large for the cache (or the cache turned
+ * off) makes each process build its own, as before. The counts are those at the table's
+ * build, up to the interval old (CoreScope's list is as old; its detail is computed per
  * request).
  */
 #ifndef MESHGATE_NODE_RELAY_H
@@ -51,15 +55,22 @@
 #define MG_NODE_RELAY_INTERVAL_NS (300 * 1000000000LL)
 #define MG_NODE_RELAY_SCOPES_MAX 32 /* CoreScope's maxTransportedScopes */
 
-/* Builds this process's table from conn unless a fresh one exists; counts relative to
- * now_realtime_ns. An SQLite code. */
-int mg_node_relay_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_realtime_ns);
+/* At a worker's start: takes the group's table when the result cache holds one (no pass),
+ * else starts the group's build on a thread of its own and returns (the worker serves
+ * meanwhile; a worker that finds another's build under way leaves it to that one); without
+ * the group's cache (MESHGATE_REACH_CACHE_TTL_MS=0), builds this process's own. */
+void mg_node_relay_adopt(struct mg_env *env);
 bool mg_node_relay_fresh(sqlite3 *conn, int64_t now_ns);
 bool mg_node_relay_exist(sqlite3 *conn);
-/* Before a request reads the table: built here when there is none, else a stale one is
- * rebuilt on env's helper (mg_process_table_keep). An SQLite code. */
+/* Whether a request can have the table at once: this process has one, or the group's copy is
+ * stored (a copy and a decode, no pass). */
+bool mg_node_relay_available(struct mg_env *env);
+/* Before a request reads the table: when there is none, the group's copy is taken, or the
+ * group's build followed or claimed and run here (it waits); a stale one is refreshed the same
+ * way on env's helper, without waiting for another worker's build. An SQLite code. */
 int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns);
-void mg_node_relay_forget(void); /* tests */
+/* Drops this process's table and (env not NULL) the group's copy (tests). */
+void mg_node_relay_forget(struct mg_env *env);
 
 /* Readers hold the table while they write nodes. */
 void mg_node_relay_read_begin(void);

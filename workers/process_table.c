@@ -37,6 +37,30 @@ bool mg_process_table_fresh(struct mg_process_table *t, sqlite3 *conn, int64_t n
     return fresh;
 }
 
+/* Swaps table in as the table of the file at path (st: its identity), built at built_ns. */
+static void swap_in(struct mg_process_table *t, const char *path, const struct stat *st,
+                    void *table, int64_t built_ns)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    void *old = t->table;
+    t->table = table;
+    snprintf(t->file, sizeof t->file, "%s", path);
+    t->dev = st->st_dev;
+    t->ino = st->st_ino;
+    t->built_ns = built_ns;
+    atomic_fetch_add(&t->generation, 1);
+    pthread_rwlock_unlock(&t->lock);
+    t->free_table(old);
+}
+
+static void file_of(sqlite3 *conn, char path[PATH_MAX], struct stat *st)
+{
+    const char *file = sqlite3_db_filename(conn, "main");
+    snprintf(path, PATH_MAX, "%s", file ? file : "");
+    memset(st, 0, sizeof *st);
+    stat(path, st);
+}
+
 int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
                              void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
 {
@@ -46,27 +70,37 @@ int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t 
     pthread_mutex_lock(&t->build_lock);
     int rc = SQLITE_OK;
     if (!mg_process_table_fresh(t, conn, now_ns)) {
-        const char *file = sqlite3_db_filename(conn, "main");
         char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s", file ? file : "");
-        struct stat st = {0};
-        stat(path, &st); /* read before the build: a file replaced meanwhile is rebuilt */
+        struct stat st;
+        file_of(conn, path, &st); /* read before the build: a file replaced meanwhile is rebuilt */
         void *table = build(conn, arg, &rc);
-        if (table) {
-            pthread_rwlock_wrlock(&t->lock);
-            void *old = t->table;
-            t->table = table;
-            memcpy(t->file, path, sizeof path);
-            t->dev = st.st_dev;
-            t->ino = st.st_ino;
-            t->built_ns = now_ns;
-            t->generation++;
-            pthread_rwlock_unlock(&t->lock);
-            t->free_table(old);
-        }
+        if (table)
+            swap_in(t, path, &st, table, now_ns);
     }
     pthread_mutex_unlock(&t->build_lock);
     return rc;
+}
+
+void mg_process_table_install(struct mg_process_table *t, sqlite3 *conn, void *table,
+                              int64_t built_ns)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    file_of(conn, path, &st);
+    swap_in(t, path, &st, table, built_ns);
+}
+
+int64_t mg_process_table_built_ns(struct mg_process_table *t, sqlite3 *conn)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    int64_t built = of_file_locked(t, conn) ? t->built_ns : INT64_MIN;
+    pthread_rwlock_unlock(&t->lock);
+    return built;
+}
+
+uint64_t mg_process_table_generation(struct mg_process_table *t)
+{
+    return atomic_load(&t->generation);
 }
 
 static void run_keeper(struct mg_job *job, struct mg_db *db)
@@ -109,18 +143,13 @@ void *mg_process_table_current(struct mg_process_table *t)
     return t->table;
 }
 
-uint64_t mg_process_table_generation(struct mg_process_table *t)
-{
-    return t->generation;
-}
-
 void mg_process_table_forget(struct mg_process_table *t)
 {
     pthread_mutex_lock(&t->build_lock);
     pthread_rwlock_wrlock(&t->lock);
     void *old = t->table;
     t->table = NULL;
-    t->generation++;
+    atomic_fetch_add(&t->generation, 1);
     pthread_rwlock_unlock(&t->lock);
     pthread_mutex_unlock(&t->build_lock);
     t->free_table(old);

@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,7 +30,7 @@ struct mg_process_table {
     dev_t dev;
     ino_t ino;
     int64_t built_ns;
-    uint64_t generation; /* moves whenever table is swapped or dropped */
+    _Atomic uint64_t generation; /* grows whenever the table is swapped or dropped */
 };
 
 #define MG_PROCESS_TABLE_INIT(interval, free_fn)                                                   \
@@ -48,6 +49,14 @@ bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn);
 /* Builds t's table with build(conn, arg, &rc) unless a fresh one exists; an SQLite code. */
 int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
                              void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg);
+
+/* Swaps table in as conn's database file's, built at built_ns (CLOCK_MONOTONIC): a table
+ * decoded from the group's copy (node_relay.c), or built outside refresh. */
+void mg_process_table_install(struct mg_process_table *t, sqlite3 *conn, void *table,
+                              int64_t built_ns);
+
+/* When t's table of conn's database file was built; INT64_MIN: there is none. */
+int64_t mg_process_table_built_ns(struct mg_process_table *t, sqlite3 *conn);
 
 /*
  * A table kept by a worker: the process's one rebuild job on its helper thread, submitted

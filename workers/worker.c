@@ -1091,9 +1091,9 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     if (mg_node_hash_sizes_refresh(w.env.db->conn, mg_monotonic_ns(),
                                    mg_realtime_ns() / 1000000000LL) != SQLITE_OK)
         mg_warn("node hash sizes: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
-    /* And its relay activity (node_relay.h), one pass over observations. */
-    if (mg_node_relay_refresh(w.env.db->conn, mg_monotonic_ns(), mg_realtime_ns()) != SQLITE_OK)
-        mg_warn("node relay activity: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
+    /* And its relay activity (node_relay.h): the group's copy when there is one; no pass
+     * here (the first request that needs it makes or follows the group's). */
+    mg_node_relay_adopt(&w.env);
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * The relay table (workers/node_relay.c) is built once per group: the real binary with 4
+ * workers, requests spread over them on several connections, one pass over the observations
+ * (relay_builds) and a copy decoded by every other worker (relay_copies); a worker killed -9
+ * comes back with the group's copy and makes no pass of its own; the answers are those the
+ * rows give. And when the table is too large for the cache, each worker builds its own.
+ */
+#include "harness.h"
+
+#include "jsoncheck.h"
+#include "result_cache.h"
+#include "scoreboard.h"
+#include "segment.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TestSuite(relay_share, .timeout = 240);
+
+#define KEY_AA "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define KEY_BB "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define KEY_DD "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+/* A time `what` ago as the rows store it: AGO in a format, AGO_SQL in plain SQL. */
+#define AGO(what) "strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now', '-" what "')"
+#define AGO_SQL(what) "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-" what "')"
+
+/* Three repeaters; transmissions through AA and BB by their first byte, one through DD's
+ * whole key (the list counts only a key that is itself a hop), an ADVERT (never a relay), one
+ * older than a day. extra: more SQL. */
+static void make_db(const char *path, const char *extra)
+{
+    char sql[8192];
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO nodes (public_key, name, role, last_seen, first_seen) VALUES"
+        " ('%s', 'AA', 'repeater', " AGO(
+            "1 minutes") ", '2026-01-01T00:00:00Z'),"
+                         " ('%s', 'BB', 'repeater', " AGO(
+                             "1 minutes") ", '2026-01-01T00:00:00Z'),"
+                                          " ('%s', 'DD', 'repeater', " AGO(
+                                              "1 minutes") ", '2026-01-01T00:00:00Z');"
+                                                           "INSERT INTO observers (id, name, iata) "
+                                                           "VALUES ('OBS1', 'Observer', 'SJC');"
+                                                           "INSERT INTO transmissions (id, "
+                                                           "raw_hex, hash, first_seen, route_type, "
+                                                           "payload_type)"
+                                                           " VALUES (1, '01', 'h1', " AGO(
+                                                               "10 minutes") ", 1, 2),"
+                                                                             " (2, '02', "
+                                                                             "'h2', " AGO("2 hours") ", 1, 2), (3, '03', 'h3', " AGO(
+                                                                                 "30 hours") ", 0, "
+                                                                                             "2),"
+                                                                                             " (4, "
+                                                                                             "'04',"
+                                                                                             " 'h4'"
+                                                                                             ","
+                                                                                             " " AGO("5 minutes") ", 1, 4), (5, '05', 'h5', " AGO(
+                                                                                                 "5"
+                                                                                                 " "
+                                                                                                 "m"
+                                                                                                 "i"
+                                                                                                 "n"
+                                                                                                 "u"
+                                                                                                 "t"
+                                                                                                 "e"
+                                                                                                 "s") ", 0, 2);"
+                                                                                                      "INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp) VALUES"
+                                                                                                      " (1, 1, '[\"AA\",\"BB\"]', 1), (2, 1, '[\"AA\"]', 2), (2, 1, '[\"AA\",\"CC\",\"BB\"]', 3),"
+                                                                                                      " (3, 1, '[\"BB\"]', 4), (4, 1, '[\"AA\"]', 5), (5, 1, '[\"%s\"]', 6);%s",
+        KEY_AA, KEY_BB, KEY_DD, KEY_DD, extra ? extra : "");
+    cr_assert_eq(mg_test_make_db(path, false, sql), 0);
+}
+
+/* The non-ADVERT transmissions of the last `hours` with a hop equal to key or its first byte:
+ * the relays CoreScope counts for the detail (for the list, key itself only: first false). */
+static long long relays_of(const char *db, const char *key, int hours, bool first)
+{
+    sqlite3 *conn;
+    cr_assert_eq(sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    char *sql = sqlite3_mprintf(
+        "SELECT count(DISTINCT t.id) FROM transmissions t JOIN observations o"
+        " ON o.transmission_id = t.id, json_each(o.path_json) h WHERE t.payload_type <> 4"
+        " AND (lower(h.value) = %Q OR (%d AND lower(h.value) = substr(%Q, 1, 2)))"
+        " AND t.first_seen > strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now', '-%d hours')",
+        key, first, key, hours);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(conn, sql, -1, &st, NULL), SQLITE_OK, "%s",
+                 sqlite3_errmsg(conn));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    long long n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    sqlite3_close(conn);
+    return n;
+}
+
+static void attach(const struct mg_test_server *s, struct mg_segment *seg)
+{
+    char err[256];
+    cr_assert_eq(mg_segment_attach(seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+}
+
+/* Workers that served a request since they started. */
+static unsigned served(struct mg_segment *seg)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < seg->slot_count; i++)
+        n += atomic_load(&seg->slots[i].pid) > 0 && atomic_load(&seg->slots[i].requests) > 0;
+    return n;
+}
+
+struct client {
+    int port;
+    const char *target;
+    int requests;
+    char *first; /* the first 200 body */
+    int ok, differ;
+};
+
+/* Each request on its own connection, so the group's workers share them. */
+static void *fetch(void *arg)
+{
+    struct client *c = arg;
+    for (int i = 0; i < c->requests; i++) {
+        struct mg_test_response r;
+        if (!mg_test_get(c->port, c->target, NULL, &r))
+            continue;
+        if (r.status == 200) {
+            c->ok++;
+            if (!c->first)
+                c->first = strdup(r.body);
+            else
+                c->differ += strcmp(c->first, r.body) != 0;
+        }
+        mg_test_response_free(&r);
+    }
+    return NULL;
+}
+
+enum { CLIENTS = 6 };
+
+/* CLIENTS connections at once, `requests` each; every answer 200 and equal to want (NULL:
+ * to each other); returns the first answer (malloc'ed). */
+static char *spread(int port, const char *target, int requests, const char *want)
+{
+    struct client c[CLIENTS];
+    pthread_t t[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = (struct client){.port = port, .target = target, .requests = requests};
+        pthread_create(&t[i], NULL, fetch, &c[i]);
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(t[i], NULL);
+    char *first = strdup(want ? want : c[0].first ? c[0].first : "");
+    for (int i = 0; i < CLIENTS; i++) {
+        cr_expect_eq(c[i].ok, requests, "%s: %d of %d answered 200", target, c[i].ok, requests);
+        cr_expect_eq(c[i].differ, 0, "%s: answers differ", target);
+        cr_expect(c[i].first && strcmp(c[i].first, first) == 0, "%s: %s against %s", target,
+                  c[i].first, first);
+        free(c[i].first);
+    }
+    return first;
+}
+
+/* The node with this key in a list. */
+static const char *listed(const char *body, const char *key)
+{
+    for (const char *n = json_first(json_get(body, "nodes")); n; n = json_next(n))
+        if (json_str_at_eq(n, "public_key", key))
+            return n;
+    cr_assert_fail("%.8s not in the list", key);
+    return NULL;
+}
+
+struct counter_wait {
+    _Atomic uint64_t *counter;
+    uint64_t want;
+};
+
+static bool counter_reached(void *arg)
+{
+    const struct counter_wait *w = arg;
+    return atomic_load(w->counter) >= w->want;
+}
+
+struct respawn_wait {
+    struct mg_segment *seg;
+    unsigned slot;
+    int old_pid;
+};
+
+static bool respawned(void *arg)
+{
+    const struct respawn_wait *w = arg;
+    const struct mg_slot *s = &w->seg->slots[w->slot];
+    int pid = atomic_load(&s->pid);
+    uint32_t st = atomic_load(&s->state);
+    return pid > 0 && pid != w->old_pid && st != MG_SLOT_STARTING && st != MG_SLOT_DEAD &&
+           st != MG_SLOT_EMPTY;
+}
+
+Test(relay_share, one_pass_for_four_workers_and_a_respawned_worker_copies_it)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, NULL);
+    const char *env[] = {"MESHGATE_WORKERS=4", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    /* The workers serve at once; one of them builds the group's table on a thread of its
+     * own meanwhile. */
+    struct counter_wait built = {&c->relay_builds, 1};
+    cr_assert(mg_test_wait_until(counter_reached, &built, 60000, 10), "no start-up build");
+
+    /* The list on several connections at once, until the requests have reached every worker
+     * (bounded): all answers equal, one pass. */
+    char *list = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes", 8, list);
+        free(list);
+        list = again;
+    }
+    cr_assert_geq(served(&seg), 2, "the requests reached one worker only");
+    unsigned readers = served(&seg);
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "one pass for the group");
+    cr_expect_geq(atomic_load(&c->relay_copies), readers - 1,
+                  "each other worker that served took the group's copy (%u served)", readers);
+    /* The answers are the rows': DD's whole key is a hop (the list's counts), AA and BB count
+     * their first byte in the detail. */
+    const char *dd = listed(list, KEY_DD);
+    cr_expect_eq(json_int_at(dd, "relay_count_24h"), relays_of(db, KEY_DD, 24, false));
+    cr_expect_eq(json_int_at(dd, "relay_count_24h"), 1);
+    cr_expect(json_is_at(dd, "relay_active", "true"));
+    cr_expect(json_is_at(listed(list, KEY_AA), "relay_count_24h", "0"), "AA is no hop of its own");
+    char *aa = spread(s.port, "/api/nodes/" KEY_AA, 2, NULL);
+    char *bb = spread(s.port, "/api/nodes/" KEY_BB, 2, NULL);
+    const char *na = json_get(aa, "node"), *nb = json_get(bb, "node");
+    cr_expect_eq(json_int_at(na, "relay_count_24h"), relays_of(db, KEY_AA, 24, true));
+    cr_expect_eq(json_int_at(na, "relay_count_24h"), 2, "transmissions 1 and 2 (4 is an ADVERT)");
+    cr_expect_eq(json_int_at(na, "relay_count_1h"), relays_of(db, KEY_AA, 1, true));
+    cr_expect_eq(json_int_at(nb, "relay_count_24h"), relays_of(db, KEY_BB, 24, true));
+    cr_expect_eq(json_int_at(nb, "relay_count_24h"), 2, "transmission 3 is older than a day");
+    cr_expect_eq(json_int_at(nb, "unscoped_relay_count_24h"), 2, "both floods");
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "still one pass");
+
+    /* A worker killed -9 comes back with the group's copy, before any request. */
+    unsigned victim_slot = 0;
+    while (atomic_load(&seg.slots[victim_slot].pid) <= 0)
+        victim_slot++;
+    struct respawn_wait rw = {&seg, victim_slot, atomic_load(&seg.slots[victim_slot].pid)};
+    uint64_t copies = atomic_load(&c->relay_copies);
+    cr_assert_eq(kill(rw.old_pid, SIGKILL), 0);
+    cr_assert(mg_test_wait_until(respawned, &rw, 60000, 10), "slot %u was not respawned",
+              victim_slot);
+    struct counter_wait cw = {&c->relay_copies, copies + 1};
+    cr_expect(mg_test_wait_until(counter_reached, &cw, 60000, 10),
+              "the new worker took no copy at its start");
+    /* It serves at once, and the same answers, with no pass of its own. */
+    for (int round = 0; round < 20 && !atomic_load(&seg.slots[victim_slot].requests); round++)
+        free(spread(s.port, "/api/healthz", 4, NULL));
+    cr_expect_gt(atomic_load(&seg.slots[victim_slot].requests), 0, "the new worker served nothing");
+    uint64_t before = atomic_load(&seg.slots[victim_slot].requests);
+    for (int round = 0; round < 20 && atomic_load(&seg.slots[victim_slot].requests) == before;
+         round++)
+        free(spread(s.port, "/api/nodes", 4, list));
+    cr_expect_gt(atomic_load(&seg.slots[victim_slot].requests), before,
+                 "the new worker answered no /api/nodes");
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "the respawned worker made no pass");
+    free(aa);
+    free(bb);
+    free(list);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+Test(relay_share, a_table_too_large_for_the_cache_is_built_by_each_worker)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    /* 400 more transmissions, each through its own 3-byte hop: a table of some 40 KiB, more
+     * than the one page a 4096-byte cache stores. */
+    make_db(db,
+            "WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < 499)"
+            " INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+            " payload_type) SELECT i, 'ff', 'x' || i, " AGO(
+                "3 minutes") ", 1, 2 FROM n;"
+                             "INSERT INTO observations (transmission_id, observer_idx, path_json, "
+                             "timestamp)"
+                             " SELECT id, 1, '[\"' || printf('%06x', id * 4099) || '\"]', id FROM"
+                             " transmissions WHERE id >= 100;");
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_REACH_CACHE_BYTES=4096", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    char *list = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes", 4, list);
+        free(list);
+        list = again;
+    }
+    cr_assert_eq(served(&seg), seg.slot_count, "the requests did not reach both workers");
+    cr_expect_eq(json_int_at(listed(list, KEY_DD), "relay_count_24h"), 1);
+    cr_expect_eq(atomic_load(&c->relay_builds), seg.slot_count, "each worker made its pass");
+    cr_expect_eq(atomic_load(&c->relay_copies), 0);
+    char *log = mg_test_server_log(&s);
+    cr_expect_eq(mg_test_count(log, "node relay activity: the table's"), (int)seg.slot_count,
+                 "logged once by each worker: %s", log);
+    free(log);
+    free(list);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}

@@ -751,6 +751,14 @@ static void total_store(const struct mg_buf *key, int64_t total, unsigned data_v
     e->cost_ns = cost_ns;
 }
 
+void mg_packets_totals_forget(void)
+{
+    for (int i = 0; i < TOTAL_CACHE_ENTRIES; i++) {
+        free(total_cache[i].key);
+        total_cache[i] = (struct total_entry){0};
+    }
+}
+
 /* --- one request ------------------------------------------------------------------------ */
 
 enum page_col {

@@ -170,4 +170,9 @@ bool mg_packets_write_stored_array(struct mg_json *j, const char *key, const cha
  * (true), or read at least one directly. */
 bool mg_packets_last_used_summaries(void);
 
+/* Tests: forgets this thread's cached totals, so that the next count is read now. A slow
+ * count may otherwise be served stale for MG_PACKETS_TOTAL_STALE_NS (by design), and on a
+ * loaded machine every count is slow. */
+void mg_packets_totals_forget(void);
+
 #endif

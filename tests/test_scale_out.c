@@ -46,7 +46,12 @@ TestSuite(scale_out, .timeout = 900);
 #define LITESTREAM_NPM                                                                             \
     MESHGATE_SOURCE_DIR "/build/npm-litestream/node_modules/@flydotio/litestream-linux-x64/"       \
                         "litestream"
-#define MAX_LAG_MS 10000
+/* The replicas' lag bound (MESHGATE_REPLICA_MAX_LAG_MS): generous, since a group past it
+ * answers 503 to HAProxy's checks, and on a loaded machine Litestream's copy can take 10 s
+ * and more; the lag measured is logged (docs/scale-out.md has the quiet numbers). */
+#define MAX_LAG_MS 30000
+#define STR_(x) #x
+#define STR(x) STR_(x)
 /* HAProxy's check interval and fall count in etc/haproxy/meshgate.cfg. */
 #define CHECK_INTER_MS 1000
 #define CHECK_FALL 2
@@ -421,7 +426,7 @@ static void start_group(struct group *g)
     const char *env[] = {
         "MESHGATE_WORKERS=2", "MESHGATE_ANON_CONCURRENCY=1", "MESHGATE_ANON_QUEUE=4",
         "MESHGATE_ANON_WAIT_MS=20000", "MESHGATE_ANON_RATE=0", "MESHGATE_TEST_HOOKS=park",
-        "MESHGATE_REPLICA_MAX_LAG_MS=10000",
+        "MESHGATE_REPLICA_MAX_LAG_MS=" STR(MAX_LAG_MS),
         /* a copy replaced while A's line is held reloads A: its old workers
          * finish the held requests rather than being killed at 10 s */
         "MESHGATE_DRAIN_TIMEOUT_MS=60000", "MESHGATE_TRUSTED_PROXIES=127.0.0.1", port, agent, NULL};

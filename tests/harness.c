@@ -207,10 +207,23 @@ static const char *migration =
     "CREATE INDEX idx_tx_scope_name ON transmissions(scope_name) WHERE scope_name IS NOT NULL;"
     "CREATE INDEX idx_tx_last_seen_zero ON transmissions(id) WHERE last_seen=0;";
 
+int mg_test_sqlite_open_v2(const char *path, sqlite3 **db, int flags, const char *vfs)
+{
+    int rc = sqlite3_open_v2(path, db, flags, vfs);
+    if (*db)
+        sqlite3_busy_timeout(*db, MG_TEST_BUSY_TIMEOUT_MS);
+    return rc;
+}
+
+int mg_test_sqlite_open(const char *path, sqlite3 **db)
+{
+    return mg_test_sqlite_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+}
+
 int mg_test_make_db(const char *path, bool migrated, const char *sql)
 {
     sqlite3 *db;
-    if (sqlite3_open(path, &db) != SQLITE_OK)
+    if (mg_test_sqlite_open(path, &db) != SQLITE_OK)
         return -1;
     char *err = NULL;
     /* One transaction: one sync instead of one per statement. */

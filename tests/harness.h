@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sqlite3.h>
 #include <sys/types.h>
 
 #ifndef MESHGATE_BUILD_DIR
@@ -54,6 +55,13 @@ void mg_test_rmdir(const char *dir);
  * adds, as every live database has; never a table or column CoreScope lacks) and runs sql
  * (may be NULL) in it. Returns 0. */
 int mg_test_make_db(const char *path, bool migrated, const char *sql);
+
+/* sqlite3_open and sqlite3_open_v2 with a generous busy timeout (60 s) set on the new
+ * connection: a test's connection waits for the server's readers and writers as any client
+ * of the file would, however loaded the machine. Every test opens databases through these. */
+#define MG_TEST_BUSY_TIMEOUT_MS 60000
+int mg_test_sqlite_open(const char *path, sqlite3 **db);
+int mg_test_sqlite_open_v2(const char *path, sqlite3 **db, int flags, const char *vfs);
 
 /* Writes dir/keys holding one API key (mode 0600, as the server requires); setting gets
  * "MESHGATE_API_KEYS_FILE=dir/keys" for the server's environment. */

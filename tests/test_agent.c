@@ -377,7 +377,7 @@ static const char *node_sql(int count, char *out, size_t cap)
 static int nodes_in(const char *path)
 {
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM nodes", -1, &st, NULL), SQLITE_OK);
     cr_assert_eq(sqlite3_step(st), SQLITE_ROW);

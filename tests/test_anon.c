@@ -669,7 +669,7 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
     int worker = atomic_load(&seg.slots[0].pid);
     cr_assert_gt(worker, 0);
     struct call heavy, c;
-    call_start(&heavy, s.port, "/api/packets", HOLD(2000));
+    call_start(&heavy, s.port, "/api/packets", HOLD(8000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
     /* Helpers start with their pool's first job (jobs.h): while the anonymous request runs,
      * its pool has one thread, at the lower priority; the loop (and a signed-in helper, if
@@ -684,15 +684,22 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
     int *nice = seen.nice, n = seen.n, low = 0, normal = 0;
     for (int i = 0; i < n; i++)
         low += nice[i] == seen.low, normal += nice[i] == base;
-    cr_expect(n >= 2 && n <= 3, "the loop and its helpers: %d threads", n);
+    /* The loop, this helper, and any of the group's background passes still running on a
+     * loaded machine: how many is not the point, only that one thread is lowered. */
+    cr_expect(n >= 2, "the loop and its helpers: %d threads", n);
     cr_expect_eq(low, 1, "one helper at MESHGATE_ANON_NICE (10) above the server's %d", base);
     cr_expect_eq(normal, n - 1);
+    /* Both are answered while the anonymous request still holds its helper (8 s): a loop
+     * held by it would answer them only after. Shares of the hold, not fixed times, so that
+     * a loaded machine does not fail it. */
     call_now(&c, s.port, "/api/nodes", NULL);
     cr_expect_eq(c.status, 200);
-    cr_expect_lt(c.ms, 500, "the worker's loop was held for %lld ms", (long long)c.ms);
+    cr_expect_eq(seg.anon->in_flight, 1,
+                 "/api/nodes was answered only after the anonymous request");
+    cr_expect_lt(c.ms, 4000, "the worker's loop was held for %lld ms", (long long)c.ms);
     call_now(&c, s.port, "/api/packets?limit=1", SIGNED_IN);
     cr_expect_eq(c.status, 200);
-    cr_expect_lt(c.ms, 500, "a signed-in heavy request waited %lld ms", (long long)c.ms);
+    cr_expect_lt(c.ms, 4000, "a signed-in heavy request waited %lld ms", (long long)c.ms);
     cr_expect_eq(seg.anon->in_flight, 1, "the anonymous request is still running");
     call_join(&heavy);
     cr_expect_eq(heavy.status, 200, "%s", heavy.body);

@@ -352,7 +352,7 @@ static void fixture_start(const char *source, const char *config, const char *sq
     cr_assert_eq(mg_fixture_freshen(source, fx_db, fx_now, err, sizeof err), 0, "%s", err);
     if (sql) {
         sqlite3 *db;
-        cr_assert_eq(sqlite3_open(fx_db, &db), SQLITE_OK);
+        cr_assert_eq(mg_test_sqlite_open(fx_db, &db), SQLITE_OK);
         char *msg = NULL;
         cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s", msg);
         sqlite3_close(db);
@@ -368,7 +368,7 @@ static int sql_texts(char **out, int cap, const char *sql)
 {
     sqlite3 *db;
     sqlite3_stmt *st;
-    cr_assert_eq(sqlite3_open_v2(fx_db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(fx_db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
     int n = 0;
     while (sqlite3_step(st) == SQLITE_ROW && n < cap) {

@@ -325,7 +325,7 @@ FIXTURE_TEST(detail_by_short_prefix_and_its_refusals)
 static sqlite3 *raw_copy(void)
 {
     sqlite3 *conn = NULL;
-    cr_assert_eq(sqlite3_open_v2(fx.db, &conn, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(fx.db, &conn, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     return conn;
 }
 

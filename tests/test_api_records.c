@@ -95,7 +95,7 @@ static int db_query(long long *ints, char **texts, int cap, const char *fmt, va_
 {
     char *sql = sqlite3_vmprintf(fmt, ap);
     sqlite3 *db = NULL;
-    cr_assert_eq(sqlite3_open_v2(e.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(e.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st = NULL;
     cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
                  sqlite3_errmsg(db));
@@ -432,7 +432,7 @@ FIXTURE_TEST(observers_list_the_active_ones_most_recently_seen_first)
         cr_expect(json_str_at_eq(o, "nodeRole", role), "N6IJ's role, want %s", role);
         double lat = 0;
         sqlite3 *db;
-        sqlite3_open_v2(e.db, &db, SQLITE_OPEN_READONLY, NULL);
+        mg_test_sqlite_open_v2(e.db, &db, SQLITE_OPEN_READONLY, NULL);
         sqlite3_stmt *st;
         sqlite3_prepare_v2(db, "SELECT lat FROM nodes WHERE public_key = lower(?)", -1, &st, NULL);
         sqlite3_bind_text(st, 1, N6IJ_OBSERVER, -1, SQLITE_STATIC);
@@ -647,7 +647,7 @@ static void tour(const char *db_path)
                      e.ctx.res.body.data);
     }
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     sqlite3_prepare_v2(db,
                        "SELECT id, (SELECT hash FROM transmissions LIMIT 1)"
@@ -703,12 +703,12 @@ Test(records_shapes, every_endpoint_answers_without_any_one_optional_column)
         const struct mg_db_optional *o = &mg_db_optionals[i];
         snprintf(e.db, sizeof e.db, "%s/without-%zu.db", e.dir, i);
         sqlite3 *db;
-        cr_assert_eq(sqlite3_open(base, &db), SQLITE_OK);
+        cr_assert_eq(mg_test_sqlite_open(base, &db), SQLITE_OK);
         char *copy = sqlite3_mprintf("VACUUM INTO %Q", e.db);
         cr_assert_eq(sqlite3_exec(db, copy, NULL, NULL, NULL), SQLITE_OK, "%s", copy);
         sqlite3_free(copy);
         sqlite3_close(db);
-        cr_assert_eq(sqlite3_open(e.db, &db), SQLITE_OK);
+        cr_assert_eq(mg_test_sqlite_open(e.db, &db), SQLITE_OK);
         char *drop = o->column ? sqlite3_mprintf("DROP INDEX IF EXISTS idx_tx_scope_name;"
                                                  "DROP INDEX IF EXISTS idx_tx_last_seen_zero;"
                                                  "DROP INDEX IF EXISTS idx_tx_channel_hash;"

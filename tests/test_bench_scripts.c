@@ -45,7 +45,7 @@ static void make_db(void)
              MESHGATE_BUILD_DIR, db);
     cr_assert_eq(run(cmd), 0, "meshgate-fixture: %s", out);
     sqlite3 *conn;
-    cr_assert_eq(sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(conn,
                                     "SELECT public_key FROM nodes ORDER BY advert_count DESC, "

@@ -103,7 +103,7 @@ Test(check, a_bad_configuration_fails_with_the_exit_code_and_message_of_a_start,
     snprintf(missing, sizeof missing, "MESHGATE_DB=%s/nope.db", dir);
     snprintf(foreign_path, sizeof foreign_path, "%s/other.db", dir);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(foreign_path, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(foreign_path, &db), SQLITE_OK);
     sqlite3_exec(db, "CREATE TABLE users (id INT)", NULL, NULL, NULL);
     sqlite3_close(db);
     snprintf(foreign, sizeof foreign, "MESHGATE_DB=%s", foreign_path);

@@ -105,7 +105,7 @@ static bool flag_of(const struct mg_db *db, const struct mg_db_optional *o)
 static void exec_on(const char *file, const char *sql)
 {
     sqlite3 *conn;
-    cr_assert_eq(sqlite3_open(file, &conn), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(file, &conn), SQLITE_OK);
     char *err = NULL;
     cr_assert_eq(sqlite3_exec(conn, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
     sqlite3_close(conn);
@@ -115,7 +115,7 @@ static void exec_on(const char *file, const char *sql)
 static void add_every_optional(const char *file)
 {
     sqlite3 *conn;
-    cr_assert_eq(sqlite3_open(file, &conn), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(file, &conn), SQLITE_OK);
     for (size_t i = 0; i < mg_db_optionals_count; i++) {
         const struct mg_db_optional *o = &mg_db_optionals[i];
         char sql[256];
@@ -143,7 +143,7 @@ static void add_every_optional(const char *file)
 static void drop_optional(const char *file, const struct mg_db_optional *o)
 {
     sqlite3 *conn;
-    cr_assert_eq(sqlite3_open(file, &conn), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(file, &conn), SQLITE_OK);
     char sql[512];
     if (o->column) {
         snprintf(sql, sizeof sql,

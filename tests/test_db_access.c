@@ -91,7 +91,7 @@ static void make_wal_db(void)
                                  " '2026-05-17T18:00:00Z', 1, 4);"),
                  0);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(t.db, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(t.db, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db); /* the last connection: SQLite removes the -shm and -wal files */
     cr_assert_eq(chmod(t.db, 0644), 0);
@@ -137,7 +137,7 @@ static void start_writer(void)
     if (t.writer == 0) {
         close(ready[0]);
         sqlite3 *db;
-        if (sqlite3_open(t.db, &db) != SQLITE_OK)
+        if (mg_test_sqlite_open(t.db, &db) != SQLITE_OK)
             _exit(1);
         sqlite3_busy_timeout(db, 5000);
         int64_t give_up = mg_test_now_ms() + WRITER_LIMIT_MS;
@@ -240,7 +240,7 @@ Test(db_access, read_only_wal_database_is_served_live_while_the_ingestor_writes)
     /* Rows the writer adds after the start appear: a transmission numbered past what was
      * written when the server became ready. */
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(t.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(t.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM transmissions", -1, &st, NULL),
                  SQLITE_OK);

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "fixture.h"
+#include "harness.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -80,7 +81,7 @@ static const char *generate(const char *name, const struct mg_fixture_options *o
 static sqlite3 *open_db(const char *path)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    int rc = mg_test_sqlite_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
     cr_assert_eq(rc, SQLITE_OK, "open %s: %s", path, db ? sqlite3_errmsg(db) : "?");
     return db;
 }
@@ -442,7 +443,7 @@ static sqlite3 *open_read_only(const char *path)
     char uri[1024];
     snprintf(uri, sizeof uri, "file:%s?mode=ro&immutable=1", path);
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    int rc = mg_test_sqlite_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
     cr_assert_eq(rc, SQLITE_OK, "open %s: %s", path, db ? sqlite3_errmsg(db) : "?");
     return db;
 }
@@ -464,7 +465,7 @@ static sqlite3 *load_schema_file(const char *path)
         for (char *p = seq; *p != '\0' && *p != '\n'; p++)
             *p = ' ';
     sqlite3 *db = NULL;
-    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(":memory:", &db), SQLITE_OK);
     char *msg = NULL;
     cr_assert_eq(sqlite3_exec(db, text, NULL, NULL, &msg), SQLITE_OK, "%s: %s", path,
                  msg ? msg : "?");
@@ -950,7 +951,7 @@ Test(fixture, freshen_keeps_the_shape_of_each_time_value)
 {
     const char *src = in_dir("shapes.db");
     sqlite3 *db = NULL;
-    cr_assert_eq(sqlite3_open(src, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(src, &db), SQLITE_OK);
     char *msg = NULL;
     int rc = sqlite3_exec(
         db,

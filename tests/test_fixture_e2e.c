@@ -170,7 +170,7 @@ static void finish(void)
 static sqlite3 *db_open(void)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(e2e.db, &db, SQLITE_OPEN_READONLY, NULL);
+    int rc = mg_test_sqlite_open_v2(e2e.db, &db, SQLITE_OPEN_READONLY, NULL);
     cr_assert_eq(rc, SQLITE_OK, "opening %s read-only: %s", e2e.db, sqlite3_errmsg(db));
     return db;
 }

@@ -208,7 +208,7 @@ static void writer_main(const char *token, long batches)
     sqlite3_stmt *st[4] = {NULL};
     static char keys[2000][65];
     long n_keys = 0, n_observers = 0;
-    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    if (mg_test_sqlite_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         writer_fail(db, "open");
         goto out;
     }
@@ -295,7 +295,7 @@ static void make_live_db(void)
     char err[256];
     cr_assert_eq(mg_fixture_generate(db_path, &opt, err, sizeof err), 0, "%s", err);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(db_path, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     writer = mmap(NULL, sizeof *writer, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -496,7 +496,7 @@ static void stop_threads(void)
 static void find_reach_target(int port, char key[65], char token[16])
 {
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db,
                                     "SELECT lower(public_key) FROM nodes WHERE role = 'repeater'"
@@ -639,7 +639,7 @@ Test(live_writer, reads_stay_correct_and_the_wal_stays_bounded_while_the_ingesto
 
     /* Idle, meshgate holds no snapshot: a checkpoint can copy everything and truncate. */
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     sqlite3_busy_timeout(db, 10000);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &st, NULL),
@@ -677,7 +677,7 @@ Test(live_writer, one_held_snapshot_makes_the_wal_outgrow_the_bound, .init = mak
      .fini = clean_up)
 {
     sqlite3 *reader;
-    cr_assert_eq(sqlite3_open_v2(db_path, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db_path, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM nodes", NULL, NULL, NULL),
                  SQLITE_OK);
     start_writer("ABCD", WRITER_BATCHES);
@@ -727,7 +727,7 @@ static void own_hash(const char *path, const char *other, char out[17])
 {
     sqlite3 *db;
     sqlite3_stmt *st;
-    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     cr_assert_eq(
         sqlite3_prepare_v2(db, "SELECT hash FROM transmissions ORDER BY id LIMIT 1", -1, &st, NULL),
         SQLITE_OK);
@@ -735,7 +735,7 @@ static void own_hash(const char *path, const char *other, char out[17])
     snprintf(out, 17, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     sqlite3_close(db);
-    cr_assert_eq(sqlite3_open_v2(other, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(other, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     cr_assert_eq(
         sqlite3_prepare_v2(db, "SELECT 1 FROM transmissions WHERE hash = ?1", -1, &st, NULL),
         SQLITE_OK);
@@ -774,7 +774,7 @@ Test(live_writer, sighup_after_replacement_serves_the_new_file, .init = make_two
     cr_expect_eq(packets_with_hash(port, old_hash), 1);
 
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     sqlite3_busy_timeout(db, 10000);
     cr_assert_eq(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);

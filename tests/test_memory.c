@@ -101,7 +101,7 @@ static bool rss_down(void *arg)
 static long query_one(const char *sql, char *text, size_t cap)
 {
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
     cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);

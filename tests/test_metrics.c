@@ -606,7 +606,7 @@ Test(metrics, database_up_is_0_while_the_database_does_not_answer)
     struct fixture f;
     open_fixture(&f);
     sqlite3 *writer;
-    cr_assert_eq(sqlite3_open(f.db, &writer), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(f.db, &writer), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(writer, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     struct expo e;
     get_metrics(&f, &e);

@@ -578,7 +578,7 @@ Test(nodes, role_counts_are_reused_within_their_interval_while_the_total_is_fres
     cr_expect(strstr(body, "\"total\":1,\"counts\":{\"companions\":0,\"repeaters\":0,\"rooms\":1,"),
               "%s", body);
     sqlite3 *writer;
-    cr_assert_eq(sqlite3_open(f.db, &writer), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(f.db, &writer), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(writer,
                               "INSERT INTO nodes (public_key, role, last_seen) VALUES"
                               " ('b', 'room', '2');",

@@ -129,7 +129,7 @@ static char *get_ok(struct fixture *f, const char *target)
 static void writer_exec(struct fixture *f, const char *sql)
 {
     sqlite3 *writer;
-    cr_assert_eq(sqlite3_open(f->db, &writer), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(f->db, &writer), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(writer, sql, NULL, NULL, NULL), SQLITE_OK, "%s: %s", sql,
                  sqlite3_errmsg(writer));
     sqlite3_close(writer);

@@ -277,7 +277,7 @@ Test(packets, observation_count_counts_distinct_observer_and_path_pairs)
                      " (1, NULL, NULL, 7), (1, NULL, NULL, 8), (1, 2, '', 9);");
     /* SQLite's own DISTINCT is the reference. */
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(f.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(f.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     sqlite3_prepare_v2(db,
                        "SELECT count(*) FROM (SELECT DISTINCT observer_idx, path_json"
@@ -911,7 +911,7 @@ Test(packets, total_follows_rows_the_ingestor_writes_between_requests)
     cr_expect_eq(total_of(&f, "/api/packets"), 6);
     cr_expect_eq(total_of(&f, "/api/packets?type=4"), 2);
     sqlite3 *writer;
-    cr_assert_eq(sqlite3_open(f.db, &writer), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(f.db, &writer), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(writer,
                               "INSERT INTO transmissions (id, raw_hex, hash, first_seen,"
                               " payload_type) VALUES (7, '', 'h7', '2026-05-07T00:00:00Z', 4)",
@@ -952,7 +952,7 @@ Test(packets, rows_without_hash_or_first_seen_are_not_packets_and_optional_colum
     mg_test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/loose.db", dir);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(path, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, loose_schema, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     struct mg_test_ctx t;

@@ -258,7 +258,7 @@ Test(perf, sqlite_reports_file_sizes_and_row_counts)
                  0);
     /* An ingestor that keeps writing: WAL mode, the -wal file stays while it is open. */
     sqlite3 *writer;
-    cr_assert_eq(sqlite3_open(f.db, &writer), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(f.db, &writer), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(writer,
                               "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0;"
                               "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "

@@ -77,7 +77,7 @@ static void *call(void *p)
 static sqlite3 *lock_db(void)
 {
     sqlite3 *w;
-    cr_assert_eq(sqlite3_open(db_path, &w), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(db_path, &w), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(w, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     return w;
 }

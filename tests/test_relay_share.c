@@ -84,7 +84,7 @@ static void make_db(const char *path, const char *extra)
 static long long relays_of(const char *db, const char *key, int hours, bool first)
 {
     sqlite3 *conn;
-    cr_assert_eq(sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     char *sql = sqlite3_mprintf(
         "SELECT count(DISTINCT t.id) FROM transmissions t JOIN observations o"
         " ON o.transmission_id = t.id, json_each(o.path_json) h WHERE t.payload_type <> 4"

@@ -146,7 +146,7 @@ static void *writer(void *arg)
 {
     (void)arg;
     sqlite3 *db;
-    if (sqlite3_open_v2(primary, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
+    if (mg_test_sqlite_open_v2(primary, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
         return NULL;
     sqlite3_busy_timeout(db, 10000);
     while (!atomic_load(&writer_stop)) {
@@ -468,7 +468,7 @@ Test(scale_out, two_groups_behind_haproxy_over_litestream_replicas, .init = prep
     snprintf(primary, sizeof primary, "%s/primary.db", dir);
     cr_assert_eq(mg_test_make_db(primary, true, NULL), 0);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(primary, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(primary, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     atomic_store(&committed, 0);

@@ -10,6 +10,7 @@
 #include "stats.h"
 
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -172,17 +173,30 @@ Test(server, four_times_more_busy_connections_than_workers_all_keep_getting_answ
     enum { CONNS = 8 };
     pthread_t t[CONNS];
     struct busy_arg a[CONNS];
-    int64_t until = mg_test_now_ms() + 1500;
+    /* Shares, not counts: on a loaded machine every connection gets few answers, but a
+     * connection starved behind the others gets far fewer than its share, and waits most of
+     * the run for one. */
+    enum { RUN_MS = 3000 };
+    int64_t until = mg_test_now_ms() + RUN_MS;
     for (int i = 0; i < CONNS; i++) {
         a[i] = (struct busy_arg){.port = s.port, .until_ms = until};
         pthread_create(&t[i], NULL, busy_connection, &a[i]);
     }
+    int total = 0;
     for (int i = 0; i < CONNS; i++) {
         pthread_join(t[i], NULL);
-        cr_expect_geq(a[i].answered, 20, "connection %d got only %d answers", i, a[i].answered);
-        cr_expect_lt(a[i].longest_gap_ms, 1000, "connection %d waited %d ms for an answer", i,
+        total += a[i].answered;
+    }
+    int share = total / CONNS;
+    for (int i = 0; i < CONNS; i++) {
+        cr_expect_geq(a[i].answered, 3, "connection %d got only %d answers", i, a[i].answered);
+        cr_expect_geq(a[i].answered * 4, share, "connection %d got %d answers, the mean is %d", i,
+                      a[i].answered, share);
+        cr_expect_lt(a[i].longest_gap_ms, RUN_MS / 2, "connection %d waited %d ms for an answer", i,
                      a[i].longest_gap_ms);
     }
+    cr_log_info("four times more busy connections than workers: %d answers in %d ms", total,
+                (int)RUN_MS);
     mg_test_server_stop(&s, 5000);
 }
 
@@ -316,7 +330,9 @@ Test(server, sigterm_lets_a_slow_request_finish_then_exits_0)
 
     /* Hold an exclusive lock: the worker's read waits on its busy timeout, a slow request. */
     sqlite3 *writer;
-    cr_assert_eq(sqlite3_open(db, &writer), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(db, &writer), SQLITE_OK);
+    /* The server's start-up passes may be reading: wait for them as any writer would. */
+    sqlite3_busy_timeout(writer, 60000);
     cr_assert_eq(sqlite3_exec(writer, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     struct slow_arg a = {.port = s.port};
     pthread_t t;

@@ -51,7 +51,7 @@ static long long count_of(const char *fmt, ...)
     char *sql = sqlite3_vmprintf(fmt, ap);
     va_end(ap);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(s.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(s.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
                  sqlite3_errmsg(db));
@@ -66,7 +66,7 @@ static long long count_of(const char *fmt, ...)
 static void text_of(char *out, size_t cap, const char *sql)
 {
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open_v2(s.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open_v2(s.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
                  sqlite3_errmsg(db));
@@ -86,7 +86,7 @@ static bool file_has_column(const char *table, const char *column)
 static void exec_rw(const char *sql)
 {
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(s.db, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(s.db, &db), SQLITE_OK);
     char *err = NULL;
     cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
     sqlite3_close(db);
@@ -315,7 +315,7 @@ Test(shapes, migrated_shape_without_any_one_optional_column)
         snprintf(s.db, sizeof s.db, "%s/without-%zu.db", s.dir, i);
         char *copy = sqlite3_mprintf("VACUUM INTO %Q", s.db);
         sqlite3 *db;
-        cr_assert_eq(sqlite3_open_v2(base, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        cr_assert_eq(mg_test_sqlite_open_v2(base, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
         cr_assert_eq(sqlite3_exec(db, copy, NULL, NULL, NULL), SQLITE_OK, "%s", copy);
         sqlite3_close(db);
         sqlite3_free(copy);

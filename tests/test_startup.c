@@ -123,7 +123,7 @@ Test(startup, foreign_database_is_refused_with_65_and_nothing_written, .init = m
     char path[300], setting[320], out[16384];
     snprintf(path, sizeof path, "%s/other.db", test_dir);
     sqlite3 *db;
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(path, &db), SQLITE_OK);
     sqlite3_exec(db, "CREATE TABLE nodes (public_key TEXT); CREATE TABLE users (id INT)", NULL,
                  NULL, NULL);
     sqlite3_close(db);

@@ -67,7 +67,7 @@ static void close_fixture(struct fixture *f)
 static void run_sql(const char *db, const char *sql)
 {
     sqlite3 *conn;
-    cr_assert_eq(sqlite3_open(db, &conn), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(db, &conn), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(conn, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(conn));
     sqlite3_close(conn);
 }

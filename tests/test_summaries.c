@@ -227,7 +227,7 @@ static void ingest_round(sqlite3 *w, unsigned *rng, int n)
 static sqlite3 *open_writer(const char *db)
 {
     sqlite3 *w = NULL;
-    cr_assert_eq(sqlite3_open(db, &w), SQLITE_OK);
+    cr_assert_eq(mg_test_sqlite_open(db, &w), SQLITE_OK);
     sqlite3_busy_timeout(w, 5000);
     return w;
 }

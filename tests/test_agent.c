@@ -411,7 +411,7 @@ static long long healthz_lag_ms(int port)
     cr_assert(mg_test_get(port, "/api/healthz", NULL, &r));
     const char *p = r.body ? strstr(r.body, "\"replica\":{\"lagMs\":") : NULL;
     long long lag = p ? atoll(p + strlen("\"replica\":{\"lagMs\":")) : -1;
-    cr_expect(r.body && strstr(r.body, ",\"maxLagMs\":5000}"), "%s", r.body);
+    cr_expect(r.body && strstr(r.body, ",\"maxLagMs\":60000}"), "%s", r.body);
     mg_test_response_free(&r);
     return lag;
 }
@@ -431,7 +431,7 @@ Test(agent, a_replica_copy_reports_its_lag_and_is_reloaded_when_replaced, .init 
     int agent_port = mg_test_free_port();
     snprintf(listen, sizeof listen, "MESHGATE_AGENT_LISTEN=127.0.0.1:%d", agent_port);
     const char *env[] = {"MESHGATE_WORKERS=2",
-                         "MESHGATE_REPLICA_MAX_LAG_MS=5000",
+                         "MESHGATE_REPLICA_MAX_LAG_MS=60000",
                          "MESHGATE_ANON_RATE=0",
                          "MESHGATE_TEST_HOOKS=park",
                          listen,
@@ -449,13 +449,14 @@ Test(agent, a_replica_copy_reports_its_lag_and_is_reloaded_when_replaced, .init 
     cr_expect(g && atof(g + strlen("\nmeshgate_replica_lag_seconds ")) >= 3600.0, "%s",
               g ? g : m.body);
     g = strstr(m.body, "\nmeshgate_replica_max_lag_seconds ");
-    cr_expect(g && atof(g + strlen("\nmeshgate_replica_max_lag_seconds ")) == 5.0, "%s", m.body);
+    cr_expect(g && atof(g + strlen("\nmeshgate_replica_max_lag_seconds ")) == 60.0, "%s", m.body);
     mg_test_response_free(&m);
 
-    /* The follower found nothing new and stamped the same file: current again. */
+    /* The follower found nothing new and stamped the same file: current again. The bound
+     * is a minute, so that a loaded machine's agent sees the stamp before it is old. */
     set_mtime(copy, 0);
     expect_agent(agent_port, "ready up ");
-    cr_expect_lt(healthz_lag_ms(s.port), 5000);
+    cr_expect_lt(healthz_lag_ms(s.port), 60000);
 
     /* A new copy moved over the path: reloaded without a signal, and served. A request held
      * in an old worker keeps the reload going; it is routine, so no drain meanwhile. */

@@ -358,6 +358,28 @@ Test(docs, every_documented_default_is_the_codes)
     free(page);
 }
 
+/* The header of etc/meshgate.env names every variable a reload cannot change (but
+ * MESHGATE_ENV_FILE, which is not set in the file). */
+Test(docs, the_environment_file_lists_every_restart_only_variable)
+{
+    char *env = mg_test_read_file(ENV_FILE);
+    cr_assert(env);
+    const char *from = strstr(env, "These need a restart");
+    const char *to = from ? strstr(from, "Everything else below") : NULL;
+    cr_assert(from && to, "etc/meshgate.env has no list of restart-only variables");
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        if (v->reload == MG_RELOAD_LIVE || strcmp(v->name, "MESHGATE_ENV_FILE") == 0)
+            continue;
+        size_t n = strlen(v->name);
+        bool listed = false;
+        for (const char *p = from; !listed && (p = strstr(p, v->name)) != NULL && p < to; p += n)
+            listed = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+        cr_expect(listed, "etc/meshgate.env does not list %s among the restart-only variables",
+                  v->name);
+    }
+    free(env);
+}
+
 /* The check itself: each way a default is written is read, and a wrong one is told apart. */
 Test(docs, stated_defaults_are_read_as_written)
 {
@@ -393,4 +415,19 @@ Test(docs, make_run_names_its_database_as_corescope_does_and_says_how_to_serve_t
     cr_expect(strstr(out, "MESHGATE_DB=/nonexistent-meshgate-build/meshcore.db"), "%s", out);
     cr_expect(strstr(out, "MESHGATE_PUBLIC_DIR=/path/to/CoreScope/public make run"), "%s", out);
     cr_expect(strstr(out, "meshgate's own page"), "%s", out);
+}
+
+/* make's install step (issue 27, item 2): no recommended packages (chromium's would bring
+ * avahi-daemon), a lock timeout instead of failing while another apt runs, and the services
+ * it installed just now stopped and disabled again. */
+Test(docs, make_installs_packages_without_recommends_waiting_for_the_apt_lock)
+{
+    char cmd[1024], out[1 << 16];
+    snprintf(cmd, sizeof cmd, "make -n -s --no-print-directory -C '%s' deps 2>&1",
+             MESHGATE_SOURCE_DIR);
+    mg_test_shell(cmd, out, sizeof out);
+    cr_expect(strstr(out, "apt-get -o DPkg::Lock::Timeout=300 update"), "%s", out);
+    cr_expect(strstr(out, "install -y -qq --no-install-recommends"), "%s", out);
+    cr_expect(strstr(out, "systemctl disable --now"), "%s", out);
+    cr_expect(strstr(out, "haproxy avahi-daemon"), "%s", out);
 }

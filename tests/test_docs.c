@@ -408,7 +408,8 @@ Test(docs, make_run_names_its_database_as_corescope_does_and_says_how_to_serve_t
 {
     char cmd[1024], out[1 << 16];
     snprintf(cmd, sizeof cmd,
-             "make -n -s --no-print-directory -C '%s' run BUILD=/nonexistent-meshgate-build "
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n -s --no-print-directory -C '%s' run "
+             "BUILD=/nonexistent-meshgate-build "
              "MESHGATE_LISTEN=127.0.0.1:1 2>&1 | grep -E 'MESHGATE_DB=|PUBLIC_DIR|own page'",
              MESHGATE_SOURCE_DIR);
     mg_test_shell(cmd, out, sizeof out);
@@ -423,8 +424,10 @@ Test(docs, make_run_names_its_database_as_corescope_does_and_says_how_to_serve_t
 Test(docs, make_installs_packages_without_recommends_waiting_for_the_apt_lock)
 {
     char cmd[1024], out[1 << 16];
-    snprintf(cmd, sizeof cmd, "make -n -s --no-print-directory -C '%s' deps 2>&1",
-             MESHGATE_SOURCE_DIR);
+    snprintf(
+        cmd, sizeof cmd,
+        "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n -s --no-print-directory -C '%s' deps 2>&1",
+        MESHGATE_SOURCE_DIR);
     mg_test_shell(cmd, out, sizeof out);
     cr_expect(strstr(out, "apt-get -o DPkg::Lock::Timeout=300 update"), "%s", out);
     cr_expect(strstr(out, "install -y -qq --no-install-recommends"), "%s", out);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,8 +129,9 @@ const struct mg_config_var mg_config_vars[] = {
      "CPU to signed-in and light requests; 0: the same priority as everything else",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM", MG_CFG_HOSTPORT, FIELD(upstream), 0, 0, "",
-     "HOST:PORT of CoreScope's own server (on loopback); a request no native route answers "
-     "(other /api/ paths, POST endpoints, the WebSocket) is passed to it; empty: off",
+     "HOST:PORT (or http://HOST:PORT) of CoreScope's own server (on loopback); a request no "
+     "native route answers (other /api/ paths, POST endpoints, the WebSocket) is passed to "
+     "it; empty: off",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_CONCURRENCY", MG_CFG_INT, FIELD(upstream_concurrency), 0,
      MG_FIFO_HOLDERS_MAX, "8",
@@ -235,6 +237,10 @@ static const char *env_lookup(const char *name, void *arg)
     (void)arg;
     return getenv(name);
 }
+
+#define UPSTREAM_ACCEPTED                                                                          \
+    "must be empty (off), HOST:PORT, [IPV6]:PORT, or either after http:// (a trailing / "          \
+    "allowed), with a port from 1 to 65535"
 
 static int fail(char *err, size_t errlen, const struct mg_config_var *v, const char *value,
                 const char *accepted)
@@ -416,14 +422,30 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
                         "must be HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to 65535");
         return 0;
     case MG_CFG_HOSTPORT: {
-        char host[MG_HOST_MAX];
-        uint16_t port;
-        if (strlen(value) >= v->size ||
-            (*value && (mg_config_parse_address(value, host, sizeof host, &port) < 0 || !*host)))
+        /* As an operator pastes it: "http://HOST:PORT" and "http://HOST:PORT/" name the same
+         * host; TLS is not spoken to the upstream. */
+        static const char http[] = "http://";
+        const char *hostport = value;
+        size_t n = strlen(value);
+        if (strncasecmp(value, "https://", 8) == 0)
             return fail(err, errlen, v, value,
-                        "must be empty (off) or HOST:PORT or [IPV6]:PORT with a port from 1 to "
-                        "65535");
-        memcpy(field, value, strlen(value) + 1);
+                        "must be plain HTTP, HOST:PORT or http://HOST:PORT: meshgate does not "
+                        "speak TLS to the upstream (run it on loopback)");
+        if (strncasecmp(value, http, sizeof http - 1) == 0) {
+            hostport += sizeof http - 1;
+            n -= sizeof http - 1;
+            if (n && hostport[n - 1] == '/')
+                n--;
+        }
+        char host[MG_HOST_MAX], text[MG_HOST_MAX + 8];
+        uint16_t port;
+        if (n >= v->size || n >= sizeof text || (hostport != value && !n))
+            return fail(err, errlen, v, value, UPSTREAM_ACCEPTED);
+        memcpy(text, hostport, n);
+        text[n] = '\0';
+        if (*text && (mg_config_parse_address(text, host, sizeof host, &port) < 0 || !*host))
+            return fail(err, errlen, v, value, UPSTREAM_ACCEPTED);
+        memcpy(field, text, n + 1);
         return 0;
     }
     case MG_CFG_ADDRESS: {

@@ -482,6 +482,36 @@ Test(config, listen_refuses_missing_or_out_of_range_ports_and_malformed_hosts)
         assert_refused(load_one("MESHGATE_LISTEN", bad[i]), "MESHGATE_LISTEN", bad[i]);
 }
 
+/* ---- MESHGATE_UPSTREAM --------------------------------------------------------------- */
+
+Test(config, upstream_accepts_host_port_and_an_http_url_as_pasted)
+{
+    static const char *const cases[][2] = {
+        {"127.0.0.1:8080", "127.0.0.1:8080"},         {"http://127.0.0.1:8080", "127.0.0.1:8080"},
+        {"http://127.0.0.1:8080/", "127.0.0.1:8080"}, {"HTTP://[::1]:3000", "[::1]:3000"},
+        {"http://localhost:3000/", "localhost:3000"}, {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(load_one("MESHGATE_UPSTREAM", cases[i][0]), 0, "\"%s\" refused: %s",
+                     cases[i][0], err);
+        cr_expect_str_eq(cfg.upstream, cases[i][1], "\"%s\"", cases[i][0]);
+    }
+}
+
+Test(config, upstream_refuses_https_and_urls_with_a_path_naming_what_is_accepted)
+{
+    assert_refused(load_one("MESHGATE_UPSTREAM", "https://127.0.0.1:8443"), "MESHGATE_UPSTREAM",
+                   "https://127.0.0.1:8443");
+    cr_expect(strstr(err, "must be plain HTTP, HOST:PORT or http://HOST:PORT"), "%s", err);
+    static const char *const bad[] = {"http://",         "http:///",      "http://127.0.0.1",
+                                      "http://h:80/api", "http://h:80//", "ftp://h:21",
+                                      "127.0.0.1:8080/", "http://:8080",  "http://h:0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_refused(load_one("MESHGATE_UPSTREAM", bad[i]), "MESHGATE_UPSTREAM", bad[i]);
+        cr_expect(strstr(err, "either after http://"), "%s", err);
+    }
+}
+
 /* ---- MESHGATE_SHM_NAME --------------------------------------------------------------- */
 
 Test(config, shm_name_accepts_a_slash_then_portable_characters)

@@ -4,7 +4,8 @@
  * query in every panel, every meshgate_* name the dashboard, the alert rules, their unit tests
  * and the scrape example mention is a series that a real /metrics answer has, and promtool
  * accepts the rules, runs their unit tests and checks the scrape example (skipped with a
- * message when promtool is not installed; PROMTOOL=path names one elsewhere).
+ * message when promtool is not installed; PROMTOOL=path names one elsewhere). Without promtool,
+ * every alert of the rules still has to have a unit test that fires it and one that does not.
  */
 #include "harness.h"
 #include "jsoncheck.h"
@@ -118,8 +119,10 @@ static void names_in_exposition(const char *body, struct names *out)
 
 Test(dashboards, every_metric_the_dashboard_and_rules_name_exists_in_a_real_metrics_answer)
 {
+    /* A replica (docs/scale-out.md): /metrics then has the replica's families too. */
     struct mg_test_server s;
-    cr_assert(mg_test_server_start(&s, NULL, NULL));
+    cr_assert(mg_test_server_start(&s, NULL,
+                                   (const char *[]){"MESHGATE_REPLICA_MAX_LAG_MS=600000", NULL}));
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/metrics", NULL, &r));
     cr_assert_eq(r.status, 200);
@@ -157,6 +160,135 @@ Test(dashboards, names_are_whole_words)
     cr_expect_str_eq(named.v[0], "meshgate_requests_total");
     cr_expect_str_eq(named.v[1], "meshgate_nope");
     free(named.v);
+}
+
+/* The parts of meshgate an operator watches, each on the dashboard: the pass-through (breaker,
+ * 502/504, gate refusals, tunnels), replicas (lag), workers (stalls, forced locks) and the
+ * shared tables; and alerts for an open breaker and a lagging replica. */
+Test(dashboards, the_dashboard_and_the_alerts_cover_the_pass_through_replicas_and_workers)
+{
+    static const char *const watched[] = {
+        "meshgate_upstream_breaker_open",
+        "meshgate_upstream_502_total",
+        "meshgate_upstream_504_total",
+        "meshgate_upstream_gate_refused_full_total",
+        "meshgate_upstream_gate_refused_timeout_total",
+        "meshgate_upstream_tunnels_open",
+        "meshgate_upstream_tunnels_refused_total",
+        "meshgate_replica_lag_seconds",
+        "meshgate_worker_stalls_total",
+        "meshgate_locks_forced_total",
+        "meshgate_reach_cache_relay_builds_total",
+        "meshgate_reach_cache_relay_copies_total",
+    };
+    char *text = mg_test_read_file(DASHBOARD);
+    cr_assert(text);
+    struct names named = {0};
+    names_in_text(text, &named);
+    for (size_t i = 0; i < sizeof watched / sizeof watched[0]; i++)
+        cr_expect(names_has(&named, watched[i]), "no dashboard panel shows %s", watched[i]);
+    free(named.v);
+    free(text);
+
+    char *rules = mg_test_read_file(RULES);
+    cr_assert(rules);
+    cr_expect(strstr(rules, "expr: meshgate_upstream_breaker_open{"), "no alert on the breaker");
+    cr_expect(strstr(rules, "meshgate_replica_lag_seconds{"), "no alert on replica lag");
+    free(rules);
+}
+
+/* ---- alert unit tests ---- */
+
+/* The name after "key: " on a line (trimmed), or NULL. */
+static bool value_after(const char *line, size_t len, const char *key, char *out, size_t cap)
+{
+    size_t k = strlen(key);
+    size_t i = strspn(line, " -");
+    if (i + k > len || strncmp(line + i, key, k) != 0)
+        return false;
+    i += k;
+    i += strspn(line + i, " ");
+    size_t n = 0;
+    while (i + n < len && (isalnum((unsigned char)line[i + n]) || line[i + n] == '_'))
+        n++;
+    snprintf(out, cap, "%.*s", (int)n, line + i);
+    return n > 0;
+}
+
+struct alert_cases {
+    struct names names; /* the rules' alerts, in order */
+    bool fires[64], quiet[64];
+};
+
+static void read_alerts(struct alert_cases *a, const char *rules, const char *tests)
+{
+    memset(a, 0, sizeof *a);
+    char name[128];
+    for (const char *line = rules; *line;) {
+        size_t len = strcspn(line, "\n");
+        if (value_after(line, len, "alert:", name, sizeof name))
+            names_add(&a->names, name, strlen(name));
+        line += len + (line[len] != '\0');
+    }
+    cr_assert_leq(a->names.n, 64);
+    /* "alertname: X" and, on the next line, "exp_alerts: []" (quiet) or "exp_alerts:" and a
+     * list (fires). */
+    for (const char *line = tests; *line;) {
+        size_t len = strcspn(line, "\n");
+        const char *next = line + len + (line[len] != '\0');
+        if (value_after(line, len, "alertname:", name, sizeof name)) {
+            size_t i = 0;
+            while (i < a->names.n && strcmp(a->names.v[i], name) != 0)
+                i++;
+            cr_expect_lt(i, a->names.n, "the unit tests name %s, which no rule defines", name);
+            const char *exp = next + strspn(next, " ");
+            cr_expect(strncmp(exp, "exp_alerts:", 11) == 0, "alertname %s: no exp_alerts after it",
+                      name);
+            const char *value = exp + 11 + strspn(exp + 11, " ");
+            if (i < a->names.n && strncmp(exp, "exp_alerts:", 11) == 0) {
+                if (strncmp(value, "[]", 2) == 0)
+                    a->quiet[i] = true;
+                else
+                    a->fires[i] = true;
+            }
+        }
+        line = next;
+    }
+}
+
+Test(dashboards, every_alert_has_a_unit_test_that_fires_it_and_one_that_does_not)
+{
+    char *rules = mg_test_read_file(RULES);
+    char *tests = mg_test_read_file(RULES_TEST);
+    cr_assert(rules && tests);
+    struct alert_cases a;
+    read_alerts(&a, rules, tests);
+    cr_expect_geq(a.names.n, 12, "only %zu alerts in %s", a.names.n, RULES);
+    for (size_t i = 0; i < a.names.n; i++) {
+        cr_expect(a.fires[i], "%s: no unit test shows it firing (exp_alerts listing it)",
+                  a.names.v[i]);
+        cr_expect(a.quiet[i], "%s: no unit test shows it quiet (exp_alerts: [])", a.names.v[i]);
+    }
+    free(a.names.v);
+    free(rules);
+    free(tests);
+}
+
+/* The check itself: an alert with only a firing case, or none, is caught. */
+Test(dashboards, an_alert_without_a_quiet_case_is_caught)
+{
+    struct alert_cases a;
+    read_alerts(&a, "  - alert: A\n    expr: x\n  - alert: B\n    expr: y\n  - alert: C\n",
+                "    alert_rule_test:\n      - eval_time: 1m\n        alertname: A\n"
+                "        exp_alerts:\n          - exp_labels: {}\n"
+                "      - eval_time: 2m\n        alertname: A\n        exp_alerts: [] # quiet\n"
+                "      - eval_time: 1m\n        alertname: B\n        exp_alerts:\n"
+                "          - exp_labels: {}\n");
+    cr_assert_eq(a.names.n, 3);
+    cr_expect(a.fires[0] && a.quiet[0]);
+    cr_expect(a.fires[1] && !a.quiet[1]);
+    cr_expect(!a.fires[2] && !a.quiet[2]);
+    free(a.names.v);
 }
 
 /* ---- promtool ---- */

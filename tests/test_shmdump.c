@@ -399,6 +399,9 @@ static struct child start_tool(const char *const *args, const char *const *extra
             envp[envc++] = *e;
     for (int i = 0; extra_env && extra_env[i] && envc < 510; i++)
         envp[envc++] = (char *)extra_env[i];
+    /* No environment file unless the test names one (getenv takes the first): a server's
+     * /etc/meshgate/meshgate.env on this machine is not the test's. */
+    envp[envc++] = (char *)"MESHGATE_ENV_FILE=";
     envp[envc] = NULL;
     c.pid = fork();
     cr_assert_geq(c.pid, 0);
@@ -899,27 +902,107 @@ Test(shmdump, name_comes_from_option_then_shm_name_then_listen)
     char err[512];
     const struct env_pair both[] = {
         {"MESHGATE_SHM_NAME", "/from-env"}, {"MESHGATE_LISTEN", "10.0.0.1:81"}, {NULL, NULL}};
-    cr_assert_eq(mg_shmdump_resolve_names("/opt", table_lookup, (void *)both, &n, err, sizeof err),
-                 0);
+    cr_assert_eq(
+        mg_shmdump_resolve_names("/opt", table_lookup, (void *)both, NULL, &n, err, sizeof err), 0);
     cr_assert_eq(n.count, 1);
     cr_assert_str_eq(n.name[0], "/opt");
-    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)both, &n, err, sizeof err),
-                 0);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)both, NULL, &n, err, sizeof err), 0);
     cr_assert_str_eq(n.name[0], "/from-env");
-    cr_assert_str_eq(n.origin, "MESHGATE_SHM_NAME");
+    cr_assert_str_eq(n.origin, "MESHGATE_SHM_NAME in the environment");
 
     const struct env_pair empty_name[] = {
         {"MESHGATE_SHM_NAME", ""}, {"MESHGATE_LISTEN", "10.0.0.1:81"}, {NULL, NULL}};
     cr_assert_eq(
-        mg_shmdump_resolve_names(NULL, table_lookup, (void *)empty_name, &n, err, sizeof err), 0);
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)empty_name, NULL, &n, err, sizeof err),
+        0);
     cr_assert_eq(n.count, 1);
     cr_assert_str_eq(n.name[0], "/meshgate-10.0.0.1-81");
 
     const struct env_pair nothing[] = {{NULL, NULL}};
-    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)nothing, &n, err, sizeof err),
-                 0);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)nothing, NULL, &n, err, sizeof err),
+        0);
     cr_assert_str_eq(n.name[0], "/meshgate-127.0.0.1-8080");
-    cr_assert_str_eq(n.origin, "MESHGATE_LISTEN=127.0.0.1:8080");
+    /* Never a MESHGATE_LISTEN that was not set (issue 27). */
+    cr_assert(!strstr(n.origin, "MESHGATE_LISTEN="), "%s", n.origin);
+    cr_assert(strstr(n.origin, "the default address 127.0.0.1:8080"), "%s", n.origin);
+    cr_assert(strstr(n.origin, "looked in the environment only: MESHGATE_ENV_FILE is not set"),
+              "%s", n.origin);
+}
+
+/* An environment file for the tests below, in a fresh directory; its path in path. */
+static void write_env_file(char *path, size_t cap, const char *text)
+{
+    char dir[128];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(path, cap, "%s/meshgate.env", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(shmdump, names_come_from_the_servers_environment_file_as_its_unit_reads_it)
+{
+    struct mg_shmdump_names n;
+    char err[4096], file[256], unit_file[256], missing[300];
+    write_env_file(file, sizeof file, "# the server's\nMESHGATE_LISTEN=10.0.0.7:8181\n");
+    write_env_file(unit_file, sizeof unit_file, "MESHGATE_SHM_NAME=/from-unit-file\n");
+    snprintf(missing, sizeof missing, "%s.missing", unit_file);
+
+    /* MESHGATE_ENV_FILE names the file; it wins over the unit's default. */
+    const struct env_pair named[] = {{"MESHGATE_ENV_FILE", file}, {NULL, NULL}};
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)named, unit_file, &n, err, sizeof err),
+        0, "%s", err);
+    cr_assert_str_eq(n.name[0], "/meshgate-10.0.0.7-8181");
+    cr_assert(strstr(n.origin, "MESHGATE_LISTEN=10.0.0.7:8181 in "), "%s", n.origin);
+    cr_assert(strstr(n.origin, file), "%s", n.origin);
+
+    /* The environment wins over the file, as under systemd. */
+    const struct env_pair both[] = {
+        {"MESHGATE_ENV_FILE", file}, {"MESHGATE_LISTEN", "10.0.0.8:82"}, {NULL, NULL}};
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)both, NULL, &n, err, sizeof err), 0,
+        "%s", err);
+    cr_assert_str_eq(n.name[0], "/meshgate-10.0.0.8-82");
+    cr_assert(strstr(n.origin, "MESHGATE_LISTEN=10.0.0.8:82 in the environment"), "%s", n.origin);
+
+    /* Without MESHGATE_ENV_FILE: the unit's file when it exists (sudo meshgate-shm). */
+    const struct env_pair nothing[] = {{NULL, NULL}};
+    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)nothing, unit_file, &n, err,
+                                          sizeof err),
+                 0, "%s", err);
+    cr_assert_str_eq(n.name[0], "/from-unit-file");
+    cr_assert(strstr(n.origin, unit_file), "%s", n.origin);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)nothing, missing, &n, err, sizeof err),
+        0, "%s", err);
+    cr_assert_str_eq(n.name[0], "/meshgate-127.0.0.1-8080");
+    cr_assert(strstr(n.origin, missing) && strstr(n.origin, "does not exist"), "%s", n.origin);
+    cr_assert(!strstr(n.origin, "MESHGATE_LISTEN="), "%s", n.origin);
+
+    /* Set and empty: no file at all. */
+    const struct env_pair empty[] = {{"MESHGATE_ENV_FILE", ""}, {NULL, NULL}};
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)empty, unit_file, &n, err, sizeof err),
+        0, "%s", err);
+    cr_assert_str_eq(n.name[0], "/meshgate-127.0.0.1-8080");
+    cr_assert(strstr(n.origin, "MESHGATE_ENV_FILE is empty"), "%s", n.origin);
+
+    /* A file that cannot be read, or a bad value in it, is named. */
+    const struct env_pair gone[] = {{"MESHGATE_ENV_FILE", missing}, {NULL, NULL}};
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)gone, NULL, &n, err, sizeof err), -1);
+    cr_assert(strstr(err, missing) && strstr(err, "cannot read"), "%s", err);
+    char bad[256];
+    write_env_file(bad, sizeof bad, "MESHGATE_LISTEN=nonsense\n");
+    const struct env_pair bad_value[] = {{"MESHGATE_ENV_FILE", bad}, {NULL, NULL}};
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)bad_value, NULL, &n, err, sizeof err),
+        -1);
+    cr_assert(strstr(err, "MESHGATE_LISTEN=nonsense: must be") && strstr(err, bad), "%s", err);
 }
 
 Test(shmdump, listen_forms_give_the_servers_names)
@@ -927,20 +1010,23 @@ Test(shmdump, listen_forms_give_the_servers_names)
     struct mg_shmdump_names n;
     char err[512];
     const struct env_pair v6[] = {{"MESHGATE_LISTEN", "[::1]:9000"}, {NULL, NULL}};
-    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)v6, &n, err, sizeof err), 0);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)v6, NULL, &n, err, sizeof err), 0);
     cr_assert_eq(n.count, 1);
     cr_assert_str_eq(n.name[0], "/meshgate-__1-9000");
 
     const struct env_pair any[] = {{"MESHGATE_LISTEN", ":9001"}, {NULL, NULL}};
-    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)any, &n, err, sizeof err), 0);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)any, NULL, &n, err, sizeof err), 0);
     cr_assert_eq(n.count, 3);
     cr_assert_str_eq(n.name[0], "/meshgate-any-9001");
     cr_assert_str_eq(n.name[1], "/meshgate-__-9001");
     cr_assert_str_eq(n.name[2], "/meshgate-0.0.0.0-9001");
 
     const struct env_pair long_v6[] = {{"MESHGATE_LISTEN", "[0:0::1]:9002"}, {NULL, NULL}};
-    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)long_v6, &n, err, sizeof err),
-                 0);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)long_v6, NULL, &n, err, sizeof err),
+        0);
     cr_assert_eq(n.count, 2);
     cr_assert_str_eq(n.name[1], "/meshgate-__1-9002");
 
@@ -952,12 +1038,14 @@ Test(shmdump, listen_forms_give_the_servers_names)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_assert_eq(mg_shmdump_parse_listen(bad[i], host, sizeof host, &port), -1, "%s", bad[i]);
     const struct env_pair broken[] = {{"MESHGATE_LISTEN", "localhost"}, {NULL, NULL}};
-    cr_assert_eq(mg_shmdump_resolve_names(NULL, table_lookup, (void *)broken, &n, err, sizeof err),
-                 -1);
+    cr_assert_eq(
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)broken, NULL, &n, err, sizeof err),
+        -1);
     cr_assert(strstr(err, "MESHGATE_LISTEN=localhost: must be HOST:PORT"), "%s", err);
     const struct env_pair bad_name[] = {{"MESHGATE_SHM_NAME", "no-slash"}, {NULL, NULL}};
     cr_assert_eq(
-        mg_shmdump_resolve_names(NULL, table_lookup, (void *)bad_name, &n, err, sizeof err), -1);
+        mg_shmdump_resolve_names(NULL, table_lookup, (void *)bad_name, NULL, &n, err, sizeof err),
+        -1);
     cr_assert(strstr(err, "MESHGATE_SHM_NAME no-slash: must be \"/\""), "%s", err);
 }
 
@@ -1021,6 +1109,23 @@ Test(shmdump, tool_finds_the_segment_from_the_servers_environment)
     mg_segment_detach(&seg);
 }
 
+/* sudo meshgate-shm, as the man page has it: the server's environment file names the segment. */
+Test(shmdump, tool_finds_the_segment_from_the_servers_environment_file)
+{
+    const char *name = unique_name();
+    struct mg_segment seg;
+    make_segment(&seg, name);
+    char file[256], text[256], setting[300];
+    snprintf(text, sizeof text, "MESHGATE_DB=/nope\nMESHGATE_SHM_NAME=%s\n", name);
+    write_env_file(file, sizeof file, text);
+    snprintf(setting, sizeof setting, "MESHGATE_ENV_FILE=%s", file);
+    struct run r = run_tool(NULL, (const char *[]){setting, NULL});
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.out, name), "%s", r.out);
+    run_free(&r);
+    mg_segment_detach(&seg);
+}
+
 Test(shmdump, tool_exits_1_naming_a_missing_segment)
 {
     const char *name = unique_name();
@@ -1033,8 +1138,21 @@ Test(shmdump, tool_exits_1_naming_a_missing_segment)
 
     r = run_tool(NULL, (const char *[]){"MESHGATE_LISTEN=127.0.0.1:1", NULL});
     cr_assert_eq(r.status, 1, "exit %d", r.status);
-    cr_assert(strstr(r.err, "/meshgate-127.0.0.1-1 (from MESHGATE_LISTEN=127.0.0.1:1)"), "%s",
-              r.err);
+    cr_assert(strstr(r.err, "/meshgate-127.0.0.1-1 (from MESHGATE_LISTEN=127.0.0.1:1 in the "
+                            "environment"),
+              "%s", r.err);
+    run_free(&r);
+
+    /* Nothing set: where it looked, and no MESHGATE_LISTEN that was never set. */
+    char file[256];
+    write_env_file(file, sizeof file, "MESHGATE_DB=/nope\n");
+    char setting[300];
+    snprintf(setting, sizeof setting, "MESHGATE_ENV_FILE=%s", file);
+    r = run_tool(NULL, (const char *[]){setting, NULL});
+    cr_assert_eq(r.status, 1, "exit %d", r.status);
+    cr_assert(strstr(r.err, "the default address 127.0.0.1:8080"), "%s", r.err);
+    cr_assert(strstr(r.err, file), "%s", r.err);
+    cr_assert(!strstr(r.err, "MESHGATE_LISTEN="), "%s", r.err);
     run_free(&r);
 }
 

@@ -829,8 +829,40 @@ Test(upstream, an_upstream_that_cannot_be_resolved_stops_the_start_and_the_check
     const char *bad[] = {db_setting, "MESHGATE_UPSTREAM=127.0.0.1", NULL};
     st = mg_test_run_expect_exit(bad, out, sizeof out, 30000);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "%d: %s", st, out);
-    cr_expect(strstr(out, "MESHGATE_UPSTREAM=127.0.0.1: must be empty (off) or HOST:PORT"), "%s",
+    cr_expect(strstr(out, "MESHGATE_UPSTREAM=127.0.0.1: must be empty (off), HOST:PORT"), "%s",
               out);
+    const char *tls[] = {db_setting, "MESHGATE_UPSTREAM=https://127.0.0.1:8443", NULL};
+    st = mg_test_run_expect_exit(tls, out, sizeof out, 30000);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 78, "%d: %s", st, out);
+    cr_expect(strstr(out, "MESHGATE_UPSTREAM=https://127.0.0.1:8443: must be plain HTTP"), "%s",
+              out);
+}
+
+/* As an operator pastes it (http://HOST:PORT/), the address names the upstream; /api/perf and
+ * /api/healthz show it to admins only (the test's client, 127.0.0.1, is not one here). */
+Test(upstream, an_http_url_names_the_upstream_and_only_admins_see_its_address)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    char setting[96], address[64];
+    snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=http://127.0.0.1:%d/", up.port);
+    snprintf(address, sizeof address, "127.0.0.1:%d", up.port);
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(
+        &s, NULL, (const char *[]){setting, "MESHGATE_ADMIN_NETWORKS=192.0.2.0/24", NULL}));
+    cr_expect_eq(get_status_and_retry(s.port, "/big?bytes=1000", NULL, 0), 200);
+    static const char *const targets[] = {"/api/perf", "/api/healthz"};
+    for (size_t i = 0; i < 2; i++) {
+        struct mg_test_response r;
+        cr_assert(mg_test_get(s.port, targets[i], NULL, &r));
+        cr_expect(strstr(r.body, "\"upstream\":{\"address\":\"hidden\""), "%s: %s", targets[i],
+                  r.body);
+        cr_expect(!strstr(r.body, address), "%s shows the upstream's address: %s", targets[i],
+                  r.body);
+        mg_test_response_free(&r);
+    }
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    upstream_stop(&up);
 }
 
 /* The text meshgate-shm prints for the server's segment. */

@@ -7,11 +7,13 @@
  *
  * Exit codes:
  *   0   the report was written (with --watch: interrupted, or --count reports written)
- *   1   no such segment (name it with --name, or MESHGATE_SHM_NAME / MESHGATE_LISTEN)
+ *   1   no such segment (name it with --name, or MESHGATE_SHM_NAME / MESHGATE_LISTEN, read
+ *       from the environment, then from MESHGATE_ENV_FILE or /etc/meshgate/meshgate.env)
  *   2   the segment exists but is not understood: not a meshgate segment, another layout
  *       version, or sizes that differ from this build's
  *   3   another system error (permission denied, out of memory, output not writable)
- *   64  bad command line or a bad MESHGATE_SHM_NAME / MESHGATE_LISTEN
+ *   64  bad command line, a bad MESHGATE_SHM_NAME / MESHGATE_LISTEN, or an environment file
+ *       that cannot be read or parsed
  */
 #include "clock.h"
 #include "shmdump.h"
@@ -28,6 +30,8 @@
 #include <unistd.h>
 
 #define EXIT_USAGE 64
+/* Where the unit (etc/meshgate.service) has the server's environment file. */
+#define MESHGATE_SHM_ENV_FILE "/etc/meshgate/meshgate.env"
 #define WATCH_MIN_SECONDS 0.1
 #define WATCH_MAX_SECONDS 3600.0
 #define COUNT_MAX 1000000000L
@@ -52,8 +56,10 @@ static void usage(FILE *out)
             "\n"
             "  -n, --name /NAME     the segment to read. Without it: MESHGATE_SHM_NAME when set\n"
             "                       and not empty, else the name meshgate derives from\n"
-            "                       MESHGATE_LISTEN (default 127.0.0.1:8080), so the server's\n"
-            "                       environment file finds the server's segment\n"
+            "                       MESHGATE_LISTEN (default 127.0.0.1:8080); each read from\n"
+            "                       the environment, else from the server's environment file:\n"
+            "                       MESHGATE_ENV_FILE, or when it is not set %s\n"
+            "                       if it exists (set and empty: no file)\n"
             "  -j, --json           one JSON object instead of text (shape: tools/shmdump.c)\n"
             "  -w, --watch SECONDS  redraw the report every SECONDS (%g to %g, decimals\n"
             "                       allowed, e.g. 0.5) until interrupted or the segment is\n"
@@ -66,8 +72,8 @@ static void usage(FILE *out)
             "\n"
             "Exit codes: 0 ok; 1 no such segment; 2 the segment is not understood (not a\n"
             "meshgate segment, another layout version, sizes differ); 3 another system error\n"
-            "(permission denied...); 64 bad usage.\n",
-            WATCH_MIN_SECONDS, WATCH_MAX_SECONDS);
+            "(permission denied...); 64 bad usage or an environment file that cannot be read.\n",
+            MESHGATE_SHM_ENV_FILE, WATCH_MIN_SECONDS, WATCH_MAX_SECONDS);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -190,8 +196,9 @@ int main(int argc, char **argv)
         return usage_error("--count %s: only together with --watch SECONDS", count_text);
 
     struct mg_shmdump_names names;
-    char err[1024];
-    if (mg_shmdump_resolve_names(name, NULL, NULL, &names, err, sizeof err) < 0) {
+    char err[8192];
+    if (mg_shmdump_resolve_names(name, NULL, NULL, MESHGATE_SHM_ENV_FILE, &names, err, sizeof err) <
+        0) {
         fprintf(stderr, "meshgate-shm: %s\n", err);
         return EXIT_USAGE;
     }

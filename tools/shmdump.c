@@ -102,6 +102,7 @@
 
 #include "client_limit.h"
 #include "clock.h"
+#include "envfile.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "result_cache.h"
@@ -436,8 +437,63 @@ static const char *env_lookup(const char *name, void *arg)
     return getenv(name);
 }
 
+/* The server's environment as its unit gives it: the process's own values, then the
+ * environment file's (EnvironmentFile= and MESHGATE_ENV_FILE: the environment wins). */
+struct sources {
+    mg_getenv_fn lookup;
+    void *arg;
+    struct mg_envfile file;
+    const char *file_path; /* NULL: no file */
+};
+
+/* name's value and where it came from ("the environment", the file's path); NULL when
+ * neither sets it. */
+static const char *source_get(const struct sources *s, const char *name, const char **where)
+{
+    const char *v = s->lookup(name, s->arg);
+    *where = "the environment";
+    if (!v && s->file_path) {
+        v = mg_envfile_get(&s->file, name);
+        *where = s->file_path;
+    }
+    return v;
+}
+
+/* Which file the server's environment comes from: MESHGATE_ENV_FILE when set (set and empty:
+ * none), else default_file when it exists. Fills looked with where the names were looked
+ * for. 0, or -1 with a message in err. */
+static int sources_open(struct sources *s, mg_getenv_fn lookup, void *arg, const char *default_file,
+                        char *looked, size_t looked_cap, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->lookup = lookup;
+    s->arg = arg;
+    const char *named = lookup("MESHGATE_ENV_FILE", arg);
+    if (named && *named) {
+        s->file_path = named;
+        snprintf(looked, looked_cap, "looked in the environment and MESHGATE_ENV_FILE=%s", named);
+    } else if (!named && default_file && access(default_file, F_OK) == 0) {
+        s->file_path = default_file;
+        snprintf(looked, looked_cap, "looked in the environment and %s (the unit's file)",
+                 default_file);
+    } else if (named) {
+        snprintf(looked, looked_cap, "looked in the environment only: MESHGATE_ENV_FILE is empty");
+    } else {
+        snprintf(looked, looked_cap,
+                 "looked in the environment only: MESHGATE_ENV_FILE is not set%s%s%s",
+                 default_file ? " and " : "", default_file ? default_file : "",
+                 default_file ? " does not exist" : "");
+    }
+    if (s->file_path && mg_envfile_read(&s->file, s->file_path, err, errlen) < 0) {
+        s->file_path = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 int mg_shmdump_resolve_names(const char *name_option, mg_getenv_fn lookup, void *arg,
-                             struct mg_shmdump_names *names, char *err, size_t errlen)
+                             const char *default_env_file, struct mg_shmdump_names *names,
+                             char *err, size_t errlen)
 {
     memset(names, 0, sizeof *names);
     if (!lookup)
@@ -450,28 +506,44 @@ int mg_shmdump_resolve_names(const char *name_option, mg_getenv_fn lookup, void 
         snprintf(names->origin, sizeof names->origin, "--name");
         return 0;
     }
-    const char *env_name = lookup("MESHGATE_SHM_NAME", arg);
+    struct sources src;
+    char looked[MG_PATH_MAX + 120];
+    if (sources_open(&src, lookup, arg, default_env_file, looked, sizeof looked, err, errlen) < 0)
+        return -1;
+    int rc = -1;
+    const char *where;
+    const char *env_name = source_get(&src, "MESHGATE_SHM_NAME", &where);
     if (env_name && *env_name) {
         if (check_name("MESHGATE_SHM_NAME", env_name, err, errlen) < 0)
-            return -1;
+            goto out;
         snprintf(names->name[0], sizeof names->name[0], "%s", env_name);
         names->count = 1;
-        snprintf(names->origin, sizeof names->origin, "MESHGATE_SHM_NAME");
-        return 0;
+        snprintf(names->origin, sizeof names->origin, "MESHGATE_SHM_NAME in %s", where);
+        rc = 0;
+        goto out;
     }
-    const char *listen = lookup("MESHGATE_LISTEN", arg);
-    if (!listen)
-        listen = "127.0.0.1:8080";
+    const char *listen = source_get(&src, "MESHGATE_LISTEN", &where);
     char host[MG_HOST_MAX];
     unsigned port;
-    if (mg_shmdump_parse_listen(listen, host, sizeof host, &port) < 0) {
+    if (listen && mg_shmdump_parse_listen(listen, host, sizeof host, &port) < 0) {
         snprintf(err, errlen,
-                 "MESHGATE_LISTEN=%.*s: must be HOST:PORT, [IPV6]:PORT or :PORT with a port "
-                 "from 1 to 65535 (or name the segment with --name or MESHGATE_SHM_NAME)",
-                 MG_HOST_MAX, listen);
-        return -1;
+                 "MESHGATE_LISTEN=%.*s: must be HOST:PORT, [IPV6]:PORT or :PORT with a port from "
+                 "1 to 65535 (read from %s; or name the segment with --name or "
+                 "MESHGATE_SHM_NAME)",
+                 MG_HOST_MAX, listen, where);
+        goto out;
     }
-    snprintf(names->origin, sizeof names->origin, "MESHGATE_LISTEN=%.*s", MG_HOST_MAX, listen);
+    if (listen) {
+        snprintf(names->origin, sizeof names->origin, "MESHGATE_LISTEN=%.*s in %s; %s", MG_HOST_MAX,
+                 listen, where, looked);
+    } else {
+        listen = "127.0.0.1:8080";
+        mg_shmdump_parse_listen(listen, host, sizeof host, &port);
+        snprintf(names->origin, sizeof names->origin,
+                 "the default address %s: neither MESHGATE_SHM_NAME nor MESHGATE_LISTEN is set; "
+                 "%s",
+                 listen, looked);
+    }
     add_name(names, host, port);
     /* What the server derives from the address it bound, when that is spelled otherwise. */
     if (!host[0]) {
@@ -485,7 +557,10 @@ int mg_shmdump_resolve_names(const char *name_option, mg_getenv_fn lookup, void 
             inet_ntop(family, addr, canonical, sizeof canonical))
             add_name(names, canonical, port);
     }
-    return 0;
+    rc = 0;
+out:
+    mg_envfile_free(&src.file);
+    return rc;
 }
 
 enum mg_shmdump_status mg_shmdump_take_first(struct mg_shmdump *d,
@@ -503,7 +578,8 @@ enum mg_shmdump_status mg_shmdump_take_first(struct mg_shmdump *d,
         mg_buf_printf(&tried, "%s%s", i > 1 ? ", " : "", names->name[i]);
     snprintf(err, errlen,
              "no segment %s%s%s%s (from %s): is meshgate running? Name its segment with "
-             "--name /NAME, or set MESHGATE_SHM_NAME or MESHGATE_LISTEN as the server has them",
+             "--name /NAME, or set MESHGATE_SHM_NAME or MESHGATE_LISTEN as the server has them, "
+             "or MESHGATE_ENV_FILE to the server's environment file",
              names->count ? names->name[0] : "?", tried.len ? " (nor " : "",
              tried.len ? mg_buf_cstr(&tried) : "", tried.len ? ")" : "",
              names->origin[0] ? names->origin : "nothing");

@@ -71,18 +71,27 @@ void mg_shmdump_render_json(const struct mg_shmdump *d, struct mg_buf *out);
  * MESHGATE_LISTEN (default 127.0.0.1:8080) by mg_config_default_shm_name. The others are
  * what a server started with that MESHGATE_LISTEN may have derived from the address it
  * actually bound (":8080" binds "::" or "0.0.0.0"; "[0::1]" is bound as "::1").
+ *
+ * Both variables are read as the server's unit gives them: from the environment, else from
+ * the server's environment file: the one MESHGATE_ENV_FILE names, or when it is not set,
+ * default_env_file (the unit's, /etc/meshgate/meshgate.env) if that exists; set and empty:
+ * no file. origin says where the name came from and where it was looked for.
  */
 #define MG_SHMDUMP_NAMES_MAX 4
 struct mg_shmdump_names {
     char name[MG_SHMDUMP_NAMES_MAX][MG_SHM_NAME_MAX];
     unsigned count;
-    char origin[MG_HOST_MAX + 48]; /* "--name", "MESHGATE_SHM_NAME", "MESHGATE_LISTEN=..." */
+    /* "--name", "MESHGATE_SHM_NAME in ...", "MESHGATE_LISTEN=... in ...; looked in ...", or
+     * "the default address ...; looked in ..." */
+    char origin[2 * MG_PATH_MAX + MG_HOST_MAX + 240];
 };
 
-/* lookup NULL reads the environment. Returns 0; or -1 with a usage message (a bad name or
- * MESHGATE_LISTEN) in err. */
+/* lookup NULL reads the environment; default_env_file NULL: none. Returns 0; or -1 with a
+ * usage message (a bad name or MESHGATE_LISTEN, an environment file that cannot be read or
+ * parsed) in err. */
 int mg_shmdump_resolve_names(const char *name_option, mg_getenv_fn lookup, void *arg,
-                             struct mg_shmdump_names *names, char *err, size_t errlen);
+                             const char *default_env_file, struct mg_shmdump_names *names,
+                             char *err, size_t errlen);
 
 /* Takes the first of names that exists; MG_SHMDUMP_MISSING only when none does, with a
  * message naming every name tried and how to name the segment. */

@@ -5,6 +5,7 @@
 #include "client_limit.h"
 #include "clock.h"
 #include "gate_fifo.h"
+#include "home_page.h"
 #include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
@@ -14,6 +15,7 @@
 #include "stats.h"
 #include "test_hooks.h"
 #include "upstream.h"
+#include "upstream_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,9 +411,19 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         return MG_ROUTE_BAD_REQUEST;
     } else if (route != MG_ROUTE_NOT_FOUND) {
         handler = mg_routes[route].handler;
+    } else if (mg_upstream_is_websocket(hr)) {
+        /* No upstream and no live feed of meshgate's own: a page in its place would be
+         * fetched again by every open tab at each reconnect. */
+        mg_response_error(res, 404,
+                          "no live feed here: meshgate passes WebSocket upgrades to CoreScope's "
+                          "own server, and MESHGATE_UPSTREAM is not set");
+        return route;
     } else if (mg_static_applies(env->cfg, b->path)) {
         route = MG_ROUTE_STATIC;
         handler = mg_static_serve;
+    } else if (mg_home_applies(env->cfg, b->path)) {
+        route = MG_ROUTE_STATIC;
+        handler = mg_home_serve;
     } else {
         mg_response_error(res, 404, "Not found");
         return route;

@@ -145,14 +145,16 @@ static void anon_json(struct mg_json *j, const struct mg_segment *seg, bool full
 }
 
 /* The upstream: its gate, breaker and tunnels. Its state never makes healthz unhealthy:
- * native routes answer whatever the upstream does. */
-static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool full, int64_t now)
+ * native routes answer whatever the upstream does. Its address is an admin's to read (it
+ * tells where CoreScope's own server listens): "hidden" for anyone else. */
+static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool full,
+                          bool show_address, int64_t now)
 {
     const struct mg_upstream_shm *u = seg->upstream;
     struct mg_upstream_snapshot b;
     mg_upstream_shm_read(u, now, &b);
     mg_json_object_begin(j);
-    mg_json_kv_string(j, "address", seg->config->upstream);
+    mg_json_kv_string(j, "address", show_address ? seg->config->upstream : "hidden");
     mg_json_kv_string(j, "breaker", mg_breaker_state_name(b.breaker_state));
     struct mg_fifo_snapshot g; /* read as every FIFO gate is; its keys around "tunnels" */
     mg_fifo_gate_read(&u->gate, getpid(), true, &g);
@@ -217,7 +219,7 @@ void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, b
     cold_json(j, seg, full, now);
     if (seg->config->upstream[0]) {
         mg_json_key(j, "upstream");
-        upstream_json(j, seg, full, now);
+        upstream_json(j, seg, full, show_clients, now);
     }
     mg_json_object_end(j);
 }

@@ -12,8 +12,8 @@
 #include <stdbool.h>
 
 /* Writes the value of "gates": an object with one key per gate. Client addresses (the
- * anonymous line's records, "client path") appear only with show_clients (an admin reads);
- * otherwise their key reads "hidden". */
+ * anonymous line's records, "client path") and the upstream's address appear only with
+ * show_clients (an admin reads); otherwise they read "hidden". */
 void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, bool show_clients);
 
 #endif

@@ -207,8 +207,13 @@ Test(permits, with_cap_two_two_builds_run_at_once_while_two_are_wanted, .init = 
     atomic_store(&sm.stop, true);
     pthread_join(sampler, NULL);
     cr_expect_eq(atomic_load(&seg.cold->peak), 2, "at most the cap, and the cap reached");
-    cr_expect_eq(sm.idle_permit, 0, "a permit was held while its build did not run (%u samples)",
-                 sm.idle_permit);
+    /* A share, not none: on a loaded machine (a sanitizer, load 25) one loop turn between a
+     * build's end and its permit's release can outlast the sampler's 60 ms second look. A
+     * permit whose build waits for its worker's helper is idle for a whole build, in most
+     * samples where two were wanted. */
+    cr_expect_leq(sm.idle_permit * 20, sm.wanted_two + 40,
+                  "a permit was held while its build did not run (%u samples of %u)",
+                  sm.idle_permit, sm.wanted_two);
     cr_assert_gt(sm.wanted_two, 50, "two builds were hardly ever wanted: the test proved nothing");
     /* Between one build's end and the next admission the loop takes a turn or two: allow
      * those moments, not a permit whose build waits. */

@@ -61,13 +61,10 @@ static void file_of(sqlite3 *conn, char path[PATH_MAX], struct stat *st)
     stat(path, st);
 }
 
-int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
-                             void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
+/* Under t->build_lock. */
+static int refresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                          void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
 {
-    if (mg_process_table_fresh(t, conn, now_ns))
-        return SQLITE_OK;
-    /* One build at a time in the process; who waited finds the table fresh. */
-    pthread_mutex_lock(&t->build_lock);
     int rc = SQLITE_OK;
     if (!mg_process_table_fresh(t, conn, now_ns)) {
         char path[PATH_MAX];
@@ -79,6 +76,29 @@ int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t 
     }
     pthread_mutex_unlock(&t->build_lock);
     return rc;
+}
+
+int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                             void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
+{
+    if (mg_process_table_fresh(t, conn, now_ns))
+        return SQLITE_OK;
+    /* One build at a time in the process; who waited finds the table fresh. */
+    pthread_mutex_lock(&t->build_lock);
+    return refresh_locked(t, conn, now_ns, build, arg);
+}
+
+int mg_process_table_try_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                                 void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg,
+                                 bool *busy)
+{
+    if (mg_process_table_fresh(t, conn, now_ns))
+        return SQLITE_OK;
+    if (pthread_mutex_trylock(&t->build_lock) != 0) {
+        *busy = true;
+        return SQLITE_OK;
+    }
+    return refresh_locked(t, conn, now_ns, build, arg);
 }
 
 void mg_process_table_install(struct mg_process_table *t, sqlite3 *conn, void *table,
@@ -113,8 +133,11 @@ static void run_keeper(struct mg_job *job, struct mg_db *db)
 }
 
 int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
-                          int64_t now_ns, int64_t now_realtime_ns)
+                          int64_t now_ns, int64_t now_realtime_ns, bool *busy)
 {
+    if (busy && (!jobs || !mg_process_table_exists(k->table, conn)))
+        return mg_process_table_try_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns,
+                                            busy);
     if (!jobs || !mg_process_table_exists(k->table, conn))
         return mg_process_table_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns);
     if (!mg_process_table_fresh(k->table, conn, now_ns) &&

@@ -49,6 +49,11 @@ bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn);
 /* Builds t's table with build(conn, arg, &rc) unless a fresh one exists; an SQLite code. */
 int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
                              void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg);
+/* The same on a worker's loop, which never waits: when another thread of the process builds
+ * the table now, *busy is set and nothing is done (the request parks and asks again). */
+int mg_process_table_try_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                                 void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg,
+                                 bool *busy);
 
 /* Swaps table in as conn's database file's, built at built_ns (CLOCK_MONOTONIC): a table
  * decoded from the group's copy (node_relay.c), or built outside refresh. */
@@ -74,9 +79,10 @@ struct mg_process_table_keeper {
 
 /* What a request calls before it reads k's table: builds it here when there is none (or
  * there is no helper, jobs NULL); when it is stale, hands its rebuild to the helper and
- * returns at once. An SQLite code. */
+ * returns at once. With busy (a request on the loop), a build another thread runs now is not
+ * waited for: *busy says so. An SQLite code. */
 int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
-                          int64_t now_ns, int64_t now_realtime_ns);
+                          int64_t now_ns, int64_t now_realtime_ns, bool *busy);
 
 void mg_process_table_read_begin(struct mg_process_table *t);
 void mg_process_table_read_end(struct mg_process_table *t);

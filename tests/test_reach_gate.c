@@ -5,6 +5,7 @@
  * exclusive lock: a builder then waits on the lock while holding its permit.
  */
 #include "harness.h"
+#include "inproc.h"
 
 #include "gate_fifo.h"
 #include "result_cache.h"
@@ -565,6 +566,9 @@ Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answe
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
     sqlite3 *w = lock_db();
+    /* A probe that succeeded answers for 100 ms on its worker (ep_health.c): past that, every
+     * healthz reads the database again. */
+    mg_test_sleep_ms(300);
     const char *const light[] = {"/api/healthz", "/api/nodes", "/api/nodes?search=a", NULL};
     for (int round = 0; round < 2; round++) {
         for (int i = 0; light[i]; i++) {
@@ -589,4 +593,34 @@ Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answe
     cr_expect(strstr(r.body, "\"ready\":true"), "%s", r.body);
     free(r.body);
     mg_test_server_stop(&s, 5000);
+}
+
+static int statements_run;
+
+static int count_statement(unsigned type, void *ctx, void *p, void *x)
+{
+    (void)type, (void)ctx, (void)p, (void)x;
+    statements_run++;
+    return 0;
+}
+
+/* Issue 28: health checkers ask many times a second; healthz reads the database at most once
+ * per probe interval (100 ms) on a thread, not on every request. */
+Test(reach_gate, healthz_reads_the_database_at_most_once_per_probe_interval, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/healthz"), 200, "%s", t.res.body.data);
+    sqlite3_trace_v2(t.db.conn, SQLITE_TRACE_STMT, count_statement, NULL);
+    int64_t t0 = mg_test_now_ms();
+    for (int i = 0; i < 200; i++)
+        cr_assert_eq(mg_test_ctx_get(&t, "/api/healthz"), 200);
+    int64_t took_ms = mg_test_now_ms() - t0;
+    /* One probe per 100 ms at most (and the row counts' refresh, once): far fewer than 200. */
+    cr_expect_leq(statements_run, 2 + took_ms / 100 * 2, "%d statements for 200 healthz in %lld ms",
+                  statements_run, (long long)took_ms);
+    cr_expect_lt(statements_run, 100);
+    sqlite3_trace_v2(t.db.conn, 0, NULL, NULL);
+    mg_test_ctx_close(&t);
 }

@@ -6,6 +6,7 @@
  */
 #include "harness.h"
 #include "inproc.h"
+#include "process_table.h"
 
 #include "gate_fifo.h"
 #include "result_cache.h"
@@ -622,5 +623,27 @@ Test(reach_gate, healthz_reads_the_database_at_most_once_per_probe_interval, .in
                   statements_run, (long long)took_ms);
     cr_expect_lt(statements_run, 100);
     sqlite3_trace_v2(t.db.conn, 0, NULL, NULL);
+    mg_test_ctx_close(&t);
+}
+
+/* Issue 28: a request whose answer is kept asks whether the tables it reads are fresh; that
+ * costs no stat() of the database each time (once a second per table and process). */
+Test(reach_gate, a_kept_node_list_looks_at_the_file_at_most_once_a_second_per_table,
+     .init = make_db, .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200, "%s", t.res.body.data);
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200);
+    uint64_t before = mg_process_table_file_looks();
+    int64_t t0 = mg_test_now_ms();
+    for (int i = 0; i < 200; i++)
+        cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200);
+    int64_t took_ms = mg_test_now_ms() - t0;
+    uint64_t looks = mg_process_table_file_looks() - before;
+    /* Two tables (hash sizes, relay activity), each once a second at most. */
+    cr_expect_leq(looks, (uint64_t)(2 + took_ms / 1000 * 2 + 2), "%llu looks in %lld ms",
+                  (unsigned long long)looks, (long long)took_ms);
+    cr_expect_lt(looks, 100u);
     mg_test_ctx_close(&t);
 }

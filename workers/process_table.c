@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "process_table.h"
 
+#include "clock.h"
 #include "log.h"
 
 #include <stdatomic.h>
@@ -8,12 +9,32 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* How long a look at the file's identity holds: a file replaced at the path is noticed within
+ * it, and a request that asks whether a table is fresh costs no stat() (once per interval per
+ * table and process). */
+#define FILE_CHECK_NS MG_NS_PER_SEC
+
+static _Atomic uint64_t file_looks;
+
+uint64_t mg_process_table_file_looks(void)
+{
+    return atomic_load(&file_looks);
+}
+
 static bool of_file_locked(struct mg_process_table *t, sqlite3 *conn)
 {
     const char *file = sqlite3_db_filename(conn, "main");
+    if (!t->table || strcmp(t->file, file ? file : "") != 0)
+        return false;
+    int64_t now = mg_monotonic_ns(), checked = atomic_load(&t->file_checked_ns);
+    if (checked != 0 && now - checked < FILE_CHECK_NS)
+        return atomic_load(&t->file_same);
     struct stat st;
-    return t->table && strcmp(t->file, file ? file : "") == 0 && stat(t->file, &st) == 0 &&
-           st.st_dev == t->dev && st.st_ino == t->ino;
+    bool same = stat(t->file, &st) == 0 && st.st_dev == t->dev && st.st_ino == t->ino;
+    atomic_fetch_add(&file_looks, 1);
+    atomic_store(&t->file_same, same);
+    atomic_store(&t->file_checked_ns, now);
+    return same;
 }
 
 static bool fresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)
@@ -47,6 +68,7 @@ static void swap_in(struct mg_process_table *t, const char *path, const struct s
     snprintf(t->file, sizeof t->file, "%s", path);
     t->dev = st->st_dev;
     t->ino = st->st_ino;
+    atomic_store(&t->file_checked_ns, 0); /* the next question looks at the file */
     t->built_ns = built_ns;
     atomic_fetch_add(&t->generation, 1);
     pthread_rwlock_unlock(&t->lock);

@@ -31,6 +31,10 @@ struct mg_process_table {
     ino_t ino;
     int64_t built_ns;
     _Atomic uint64_t generation; /* grows whenever the table is swapped or dropped */
+    /* The file's identity as last looked at (CLOCK_MONOTONIC; 0: look now), and whether it
+     * was still dev and ino: looked at once per second at most (process_table.c). */
+    _Atomic int64_t file_checked_ns;
+    _Atomic bool file_same;
 };
 
 #define MG_PROCESS_TABLE_INIT(interval, free_fn)                                                   \
@@ -42,6 +46,10 @@ struct mg_process_table {
 /* Whether t holds a table of conn's database file younger than its interval at now_ns
  * (CLOCK_MONOTONIC). */
 bool mg_process_table_fresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns);
+
+/* How often this process looked at a table's file (stat) to know it is still the same (tests:
+ * at most once per second per table). */
+uint64_t mg_process_table_file_looks(void);
 
 /* Whether t holds a table of conn's database file, whatever its age. */
 bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn);

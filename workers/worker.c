@@ -428,6 +428,26 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
         mg_log_raw(w->log_line.data, w->log_line.len, w->env.cfg->access_log != MG_ACCESS_LOG_ON);
 }
 
+/* A request read whole and never answered is logged all the same, with status saying why
+ * (499: its client broke the connection before its turn; 503: the worker stopped past its
+ * drain) and no bytes, then closed. */
+static void close_unanswered(struct worker *w, struct conn *c, int status)
+{
+    if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
+        struct mg_http_request hr;
+        int parse_status;
+        const char *why;
+        const struct mg_http_request *head = c->parked_head;
+        if (!head && mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &parse_status,
+                                           &why) == MG_HTTP_OK)
+            head = &hr;
+        bool parked = c->state == CONN_PARKED;
+        int64_t us = parked ? (mg_monotonic_ns() - c->request_start_ns) / 1000 : 0;
+        access_log(w, c, head, parked ? &c->park : NULL, status, 0, 0, us);
+    }
+    conn_close(w, c);
+}
+
 /* The group's counters, the route's histogram, the slow log and the slot, for one answer. */
 static void count_response(struct worker *w, unsigned route, int status, int64_t duration_us,
                            const char *log_path)
@@ -1061,7 +1081,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
                    (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
             conn_readable(w, c, now);
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
-            conn_close(w, c); /* the connection broke before its turn */
+            close_unanswered(w, c, 499); /* the connection broke before its turn */
         } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP))) {
             /* The client is gone, but the handler still holds shared state (a place in
              * line, a permit, a build): it finds out through client_gone and finishes;
@@ -1088,7 +1108,10 @@ static void shut_down(struct worker *w)
     w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
     while (w->conns)
-        conn_close(w, w->conns);
+        if (w->conns->state == CONN_READY || w->conns->state == CONN_PARKED)
+            close_unanswered(w, w->conns, 503);
+        else
+            conn_close(w, w->conns);
     bury_closed(w);
     mg_response_free(&w->res);
     mg_buf_free(&w->log_line);

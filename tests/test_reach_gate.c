@@ -6,6 +6,8 @@
  */
 #include "harness.h"
 #include "inproc.h"
+#include "jobs.h"
+#include "node_hash_sizes.h"
 #include "process_table.h"
 
 #include "gate_fifo.h"
@@ -645,5 +647,27 @@ Test(reach_gate, a_kept_node_list_looks_at_the_file_at_most_once_a_second_per_ta
     cr_expect_leq(looks, (uint64_t)(2 + took_ms / 1000 * 2 + 2), "%llu looks in %lld ms",
                   (unsigned long long)looks, (long long)took_ms);
     cr_expect_lt(looks, 100u);
+    mg_test_ctx_close(&t);
+}
+
+/* Issue 27: on a worker's loop (a helper to hand work to) a request that finds no table of
+ * hash sizes does not build it there: the helper does, while the request parks. */
+Test(reach_gate, a_node_list_without_hash_sizes_has_them_built_on_the_helper, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200, "%s", t.res.body.data);
+    char err[256];
+    int fd;
+    struct mg_jobs *jobs = mg_jobs_start(&t.cfg, &t.db, 0, 1, &fd, NULL, 0, err, sizeof err);
+    cr_assert(jobs, "%s", err);
+    t.env.jobs = jobs;
+    mg_node_hash_sizes_forget();
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=6"), 200, "%s", t.res.body.data);
+    cr_expect(mg_node_hash_sizes_exist(t.db.conn));
+    cr_expect_eq(mg_jobs_threads(jobs), 1u, "the build did not run on the helper");
+    t.env.jobs = NULL;
+    mg_jobs_stop(jobs);
     mg_test_ctx_close(&t);
 }

@@ -82,13 +82,15 @@ struct mg_process_table_keeper {
     void *(*build)(sqlite3 *conn, void *arg, int *rc);
     const char *what; /* names the table in a warning */
     int64_t now_ns, now_realtime_ns;
+    int rc; /* the last build's, on the helper */
     bool submitted;
 };
 
 /* What a request calls before it reads k's table: builds it here when there is none (or
  * there is no helper, jobs NULL); when it is stale, hands its rebuild to the helper and
- * returns at once. With busy (a request on the loop), a build another thread runs now is not
- * waited for: *busy says so. An SQLite code. */
+ * returns at once. With busy (a request on the loop) nothing waits: with no table, the build
+ * runs on the helper (or, without one, a build another thread runs is not waited for) and
+ * *busy says the request parks and asks again. An SQLite code. */
 int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
                           int64_t now_ns, int64_t now_realtime_ns, bool *busy);
 

@@ -82,6 +82,8 @@ static sqlite3 *lock_db(void)
 {
     sqlite3 *w;
     cr_assert_eq(sqlite3_open(db_path, &w), SQLITE_OK);
+    /* The server's start-up passes read meanwhile: the lock waits for them. */
+    sqlite3_busy_timeout(w, 20000);
     cr_assert_eq(sqlite3_exec(w, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     return w;
 }

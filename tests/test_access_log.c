@@ -11,9 +11,13 @@
 #include "access_log.h"
 #include "config.h"
 #include "log.h"
+#include "scoreboard.h"
+#include "segment.h"
 
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,4 +447,53 @@ Test(access_log, combined_names_a_signed_in_client_by_its_label_never_its_key, .
     free(combined);
     free(log);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+struct slot_busy {
+    struct mg_segment *seg;
+};
+
+static bool slot_busy(void *arg)
+{
+    const struct slot_busy *b = arg;
+    return atomic_load(&b->seg->slots[0].request_started_monotonic_ns) != 0;
+}
+
+/* A request still parked when the worker stops past its drain is closed unanswered, and the
+ * log says so: its line, status 503, no bytes. */
+Test(access_log, a_request_cut_at_the_drain_deadline_has_its_line, .init = make_dir,
+     .fini = remove_dir)
+{
+    char setting[300];
+    mg_test_write_keys_file(dir, "drain-cut-0123456789abcdef", setting, sizeof setting);
+    const char *env[] = {setting,
+                         "MESHGATE_WORKERS=1",
+                         "MESHGATE_TEST_HOOKS=park",
+                         "MESHGATE_DRAIN_TIMEOUT_MS=300",
+                         "MESHGATE_ACCESS_LOG=json",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    char err[256];
+    cr_assert_eq(mg_segment_attach(&seg, s.shm_name, true, err, sizeof err), 0, "%s", err);
+    int fd = mg_test_connect(s.port);
+    cr_assert_geq(fd, 0);
+    const char *req = "GET /api/packets?limit=7 HTTP/1.1\r\nHost: t\r\nX-Test-Hold-Ms: 30000\r\n"
+                      "Authorization: Bearer drain-cut-0123456789abcdef\r\n"
+                      "User-Agent: cut/1\r\n\r\n";
+    cr_assert(mg_test_send(fd, req, strlen(req)));
+    struct slot_busy b = {&seg};
+    cr_assert(mg_test_wait_until(slot_busy, &b, 30000, 5), "the request was never taken up");
+    mg_segment_detach(&seg);
+    cr_assert_eq(kill(s.pid, SIGTERM), 0);
+    cr_expect(mg_test_wait_closed(fd, 30000), "the connection was not closed");
+    close(fd);
+    char *log = mg_test_wait_log(&s, "\"target\":\"/api/packets?limit=7\"", 1, 30000);
+    char *line = lines_with(log, "\"target\":\"/api/packets?limit=7\"");
+    cr_expect(strstr(line, "\"status\":503,\"bytes\":0,"), "%s", log);
+    cr_expect(strstr(line, "\"user_agent\":\"cut/1\""), "%s", line);
+    free(line);
+    free(log);
+    mg_test_server_stop(&s, 10000);
 }

@@ -717,7 +717,7 @@ FIXTURE_TEST(list_is_heavy_only_when_there_is_no_hash_size_table)
     cr_expect(!mg_node_hash_sizes_fresh(fx.t.db.conn, later), "stale after its interval");
     cr_expect(mg_node_hash_sizes_exist(fx.t.db.conn), "a stale table still serves");
     /* Without a helper thread (in-process) a stale table is rebuilt by the request. */
-    cr_expect_eq(mg_node_hash_sizes_keep(&fx.t.env, later, (int64_t)time(NULL)), SQLITE_OK);
+    cr_expect_eq(mg_node_hash_sizes_keep(&fx.t.env, later, (int64_t)time(NULL), NULL), SQLITE_OK);
     cr_expect(mg_node_hash_sizes_fresh(fx.t.db.conn, later));
 }
 

@@ -5,6 +5,10 @@
  * exclusive lock: a builder then waits on the lock while holding its permit.
  */
 #include "harness.h"
+#include "inproc.h"
+#include "jobs.h"
+#include "node_hash_sizes.h"
+#include "process_table.h"
 
 #include "gate_fifo.h"
 #include "result_cache.h"
@@ -564,7 +568,19 @@ Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answe
     cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
+    /* The node list is light once the group's relay table is built (its start-up pass would
+     * otherwise wait for the writer too, and the list with it, as heavy work). */
+    struct mg_segment seg;
+    attach(&s, &seg);
+    int64_t give_up = mg_test_now_ms() + 60000;
+    while (atomic_load(&seg.cache.cache->relay_builds) == 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(5);
+    cr_assert_gt(atomic_load(&seg.cache.cache->relay_builds), 0, "no relay table within 60 s");
+    mg_segment_detach(&seg);
     sqlite3 *w = lock_db();
+    /* A probe that succeeded answers for 100 ms on its worker (ep_health.c): past that, every
+     * healthz reads the database again. */
+    mg_test_sleep_ms(300);
     const char *const light[] = {"/api/healthz", "/api/nodes", "/api/nodes?search=a", NULL};
     for (int round = 0; round < 2; round++) {
         for (int i = 0; light[i]; i++) {
@@ -589,4 +605,78 @@ Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answe
     cr_expect(strstr(r.body, "\"ready\":true"), "%s", r.body);
     free(r.body);
     mg_test_server_stop(&s, 5000);
+}
+
+static int statements_run;
+
+static int count_statement(unsigned type, void *ctx, void *p, void *x)
+{
+    (void)type, (void)ctx, (void)p, (void)x;
+    statements_run++;
+    return 0;
+}
+
+/* Issue 28: health checkers ask many times a second; healthz reads the database at most once
+ * per probe interval (100 ms) on a thread, not on every request. */
+Test(reach_gate, healthz_reads_the_database_at_most_once_per_probe_interval, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/healthz"), 200, "%s", t.res.body.data);
+    sqlite3_trace_v2(t.db.conn, SQLITE_TRACE_STMT, count_statement, NULL);
+    int64_t t0 = mg_test_now_ms();
+    for (int i = 0; i < 200; i++)
+        cr_assert_eq(mg_test_ctx_get(&t, "/api/healthz"), 200);
+    int64_t took_ms = mg_test_now_ms() - t0;
+    /* One probe per 100 ms at most (and the row counts' refresh, once): far fewer than 200. */
+    cr_expect_leq(statements_run, 2 + took_ms / 100 * 2, "%d statements for 200 healthz in %lld ms",
+                  statements_run, (long long)took_ms);
+    cr_expect_lt(statements_run, 100);
+    sqlite3_trace_v2(t.db.conn, 0, NULL, NULL);
+    mg_test_ctx_close(&t);
+}
+
+/* Issue 28: a request whose answer is kept asks whether the tables it reads are fresh; that
+ * costs no stat() of the database each time (once a second per table and process). */
+Test(reach_gate, a_kept_node_list_looks_at_the_file_at_most_once_a_second_per_table,
+     .init = make_db, .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200, "%s", t.res.body.data);
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200);
+    uint64_t before = mg_process_table_file_looks();
+    int64_t t0 = mg_test_now_ms();
+    for (int i = 0; i < 200; i++)
+        cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200);
+    int64_t took_ms = mg_test_now_ms() - t0;
+    uint64_t looks = mg_process_table_file_looks() - before;
+    /* Two tables (hash sizes, relay activity), each once a second at most. */
+    cr_expect_leq(looks, (uint64_t)(2 + took_ms / 1000 * 2 + 2), "%llu looks in %lld ms",
+                  (unsigned long long)looks, (long long)took_ms);
+    cr_expect_lt(looks, 100u);
+    mg_test_ctx_close(&t);
+}
+
+/* Issue 27: on a worker's loop (a helper to hand work to) a request that finds no table of
+ * hash sizes does not build it there: the helper does, while the request parks. */
+Test(reach_gate, a_node_list_without_hash_sizes_has_them_built_on_the_helper, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=5"), 200, "%s", t.res.body.data);
+    char err[256];
+    int fd;
+    struct mg_jobs *jobs = mg_jobs_start(&t.cfg, &t.db, 0, 1, &fd, NULL, 0, err, sizeof err);
+    cr_assert(jobs, "%s", err);
+    t.env.jobs = jobs;
+    mg_node_hash_sizes_forget();
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/nodes?limit=6"), 200, "%s", t.res.body.data);
+    cr_expect(mg_node_hash_sizes_exist(t.db.conn));
+    cr_expect_eq(mg_jobs_threads(jobs), 1u, "the build did not run on the helper");
+    t.env.jobs = NULL;
+    mg_jobs_stop(jobs);
+    mg_test_ctx_close(&t);
 }

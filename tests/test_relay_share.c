@@ -14,6 +14,7 @@
 #include "segment.h"
 
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -323,6 +324,69 @@ Test(relay_share, a_table_too_large_for_the_cache_is_built_by_each_worker)
                  "logged once by each worker: %s", log);
     free(log);
     free(list);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* Whether fd has something to read (an answer, or its end) within ms. */
+static bool readable(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms) > 0;
+}
+
+Test(relay_share, a_signed_in_request_waiting_for_the_table_parks_and_healthz_is_answered_meanwhile)
+{
+    /* One worker, whose start-up pass lasts 15 s more (a test hook): a signed-in /api/nodes
+     * needs the table and waits for that pass. It parks: the loop answers healthz on another
+     * connection while the pass runs and the request still waits; then the request is
+     * answered from the pass's table (one pass). */
+    char dir[128], db[256], keys[300];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, NULL);
+    mg_test_write_keys_file(dir, "relay-wait-0123456789abcdef", keys, sizeof keys);
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TEST_HOOKS=park",
+                         "MESHGATE_TEST_RELAY_PASS_MS=15000", keys, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    int waiting = mg_test_connect(s.port);
+    cr_assert_geq(waiting, 0);
+    const char *req = "GET /api/nodes HTTP/1.1\r\nHost: t\r\n"
+                      "Authorization: Bearer relay-wait-0123456789abcdef\r\n"
+                      "Connection: close\r\n\r\n";
+    cr_assert(mg_test_send(waiting, req, strlen(req)));
+    /* Its worker has taken it up (its slot shows it) before healthz is asked. */
+    int64_t t0 = mg_test_now_ms();
+    while (atomic_load(&seg.slots[0].request_started_monotonic_ns) == 0 &&
+           mg_test_now_ms() - t0 < 10000)
+        mg_test_sleep_ms(5);
+    cr_assert_eq(atomic_load(&c->relay_builds), 0, "the pass ended before the test could ask");
+    int64_t asked = mg_test_now_ms();
+    struct mg_test_response h;
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &h));
+    int64_t took = mg_test_now_ms() - asked;
+    cr_expect_eq(h.status, 200);
+    mg_test_response_free(&h);
+    cr_expect_eq(atomic_load(&c->relay_builds), 0,
+                 "healthz was answered only after the pass (%lld ms)", (long long)took);
+    cr_expect_not(readable(waiting, 0), "the signed-in request did not wait for the table");
+    /* Then it is answered, from the one pass, having parked. */
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(waiting, &r, false, 60000));
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    char prepared[128] = "";
+    mg_test_header(&r, "X-Test-Prepared", prepared, sizeof prepared);
+    cr_expect(strncmp(prepared, "turns=1 ", 8) != 0, "it never parked: %s", prepared);
+    cr_expect(strstr(prepared, "preparations=1"), "%s", prepared);
+    cr_expect_eq(json_int_at(listed(r.body, KEY_DD), "relay_count_24h"), 1);
+    mg_test_response_free(&r);
+    close(waiting);
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "one pass");
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
     mg_test_rmdir(dir);

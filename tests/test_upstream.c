@@ -1101,3 +1101,138 @@ Test(upstream, preferred_native_routes_go_to_the_upstream_and_the_others_stay_na
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
 }
+
+/* ---- the access log of every kind of request ------------------------------------------- */
+
+/* What the client got of the proxied GET: every byte, and the body's. */
+struct logged_kinds {
+    char *log;
+    size_t proxied_bytes, proxied_body;
+};
+
+/*
+ * One worker in front of the test upstream, logging in format fmt: a native POST with a body
+ * (405), two native GETs pipelined on one connection, a proxied GET with a User-Agent and a
+ * Referer, and a WebSocket tunnel opened and closed. Returns the log once every line is in.
+ */
+static struct logged_kinds log_every_kind(const char *fmt)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    char setting[64];
+    snprintf(setting, sizeof setting, "MESHGATE_ACCESS_LOG=%s", fmt);
+    const char *env[] = {setting, "MESHGATE_WORKERS=1", NULL};
+    struct mg_test_server s;
+    start_meshgate(&s, up.port, env);
+    cr_expect_eq(status_of(s.port, "POST /api/nodes HTTP/1.1\r\nHost: t\r\nUser-Agent: poster/1\r\n"
+                                   "Content-Length: 20\r\n\r\n{\"pr fixes\":[\"2c\"]}x"),
+                 405);
+    const char *pipelined = "GET /api/healthz?n=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: pipe/1\r\n\r\n"
+                            "GET /api/healthz?n=2 HTTP/1.1\r\nHost: t\r\nUser-Agent: pipe/2\r\n"
+                            "Referer: https://two.example/\r\nConnection: close\r\n\r\n";
+    int fd = mg_test_connect(s.port);
+    cr_assert(mg_test_send(fd, pipelined, strlen(pipelined)));
+    for (int i = 0; i < 2; i++) {
+        struct mg_test_response r;
+        cr_assert(mg_test_read_response(fd, &r, false, CEILING_MS));
+        cr_expect_eq(r.status, 200);
+        mg_test_response_free(&r);
+    }
+    close(fd);
+    const char *proxied = "GET /headers?from=log HTTP/1.1\r\nHost: t\r\nUser-Agent: proxied/1\r\n"
+                          "Referer: https://r.example/page\r\nConnection: close\r\n\r\n";
+    char out[8192];
+    struct logged_kinds k = {0};
+    k.proxied_bytes = raw_exchange(s.port, proxied, strlen(proxied), out, sizeof out, CEILING_MS);
+    const char *end = memmem(out, k.proxied_bytes, "\r\n\r\n", 4);
+    cr_assert(end, "%.*s", (int)k.proxied_bytes, out);
+    k.proxied_body = k.proxied_bytes - (size_t)(end + 4 - out);
+    char head[2048];
+    int ws = ws_open(s.port, "/ws", head, sizeof head);
+    cr_expect(strstr(head, "HTTP/1.1 101"), "%s", head);
+    close(ws);
+    k.log = mg_test_wait_log(&s, "/ws", 1, CEILING_MS);
+    cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
+    upstream_stop(&up);
+    return k;
+}
+
+/* The log's one line holding needle (malloc'ed; "" when none or more than one). */
+static char *line_with(const char *log, const char *needle)
+{
+    const char *at = strstr(log, needle);
+    if (!at || strstr(at + 1, needle))
+        return strdup("");
+    const char *start = at, *stop = strchr(at, '\n');
+    while (start > log && start[-1] != '\n')
+        start--;
+    return strndup(start, stop ? (size_t)(stop - start) : strlen(start));
+}
+
+Test(upstream, access_log_1_names_posts_pipelined_proxied_and_tunnelled_requests)
+{
+    struct logged_kinds k = log_every_kind("1");
+    char *post = line_with(k.log, "\"POST /api/nodes HTTP/1.1\" 405 ");
+    cr_expect(post[0], "%s", k.log);
+    char *one = line_with(k.log, "\"GET /api/healthz?n=1 HTTP/1.1\" 200 ");
+    char *two = line_with(k.log, "\"GET /api/healthz?n=2 HTTP/1.1\" 200 ");
+    cr_expect(one[0] && two[0], "%s", k.log);
+    /* BYTES: everything the client got, head and body. */
+    char want[128];
+    snprintf(want, sizeof want, "\"GET /headers?from=log HTTP/1.1\" 200 %zu ", k.proxied_bytes);
+    char *proxied = line_with(k.log, want);
+    cr_expect(proxied[0], "want %s in %s", want, k.log);
+    cr_expect_null(strstr(proxied, " 0.000ms "), "%s", proxied);
+    char *ws = line_with(k.log, "\"GET /ws HTTP/1.1\" 101 ");
+    cr_expect(ws[0], "%s", k.log);
+    free(post), free(one), free(two), free(proxied), free(ws);
+    free(k.log);
+}
+
+Test(upstream, access_log_combined_names_posts_pipelined_proxied_and_tunnelled_requests)
+{
+    struct logged_kinds k = log_every_kind("combined");
+    char *post = line_with(k.log, "\"POST /api/nodes HTTP/1.1\" 405 ");
+    cr_expect(strstr(post, "\"-\" \"poster/1\" "), "%s", k.log);
+    char *one = line_with(k.log, "\"GET /api/healthz?n=1 HTTP/1.1\" 200 ");
+    cr_expect(strstr(one, "\"-\" \"pipe/1\" "), "%s", k.log);
+    char *two = line_with(k.log, "\"GET /api/healthz?n=2 HTTP/1.1\" 200 ");
+    cr_expect(strstr(two, "\"https://two.example/\" \"pipe/2\" "), "%s", k.log);
+    /* BYTES: the body only, as Apache's %b. */
+    char want[160];
+    snprintf(want, sizeof want,
+             "\"GET /headers?from=log HTTP/1.1\" 200 %zu \"https://r.example/page\" "
+             "\"proxied/1\" ",
+             k.proxied_body);
+    char *proxied = line_with(k.log, want);
+    cr_expect(proxied[0], "want %s in %s", want, k.log);
+    cr_expect_null(strstr(proxied, "\" 0 gate="), "a duration of 0: %s", proxied);
+    char *ws = line_with(k.log, "\"GET /ws HTTP/1.1\" 101 ");
+    cr_expect(ws[0], "%s", k.log);
+    free(post), free(one), free(two), free(proxied), free(ws);
+    free(k.log);
+}
+
+Test(upstream, access_log_json_names_posts_pipelined_proxied_and_tunnelled_requests)
+{
+    struct logged_kinds k = log_every_kind("json");
+    char *post = line_with(k.log, "\"method\":\"POST\",\"target\":\"/api/nodes\",\"status\":405");
+    cr_expect(strstr(post, "\"user_agent\":\"poster/1\""), "%s", k.log);
+    char *one = line_with(k.log, "\"target\":\"/api/healthz?n=1\"");
+    cr_expect(strstr(one, "\"user_agent\":\"pipe/1\""), "%s", k.log);
+    char *two = line_with(k.log, "\"target\":\"/api/healthz?n=2\"");
+    cr_expect(strstr(two, "\"referer\":\"https://two.example/\",\"user_agent\":\"pipe/2\""), "%s",
+              k.log);
+    char *proxied = line_with(k.log, "\"target\":\"/headers?from=log\"");
+    char want[64];
+    snprintf(want, sizeof want, "\"status\":200,\"bytes\":%zu,", k.proxied_body);
+    cr_expect(strstr(proxied, want), "want %s in %s", want, proxied);
+    cr_expect(
+        strstr(proxied, "\"referer\":\"https://r.example/page\",\"user_agent\":\"proxied/1\""),
+        "%s", proxied);
+    cr_expect_null(strstr(proxied, "\"duration_ms\":0,"), "%s", proxied);
+    char *ws = line_with(k.log, "\"target\":\"/ws\",\"status\":101");
+    cr_expect(ws[0], "%s", k.log);
+    free(post), free(one), free(two), free(proxied), free(ws);
+    free(k.log);
+}

@@ -16,6 +16,10 @@
  *             "target":..,"status":..,"bytes":BODY_BYTES,"duration_ms":..,"referer":..|null,
  *             "user_agent":..|null,"worker":..,"gate":..,"waited_ms":..,"key":..|null}
  *
+ * A request read whole and never answered (worker.c, close_unanswered) has a line with no
+ * bytes and STATUS 499 (its client broke the connection before its turn) or 503 (the worker
+ * stopped past its drain).
+ *
  * OUTCOME is mg_outcome_text (handler.h): none, bypassed, admitted:GATE, waited:GATE or
  * refused:GATE, GATE one of rate-limit, anon-line, cold-gate, diag-gate, upstream-gate,
  * upstream-breaker. LABEL is the

@@ -584,11 +584,13 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         int role_col = mg_nodes_column(&db->schema, "role");
         bool relays =
             role_col >= 0 && mg_node_relay_role((const char *)sqlite3_column_text(node, role_col));
+        bool pending = false;
         if (rc == SQLITE_OK && relays)
-            rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
+            rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
+        res->parked = pending; /* the relay table is on its way: asked again next turn */
         struct mg_buf relay_text;
         mg_buf_init(&relay_text);
-        if (rc == SQLITE_OK) {
+        if (rc == SQLITE_OK && !pending) {
             struct mg_node_fields x;
             mg_node_fields_init(&x);
             mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);

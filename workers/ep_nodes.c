@@ -710,13 +710,22 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     /* A stale map made this request heavy (mg_nodes_is_heavy): it is built here, on a
      * helper thread for an anonymous client. */
     bool regions = q.regions.len > 0;
+    /* On the loop (env->jobs: a helper to hand work to), a table another thread builds now
+     * is not waited for: the request parks and asks again next turn (pending). */
+    bool pending = false, *busy = env->jobs ? &pending : NULL;
     if (rc == SQLITE_OK && regions)
-        rc = mg_region_map_refresh(conn, mg_monotonic_ns());
+        rc = busy ? mg_region_map_try_refresh(conn, mg_monotonic_ns(), busy)
+                  : mg_region_map_refresh(conn, mg_monotonic_ns());
     /* The table of hash sizes: built here only when there is none (mg_nodes_is_heavy). */
-    if (rc == SQLITE_OK)
-        rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s);
-    if (rc == SQLITE_OK)
-        rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
+    if (rc == SQLITE_OK && !pending)
+        rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
+    if (rc == SQLITE_OK && !pending)
+        rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
+    if (pending) {
+        res->parked = true;
+        mg_nodes_query_free(&q);
+        return;
+    }
     if (regions)
         mg_region_map_read_begin();
     mg_node_hash_sizes_read_begin();

@@ -326,11 +326,16 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
     double *affinity = all.len ? calloc(all.len, sizeof *affinity) : NULL;
     if (rc == SQLITE_OK && all.len && (!match || !affinity))
         rc = SQLITE_NOMEM;
-    /* A context reads the worker's neighbour graph (built here when it has none fresh). */
-    bool held = false;
+    /* A context reads the worker's neighbour graph (built here when it has none fresh). On
+     * the loop (env->jobs), a build another thread runs is not waited for: parked. */
+    bool held = false, busy = false;
     if (rc == SQLITE_OK && n && cx.n)
-        held = (rc = mg_neighbor_graph_hold(env->db, cx.now_ms)) == SQLITE_OK;
-    if (rc == SQLITE_OK) {
+        held = (rc = mg_neighbor_graph_hold(env->db, cx.now_ms, env->jobs ? &busy : NULL)) ==
+                   SQLITE_OK &&
+               !busy;
+    if (busy) {
+        res->parked = true;
+    } else if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
         struct mg_json j;
         mg_json_init(&j, &res->body);

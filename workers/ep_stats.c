@@ -158,10 +158,18 @@ static long compute_stats(struct mg_env *env, char *out, size_t cap)
 
 void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
-    (void)req;
     char body[MG_SHARED_VALUE_MAX];
-    long len = mg_group_value_get(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS, compute_stats, body,
-                                  sizeof body);
+    /* On the loop (a helper to hand work to) a wait for another worker's value parks. */
+    int64_t *waiting_since = (int64_t *)(void *)req->park->state;
+    long len = env->jobs
+                   ? mg_group_value_get_parked(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS,
+                                               compute_stats, body, sizeof body, waiting_since)
+                   : mg_group_value_get(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS, compute_stats,
+                                        body, sizeof body);
+    if (len == MG_GROUP_VALUE_PENDING) {
+        res->parked = true;
+        return;
+    }
     if (len < 0) {
         mg_response_error(res, 500,
                           "the statistics could not be read from the database; the server log "

@@ -22,12 +22,15 @@ static long compute_and_publish(struct mg_env *env, struct mg_shared_value *v,
     return len;
 }
 
-long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
-                        mg_group_compute_fn compute, char *out, size_t cap)
+/* The value when it is fresh or someone else refreshes it, or computed here with the
+ * lease; *none: there is none and another worker computes it (nothing returned). */
+static long get_or_lease(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
+                         mg_group_compute_fn compute, char *out, size_t cap, bool *none)
 {
     struct mg_shared_value *v = &env->seg->values[id];
     int64_t now = mg_monotonic_ns();
     int64_t age = 0;
+    *none = false;
     long len = mg_shared_value_read(v, out, cap, now, &age);
     if (len >= 0 && age < interval_ns) {
         mg_counter_add(env->seg, MG_CTR_GROUP_VALUE_HITS, 1);
@@ -39,9 +42,20 @@ long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interva
         mg_counter_add(env->seg, MG_CTR_GROUP_VALUE_STALE_HITS, 1);
         return len; /* stale, but another worker is refreshing it */
     }
+    *none = true;
+    return -1;
+}
 
+long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
+                        mg_group_compute_fn compute, char *out, size_t cap)
+{
+    bool none;
+    long len = get_or_lease(env, id, interval_ns, compute, out, cap, &none);
+    if (!none)
+        return len;
     /* No value yet and another worker computes it: wait for it a little. */
-    int64_t give_up = now + FIRST_VALUE_WAIT_NS;
+    struct mg_shared_value *v = &env->seg->values[id];
+    int64_t give_up = mg_monotonic_ns() + FIRST_VALUE_WAIT_NS;
     while (mg_monotonic_ns() < give_up) {
         struct timespec ts = {0, 2 * MG_NS_PER_MS};
         nanosleep(&ts, NULL);
@@ -51,6 +65,22 @@ long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interva
         if (mg_shared_value_try_lease(v, env->pid, mg_monotonic_ns()))
             return compute_and_publish(env, v, compute, out, cap);
     }
+    return compute(env, out, cap);
+}
+
+long mg_group_value_get_parked(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
+                               mg_group_compute_fn compute, char *out, size_t cap,
+                               int64_t *waiting_since_ns)
+{
+    bool none;
+    long len = get_or_lease(env, id, interval_ns, compute, out, cap, &none);
+    if (!none)
+        return len;
+    int64_t now = mg_monotonic_ns();
+    if (*waiting_since_ns == 0)
+        *waiting_since_ns = now;
+    if (now - *waiting_since_ns < FIRST_VALUE_WAIT_NS)
+        return MG_GROUP_VALUE_PENDING;
     return compute(env, out, cap);
 }
 

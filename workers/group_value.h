@@ -20,6 +20,15 @@ typedef long (*mg_group_compute_fn)(struct mg_env *env, char *out, size_t cap);
 long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
                         mg_group_compute_fn compute, char *out, size_t cap);
 
+/* As mg_group_value_get for a request on a worker's loop, which never waits there: when
+ * there is no value and another worker computes it, MG_GROUP_VALUE_PENDING (the request
+ * parks and asks again); *waiting_since_ns (0 on the first call, kept in the request's park)
+ * bounds the wait as mg_group_value_get's, past which it computes on its own. */
+#define MG_GROUP_VALUE_PENDING (-2L)
+long mg_group_value_get_parked(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
+                               mg_group_compute_fn compute, char *out, size_t cap,
+                               int64_t *waiting_since_ns);
+
 /* Whether a get at this moment would compute the value here (there is none, or it is stale
  * and nobody alive refreshes it): what makes a request that reads it heavy. */
 bool mg_group_value_would_compute(struct mg_env *env, enum mg_value_id id, int64_t interval_ns);

@@ -1242,11 +1242,14 @@ int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q
     return rc;
 }
 
-int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms)
+int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms, bool *busy)
 {
     struct build_arg arg = {db, now_ms * 1000000};
-    int rc = mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    if (rc != SQLITE_OK)
+    int rc =
+        busy ? mg_process_table_try_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg,
+                                            busy)
+             : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    if (rc != SQLITE_OK || (busy && *busy))
         return rc;
     mg_process_table_read_begin(&graphs);
     if (!mg_process_table_current(&graphs)) {

@@ -64,8 +64,10 @@ void mg_neighbor_graph_forget(void); /* tests */
 /* Whether this process has a graph of db's file younger than the interval. */
 bool mg_neighbor_graph_fresh(struct mg_db *db);
 /* Holds this process's graph for reading, built first when it has none fresh (as for an
- * answer); an SQLite code. Release it when done (only after SQLITE_OK). */
-int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms);
+ * answer); an SQLite code. Release it when done (only after SQLITE_OK without *busy). With
+ * busy (a request on a worker's loop), a build another thread of the process runs now is not
+ * waited for: *busy is set, nothing is held, and the request parks and asks again. */
+int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms, bool *busy);
 void mg_neighbor_graph_release(void);
 /* Between hold and release: the score (CoreScope's Score, times its Confidence when asked) of
  * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */

@@ -177,9 +177,10 @@ bool mg_node_hash_sizes_exist(sqlite3 *conn)
 static struct mg_process_table_keeper keeper = {
     .table = &hash_sizes, .build = build, .what = "node hash sizes"};
 
-int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s)
+int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s, bool *busy)
 {
-    return mg_process_table_keep(&keeper, env->jobs, env->db->conn, now_ns, now_s * 1000000000LL);
+    return mg_process_table_keep(&keeper, env->jobs, env->db->conn, now_ns, now_s * 1000000000LL,
+                                 busy);
 }
 
 void mg_node_hash_sizes_read_begin(void)

@@ -49,8 +49,10 @@ bool mg_node_hash_sizes_exist(sqlite3 *conn);
 
 /* What a request calls before it reads the table: builds it here when there is none; when it
  * is stale, asks env's helper thread to rebuild it (once at a time per process; without a
- * helper, in-process tests, rebuilds it here) and returns at once. An SQLite code. */
-int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s);
+ * helper, in-process tests, rebuilds it here) and returns at once. With busy (a request on the
+ * loop), a build another thread of the process runs now is not waited for: *busy says so. An
+ * SQLite code. */
+int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s, bool *busy);
 
 /* Readers hold the table while they look keys up. */
 void mg_node_hash_sizes_read_begin(void);

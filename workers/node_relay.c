@@ -10,6 +10,7 @@
 #include "process_table.h"
 #include "result_body.h"
 #include "segment.h"
+#include "test_hooks.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -272,6 +273,8 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
         table_free(t);
         return NULL;
     }
+    if (a->env && a->env->test_hooks != MG_TEST_HOOKS_OFF) /* tests: a slow pass */
+        mg_test_hooks_sleep(mg_test_hooks_ms("MESHGATE_TEST_RELAY_PASS_MS"));
     if (t->count > 1)
         qsort(t->entries, t->count, sizeof *t->entries, by_key);
     if (a->env && a->env->seg)
@@ -633,12 +636,66 @@ bool mg_node_relay_exist(sqlite3 *conn)
     return mg_process_table_exists(&relays, conn);
 }
 
-int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
+/* A request's wait for a table this process does not have: the group's copy taken, or the
+ * group's build followed or claimed and run, on env's helper, while the request is parked. */
+static struct {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    struct mg_env *env;
+    int64_t now_ns, now_realtime_ns;
+    int rc;
+    bool submitted;
+} fetch;
+
+static void run_fetch(struct mg_job *job, struct mg_db *db)
+{
+    (void)job;
+    fetch.rc = obtain(fetch.env, db->conn, fetch.now_ns, fetch.now_realtime_ns, true);
+}
+
+/* On the loop, no table here: the group's copy when it is stored (a copy and a decode, never
+ * a wait for the lock another thread of this process builds under); else the fetch on the
+ * helper. SQLITE_OK with *pending when the request must wait for it. */
+static int fetch_on_helper(struct mg_env *env, sqlite3 *conn, int64_t now_ns,
+                           int64_t now_realtime_ns, bool *pending)
+{
+    if (group_shared(env) && pthread_mutex_trylock(&group_lock) == 0) {
+        char key[MG_CACHE_KEY_MAX];
+        int64_t period = now_ns / MG_NODE_RELAY_INTERVAL_NS;
+        for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(&relays, conn); p--) {
+            group_key(conn, p, key);
+            take_copy(env, conn, key, now_ns);
+        }
+        pthread_mutex_unlock(&group_lock);
+    }
+    if (mg_process_table_exists(&relays, conn))
+        return SQLITE_OK;
+    if (fetch.submitted && atomic_load(&fetch.job.done)) {
+        fetch.submitted = false;
+        if (fetch.rc != SQLITE_OK && !mg_process_table_exists(&relays, conn))
+            return fetch.rc; /* this request answers the failure; the next one tries again */
+    }
+    if (!fetch.submitted) {
+        fetch.env = env;
+        fetch.now_ns = now_ns;
+        fetch.now_realtime_ns = now_realtime_ns;
+        fetch.rc = SQLITE_OK;
+        fetch.job.run = run_fetch;
+        atomic_store(&fetch.job.done, 0);
+        fetch.submitted = mg_jobs_submit(env->jobs, &fetch.job); /* else: the next turn */
+    }
+    *pending = true;
+    return SQLITE_OK;
+}
+
+int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *pending)
 {
     sqlite3 *conn = env->db->conn;
-    if (!env->jobs || !mg_process_table_exists(&relays, conn)) {
-        int rc = obtain(env, conn, now_ns, now_realtime_ns, true);
-        if (rc != SQLITE_OK || !env->jobs)
+    *pending = false;
+    if (!env->jobs) /* on a helper already (or in-process tests): waits here */
+        return obtain(env, conn, now_ns, now_realtime_ns, true);
+    if (!mg_process_table_exists(&relays, conn)) {
+        int rc = fetch_on_helper(env, conn, now_ns, now_realtime_ns, pending);
+        if (rc != SQLITE_OK || *pending)
             return rc;
     }
     if (!mg_process_table_fresh(&relays, conn, now_ns) &&

@@ -66,9 +66,12 @@ bool mg_node_relay_exist(sqlite3 *conn);
  * stored (a copy and a decode, no pass). */
 bool mg_node_relay_available(struct mg_env *env);
 /* Before a request reads the table: when there is none, the group's copy is taken, or the
- * group's build followed or claimed and run here (it waits); a stale one is refreshed the same
- * way on env's helper, without waiting for another worker's build. An SQLite code. */
-int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns);
+ * group's build followed or claimed and run; a stale one is refreshed the same way on env's
+ * helper, without waiting for another worker's build. On the loop (env->jobs set) nothing
+ * waits: what would (the group's build, this process's lock, a pass) runs on env's helper and
+ * *pending says the request parks and asks again; on a helper (env->jobs NULL) it waits
+ * there. An SQLite code. */
+int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *pending);
 /* Drops this process's table and (env not NULL) the group's copy (tests). */
 void mg_node_relay_forget(struct mg_env *env);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "process_table.h"
 
+#include "clock.h"
 #include "log.h"
 
 #include <stdatomic.h>
@@ -8,12 +9,32 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* How long a look at the file's identity holds: a file replaced at the path is noticed within
+ * it, and a request that asks whether a table is fresh costs no stat() (once per interval per
+ * table and process). */
+#define FILE_CHECK_NS MG_NS_PER_SEC
+
+static _Atomic uint64_t file_looks;
+
+uint64_t mg_process_table_file_looks(void)
+{
+    return atomic_load(&file_looks);
+}
+
 static bool of_file_locked(struct mg_process_table *t, sqlite3 *conn)
 {
     const char *file = sqlite3_db_filename(conn, "main");
+    if (!t->table || strcmp(t->file, file ? file : "") != 0)
+        return false;
+    int64_t now = mg_monotonic_ns(), checked = atomic_load(&t->file_checked_ns);
+    if (checked != 0 && now - checked < FILE_CHECK_NS)
+        return atomic_load(&t->file_same);
     struct stat st;
-    return t->table && strcmp(t->file, file ? file : "") == 0 && stat(t->file, &st) == 0 &&
-           st.st_dev == t->dev && st.st_ino == t->ino;
+    bool same = stat(t->file, &st) == 0 && st.st_dev == t->dev && st.st_ino == t->ino;
+    atomic_fetch_add(&file_looks, 1);
+    atomic_store(&t->file_same, same);
+    atomic_store(&t->file_checked_ns, now);
+    return same;
 }
 
 static bool fresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns)
@@ -47,6 +68,7 @@ static void swap_in(struct mg_process_table *t, const char *path, const struct s
     snprintf(t->file, sizeof t->file, "%s", path);
     t->dev = st->st_dev;
     t->ino = st->st_ino;
+    atomic_store(&t->file_checked_ns, 0); /* the next question looks at the file */
     t->built_ns = built_ns;
     atomic_fetch_add(&t->generation, 1);
     pthread_rwlock_unlock(&t->lock);
@@ -61,13 +83,10 @@ static void file_of(sqlite3 *conn, char path[PATH_MAX], struct stat *st)
     stat(path, st);
 }
 
-int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
-                             void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
+/* Under t->build_lock. */
+static int refresh_locked(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                          void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
 {
-    if (mg_process_table_fresh(t, conn, now_ns))
-        return SQLITE_OK;
-    /* One build at a time in the process; who waited finds the table fresh. */
-    pthread_mutex_lock(&t->build_lock);
     int rc = SQLITE_OK;
     if (!mg_process_table_fresh(t, conn, now_ns)) {
         char path[PATH_MAX];
@@ -79,6 +98,29 @@ int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t 
     }
     pthread_mutex_unlock(&t->build_lock);
     return rc;
+}
+
+int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                             void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg)
+{
+    if (mg_process_table_fresh(t, conn, now_ns))
+        return SQLITE_OK;
+    /* One build at a time in the process; who waited finds the table fresh. */
+    pthread_mutex_lock(&t->build_lock);
+    return refresh_locked(t, conn, now_ns, build, arg);
+}
+
+int mg_process_table_try_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                                 void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg,
+                                 bool *busy)
+{
+    if (mg_process_table_fresh(t, conn, now_ns))
+        return SQLITE_OK;
+    if (pthread_mutex_trylock(&t->build_lock) != 0) {
+        *busy = true;
+        return SQLITE_OK;
+    }
+    return refresh_locked(t, conn, now_ns, build, arg);
 }
 
 void mg_process_table_install(struct mg_process_table *t, sqlite3 *conn, void *table,
@@ -108,23 +150,49 @@ static void run_keeper(struct mg_job *job, struct mg_db *db)
     struct mg_process_table_keeper *k = (struct mg_process_table_keeper *)job;
     int64_t now_realtime_ns = k->now_realtime_ns;
     int rc = mg_process_table_refresh(k->table, db->conn, k->now_ns, k->build, &now_realtime_ns);
+    k->rc = rc;
     if (rc != SQLITE_OK)
         mg_warn("%s: rebuilding failed: %s", k->what, sqlite3_errstr(rc));
 }
 
-int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
-                          int64_t now_ns, int64_t now_realtime_ns)
+/* Hands the build to the helper unless it has it already. */
+static void submit_keeper(struct mg_process_table_keeper *k, struct mg_jobs *jobs, int64_t now_ns,
+                          int64_t now_realtime_ns)
 {
+    if (k->submitted && !atomic_load(&k->job.done))
+        return;
+    k->now_ns = now_ns;
+    k->now_realtime_ns = now_realtime_ns;
+    k->rc = SQLITE_OK;
+    k->job.run = run_keeper;
+    atomic_store(&k->job.done, 0);
+    k->submitted = mg_jobs_submit(jobs, &k->job);
+}
+
+int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
+                          int64_t now_ns, int64_t now_realtime_ns, bool *busy)
+{
+    if (busy && jobs && !mg_process_table_exists(k->table, conn)) {
+        /* On the loop with no table: built on the helper while the request parks; a build
+         * that failed is answered once, and the next request tries again. */
+        if (k->submitted && atomic_load(&k->job.done)) {
+            k->submitted = false;
+            if (mg_process_table_exists(k->table, conn))
+                return SQLITE_OK;
+            if (k->rc != SQLITE_OK)
+                return k->rc;
+        }
+        submit_keeper(k, jobs, now_ns, now_realtime_ns);
+        *busy = true;
+        return SQLITE_OK;
+    }
+    if (busy && !jobs)
+        return mg_process_table_try_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns,
+                                            busy);
     if (!jobs || !mg_process_table_exists(k->table, conn))
         return mg_process_table_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns);
-    if (!mg_process_table_fresh(k->table, conn, now_ns) &&
-        (!k->submitted || atomic_load(&k->job.done))) {
-        k->now_ns = now_ns;
-        k->now_realtime_ns = now_realtime_ns;
-        k->job.run = run_keeper;
-        atomic_store(&k->job.done, 0);
-        k->submitted = mg_jobs_submit(jobs, &k->job);
-    }
+    if (!mg_process_table_fresh(k->table, conn, now_ns))
+        submit_keeper(k, jobs, now_ns, now_realtime_ns);
     return SQLITE_OK;
 }
 

@@ -31,6 +31,10 @@ struct mg_process_table {
     ino_t ino;
     int64_t built_ns;
     _Atomic uint64_t generation; /* grows whenever the table is swapped or dropped */
+    /* The file's identity as last looked at (CLOCK_MONOTONIC; 0: look now), and whether it
+     * was still dev and ino: looked at once per second at most (process_table.c). */
+    _Atomic int64_t file_checked_ns;
+    _Atomic bool file_same;
 };
 
 #define MG_PROCESS_TABLE_INIT(interval, free_fn)                                                   \
@@ -43,12 +47,21 @@ struct mg_process_table {
  * (CLOCK_MONOTONIC). */
 bool mg_process_table_fresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns);
 
+/* How often this process looked at a table's file (stat) to know it is still the same (tests:
+ * at most once per second per table). */
+uint64_t mg_process_table_file_looks(void);
+
 /* Whether t holds a table of conn's database file, whatever its age. */
 bool mg_process_table_exists(struct mg_process_table *t, sqlite3 *conn);
 
 /* Builds t's table with build(conn, arg, &rc) unless a fresh one exists; an SQLite code. */
 int mg_process_table_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
                              void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg);
+/* The same on a worker's loop, which never waits: when another thread of the process builds
+ * the table now, *busy is set and nothing is done (the request parks and asks again). */
+int mg_process_table_try_refresh(struct mg_process_table *t, sqlite3 *conn, int64_t now_ns,
+                                 void *(*build)(sqlite3 *conn, void *arg, int *rc), void *arg,
+                                 bool *busy);
 
 /* Swaps table in as conn's database file's, built at built_ns (CLOCK_MONOTONIC): a table
  * decoded from the group's copy (node_relay.c), or built outside refresh. */
@@ -69,14 +82,17 @@ struct mg_process_table_keeper {
     void *(*build)(sqlite3 *conn, void *arg, int *rc);
     const char *what; /* names the table in a warning */
     int64_t now_ns, now_realtime_ns;
+    int rc; /* the last build's, on the helper */
     bool submitted;
 };
 
 /* What a request calls before it reads k's table: builds it here when there is none (or
  * there is no helper, jobs NULL); when it is stale, hands its rebuild to the helper and
- * returns at once. An SQLite code. */
+ * returns at once. With busy (a request on the loop) nothing waits: with no table, the build
+ * runs on the helper (or, without one, a build another thread runs is not waited for) and
+ * *busy says the request parks and asks again. An SQLite code. */
 int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
-                          int64_t now_ns, int64_t now_realtime_ns);
+                          int64_t now_ns, int64_t now_realtime_ns, bool *busy);
 
 void mg_process_table_read_begin(struct mg_process_table *t);
 void mg_process_table_read_end(struct mg_process_table *t);

@@ -257,6 +257,11 @@ int mg_region_map_refresh(sqlite3 *conn, int64_t now_ns)
     return mg_process_table_refresh(&regions, conn, now_ns, build, NULL);
 }
 
+int mg_region_map_try_refresh(sqlite3 *conn, int64_t now_ns, bool *busy)
+{
+    return mg_process_table_try_refresh(&regions, conn, now_ns, build, NULL, busy);
+}
+
 void mg_region_map_read_begin(void)
 {
     mg_process_table_read_begin(&regions);

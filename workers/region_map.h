@@ -41,6 +41,8 @@ bool mg_region_map_fresh(sqlite3 *conn, int64_t now_ns);
 
 /* Builds the map from conn unless a fresh one exists; an SQLite code. */
 int mg_region_map_refresh(sqlite3 *conn, int64_t now_ns);
+/* The same on a worker's loop: *busy when another thread builds it now (nothing waits). */
+int mg_region_map_try_refresh(sqlite3 *conn, int64_t now_ns, bool *busy);
 
 /* Readers hold the map while they step a statement that uses it. */
 void mg_region_map_read_begin(void);

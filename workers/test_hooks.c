@@ -7,6 +7,7 @@
 #include "router.h"
 #include "scoreboard.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -67,4 +68,11 @@ void mg_test_hooks_sleep(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (ms > 0 && nanosleep(&ts, &ts) < 0)
         ;
+}
+
+int mg_test_hooks_ms(const char *name)
+{
+    const char *v = getenv(name);
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    return ms < 0 ? 0 : ms > 30000 ? 30000 : (int)ms;
 }

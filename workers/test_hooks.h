@@ -10,6 +10,8 @@
  *                            with whatever admission gave it: on the helper thread that runs
  *                            it (a reach build, an anonymous heavy request), else parked
  *                            (park) or blocking its worker as a long scan would (block);
+ *   MESHGATE_TEST_RELAY_PASS_MS=N (the worker's environment): each pass of the relay table
+ *                            (node_relay.h) lasts N ms more (at most 30000);
  *   X-Test-Stop-In-Lock: P   the worker stops (SIGSTOP) right after it next takes part P's
  *                            lock while serving the request (anon, cold, diag, cache,
  *                            clients: shm/reclaim.h), inside the critical section.
@@ -35,5 +37,9 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
 
 /* On a helper thread: sleeps ms (0: not at all). */
 void mg_test_hooks_sleep(int ms);
+
+/* The milliseconds the environment variable name asks for (0 to 30000; 0 when unset), for a
+ * hook that slows work down (MESHGATE_TEST_RELAY_PASS_MS: the relay table's pass). */
+int mg_test_hooks_ms(const char *name);
 
 #endif

@@ -294,6 +294,8 @@ static void answer(struct exchange *x, int status, const char *why)
     mg_response_serialize(&res, &x->dbuf, x->head_only, x->client_keep_alive && !x->close_after,
                           false, 0);
     mg_response_free(&res);
+    const char *end = memmem(x->dbuf.data, x->dbuf.len, "\r\n\r\n", 4);
+    x->done.head_bytes = end ? (uint64_t)(end + 4 - x->dbuf.data) : x->dbuf.len;
     x->done.status = status;
     x->state = X_ANSWER;
     x->resp_done = true;
@@ -505,6 +507,7 @@ static void take_head(struct exchange *x)
     if (x->websocket && x->resp.status == 101) {
         mg_upstream_response_head(&x->resp, x->client_minor, keep_alive, &x->dbuf, &x->dechunk,
                                   &x->close_after);
+        x->done.head_bytes = x->dbuf.len;
         mg_buf_consume(&x->rbuf, x->resp.head_len);
         /* What follows the 101 is already the upstream's frames. */
         mg_ws_frames_feed(&x->ws_down, (const uint8_t *)x->rbuf.data, x->rbuf.len, false);
@@ -524,6 +527,7 @@ static void take_head(struct exchange *x)
     }
     mg_upstream_response_head(&x->resp, x->client_minor, keep_alive, &x->dbuf, &x->dechunk,
                               &x->close_after);
+    x->done.head_bytes = x->dbuf.len;
     mg_buf_consume(&x->rbuf, x->resp.head_len);
     x->done.status = x->resp.status;
     x->state = X_BODY;

@@ -46,6 +46,7 @@ struct mg_upstream;
 struct mg_upstream_done {
     int status;          /* the status sent to the client; 0: none */
     uint64_t bytes;      /* written to the client */
+    uint64_t head_bytes; /* of them, the response's head (the rest is its body) */
     int64_t duration_ns; /* from the handover to the end */
     bool keep_alive;     /* the client connection may carry its next request */
     char method[16];

@@ -77,6 +77,8 @@ struct conn {
     /* While parked: its head as parsed on its first turn (pointing into in, which does not
      * change while it is parked), so later turns do not parse it again. */
     struct mg_http_request *parked_head;
+    /* While proxied: a copy of its head (the engine took its bytes), for the access log. */
+    struct kept_head *proxied_head;
     char peer[64];
     uint8_t peer_addr[16]; /* netaddr.h form */
     struct conn *prev, *next;
@@ -137,6 +139,8 @@ static void conn_close(struct worker *w, struct conn *c)
     mg_dispatch_forget(&c->park);
     free(c->parked_head);
     c->parked_head = NULL;
+    free(c->proxied_head);
+    c->proxied_head = NULL;
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -424,6 +428,26 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
         mg_log_raw(w->log_line.data, w->log_line.len, w->env.cfg->access_log != MG_ACCESS_LOG_ON);
 }
 
+/* A request read whole and never answered is logged all the same, with status saying why
+ * (499: its client broke the connection before its turn; 503: the worker stopped past its
+ * drain) and no bytes, then closed. */
+static void close_unanswered(struct worker *w, struct conn *c, int status)
+{
+    if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
+        struct mg_http_request hr;
+        int parse_status;
+        const char *why;
+        const struct mg_http_request *head = c->parked_head;
+        if (!head && mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &parse_status,
+                                           &why) == MG_HTTP_OK)
+            head = &hr;
+        bool parked = c->state == CONN_PARKED;
+        int64_t us = parked ? (mg_monotonic_ns() - c->request_start_ns) / 1000 : 0;
+        access_log(w, c, head, parked ? &c->park : NULL, status, 0, 0, us);
+    }
+    conn_close(w, c);
+}
+
 /* The group's counters, the route's histogram, the slow log and the slot, for one answer. */
 static void count_response(struct worker *w, unsigned route, int status, int64_t duration_us,
                            const char *log_path)
@@ -439,10 +463,11 @@ static void count_response(struct worker *w, unsigned route, int status, int64_t
     atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
 }
 
-/* Counts, logs, serializes and starts sending one response. */
+/* Counts, logs, serializes and starts sending one response; then drops the request's
+ * `consumed` bytes from the connection's buffer (hr points into them until it is logged). */
 static void respond(struct worker *w, struct conn *c, const struct mg_http_request *hr,
                     const struct mg_park *park, unsigned route, bool head_only, bool gzip_ok,
-                    int64_t start_ns, const char *log_path)
+                    int64_t start_ns, const char *log_path, size_t consumed)
 {
     struct mg_response *res = &w->res;
     bool keep_alive = hr && hr->keep_alive && !res->close && !w->draining &&
@@ -473,6 +498,11 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     count_response(w, route, res->status, duration_us, log_path);
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF)
         access_log(w, c, hr, park, res->status, bytes, body_bytes, duration_us);
+    /* The request's bytes are used up: dropped before the response goes out (a pipelined
+     * request after them is parsed when it has been sent). */
+    mg_buf_consume(&c->in, consumed);
+    if (c->in.len == 0)
+        mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
 
     c->state = CONN_WRITING;
     c->deadline_ns = end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
@@ -488,7 +518,7 @@ static void respond_parse_error(struct worker *w, struct conn *c, int status, co
     w->res.close = true;
     mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
     mg_buf_reset(&c->in);
-    respond(w, c, NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)");
+    respond(w, c, NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)", 0);
 }
 
 /* The client shut its side or the connection broke: nobody will read an answer. */
@@ -497,6 +527,38 @@ static bool client_gone(void *arg)
     struct conn *c = arg;
     struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
     return c->eof || (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)));
+}
+
+/* A copy of a request head whose bytes leave the connection's buffer before it is logged (a
+ * request handed to the upstream engine), with hr's strings pointing into the copy. */
+struct kept_head {
+    struct mg_http_request hr;
+    char bytes[];
+};
+
+static void rebase(struct mg_str *s, const char *from, const char *to)
+{
+    if (s->ptr)
+        s->ptr = to + (s->ptr - from);
+}
+
+/* hr as parsed from base (its head is base[0..head_len)); NULL when out of memory. */
+static struct kept_head *keep_head(const struct mg_http_request *hr, const char *base)
+{
+    struct kept_head *k = malloc(sizeof *k + hr->head_len);
+    if (!k)
+        return NULL;
+    memcpy(k->bytes, base, hr->head_len);
+    k->hr = *hr;
+    rebase(&k->hr.method, base, k->bytes);
+    rebase(&k->hr.target, base, k->bytes);
+    rebase(&k->hr.path, base, k->bytes);
+    rebase(&k->hr.query, base, k->bytes);
+    for (size_t i = 0; i < k->hr.header_count; i++) {
+        rebase(&k->hr.headers[i].name, base, k->bytes);
+        rebase(&k->hr.headers[i].value, base, k->bytes);
+    }
+    return k;
 }
 
 static void handle_request(struct worker *w, struct conn *c, const struct mg_http_request *hr,
@@ -544,6 +606,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_events = UINT32_MAX;
         c->state = CONN_PROXIED;
+        free(c->proxied_head);
+        c->proxied_head = keep_head(hr, c->in.data);
         size_t taken = mg_upstream_begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
                                          &c->park, now);
         if (!c->closed)
@@ -557,12 +621,8 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     /* The path for the slow log: the target as sent, without the query. */
     char raw_path[MG_SLOW_PATH_MAX];
     snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
-    /* The request's bytes are used up: drop them before the response goes out. */
-    mg_buf_consume(&c->in, hr->head_len);
-    if (c->in.len == 0)
-        mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
     respond(w, c, hr, &c->park, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
-            c->request_start_ns, raw_path);
+            c->request_start_ns, raw_path, hr->head_len);
 }
 
 /* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
@@ -634,20 +694,26 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     struct conn *c = owner;
     int64_t now = mg_monotonic_ns();
     int status = d->status ? d->status : 502;
-    int64_t duration_us = d->duration_ns / 1000;
+    /* From the request's first turn, as a native answer's: its waits at the gates count. */
+    int64_t duration_us = (now - c->request_start_ns) / 1000;
     char path[MG_SLOW_PATH_MAX];
     snprintf(path, sizeof path, "%.*s", (int)strcspn(d->target, "?"), d->target);
     count_response(w, MG_ROUTE_UPSTREAM, status, duration_us, path);
     mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, d->bytes);
     c->requests++;
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
+        /* The head as the client sent it (its headers, X-Forwarded-For); without memory for
+         * its copy, what the engine kept of it. */
         struct mg_http_request hr;
         memset(&hr, 0, sizeof hr);
         hr.method = (struct mg_str){d->method, strlen(d->method)};
         hr.target = (struct mg_str){d->target, strlen(d->target)};
         hr.minor_version = 1;
-        access_log(w, c, &hr, &c->park, status, d->bytes, d->bytes, duration_us);
+        access_log(w, c, c->proxied_head ? &c->proxied_head->hr : &hr, &c->park, status, d->bytes,
+                   d->bytes > d->head_bytes ? d->bytes - d->head_bytes : 0, duration_us);
     }
+    free(c->proxied_head);
+    c->proxied_head = NULL;
     if (c->closed)
         return;
     if (d->status == 0) {
@@ -1015,7 +1081,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
                    (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
             conn_readable(w, c, now);
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
-            conn_close(w, c); /* the connection broke before its turn */
+            close_unanswered(w, c, 499); /* the connection broke before its turn */
         } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP))) {
             /* The client is gone, but the handler still holds shared state (a place in
              * line, a permit, a build): it finds out through client_gone and finishes;
@@ -1042,7 +1108,10 @@ static void shut_down(struct worker *w)
     w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
     while (w->conns)
-        conn_close(w, w->conns);
+        if (w->conns->state == CONN_READY || w->conns->state == CONN_PARKED)
+            close_unanswered(w, w->conns, 503);
+        else
+            conn_close(w, w->conns);
     bury_closed(w);
     mg_response_free(&w->res);
     mg_buf_free(&w->log_line);

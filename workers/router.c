@@ -17,7 +17,8 @@
 
 /* Light: the cached counts and a probe of the schema cookie (no table is read). */
 static const char *const healthz_cases[] = {"/api/healthz", NULL};
-/* Heavy only when this process has no table of hash sizes (node_hash_sizes.h: built when the
+/* Heavy with a limit above MG_NODES_LIGHT_LIMIT unless this thread keeps the answer (a copy),
+ * or when this process has no table of hash sizes (node_hash_sizes.h: built when the
  * worker starts, one pass over the week's ADVERTs, 1.0 to 1.2 s at 2M observations; a stale
  * one is rebuilt on the helper thread) or of relay activity (node_relay.h: likewise, one pass
  * over observations, 6.9 s at 2M), or with a region while its region map is stale (one
@@ -25,6 +26,7 @@ static const char *const healthz_cases[] = {"/api/healthz", NULL};
  * filters, sort or offset. */
 static const char *const nodes_cases[] = {
     "/api/nodes",
+    "/api/nodes?limit=500", /* the Nodes page: light once this thread keeps its answer */
     "/api/nodes?limit=2000",
     "/api/nodes?limit=2000&offset=1000000000",
     "/api/nodes?sortBy=name&limit=2000&offset=100",

@@ -93,6 +93,31 @@ Test(answer_cache, the_least_recently_used_entry_makes_room_and_oversized_ones_a
     mg_answer_cache_clear(&c);
 }
 
+/* Large answers (every node of a 2 000-node list is about 1 MB) are kept within a total: the
+ * least recently used make room. */
+Test(answer_cache, large_answers_are_kept_within_the_total)
+{
+    struct mg_answer_cache c;
+    mg_answer_cache_init(&c);
+    struct mg_answer_stamps s = stamps_of(1, 1);
+    size_t big = MG_ANSWER_CACHE_TOTAL_MAX_BYTES / 3 + 1; /* three do not fit */
+    char *body = calloc(1, big);
+    cr_assert_not_null(body);
+    cr_assert(mg_answer_cache_put(&c, "a", 1, &s, body, big));
+    cr_assert(mg_answer_cache_put(&c, "b", 1, &s, body, big));
+    cr_expect_not_null(mg_answer_cache_get(&c, "a", 1, &s), "two large answers fit");
+    cr_assert(mg_answer_cache_put(&c, "c", 1, &s, body, big));
+    cr_expect_null(mg_answer_cache_get(&c, "b", 1, &s), "the least recently used stayed");
+    cr_expect_not_null(mg_answer_cache_get(&c, "a", 1, &s));
+    cr_expect_not_null(mg_answer_cache_get(&c, "c", 1, &s));
+    size_t held = 0;
+    for (size_t i = 0; i < MG_ANSWER_CACHE_ENTRIES; i++)
+        held += c.entry[i].body.cap;
+    cr_expect_leq(held, MG_ANSWER_CACHE_TOTAL_MAX_BYTES);
+    free(body);
+    mg_answer_cache_clear(&c);
+}
+
 /* --- /api/nodes ---------------------------------------------------------------------------- */
 
 struct fixture {

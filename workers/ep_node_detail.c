@@ -630,17 +630,24 @@ bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     if (!mg_node_relay_available(env)) /* a repeater's detail builds the relay table */
         return true;
+    /* Its transmissions, and their observations (each written), counted one past the bound. */
     sqlite3_stmt *st = mg_db_prepare(
         env->db,
-        "SELECT count(*) FROM (SELECT 1 FROM transmissions WHERE from_pubkey = (SELECT"
-        " public_key FROM nodes WHERE public_key = ?1 UNION ALL SELECT public_key FROM nodes"
-        " WHERE length(?1) BETWEEN 8 AND 63 AND public_key LIKE ?1 || '%' LIMIT 1) LIMIT ?2)");
+        "WITH k(key) AS (SELECT public_key FROM nodes WHERE public_key = ?1 UNION ALL SELECT"
+        " public_key FROM nodes WHERE length(?1) BETWEEN 8 AND 63 AND public_key LIKE ?1 || '%'"
+        " LIMIT 1)"
+        " SELECT (SELECT count(*) FROM (SELECT 1 FROM transmissions WHERE from_pubkey ="
+        " (SELECT key FROM k) LIMIT ?2)), (SELECT count(*) FROM (SELECT 1 FROM transmissions t"
+        " JOIN observations o ON o.transmission_id = t.id WHERE t.from_pubkey ="
+        " (SELECT key FROM k) LIMIT ?3))");
     if (!st)
         return false;
     sqlite3_bind_text(st, 1, req->path_param, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, MG_NODE_DETAIL_LIGHT_ROWS + 1);
-    bool heavy =
-        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > MG_NODE_DETAIL_LIGHT_ROWS;
+    sqlite3_bind_int(st, 3, MG_NODE_DETAIL_LIGHT_OBSERVATIONS + 1);
+    bool heavy = sqlite3_step(st) == SQLITE_ROW &&
+                 (sqlite3_column_int64(st, 0) > MG_NODE_DETAIL_LIGHT_ROWS ||
+                  sqlite3_column_int64(st, 1) > MG_NODE_DETAIL_LIGHT_OBSERVATIONS);
     sqlite3_finalize(st);
     return heavy;
 }

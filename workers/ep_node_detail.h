@@ -20,6 +20,10 @@
 
 /* A node that sent more transmissions than this (ever) makes its detail heavy. */
 #define MG_NODE_DETAIL_LIGHT_ROWS 8
+/* Nor may their observations be more than this: the detail writes every observation of the
+ * node's 20 newest transmissions (a node of 2 transmissions heard 800 times each wrote
+ * 670 KB). */
+#define MG_NODE_DETAIL_LIGHT_OBSERVATIONS 32
 
 /* One read transaction around a node endpoint's statements (one snapshot): begun only when
  * none is open; end it with what begin returned. */

@@ -783,17 +783,43 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     mg_nodes_query_free(&q);
 }
 
+/*
+ * Whether this thread keeps the answer to req as the handler would find it: the same key,
+ * and the stamps the handler will compute (role counts that it would not refresh, the data
+ * version as of now). A commit between this and the handler makes the handler render it; that
+ * is one answer per commit, not per request.
+ */
+static bool answer_kept(struct mg_env *env, const struct mg_request *req,
+                        const struct mg_nodes_query *q)
+{
+    sqlite3 *conn = env->db->conn;
+    cache_for(conn);
+    if (!req->http || !cache.have_counts ||
+        req->start_monotonic_ns - cache.counts_monotonic_ns >= MG_NODES_COUNTS_INTERVAL_NS)
+        return false;
+    struct mg_answer_stamps stamps;
+    if (answer_stamps(conn, q, req->start_realtime_ns / 1000000000LL, &stamps) != SQLITE_OK)
+        return false;
+    return mg_answer_cache_has(&cache.answers, req->http->query.ptr ? req->http->query.ptr : "",
+                               req->http->query.len, &stamps);
+}
+
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     if (!mg_node_hash_sizes_exist(env->db->conn) || !mg_node_relay_available(env))
         return true;
-    const char *list = mg_param_str(req, "region");
-    if (!list)
-        return false;
     struct mg_nodes_query q;
     mg_nodes_query_init(&q);
-    parse_regions(list, &q);
+    const char *list = mg_param_str(req, "region");
+    if (list)
+        parse_regions(list, &q);
     bool heavy = q.regions.len > 0 && !mg_region_map_fresh(env->db->conn, mg_monotonic_ns());
+    /* A large page: light only as a copy of the answer this thread keeps. A malformed limit
+     * is the handler's 400. */
+    const char *limit = mg_param_str(req, "limit");
+    int64_t n = MG_NODES_LIMIT_DEFAULT;
+    if (!heavy && limit && mg_parse_int64(limit, &n) && n > MG_NODES_LIGHT_LIMIT)
+        heavy = !answer_kept(env, req, &q);
     mg_nodes_query_free(&q);
     return heavy;
 }

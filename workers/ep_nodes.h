@@ -36,6 +36,9 @@
 
 #define MG_NODES_LIMIT_DEFAULT 50
 #define MG_NODES_LIMIT_MAX 2000
+/* A page of more nodes than this (each some 400 to 520 bytes written) is heavy unless this
+ * thread keeps its answer (mg_nodes_is_heavy): the Nodes page's limit=500 is 260 KB. */
+#define MG_NODES_LIGHT_LIMIT 100
 
 enum mg_nodes_sort {
     MG_NODES_SORT_LAST_SEEN = 0, /* last_seen desc (the default) */

@@ -11,6 +11,10 @@
  * Each reads through an index: transmissions by hash (UNIQUE) or id (the primary key),
  * observations by idx_observations_transmission_id, first_seen by
  * idx_transmissions_first_seen.
+ *
+ * A detail or trace writes a row per observation: light only for a transmission heard at most
+ * MG_PACKET_LIGHT_OBSERVATIONS (MG_TRACE_LIGHT_OBSERVATIONS) times, which the class test
+ * counts in the index, stopping one past the bound; heavy above (ep_packets.h).
  */
 #include "ep_packets.h"
 #include "json.h"
@@ -44,6 +48,52 @@ static int id_of_hash(struct mg_db *db, const char *hash, int64_t *id)
         *id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+}
+
+/* Whether the transmission that sql finds (by text when there is one, else by id) has more
+ * than bound observations: at most bound + 1 entries of idx_observations_transmission_id. */
+static bool heard_more_than(struct mg_db *db, const char *sql, const char *text, int64_t id,
+                            int bound)
+{
+    sqlite3_stmt *st = mg_db_prepare(db, sql);
+    if (!st)
+        return true; /* cannot tell: the request finds out, off the loop */
+    if (text)
+        sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, bound + 1);
+    bool more = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > bound;
+    sqlite3_finalize(st);
+    return more;
+}
+
+#define COUNT_OF(TX)                                                                               \
+    "SELECT count(*) FROM (SELECT 1 FROM observations WHERE transmission_id = (" TX ") LIMIT ?2)"
+
+bool mg_packet_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    const char *param = req->path_param;
+    int64_t id = 0;
+    if (is_hash(param) &&
+        heard_more_than(env->db,
+                        COUNT_OF("SELECT id FROM transmissions WHERE hash IN (?1, lower(?1),"
+                                 " upper(?1)) LIMIT 1"),
+                        param, 0, MG_PACKET_LIGHT_OBSERVATIONS))
+        return true;
+    /* As the handler: a hash not found is tried as an id. */
+    return mg_parse_atoi(param, &id) &&
+           heard_more_than(env->db, COUNT_OF("?1"), NULL, id, MG_PACKET_LIGHT_OBSERVATIONS);
+}
+
+bool mg_traces_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    char lower[MG_PATH_PARAM_MAX];
+    size_t n = strlen(req->path_param);
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)tolower((unsigned char)req->path_param[i]);
+    return heard_more_than(env->db, COUNT_OF("SELECT id FROM transmissions WHERE hash = ?1"), lower,
+                           0, MG_TRACE_LIGHT_OBSERVATIONS);
 }
 
 void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,

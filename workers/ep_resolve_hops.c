@@ -19,8 +19,9 @@
  * a position nearest to the context keys that are relays with a position ("geo_proximity"),
  * else the tiers above.
  *
- * Light: one pass over the nodes (and the few non-relaying observers), whatever the hops;
- * heavy with a context while the worker has no fresh neighbour graph (its build).
+ * Light: one pass over the nodes (and the few non-relaying observers) and a walk of them per
+ * hop, for at most MG_RESOLVE_HOPS_LIGHT_MAX hops (router.h); heavy with more, or with a
+ * context while the worker has no fresh neighbour graph (its build).
  */
 #include "hop_nodes.h"
 #include "json.h"
@@ -367,6 +368,14 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
 
 bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
+    /* Each hop is a pass over the relays and an entry of the answer: past a path's length,
+     * heavy (empty ones between commas are not counted, repeats are). */
+    const char *hops = mg_param_str(req, "hops");
+    size_t n = 0;
+    for (const char *p = hops; p && *p; p++)
+        n += *p != ',' && (p[1] == ',' || p[1] == '\0');
+    if (n > MG_RESOLVE_HOPS_LIGHT_MAX)
+        return true;
     const char *from = mg_param_str(req, "from_node"), *observer = mg_param_str(req, "observer");
     return ((from && from[0]) || (observer && observer[0])) && !mg_neighbor_graph_fresh(env->db);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "result_body.h"
 
+#include "answer_cache.h"
 #include "clock.h"
 
 /* Appends a pinned body to out; false when the copy is not valid (nothing appended). */
@@ -9,8 +10,10 @@ static bool append_pinned(struct mg_cache_view *v, int pid, const struct mg_cach
 {
     void *dst = mg_buf_reserve(out, pin->len) ? out->data + out->len : NULL;
     bool whole = mg_result_cache_copy(v, pid, pin, dst);
-    if (whole && dst)
+    if (whole && dst) {
         out->len += pin->len;
+        mg_cached_bytes_copied_add(pin->len);
+    }
     return whole && dst;
 }
 

@@ -17,7 +17,8 @@
 
 /* Light: the cached counts and a probe of the schema cookie (no table is read). */
 static const char *const healthz_cases[] = {"/api/healthz", NULL};
-/* Heavy only when this process has no table of hash sizes (node_hash_sizes.h: built when the
+/* Heavy with a limit above MG_NODES_LIGHT_LIMIT unless this thread keeps the answer (a copy),
+ * or when this process has no table of hash sizes (node_hash_sizes.h: built when the
  * worker starts, one pass over the week's ADVERTs, 1.0 to 1.2 s at 2M observations; a stale
  * one is rebuilt on the helper thread) or of relay activity (node_relay.h: likewise, one pass
  * over observations, 6.9 s at 2M), or with a region while its region map is stale (one
@@ -25,6 +26,7 @@ static const char *const healthz_cases[] = {"/api/healthz", NULL};
  * filters, sort or offset. */
 static const char *const nodes_cases[] = {
     "/api/nodes",
+    "/api/nodes?limit=500", /* the Nodes page: light once this thread keeps its answer */
     "/api/nodes?limit=2000",
     "/api/nodes?limit=2000&offset=1000000000",
     "/api/nodes?sortBy=name&limit=2000&offset=100",
@@ -43,10 +45,12 @@ static const char *const node_search_cases[] = {
     "/api/nodes/search", NULL};
 /* The node by its key (a short prefix: one pass over nodes) and its own transmissions
  * through idx_transmissions_from_pubkey: its ADVERTs of the week, read twice, and its 20
- * newest transmissions with their observations. Light for a node with at most
- * MG_NODE_DETAIL_LIGHT_ROWS (100) transmissions in the window ("{quiet}": ~250 pages);
- * heavy above (mg_node_detail_is_heavy): the busiest node of a 2M-observation database,
- * 541 ADVERTs in the week, costs 3400 pages, 10 ms. */
+ * newest transmissions with all their observations, each written (some 430 bytes). Light for
+ * a node with at most MG_NODE_DETAIL_LIGHT_ROWS (8) transmissions and
+ * MG_NODE_DETAIL_LIGHT_OBSERVATIONS (32) observations of them ("{quiet}": the node with the
+ * most observations within both); heavy above (mg_node_detail_is_heavy): the busiest node of
+ * a 2M-observation database, 541 ADVERTs in the week, costs 3400 pages, 10 ms; a node of 2
+ * transmissions heard 800 times each wrote 670 KB. */
 static const char *const node_detail_cases[] = {"/api/nodes/{quiet}", "/api/nodes/{prefix}", NULL};
 /* Heavy unless warm in the shared cache: a warm report is a copy out of the segment. */
 static const char *const reach_cases[] = {"/api/nodes/{node}/reach",
@@ -82,16 +86,23 @@ static const char *const perf_cases[] = {"/api/perf", "/api/perf?mem=0", "/api/p
 static const char *const status_cases[] = {"/server-status", NULL};
 static const char *const metrics_cases[] = {"/metrics", NULL};
 
-/* Packets, observers and channels of CoreScope's front end (issue 14). Costs at 2M
- * observations: docs/benchmarks.md. Light: a transmission by primary key or UNIQUE hash, its
- * observations by idx_observations_transmission_id (at most 4 480 VM steps, 695 pages for
- * the most-heard one); a trace is the same walk (1 529 steps). */
-static const char *const packet_detail_cases[] = {"/api/packets/{packet}", "/api/packets/{hash}",
-                                                  "/api/packets/{HASH}", NULL};
-static const char *const traces_cases[] = {"/api/traces/{hash}", "/api/traces/zzzz", NULL};
-/* Light: one pass over the nodes that can relay, whatever the hops. */
+/* Packets, observers and channels of CoreScope's front end (issue 14). Costs:
+ * docs/architecture.md ("Cost classes, measured"). A transmission by primary key or UNIQUE
+ * hash, its observations by idx_observations_transmission_id: a row read and written per
+ * observation (the detail some 3.6 KB each, a trace 400 bytes), so light only for one heard at
+ * most MG_PACKET_LIGHT_OBSERVATIONS (MG_TRACE_LIGHT_OBSERVATIONS) times ("{lpacket}",
+ * "{lhash}": the most-heard such one); heavy above (a transmission heard 800 times: 2.9 MB,
+ * 70 000 VM steps; its trace 321 KB). */
+static const char *const packet_detail_cases[] = {"/api/packets/{lpacket}", "/api/packets/{lhash}",
+                                                  "/api/packets/{LHASH}", NULL};
+static const char *const traces_cases[] = {"/api/traces/{lhash}", "/api/traces/zzzz", NULL};
+/* Light: one pass over the nodes that can relay for each of at most
+ * MG_RESOLVE_HOPS_LIGHT_MAX hops ("{hops}": as many two-digit hops, each with several
+ * candidates); heavy with more, or with a context while the worker has no fresh neighbour
+ * graph. */
 static const char *const resolve_hops_cases[] = {
-    "/api/resolve-hops?hops=a1,b2c3,d4e5f6,0123456789,ffff,A1,a1,zz,,x", "/api/resolve-hops", NULL};
+    "/api/resolve-hops?hops=a1,b2c3,d4e5f6,0123456789,ffff,A1,a1,zz,,x",
+    "/api/resolve-hops?hops={hops}", "/api/resolve-hops", NULL};
 /* Light: tables in the program, no database (0 steps). */
 static const char *const iata_cases[] = {"/api/iata-coords", NULL};
 static const char *const known_channels_cases[] = {"/api/known-channels",
@@ -157,11 +168,13 @@ const struct mg_route mg_routes[] = {
      * transmission after ?since= (193k steps for a day at 2M observations). */
     {"/api/packets/timestamps", MG_COST_HEAVY, mg_handle_packet_timestamps, NULL, false, NULL,
      false},
-    {"/api/packets/:id", MG_COST_LIGHT, mg_handle_packet_detail, NULL, false, packet_detail_cases,
+    {"/api/packets/:id", MG_COST_HEAVY, mg_handle_packet_detail, mg_packet_detail_is_heavy, false,
+     packet_detail_cases, false},
+    {"/api/traces/:hash", MG_COST_HEAVY, mg_handle_traces, mg_traces_is_heavy, false, traces_cases,
      false},
-    {"/api/traces/:hash", MG_COST_LIGHT, mg_handle_traces, NULL, false, traces_cases, false},
-    /* Heavy with from_node or observer while the worker has no fresh neighbour graph (its
-     * build: a pass over observations, 28-41 s at 2M on a loaded machine). */
+    /* Heavy with more than MG_RESOLVE_HOPS_LIGHT_MAX hops, or with from_node or observer while
+     * the worker has no fresh neighbour graph (its build: a pass over observations, 28-41 s at
+     * 2M on a loaded machine). */
     {"/api/resolve-hops", MG_COST_HEAVY, mg_handle_resolve_hops, mg_resolve_hops_is_heavy, false,
      resolve_hops_cases, false},
     {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false},

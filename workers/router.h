@@ -112,9 +112,15 @@ void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
 void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
                                  struct mg_response *res);
 void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+/* Heavy for a transmission heard more often than a light answer may list (ep_packets.h). */
+bool mg_packet_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
+bool mg_traces_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res);
 bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* More hops than this make /api/resolve-hops heavy: each is a walk of the nodes that can relay
+ * and an entry of the answer (a two-digit hop among 2 000 nodes: some 2.5 KB). */
+#define MG_RESOLVE_HOPS_LIGHT_MAX 24
 void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -17,11 +17,13 @@
 #include "ep_packets.h"
 
 #include "clock.h"
+#include "corescope_config.h"
 #include "gate_fifo.h"
 #include "jobs.h"
 #include "segment.h"
 #include "json.h"
 #include "log.h"
+#include "node_visibility.h"
 #include "params.h"
 #include "router.h"
 
@@ -131,14 +133,10 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
         !param_list(req, res, "nodes", "node public keys or names", false, &f->nodes) ||
         !mg_param_choice(req, res, "groupByHash", booleans, 0, &group))
         return false;
-    /* CoreScope's area is a key into the areas of its config.json, which meshgate does not
-     * have: refusing says so, where answering every area would return rows it excludes. */
-    if (mg_param_str(req, "area")) {
-        mg_response_error(res, 400,
-                          "area is not supported: meshgate has no configured geographic areas "
-                          "(CoreScope's config.json areas); use region (observer IATA codes)");
-        return false;
-    }
+    /* A key the configuration's areas lack filters nothing, as in CoreScope. */
+    f->area = mg_param_str(req, "area");
+    if (f->area && !mg_corescope_area(mg_corescope_current(), f->area))
+        f->area = NULL;
     if (mg_param_str(req, "nodes") && !f->nodes) {
         mg_response_error(res, 400,
                           "invalid nodes: expected a comma-separated list of node "
@@ -359,6 +357,20 @@ static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packet
     }
     if (f->nodes)
         walk_node_keys(w, db, (const char(*)[65])f->nodes_pubkeys, f->nodes_count, f->node_form);
+    if (f->area) {
+        /* CoreScope's: only an ADVERT names its sender (public_key, else pubKey) */
+        walk_term(w, "CASE WHEN json_valid(t.decoded_json) THEN (CASE WHEN"
+                     " json_type(t.decoded_json, '$.public_key') = 'text' AND"
+                     " json_extract(t.decoded_json, '$.public_key') <> ''"
+                     " THEN json_extract(t.decoded_json, '$.public_key')"
+                     " WHEN json_type(t.decoded_json, '$.pubKey') = 'text'"
+                     " THEN json_extract(t.decoded_json, '$.pubKey') END)"
+                     " IN (SELECT public_key FROM nodes WHERE meshgate_in_area(lat, lon, ?))"
+                     " ELSE 0 END");
+        walk_text(w, f->area, strlen(f->area));
+        if (w->key) /* the areas' shapes are the configuration's */
+            mg_buf_printf(w->key, "\x1f%lu", mg_corescope_current()->generation);
+    }
     if (f->channel) {
         /* decoded_json is checked before it is read: json_extract fails on malformed text,
          * and CASE is the construct whose order of evaluation SQLite guarantees. */
@@ -2211,6 +2223,17 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
         use_summaries(&r);
     r.keys_not_null = tx_keys_not_null(env->db);
     bool matches_nothing = false;
+    if (f.area && f.nodes)
+        f.area = NULL;
+    if (!r.error && f.area) {
+        struct mg_area_nodes area;
+        int rc = mg_area_nodes_load(env->db->conn, f.area, &area);
+        if (rc != SQLITE_OK)
+            r.error = rc;
+        else if (!mg_area_nodes_filter(&area))
+            f.area = NULL; /* no node inside: nothing is filtered */
+        mg_area_nodes_free(&area);
+    }
     if (!r.error && f.node)
         matches_nothing = !resolve_node(&r);
     if (!r.error && !matches_nothing && f.nodes)

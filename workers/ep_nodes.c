@@ -99,21 +99,17 @@ bool mg_nodes_parse(const struct mg_request *req, struct mg_response *res, struc
 {
     mg_nodes_query_init(q);
     int sort = MG_NODES_SORT_LAST_SEEN, window = -1;
-    if (!mg_param_int(req, res, "limit", MG_NODES_LIMIT_DEFAULT, 1, MG_NODES_LIMIT_MAX,
-                      &q->limit) ||
+    /* As CoreScope's handler (params.h), missing, empty / malformed / out of range:
+     *   limit      50 / 50 / below 1: 50, above MG_NODES_LIMIT_MAX: the maximum
+     *   offset     0 / 0 / negative: 0 (SQLite's OFFSET reads it so for CoreScope)
+     *   sortBy     lastSeen / lastSeen / anything else: lastSeen
+     *   lastHeard  none / none / anything else: none
+     *   role, search, before, region, area: as given; an empty one is absent */
+    if (!mg_param_limit(req, res, "limit", MG_NODES_LIMIT_DEFAULT, MG_NODES_LIMIT_MAX, &q->limit) ||
+        !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &q->offset) ||
         !mg_param_choice(req, res, "sortBy", sort_names, MG_NODES_SORT_LAST_SEEN, &sort) ||
         !mg_param_choice(req, res, "lastHeard", last_heard_names, -1, &window))
         return false;
-    const char *offset = mg_param_str(req, "offset");
-    if (offset && !mg_parse_int64(offset, &q->offset)) {
-        mg_response_error(res, 400,
-                          "invalid offset \"%.40s\": expected a whole number of nodes to skip "
-                          "(0 or more)",
-                          offset);
-        return false;
-    }
-    if (q->offset < 0)
-        q->offset = 0;
     q->sort = (enum mg_nodes_sort)sort;
     q->last_heard_s = window >= 0 ? last_heard_seconds[window] : 0;
     q->role = mg_param_str(req, "role");

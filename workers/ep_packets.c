@@ -84,13 +84,12 @@ static int list_split(const char *list, bool skip_all, struct list_item *items, 
 static bool param_whole_number(const struct mg_request *req, struct mg_response *res,
                                const char *name, const char *what, bool *has, int64_t *out)
 {
+    (void)res, (void)what;
     const char *value = mg_param_str(req, name);
     *has = value != NULL;
-    if (value && !mg_parse_int64(value, out)) {
-        mg_response_error(res, 400, "invalid %s \"%.40s\": expected a whole number (%s)", name,
-                          value, what);
-        return false;
-    }
+    /* CoreScope's handler: t, _ := strconv.Atoi(v), so a malformed value filters on 0 */
+    if (value && !mg_parse_atoi(value, out))
+        *out = 0;
     return true;
 }
 
@@ -103,8 +102,9 @@ static bool param_list(const struct mg_request *req, struct mg_response *res, co
                           MG_PACKETS_LIST_MAX, what);
         return false;
     }
-    /* A list with no entry left (",", "ALL") filters nothing. */
-    if (*out && list_split(*out, skip_all, NULL, 0) == 0)
+    /* A list with no entry left (",", "ALL") filters nothing; but nodes= takes CoreScope's
+     * nodes listing, where no key matches nothing (the handler's nodes_count 0). */
+    if (*out && list_split(*out, skip_all, NULL, 0) == 0 && strcmp(name, "nodes") != 0)
         *out = NULL;
     return true;
 }
@@ -117,8 +117,20 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
     static const char *const booleans[] = {"false", "true", NULL};
     memset(f, 0, sizeof *f);
     int order = 0, expand = -1, group = 0;
-    if (!mg_param_int(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, 1, MG_PACKETS_LIMIT_MAX,
-                      &f->limit) ||
+    /* As CoreScope's handler (params.h), missing, empty / malformed / out of range:
+     *   limit        50 / 50 / below 1: 50, above MG_PACKETS_LIMIT_MAX: the maximum
+     *   offset       0 / 0 / negative: 0 (CoreScope's handler panics: meshgate keeps 0)
+     *   order        desc / desc / anything but asc: desc
+     *   expand       none / none / anything but observations: none
+     *   groupByHash  false / false / anything but true: false
+     *   type, route  none / 0 (Go's Atoi fails: CoreScope filters on 0)
+     *   nodes        absent / no key left (",,"): no packet, total 0
+     *   observer, region, hash, since, until, node, channel, area: as given
+     * Refused with 400 (CoreScope answers something other than asked): groupByHash=true
+     * with order=asc or expand=observations (CoreScope ignores them), more than
+     * MG_PACKETS_LIST_MAX list entries. */
+    if (!mg_param_limit(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, MG_PACKETS_LIMIT_MAX,
+                        &f->limit) ||
         !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &f->offset) ||
         !mg_param_choice(req, res, "order", orders, 0, &order) ||
         !mg_param_choice(req, res, "expand", expands, -1, &expand) ||
@@ -137,12 +149,6 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
     f->area = mg_param_str(req, "area");
     if (f->area && !mg_corescope_area(mg_corescope_current(), f->area))
         f->area = NULL;
-    if (mg_param_str(req, "nodes") && !f->nodes) {
-        mg_response_error(res, 400,
-                          "invalid nodes: expected a comma-separated list of node "
-                          "public keys or names");
-        return false;
-    }
     /* CoreScope ignores order and expand when grouping; meshgate refuses rather than
      * answer something other than what was asked. */
     if (group && order == 1) {

@@ -2,8 +2,8 @@
 /*
  * Fuzz target: query parameters (workers/params.c) as every endpoint reads them. The input
  * is a raw query string; it is split and decoded as the dispatcher does, then read with each
- * reader. Checks: an accepted integer lies within its bounds, a refusal is a 400 whose body
- * is valid JSON, a choice is one of the allowed values, and mg_parse_int64 agrees with
+ * reader. Checks: an accepted integer lies within its bounds (a limit too), a refusal is a 400
+ * whose body is valid JSON, a choice is one of the allowed values, and mg_parse_int64 agrees with
  * strtoll on what it accepts.
  */
 #include "json_check.h"
@@ -58,6 +58,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_refusal(&res);
         }
     }
+    int64_t limit;
+    if (!mg_param_limit(&req, &res, "limit", 50, 2000, &limit) || limit < 1 || limit > 2000)
+        abort(); /* CoreScope's clampLimit never refuses and stays in [1, max] */
     static const char *const orders[] = {"asc", "desc", NULL};
     static const char *const sorts[] = {"lastSeen", "name", "packetCount", NULL};
     int choice;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,6 +620,33 @@ static int by_area_key(const void *a, const void *b)
                   ((const struct mg_corescope_area *)b)->key);
 }
 
+/* A polygon of [lat, lon] points and the legacy bounding box, from an area or geo_filter. */
+static void load_shape(json_t *v, struct mg_corescope_area *a)
+{
+    json_t *poly = json_object_get(v, "polygon");
+    if (json_is_array(poly) && polygon_ok(poly) && json_array_size(poly) > 0) {
+        a->polygon = calloc(json_array_size(poly), sizeof *a->polygon);
+        size_t i;
+        json_t *pair;
+        json_array_foreach(poly, i, pair) if (a->polygon)
+        {
+            a->polygon[i][0] = json_number_value(json_array_get(pair, 0));
+            a->polygon[i][1] = json_number_value(json_array_get(pair, 1));
+            a->polygon_len = i + 1;
+        }
+    }
+    json_t *box[4] = {json_object_get(v, "latMin"), json_object_get(v, "latMax"),
+                      json_object_get(v, "lonMin"), json_object_get(v, "lonMax")};
+    a->has_box = json_is_number(box[0]) && json_is_number(box[1]) && json_is_number(box[2]) &&
+                 json_is_number(box[3]);
+    if (a->has_box) {
+        a->lat_min = json_number_value(box[0]);
+        a->lat_max = json_number_value(box[1]);
+        a->lon_min = json_number_value(box[2]);
+        a->lon_max = json_number_value(box[3]);
+    }
+}
+
 /* The areas' shapes (their errors are reported by render_areas, which reads the same keys). */
 static void load_areas(json_t *root, struct mg_corescope_config *c)
 {
@@ -639,30 +667,64 @@ static void load_areas(json_t *root, struct mg_corescope_config *c)
         if (!(a->key = strdup(k)))
             continue;
         c->area_count++;
-        json_t *poly = json_object_get(v, "polygon");
-        if (json_is_array(poly) && polygon_ok(poly) && json_array_size(poly) > 0) {
-            a->polygon = calloc(json_array_size(poly), sizeof *a->polygon);
-            size_t i;
-            json_t *pair;
-            json_array_foreach(poly, i, pair) if (a->polygon)
-            {
-                a->polygon[i][0] = json_number_value(json_array_get(pair, 0));
-                a->polygon[i][1] = json_number_value(json_array_get(pair, 1));
-                a->polygon_len = i + 1;
-            }
-        }
-        json_t *box[4] = {json_object_get(v, "latMin"), json_object_get(v, "latMax"),
-                          json_object_get(v, "lonMin"), json_object_get(v, "lonMax")};
-        a->has_box = json_is_number(box[0]) && json_is_number(box[1]) && json_is_number(box[2]) &&
-                     json_is_number(box[3]);
-        if (a->has_box) {
-            a->lat_min = json_number_value(box[0]);
-            a->lat_max = json_number_value(box[1]);
-            a->lon_min = json_number_value(box[2]);
-            a->lon_max = json_number_value(box[3]);
-        }
+        load_shape(v, a);
     }
     qsort(c->areas, c->area_count, sizeof *c->areas, by_area_key);
+}
+
+/* geo_filter's shape and buffer (its errors are reported by render_geo_filter). */
+static void load_geo_filter(json_t *root, struct mg_corescope_config *c)
+{
+    json_t *gf = json_object_get(root, "geo_filter");
+    if (!json_is_object(gf))
+        return;
+    c->has_geo_filter = true;
+    load_shape(gf, &c->geo_filter);
+    json_t *buffer = json_object_get(gf, "bufferKm");
+    c->geo_buffer_km = json_is_number(buffer) ? json_number_value(buffer) : 0;
+}
+
+/* A list of strings as *out (each passed through keep: NULL drops it); a wrong type fails. */
+static void load_strings(struct loader *l, json_t *root, const char *key, char **out[],
+                         size_t *count, char *(*keep)(const char *))
+{
+    json_t *list = member(l, root, key, key, JSON_ARRAY, "a list of strings");
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) if (!json_is_string(v))
+    {
+        fail(l, key, "a list of strings");
+        return;
+    }
+    *out = calloc(json_array_size(list) + 1, sizeof **out);
+    if (!*out)
+        return;
+    json_array_foreach(list, i, v)
+    {
+        char *s = keep(json_string_value(v));
+        if (s)
+            (*out)[(*count)++] = s;
+    }
+}
+
+/* CoreScope skips an empty prefix and keeps the others as written. */
+static char *keep_prefix(const char *s)
+{
+    return s[0] ? strdup(s) : NULL;
+}
+
+/* CoreScope's blacklist holds each key trimmed and lowercased, empty ones skipped. */
+static char *keep_key(const char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        n--;
+    char *k = n ? strndup(s, n) : NULL;
+    for (size_t i = 0; k && i < n; i++)
+        k[i] = (char)tolower((unsigned char)k[i]);
+    return k;
 }
 
 static void load_regions(struct loader *l, json_t *root, struct mg_corescope_config *c)
@@ -772,6 +834,10 @@ int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err
     }
     load_regions(&l, root, c);
     load_areas(root, c);
+    load_geo_filter(root, c);
+    load_strings(&l, root, "hiddenNamePrefixes", &c->hidden_prefixes, &c->hidden_prefix_count,
+                 keep_prefix);
+    load_strings(&l, root, "nodeBlacklist", &c->blacklist, &c->blacklist_count, keep_key);
     json_t *thresholds = object_member(&l, root, "healthThresholds", "healthThresholds");
     double relay_hours =
         number_member(&l, thresholds, "relayActiveHours", "healthThresholds.relayActiveHours");
@@ -782,6 +848,8 @@ int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err
         mg_corescope_free(c);
         return -1;
     }
+    static unsigned long loads;
+    c->generation = ++loads;
     c->loaded = true;
     return 0;
 }
@@ -800,6 +868,13 @@ void mg_corescope_free(struct mg_corescope_config *c)
         free(c->areas[i].polygon);
     }
     free(c->areas);
+    free(c->geo_filter.polygon);
+    for (size_t i = 0; i < c->hidden_prefix_count; i++)
+        free(c->hidden_prefixes[i]);
+    free(c->hidden_prefixes);
+    for (size_t i = 0; i < c->blacklist_count; i++)
+        free(c->blacklist[i]);
+    free(c->blacklist);
     memset(c, 0, sizeof *c);
 }
 
@@ -828,6 +903,36 @@ bool mg_corescope_area_holds(const struct mg_corescope_area *a, double lat, doub
     if (a->has_box)
         return lat >= a->lat_min && lat <= a->lat_max && lon >= a->lon_min && lon <= a->lon_max;
     return true;
+}
+
+/* Distance in km from (lat, lon) to the segment a-b, as CoreScope's DistToSegmentKm. */
+static double segment_km(double lat, double lon, const double a[2], const double b[2])
+{
+    double cos_lat = cos((a[0] + b[0]) / 2.0 * M_PI / 180.0);
+    double ax = (a[1] - lon) * 111.0 * cos_lat, ay = (a[0] - lat) * 111.0;
+    double bx = (b[1] - lon) * 111.0 * cos_lat, by = (b[0] - lat) * 111.0;
+    double abx = bx - ax, aby = by - ay, ab2 = abx * abx + aby * aby;
+    if (ab2 == 0)
+        return sqrt(ax * ax + ay * ay);
+    double t = fmax(0, fmin(1, -(ax * abx + ay * aby) / ab2));
+    double px = ax + t * abx, py = ay + t * aby;
+    return sqrt(px * px + py * py);
+}
+
+bool mg_corescope_geo_passes(const struct mg_corescope_config *c, double lat, double lon)
+{
+    const struct mg_corescope_area *g = &c->geo_filter;
+    if (!c->has_geo_filter || (lat == 0 && lon == 0))
+        return true;
+    if (g->polygon_len < 3)
+        return mg_corescope_area_holds(g, lat, lon);
+    if (mg_corescope_area_holds(g, lat, lon))
+        return true;
+    for (size_t i = 0; c->geo_buffer_km > 0 && i < g->polygon_len; i++)
+        if (segment_km(lat, lon, g->polygon[i], g->polygon[(i + 1) % g->polygon_len]) <=
+            c->geo_buffer_km)
+            return true;
+    return false;
 }
 
 const struct mg_corescope_config *mg_corescope_current(void)

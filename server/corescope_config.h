@@ -62,6 +62,20 @@ struct mg_corescope_config {
     /* "areas", sorted by key (bytewise) */
     struct mg_corescope_area *areas;
     size_t area_count;
+    /* The three settings that hide nodes (workers/node_visibility.h applies them):
+     * "geo_filter" present (an object) -> has_geo_filter, its polygon or box in geo_filter
+     * (key NULL) and its bufferKm; "hiddenNamePrefixes" as written (empty ones dropped);
+     * "nodeBlacklist" trimmed and lowercased (empty ones dropped). */
+    bool has_geo_filter;
+    struct mg_corescope_area geo_filter;
+    double geo_buffer_km;
+    char **hidden_prefixes;
+    size_t hidden_prefix_count;
+    char **blacklist;
+    size_t blacklist_count;
+    /* Different for every load in this process: what is derived from a configuration (the
+     * visibility rules) is rebuilt when it changes. */
+    unsigned long generation;
 };
 
 /* The configuration this process serves: loaded by the preflight (and on SIGHUP by the
@@ -82,6 +96,12 @@ const struct mg_corescope_area *mg_corescope_area(const struct mg_corescope_conf
 /* CoreScope's geofilter.PassesFilter for an area: (0, 0) passes; inside a polygon of 3 or more
  * points (ray casting); else inside the bounding box when it has one; else passes. */
 bool mg_corescope_area_holds(const struct mg_corescope_area *a, double lat, double lon);
+
+/* CoreScope's geofilter.PassesFilter for geo_filter: an area's test (above), where a point
+ * outside the polygon also passes within bufferKm of one of its edges (measured on a flat
+ * projection: 111 km a degree of latitude, times the cosine of the edge's mean latitude for
+ * longitude). True when the file has no geo_filter. */
+bool mg_corescope_geo_passes(const struct mg_corescope_config *c, double lat, double lon);
 
 /* mg_corescope, loaded with the defaults first if nothing loaded it (in-process tests). */
 const struct mg_corescope_config *mg_corescope_current(void);

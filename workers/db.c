@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "node_visibility.h"
 #include "region_map.h"
 #include "scoreboard.h"
 
@@ -357,6 +358,7 @@ static void seal_db(struct mg_db *db)
     sqlite3_set_authorizer(db->conn, authorize, NULL);
     sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
     mg_region_map_register(db->conn);
+    mg_node_visibility_register(db->conn);
     db->counted = true;
     mg_scoreboard_db_connections_add(1);
 }

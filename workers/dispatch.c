@@ -9,6 +9,7 @@
 #include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
+#include "node_visibility.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "static_files.h"
@@ -410,7 +411,9 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         res->close = hr->content_length > 0 || hr->chunked;
         return MG_ROUTE_BAD_REQUEST;
     } else if (route != MG_ROUTE_NOT_FOUND) {
-        handler = mg_routes[route].handler;
+        /* A route of one node answers 404 for a node the configuration hides. */
+        handler =
+            mg_node_visibility_guards(route) ? mg_node_visibility_guard : mg_routes[route].handler;
     } else if (mg_upstream_is_websocket(hr)) {
         /* No upstream and no live feed of meshgate's own: a page in its place would be
          * fetched again by every open tab at each reconnect. */

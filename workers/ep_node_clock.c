@@ -20,9 +20,12 @@
  */
 #include "buf.h"
 #include "cold_report.h"
+#include "corescope_config.h"
 #include "ep_node_detail.h"
 #include "json.h"
 #include "log.h"
+#include "node_visibility.h"
+#include "params.h"
 #include "result_cache.h"
 #include "router.h"
 
@@ -956,9 +959,14 @@ static void filings_free(struct filings *fl)
     free(fl->relays);
 }
 
-/* The fleet's answer into body; an SQLite code. */
-static int fleet_body(struct mg_db *db, struct mg_buf *body)
+/* The fleet's answer into body, its nodes in area (a key of the configuration's areas, ""
+ * for all); an SQLite code. A node the configuration hides is left out (node_visibility.h). */
+static int fleet_body(struct mg_db *db, const char *area_key, struct mg_buf *body)
 {
+    struct mg_area_nodes area;
+    int area_rc = mg_area_nodes_load(db->conn, area_key, &area);
+    if (area_rc != SQLITE_OK)
+        return area_rc;
     struct engine e = {0};
     struct filings fl = {0};
     struct index_entry *g = NULL;
@@ -1001,13 +1009,15 @@ static int fleet_body(struct mg_db *db, struct mg_buf *body)
                 adv[n_adv] = by_group[first];
                 adv[n_adv++].tx = fl.f[k].tx;
             }
-            if (rc == SQLITE_OK && n_adv) {
+            if (rc == SQLITE_OK && n_adv &&
+                (!mg_area_nodes_filter(&area) || mg_area_nodes_has(&area, fl.f[i].key))) {
                 sqlite3_bind_text(node, 1, fl.f[i].key, -1, SQLITE_STATIC);
                 struct fleet_names names = {NULL, NULL};
                 if (sqlite3_step(node) == SQLITE_ROW)
                     names = (struct fleet_names){(const char *)sqlite3_column_text(node, 0),
                                                  (const char *)sqlite3_column_text(node, 1)};
-                if (!write_node_skew(&j, fl.f[i].key, &e, g, adv, n_adv, &names))
+                if (!mg_node_hidden(fl.f[i].key, names.name) &&
+                    !write_node_skew(&j, fl.f[i].key, &e, g, adv, n_adv, &names))
                     rc = SQLITE_NOMEM;
                 sqlite3_reset(node);
             }
@@ -1023,13 +1033,14 @@ static int fleet_body(struct mg_db *db, struct mg_buf *body)
     free(adv);
     filings_free(&fl);
     engine_free(&e, g);
+    mg_area_nodes_free(&area);
     return rc;
 }
 
 static void fleet_build(struct mg_cold_build *b, struct mg_db *db)
 {
     bool began = mg_node_read_begin(db);
-    int rc = fleet_body(db, &b->body);
+    int rc = fleet_body(db, (const char *)b->args, &b->body);
     mg_node_read_end(db, began);
     mg_cold_result(b, rc, "the ADVERTs");
 }
@@ -1041,16 +1052,37 @@ static const struct mg_cold_report fleet_report = {
     .build = fleet_build,
 };
 
-#define FLEET_KEY "nodes|clock-skew"
+/* The area the request asks for: a key of the configuration's areas, else "" (CoreScope
+ * filters nothing for a key it does not have). */
+static const char *fleet_area(const struct mg_request *req)
+{
+    const char *area = mg_param_str(req, "area");
+    return area && strlen(area) < MG_COLD_ARGS_BYTES &&
+                   mg_corescope_area(mg_corescope_current(), area)
+               ? area
+               : "";
+}
+
+/* The report's key: the area, and the configuration (what it hides; a reload's workers
+ * share the group's cache with the old ones until these finish). */
+static void fleet_key(const struct mg_request *req, char *key, size_t cap)
+{
+    snprintf(key, cap, "nodes|clock-skew|%lu|%s", mg_corescope_current()->generation,
+             fleet_area(req));
+}
 
 bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    (void)req;
-    return mg_cold_report_is_heavy(env, FLEET_KEY);
+    char key[MG_COLD_ARGS_BYTES + 64];
+    fleet_key(req, key, sizeof key);
+    return mg_cold_report_is_heavy(env, key);
 }
 
 void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
                                 struct mg_response *res)
 {
-    mg_cold_report_serve(env, req, res, &fleet_report, FLEET_KEY, "", 0);
+    char key[MG_COLD_ARGS_BYTES + 64];
+    fleet_key(req, key, sizeof key);
+    const char *area = fleet_area(req);
+    mg_cold_report_serve(env, req, res, &fleet_report, key, area, strlen(area) + 1);
 }

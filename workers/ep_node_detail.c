@@ -306,7 +306,10 @@ void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
     sqlite3_stmt *st = NULL;
     int rc = SQLITE_OK;
     if (len > 0) {
-        st = node_statement(db, "WHERE name LIKE ?1 OR public_key LIKE ?2"
+        /* A node the configuration hides is not found (node_visibility.h); before the limit,
+         * so that a page of fewer than ten does not tell that hidden nodes matched. */
+        st = node_statement(db, "WHERE (name LIKE ?1 OR public_key LIKE ?2)"
+                                " AND NOT meshgate_node_hidden(public_key, name)"
                                 " ORDER BY last_seen DESC LIMIT ?3");
         struct mg_buf contains, prefix;
         mg_buf_init(&contains);

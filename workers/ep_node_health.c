@@ -995,7 +995,9 @@ void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
     bool by_region = region && region[0];
     struct mg_db *db = env->db;
     bool began = mg_node_read_begin(db);
+    /* A node the configuration hides is left out before the limit (node_visibility.h). */
     sqlite3_stmt *nodes = mg_db_prepare(db, "SELECT public_key, name, role, lat, lon FROM nodes"
+                                            " WHERE NOT meshgate_node_hidden(public_key, name)"
                                             " ORDER BY last_seen DESC LIMIT ?1");
     struct bulk bk;
     memset(&bk, 0, sizeof bk);

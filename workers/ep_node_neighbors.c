@@ -16,6 +16,7 @@
 
 #include "../tools/fixture.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,24 +67,17 @@ static bool parse_args(const struct mg_request *req, struct mg_response *res,
     const char *text = mg_param_str(req, "min_count");
     if (text) {
         int64_t v;
-        if (!mg_parse_atoi(text, &v)) {
-            if (res)
-                mg_response_error(res, 400, "min_count: expected an integer");
-            return false;
-        }
-        if (v > 0) /* CoreScope keeps 1 for anything below 1 */
+        /* CoreScope keeps 1 for anything malformed or below 1 */
+        if (mg_parse_atoi(text, &v) && v > 0)
             a->min_count = v;
     }
     text = mg_param_str(req, "min_score");
     if (text) {
         char *end;
         double v = strtod(text, &end);
-        if (*end || end == text || isnan(v)) {
-            if (res)
-                mg_response_error(res, 400, "min_score: expected a number");
-            return false;
-        }
-        a->min_score = v;
+        /* CoreScope keeps 0 for a malformed one (NaN filters nothing there: 0 too) */
+        if (!*end && end != text && !isnan(v))
+            a->min_score = v;
     }
     /* CoreScope: only "false" leaves ambiguous edges out */
     text = mg_param_str(req, "include_ambiguous");
@@ -113,8 +107,26 @@ void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res)
 {
     struct neighbors_args a;
-    if (!parse_args(req, res, &a))
+    if (!parse_args(req, NULL, &a)) {
+        /* Not a key (parse_args refuses nothing else): CoreScope's answer for a node without
+         * edges, naming what was asked, lowercased. */
+        char node[MG_PATH_PARAM_MAX];
+        size_t n = strlen(req->path_param);
+        for (size_t i = 0; i <= n; i++)
+            node[i] = (char)tolower((unsigned char)req->path_param[i]);
+        mg_response_json(res, 200);
+        struct mg_json j;
+        mg_json_init(&j, &res->body);
+        mg_json_object_begin(&j);
+        mg_json_kv_string(&j, "node", node);
+        mg_json_key(&j, "neighbors");
+        mg_json_array_begin(&j);
+        mg_json_array_end(&j);
+        mg_json_kv_int(&j, "total_observations", 0);
+        mg_json_object_end(&j);
+        mg_buf_putc(&res->body, '\n');
         return;
+    }
     char key[KEY_BYTES];
     neighbors_key(&a, key);
     mg_cold_report_serve(env, req, res, &neighbors_report, key, &a, sizeof a);

@@ -67,6 +67,9 @@ struct mg_nodes_query {
     /* The region codes, trimmed and uppercased, as ",SJC,OAK,"; empty (len 0) when there
      * is no region filter. */
     struct mg_buf regions;
+    /* area=: a key of the configuration's areas (NULL: none, or a key it does not have); the
+     * handler drops it too when no node is inside, as CoreScope does (node_visibility.h). */
+    const char *area;
 };
 
 /*

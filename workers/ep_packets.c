@@ -17,11 +17,13 @@
 #include "ep_packets.h"
 
 #include "clock.h"
+#include "corescope_config.h"
 #include "gate_fifo.h"
 #include "jobs.h"
 #include "segment.h"
 #include "json.h"
 #include "log.h"
+#include "node_visibility.h"
 #include "params.h"
 #include "router.h"
 
@@ -82,13 +84,12 @@ static int list_split(const char *list, bool skip_all, struct list_item *items, 
 static bool param_whole_number(const struct mg_request *req, struct mg_response *res,
                                const char *name, const char *what, bool *has, int64_t *out)
 {
+    (void)res, (void)what;
     const char *value = mg_param_str(req, name);
     *has = value != NULL;
-    if (value && !mg_parse_int64(value, out)) {
-        mg_response_error(res, 400, "invalid %s \"%.40s\": expected a whole number (%s)", name,
-                          value, what);
-        return false;
-    }
+    /* CoreScope's handler: t, _ := strconv.Atoi(v), so a malformed value filters on 0 */
+    if (value && !mg_parse_atoi(value, out))
+        *out = 0;
     return true;
 }
 
@@ -101,8 +102,9 @@ static bool param_list(const struct mg_request *req, struct mg_response *res, co
                           MG_PACKETS_LIST_MAX, what);
         return false;
     }
-    /* A list with no entry left (",", "ALL") filters nothing. */
-    if (*out && list_split(*out, skip_all, NULL, 0) == 0)
+    /* A list with no entry left (",", "ALL") filters nothing; but nodes= takes CoreScope's
+     * nodes listing, where no key matches nothing (the handler's nodes_count 0). */
+    if (*out && list_split(*out, skip_all, NULL, 0) == 0 && strcmp(name, "nodes") != 0)
         *out = NULL;
     return true;
 }
@@ -115,8 +117,20 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
     static const char *const booleans[] = {"false", "true", NULL};
     memset(f, 0, sizeof *f);
     int order = 0, expand = -1, group = 0;
-    if (!mg_param_int(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, 1, MG_PACKETS_LIMIT_MAX,
-                      &f->limit) ||
+    /* As CoreScope's handler (params.h), missing, empty / malformed / out of range:
+     *   limit        50 / 50 / below 1: 50, above MG_PACKETS_LIMIT_MAX: the maximum
+     *   offset       0 / 0 / negative: 0 (CoreScope's handler panics: meshgate keeps 0)
+     *   order        desc / desc / anything but asc: desc
+     *   expand       none / none / anything but observations: none
+     *   groupByHash  false / false / anything but true: false
+     *   type, route  none / 0 (Go's Atoi fails: CoreScope filters on 0)
+     *   nodes        absent / no key left (",,"): no packet, total 0
+     *   observer, region, hash, since, until, node, channel, area: as given
+     * Refused with 400 (CoreScope answers something other than asked): groupByHash=true
+     * with order=asc or expand=observations (CoreScope ignores them), more than
+     * MG_PACKETS_LIST_MAX list entries. */
+    if (!mg_param_limit(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, MG_PACKETS_LIMIT_MAX,
+                        &f->limit) ||
         !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &f->offset) ||
         !mg_param_choice(req, res, "order", orders, 0, &order) ||
         !mg_param_choice(req, res, "expand", expands, -1, &expand) ||
@@ -131,20 +145,10 @@ bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
         !param_list(req, res, "nodes", "node public keys or names", false, &f->nodes) ||
         !mg_param_choice(req, res, "groupByHash", booleans, 0, &group))
         return false;
-    /* CoreScope's area is a key into the areas of its config.json, which meshgate does not
-     * have: refusing says so, where answering every area would return rows it excludes. */
-    if (mg_param_str(req, "area")) {
-        mg_response_error(res, 400,
-                          "area is not supported: meshgate has no configured geographic areas "
-                          "(CoreScope's config.json areas); use region (observer IATA codes)");
-        return false;
-    }
-    if (mg_param_str(req, "nodes") && !f->nodes) {
-        mg_response_error(res, 400,
-                          "invalid nodes: expected a comma-separated list of node "
-                          "public keys or names");
-        return false;
-    }
+    /* A key the configuration's areas lack filters nothing, as in CoreScope. */
+    f->area = mg_param_str(req, "area");
+    if (f->area && !mg_corescope_area(mg_corescope_current(), f->area))
+        f->area = NULL;
     /* CoreScope ignores order and expand when grouping; meshgate refuses rather than
      * answer something other than what was asked. */
     if (group && order == 1) {
@@ -359,6 +363,20 @@ static void filter_walk(struct walk *w, struct mg_db *db, const struct mg_packet
     }
     if (f->nodes)
         walk_node_keys(w, db, (const char(*)[65])f->nodes_pubkeys, f->nodes_count, f->node_form);
+    if (f->area) {
+        /* CoreScope's: only an ADVERT names its sender (public_key, else pubKey) */
+        walk_term(w, "CASE WHEN json_valid(t.decoded_json) THEN (CASE WHEN"
+                     " json_type(t.decoded_json, '$.public_key') = 'text' AND"
+                     " json_extract(t.decoded_json, '$.public_key') <> ''"
+                     " THEN json_extract(t.decoded_json, '$.public_key')"
+                     " WHEN json_type(t.decoded_json, '$.pubKey') = 'text'"
+                     " THEN json_extract(t.decoded_json, '$.pubKey') END)"
+                     " IN (SELECT public_key FROM nodes WHERE meshgate_in_area(lat, lon, ?))"
+                     " ELSE 0 END");
+        walk_text(w, f->area, strlen(f->area));
+        if (w->key) /* the areas' shapes are the configuration's */
+            mg_buf_printf(w->key, "\x1f%lu", mg_corescope_current()->generation);
+    }
     if (f->channel) {
         /* decoded_json is checked before it is read: json_extract fails on malformed text,
          * and CASE is the construct whose order of evaluation SQLite guarantees. */
@@ -2219,6 +2237,17 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
         use_summaries(&r);
     r.keys_not_null = tx_keys_not_null(env->db);
     bool matches_nothing = false;
+    if (f.area && f.nodes)
+        f.area = NULL;
+    if (!r.error && f.area) {
+        struct mg_area_nodes area;
+        int rc = mg_area_nodes_load(env->db->conn, f.area, &area);
+        if (rc != SQLITE_OK)
+            r.error = rc;
+        else if (!mg_area_nodes_filter(&area))
+            f.area = NULL; /* no node inside: nothing is filtered */
+        mg_area_nodes_free(&area);
+    }
     if (!r.error && f.node)
         matches_nothing = !resolve_node(&r);
     if (!r.error && !matches_nothing && f.nodes)

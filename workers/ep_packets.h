@@ -86,7 +86,11 @@ struct mg_packets_filter {
     const char *node;     /* a 64-hex public key or an exact node name */
     const char *channel;  /* a decoded channel name, or enc_ + channelHashHex */
     const char *nodes;    /* comma list of public keys or exact node names */
-    bool group_by_hash;   /* groupByHash=true */
+    /* a key of the configuration's areas: the transmissions whose decoded public_key (else
+     * pubKey) is a node in it (node_visibility.h); the handler drops it when no node is
+     * inside, and with nodes (CoreScope's nodes= listing takes no area) */
+    const char *area;
+    bool group_by_hash; /* groupByHash=true */
     /* Filled by the handler: the node's public key (lowercase), the keys nodes names (those
      * that resolve), and the forms. */
     char node_pubkey[65];

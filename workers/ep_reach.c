@@ -52,11 +52,9 @@ bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
     struct reach_args a;
     if (!mg_reach_parse_pubkey(req->path_param, a.pubkey))
         return false;
-    int64_t days = 7;
-    const char *text = mg_param_str(req, "days");
-    if (text && !mg_parse_int64(text, &days))
-        return false;
-    a.days = days < 1 ? 1 : days > 30 ? 30 : (int)days; /* as the handler clamps it */
+    int64_t days;
+    mg_param_int(req, NULL, "days", 7, 1, 30, &days); /* as the handler reads it */
+    a.days = (int)days;
     char key[MG_CACHE_KEY_MAX];
     reach_key(&a, key);
     return mg_cold_report_is_heavy(env, key);
@@ -70,6 +68,7 @@ void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg
         mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
         return;
     }
+    /* days: as CoreScope, missing, empty or malformed: 7; clamped to 1..30 */
     int64_t days;
     if (!mg_param_int(req, res, "days", 7, 1, 30, &days))
         return;

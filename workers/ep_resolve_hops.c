@@ -26,6 +26,7 @@
 #include "hop_nodes.h"
 #include "json.h"
 #include "neighbor_graph.h"
+#include "node_visibility.h"
 #include "params.h"
 #include "router.h"
 
@@ -162,6 +163,23 @@ struct context {
     size_t n;
     int64_t now_ms;
 };
+
+/* A node the configuration hides is no hop's candidate (node_visibility.h). */
+static void drop_hidden(struct mg_hop_nodes *all)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < all->len; i++) {
+        struct mg_hop_node *n = &all->v[i];
+        if (mg_node_hidden(n->key, n->name)) {
+            free(n->key);
+            free(n->lower);
+            free(n->name);
+        } else {
+            all->v[kept++] = *n;
+        }
+    }
+    all->len = kept;
+}
 
 /* CoreScope's context tiers for an ambiguous hop: affinity[i] each candidate's best edge score
  * to a context key; the pick and its confidence, or NULL. */
@@ -323,6 +341,7 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
 
     struct mg_hop_nodes all = {0};
     int rc = n ? mg_hop_nodes_load(env->db, &all) : SQLITE_OK;
+    drop_hidden(&all);
     size_t *match = all.len ? calloc(all.len, sizeof *match) : NULL;
     double *affinity = all.len ? calloc(all.len, sizeof *affinity) : NULL;
     if (rc == SQLITE_OK && all.len && (!match || !affinity))

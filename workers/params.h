@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * params: reading query parameters the same way on every endpoint. An absent parameter
- * takes its default; a well-formed value out of range is clamped (as CoreScope does); a
- * malformed value is refused with a 400 that names the parameter and what it accepts
- * (CoreScope silently falls back to the default; meshgate tells the caller).
- *
- * Each reader returns true with *out set, or false after filling res with the 400.
+ * params: reading query parameters the same way on every endpoint, as CoreScope's handlers
+ * read them, so that a page whose stored filter holds an old or odd value works on meshgate
+ * as it does on CoreScope:
+ *   limit   (mg_param_limit) CoreScope's clampLimit: absent, empty, malformed or below 1: the
+ *           default; above the maximum: the maximum.
+ *   numbers (mg_param_int) CoreScope's queryInt: absent, empty or malformed (Go's Atoi
+ *           refuses it): the default; then clamped into [min, max] where CoreScope clamps
+ *           (or, where CoreScope would crash or misbehave, where meshgate keeps it sane:
+ *           a negative offset reads as 0; CoreScope's handler panics on it).
+ *   choices (mg_param_choice) CoreScope's map lookups and string compares: an unknown value
+ *           is the default.
+ * None of them refuses: the error path (a false return with a 400 in res) is kept for
+ * readers that must refuse and for callers written against it.
  */
 #ifndef MESHGATE_PARAMS_H
 #define MESHGATE_PARAMS_H
@@ -18,7 +25,12 @@
 bool mg_param_int(const struct mg_request *req, struct mg_response *res, const char *name,
                   int64_t def, int64_t min, int64_t max, int64_t *out);
 
-/* One of allowed (NULL-terminated, exact match); *out is its index, def when absent. */
+/* CoreScope's clampLimit: def unless a whole number of at least 1; at most max. */
+bool mg_param_limit(const struct mg_request *req, struct mg_response *res, const char *name,
+                    int64_t def, int64_t max, int64_t *out);
+
+/* One of allowed (NULL-terminated, exact match); *out is its index, def when absent or
+ * anything else. */
 bool mg_param_choice(const struct mg_request *req, struct mg_response *res, const char *name,
                      const char *const *allowed, int def, int *out);
 

@@ -52,7 +52,7 @@ const struct mg_config_var mg_config_vars[] = {
      "requests served on one connection before it is closed", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_CONNS_PER_WORKER", MG_CFG_INT, FIELD(max_conns_per_worker), 1, 65536, "256",
      "open connections one worker keeps; past it a new connection sheds the oldest one still "
-     "sending its request head (or idle between requests), or waits when there is none",
+     "sending its request head, or waits when there is none",
      MG_RELOAD_RESTART},
     {"MESHGATE_MAX_CONNS_PER_CLIENT", MG_CFG_INT, FIELD(max_conns_per_client), 0, 65536, "64",
      "open connections one client address (IPv4 address, IPv6 /64) may have in the whole "

@@ -213,7 +213,7 @@ const char *mg_access_log_name(int format);
 
 /* ---- where values come from: the environment, then MESHGATE_ENV_FILE -------------------- */
 
-#define MG_CONFIG_VARS_MAX 64
+#define MG_CONFIG_VARS_MAX 96
 
 /*
  * The environment at start and the file as last read. A variable the environment sets wins

@@ -228,29 +228,18 @@ static bool client_cap_admits(struct worker *w, const uint8_t addr[MG_ADDR_BYTES
 
 /*
  * When the worker is full, the connection a new one replaces, as Apache's and nginx's event
- * models do: the one that has been sending its request head (or not started it) longest, or
- * failing that the longest idle between requests. A connection with a request in hand
- * (its body, its turn, a wait, a response, the upstream) is never shed. NULL: none.
+ * models do: the one that has been sending its request head (or not started its first one)
+ * longest, by its header deadline. A connection kept alive between requests, or with a
+ * request in hand (its body, its turn, a wait, a response, the upstream), is never shed.
+ * NULL: none.
  */
 static struct conn *shed_candidate(const struct worker *w)
 {
-    const struct mg_config *cfg = w->env.cfg;
     struct conn *oldest = NULL;
-    int64_t oldest_since = 0;
-    bool oldest_head = false;
     for (struct conn *c = w->conns; c; c = c->next) {
         bool head = c->state == CONN_READING || (c->state == CONN_IDLE && c->requests == 0);
-        if (!head && c->state != CONN_IDLE)
-            continue;
-        /* Since when it waits: its deadline less the bound that set it. */
-        int64_t since =
-            c->deadline_ns -
-            (int64_t)(head ? cfg->header_timeout_ms : cfg->idle_timeout_ms) * MG_NS_PER_MS;
-        if (!oldest || (head && !oldest_head) || (head == oldest_head && since < oldest_since)) {
+        if (head && (!oldest || c->deadline_ns < oldest->deadline_ns))
             oldest = c;
-            oldest_since = since;
-            oldest_head = head;
-        }
     }
     return oldest;
 }
@@ -1073,8 +1062,8 @@ static void choose_accepting(struct worker *w)
     bool helper_busy = w->yield_when_busy && (mg_jobs_busy(w->jobs) || mg_jobs_busy(w->anon_jobs));
     if (!w->draining && !helper_busy && has_room(w))
         listen_start(w);
-    else if (helper_busy)
-        listen_stop(w);
+    else if (helper_busy || !has_room(w))
+        listen_stop(w); /* full, and nothing left to shed: another worker takes it */
 }
 
 /* Frees the connections closed during this turn. */

@@ -98,7 +98,7 @@ Test(bounds, six_slow_bodies_leave_the_upstream_permits_to_other_clients)
 
     int slow[6];
     for (int i = 0; i < 6; i++) {
-        char from[16];
+        char from[32];
         snprintf(from, sizeof from, "127.0.0.%d", 2 + i);
         slow[i] = mg_test_connect_from(from, s.port);
         cr_assert_geq(slow[i], 0);
@@ -249,7 +249,7 @@ Test(bounds, four_addresses_cannot_hold_every_websocket_tunnel)
     int opened = 0;
     char head[2048];
     for (int a = 0; a < 4; a++) {
-        char from[16];
+        char from[32];
         snprintf(from, sizeof from, "127.0.0.%d", 2 + a);
         for (int k = 0; k < 3; k++) {
             int fd = mg_test_ws_open_from(from, s.port, "/", head, sizeof head);
@@ -433,7 +433,7 @@ Test(bounds, a_slowloris_from_twenty_addresses_does_not_keep_healthz_out)
     int fds[80];
     int n = 0;
     for (int a = 0; a < 20; a++) {
-        char from[16];
+        char from[32];
         snprintf(from, sizeof from, "127.0.0.%d", 10 + a);
         for (int k = 0; k < 4; k++) {
             int fd = mg_test_connect_from(from, s.port);

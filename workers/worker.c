@@ -244,6 +244,19 @@ static struct conn *shed_candidate(const struct worker *w)
     return oldest;
 }
 
+/* Whether the client of a new connection already holds its cap (read without the lock: a
+ * full worker sheds nothing for a connection it would then close). */
+static bool client_at_cap(const struct worker *w, const uint8_t addr[MG_ADDR_BYTES], bool has_addr)
+{
+    const struct mg_config *cfg = w->env.cfg;
+    if (cfg->max_conns_per_client == 0 || !has_addr ||
+        mg_cidr_list_contains(&cfg->trusted_proxies, addr))
+        return false;
+    uint8_t key[MG_ADDR_BYTES];
+    mg_client_key(addr, key);
+    return mg_conn_limit_count(&w->env.seg->conns, key) >= (uint32_t)cfg->max_conns_per_client;
+}
+
 /* Whether a new connection may be taken now: there is room, or one to shed for it. */
 static bool has_room(const struct worker *w)
 {
@@ -273,15 +286,18 @@ static int accept_some(struct worker *w, int64_t now, int max)
             }
             return accepted;
         }
-        if (w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker) {
-            /* Full: the oldest connection still sending its head makes room (has_room). */
-            mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_SHED, 1);
-            conn_close(w, shed_candidate(w));
-        }
         uint8_t addr[MG_ADDR_BYTES];
         bool has_addr = mg_addr_from_sockaddr((const struct sockaddr *)&ss, addr);
         int32_t hold;
-        if (!client_cap_admits(w, addr, has_addr, &hold)) {
+        bool full = w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker;
+        if (full && !client_at_cap(w, addr, has_addr)) {
+            /* Full: the oldest connection still sending its head makes room (has_room),
+             * and gives back its hold record for the new one. */
+            mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_SHED, 1);
+            conn_close(w, shed_candidate(w));
+        }
+        if ((full && w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker) ||
+            !client_cap_admits(w, addr, has_addr, &hold)) {
             /* Closed before a byte is read: the client's other connections go on. */
             close(fd);
             mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_OVER_CLIENT_CAP, 1);

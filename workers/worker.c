@@ -612,8 +612,11 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         c->state = CONN_PROXIED;
         size_t taken = mg_upstream_begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
                                          &c->park, now);
-        if (!c->closed)
+        if (!c->closed) {
             mg_buf_consume(&c->in, taken);
+            if (c->in.len == 0) /* a body read whole is not kept while the exchange runs */
+                mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
+        }
         mg_upstream_run(w->upstream, now);
         return;
     }

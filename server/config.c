@@ -52,12 +52,24 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_MAX_REQUESTS_PER_CONN", MG_CFG_INT, FIELD(max_requests_per_conn), 1, 1000000, "1000",
      "requests served on one connection before it is closed", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_CONNS_PER_WORKER", MG_CFG_INT, FIELD(max_conns_per_worker), 1, 65536, "256",
-     "open connections one worker keeps; past it the worker stops accepting", MG_RELOAD_RESTART},
+     "open connections one worker keeps; past it a new connection sheds the oldest one still "
+     "sending its request head, or waits when there is none",
+     MG_RELOAD_RESTART},
     {"MESHGATE_MAX_CONNS_PER_CLIENT", MG_CFG_INT, FIELD(max_conns_per_client), 0, 65536, "64",
      "open connections one client address (IPv4 address, IPv6 /64) may have in the whole "
      "server; past it a new connection is closed at once; trusted proxies are not counted; "
      "0: no cap",
      MG_RELOAD_LIVE},
+    {"MESHGATE_BODY_TIMEOUT_MS", MG_CFG_INT, FIELD(body_timeout_ms), 100, 600000, "30000",
+     "time a client has to send a whole request body, from the end of its head; past it: 408 "
+     "and the connection closes (ms)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_BODY_MIN_RATE", MG_CFG_INT, FIELD(body_min_rate), 0, 1073741824, "500",
+     "bytes a second a request body must arrive at, on average, once MESHGATE_BODY_GRACE_MS "
+     "have passed; slower: 408 and the connection closes; 0: no minimum",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_BODY_GRACE_MS", MG_CFG_INT, FIELD(body_grace_ms), 0, 600000, "5000",
+     "time a request body is given before MESHGATE_BODY_MIN_RATE applies (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_HEADER_BYTES", MG_CFG_INT, FIELD(max_header_bytes), 1024, 1048576, "8192",
      "largest request head (request line and headers) in bytes; larger: 431", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_URI_BYTES", MG_CFG_INT, FIELD(max_uri_bytes), 64, 1048576, "4096",
@@ -160,8 +172,8 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_connect_timeout_ms), 10,
      60000, "2000", "time to connect to the upstream before 504 (ms)", MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_timeout_ms), 100, 600000, "30000",
-     "time the upstream has for its response head, and for each read or write of a body, "
-     "before 504 (or the connection is cut) (ms)",
+     "time the upstream has for its whole response head, and for each read or write of a "
+     "body, before 504 (or the connection is cut) (ms)",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_IDLE_CONNS", MG_CFG_INT, FIELD(upstream_idle_conns), 0, 1024, "8",
      "idle kept-alive connections to the upstream each worker keeps for reuse; 0: a new "
@@ -183,6 +195,22 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_UPSTREAM_WEBSOCKETS", MG_CFG_INT, FIELD(upstream_websockets), 0, 1000000, "256",
      "WebSocket tunnels to the upstream open at once in the whole server; past it: 503; 0: no "
      "WebSocket",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT", MG_CFG_INT, FIELD(upstream_websockets_per_client),
+     0, 1000000, "16",
+     "WebSocket tunnels one client address (as MESHGATE_MAX_CONNS_PER_CLIENT counts it) may "
+     "hold at once; past it: 503; 0: no share",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_TUNNEL_IDLE_MS", MG_CFG_INT, FIELD(upstream_tunnel_idle_ms), 200, 86400000,
+     "120000",
+     "a WebSocket tunnel whose client sends nothing for half of this is sent a ping; one that "
+     "sends nothing (no pong either) for all of it is closed with a close frame (ms)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_RELAY_TIMEOUT_MS", MG_CFG_INT, FIELD(upstream_relay_timeout_ms), 100,
+     3600000, "120000",
+     "time a whole proxied exchange (request, response head and body) may take, however slowly "
+     "the client reads; past it the connection is cut (ms); WebSocket tunnels are bounded by "
+     "MESHGATE_UPSTREAM_TUNNEL_IDLE_MS instead",
      MG_RELOAD_LIVE},
     {"MESHGATE_TRUSTED_PROXIES", MG_CFG_CIDRS, FIELD(trusted_proxies_text), 0, 0, "",
      "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "

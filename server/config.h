@@ -53,6 +53,9 @@ struct mg_config {
     int32_t max_conns_per_client; /* group-wide, per peer address; 0: no cap */
     int32_t max_header_bytes;
     int32_t max_uri_bytes;
+    int32_t body_timeout_ms; /* a request body read before its request goes on: whole bound */
+    int32_t body_min_rate;   /* bytes a second it must keep after body_grace_ms; 0: none */
+    int32_t body_grace_ms;
     /* responses */
     int32_t gzip_min_bytes;       /* 0 turns gzip off */
     char public_dir[MG_PATH_MAX]; /* empty: no static files */
@@ -95,6 +98,9 @@ struct mg_config {
     int32_t upstream_breaker_failures;
     int32_t upstream_breaker_open_ms;
     int32_t upstream_websockets;
+    int32_t upstream_websockets_per_client; /* tunnels of one counted client address; 0: no share */
+    int32_t upstream_tunnel_idle_ms;        /* a tunnel silent this long is closed */
+    int32_t upstream_relay_timeout_ms;      /* a whole proxied exchange, tunnels aside */
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
     struct mg_cidr_list trusted_proxies;
@@ -207,7 +213,7 @@ const char *mg_access_log_name(int format);
 
 /* ---- where values come from: the environment, then MESHGATE_ENV_FILE -------------------- */
 
-#define MG_CONFIG_VARS_MAX 64
+#define MG_CONFIG_VARS_MAX 96
 
 /*
  * The environment at start and the file as last read. A variable the environment sets wins

@@ -116,21 +116,71 @@ enum mg_conn_verdict mg_conn_limit_open(struct mg_conn_view *v, int pid, uint32_
     return verdict;
 }
 
-/* Under the set's lock: one connection of h's key goes back, and h is freed. */
+/* Under the set's lock: one connection of h's key goes back (its tunnel too), and h is freed. */
 static void give_back(struct mg_conn_set *s, struct mg_conn_hold *h)
 {
     struct mg_conn_entry *e = find(s, h->key, NULL);
-    if (e)
+    if (e) {
         e->count--;
+        if (h->tunnel && e->tunnels > 0)
+            e->tunnels--;
+        if (e->count == 0)
+            e->tunnels = 0;
+    }
     h->set_plus_one = 0;
+    h->tunnel = 0;
+}
+
+/* The set of slot's counted hold record `hold`, or NULL when it holds nothing. */
+static struct mg_conn_set *set_of_hold(struct mg_conn_view *v, struct mg_conn_hold *h)
+{
+    if (!h || h->set_plus_one == 0 || h->set_plus_one > v->table->sets)
+        return NULL;
+    return &v->sets[h->set_plus_one - 1];
+}
+
+bool mg_conn_limit_tunnel_open(struct mg_conn_view *v, int pid, uint32_t slot, uint32_t hold,
+                               uint32_t share)
+{
+    struct mg_conn_hold *h = hold_of(v, slot, hold);
+    struct mg_conn_set *s = set_of_hold(v, h);
+    if (!s)
+        return true; /* not counted: no share to apply */
+    bool admitted = true;
+    mg_lock_acquire(&s->lock, pid);
+    struct mg_conn_entry *e = find(s, h->key, NULL);
+    if (e && !h->tunnel) {
+        if (share > 0 && e->tunnels >= share) {
+            admitted = false;
+        } else {
+            e->tunnels++;
+            h->tunnel = 1;
+        }
+    }
+    mg_lock_release(&s->lock, pid);
+    return admitted;
+}
+
+void mg_conn_limit_tunnel_close(struct mg_conn_view *v, int pid, uint32_t slot, uint32_t hold)
+{
+    struct mg_conn_hold *h = hold_of(v, slot, hold);
+    struct mg_conn_set *s = set_of_hold(v, h);
+    if (!s || !h->tunnel)
+        return;
+    mg_lock_acquire(&s->lock, pid);
+    struct mg_conn_entry *e = find(s, h->key, NULL);
+    if (e && e->tunnels > 0)
+        e->tunnels--;
+    h->tunnel = 0;
+    mg_lock_release(&s->lock, pid);
 }
 
 void mg_conn_limit_close(struct mg_conn_view *v, int pid, uint32_t slot, uint32_t hold)
 {
     struct mg_conn_hold *h = hold_of(v, slot, hold);
-    if (!h || h->set_plus_one == 0 || h->set_plus_one > v->table->sets)
+    struct mg_conn_set *s = set_of_hold(v, h);
+    if (!s)
         return;
-    struct mg_conn_set *s = &v->sets[h->set_plus_one - 1];
     mg_lock_acquire(&s->lock, pid);
     give_back(s, h);
     mg_lock_release(&s->lock, pid);
@@ -142,7 +192,7 @@ static void recount(struct mg_conn_view *v, uint32_t set, uint32_t skip_slot)
     const struct mg_conn_table *t = v->table;
     struct mg_conn_set *s = &v->sets[set];
     for (unsigned i = 0; i < MG_CONN_WAYS; i++)
-        s->entry[i].count = 0;
+        s->entry[i].count = s->entry[i].tunnels = 0;
     for (uint32_t slot = 0; slot < t->slots; slot++) {
         if (slot == skip_slot)
             continue;
@@ -156,8 +206,10 @@ static void recount(struct mg_conn_view *v, uint32_t set, uint32_t skip_slot)
                 e = free_entry;
                 memcpy(e->key, h->key, MG_CONN_KEY_BYTES);
             }
-            if (e)
+            if (e) {
                 e->count++;
+                e->tunnels += h->tunnel != 0;
+            }
         }
     }
 }
@@ -182,6 +234,7 @@ unsigned mg_conn_limit_reclaim(struct mg_conn_view *v, int pid, uint32_t slot)
         given++;
         if (set == died_in) {
             h->set_plus_one = 0;
+            h->tunnel = 0;
             continue;
         }
         struct mg_conn_set *s = &v->sets[set];

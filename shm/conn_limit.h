@@ -29,7 +29,7 @@
  *
  * Invariants:
  *   - under a set's lock, entry.count == the hold records (of live workers) naming its key
- *     and set; count 0 marks a free entry;
+ *     and set, and entry.tunnels == those of them marked tunnel; count 0 marks a free entry;
  *   - a key is in at most one entry, and only in its set;
  *   - a refusal writes nothing but the `refused` counter;
  *   - counters only grow (8).
@@ -54,8 +54,8 @@
 
 struct mg_conn_entry {
     uint8_t key[MG_CONN_KEY_BYTES];
-    uint32_t count; /* open connections of this client; 0: the entry is free */
-    uint32_t reserved;
+    uint32_t count;   /* open connections of this client; 0: the entry is free */
+    uint32_t tunnels; /* of them, WebSocket tunnels (mg_conn_limit_tunnel_open) */
 };
 
 struct mg_conn_set {
@@ -68,7 +68,7 @@ struct mg_conn_set {
 struct mg_conn_hold {
     uint8_t key[MG_CONN_KEY_BYTES];
     uint32_t set_plus_one; /* 0: free */
-    uint32_t reserved;
+    uint32_t tunnel;       /* 1: the connection is a WebSocket tunnel, counted in tunnels */
 };
 
 struct mg_conn_table {
@@ -125,6 +125,15 @@ void mg_conn_limit_close(struct mg_conn_view *v, int pid, uint32_t slot, uint32_
  * Returns how many connections it gave back.
  */
 unsigned mg_conn_limit_reclaim(struct mg_conn_view *v, int pid, uint32_t slot);
+
+/*
+ * The counted connection in slot's hold record `hold` becomes a WebSocket tunnel: false
+ * (nothing written) when its client already holds `share` tunnels. A tunnel is given back
+ * with mg_conn_limit_tunnel_close, or with its connection (mg_conn_limit_close, the reclaim).
+ */
+bool mg_conn_limit_tunnel_open(struct mg_conn_view *v, int pid, uint32_t slot, uint32_t hold,
+                               uint32_t share);
+void mg_conn_limit_tunnel_close(struct mg_conn_view *v, int pid, uint32_t slot, uint32_t hold);
 
 /* Open counted connections of key, read without a lock (tests, the dump tool). */
 uint32_t mg_conn_limit_count(const struct mg_conn_view *v, const uint8_t key[MG_CONN_KEY_BYTES]);

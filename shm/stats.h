@@ -76,7 +76,26 @@
       "length)")                                                                                   \
     X(UPSTREAM_TUNNELS, "upstream_tunnels", "WebSocket tunnels opened to the upstream")            \
     X(UPSTREAM_TUNNELS_REFUSED, "upstream_tunnels_refused",                                        \
-      "WebSocket upgrades refused with 503 because MESHGATE_UPSTREAM_WEBSOCKETS were open")
+      "WebSocket upgrades refused with 503 because MESHGATE_UPSTREAM_WEBSOCKETS were open")        \
+    X(UPSTREAM_TUNNELS_OVER_SHARE, "upstream_tunnels_over_share",                                  \
+      "WebSocket upgrades refused with 503 because their address held "                            \
+      "MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT tunnels")                                           \
+    X(UPSTREAM_TUNNELS_CLOSED_CLIENT, "upstream_tunnels_closed_client",                            \
+      "WebSocket tunnels that ended because the client closed or broke its side")                  \
+    X(UPSTREAM_TUNNELS_CLOSED_UPSTREAM, "upstream_tunnels_closed_upstream",                        \
+      "WebSocket tunnels that ended because the upstream closed or broke its side")                \
+    X(UPSTREAM_TUNNELS_CLOSED_IDLE, "upstream_tunnels_closed_idle",                                \
+      "WebSocket tunnels closed for MESHGATE_UPSTREAM_TUNNEL_IDLE_MS without a byte (or a pong) "  \
+      "from the client")                                                                           \
+    X(UPSTREAM_TUNNELS_CLOSED_DRAIN, "upstream_tunnels_closed_drain",                              \
+      "WebSocket tunnels closed by a drain (SIGTERM, SIGHUP)")                                     \
+    X(UPSTREAM_RELAY_TIMEOUTS, "upstream_relay_timeouts",                                          \
+      "proxied exchanges cut at MESHGATE_UPSTREAM_RELAY_TIMEOUT_MS (a client reading too slowly)") \
+    X(BODY_TIMEOUTS, "body_timeouts",                                                              \
+      "requests answered 408 for a body not sent in time (MESHGATE_BODY_TIMEOUT_MS, "              \
+      "MESHGATE_BODY_MIN_RATE)")                                                                   \
+    X(CONNECTIONS_SHED, "connections_shed",                                                        \
+      "connections closed to make room when a worker was full: the oldest still sending a head")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,

@@ -133,6 +133,40 @@ Test(conn_limit, the_master_gives_back_a_dead_workers_connections)
     cr_expect_eq(mg_conn_limit_clients(&v), 0);
 }
 
+/* Tunnels of an address are counted on its connections' hold records (the share of
+ * MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT): past the share a tunnel is refused, a closed
+ * tunnel or connection gives its place back, and a dead worker's tunnels go with its holds,
+ * by decrement or by a set's recount. */
+Test(conn_limit, tunnels_have_a_share_per_address_that_a_dead_worker_gives_back)
+{
+    struct mg_conn_view v = new_table(1, 2, 4, 10);
+    for (uint32_t h = 0; h < 3; h++)
+        mg_conn_limit_open(&v, 111, 0, h, client(1));
+    mg_conn_limit_open(&v, 222, 1, 0, client(1));
+    mg_conn_limit_open(&v, 222, 1, 1, client(1));
+    cr_expect(mg_conn_limit_tunnel_open(&v, 111, 0, 0, 2));
+    cr_expect(mg_conn_limit_tunnel_open(&v, 222, 1, 0, 2));
+    cr_expect_not(mg_conn_limit_tunnel_open(&v, 111, 0, 1, 2), "past the share");
+    cr_expect_eq(v.holds[1].tunnel, 0, "a refusal marks nothing");
+    /* A closed tunnel gives its place back; so does a closed connection still marked. */
+    mg_conn_limit_tunnel_close(&v, 222, 1, 0);
+    cr_expect(mg_conn_limit_tunnel_open(&v, 111, 0, 1, 2));
+    mg_conn_limit_close(&v, 111, 0, 1);
+    cr_expect_eq(v.sets[0].entry[0].tunnels, 1);
+    cr_expect(mg_conn_limit_tunnel_open(&v, 222, 1, 1, 2));
+    /* Worker 111 (slot 0, one tunnel) dies: its tunnel goes with its holds. */
+    mg_conn_limit_reclaim(&v, 111, 0);
+    cr_expect_eq(v.sets[0].entry[0].tunnels, 1, "only the survivor's tunnel counts");
+    /* The same, dying inside the set's lock: the recount counts tunnels too. */
+    mg_conn_limit_open(&v, 333, 0, 0, client(1));
+    cr_expect(mg_conn_limit_tunnel_open(&v, 333, 0, 0, 2));
+    v.sets[0].entry[0].tunnels++; /* a write the record never got */
+    atomic_store(&v.sets[0].lock.owner_pid, 333);
+    mg_conn_limit_reclaim(&v, 333, 0);
+    cr_expect_eq(v.sets[0].entry[0].tunnels, 1);
+    cr_expect_eq(mg_conn_limit_count(&v, client(1)), 2);
+}
+
 Test(conn_limit, a_worker_killed_inside_a_set_has_that_set_recounted)
 {
     struct mg_conn_view v = new_table(1, 2, 4, 10);

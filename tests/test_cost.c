@@ -539,12 +539,12 @@ Test(cost, the_bounds_catch_a_scan_of_observations)
 
 /* Every route is counted: the table and the three extras fit the segment's route records
  * (36 routes once outgrew 32, and "(not found)", "(bad request)" and "(static)" went
- * uncounted; "(upstream)" is the fourth). */
+ * uncounted; "(upstream)" is the fourth, "(tunnel)" the fifth). */
 Test(cost, every_route_has_a_record_in_the_segment)
 {
     const char *names[MG_ROUTES_MAX + 8];
-    cr_expect_leq(mg_route_table_len + 4, MG_ROUTES_MAX);
+    cr_expect_leq(mg_route_table_len + 5, MG_ROUTES_MAX);
     unsigned n = mg_route_names(names, MG_ROUTES_MAX);
-    cr_expect_eq(n, mg_route_table_len + 4);
-    cr_expect_str_eq(names[n - 1], "(upstream)");
+    cr_expect_eq(n, mg_route_table_len + 5);
+    cr_expect_str_eq(names[n - 1], "(tunnel)");
 }

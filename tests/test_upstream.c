@@ -8,6 +8,7 @@
 #include "segment.h"
 #include "stats.h"
 #include "upstream_gate.h"
+#include "upstream_proc.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -30,57 +31,17 @@ TestSuite(upstream, .timeout = 120);
 
 #define CEILING_MS 30000
 
-struct upstream_proc {
-    pid_t pid;
-    int port;
-    char dir[128];
-    char log[256];
-    char port_file[256];
-};
+/* The test upstream as a process (tests/upstream_proc.h), under this file's names. */
+#define upstream_proc mg_test_upstream
 
-static bool port_written(void *arg)
-{
-    struct stat st;
-    return stat(((struct upstream_proc *)arg)->port_file, &st) == 0;
-}
-
-/* Starts the test upstream (on port, or a free one when 0) with extra arguments. */
 static void upstream_start(struct upstream_proc *u, int port, const char *const *args)
 {
-    if (!u->dir[0])
-        mg_test_tmpdir(u->dir, sizeof u->dir);
-    snprintf(u->log, sizeof u->log, "%s/received.log", u->dir);
-    snprintf(u->port_file, sizeof u->port_file, "%s/port", u->dir);
-    unlink(u->port_file);
-    char bin[512], port_text[16];
-    snprintf(bin, sizeof bin, "%s/mg-test-upstream", MESHGATE_BUILD_DIR);
-    snprintf(port_text, sizeof port_text, "%d", port);
-    const char *argv[32] = {bin, "--port-file", u->port_file, "--log", u->log, "--port", port_text};
-    int n = 7;
-    for (int i = 0; args && args[i] && n < 30; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    u->pid = fork();
-    cr_assert_geq(u->pid, 0);
-    if (u->pid == 0) {
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    cr_assert(mg_test_wait_until(port_written, u, CEILING_MS, 5),
-              "the test upstream did not start");
-    char *text = mg_test_read_file(u->port_file);
-    cr_assert(text);
-    u->port = atoi(text);
-    free(text);
+    mg_test_upstream_start(u, port, args);
 }
 
 static void upstream_stop(struct upstream_proc *u)
 {
-    if (u->pid > 0) {
-        kill(u->pid, SIGKILL);
-        waitpid(u->pid, NULL, 0);
-    }
-    u->pid = 0;
+    mg_test_upstream_stop(u);
 }
 
 static size_t upstream_log_size(const struct upstream_proc *u)
@@ -686,25 +647,7 @@ Test(upstream, a_worker_killed_in_a_proxied_request_has_its_permit_reclaimed)
 
 static int ws_open(int port, const char *path, char *head, size_t cap)
 {
-    int fd = mg_test_connect(port);
-    char req[512];
-    snprintf(req, sizeof req,
-             "GET %s HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-             path);
-    cr_assert(mg_test_send(fd, req, strlen(req)));
-    size_t got = 0;
-    int64_t give_up = mg_test_now_ms() + CEILING_MS;
-    while (got < cap - 1 && mg_test_now_ms() < give_up) {
-        ssize_t n = recv(fd, head + got, 1, 0); /* byte by byte: frames follow the head */
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-        head[got] = '\0';
-        if (strstr(head, "\r\n\r\n"))
-            break;
-    }
-    return fd;
+    return mg_test_ws_open_from("127.0.0.1", port, path, head, cap);
 }
 
 static void ws_send_text(int fd, const char *text)

@@ -125,8 +125,11 @@ static void route_name(const struct mg_route_stats *r, char out[MG_ROUTE_NAME_MA
     out[MG_ROUTE_NAME_MAX - 1] = '\0';
 }
 
-static void route_histogram(struct mg_buf *b, const struct mg_route_stats *r, const char *route)
+/* One histogram: metric's buckets, sum and count, labelled route="..." unless route is NULL. */
+static void route_histogram(struct mg_buf *b, const char *metric, const struct mg_route_stats *r,
+                            const char *route)
 {
+    char name[96];
     uint64_t cumulative[LE_COUNT] = {0};
     uint64_t total = 0;
     for (unsigned k = 0; k < MG_HIST_BUCKETS; k++) {
@@ -139,17 +142,20 @@ static void route_histogram(struct mg_buf *b, const struct mg_route_stats *r, co
             if (upper <= le_us[i])
                 cumulative[i] += n;
     }
-    for (unsigned i = 0; i < LE_COUNT; i++) {
-        mg_buf_puts(b, "meshgate_request_duration_seconds_bucket{route=\"");
-        put_escaped(b, route, true);
-        mg_buf_printf(b, "\",le=\"%s\"} %" PRIu64 "\n", le_text[i], cumulative[i]);
+    for (unsigned i = 0; i <= LE_COUNT; i++) {
+        mg_buf_printf(b, "%s_bucket{", metric);
+        if (route) {
+            mg_buf_puts(b, "route=\"");
+            put_escaped(b, route, true);
+            mg_buf_puts(b, "\",");
+        }
+        mg_buf_printf(b, "le=\"%s\"} %" PRIu64 "\n", i < LE_COUNT ? le_text[i] : "+Inf",
+                      i < LE_COUNT ? cumulative[i] : total);
     }
-    mg_buf_puts(b, "meshgate_request_duration_seconds_bucket{route=\"");
-    put_escaped(b, route, true);
-    mg_buf_printf(b, "\",le=\"+Inf\"} %" PRIu64 "\n", total);
-    sample_seconds(b, "meshgate_request_duration_seconds_sum", "route", route,
-                   (double)load64(&r->sum_us) / US_PER_SEC);
-    sample_uint(b, "meshgate_request_duration_seconds_count", "route", route, total);
+    snprintf(name, sizeof name, "%s_sum", metric);
+    sample_seconds(b, name, route ? "route" : NULL, route, (double)load64(&r->sum_us) / US_PER_SEC);
+    snprintf(name, sizeof name, "%s_count", metric);
+    sample_uint(b, name, route ? "route" : NULL, route, total);
 }
 
 static void write_routes(struct mg_buf *b, const struct mg_segment *seg)
@@ -157,15 +163,21 @@ static void write_routes(struct mg_buf *b, const struct mg_segment *seg)
     uint32_t n = seg->route_count < MG_ROUTES_MAX ? seg->route_count : MG_ROUTES_MAX;
     char name[MG_ROUTE_NAME_MAX];
 
+    /* WebSocket tunnels are not requests: their durations (how long a page stayed open)
+     * are a family of their own, after the requests'. */
     family(b, "meshgate_request_duration_seconds", "histogram",
            "time from a request's head being read to its response being ready, by route");
     for (uint32_t i = 0; i < n; i++) {
+        if (i == MG_ROUTE_TUNNEL)
+            continue;
         route_name(&seg->routes[i], name);
-        route_histogram(b, &seg->routes[i], name);
+        route_histogram(b, "meshgate_request_duration_seconds", &seg->routes[i], name);
     }
     family(b, "meshgate_request_errors_total", "counter",
            "requests answered with a 5xx status, by route");
     for (uint32_t i = 0; i < n; i++) {
+        if (i == MG_ROUTE_TUNNEL)
+            continue;
         route_name(&seg->routes[i], name);
         sample_uint(b, "meshgate_request_errors_total", "route", name,
                     load64(&seg->routes[i].errors));
@@ -173,9 +185,17 @@ static void write_routes(struct mg_buf *b, const struct mg_segment *seg)
     family(b, "meshgate_request_duration_max_seconds", "gauge",
            "the longest request so far, by route (exact)");
     for (uint32_t i = 0; i < n; i++) {
+        if (i == MG_ROUTE_TUNNEL)
+            continue;
         route_name(&seg->routes[i], name);
         sample_seconds(b, "meshgate_request_duration_max_seconds", "route", name,
                        (double)load64(&seg->routes[i].max_us) / US_PER_SEC);
+    }
+    if (MG_ROUTE_TUNNEL < n) {
+        family(b, "meshgate_upstream_tunnel_duration_seconds", "histogram",
+               "how long each WebSocket tunnel to the upstream stayed open");
+        route_histogram(b, "meshgate_upstream_tunnel_duration_seconds",
+                        &seg->routes[MG_ROUTE_TUNNEL], NULL);
     }
 }
 

@@ -78,15 +78,34 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const struct named_route *)a)->name, ((const struct named_route *)b)->name);
 }
 
-/* avgMs: the mean time of every request the group answered. */
+/* avgMs: the mean time of every request the group answered (tunnels are not requests). */
 static void write_routes_total(struct mg_json *j, const struct mg_segment *seg)
 {
     uint64_t all_count = 0, all_sum_us = 0;
     for (uint32_t i = 0; i < seg->route_count && i < MG_ROUTES_MAX; i++) {
+        if (i == MG_ROUTE_TUNNEL)
+            continue;
         all_count += load(&seg->routes[i].count);
         all_sum_us += load(&seg->routes[i].sum_us);
     }
     kv_ms(j, "avgMs", all_count ? (double)all_sum_us / (double)all_count : 0.0);
+}
+
+/* "tunnels": how long WebSocket tunnels stayed open (kept apart from the endpoints). */
+static void write_tunnels(struct mg_json *j, const struct mg_segment *seg)
+{
+    if (MG_ROUTE_TUNNEL >= seg->route_count)
+        return;
+    const struct mg_route_stats *r = &seg->routes[MG_ROUTE_TUNNEL];
+    uint64_t count = load(&r->count);
+    mg_json_key(j, "tunnels");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "count", count);
+    kv_ms(j, "avgMs", count ? (double)load(&r->sum_us) / (double)count : 0.0);
+    kv_ms(j, "p50Ms", (double)mg_hist_quantile_us(r, 0.50));
+    kv_ms(j, "p95Ms", (double)mg_hist_quantile_us(r, 0.95));
+    kv_ms(j, "maxMs", (double)load(&r->max_us));
+    mg_json_object_end(j);
 }
 
 /* avgMs over every route, then "endpoints": the routes that have answered anything. */
@@ -98,7 +117,7 @@ static void write_routes(struct mg_json *j, const struct mg_segment *seg)
     for (uint32_t i = 0; i < seg->route_count && i < MG_ROUTES_MAX; i++) {
         const struct mg_route_stats *r = &seg->routes[i];
         uint64_t count = load(&r->count);
-        if (count == 0)
+        if (count == 0 || i == MG_ROUTE_TUNNEL)
             continue;
         memcpy(routes[n].name, r->name, MG_ROUTE_NAME_MAX);
         routes[n].name[MG_ROUTE_NAME_MAX - 1] = '\0';
@@ -459,6 +478,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
     mg_json_key(&j, "gates");
     mg_gates_json(&j, seg, true, req->admin);
     write_counters(&j, seg);
+    write_tunnels(&j, seg);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     mg_buf_free(&breakdown);

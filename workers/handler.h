@@ -143,7 +143,10 @@ struct mg_request {
     bool (*client_gone)(void *arg);
     void *client_gone_arg;
     struct mg_park *park; /* never NULL when a handler runs */
-    bool signed_in;       /* it presented a valid API key */
+    /* The connection's hold record in the per-client connection table (shm/conn_limit.h),
+     * plus one; 0: the connection is not counted there. */
+    uint32_t conn_hold_plus_one;
+    bool signed_in; /* it presented a valid API key */
     /* Signed in, or its client (the peer, or behind a trusted proxy what X-Forwarded-For
      * names) is in MESHGATE_ADMIN_NETWORKS: it may see the admin pages and client addresses. */
     bool admin;

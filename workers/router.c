@@ -252,6 +252,8 @@ unsigned mg_route_names(const char **out, unsigned cap)
         out[n++] = "(static)";
     if (n < cap)
         out[n++] = "(upstream)";
+    if (n < cap)
+        out[n++] = "(tunnel)";
     return n;
 }
 

@@ -49,8 +49,10 @@ extern const unsigned mg_route_table_len;
 #define MG_ROUTE_STATIC (mg_route_table_len + 2)
 /* Requests passed to MESHGATE_UPSTREAM (no native route answers them). */
 #define MG_ROUTE_UPSTREAM (mg_route_table_len + 3)
+/* WebSocket tunnels to the upstream: how long each stayed open, apart from the requests. */
+#define MG_ROUTE_TUNNEL (mg_route_table_len + 4)
 
-/* Names of every counted route, in id order, for the segment: the table, then the four above. */
+/* Names of every counted route, in id order, for the segment: the table, then the five above. */
 unsigned mg_route_names(const char **out, unsigned cap);
 /* The route whose template is t[0..n), or MG_ROUTE_NOT_FOUND. */
 unsigned mg_route_by_template(const char *t, size_t n);

@@ -29,8 +29,13 @@
 #define POOL_IDLE_NS (60 * MG_NS_PER_SEC)
 /* After the close frames of a drain, how long a tunnel waits for the other sides. */
 #define TUNNEL_CLOSE_GRACE_NS (1 * MG_NS_PER_SEC)
+/* An idle tunnel's ping waits for a frame boundary: how soon it looks again. */
+#define PARK_RETRY_NS (50 * MG_NS_PER_MS)
 
 enum ex_state { X_CONNECTING, X_REQUEST, X_BODY, X_TUNNEL, X_ANSWER };
+
+/* Why a tunnel ended, for its counters. */
+enum tunnel_end { END_CLIENT, END_UPSTREAM, END_IDLE, END_DRAIN };
 
 struct exchange;
 struct fd_ref {
@@ -54,6 +59,10 @@ struct exchange {
     bool closing;  /* a tunnel being closed by a drain */
     bool heard;    /* a byte of the upstream's answer has arrived */
     bool sent_close_down, sent_close_up;
+    bool pinged; /* a tunnel's client was sent a ping since it last said anything */
+    enum tunnel_end tunnel_end;
+    int64_t client_heard_ns;   /* a tunnel's client last sent a byte (or the tunnel opened) */
+    int64_t total_deadline_ns; /* MESHGATE_UPSTREAM_RELAY_TIMEOUT_MS from the handover */
     int client_minor;
     int64_t body_left; /* request body bytes still to read from the client */
     struct mg_buf ubuf;
@@ -238,7 +247,21 @@ static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
         mg_upstream_anon_unclaim(s, u->env->slot);
     if (t->probe)
         mg_breaker_abandon(&s->breaker, pid, mg_monotonic_ns());
+    mg_upstream_tunnel_share_give_back(u->env, t);
     memset(t, 0, sizeof *t);
+}
+
+/* A tunnel that ends: its counter by reason, and how long it stayed open. */
+static void count_tunnel_end(struct exchange *x)
+{
+    static const enum mg_counter by_end[] = {
+        [END_CLIENT] = MG_CTR_UPSTREAM_TUNNELS_CLOSED_CLIENT,
+        [END_UPSTREAM] = MG_CTR_UPSTREAM_TUNNELS_CLOSED_UPSTREAM,
+        [END_IDLE] = MG_CTR_UPSTREAM_TUNNELS_CLOSED_IDLE,
+        [END_DRAIN] = MG_CTR_UPSTREAM_TUNNELS_CLOSED_DRAIN,
+    };
+    mg_counter_add(seg_of(x->u), by_end[x->tunnel_end], 1);
+    x->done.tunnel = true;
 }
 
 static void finish(struct exchange *x, int64_t now)
@@ -247,6 +270,8 @@ static void finish(struct exchange *x, int64_t now)
         return;
     struct mg_upstream *u = x->u;
     x->finished = true;
+    if (x->state == X_TUNNEL)
+        count_tunnel_end(x);
     release_ticket(u, &x->ticket);
     forget_fd(u, x->cfd, &x->cev);
     forget_fd(u, x->ufd, &x->uev);
@@ -439,6 +464,7 @@ size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
     u->active++;
 
     x->deadline_ns = now + (int64_t)u->env->cfg->upstream_timeout_ms * MG_NS_PER_MS;
+    x->total_deadline_ns = now + (int64_t)u->env->cfg->upstream_relay_timeout_ms * MG_NS_PER_MS;
     /* A request with a body goes on a new connection: if a reused one turned out dead, the
      * body could not be sent again. */
     int fd = x->body_left == 0 && hr->content_length <= 0 ? pool_take(u, now) : -1;
@@ -514,6 +540,7 @@ static void take_head(struct exchange *x)
         mg_buf_append(&x->dbuf, x->rbuf.data, x->rbuf.len);
         mg_buf_reset(&x->rbuf);
         x->state = X_TUNNEL;
+        x->client_heard_ns = mg_monotonic_ns();
         x->done.status = 101;
         x->close_after = true;
         return;
@@ -521,6 +548,7 @@ static void take_head(struct exchange *x)
     if (x->ticket.tunnel) {
         /* The upstream did not upgrade: an ordinary response, and no tunnel. */
         mg_upstream_tunnel_close(seg_of(u)->upstream, u->env->slot);
+        mg_upstream_tunnel_share_give_back(u->env, &x->ticket);
         x->ticket.tunnel = false;
         x->websocket = false;
         keep_alive = false;
@@ -649,11 +677,18 @@ static void pump(struct exchange *x, int64_t now)
             break; /* the connect's completion arrives as EPOLLOUT (see on_event) */
         /* Client to upstream: the request body, or a tunnel's frames. */
         if (x->state == X_TUNNEL) {
-            bool eof = false;
+            bool eof = false, heard = false;
             if (x->ufd >= 0)
-                moved |= tunnel_move(x, x->cfd, &x->ubuf, x->usent, &x->ws_up, &x->sent_close_up,
-                                     true, &eof);
+                heard = tunnel_move(x, x->cfd, &x->ubuf, x->usent, &x->ws_up, &x->sent_close_up,
+                                    true, &eof);
+            if (heard && !x->closing) {
+                x->client_heard_ns = now;
+                x->pinged = false;
+            }
+            moved |= heard;
             if (eof) {
+                if (!x->closing)
+                    x->tunnel_end = END_CLIENT;
                 finish(x, now);
                 return;
             }
@@ -679,6 +714,8 @@ static void pump(struct exchange *x, int64_t now)
                     breaker_verdict(x, false);
                     answer(x, 502, "the upstream closed the connection");
                 } else {
+                    if (!x->closing)
+                        x->tunnel_end = END_UPSTREAM;
                     x->broken = true;
                     finish(x, now);
                     return;
@@ -691,6 +728,8 @@ static void pump(struct exchange *x, int64_t now)
             moved |= tunnel_move(x, x->ufd, &x->dbuf, x->dsent, &x->ws_down, &x->sent_close_down,
                                  false, &eof);
             if (eof) {
+                if (!x->closing)
+                    x->tunnel_end = END_UPSTREAM;
                 /* Send what is here, then end. */
                 send_pending(x->cfd, &x->dbuf, &x->dsent, &client_bytes, &moved);
                 x->done.bytes += client_bytes;
@@ -750,6 +789,8 @@ static void pump(struct exchange *x, int64_t now)
         }
         if (pending(&x->dbuf, x->dsent) > 0) {
             if (!send_pending(x->cfd, &x->dbuf, &x->dsent, &client_bytes, &moved)) {
+                if (x->state == X_TUNNEL && !x->closing)
+                    x->tunnel_end = END_CLIENT;
                 if (x->state == X_BODY && !x->resp_done)
                     mg_counter_add(seg, MG_CTR_UPSTREAM_ABORTED, 1);
                 x->broken = true;
@@ -761,7 +802,9 @@ static void pump(struct exchange *x, int64_t now)
         x->done.bytes += client_bytes;
         if (up_bytes)
             mg_counter_add(seg, MG_CTR_UPSTREAM_BYTES_SENT, up_bytes);
-        if (moved && x->state != X_TUNNEL)
+        /* A body that moves has its stall bound again (the whole exchange keeps its total
+         * one); the head's wait is counted from the request's start, whatever moves. */
+        if (moved && x->state == X_BODY)
             x->deadline_ns = now + (int64_t)cfg->upstream_timeout_ms * MG_NS_PER_MS;
         if (x->state == X_TUNNEL && x->closing && x->sent_close_down && x->sent_close_up &&
             pending(&x->dbuf, x->dsent) == 0 && pending(&x->ubuf, x->usent) == 0) {
@@ -777,6 +820,11 @@ static void pump(struct exchange *x, int64_t now)
     }
     if (x->finished)
         return;
+    if (x->state == X_TUNNEL && !x->closing) {
+        /* Its next look: the ping at half the idle bound, the close at all of it. */
+        int64_t idle = (int64_t)cfg->upstream_tunnel_idle_ms * MG_NS_PER_MS;
+        x->deadline_ns = x->client_heard_ns + (x->pinged ? idle : idle / 2);
+    }
     /* What each side is waited for now. */
     uint32_t cwant = 0, uwant = 0;
     if (pending(&x->dbuf, x->dsent) > 0)
@@ -814,10 +862,54 @@ static void on_connected(struct exchange *x, int64_t now)
     x->deadline_ns = now + (int64_t)x->u->env->cfg->upstream_timeout_ms * MG_NS_PER_MS;
 }
 
+/* A ping to the client (unmasked, empty), between two of the upstream's frames. */
+static bool send_ping(struct exchange *x)
+{
+    if (!mg_ws_frames_at_boundary(&x->ws_down))
+        return false;
+    const char frame[] = {(char)0x89, 0x00};
+    mg_buf_append(&x->dbuf, frame, sizeof frame);
+    return true;
+}
+
+/*
+ * A tunnel whose client has said nothing for half of MESHGATE_UPSTREAM_TUNNEL_IDLE_MS is
+ * sent a ping (a browser answers with a pong, which goes on to the upstream, where an
+ * unsolicited pong is a heartbeat: RFC 6455, 5.5.3); one silent for all of it, pong
+ * included, is closed like a drain closes it: a close frame each way, then the end.
+ */
+static void tunnel_idle(struct exchange *x, int64_t now)
+{
+    int64_t idle = (int64_t)x->u->env->cfg->upstream_tunnel_idle_ms * MG_NS_PER_MS;
+    if (now - x->client_heard_ns >= idle) {
+        x->closing = true;
+        x->tunnel_end = END_IDLE;
+        x->deadline_ns = now + TUNNEL_CLOSE_GRACE_NS;
+    } else if (!x->pinged && now - x->client_heard_ns >= idle / 2) {
+        x->pinged = send_ping(x);
+    }
+    pump(x, now);
+    if (!x->finished && !x->closing && x->deadline_ns <= now)
+        x->deadline_ns = now + PARK_RETRY_NS; /* not at a frame boundary yet: soon again */
+}
+
 static void on_deadline(struct exchange *x, int64_t now)
 {
     if (x->state == X_TUNNEL) {
-        finish(x, now); /* a drain's grace is over */
+        if (x->closing)
+            finish(x, now); /* the close's grace is over */
+        else
+            tunnel_idle(x, now);
+        return;
+    }
+    if (now >= x->total_deadline_ns && x->state == X_BODY) {
+        /* MESHGATE_UPSTREAM_RELAY_TIMEOUT_MS: a client reading this slowly keeps the
+         * upstream's connection and permit no longer. */
+        mg_counter_add(seg_of(x->u), MG_CTR_UPSTREAM_RELAY_TIMEOUTS, 1);
+        if (!x->resp_done)
+            mg_counter_add(seg_of(x->u), MG_CTR_UPSTREAM_ABORTED, 1);
+        x->broken = true;
+        finish(x, now);
         return;
     }
     if (x->state == X_CONNECTING) {
@@ -836,6 +928,15 @@ static void on_deadline(struct exchange *x, int64_t now)
     }
     x->deadline_ns = now + (int64_t)x->u->env->cfg->send_timeout_ms * MG_NS_PER_MS;
     pump(x, now);
+}
+
+/* When the exchange must be looked at: its own deadline, or its whole exchange's (a relayed
+ * response); meshgate's own answer (X_ANSWER) has the send timeout only. */
+static int64_t due(const struct exchange *x)
+{
+    if (x->state == X_TUNNEL || x->state == X_ANSWER)
+        return x->deadline_ns;
+    return x->deadline_ns < x->total_deadline_ns ? x->deadline_ns : x->total_deadline_ns;
 }
 
 void mg_upstream_run(struct mg_upstream *u, int64_t now)
@@ -867,8 +968,7 @@ void mg_upstream_run(struct mg_upstream *u, int64_t now)
     }
     for (struct exchange *x = u->live, *next; x; x = next) {
         next = x->next;
-        bool timed = x->state != X_TUNNEL || x->closing;
-        if (timed && x->deadline_ns <= now)
+        if (due(x) <= now)
             on_deadline(x, now);
     }
     while (u->graveyard) {
@@ -886,8 +986,8 @@ int64_t mg_upstream_next_deadline(const struct mg_upstream *u)
 {
     int64_t next = INT64_MAX;
     for (const struct exchange *x = u ? u->live : NULL; x; x = x->next)
-        if ((x->state != X_TUNNEL || x->closing) && x->deadline_ns < next)
-            next = x->deadline_ns;
+        if (due(x) < next)
+            next = due(x);
     return next;
 }
 
@@ -904,6 +1004,7 @@ void mg_upstream_drain(struct mg_upstream *u, int64_t now)
         if (x->state != X_TUNNEL)
             continue;
         x->closing = true;
+        x->tunnel_end = END_DRAIN;
         x->deadline_ns = now + TUNNEL_CLOSE_GRACE_NS;
         pump(x, now);
     }
@@ -916,6 +1017,7 @@ void mg_upstream_free(struct mg_upstream *u)
     int64_t now = mg_monotonic_ns();
     while (u->live) {
         u->live->broken = true;
+        u->live->tunnel_end = END_DRAIN;
         finish(u->live, now);
     }
     mg_upstream_run(u, now); /* frees the graveyard */

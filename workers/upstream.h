@@ -13,17 +13,21 @@
  *                (deadline MESHGATE_UPSTREAM_CONNECT_TIMEOUT_MS; refused or late: 502);
  *                a reused one that fails before a byte of the answer sends an idempotent
  *                request again, once, on a new connection (any other gets 502);
- *   request      the rewritten head, then the body (exactly Content-Length bytes, read from
- *                the client as the upstream takes them), go up; the response head is awaited
- *                (MESHGATE_UPSTREAM_TIMEOUT_MS without a byte: 504);
+ *   request      the rewritten head, then the body (exactly Content-Length bytes, which the
+ *                worker has read whole before admission, under MESHGATE_BODY_TIMEOUT_MS and
+ *                MESHGATE_BODY_MIN_RATE), go up; the response head is awaited
+ *                (MESHGATE_UPSTREAM_TIMEOUT_MS from the request's start: 504);
  *   body         the response is relayed as the client reads it, reframed for the client
  *                (upstream_http.h); each direction holds at most BUFFER_BYTES, and neither
  *                side is read while the other has not taken what is pending: a slow client
  *                slows the upstream's connection, never grows a buffer, and a slow upstream
- *                holds only its connection;
- *   tunnel       after the upstream's 101 to a WebSocket handshake: bytes both ways, with
- *                no timeout of meshgate's own; on drain a close frame (1001, going away)
- *                goes each way between two frames, then the tunnel ends.
+ *                holds only its connection; a body that stalls MESHGATE_UPSTREAM_TIMEOUT_MS
+ *                is cut, and so is a whole exchange past MESHGATE_UPSTREAM_RELAY_TIMEOUT_MS
+ *                (a client that reads a trickle keeps the permit no longer);
+ *   tunnel       after the upstream's 101 to a WebSocket handshake: bytes both ways; a
+ *                client silent for half of MESHGATE_UPSTREAM_TUNNEL_IDLE_MS is sent a ping,
+ *                and one silent for all of it is closed; on drain or idle a close frame
+ *                (1001, going away) goes each way between two frames, then the tunnel ends.
  *
  * When the exchange ends the permits it carries (the upstream gate's, an anonymous one)
  * are given back, the breaker hears the verdict, and the upstream connection goes back to
@@ -49,6 +53,7 @@ struct mg_upstream_done {
     uint64_t head_bytes; /* of them, the response's head (the rest is its body) */
     int64_t duration_ns; /* from the handover to the end */
     bool keep_alive;     /* the client connection may carry its next request */
+    bool tunnel;         /* it was a WebSocket tunnel: duration is how long it stayed open */
     char method[16];
     char target[160]; /* the request's target as sent, for the access log and slow log */
 };

@@ -6,8 +6,10 @@
  *   1. the request's framing (upstream_http.h): refused with 400, 411 or 413 before
  *      anything reaches the upstream;
  *   2. the breaker (shm/breaker.h): while it is open, 502 at once with Retry-After;
- *   3. a WebSocket handshake takes a tunnel of MESHGATE_UPSTREAM_WEBSOCKETS (503 past it)
- *      and no permit of the gate (a tunnel lasts as long as the page is open);
+ *   3. a WebSocket handshake takes one of its address's MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT
+ *      (counted in the connection table, shm/conn_limit.h) and a tunnel of
+ *      MESHGATE_UPSTREAM_WEBSOCKETS (503 past either) and no permit of the gate (a tunnel
+ *      lasts as long as the page is open, bounded by MESHGATE_UPSTREAM_TUNNEL_IDLE_MS);
  *   4. anything else takes a permit of the upstream's FIFO gate (shm/upstream_gate.h), or
  *      waits for one parked, oldest first; a full line or a wait past
  *      MESHGATE_UPSTREAM_WAIT_MS is 503 with Retry-After: 1. The gate is a description of
@@ -23,6 +25,7 @@
 
 #include "admission.h"
 #include "clock.h"
+#include "conn_limit.h"
 #include "gate_fifo.h"
 #include "netaddr.h"
 #include "router.h"
@@ -112,6 +115,31 @@ static void give_back(struct mg_env *env, struct mg_upstream_ticket *t)
     if (t->tunnel)
         mg_upstream_tunnel_close(u, env->slot);
     t->probe = t->tunnel = false;
+    mg_upstream_tunnel_share_give_back(env, t);
+}
+
+void mg_upstream_tunnel_share_give_back(const struct mg_env *env, struct mg_upstream_ticket *t)
+{
+    if (t->share_hold_plus_one == 0)
+        return;
+    mg_conn_limit_tunnel_close(&env->seg->conns, env->pid, env->slot, t->share_hold_plus_one - 1);
+    t->share_hold_plus_one = 0;
+}
+
+/* A tunnel counted in its client's share (MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT) as well
+ * as in the group's cap; false (nothing taken) when its client holds its share. A
+ * connection the table does not count (a trusted proxy, a local socket) has no share. */
+static bool tunnel_share_take(struct mg_env *env, const struct mg_request *req,
+                              struct mg_upstream_ticket *t)
+{
+    uint32_t share = (uint32_t)env->cfg->upstream_websockets_per_client;
+    if (share == 0 || req->conn_hold_plus_one == 0)
+        return true;
+    if (!mg_conn_limit_tunnel_open(&env->seg->conns, env->pid, env->slot,
+                                   req->conn_hold_plus_one - 1, share))
+        return false;
+    t->share_hold_plus_one = req->conn_hold_plus_one;
+    return true;
 }
 
 /* What the gate's records show of a request: "METHOD path". */
@@ -150,6 +178,15 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
         }
         t->probe = v == MG_BREAKER_PROBE;
         if (mg_upstream_is_websocket(hr)) {
+            if (!tunnel_share_take(env, req, t)) {
+                give_back(env, t);
+                mg_counter_add(env->seg, MG_CTR_UPSTREAM_TUNNELS_OVER_SHARE, 1);
+                mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
+                                   "this address holds its share of WebSocket connections "
+                                   "(MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT); retry after "
+                                   "Retry-After");
+                return;
+            }
             if (!mg_upstream_tunnel_open(u, env->slot)) {
                 give_back(env, t);
                 mg_counter_add(env->seg, MG_CTR_UPSTREAM_TUNNELS_REFUSED, 1);

@@ -23,6 +23,7 @@ struct mg_upstream_ticket {
     bool probe;                /* this request probes the breaker */
     bool tunnel;               /* a WebSocket tunnel is counted for it */
     bool gate_held;
+    uint32_t share_hold_plus_one; /* the tunnel is counted in this hold's client share; 0: not */
 };
 _Static_assert(sizeof(struct mg_upstream_ticket) <= MG_PARK_BYTES, "the ticket fits the park");
 
@@ -30,5 +31,8 @@ static inline struct mg_upstream_ticket *mg_upstream_ticket_of(struct mg_park *p
 {
     return (struct mg_upstream_ticket *)park->state;
 }
+
+/* Gives back the tunnel's place in its client's share, if it took one (upstream_route.c). */
+void mg_upstream_tunnel_share_give_back(const struct mg_env *env, struct mg_upstream_ticket *t);
 
 #endif

@@ -50,6 +50,7 @@
 enum conn_state {
     CONN_IDLE,    /* kept alive, waiting for the first byte of a request */
     CONN_READING, /* part of a request head is in */
+    CONN_BODY,    /* the head is in, its body is being read whole before it is handled */
     CONN_READY,   /* a whole head is in, waiting for its turn */
     CONN_PARKED,  /* its handler waits (a gate, a build): it is called again each turn */
     CONN_WRITING, /* a response is being sent */
@@ -67,6 +68,8 @@ struct conn {
     off_t file_end;    /* one past the last byte to send */
     int32_t hold;      /* its hold record in the per-client connection table; -1: not counted */
     int64_t deadline_ns;
+    int64_t body_start_ns; /* CONN_BODY: when the head was complete */
+    size_t body_end;       /* CONN_BODY: the head's and body's bytes, all in `in` when read */
     unsigned requests;
     bool close_after_write;
     bool closed; /* on the graveyard list, freed at the end of the loop's turn */
@@ -227,12 +230,48 @@ static bool client_cap_admits(struct worker *w, const uint8_t addr[MG_ADDR_BYTES
     return true;
 }
 
+/*
+ * When the worker is full, the connection a new one replaces, as Apache's and nginx's event
+ * models do: the one that has been sending its request head (or not started its first one)
+ * longest, by its header deadline. A connection kept alive between requests, or with a
+ * request in hand (its body, its turn, a wait, a response, the upstream), is never shed.
+ * NULL: none.
+ */
+static struct conn *shed_candidate(const struct worker *w)
+{
+    struct conn *oldest = NULL;
+    for (struct conn *c = w->conns; c; c = c->next) {
+        bool head = c->state == CONN_READING || (c->state == CONN_IDLE && c->requests == 0);
+        if (head && (!oldest || c->deadline_ns < oldest->deadline_ns))
+            oldest = c;
+    }
+    return oldest;
+}
+
+/* Whether the client of a new connection already holds its cap (read without the lock: a
+ * full worker sheds nothing for a connection it would then close). */
+static bool client_at_cap(const struct worker *w, const uint8_t addr[MG_ADDR_BYTES], bool has_addr)
+{
+    const struct mg_config *cfg = w->env.cfg;
+    if (cfg->max_conns_per_client == 0 || !has_addr ||
+        mg_cidr_list_contains(&cfg->trusted_proxies, addr))
+        return false;
+    uint8_t key[MG_ADDR_BYTES];
+    mg_client_key(addr, key);
+    return mg_conn_limit_count(&w->env.seg->conns, key) >= (uint32_t)cfg->max_conns_per_client;
+}
+
+/* Whether a new connection may be taken now: there is room, or one to shed for it. */
+static bool has_room(const struct worker *w)
+{
+    return w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker || shed_candidate(w);
+}
+
 /* Accepts up to max connections; returns how many. */
 static int accept_some(struct worker *w, int64_t now, int max)
 {
     int accepted = 0, capped = 0;
-    while (accepted < max && capped < CAPPED_PER_ACCEPT &&
-           w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker) {
+    while (accepted < max && capped < CAPPED_PER_ACCEPT && has_room(w)) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         int fd = accept4(w->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -254,7 +293,15 @@ static int accept_some(struct worker *w, int64_t now, int max)
         uint8_t addr[MG_ADDR_BYTES];
         bool has_addr = mg_addr_from_sockaddr((const struct sockaddr *)&ss, addr);
         int32_t hold;
-        if (!client_cap_admits(w, addr, has_addr, &hold)) {
+        bool full = w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker;
+        if (full && !client_at_cap(w, addr, has_addr)) {
+            /* Full: the oldest connection still sending its head makes room (has_room),
+             * and gives back its hold record for the new one. */
+            mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_SHED, 1);
+            conn_close(w, shed_candidate(w));
+        }
+        if ((full && w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker) ||
+            !client_cap_admits(w, addr, has_addr, &hold)) {
             /* Closed before a byte is read: the client's other connections go on. */
             close(fd);
             mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_OVER_CLIENT_CAP, 1);
@@ -297,7 +344,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
             conn_close(w, c);
     }
-    if (w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker)
+    if (!has_room(w))
         listen_stop(w);
     return accepted;
 }
@@ -521,6 +568,24 @@ static void respond_parse_error(struct worker *w, struct conn *c, int status, co
     respond(w, c, NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)", 0);
 }
 
+/* A body not sent in time (body_deadline): 408, and the connection closes; the request
+ * held nothing yet. */
+static void respond_body_timeout(struct worker *w, struct conn *c)
+{
+    struct mg_http_request hr;
+    int status;
+    const char *why;
+    bool parsed =
+        mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why) == MG_HTTP_OK;
+    mg_counter_add(w->env.seg, MG_CTR_BODY_TIMEOUTS, 1);
+    mg_response_reset(&w->res);
+    mg_response_error(&w->res, 408, "the request body did not arrive in time");
+    w->res.close = true;
+    memset(&c->park, 0, sizeof c->park);
+    respond(w, c, parsed ? &hr : NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, c->body_start_ns,
+            "(body timeout)");
+}
+
 /* The client shut its side or the connection broke: nobody will read an answer. */
 static bool client_gone(void *arg)
 {
@@ -584,6 +649,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     req.client_gone = client_gone;
     req.client_gone_arg = c;
     req.park = &c->park;
+    req.conn_hold_plus_one = c->hold >= 0 ? (uint32_t)c->hold + 1 : 0;
     unsigned route = mg_dispatch(&w->env, &req, &w->bufs, res);
     if (res->parked) {
         if (c->state != CONN_PARKED) {
@@ -610,8 +676,11 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         c->proxied_head = keep_head(hr, c->in.data);
         size_t taken = mg_upstream_begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
                                          &c->park, now);
-        if (!c->closed)
+        if (!c->closed) {
             mg_buf_consume(&c->in, taken);
+            if (c->in.len == 0) /* a body read whole is not kept while the exchange runs */
+                mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
+        }
         mg_upstream_run(w->upstream, now);
         return;
     }
@@ -625,6 +694,36 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
             c->request_start_ns, raw_path, hr->head_len);
 }
 
+/*
+ * The body deadline: MESHGATE_BODY_GRACE_MS, then one second more for each
+ * MESHGATE_BODY_MIN_RATE bytes received (as Apache's mod_reqtimeout extends its timeout),
+ * never past MESHGATE_BODY_TIMEOUT_MS from the end of the head.
+ */
+static int64_t body_deadline(const struct worker *w, const struct conn *c, size_t head_len)
+{
+    const struct mg_config *cfg = w->env.cfg;
+    int64_t total = c->body_start_ns + (int64_t)cfg->body_timeout_ms * MG_NS_PER_MS;
+    if (cfg->body_min_rate <= 0)
+        return total;
+    int64_t got = (int64_t)(c->in.len > head_len ? c->in.len - head_len : 0);
+    int64_t by_rate = c->body_start_ns + (int64_t)cfg->body_grace_ms * MG_NS_PER_MS +
+                      got * MG_NS_PER_SEC / cfg->body_min_rate;
+    return by_rate < total ? by_rate : total;
+}
+
+/*
+ * With an upstream, a request's body (Content-Length bytes, up to
+ * MESHGATE_UPSTREAM_MAX_BODY_BYTES) is read whole before the request is handled: nothing
+ * is admitted (no upstream permit, no gate) for a client still sending, and a body that
+ * misses its deadline (body_deadline) is answered 408. A larger body is refused by
+ * admission (413) without being read.
+ */
+static bool body_to_read(const struct worker *w, const struct mg_http_request *hr)
+{
+    return w->upstream && hr->content_length > 0 &&
+           hr->content_length <= w->env.cfg->upstream_max_body_bytes;
+}
+
 /* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
 static void conn_parse(struct worker *w, struct conn *c, int64_t now)
 {
@@ -633,7 +732,20 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now)
     const char *why = NULL;
     enum mg_http_result r =
         mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why);
-    if (r == MG_HTTP_OK) {
+    if (r == MG_HTTP_OK && c->state != CONN_BODY && body_to_read(w, &hr) &&
+        c->in.len < hr.head_len + (size_t)hr.content_length) {
+        c->state = CONN_BODY;
+        c->body_start_ns = now;
+        c->body_end = hr.head_len + (size_t)hr.content_length;
+    }
+    if (r == MG_HTTP_OK && c->state == CONN_BODY) {
+        if (c->in.len < c->body_end) {
+            c->deadline_ns = body_deadline(w, c, hr.head_len);
+            return;
+        }
+        c->state = CONN_READY;
+        set_interest(w, c, 0);
+    } else if (r == MG_HTTP_OK) {
         c->state = CONN_READY;
         /* Stop reading until it is answered: later bytes stay in the kernel's buffer. */
         set_interest(w, c, 0);
@@ -644,7 +756,8 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now)
 
 static void conn_readable(struct worker *w, struct conn *c, int64_t now)
 {
-    size_t limit = (size_t)w->env.cfg->max_header_bytes + 1;
+    /* A head, and the parser's 431 past its bound; a body, exactly to its end. */
+    size_t limit = c->state == CONN_BODY ? c->body_end : (size_t)w->env.cfg->max_header_bytes + 1;
     for (;;) {
         if (c->in.len >= limit)
             break; /* the parser will say 431 */
@@ -676,7 +789,7 @@ static void conn_readable(struct worker *w, struct conn *c, int64_t now)
         c->eof = true;
         break;
     }
-    if (c->state == CONN_READING)
+    if (c->state == CONN_READING || c->state == CONN_BODY)
         conn_parse(w, c, now);
     if (c->closed)
         return;
@@ -698,7 +811,10 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     int64_t duration_us = (now - c->request_start_ns) / 1000;
     char path[MG_SLOW_PATH_MAX];
     snprintf(path, sizeof path, "%.*s", (int)strcspn(d->target, "?"), d->target);
-    count_response(w, MG_ROUTE_UPSTREAM, status, duration_us, path);
+    if (d->tunnel) /* how long a page stayed open: its own histogram, not a request's */
+        mg_route_record(w->env.seg, MG_ROUTE_TUNNEL, status, duration_us);
+    else
+        count_response(w, MG_ROUTE_UPSTREAM, status, duration_us, path);
     mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, d->bytes);
     c->requests++;
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
@@ -741,6 +857,9 @@ static void conn_timeout(struct worker *w, struct conn *c)
     case CONN_WRITING:
         mg_counter_add(w->env.seg, MG_CTR_SEND_TIMEOUTS, 1);
         break;
+    case CONN_BODY:
+        respond_body_timeout(w, c);
+        return;
     case CONN_READY:
     case CONN_PARKED:
     case CONN_PROXIED:
@@ -783,7 +902,7 @@ static void update_slot_state(struct worker *w)
     bool writing = false, reading = false, idle = false;
     for (struct conn *c = w->conns; c; c = c->next) {
         writing |= c->state == CONN_WRITING;
-        reading |= c->state == CONN_READING || c->state == CONN_READY;
+        reading |= c->state == CONN_READING || c->state == CONN_BODY || c->state == CONN_READY;
         writing |= c->state == CONN_PARKED || c->state == CONN_PROXIED;
         idle |= c->state == CONN_IDLE;
     }
@@ -1026,10 +1145,10 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
 static void choose_accepting(struct worker *w)
 {
     bool helper_busy = w->yield_when_busy && (mg_jobs_busy(w->jobs) || mg_jobs_busy(w->anon_jobs));
-    if (!w->draining && w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker && !helper_busy)
+    if (!w->draining && !helper_busy && has_room(w))
         listen_start(w);
-    else if (helper_busy)
-        listen_stop(w);
+    else if (helper_busy || !has_room(w))
+        listen_stop(w); /* full, and nothing left to shed: another worker takes it */
 }
 
 /* Frees the connections closed during this turn. */
@@ -1077,7 +1196,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
         uint32_t ev = events[i].events;
         if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
             conn_flush(w, c, now);
-        } else if ((c->state == CONN_IDLE || c->state == CONN_READING) &&
+        } else if ((c->state == CONN_IDLE || c->state == CONN_READING || c->state == CONN_BODY) &&
                    (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
             conn_readable(w, c, now);
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {

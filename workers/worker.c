@@ -582,8 +582,9 @@ static void respond_body_timeout(struct worker *w, struct conn *c)
     mg_response_error(&w->res, 408, "the request body did not arrive in time");
     w->res.close = true;
     memset(&c->park, 0, sizeof c->park);
+    /* The connection closes: what arrived of the request goes with it, after its log line. */
     respond(w, c, parsed ? &hr : NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, c->body_start_ns,
-            "(body timeout)");
+            "(body timeout)", c->in.len);
 }
 
 /* The client shut its side or the connection broke: nobody will read an answer. */

@@ -24,6 +24,8 @@
 
 /* The most either direction holds: past it, the side that fills it is not read. */
 #define BUFFER_BYTES (64 * 1024)
+_Static_assert(BUFFER_BYTES >= MG_UPSTREAM_HEAD_MAX,
+               "a head too large is seen whole, not waited for");
 /* An idle pooled connection older than this is closed rather than reused (CoreScope's
  * server keeps idle connections 120 s). */
 #define POOL_IDLE_NS (60 * MG_NS_PER_SEC)
@@ -717,14 +719,24 @@ static void pump(struct exchange *x, int64_t now)
             if (pr != MG_HTTP_OK) {
                 breaker_verdict(x, false);
                 answer(x, 502,
-                       pr == MG_HTTP_ERROR ? "the upstream's response is malformed"
-                                           : "the upstream closed the connection without an "
-                                             "answer");
+                       pr == MG_HTTP_INCOMPLETE ? "the upstream closed the connection without "
+                                                  "an answer"
+                       : x->rbuf.len >= MG_UPSTREAM_HEAD_MAX
+                           ? "the upstream's response head is larger than 64 KiB"
+                           : "the upstream's response is malformed");
                 break;
             }
             if (x->resp.status >= 100 && x->resp.status < 200 && x->resp.status != 101) {
                 mg_buf_consume(&x->rbuf, x->resp.head_len); /* interim: not relayed */
                 continue;
+            }
+            if (x->resp.status == 101 && !x->websocket) {
+                /* Not asked for: what follows is no HTTP the client could be given. */
+                breaker_verdict(x, false);
+                answer(x, 502,
+                       "the upstream switched protocols for a request that did not "
+                       "ask it to");
+                break;
             }
             breaker_verdict(x, true);
             x->have_head = true;

@@ -94,6 +94,7 @@ struct mg_config {
     int32_t upstream_idle_conns;
     int32_t upstream_breaker_failures;
     int32_t upstream_breaker_open_ms;
+    char upstream_health_path[256]; /* what the breaker's own probe asks the upstream */
     int32_t upstream_websockets;
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];

@@ -1070,6 +1070,15 @@ Test(upstream, preferred_native_routes_go_to_the_upstream_and_the_others_stay_na
     upstream_stop(&up);
 }
 
+/* The test upstream with a log of the requests it reads as requests (--requests), at log. */
+static void upstream_start_logging_requests(struct upstream_proc *up, char *log, size_t cap)
+{
+    mg_test_tmpdir(up->dir, sizeof up->dir);
+    snprintf(log, cap, "%s/requests.log", up->dir);
+    const char *args[] = {"--requests", log, NULL};
+    upstream_start(up, 0, args);
+}
+
 /* A client of the pooled connections: GET /headers with its own marks, on one kept-alive
  * connection; every answer must be the head of its own request. */
 struct pooled_client {
@@ -1111,11 +1120,8 @@ static void *pooled_client_run(void *arg)
 Test(upstream, a_body_of_pipelined_requests_reaches_the_upstream_as_one_body_never_as_requests)
 {
     struct upstream_proc up = {0};
-    mg_test_tmpdir(up.dir, sizeof up.dir);
     char requests_log[256];
-    snprintf(requests_log, sizeof requests_log, "%s/requests.log", up.dir);
-    const char *args[] = {"--requests", requests_log, NULL};
-    upstream_start(&up, 0, args);
+    upstream_start_logging_requests(&up, requests_log, sizeof requests_log);
     struct mg_test_server s;
     const char *env[] = {"MESHGATE_WORKERS=1", NULL};
     start_meshgate(&s, up.port, env);
@@ -1203,6 +1209,80 @@ Test(upstream, a_response_head_over_64_kib_is_502_at_once)
     out[n] = '\0';
     cr_expect(strncmp(out, "HTTP/1.1 502 ", 13) == 0, "%.300s", out);
     cr_expect(strstr(out, "larger than 64 KiB"), "%.300s", out);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+struct hanging_client {
+    int port;
+    atomic_bool *stop;
+    int sent;
+    pthread_t thread;
+};
+
+static void *hanging_client_run(void *arg)
+{
+    struct hanging_client *c = arg;
+    int64_t give_up = mg_test_now_ms() + 2 * CEILING_MS;
+    while (!atomic_load(c->stop) && mg_test_now_ms() < give_up) {
+        status_of(c->port, "GET /slow?ms=3000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        c->sent++;
+    }
+    return NULL;
+}
+
+/* Issue 23, item 4: one client's hanging requests open the breaker; the probe is then a
+ * health request of meshgate's own, which the client cannot take, so the breaker closes while
+ * the client goes on, and other clients are served. The opening names the address. */
+Test(upstream, the_breaker_probes_on_its_own_while_one_client_sends_hanging_requests)
+{
+    struct upstream_proc up = {0};
+    char requests_log[256];
+    upstream_start_logging_requests(&up, requests_log, sizeof requests_log);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_TIMEOUT_MS=300", "MESHGATE_UPSTREAM_BREAKER_FAILURES=3",
+                         "MESHGATE_UPSTREAM_BREAKER_OPEN_MS=500", NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_breaker *b = &seg.upstream->breaker;
+    atomic_bool stop = false;
+    struct hanging_client attackers[3];
+    for (int i = 0; i < 3; i++) {
+        attackers[i] = (struct hanging_client){.port = s.port, .stop = &stop};
+        pthread_create(&attackers[i].thread, NULL, hanging_client_run, &attackers[i]);
+    }
+    int64_t give_up = mg_test_now_ms() + CEILING_MS;
+    while (atomic_load(&b->opened) == 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(10);
+    cr_expect_geq(atomic_load(&b->opened), 1, "the hanging requests did not open the breaker");
+    /* While they go on: other clients' requests are answered, after a probe closed it. */
+    int served = 0;
+    give_up = mg_test_now_ms() + CEILING_MS;
+    while (served < 3 && mg_test_now_ms() < give_up) {
+        if (status_of(s.port, "GET /api/legit HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") ==
+            200)
+            served++;
+        else
+            mg_test_sleep_ms(20);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(attackers[i].thread, NULL);
+    cr_expect_eq(served, 3, "other clients were not served while one sent hanging requests");
+    cr_expect_geq(atomic_load(&b->probes), 1);
+    cr_expect_geq(atomic_load(&b->opened_by_one_address), 1);
+    /* The probes were meshgate's own health requests (a client's /api/healthz is answered
+     * natively and never reaches the upstream). */
+    char *log = mg_test_read_file(requests_log);
+    cr_assert(log);
+    cr_expect_geq(mg_test_count(log, "GET /api/healthz"), 1, "no probe of meshgate's own");
+    free(log);
+    char *text = mg_test_server_log(&s);
+    cr_expect(text && strstr(text, "breaker opened") && strstr(text, "from 127.0.0.1"), "%s",
+              text ? text : "");
+    free(text);
+    mg_segment_detach(&seg);
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);
 }

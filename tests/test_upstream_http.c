@@ -301,38 +301,54 @@ Test(upstream_http, a_response_head_over_64_kib_is_an_error_not_a_wait)
     free(head);
 }
 
-Test(upstream_http, the_breaker_opens_fails_fast_and_lets_one_probe)
+Test(upstream_http, the_breaker_opens_fails_fast_and_probes_on_its_own)
 {
     struct mg_breaker b;
     const int64_t s = 1000000000;
     mg_breaker_init(&b, 3, 5 * s);
+    const uint8_t a[16] = {[15] = 1}, other[16] = {[15] = 2};
     int64_t retry = 0;
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(mg_breaker_allow(&b, 10, 0, &retry), MG_BREAKER_PASS);
-        mg_breaker_failure(&b, 10, false, 0);
+        cr_expect(!mg_breaker_failure(&b, 10, false, 0, a));
     }
     /* An answer in between starts the count again. */
     mg_breaker_success(&b, 10, false);
-    for (int i = 0; i < 3; i++)
-        mg_breaker_failure(&b, 10, false, 1 * s);
+    cr_expect_eq(mg_breaker_probe_due(&b), INT64_MAX);
+    cr_expect(!mg_breaker_failure(&b, 10, false, 1 * s, other));
+    cr_expect(!mg_breaker_failure(&b, 10, false, 1 * s, a));
+    cr_expect(mg_breaker_failure(&b, 10, false, 1 * s, a), "the third opens it");
     cr_expect_eq(atomic_load(&b.state), MG_BREAKER_OPEN);
+    /* Attributed: the last failure's address; not all of them were its. */
+    cr_expect_eq(memcmp((const void *)b.opened_by, a, 16), 0);
+    cr_expect_eq(atomic_load(&b.opened_by_one_address), 0);
     cr_expect_eq(mg_breaker_allow(&b, 11, 2 * s, &retry), MG_BREAKER_REFUSE);
     cr_expect_eq(retry, 4 * s);
-    /* After the open time, one probe; the others still fail fast. */
-    cr_expect_eq(mg_breaker_allow(&b, 11, 6 * s, &retry), MG_BREAKER_PROBE);
+    cr_expect_eq(mg_breaker_probe_due(&b), 6 * s);
+    /* Not before the open time; after it, clients still fail fast: the probe is meshgate's,
+     * taken by one worker. */
+    cr_expect(!mg_breaker_take_probe(&b, 11, 5 * s));
     cr_expect_eq(mg_breaker_allow(&b, 12, 6 * s, &retry), MG_BREAKER_REFUSE);
+    cr_expect(mg_breaker_take_probe(&b, 11, 6 * s));
+    cr_expect(!mg_breaker_take_probe(&b, 12, 6 * s));
+    cr_expect_eq(mg_breaker_probe_due(&b), INT64_MAX, "half-open: no other probe is due");
     /* The probe fails: open again for the whole time. */
-    mg_breaker_failure(&b, 11, true, 7 * s);
+    mg_breaker_failure(&b, 11, true, 7 * s, NULL);
     cr_expect_eq(mg_breaker_allow(&b, 12, 8 * s, &retry), MG_BREAKER_REFUSE);
     cr_expect_eq(retry, 4 * s);
-    cr_expect_eq(mg_breaker_allow(&b, 12, 12 * s, &retry), MG_BREAKER_PROBE);
-    /* Its worker dies: the master gives the probe back and the next request probes. */
+    cr_expect(mg_breaker_take_probe(&b, 12, 12 * s));
+    /* Its worker dies: the master gives the probe back and another worker probes. */
     cr_expect(mg_breaker_reclaim(&b, 12, 13 * s));
-    cr_expect_eq(mg_breaker_allow(&b, 13, 13 * s, &retry), MG_BREAKER_PROBE);
+    cr_expect(mg_breaker_take_probe(&b, 13, 13 * s));
     mg_breaker_success(&b, 13, true);
     cr_expect_eq(atomic_load(&b.state), MG_BREAKER_CLOSED);
     cr_expect_eq(mg_breaker_allow(&b, 14, 13 * s, &retry), MG_BREAKER_PASS);
-    cr_expect_eq(atomic_load(&b.opened), 2);
+    /* Three failures of one address: counted as opened by one address. */
+    for (int i = 0; i < 3; i++)
+        mg_breaker_failure(&b, 14, false, 14 * s, other);
+    cr_expect_eq(atomic_load(&b.opened_by_one_address), 1);
+    cr_expect_eq(memcmp((const void *)b.opened_by, other, 16), 0);
+    cr_expect_eq(atomic_load(&b.opened), 3);
     cr_expect_eq(atomic_load(&b.probes), 3);
 }
 

@@ -81,7 +81,7 @@ struct exchange {
  * the probe. */
 struct probe {
     int fd; /* -1: none */
-    bool connecting, registered;
+    bool connecting, registered, sent_all;
     struct mg_buf out, in;
     size_t sent;
     int64_t deadline_ns;
@@ -310,6 +310,7 @@ static void probe_start(struct mg_upstream *u, int64_t now)
                   "Connection: close\r\n\r\n",
                   cfg->upstream);
     p->sent = 0;
+    p->sent_all = false;
     p->deadline_ns =
         now + (int64_t)(cfg->upstream_connect_timeout_ms + cfg->upstream_timeout_ms) * MG_NS_PER_MS;
     u->probe_ref = (struct fd_ref){NULL, true};
@@ -351,6 +352,12 @@ static void probe_pump(struct mg_upstream *u, int64_t now)
             goto deadline;
         probe_end(u, false, "could not be sent");
         return;
+    }
+    if (p->registered && !p->sent_all) {
+        /* Sent: only the answer is waited for (EPOLLOUT would stay ready and spin the loop). */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &u->probe_ref};
+        epoll_ctl(u->epfd, EPOLL_CTL_MOD, p->fd, &ev);
+        p->sent_all = true;
     }
     for (;;) {
         int r = read_some(p->fd, &p->in, MG_UPSTREAM_HEAD_MAX - p->in.len);

@@ -185,7 +185,15 @@ const struct mg_config_var mg_config_vars[] = {
      "then fail fast with 502 until a probe succeeds; 0: never opens",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_BREAKER_OPEN_MS", MG_CFG_INT, FIELD(upstream_breaker_open_ms), 100, 600000,
-     "5000", "how long the open breaker fails fast before one request probes (ms)", MG_RELOAD_LIVE},
+     "5000",
+     "how long the open breaker fails fast before meshgate probes the upstream with a health "
+     "request of its own (ms)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_UPSTREAM_HEALTH_PATH", MG_CFG_STRING, FIELD(upstream_health_path), 0, 0,
+     "/api/healthz",
+     "path of the health request meshgate sends to probe the open breaker (GET; a 2xx answer "
+     "closes it); never a client's request; empty: /",
+     MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_SIGNED_IN_RESERVE", MG_CFG_INT, FIELD(upstream_signed_in_reserve), 0, 64,
      "2",
      "permits of the upstream gate that only signed-in clients may take: anonymous requests hold "
@@ -372,6 +380,13 @@ static int parse_shm_name(const char *s, char *out, size_t outlen)
     return 0;
 }
 
+/* A request path for the upstream: empty (the root), or "/" and more (what is not visible
+ * ASCII is percent-encoded when it is sent). */
+static bool request_path_ok(const char *s)
+{
+    return s[0] == '\0' || s[0] == '/';
+}
+
 /* The parsed list beside each list's text. */
 static struct mg_cidr_list *cidr_list_of(struct mg_config *cfg, const struct mg_config_var *v)
 {
@@ -422,6 +437,8 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
         }
         if (v->kind == MG_CFG_PATH && v->default_value == NULL && !*value)
             return fail(err, errlen, v, value, "must name a file");
+        if (field == (char *)&cfg->upstream_health_path && !request_path_ok(value))
+            return fail(err, errlen, v, value, "must be empty or a path that starts with '/'");
         memcpy(field, value, strlen(value) + 1);
         return 0;
     case MG_CFG_ROUTES: {

@@ -97,6 +97,7 @@ struct mg_config {
     int32_t upstream_idle_conns;
     int32_t upstream_breaker_failures;
     int32_t upstream_breaker_open_ms;
+    char upstream_health_path[256]; /* what the breaker's own probe asks the upstream */
     int32_t upstream_websockets;
     int32_t upstream_websockets_per_client; /* tunnels of one counted client address; 0: no share */
     int32_t upstream_tunnel_idle_ms;        /* a tunnel silent this long is closed */

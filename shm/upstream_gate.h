@@ -61,7 +61,9 @@ void mg_upstream_shm_configure(struct mg_upstream_shm *u, int pid, const struct 
     X(opened, "breakerOpened", "times the upstream's breaker opened")                              \
     X(fast_fails, "breakerFastFails",                                                              \
       "requests answered 502 at once because the breaker was open")                                \
-    X(probes, "breakerProbes", "requests let through to probe a half-open breaker")
+    X(probes, "breakerProbes", "health requests of meshgate's own that probed the open breaker")   \
+    X(opened_by_one_address, "breakerOpenedByOneAddress",                                          \
+      "times every failure that opened the breaker was one client address's")
 
 /* The breaker, the tunnels and the anonymous share at one moment (mg_upstream_shm_read); the gate
  * is read with mg_fifo_gate_read. */

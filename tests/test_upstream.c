@@ -1179,3 +1179,220 @@ Test(upstream, access_log_json_names_posts_pipelined_proxied_and_tunnelled_reque
     free(post), free(one), free(two), free(proxied), free(ws);
     free(k.log);
 }
+
+/* The test upstream with a log of the requests it reads as requests (--requests), at log. */
+static void upstream_start_logging_requests(struct upstream_proc *up, char *log, size_t cap)
+{
+    mg_test_tmpdir(up->dir, sizeof up->dir);
+    snprintf(log, cap, "%s/requests.log", up->dir);
+    const char *args[] = {"--requests", log, NULL};
+    upstream_start(up, 0, args);
+}
+
+/* A client of the pooled connections: GET /headers with its own marks, on one kept-alive
+ * connection; every answer must be the head of its own request. */
+struct pooled_client {
+    int port, id, rounds;
+    int right, wrong;
+    pthread_t thread;
+};
+
+static void *pooled_client_run(void *arg)
+{
+    struct pooled_client *c = arg;
+    int fd = mg_test_connect(c->port);
+    for (int i = 0; fd >= 0 && i < c->rounds; i++) {
+        char request[160], want[96];
+        snprintf(want, sizeof want, "GET /headers?client=%d&n=%d HTTP/1.1\r\n", c->id, i);
+        snprintf(request, sizeof request, "%sHost: t\r\n\r\n", want);
+        struct mg_test_response r;
+        if (!mg_test_send(fd, request, strlen(request)) ||
+            !mg_test_read_response(fd, &r, false, 60000)) {
+            c->wrong++;
+            break;
+        }
+        if (r.status == 200 && r.body && strstr(r.body, want) == r.body)
+            c->right++;
+        else
+            c->wrong++;
+        mg_test_response_free(&r);
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* Issue 23, item 1: one anonymous POST whose Connection header named Content-Length had the
+ * length dropped on the way up while its body, 200 pipelined GETs, still went: the upstream
+ * answered each, past the rate limit, and the pooled connection then gave other clients the
+ * attacker's answers. Now the upstream sees one request per admitted request, and the
+ * connection pool never mixes answers. */
+Test(upstream, a_body_of_pipelined_requests_reaches_the_upstream_as_one_body_never_as_requests)
+{
+    struct upstream_proc up = {0};
+    char requests_log[256];
+    upstream_start_logging_requests(&up, requests_log, sizeof requests_log);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_WORKERS=1", NULL};
+    start_meshgate(&s, up.port, env);
+
+    static char body[32768], request[40000], out[65536];
+    size_t body_len = 0;
+    for (int i = 0; i < 200; i++)
+        body_len += (size_t)snprintf(body + body_len, sizeof body - body_len,
+                                     "GET /api/analytics/rf HTTP/1.1\r\nHost: t\r\n"
+                                     "X-Forwarded-For: 203.0.113.66\r\n\r\n");
+    /* Naming a framing header in Connection: 400, and the upstream hears nothing. */
+    static const char *const framing[] = {"Content-Length", "content-length, keep-alive",
+                                          "Transfer-Encoding", "Host", "X-Forwarded-For"};
+    for (size_t i = 0; i < sizeof framing / sizeof framing[0]; i++) {
+        int n = snprintf(request, sizeof request,
+                         "POST /echo HTTP/1.1\r\nHost: t\r\nConnection: %s\r\n"
+                         "Content-Length: %zu\r\n\r\n%s",
+                         framing[i], body_len, body);
+        size_t got = raw_exchange(s.port, request, (size_t)n, out, sizeof out - 1, CEILING_MS);
+        out[got] = '\0';
+        cr_expect(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "Connection: %s: %.200s", framing[i],
+                  out);
+        cr_expect(strstr(out, "Connection header names"), "%.400s", out);
+    }
+    cr_expect_eq(upstream_log_size(&up), 0, "a refused request reached the upstream");
+
+    /* Clients on the pooled connections while the attacker sends admitted POSTs (its own
+     * end-to-end header named in Connection, dropped): each gets its own answers. */
+    struct pooled_client clients[6];
+    for (int i = 0; i < 6; i++) {
+        clients[i] = (struct pooled_client){.port = s.port, .id = i, .rounds = 25};
+        pthread_create(&clients[i].thread, NULL, pooled_client_run, &clients[i]);
+    }
+    int n = snprintf(request, sizeof request,
+                     "POST /echo HTTP/1.1\r\nHost: t\r\nConnection: X-Attack, close\r\n"
+                     "X-Attack: 1\r\nContent-Length: %zu\r\n\r\n%s",
+                     body_len, body);
+    int posts = 0;
+    for (int i = 0; i < 12; i++) {
+        size_t got = raw_exchange(s.port, request, (size_t)n, out, sizeof out - 1, CEILING_MS);
+        out[got] = '\0';
+        char *seen = strstr(out, "\r\n\r\n");
+        cr_expect(strncmp(out, "HTTP/1.1 200 ", 13) == 0 && seen && strlen(seen + 4) == body_len &&
+                      memcmp(seen + 4, body, body_len) == 0,
+                  "the echo of the body: %.300s", out);
+        posts++;
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(clients[i].thread, NULL);
+        cr_expect_eq(clients[i].wrong, 0, "client %d got %d answers not its own", i,
+                     clients[i].wrong);
+        cr_expect_eq(clients[i].right, 25, "client %d", i);
+    }
+    char *log = mg_test_read_file(requests_log);
+    cr_assert(log);
+    cr_expect_eq(mg_test_count(log, "GET /api/analytics/rf"), 0,
+                 "the upstream took the body for requests");
+    cr_expect_eq(mg_test_count(log, "POST /echo"), posts);
+    cr_expect_eq(mg_test_count(log, "GET /headers?"), 6 * 25);
+    free(log);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+/* Issue 23, item 7: a response head that does not end within 64 KiB is 502 at once, not a
+ * wait for the rest of it until the timeout's 504. */
+Test(upstream, a_response_head_over_64_kib_is_502_at_once)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_TIMEOUT_MS=600000", NULL};
+    start_meshgate(&s, up.port, env);
+    static char out[80000];
+    const char *fits =
+        "GET /huge-head?bytes=60000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    size_t n = raw_exchange(s.port, fits, strlen(fits), out, sizeof out - 1, CEILING_MS);
+    out[n] = '\0';
+    cr_expect(strncmp(out, "HTTP/1.1 200 ", 13) == 0, "%.100s", out);
+    cr_expect(n > 60000 && strcmp(out + n - 6, "\r\n\r\nok") == 0, "%zu bytes", n);
+    /* Waited for, it would be 504 after ten minutes: raw_exchange gives up after 30 s. */
+    const char *huge =
+        "GET /huge-head?bytes=70000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    n = raw_exchange(s.port, huge, strlen(huge), out, sizeof out - 1, CEILING_MS);
+    out[n] = '\0';
+    cr_expect(strncmp(out, "HTTP/1.1 502 ", 13) == 0, "%.300s", out);
+    cr_expect(strstr(out, "larger than 64 KiB"), "%.300s", out);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}
+
+struct hanging_client {
+    int port;
+    atomic_bool *stop;
+    int sent;
+    pthread_t thread;
+};
+
+static void *hanging_client_run(void *arg)
+{
+    struct hanging_client *c = arg;
+    int64_t give_up = mg_test_now_ms() + 2 * CEILING_MS;
+    while (!atomic_load(c->stop) && mg_test_now_ms() < give_up) {
+        status_of(c->port, "GET /slow?ms=3000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        c->sent++;
+    }
+    return NULL;
+}
+
+/* Issue 23, item 4: one client's hanging requests open the breaker; the probe is then a
+ * health request of meshgate's own, which the client cannot take, so the breaker closes while
+ * the client goes on, and other clients are served. The opening names the address. */
+Test(upstream, the_breaker_probes_on_its_own_while_one_client_sends_hanging_requests)
+{
+    struct upstream_proc up = {0};
+    char requests_log[256];
+    upstream_start_logging_requests(&up, requests_log, sizeof requests_log);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_TIMEOUT_MS=300", "MESHGATE_UPSTREAM_BREAKER_FAILURES=3",
+                         "MESHGATE_UPSTREAM_BREAKER_OPEN_MS=500", NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_breaker *b = &seg.upstream->breaker;
+    atomic_bool stop = false;
+    struct hanging_client attackers[3];
+    for (int i = 0; i < 3; i++) {
+        attackers[i] = (struct hanging_client){.port = s.port, .stop = &stop};
+        pthread_create(&attackers[i].thread, NULL, hanging_client_run, &attackers[i]);
+    }
+    int64_t give_up = mg_test_now_ms() + CEILING_MS;
+    while (atomic_load(&b->opened) == 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(10);
+    cr_expect_geq(atomic_load(&b->opened), 1, "the hanging requests did not open the breaker");
+    /* While they go on: other clients' requests are answered, after a probe closed it. */
+    int served = 0;
+    give_up = mg_test_now_ms() + CEILING_MS;
+    while (served < 3 && mg_test_now_ms() < give_up) {
+        if (status_of(s.port, "GET /api/legit HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") ==
+            200)
+            served++;
+        else
+            mg_test_sleep_ms(20);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(attackers[i].thread, NULL);
+    cr_expect_eq(served, 3, "other clients were not served while one sent hanging requests");
+    cr_expect_geq(atomic_load(&b->probes), 1);
+    cr_expect_geq(atomic_load(&b->opened_by_one_address), 1);
+    /* The probes were meshgate's own health requests (a client's /api/healthz is answered
+     * natively and never reaches the upstream). */
+    char *log = mg_test_read_file(requests_log);
+    cr_assert(log);
+    cr_expect_geq(mg_test_count(log, "GET /api/healthz"), 1, "no probe of meshgate's own");
+    free(log);
+    char *text = mg_test_server_log(&s);
+    cr_expect(text && strstr(text, "breaker opened") && strstr(text, "from 127.0.0.1"), "%s",
+              text ? text : "");
+    free(text);
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+    upstream_stop(&up);
+}

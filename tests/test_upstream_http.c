@@ -5,11 +5,13 @@
  */
 #include "breaker.h"
 #include "config.h"
+#include "harness.h"
 #include "upstream.h"
 #include "upstream_http.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 TestSuite(upstream_http);
@@ -142,7 +144,7 @@ Test(upstream_http, the_forwarded_head_drops_hop_by_hop_headers)
     mg_buf_init(&out);
     mg_upstream_request_head(&hr, "192.0.2.1", NULL, false, &out);
     cr_expect_str_eq(mg_buf_cstr(&out), "POST /api/decode?x=1 HTTP/1.1\r\nHost: h\r\n"
-                                        "Content-Length: 2\r\nX-B: 2\r\n"
+                                        "X-B: 2\r\nContent-Length: 2\r\n"
                                         "X-Forwarded-For: 192.0.2.1\r\nX-Forwarded-Proto: http\r\n"
                                         "Via: 1.1 meshgate\r\n\r\n");
     mg_buf_free(&out);
@@ -174,38 +176,179 @@ Test(upstream_http, request_bodies_need_one_valid_length_within_the_limit)
     cr_expect_eq(mg_upstream_request_check(&hr, 0, &why), 0);
 }
 
-Test(upstream_http, the_breaker_opens_fails_fast_and_lets_one_probe)
+/* Issue 23: "Connection: Content-Length" had the length dropped on the way up while the body
+ * still went, and the upstream read the body as more requests. */
+Test(upstream_http, a_connection_header_naming_what_frames_the_request_is_refused)
+{
+    static const char *const refused[] = {
+        "POST / HTTP/1.1\r\nConnection: Content-Length\r\nContent-Length: 3\r\n\r\n",
+        "POST / HTTP/1.1\r\nConnection: keep-alive, content-length\r\nContent-Length: 3\r\n\r\n",
+        "POST / HTTP/1.1\r\nConnection: x\r\nConnection: Transfer-Encoding\r\n"
+        "Content-Length: 3\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nConnection: Host\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: X-Forwarded-For\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: Authorization\r\nAuthorization: Bearer k\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: x-api-key\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: Via, Forwarded\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: "
+        "5\r\n\r\n",
+    };
+    struct mg_http_request hr;
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        parse_request(refused[i], &hr);
+        cr_expect_eq(mg_upstream_request_check(&hr, 1000, &why), 400, "%s", refused[i]);
+    }
+    parse_request("POST / HTTP/1.1\r\nConnection: Content-Length\r\nContent-Length: 3\r\n\r\n",
+                  &hr);
+    mg_upstream_request_check(&hr, 1000, &why);
+    cr_expect(strstr(why, "Connection") && strstr(why, "Content-Length"), "%s", why);
+    /* What a client may name: hop-by-hop headers, and its own end-to-end ones (dropped). */
+    parse_request("POST / HTTP/1.1\r\nConnection: keep-alive, TE, X-Mine, Upgrade\r\n"
+                  "Content-Length: 3\r\n\r\n",
+                  &hr);
+    cr_expect_eq(mg_upstream_request_check(&hr, 1000, &why), 0);
+}
+
+/* Whatever the client's lines, the head carries one Content-Length: the one meshgate reads the
+ * body by. */
+Test(upstream_http, the_forwarded_head_carries_exactly_the_length_meshgate_frames_by)
+{
+    struct mg_http_request hr;
+    struct mg_buf out;
+    mg_buf_init(&out);
+    parse_request("POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\nX-A: 1\r\n"
+                  "Connection: X-A\r\n\r\n",
+                  &hr);
+    mg_upstream_request_head(&hr, "192.0.2.1", NULL, false, &out);
+    const char *text = mg_buf_cstr(&out);
+    cr_expect_eq(mg_test_count(text, "Content-Length"), 1, "%s", text);
+    cr_expect(strstr(text, "Content-Length: 7\r\n"), "%s", text);
+    cr_expect(!strstr(text, "X-A"), "%s", text);
+    mg_buf_reset(&out);
+    /* Without a length, none is invented; a HTTP/1.0 body keeps its length. */
+    parse_request("GET /x HTTP/1.0\r\nHost: h\r\n\r\n", &hr);
+    mg_upstream_request_head(&hr, "192.0.2.1", NULL, false, &out);
+    cr_expect(!strstr(mg_buf_cstr(&out), "Content-Length"), "%s", mg_buf_cstr(&out));
+    mg_buf_free(&out);
+}
+
+/* The response's framing is meshgate's too: an upstream's Connection header cannot take the
+ * length away from the client; values with a CR or another control are refused. */
+Test(upstream_http, the_client_always_gets_the_framing_meshgate_relays_by)
+{
+    const char *head = "HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 5\r\n"
+                       "X-Kept: 1\r\n\r\n";
+    struct mg_upstream_response r;
+    cr_assert_eq(mg_upstream_parse_response(head, strlen(head), false, &r), MG_HTTP_OK);
+    cr_expect_eq(r.framing, MG_BODY_LENGTH);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    bool dechunk, close_after;
+    mg_upstream_response_head(&r, 1, true, &out, &dechunk, &close_after);
+    cr_expect(strstr(mg_buf_cstr(&out), "Content-Length: 5\r\n"), "%s", mg_buf_cstr(&out));
+    mg_buf_reset(&out);
+    /* A HEAD's answer keeps the length it describes; a 204 never has one. */
+    head = "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n";
+    cr_assert_eq(mg_upstream_parse_response(head, strlen(head), true, &r), MG_HTTP_OK);
+    mg_upstream_response_head(&r, 1, true, &out, &dechunk, &close_after);
+    cr_expect(strstr(mg_buf_cstr(&out), "Content-Length: 99\r\n"), "%s", mg_buf_cstr(&out));
+    mg_buf_reset(&out);
+    head = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n";
+    cr_assert_eq(mg_upstream_parse_response(head, strlen(head), false, &r), MG_HTTP_OK);
+    cr_expect(r.keep_alive);
+    mg_upstream_response_head(&r, 1, true, &out, &dechunk, &close_after);
+    cr_expect(!strstr(mg_buf_cstr(&out), "Content-Length"), "%s", mg_buf_cstr(&out));
+    mg_buf_free(&out);
+    static const char *const bad[] = {
+        "HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 O\rK\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-A: a\x01\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX(A): a\r\nContent-Length: 0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_eq(mg_upstream_parse_response(bad[i], strlen(bad[i]), false, &r), MG_HTTP_ERROR,
+                     "%s", bad[i]);
+    /* Framing in doubt: answered, and the connection is not used again. */
+    static const char *const unclear[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+        "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+        "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof unclear / sizeof unclear[0]; i++) {
+        cr_assert_eq(mg_upstream_parse_response(unclear[i], strlen(unclear[i]), false, &r),
+                     MG_HTTP_OK, "%s", unclear[i]);
+        cr_expect(!r.keep_alive, "%s", unclear[i]);
+    }
+}
+
+/* Item 7 of issue 23: a head that does not end within 64 KiB is an error at once. */
+Test(upstream_http, a_response_head_over_64_kib_is_an_error_not_a_wait)
+{
+    size_t n = MG_UPSTREAM_HEAD_MAX + 100;
+    char *head = malloc(n);
+    memcpy(head, "HTTP/1.1 200 OK\r\n", 17);
+    for (size_t i = 17; i < n; i += 20)
+        memcpy(head + i, "X-Pad: 0123456789ab\r\n", n - i < 21 ? n - i : 21);
+    struct mg_upstream_response r;
+    cr_expect_eq(mg_upstream_parse_response(head, MG_UPSTREAM_HEAD_MAX - 1, false, &r),
+                 MG_HTTP_INCOMPLETE);
+    cr_expect_eq(mg_upstream_parse_response(head, MG_UPSTREAM_HEAD_MAX, false, &r), MG_HTTP_ERROR);
+    /* One long line without its end too. */
+    memset(head + 17, 'a', n - 17);
+    cr_expect_eq(mg_upstream_parse_response(head, MG_UPSTREAM_HEAD_MAX, false, &r), MG_HTTP_ERROR);
+    free(head);
+}
+
+Test(upstream_http, the_breaker_opens_fails_fast_and_probes_on_its_own)
 {
     struct mg_breaker b;
     const int64_t s = 1000000000;
     mg_breaker_init(&b, 3, 5 * s);
+    const uint8_t a[16] = {[15] = 1}, other[16] = {[15] = 2};
     int64_t retry = 0;
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(mg_breaker_allow(&b, 10, 0, &retry), MG_BREAKER_PASS);
-        mg_breaker_failure(&b, 10, false, 0);
+        cr_expect(!mg_breaker_failure(&b, 10, false, 0, a));
     }
     /* An answer in between starts the count again. */
     mg_breaker_success(&b, 10, false);
-    for (int i = 0; i < 3; i++)
-        mg_breaker_failure(&b, 10, false, 1 * s);
+    cr_expect_eq(mg_breaker_probe_due(&b), INT64_MAX);
+    cr_expect(!mg_breaker_failure(&b, 10, false, 1 * s, other));
+    cr_expect(!mg_breaker_failure(&b, 10, false, 1 * s, a));
+    cr_expect(mg_breaker_failure(&b, 10, false, 1 * s, a), "the third opens it");
     cr_expect_eq(atomic_load(&b.state), MG_BREAKER_OPEN);
+    /* Attributed: the last failure's address; not all of them were its. */
+    cr_expect_eq(memcmp((const void *)b.opened_by, a, 16), 0);
+    cr_expect_eq(atomic_load(&b.opened_by_one_address), 0);
     cr_expect_eq(mg_breaker_allow(&b, 11, 2 * s, &retry), MG_BREAKER_REFUSE);
     cr_expect_eq(retry, 4 * s);
-    /* After the open time, one probe; the others still fail fast. */
-    cr_expect_eq(mg_breaker_allow(&b, 11, 6 * s, &retry), MG_BREAKER_PROBE);
+    cr_expect_eq(mg_breaker_probe_due(&b), 6 * s);
+    /* Not before the open time; after it, clients still fail fast: the probe is meshgate's,
+     * taken by one worker. */
+    cr_expect(!mg_breaker_take_probe(&b, 11, 5 * s));
     cr_expect_eq(mg_breaker_allow(&b, 12, 6 * s, &retry), MG_BREAKER_REFUSE);
+    cr_expect(mg_breaker_take_probe(&b, 11, 6 * s));
+    cr_expect(!mg_breaker_take_probe(&b, 12, 6 * s));
+    cr_expect_eq(mg_breaker_probe_due(&b), INT64_MAX, "half-open: no other probe is due");
     /* The probe fails: open again for the whole time. */
-    mg_breaker_failure(&b, 11, true, 7 * s);
+    mg_breaker_failure(&b, 11, true, 7 * s, NULL);
     cr_expect_eq(mg_breaker_allow(&b, 12, 8 * s, &retry), MG_BREAKER_REFUSE);
     cr_expect_eq(retry, 4 * s);
-    cr_expect_eq(mg_breaker_allow(&b, 12, 12 * s, &retry), MG_BREAKER_PROBE);
-    /* Its worker dies: the master gives the probe back and the next request probes. */
+    cr_expect(mg_breaker_take_probe(&b, 12, 12 * s));
+    /* Its worker dies: the master gives the probe back and another worker probes. */
     cr_expect(mg_breaker_reclaim(&b, 12, 13 * s));
-    cr_expect_eq(mg_breaker_allow(&b, 13, 13 * s, &retry), MG_BREAKER_PROBE);
+    cr_expect(mg_breaker_take_probe(&b, 13, 13 * s));
     mg_breaker_success(&b, 13, true);
     cr_expect_eq(atomic_load(&b.state), MG_BREAKER_CLOSED);
     cr_expect_eq(mg_breaker_allow(&b, 14, 13 * s, &retry), MG_BREAKER_PASS);
-    cr_expect_eq(atomic_load(&b.opened), 2);
+    /* Three failures of one address: counted as opened by one address. */
+    for (int i = 0; i < 3; i++)
+        mg_breaker_failure(&b, 14, false, 14 * s, other);
+    cr_expect_eq(atomic_load(&b.opened_by_one_address), 1);
+    cr_expect_eq(memcmp((const void *)b.opened_by, other, 16), 0);
+    cr_expect_eq(atomic_load(&b.opened), 3);
     cr_expect_eq(atomic_load(&b.probes), 3);
 }
 

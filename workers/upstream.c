@@ -24,6 +24,8 @@
 
 /* The most either direction holds: past it, the side that fills it is not read. */
 #define BUFFER_BYTES (64 * 1024)
+_Static_assert(BUFFER_BYTES >= MG_UPSTREAM_HEAD_MAX,
+               "a head too large is seen whole, not waited for");
 /* An idle pooled connection older than this is closed rather than reused (CoreScope's
  * server keeps idle connections 120 s). */
 #define POOL_IDLE_NS (60 * MG_NS_PER_SEC)
@@ -80,7 +82,18 @@ struct exchange {
     struct mg_ws_frames ws_down, ws_up;
     int64_t start_ns, deadline_ns;
     struct mg_upstream_done done;
+    uint8_t client_addr[MG_ADDR_BYTES]; /* who the breaker hears failed */
     struct exchange *prev, *next;
+};
+
+/* The breaker's own health request (MESHGATE_UPSTREAM_HEALTH_PATH), while this worker holds
+ * the probe. */
+struct probe {
+    int fd; /* -1: none */
+    bool connecting, registered, sent_all;
+    struct mg_buf out, in;
+    size_t sent;
+    int64_t deadline_ns;
 };
 
 struct pooled {
@@ -102,6 +115,8 @@ struct mg_upstream {
     struct exchange *live, *graveyard;
     unsigned active;
     bool draining;
+    struct probe probe;
+    struct fd_ref probe_ref; /* x == NULL: the probe's socket */
 };
 
 static struct mg_segment *seg_of(const struct mg_upstream *u)
@@ -147,6 +162,9 @@ struct mg_upstream *mg_upstream_new(const struct mg_env *env, mg_upstream_done_f
     u->env = env;
     u->done = done;
     u->done_arg = arg;
+    u->probe.fd = -1;
+    mg_buf_init(&u->probe.out);
+    mg_buf_init(&u->probe.in);
     u->pool_cap = (unsigned)env->cfg->upstream_idle_conns;
     u->pool = calloc(u->pool_cap ? u->pool_cap : 1, sizeof *u->pool);
     u->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -227,9 +245,165 @@ static void breaker_verdict(struct exchange *x, bool success)
         mg_breaker_success(&s->breaker, pid, x->ticket.probe);
     } else {
         mg_counter_add(seg_of(x->u), MG_CTR_UPSTREAM_FAILURES, 1);
-        mg_breaker_failure(&s->breaker, pid, x->ticket.probe, mg_monotonic_ns());
+        uint32_t run = atomic_load(&s->breaker.last_addr_run);
+        if (mg_breaker_failure(&s->breaker, pid, x->ticket.probe, mg_monotonic_ns(),
+                               x->client_addr)) {
+            char who[64];
+            mg_addr_format(x->client_addr, who, sizeof who);
+            mg_warn("the upstream's breaker opened: the last failure was %s %s from %s (%u "
+                    "failures in a row from that address); meshgate probes %s itself",
+                    x->done.method, x->done.target, who, run + 1,
+                    x->u->env->cfg->upstream_health_path);
+        }
     }
     x->ticket.probe = false;
+}
+
+/* ---- the breaker's probe: a health request of meshgate's own ---- */
+
+static int read_some(int fd, struct mg_buf *b, size_t cap);
+
+static void probe_end(struct mg_upstream *u, bool healthy, const char *why)
+{
+    struct probe *p = &u->probe;
+    struct mg_breaker *b = &seg_of(u)->upstream->breaker;
+    if (p->fd >= 0) {
+        if (p->registered)
+            epoll_ctl(u->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+        close(p->fd);
+    }
+    p->fd = -1;
+    p->registered = false;
+    mg_buf_reset(&p->out);
+    mg_buf_reset(&p->in);
+    if (healthy) {
+        mg_breaker_success(b, u->env->pid, true);
+        mg_info("the upstream's breaker closed: %s answered", u->env->cfg->upstream_health_path);
+    } else {
+        mg_breaker_failure(b, u->env->pid, true, mg_monotonic_ns(), NULL);
+        mg_info("the upstream's breaker stays open: its probe %s %s",
+                u->env->cfg->upstream_health_path, why);
+    }
+}
+
+static void probe_start(struct mg_upstream *u, int64_t now)
+{
+    struct probe *p = &u->probe;
+    const struct mg_config *cfg = u->env->cfg;
+    if (!resolve(u, now)) {
+        probe_end(u, false, "could not resolve the upstream");
+        return;
+    }
+    p->fd = socket(u->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (p->fd < 0) {
+        probe_end(u, false, "could not open a socket");
+        return;
+    }
+    mg_counter_add(seg_of(u), MG_CTR_UPSTREAM_CONNECTS, 1);
+    p->connecting = connect(p->fd, (struct sockaddr *)&u->addr, u->addr_len) != 0;
+    if (p->connecting && errno != EINPROGRESS) {
+        probe_end(u, false, "was refused");
+        return;
+    }
+    mg_buf_puts(&p->out, "GET ");
+    if (!cfg->upstream_health_path[0])
+        mg_buf_putc(&p->out, '/');
+    for (const char *c = cfg->upstream_health_path; *c; c++) {
+        if ((unsigned char)*c < 0x21 || (unsigned char)*c > 0x7e)
+            mg_buf_printf(&p->out, "%%%02X", (unsigned char)*c);
+        else
+            mg_buf_putc(&p->out, *c);
+    }
+    mg_buf_printf(&p->out,
+                  " HTTP/1.1\r\nHost: %s\r\nUser-Agent: meshgate-breaker-probe\r\n"
+                  "Connection: close\r\n\r\n",
+                  cfg->upstream);
+    p->sent = 0;
+    p->sent_all = false;
+    p->deadline_ns =
+        now + (int64_t)(cfg->upstream_connect_timeout_ms + cfg->upstream_timeout_ms) * MG_NS_PER_MS;
+    u->probe_ref = (struct fd_ref){NULL, true};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.ptr = &u->probe_ref};
+    p->registered = epoll_ctl(u->epfd, EPOLL_CTL_ADD, p->fd, &ev) == 0;
+}
+
+/* Moves the probe on; its verdict once the answer's head is in (2xx: healthy). */
+static void probe_pump(struct mg_upstream *u, int64_t now)
+{
+    struct probe *p = &u->probe;
+    if (p->fd < 0)
+        return;
+    if (p->connecting) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof peer;
+        if (err == 0 && getpeername(p->fd, (struct sockaddr *)&peer, &peer_len) < 0 &&
+            errno == ENOTCONN)
+            err = EINPROGRESS; /* not yet */
+        if (err == EINPROGRESS || err == EALREADY)
+            goto deadline;
+        if (err) {
+            probe_end(u, false, "was refused");
+            return;
+        }
+        p->connecting = false;
+    }
+    while (p->sent < p->out.len) {
+        ssize_t n = send(p->fd, p->out.data + p->sent, p->out.len - p->sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            p->sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            goto deadline;
+        probe_end(u, false, "could not be sent");
+        return;
+    }
+    if (p->registered && !p->sent_all) {
+        /* Sent: only the answer is waited for (EPOLLOUT would stay ready and spin the loop). */
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &u->probe_ref};
+        epoll_ctl(u->epfd, EPOLL_CTL_MOD, p->fd, &ev);
+        p->sent_all = true;
+    }
+    for (;;) {
+        int r = read_some(p->fd, &p->in, MG_UPSTREAM_HEAD_MAX - p->in.len);
+        struct mg_upstream_response resp;
+        enum mg_http_result pr = mg_upstream_parse_response(p->in.data, p->in.len, false, &resp);
+        while (pr == MG_HTTP_OK && resp.status >= 100 && resp.status < 200) {
+            mg_buf_consume(&p->in, resp.head_len);
+            pr = mg_upstream_parse_response(p->in.data, p->in.len, false, &resp);
+        }
+        if (pr == MG_HTTP_OK) {
+            char why[64];
+            snprintf(why, sizeof why, "answered %d", resp.status);
+            probe_end(u, resp.status >= 200 && resp.status < 300, why);
+            return;
+        }
+        if (pr == MG_HTTP_ERROR || r < 0) {
+            probe_end(u, false, pr == MG_HTTP_ERROR ? "had a malformed answer" : "had no answer");
+            return;
+        }
+        if (r == 0)
+            break;
+    }
+deadline:
+    if (now >= p->deadline_ns)
+        probe_end(u, false, "had no answer in time");
+}
+
+/* Open and due: one worker of the group takes the probe and sends it. */
+static void probe_maybe(struct mg_upstream *u, int64_t now)
+{
+    struct mg_breaker *b = &seg_of(u)->upstream->breaker;
+    if (u->probe.fd >= 0 || u->draining || mg_breaker_probe_due(b) > now)
+        return;
+    if (mg_breaker_take_probe(b, u->env->pid, now)) {
+        probe_start(u, now);
+        probe_pump(u, now);
+    }
 }
 
 /* Gives back what admission took; once. */
@@ -450,6 +624,7 @@ size_t mg_upstream_begin(struct mg_upstream *u, void *owner, int client_fd,
         }
     }
     mg_addr_format(addr, client, sizeof client);
+    memcpy(x->client_addr, addr, sizeof x->client_addr);
     mg_upstream_request_head(hr, client, proto, x->websocket, &x->ubuf);
     mg_buf_append(&x->ubuf, in + hr->head_len, body_here);
     x->body_left = hr->content_length > 0 ? hr->content_length - (int64_t)body_here : 0;
@@ -760,14 +935,24 @@ static void pump(struct exchange *x, int64_t now)
             if (pr != MG_HTTP_OK) {
                 breaker_verdict(x, false);
                 answer(x, 502,
-                       pr == MG_HTTP_ERROR ? "the upstream's response is malformed"
-                                           : "the upstream closed the connection without an "
-                                             "answer");
+                       pr == MG_HTTP_INCOMPLETE ? "the upstream closed the connection without "
+                                                  "an answer"
+                       : x->rbuf.len >= MG_UPSTREAM_HEAD_MAX
+                           ? "the upstream's response head is larger than 64 KiB"
+                           : "the upstream's response is malformed");
                 break;
             }
             if (x->resp.status >= 100 && x->resp.status < 200 && x->resp.status != 101) {
                 mg_buf_consume(&x->rbuf, x->resp.head_len); /* interim: not relayed */
                 continue;
+            }
+            if (x->resp.status == 101 && !x->websocket) {
+                /* Not asked for: what follows is no HTTP the client could be given. */
+                breaker_verdict(x, false);
+                answer(x, 502,
+                       "the upstream switched protocols for a request that did not "
+                       "ask it to");
+                break;
             }
             breaker_verdict(x, true);
             x->have_head = true;
@@ -941,6 +1126,7 @@ static int64_t due(const struct exchange *x)
 
 void mg_upstream_run(struct mg_upstream *u, int64_t now)
 {
+    probe_maybe(u, now);
     for (struct exchange *x = u->live, *next; x; x = next) {
         next = x->next;
         if (!x->started) {
@@ -956,6 +1142,10 @@ void mg_upstream_run(struct mg_upstream *u, int64_t now)
         for (int i = 0; i < n; i++) {
             struct fd_ref *ref = events[i].data.ptr;
             struct exchange *x = ref->x;
+            if (!x) {
+                probe_pump(u, now);
+                continue;
+            }
             if (x->finished)
                 continue;
             if (ref->upstream && x->state == X_CONNECTING) {
@@ -971,6 +1161,8 @@ void mg_upstream_run(struct mg_upstream *u, int64_t now)
         if (due(x) <= now)
             on_deadline(x, now);
     }
+    if (u->probe.fd >= 0 && u->probe.deadline_ns <= now)
+        probe_pump(u, now);
     while (u->graveyard) {
         struct exchange *x = u->graveyard;
         u->graveyard = x->next;
@@ -985,6 +1177,10 @@ void mg_upstream_run(struct mg_upstream *u, int64_t now)
 int64_t mg_upstream_next_deadline(const struct mg_upstream *u)
 {
     int64_t next = INT64_MAX;
+    if (u && u->probe.fd >= 0)
+        next = u->probe.deadline_ns;
+    else if (u && !u->draining)
+        next = mg_breaker_probe_due(&seg_of(u)->upstream->breaker);
     for (const struct exchange *x = u ? u->live : NULL; x; x = x->next)
         if (due(x) < next)
             next = due(x);
@@ -1020,6 +1216,14 @@ void mg_upstream_free(struct mg_upstream *u)
         u->live->tunnel_end = END_DRAIN;
         finish(u->live, now);
     }
+    if (u->probe.fd >= 0) /* not heard: the next worker probes at once */
+        mg_breaker_abandon(&seg_of(u)->upstream->breaker, u->env->pid, now);
+    if (u->probe.fd >= 0)
+        close(u->probe.fd);
+    u->probe.fd = -1;
+    mg_buf_free(&u->probe.out);
+    mg_buf_free(&u->probe.in);
+    u->draining = true;      /* no new probe */
     mg_upstream_run(u, now); /* frees the graveyard */
     for (unsigned i = 0; i < u->pool_count; i++)
         close(u->pool[i].fd);

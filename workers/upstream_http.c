@@ -18,6 +18,15 @@ static size_t count_headers(const struct mg_http_request *hr, const char *name)
     return n;
 }
 
+/* Headers meshgate frames, routes or admits the request by: a Connection header that names
+ * one would have it dropped on the way up, and the upstream would read another request than
+ * the one meshgate admitted (issue 23: "Connection: Content-Length" smuggled a body of
+ * pipelined requests). */
+static const char *const end_to_end[] = {
+    "Content-Length",  "Transfer-Encoding", "Host",      "Authorization", "X-API-Key",
+    "X-Forwarded-For", "X-Forwarded-Proto", "Forwarded", "Via",
+};
+
 int mg_upstream_request_check(const struct mg_http_request *hr, int64_t max_body_bytes,
                               const char **why)
 {
@@ -28,6 +37,26 @@ int mg_upstream_request_check(const struct mg_http_request *hr, int64_t max_body
     }
     if (count_headers(hr, "Content-Length") > 1) {
         *why = "the request has more than one Content-Length";
+        return 400;
+    }
+    if (count_headers(hr, "Host") > 1) {
+        *why = "the request has more than one Host";
+        return 400;
+    }
+    for (size_t i = 0; i < hr->header_count; i++) {
+        if (!name_is(&hr->headers[i].name, "Connection"))
+            continue;
+        for (size_t k = 0; k < sizeof end_to_end / sizeof end_to_end[0]; k++)
+            if (mg_http_has_token(&hr->headers[i].value, end_to_end[k])) {
+                *why = "the Connection header names a header that frames or admits the request "
+                       "(Content-Length, Transfer-Encoding, Host, Authorization, X-API-Key, "
+                       "X-Forwarded-For, X-Forwarded-Proto, Forwarded or Via); it cannot be "
+                       "dropped on the way to the upstream";
+                return 400;
+            }
+    }
+    if (hr->content_length > 0 && mg_upstream_is_websocket(hr)) {
+        *why = "a WebSocket handshake cannot carry a body";
         return 400;
     }
     if (hr->content_length > max_body_bytes) {
@@ -90,7 +119,10 @@ void mg_upstream_request_head(const struct mg_http_request *hr, const char *clie
     const struct mg_str *via = NULL;
     for (size_t i = 0; i < hr->header_count; i++) {
         const struct mg_http_header *h = &hr->headers[i];
-        if (hop_by_hop(&h->name, hr->headers, hr->header_count) ||
+        /* The body's framing is meshgate's (below), whatever the client's lines say. */
+        if (name_is(&h->name, "Content-Length") || name_is(&h->name, "Transfer-Encoding"))
+            continue;
+        if ((!name_is(&h->name, "Host") && hop_by_hop(&h->name, hr->headers, hr->header_count)) ||
             name_is(&h->name, "X-Forwarded-For") || name_is(&h->name, "X-Forwarded-Proto") ||
             name_is(&h->name, "Forwarded"))
             continue;
@@ -100,6 +132,9 @@ void mg_upstream_request_head(const struct mg_http_request *hr, const char *clie
         }
         put_header(out, h);
     }
+    /* Exactly the length meshgate reads the body by and forwards (mg_upstream_begin). */
+    if (hr->content_length >= 0)
+        mg_buf_printf(out, "Content-Length: %lld\r\n", (long long)hr->content_length);
     mg_buf_printf(out, "X-Forwarded-For: %s\r\n", client_addr);
     mg_buf_printf(out, "X-Forwarded-Proto: %s\r\n", proto && *proto ? proto : "http");
     if (via)
@@ -116,6 +151,25 @@ static const char *find_line_end(const char *p, const char *end)
 {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     return nl;
+}
+
+/* RFC 9110 5.6.2. */
+static bool is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Field values and the reason phrase: HTAB, SP, visible ASCII and obs-text; never a CR
+ * (which some clients take as a line's end), NUL or another control. */
+static bool clean_text(const char *p, const char *end)
+{
+    for (; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
 }
 
 static bool parse_length(const struct mg_str *v, int64_t *out)
@@ -139,7 +193,7 @@ enum mg_http_result mg_upstream_parse_response(const char *buf, size_t len, bool
     const char *end = buf + len, *p = buf;
     const char *nl = find_line_end(p, end);
     if (!nl)
-        return len > 65536 ? MG_HTTP_ERROR : MG_HTTP_INCOMPLETE;
+        return len >= MG_UPSTREAM_HEAD_MAX ? MG_HTTP_ERROR : MG_HTTP_INCOMPLETE;
     /* HTTP/1.x NNN reason */
     if (nl - p < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
         p[8] != ' ' || p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' ||
@@ -150,13 +204,17 @@ enum mg_http_result mg_upstream_parse_response(const char *buf, size_t len, bool
     const char *reason = p + 12 + (nl - p > 12 && p[12] == ' ');
     const char *reason_end = nl > reason && nl[-1] == '\r' ? nl - 1 : nl;
     r->reason = (struct mg_str){reason, reason_end > reason ? (size_t)(reason_end - reason) : 0};
+    if (!clean_text(r->reason.ptr, r->reason.ptr + r->reason.len))
+        return MG_HTTP_ERROR;
     p = nl + 1;
     bool has_te = false, chunked = false, close = false;
     int lengths = 0;
     for (;;) {
         nl = find_line_end(p, end);
         if (!nl)
-            return len > 65536 ? MG_HTTP_ERROR : MG_HTTP_INCOMPLETE;
+            return len >= MG_UPSTREAM_HEAD_MAX ? MG_HTTP_ERROR : MG_HTTP_INCOMPLETE;
+        if ((size_t)(nl + 1 - buf) > MG_UPSTREAM_HEAD_MAX)
+            return MG_HTTP_ERROR;
         const char *line_end = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
         if (line_end == p) {
             r->head_len = (size_t)(nl + 1 - buf);
@@ -168,8 +226,10 @@ enum mg_http_result mg_upstream_parse_response(const char *buf, size_t len, bool
         if (!colon || colon == p)
             return MG_HTTP_ERROR;
         for (const char *q = p; q < colon; q++)
-            if (*q == ' ' || *q == '\t' || (unsigned char)*q < 0x21)
+            if (!is_tchar((unsigned char)*q))
                 return MG_HTTP_ERROR;
+        if (!clean_text(colon + 1, line_end))
+            return MG_HTTP_ERROR;
         const char *v = colon + 1, *ve = line_end;
         while (v < ve && (*v == ' ' || *v == '\t'))
             v++;
@@ -211,10 +271,17 @@ enum mg_http_result mg_upstream_parse_response(const char *buf, size_t len, bool
     } else {
         r->framing = MG_BODY_CLOSE;
     }
+    r->has_length = lengths > 0 && !has_te;
     if (has_te && lengths)
         r->content_length = 0; /* RFC 9112 6.3: Transfer-Encoding wins; never kept alive */
-    r->keep_alive = r->minor_version == 1 && !close && r->framing != MG_BODY_CLOSE &&
-                    !(has_te && lengths) && r->status != 101;
+    /* Kept alive only when where the answer ends is beyond doubt: one length or chunked,
+     * not both, not repeated, and none on a status that has no body (a 1xx or 204 that
+     * announces one may send one). */
+    bool unclear = (has_te && lengths) || lengths > 1 ||
+                   (((r->status >= 100 && r->status < 200) || r->status == 204) &&
+                    (has_te || (lengths && r->content_length != 0)));
+    r->keep_alive = r->minor_version == 1 && !close && r->framing != MG_BODY_CLOSE && !unclear &&
+                    r->status != 101;
     return MG_HTTP_OK;
 }
 
@@ -228,12 +295,17 @@ void mg_upstream_response_head(const struct mg_upstream_response *r, int client_
     mg_buf_printf(out, "HTTP/1.1 %03d %.*s\r\n", r->status, (int)r->reason.len, r->reason.ptr);
     for (size_t i = 0; i < r->header_count; i++) {
         const struct mg_http_header *h = &r->headers[i];
-        if (hop_by_hop(&h->name, r->headers, r->header_count))
-            continue;
-        if (r->framing == MG_BODY_CHUNKED && name_is(&h->name, "Content-Length"))
+        /* The framing is written below, as meshgate relays the body: whatever the upstream's
+         * Connection header names, the client can always tell where the answer ends. */
+        if (name_is(&h->name, "Content-Length") || name_is(&h->name, "Transfer-Encoding") ||
+            hop_by_hop(&h->name, r->headers, r->header_count))
             continue;
         put_header(out, h);
     }
+    /* A length: the body's (LENGTH), or the one a HEAD or 304 describes (NONE). */
+    bool bodiless = (r->status >= 100 && r->status < 200) || r->status == 204;
+    if (r->framing == MG_BODY_LENGTH || (r->framing == MG_BODY_NONE && r->has_length && !bodiless))
+        mg_buf_printf(out, "Content-Length: %lld\r\n", (long long)r->content_length);
     mg_buf_puts(out, "Via: 1.1 meshgate\r\n");
     if (upgrade) {
         mg_buf_puts(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");

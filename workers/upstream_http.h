@@ -4,18 +4,23 @@
  * (no socket, no clock), so every rule is tested on its own:
  *
  *   - which requests may go to the upstream at all: a body only with one valid
- *     Content-Length within the limit; anything ambiguous (a second Content-Length line, a
- *     Transfer-Encoding) is refused before a byte is sent, so no request can be smuggled
- *     past meshgate's reading of it (the head parser, http.h, already refuses Content-Length
- *     with Transfer-Encoding and lengths that disagree);
- *   - the head sent upstream: hop-by-hop headers removed (Connection and what it names,
- *     Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade except for a
- *     WebSocket), X-Forwarded-For set to the client as MESHGATE_TRUSTED_PROXIES resolves it,
+ *     Content-Length within the limit; anything ambiguous (a second Content-Length or Host
+ *     line, a Transfer-Encoding, a Connection header naming a header meshgate frames or
+ *     admits the request by, a WebSocket handshake with a body) is refused before a byte is
+ *     sent, so no request can be smuggled past meshgate's reading of it (the head parser,
+ *     http.h, already refuses Content-Length with Transfer-Encoding, lengths that disagree,
+ *     obsolete folding, bare CRs and field names that are not tokens);
+ *   - the head sent upstream: the client's Content-Length and Transfer-Encoding lines never
+ *     pass; meshgate writes the Content-Length it reads the body by. Hop-by-hop headers are
+ *     removed (Connection and what it names, Keep-Alive, Proxy-Connection, TE, Trailer,
+ *     Upgrade except for a WebSocket), X-Forwarded-For set to the client as
+ *     MESHGATE_TRUSTED_PROXIES resolves it (a client's own never passes),
  *     X-Forwarded-Proto, and Via;
  *   - the upstream's response head, parsed, and how its body is framed;
  *   - the head sent to the client: hop-by-hop headers removed, Via added, and the framing
- *     the client can read: a chunked body stays chunked for HTTP/1.1 and is decoded for
- *     HTTP/1.0 (then the connection closes to end it);
+ *     the client can read, written by meshgate (never the upstream's lines): a length, or a
+ *     chunked body that stays chunked for HTTP/1.1 and is decoded for HTTP/1.0 (then the
+ *     connection closes to end it);
  *   - an incremental chunked decoder (finds the end of a chunked body, and decodes it).
  */
 #ifndef MESHGATE_UPSTREAM_HTTP_H
@@ -64,12 +69,18 @@ struct mg_upstream_response {
     size_t head_len;
     enum mg_body_framing framing;
     int64_t content_length;
+    bool has_length; /* one Content-Length (or several that agree) and no Transfer-Encoding */
     bool keep_alive; /* the upstream connection may carry another request after this one */
 };
 
+/* A response head longer than this is refused (502 at once, never a wait for the rest). */
+#define MG_UPSTREAM_HEAD_MAX 65536
+
 /*
  * Parses a response head at buf[0..len). Returns MG_HTTP_OK, MG_HTTP_INCOMPLETE, or
- * MG_HTTP_ERROR (malformed, conflicting lengths, a transfer coding other than chunked).
+ * MG_HTTP_ERROR (malformed, conflicting lengths, a transfer coding other than chunked, a
+ * control character in a field value or the reason, a field name that is not a token, or
+ * MG_UPSTREAM_HEAD_MAX bytes without the head's end).
  * head_request: the request was HEAD (no body whatever the head says).
  */
 enum mg_http_result mg_upstream_parse_response(const char *buf, size_t len, bool head_request,

@@ -3,11 +3,13 @@
  * mg-test-upstream: a small HTTP/1.1 server that plays CoreScope's own server for the tests
  * and the benchmark of meshgate's reverse proxy. One thread per connection, kept alive.
  *
- *   mg-test-upstream --port-file FILE [--port N] [--log FILE] [--analytics-ms N]
+ *   mg-test-upstream --port-file FILE [--port N] [--log FILE] [--requests FILE] [--analytics-ms N]
  *                    [--max-concurrent N] [--stale-after N] [--fail-every N]
  *
  * It writes its port to FILE once it listens, and appends every byte it receives to the log
- * (so a test can prove that a request never reached it). Paths:
+ * (so a test can prove that a request never reached it); --requests FILE appends a line
+ * "METHOD TARGET" for every request it reads as one (so a test can tell a body that holds
+ * requests from requests). Paths:
  *
  *   /echo            200, the request's body as the response's body
  *   /headers         200, the request's head as received (text/plain)
@@ -17,6 +19,7 @@
  *   /fail            500
  *   /close-mid?bytes=N   Content-Length 2N, N bytes sent, then the connection closes
  *   /no-answer       the connection closes without an answer
+ *   /huge-head?bytes=N   200 whose head carries about N bytes of X-Pad lines, then "ok"
  *   /_stats          {"requests":R,"peak":P,"in_flight":F} of the analytics family
  *   /api/analytics/... 200 JSON after --analytics-ms, at most --max-concurrent at once (the
  *                    others wait for a turn), counted for /_stats
@@ -51,6 +54,7 @@
 #include <unistd.h>
 
 static int log_fd = -1;
+static int requests_fd = -1;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int analytics_ms;
 static int max_concurrent;
@@ -322,6 +326,14 @@ static int serve_one(struct conn *c)
     c->answered++;
     char method[16] = "", target[2048] = "";
     sscanf(c->buf, "%15s %2047s", method, target);
+    if (requests_fd >= 0) {
+        char line[2100];
+        int n = snprintf(line, sizeof line, "%s %s\n", method, target);
+        pthread_mutex_lock(&log_lock);
+        if (write(requests_fd, line, (size_t)n) != n)
+            perror("mg-test-upstream: --requests");
+        pthread_mutex_unlock(&log_lock);
+    }
     size_t vlen = 0;
     const char *cl = header(c->buf, head_len, "Content-Length", &vlen);
     size_t body_len = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
@@ -403,6 +415,19 @@ static int serve_one(struct conn *c)
         send_all(c->fd, b, n);
         free(b);
         rc = -1;
+    } else if (strncmp(target, "/huge-head", 10) == 0) {
+        size_t n = (size_t)query_long(target, "bytes", 70000);
+        char *b = malloc(n + 2100);
+        size_t o = (size_t)snprintf(b, 64, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+        while (o < n) { /* lines of 2,000 bytes: the head's size, not its count of lines */
+            memcpy(b + o, "X-Pad: ", 7);
+            memset(b + o + 7, 'a', 1991);
+            memcpy(b + o + 1998, "\r\n", 2);
+            o += 2000;
+        }
+        memcpy(b + o, "\r\nok", 4);
+        rc = send_all(c->fd, b, o + 4);
+        free(b);
     } else if (strncmp(target, "/no-answer", 10) == 0) {
         rc = -1;
     } else if (strncmp(target, "/_stats", 7) == 0) {
@@ -464,6 +489,8 @@ int main(int argc, char **argv)
             port_file = argv[i + 1];
         else if (strcmp(argv[i], "--log") == 0)
             log_fd = open_log(argv[i + 1]);
+        else if (strcmp(argv[i], "--requests") == 0)
+            requests_fd = open_log(argv[i + 1]);
         else if (strcmp(argv[i], "--analytics-ms") == 0)
             analytics_ms = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--max-concurrent") == 0)

@@ -93,7 +93,7 @@ static int load_one(const char *name, const char *value)
 }
 
 /* The summary lines of cfg, as mg_config_describe gives them. */
-#define DESCRIBE_MAX 64
+#define DESCRIBE_MAX 128
 
 struct described {
     char line[DESCRIBE_MAX][MG_PATH_MAX + 64];

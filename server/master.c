@@ -868,7 +868,8 @@ static void sweep_lock(void *arg, struct mg_lock *l, const char *name)
 }
 
 /*
- * Someone truncated the segment: every process that touches the lost pages dies of SIGBUS,
+ * Someone truncated the segment, or wrote over its header or the sizes of its tables
+ * (mg_segment_check_shape): every process that touches the lost pages dies of SIGBUS,
  * and the group's state (permits, lines, counters) is gone. The master does not touch it
  * again: it kills the workers, removes the name if it is still the object it created (so a
  * restart starts afresh), and stops with EX_OSERR, which systemd restarts.
@@ -1019,7 +1020,8 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
                                 {.fd = m.agent_fd, .events = POLLIN}};
         poll(pfd, m.agent_fd >= 0 ? 2 : 1, poll_timeout_ms(&m, now));
         /* Before anything touches the segment: is it still whole? */
-        if (mg_segment_check_size(&m.seg, err, sizeof err) < 0) {
+        if (mg_segment_check_size(&m.seg, err, sizeof err) < 0 ||
+            mg_segment_check_shape(&m.seg, err, sizeof err) < 0) {
             int rc = segment_lost(&m, err);
             free(m.child);
             return rc;

@@ -316,7 +316,37 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                  (unsigned long long)h->sections[SEC_CONN_HOLDS].record_count);
         return -1;
     }
+    memcpy(seg->header_fixed, h, sizeof seg->header_fixed);
+    seg->cache_entries = seg->cache.cache->entries;
+    seg->cache_pages = seg->cache.cache->pages;
+    seg->client_sets = seg->clients.table->sets;
+    seg->conn_sets = seg->conns.table->sets;
+    seg->conn_slots = seg->conns.table->slots;
+    seg->conn_holds_per_slot = seg->conns.table->holds_per_slot;
     return 0;
+}
+
+int mg_segment_check_shape(const struct mg_segment *seg, char *err, size_t errlen)
+{
+    const char *what = NULL;
+    if (memcmp(seg->header, seg->header_fixed, sizeof seg->header_fixed) != 0)
+        what = "its header (magic, layout, section table)";
+    else if (seg->cache.cache->entries != seg->cache_entries ||
+             seg->cache.cache->pages != seg->cache_pages)
+        what = "the result cache's size";
+    else if (seg->clients.table->sets != seg->client_sets)
+        what = "the rate table's size";
+    else if (seg->conns.table->sets != seg->conn_sets ||
+             seg->conns.table->slots != seg->conn_slots ||
+             seg->conns.table->holds_per_slot != seg->conn_holds_per_slot)
+        what = "the connection table's size";
+    if (!what)
+        return 0;
+    snprintf(err, errlen,
+             "segment %s was written over by another process (%s changed): the group's shared "
+             "state cannot be trusted",
+             seg->name, what);
+    return -1;
 }
 
 static int map_fd(int fd, bool read_only, void **base, size_t *size, char *err, size_t errlen,

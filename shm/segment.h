@@ -157,6 +157,10 @@ struct mg_segment {
     struct mg_client_view clients;    /* the per-client rate table */
     struct mg_conn_view conns;        /* open connections per client address */
     struct mg_upstream_shm *upstream; /* the upstream's gate, breaker and tunnels */
+    /* What validation found, kept in this process's memory: the header up to its first
+     * mutable field and the tables' sizes. The segment is never trusted over these. */
+    unsigned char header_fixed[offsetof(struct mg_shm_header, created_realtime_ns)];
+    uint32_t cache_entries, cache_pages, client_sets, conn_sets, conn_slots, conn_holds_per_slot;
 };
 
 /*
@@ -180,6 +184,14 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
 int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *err, size_t errlen);
 
 void mg_segment_detach(struct mg_segment *seg);
+
+/*
+ * Checks that the header's fixed part and the sizes of the tables still say what they said
+ * when seg was validated (someone with write access to the segment may have written over
+ * them). Every walk of a table that the master makes is bounded by those sizes, so the
+ * master asks this before any walk. Returns 0; or -1 with what differs in err.
+ */
+int mg_segment_check_shape(const struct mg_segment *seg, char *err, size_t errlen);
 
 /*
  * Master: checks that the object under the mapping still has the size it was created with.

@@ -736,6 +736,9 @@ static void update_slot_state(struct worker *w)
  * rule catches one that is stuck. Runs on any thread of the worker.
  */
 #define LOCK_REPORT_NS (100 * MG_NS_PER_MS)
+/* With the master gone no one can force a lock: a wait for a holder that is gone or stopped,
+ * or that keeps the lock this long, ends the worker (which closes its listening socket). */
+#define ORPHAN_LOCK_WAIT_NS (1 * MG_NS_PER_SEC)
 static _Thread_local const struct mg_lock *reported_lock;
 static _Thread_local int reported_holder;
 
@@ -746,6 +749,15 @@ static void lock_watch(void *arg, struct mg_lock *l, enum mg_lock_event event, i
     mg_scoreboard_beat();
     uint64_t offset = (uint64_t)((char *)l - (char *)w->env.seg->base);
     char name[48] = "shared";
+    /* The parent-death signal waits for the loop, which does not turn while we wait here. */
+    if (event == MG_LOCK_WAITING && getppid() != w->master_pid &&
+        (state != MG_PROCESS_RUNNING || held_ns >= ORPHAN_LOCK_WAIT_NS)) {
+        mg_segment_lock_at(w->env.seg, offset, name, sizeof name);
+        mg_error("the master (pid %d) is gone and the %s lock's holder (pid %d) is %s: no one "
+                 "can free it, exiting",
+                 w->master_pid, name, holder, mg_process_state_name(state));
+        _exit(EXIT_FAILURE);
+    }
     if (event == MG_LOCK_ACQUIRED) {
         if (reported_lock == l) {
             mg_slot_clear_lock_wait(w->slot, offset);

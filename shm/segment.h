@@ -68,7 +68,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 16u
+#define MG_SHM_LAYOUT_VERSION 17u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64

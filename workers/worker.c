@@ -111,6 +111,11 @@ struct worker {
     struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
     int upstream_fd;              /* its epoll descriptor, in ours */
     struct mg_mem_watch mem;      /* gives back what large requests left (mem.h) */
+    /* At the open-file limit (accept_some): not accepting until then; failures since the
+     * last line logged, and when that was. */
+    int64_t accept_paused_until_ns;
+    uint64_t accept_fd_failures;
+    int64_t accept_logged_ns;
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -223,6 +228,30 @@ static bool client_cap_admits(struct worker *w, const uint8_t addr[MG_ADDR_BYTES
     return true;
 }
 
+/*
+ * At the open-file limit a pending connection stays pending, so the listening socket stays
+ * readable: accepting again at once would spin (and once logged every failure, 246,777 lines
+ * in 10 s). So the worker stops polling the listener for ACCEPT_BACKOFF_NS and logs at most
+ * once per ACCEPT_LOG_NS, with the count.
+ */
+#define ACCEPT_BACKOFF_NS (100 * MG_NS_PER_MS)
+#define ACCEPT_LOG_NS (10 * MG_NS_PER_SEC)
+
+static void accept_out_of_files(struct worker *w, int64_t now, int err)
+{
+    w->accept_fd_failures++;
+    w->accept_paused_until_ns = now + ACCEPT_BACKOFF_NS;
+    listen_stop(w);
+    if (w->accept_logged_ns != 0 && now - w->accept_logged_ns < ACCEPT_LOG_NS)
+        return;
+    mg_warn("accept: %s: %llu time(s) since the last such line; not accepting for %lld ms at a "
+            "time (raise LimitNOFILE or lower MESHGATE_MAX_CONNS_PER_WORKER)",
+            strerror(err), (unsigned long long)w->accept_fd_failures,
+            (long long)(ACCEPT_BACKOFF_NS / MG_NS_PER_MS));
+    w->accept_fd_failures = 0;
+    w->accept_logged_ns = now;
+}
+
 /* Accepts up to max connections; returns how many. */
 static int accept_some(struct worker *w, int64_t now, int max)
 {
@@ -241,9 +270,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
                 errno != ECONNABORTED) {
                 mg_counter_add(w->env.seg, MG_CTR_ACCEPT_ERRORS, 1);
                 if (errno == EMFILE || errno == ENFILE)
-                    mg_warn("accept: %s (raise LimitNOFILE or lower "
-                            "MESHGATE_MAX_CONNS_PER_WORKER)",
-                            strerror(errno));
+                    accept_out_of_files(w, now, errno);
             }
             return accepted;
         }
@@ -935,6 +962,8 @@ static bool serve_ready(struct worker *w, int64_t *now)
 static int64_t next_wakeup(struct worker *w, int64_t now)
 {
     int64_t next_deadline = now + MG_NS_PER_SEC;
+    if (w->accept_paused_until_ns > now && w->accept_paused_until_ns < next_deadline)
+        next_deadline = w->accept_paused_until_ns;
     if (w->draining && w->drain_deadline_ns < next_deadline)
         next_deadline = w->drain_deadline_ns;
     if (w->upstream && mg_upstream_next_deadline(w->upstream) < next_deadline)
@@ -969,10 +998,11 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
  * workers. Requests that wait in a line are parked and cost the loop nothing: their worker
  * keeps accepting. See docs/architecture.md for the worst case.
  */
-static void choose_accepting(struct worker *w)
+static void choose_accepting(struct worker *w, int64_t now)
 {
     bool helper_busy = w->yield_when_busy && (mg_jobs_busy(w->jobs) || mg_jobs_busy(w->anon_jobs));
-    if (!w->draining && w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker && !helper_busy)
+    if (!w->draining && w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker &&
+        !helper_busy && now >= w->accept_paused_until_ns)
         listen_start(w);
     else if (helper_busy)
         listen_stop(w);
@@ -1120,7 +1150,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
             break;
         bool served = serve_ready(&w, &now);
         int64_t next_deadline = next_wakeup(&w, now);
-        choose_accepting(&w);
+        choose_accepting(&w, now);
         update_slot_state(&w);
         if (!w.draining)
             mg_packets_summaries_tick(&w.env, now);

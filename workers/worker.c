@@ -690,10 +690,16 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     conn_flush(w, c, now);
 }
 
+#define DRAIN_IDLE_GRACE_NS (500 * MG_NS_PER_MS)
+
 static void conn_timeout(struct worker *w, struct conn *c)
 {
+    char byte;
     switch (c->state) {
     case CONN_IDLE:
+        /* Draining: a request that came with the deadline is read on the next turn. */
+        if (w->draining && c->requests > 0 && recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1)
+            return;
         mg_counter_add(w->env.seg, c->requests ? MG_CTR_IDLE_TIMEOUTS : MG_CTR_HEADER_TIMEOUTS, 1);
         break;
     case CONN_READING:
@@ -726,13 +732,15 @@ static void begin_drain(struct worker *w, int64_t now)
     w->listen_fd = -1;
     mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
     mg_upstream_drain(w->upstream, now);
-    /* Kept-alive connections between requests have nothing in flight: close them now. A
-     * connection that has not sent its first request yet gets to send it. */
-    for (struct conn *c = w->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->state == CONN_IDLE && c->requests > 0)
-            conn_close(w, c);
-    }
+    /* A kept-alive connection between requests may have its next request on the way, or
+     * unread in its buffer: closing now would reset it. It gets DRAIN_IDLE_GRACE_NS to send
+     * it, answered with Connection: close as every answer while draining; one that sends
+     * nothing by then is closed (conn_timeout). A connection that has not sent its first
+     * request yet gets to send it. */
+    int64_t grace = now + DRAIN_IDLE_GRACE_NS;
+    for (struct conn *c = w->conns; c; c = c->next)
+        if (c->state == CONN_IDLE && c->requests > 0 && c->deadline_ns > grace)
+            c->deadline_ns = grace;
 }
 
 static void update_slot_state(struct worker *w)

@@ -46,7 +46,9 @@
  * runs a different process (its start time differs, or its command name is not meshgate's:
  * a crafted record naming pid 1 is stale), or is another user's. An empty file that we
  * own (a start that died between creating and sizing it, or a truncated segment) is removed.
- * A live master, or anything else under the name, stops the start with a message.
+ * A live master, or anything else under the name, stops the start with a message; a name
+ * another user created is left alone and the segment goes under a stand-in no one can guess
+ * (mg_segment_resolve_name finds it for readers).
  *
  * An existing name is opened with O_NOFOLLOW | O_NONBLOCK and checked with fstat before
  * anything reads it: a FIFO, a device or a symbolic link there is refused at once, never
@@ -138,7 +140,11 @@ struct mg_segment {
     bool read_only;
     bool replaced_stale; /* create found a segment left by a dead instance and replaced it */
     bool removed_empty;  /* create found an empty file of ours under the name and removed it */
-    bool fd_open;        /* create keeps the descriptor (fd), for mg_segment_check_size */
+    /* Another user had created the name: the segment is under an unguessable stand-in (name
+     * says which), and squat_note says so for the log. */
+    bool squatted;
+    char squat_note[768];
+    bool fd_open; /* create keeps the descriptor (fd), for mg_segment_check_size */
     int fd;
     char name[MG_SHM_NAME_MAX];
     struct mg_shm_header *header;
@@ -207,6 +213,13 @@ int mg_segment_check_size(const struct mg_segment *seg, char *err, size_t errlen
  */
 int mg_segment_open_existing(const char *name, int flags, struct stat *st, char *err,
                              size_t errlen);
+/*
+ * The name readers should open for name: name itself, unless it is missing or another
+ * user's and one of our live instances created a stand-in for it (mg_segment_create, when
+ * another user had taken the name): then that stand-in, written to out (MG_SHM_NAME_MAX).
+ */
+const char *mg_segment_resolve_name(const char *name, char *out);
+
 /* Removes the name (the mapping stays valid for whoever has it). */
 int mg_segment_unlink(const char *name);
 

@@ -648,6 +648,54 @@ int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen)
     return 0;
 }
 
+/* Edit distance (insertions, deletions, substitutions, transpositions) of a[0..n) and b. */
+static size_t distance(const char *a, size_t n, const char *b)
+{
+    size_t m = strlen(b);
+    if (n > 63 || m > 63)
+        return n > m ? n : m;
+    size_t d[64][64];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+const char *mg_config_closest(const char *name, size_t n)
+{
+    const char *closest = mg_config_vars[0].name;
+    size_t best = (size_t)-1;
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++) {
+        size_t d = distance(name, n, v->name);
+        if (d < best) {
+            best = d;
+            closest = v->name;
+        }
+    }
+    return closest;
+}
+
+static bool known_var(const char *name, size_t n)
+{
+    for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
+        if (strlen(v->name) == n && strncmp(v->name, name, n) == 0)
+            return true;
+    return false;
+}
+
 int mg_config_unknown(char *const *envp, char *out, size_t outlen)
 {
     int count = 0;
@@ -658,17 +706,13 @@ int mg_config_unknown(char *const *envp, char *out, size_t outlen)
         if (strncmp(*e, "MESHGATE_", 9) != 0)
             continue;
         size_t n = strcspn(*e, "=");
-        bool known = false;
-        for (const struct mg_config_var *v = mg_config_vars; v->name; v++)
-            if (strlen(v->name) == n && strncmp(v->name, *e, n) == 0)
-                known = true;
         /* Variables the test harness and tools use are not the server's to judge. */
-        if (known || strncmp(*e, "MESHGATE_TEST_", 14) == 0)
+        if (known_var(*e, n) || strncmp(*e, "MESHGATE_TEST_", 14) == 0)
             continue;
         count++;
         if (used < outlen) {
-            int w =
-                snprintf(out + used, outlen - used, "%s%.*s", count > 1 ? ", " : "", (int)n, *e);
+            int w = snprintf(out + used, outlen - used, "%s%.*s (closest known name: %s)",
+                             count > 1 ? ", " : "", (int)n, *e, mg_config_closest(*e, n));
             if (w > 0)
                 used += (size_t)w;
         }
@@ -804,6 +848,19 @@ static const char *sources_lookup(const char *name, void *arg)
 int mg_config_load_sources(struct mg_config *cfg, const struct mg_config_sources *s, char *err,
                            size_t errlen)
 {
+    /* A name no row knows is a typo that would silently leave its setting at the default. */
+    for (size_t i = 0; i < s->file.count; i++) {
+        const char *name = s->file.vars[i].name;
+        size_t n = strlen(name);
+        if (strncmp(name, "MESHGATE_", 9) == 0 && !known_var(name, n) &&
+            strncmp(name, "MESHGATE_TEST_", 14) != 0) {
+            snprintf(err, errlen,
+                     "%s line %u: unknown variable %.100s (closest known name: %s); see "
+                     "meshgate --help",
+                     s->file_path, s->file.vars[i].line, name, mg_config_closest(name, n));
+            return -1;
+        }
+    }
     return mg_config_load(cfg, sources_lookup, (void *)s, err, errlen);
 }
 
@@ -820,19 +877,15 @@ int mg_config_sources_notes(const struct mg_config_sources *s, void (*line)(cons
         const struct mg_config_var *v;
         for (v = mg_config_vars; v->name && strcmp(v->name, fv->name) != 0; v++)
             row++;
-        if (!v->name) {
-            snprintf(text, sizeof text,
-                     "%s line %u: ignoring unknown variable %.100s: see meshgate --help",
-                     s->file_path, fv->line, fv->name);
-        } else {
-            const char *from_env = source_env(s, v->name);
-            if (!s->env_wins[row] || !from_env || strcmp(from_env, fv->value) == 0)
-                continue;
-            snprintf(text, sizeof text,
-                     "%s line %u: %s=%.300s is overridden by the process environment (%s=%.300s), "
-                     "which wins over the file",
-                     s->file_path, fv->line, v->name, fv->value, v->name, from_env);
-        }
+        if (!v->name)
+            continue; /* refused by mg_config_load_sources */
+        const char *from_env = source_env(s, v->name);
+        if (!s->env_wins[row] || !from_env || strcmp(from_env, fv->value) == 0)
+            continue;
+        snprintf(text, sizeof text,
+                 "%s line %u: %s=%.300s is overridden by the process environment (%s=%.300s), "
+                 "which wins over the file",
+                 s->file_path, fv->line, v->name, fv->value, v->name, from_env);
         line(text, arg);
         count++;
     }

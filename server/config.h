@@ -199,8 +199,12 @@ int mg_config_parse_address(const char *s, char *host, size_t host_cap, uint16_t
 
 int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen);
 
-/* Names MESHGATE_* variables in envp that no row of the table knows; returns how many. */
+/* Names MESHGATE_* variables in envp that no row of the table knows, each with the closest
+ * known name; returns how many. MESHGATE_TEST_* (the tests' hooks) are not judged. The
+ * start and --check refuse any (exit 78); mg_config_load_sources refuses one in the file. */
 int mg_config_unknown(char *const *envp, char *out, size_t outlen);
+/* The known name closest to name[0..n) (by edit distance). */
+const char *mg_config_closest(const char *name, size_t n);
 
 /* One line per variable, "NAME=value", for the start-up summary and the dump tool. */
 void mg_config_describe(const struct mg_config *cfg, void (*line)(const char *, void *), void *arg);

@@ -96,8 +96,10 @@ int main(int argc, char **argv)
     if (err[0])
         mg_warn("%s", err);
     char unknown[512];
-    if (mg_config_unknown(environ, unknown, sizeof unknown) > 0)
-        mg_warn("ignoring unknown variable(s) %s: see meshgate --help", unknown);
+    if (mg_config_unknown(environ, unknown, sizeof unknown) > 0) {
+        mg_error("unknown variable(s) %s: see meshgate --help", unknown);
+        return MG_EXIT_CONFIG;
+    }
     mg_config_sources_notes(&sources, warn_line, NULL);
 
     /* Everything the configuration names, before anything is created. */

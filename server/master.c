@@ -868,7 +868,8 @@ static void sweep_lock(void *arg, struct mg_lock *l, const char *name)
 }
 
 /*
- * Someone truncated the segment: every process that touches the lost pages dies of SIGBUS,
+ * Someone truncated the segment, or wrote over its header or the sizes of its tables
+ * (mg_segment_check_shape): every process that touches the lost pages dies of SIGBUS,
  * and the group's state (permits, lines, counters) is gone. The master does not touch it
  * again: it kills the workers, removes the name if it is still the object it created (so a
  * restart starts afresh), and stops with EX_OSERR, which systemd restarts.
@@ -965,13 +966,17 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
         mg_error("%s", err);
         return strstr(err, "another meshgate") ? 73 /* EX_CANTCREAT */ : MG_EXIT_CONFIG;
     }
+    if (m.seg.squatted) {
+        mg_warn("%s", m.seg.squat_note);
+        memcpy(m.cfg.shm_name, m.seg.name, sizeof m.cfg.shm_name);
+        memcpy(m.loaded.shm_name, m.seg.name, sizeof m.loaded.shm_name);
+    }
     if (m.seg.replaced_stale)
-        mg_warn("replaced segment %s, left by an instance that is no longer running",
-                cfg->shm_name);
+        mg_warn("replaced segment %s, left by an instance that is no longer running", m.seg.name);
     if (m.seg.removed_empty)
         mg_warn("removed an empty segment file %s (left by a start that failed, or truncated) "
                 "and created it afresh",
-                cfg->shm_name);
+                m.seg.name);
     /* The master's own waits for locks never wait on a holder that cannot release. */
     mg_lock_set_watch(master_lock_watch, &m);
     sigbus_master = &m;
@@ -993,8 +998,8 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
         mg_segment_unlink(m.seg.name);
         return 71;
     }
-    setproctitle("master %s (%u workers, segment %s)", listen_desc, m.workers, cfg->shm_name);
-    mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers, cfg->shm_name);
+    setproctitle("master %s (%u workers, segment %s)", listen_desc, m.workers, m.seg.name);
+    mg_info("listening on %s with %u workers; segment %s", listen_desc, m.workers, m.seg.name);
 
     remember_db(&m);
     open_summaries(&m);
@@ -1019,7 +1024,8 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
                                 {.fd = m.agent_fd, .events = POLLIN}};
         poll(pfd, m.agent_fd >= 0 ? 2 : 1, poll_timeout_ms(&m, now));
         /* Before anything touches the segment: is it still whole? */
-        if (mg_segment_check_size(&m.seg, err, sizeof err) < 0) {
+        if (mg_segment_check_size(&m.seg, err, sizeof err) < 0 ||
+            mg_segment_check_shape(&m.seg, err, sizeof err) < 0) {
             int rc = segment_lost(&m, err);
             free(m.child);
             return rc;

@@ -15,6 +15,11 @@
 
 unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
 {
+    /* Every walk below is bounded by the tables' sizes: a segment written over is not walked
+     * (the master stops on it, server/master.c). */
+    char why[256];
+    if (mg_segment_check_shape(seg, why, sizeof why) < 0 || slot >= seg->slot_count)
+        return 0;
     unsigned freed = 0;
     for (unsigned i = 0; i < MG_VALUE_COUNT; i++)
         freed += mg_shared_value_reclaim(&seg->values[i], pid) ? 1u : 0u;
@@ -36,11 +41,11 @@ void mg_segment_for_each_lock(struct mg_segment *seg, mg_segment_lock_fn fn, voi
     fn(arg, &seg->anon->lock, "anonymous line");
     fn(arg, &seg->upstream->gate.lock, "upstream gate");
     char name[48];
-    for (uint32_t i = 0; i < seg->clients.table->sets; i++) {
+    for (uint32_t i = 0; i < seg->client_sets; i++) {
         snprintf(name, sizeof name, "rate table set %u", i);
         fn(arg, &seg->clients.sets[i].lock, name);
     }
-    for (uint32_t i = 0; i < seg->conns.table->sets; i++) {
+    for (uint32_t i = 0; i < seg->conn_sets; i++) {
         snprintf(name, sizeof name, "connection table set %u", i);
         fn(arg, &seg->conns.sets[i].lock, name);
     }
@@ -72,7 +77,7 @@ struct mg_lock *mg_segment_lock_at(struct mg_segment *seg, uint64_t offset, char
     /* The rate table's sets are many: find a set by arithmetic, the rest by the list. */
     const char *sets = (const char *)seg->clients.sets;
     size_t set_bytes = sizeof(struct mg_client_set);
-    size_t span = set_bytes * seg->clients.table->sets;
+    size_t span = set_bytes * seg->client_sets;
     if ((const char *)l >= sets && (const char *)l < sets + span) {
         size_t i = (size_t)((const char *)l - sets) / set_bytes;
         if (l != &seg->clients.sets[i].lock)
@@ -82,7 +87,7 @@ struct mg_lock *mg_segment_lock_at(struct mg_segment *seg, uint64_t offset, char
     }
     const char *csets = (const char *)seg->conns.sets;
     size_t cset_bytes = sizeof(struct mg_conn_set);
-    size_t cspan = cset_bytes * seg->conns.table->sets;
+    size_t cspan = cset_bytes * seg->conn_sets;
     if ((const char *)l >= csets && (const char *)l < csets + cspan) {
         size_t i = (size_t)((const char *)l - csets) / cset_bytes;
         if (l != &seg->conns.sets[i].lock)
@@ -117,7 +122,7 @@ bool mg_segment_lock_range(struct mg_segment *seg, const char *part, const void 
     }
     if (strcmp(part, "clients") == 0) {
         *lo = seg->clients.sets;
-        *hi = seg->clients.sets + seg->clients.table->sets;
+        *hi = seg->clients.sets + seg->client_sets;
         return true;
     }
     return false;

@@ -105,6 +105,10 @@ struct mg_result_cache {
      * observations in the group, and the copies workers decoded from a stored one. */
     _Atomic uint64_t relay_builds;
     _Atomic uint64_t relay_copies;
+    /* Static files' compressed bodies (workers/static_files.c): compressions made, and
+     * answers given from a stored one. */
+    _Atomic uint64_t static_gzips;
+    _Atomic uint64_t static_gzip_hits;
 };
 
 /* The cache and its two tables, as the segment holds them. */
@@ -208,7 +212,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
     X(reclaimed, "reclaimed", "builds of dead workers freed by the master")                        \
     X(relay_builds, "relayBuilds",                                                                 \
       "passes over the observations that built the relay table (node_relay.h)")                    \
-    X(relay_copies, "relayCopies", "relay tables a worker took from the group's copy in the cache")
+    X(relay_copies, "relayCopies",                                                                 \
+      "relay tables a worker took from the group's copy in the cache")                             \
+    X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
+    X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
 
 /* The cache's state at one moment (mg_result_cache_read). */
 struct mg_cache_snapshot {

@@ -14,13 +14,16 @@
 #include "stats.h"
 #include "upstream_gate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -316,7 +319,37 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
                  (unsigned long long)h->sections[SEC_CONN_HOLDS].record_count);
         return -1;
     }
+    memcpy(seg->header_fixed, h, sizeof seg->header_fixed);
+    seg->cache_entries = seg->cache.cache->entries;
+    seg->cache_pages = seg->cache.cache->pages;
+    seg->client_sets = seg->clients.table->sets;
+    seg->conn_sets = seg->conns.table->sets;
+    seg->conn_slots = seg->conns.table->slots;
+    seg->conn_holds_per_slot = seg->conns.table->holds_per_slot;
     return 0;
+}
+
+int mg_segment_check_shape(const struct mg_segment *seg, char *err, size_t errlen)
+{
+    const char *what = NULL;
+    if (memcmp(seg->header, seg->header_fixed, sizeof seg->header_fixed) != 0)
+        what = "its header (magic, layout, section table)";
+    else if (seg->cache.cache->entries != seg->cache_entries ||
+             seg->cache.cache->pages != seg->cache_pages)
+        what = "the result cache's size";
+    else if (seg->clients.table->sets != seg->client_sets)
+        what = "the rate table's size";
+    else if (seg->conns.table->sets != seg->conn_sets ||
+             seg->conns.table->slots != seg->conn_slots ||
+             seg->conns.table->holds_per_slot != seg->conn_holds_per_slot)
+        what = "the connection table's size";
+    if (!what)
+        return 0;
+    snprintf(err, errlen,
+             "segment %s was written over by another process (%s changed): the group's shared "
+             "state cannot be trusted",
+             seg->name, what);
+    return -1;
 }
 
 static int map_fd(int fd, bool read_only, void **base, size_t *size, char *err, size_t errlen,
@@ -347,6 +380,8 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
                       size_t errlen)
 {
     memset(seg, 0, sizeof *seg);
+    char found[MG_SHM_NAME_MAX];
+    name = mg_segment_resolve_name(name, found);
     struct stat st;
     int fd = mg_segment_open_existing(name, read_only ? O_RDONLY : O_RDWR, &st, err, errlen);
     if (fd < 0) {
@@ -374,11 +409,29 @@ int mg_segment_attach(struct mg_segment *seg, const char *name, bool read_only, 
     return 0;
 }
 
-/* An existing name: replace it when it is a stale segment of ours, refuse otherwise. */
+/* The owner of the object at name, when it is another user's (lstat: whatever it is, even
+ * one we may not open); false when it is ours or gone. */
+static bool other_users(const char *name, char *owner, size_t cap)
+{
+    char path[MG_SHM_NAME_MAX + 16];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    struct stat st;
+    if (lstat(path, &st) < 0 || st.st_uid == geteuid())
+        return false;
+    struct passwd *pw = getpwuid(st.st_uid);
+    snprintf(owner, cap, "user %s (uid %u)", pw ? pw->pw_name : "?", (unsigned)st.st_uid);
+    return true;
+}
+
+/* An existing name: replace it when it is a stale segment of ours, refuse otherwise;
+ * 3 (with the owner in err) when another user holds the name. */
 static int handle_existing(const char *name, char *err, size_t errlen)
 {
     struct stat st;
     char why_open[400];
+    /* We create it 0600 as ourselves: another user's object is never one of ours. */
+    if (other_users(name, err, errlen))
+        return 3;
     int fd = mg_segment_open_existing(name, O_RDONLY, &st, why_open, sizeof why_open);
     if (fd < 0) {
         if (errno == ENOENT)
@@ -446,6 +499,81 @@ static int handle_existing(const char *name, char *err, size_t errlen)
     return 1;
 }
 
+/* The prefix of the names that stand in for name when another user holds it. */
+static void fallback_prefix(const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.170s-u%u-", name, (unsigned)geteuid());
+}
+
+/*
+ * Our segments that stand in for name (fallback_prefix), as /dev/shm lists them: fn is called
+ * with each name until it returns true; returns whether one did.
+ */
+static bool each_fallback(const char *name, bool (*fn)(const char *, void *), void *arg)
+{
+    char prefix[MG_SHM_NAME_MAX];
+    fallback_prefix(name, prefix, sizeof prefix);
+    size_t n = strlen(prefix) - 1; /* without the leading '/' */
+    DIR *d = opendir("/dev/shm");
+    bool found = false;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        char candidate[MG_SHM_NAME_MAX];
+        if (strncmp(e->d_name, prefix + 1, n) != 0 ||
+            snprintf(candidate, sizeof candidate, "/%s", e->d_name) >= (int)sizeof candidate)
+            continue;
+        char owner[96];
+        if (!other_users(candidate, owner, sizeof owner))
+            found = fn(candidate, arg);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+struct sweep {
+    char *err;
+    size_t errlen;
+    bool refused;
+};
+
+/* A stand-in left by a dead instance is removed; a live one refuses the start. */
+static bool sweep_fallback(const char *candidate, void *arg)
+{
+    struct sweep *s = arg;
+    s->refused = handle_existing(candidate, s->err, s->errlen) < 0;
+    return s->refused;
+}
+
+static bool live_fallback(const char *candidate, void *arg)
+{
+    struct stat st;
+    char why[400];
+    int fd = mg_segment_open_existing(candidate, O_RDONLY, &st, why, sizeof why);
+    if (fd < 0)
+        return false;
+    struct mg_shm_header h;
+    bool live =
+        pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+        memcmp(h.magic, MG_SHM_MAGIC, sizeof h.magic) == 0 &&
+        mg_process_is_meshgate(atomic_load(&h.master_pid), atomic_load(&h.master_start_ticks));
+    close(fd);
+    if (live)
+        snprintf(arg, MG_SHM_NAME_MAX, "%s", candidate);
+    return live;
+}
+
+const char *mg_segment_resolve_name(const char *name, char *out)
+{
+    char owner[96], path[MG_SHM_NAME_MAX + 16];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    bool missing = lstat(path, &st) < 0;
+    if ((missing || other_users(name, owner, sizeof owner)) &&
+        each_fallback(name, live_fallback, out))
+        return out;
+    return name;
+}
+
 int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_config *cfg,
                       uint32_t slot_count, const char *const *route_names, uint32_t route_count,
                       char *err, size_t errlen)
@@ -473,7 +601,8 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
                           conn_sets, (uint64_t)slot_count * holds_per_slot);
 
     int fd = -1;
-    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+    char stand_in[MG_SHM_NAME_MAX];
+    for (int attempt = 0; attempt < 4 && fd < 0; attempt++) {
         fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd >= 0)
             break;
@@ -481,7 +610,34 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
             snprintf(err, errlen, "cannot create segment %s: %s", name, strerror(errno));
             return -1;
         }
+        char owner[96];
         int rc = handle_existing(name, err, errlen);
+        if (rc == 3) {
+            snprintf(owner, sizeof owner, "%s", err);
+            if (seg->squatted) {
+                snprintf(err, errlen, "segment %s was created by %s as well", name, owner);
+                return -1;
+            }
+            /* Another user made the name first (anyone may create under /dev/shm): it is
+             * theirs, not ours to judge or remove. A name no one can guess instead, after the
+             * stand-ins our dead instances left; readers find it (mg_segment_resolve_name). */
+            struct sweep sweep = {err, errlen, false};
+            if (each_fallback(name, sweep_fallback, &sweep))
+                return -1;
+            uint32_t r[2] = {0, 0};
+            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+                r[0] = (uint32_t)mg_monotonic_ns() ^ (uint32_t)getpid();
+            char prefix[MG_SHM_NAME_MAX];
+            fallback_prefix(name, prefix, sizeof prefix);
+            snprintf(stand_in, sizeof stand_in, "%.150s%08x%08x", prefix, r[0], r[1]);
+            snprintf(seg->squat_note, sizeof seg->squat_note,
+                     "segment %s was created by %s, not by this server's user: someone may be "
+                     "squatting the name; using %s instead (meshgate-shm finds it)",
+                     name, owner, stand_in);
+            seg->squatted = true;
+            name = stand_in;
+            continue;
+        }
         if (rc < 0)
             return -1;
         if (rc == 1)
@@ -549,6 +705,8 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     seg->fd_open = true;
     memset(h->magic, 0, sizeof h->magic);
     memcpy(seg->config, cfg, sizeof *cfg);
+    if (seg->squatted) /* the name the server runs under, for /server-status */
+        snprintf(seg->config->shm_name, sizeof seg->config->shm_name, "%s", name);
     for (uint32_t i = 0; i < route_count; i++)
         snprintf(seg->routes[i].name, sizeof seg->routes[i].name, "%s", route_names[i]);
     for (uint32_t i = 0; i < slot_count; i++)

@@ -46,7 +46,9 @@
  * runs a different process (its start time differs, or its command name is not meshgate's:
  * a crafted record naming pid 1 is stale), or is another user's. An empty file that we
  * own (a start that died between creating and sizing it, or a truncated segment) is removed.
- * A live master, or anything else under the name, stops the start with a message.
+ * A live master, or anything else under the name, stops the start with a message; a name
+ * another user created is left alone and the segment goes under a stand-in no one can guess
+ * (mg_segment_resolve_name finds it for readers).
  *
  * An existing name is opened with O_NOFOLLOW | O_NONBLOCK and checked with fstat before
  * anything reads it: a FIFO, a device or a symbolic link there is refused at once, never
@@ -68,7 +70,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 16u
+#define MG_SHM_LAYOUT_VERSION 17u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64
@@ -138,7 +140,11 @@ struct mg_segment {
     bool read_only;
     bool replaced_stale; /* create found a segment left by a dead instance and replaced it */
     bool removed_empty;  /* create found an empty file of ours under the name and removed it */
-    bool fd_open;        /* create keeps the descriptor (fd), for mg_segment_check_size */
+    /* Another user had created the name: the segment is under an unguessable stand-in (name
+     * says which), and squat_note says so for the log. */
+    bool squatted;
+    char squat_note[768];
+    bool fd_open; /* create keeps the descriptor (fd), for mg_segment_check_size */
     int fd;
     char name[MG_SHM_NAME_MAX];
     struct mg_shm_header *header;
@@ -157,6 +163,10 @@ struct mg_segment {
     struct mg_client_view clients;    /* the per-client rate table */
     struct mg_conn_view conns;        /* open connections per client address */
     struct mg_upstream_shm *upstream; /* the upstream's gate, breaker and tunnels */
+    /* What validation found, kept in this process's memory: the header up to its first
+     * mutable field and the tables' sizes. The segment is never trusted over these. */
+    unsigned char header_fixed[offsetof(struct mg_shm_header, created_realtime_ns)];
+    uint32_t cache_entries, cache_pages, client_sets, conn_sets, conn_slots, conn_holds_per_slot;
 };
 
 /*
@@ -182,6 +192,14 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
 void mg_segment_detach(struct mg_segment *seg);
 
 /*
+ * Checks that the header's fixed part and the sizes of the tables still say what they said
+ * when seg was validated (someone with write access to the segment may have written over
+ * them). Every walk of a table that the master makes is bounded by those sizes, so the
+ * master asks this before any walk. Returns 0; or -1 with what differs in err.
+ */
+int mg_segment_check_shape(const struct mg_segment *seg, char *err, size_t errlen);
+
+/*
  * Master: checks that the object under the mapping still has the size it was created with.
  * Returns 0; or -1 with a message in err when someone truncated it (touching the lost pages
  * would raise SIGBUS in every process).
@@ -195,6 +213,13 @@ int mg_segment_check_size(const struct mg_segment *seg, char *err, size_t errlen
  */
 int mg_segment_open_existing(const char *name, int flags, struct stat *st, char *err,
                              size_t errlen);
+/*
+ * The name readers should open for name: name itself, unless it is missing or another
+ * user's and one of our live instances created a stand-in for it (mg_segment_create, when
+ * another user had taken the name): then that stand-in, written to out (MG_SHM_NAME_MAX).
+ */
+const char *mg_segment_resolve_name(const char *name, char *out);
+
 /* Removes the name (the mapping stays valid for whoever has it). */
 int mg_segment_unlink(const char *name);
 

@@ -309,10 +309,10 @@ Test(access_log, outside_the_journal_every_line_starts_with_its_time)
 
 Test(access_log, under_the_journal_every_line_carries_its_priority)
 {
-    /* A level the server refuses on purpose gives an error line; the rest of the test reads
-     * a running server's lines. */
+    /* A setting the server warns about gives a warning line; the rest of the test reads a
+     * running server's lines. */
     const char *env[] = {"MG_TEST_JOURNAL_STREAM=1", "MESHGATE_ACCESS_LOG=json",
-                         "MESHGATE_LOG_LEVEL=debug", "MESHGATE_NOT_A_VARIABLE=1", NULL};
+                         "MESHGATE_LOG_LEVEL=debug", "MESHGATE_ANON_CONCURRENCY=0", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     cr_expect_eq(get(s.port, "/api/healthz", NULL), 200);
@@ -323,7 +323,8 @@ Test(access_log, under_the_journal_every_line_carries_its_priority)
     for (const char *p = log; *p;) {
         cr_expect(p[0] == '<' && strchr("3467", p[1]) && p[2] == '>', "line %u: %.120s", lines, p);
         info += strncmp(p, "<6>meshgate[", 12) == 0;
-        warning += strncmp(p, "<4>meshgate[", 12) == 0 && strstr(p, " warning: ignoring unknown");
+        warning += strncmp(p, "<4>meshgate[", 12) == 0 &&
+                   strstr(p, " warning: MESHGATE_ANON_CONCURRENCY=0");
         debug += strncmp(p, "<7>meshgate[", 12) == 0;
         access += strncmp(p, "<6>{\"time\":\"", 12) == 0;
         lines++;

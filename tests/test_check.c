@@ -121,6 +121,8 @@ Test(check, a_bad_configuration_fails_with_the_exit_code_and_message_of_a_start,
         {keys, 78, "MESHGATE_API_KEYS_FILE"},
         {"MESHGATE_ENV_FILE=/nonexistent/meshgate.env", 78,
          "MESHGATE_ENV_FILE=/nonexistent/meshgate.env: cannot read it"},
+        {"MESHGATE_WORKRES=2", 78,
+         "unknown variable(s) MESHGATE_WORKRES (closest known name: MESHGATE_WORKERS)"},
         {missing, 66, "No such file or directory"},
         {foreign, 65, "not a CoreScope database"},
     };
@@ -172,6 +174,15 @@ Test(check, a_bad_line_in_the_env_file_fails_naming_file_and_line, .init = make_
     cr_expect(strstr(out, "  MESHGATE_WORKERS=1\n"), "the environment wins: %s", out);
     cr_expect(strstr(out, "MESHGATE_WORKERS=2 is overridden by the process environment"), "%s",
               out);
+
+    /* A mistyped name in the file fails too, with its line and the name it was meant to be. */
+    f = fopen(path, "w");
+    fputs("MESHGATE_WORKERS=2\nMESHGATE_ANON_RAET=60\n", f);
+    fclose(f);
+    cr_expect_eq(run_check("--check", extra, out, sizeof out), 78, "%s", out);
+    cr_expect(strstr(out, "line 2: unknown variable MESHGATE_ANON_RAET (closest known name: "
+                          "MESHGATE_ANON_RATE)"),
+              "%s", out);
 }
 
 Test(check, a_running_server_on_the_same_name_and_port_is_left_alone)

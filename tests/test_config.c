@@ -670,7 +670,8 @@ Test(config, unknown_reports_a_typo_and_ignores_known_foreign_and_test_variables
     char out[256];
     int n = mg_config_unknown(envp, out, sizeof out);
     cr_assert_eq(n, 2, "counted %d unknown variables: %s", n, out);
-    cr_assert_str_eq(out, "MESHGATE_WORKRES, MESHGATE_DB_EXTRA");
+    cr_assert_str_eq(out, "MESHGATE_WORKRES (closest known name: MESHGATE_WORKERS), "
+                          "MESHGATE_DB_EXTRA (closest known name: MESHGATE_DB)");
 }
 
 Test(config, unknown_finds_nothing_in_an_environment_of_known_variables)
@@ -1035,19 +1036,29 @@ Test(config, a_file_that_cannot_be_read_or_parsed_is_an_error_naming_it, .init =
     mg_config_sources_free(&s);
 }
 
-Test(config, unknown_names_in_the_file_are_noted_with_their_line, .init = make_env_dir,
-     .fini = remove_env_dir)
+Test(config, unknown_names_in_the_file_are_refused_with_their_line_and_the_closest_name,
+     .init = make_env_dir, .fini = remove_env_dir)
 {
     write_env_file("MESHGATE_DB=/db\n\nMESHGATE_WORKRES=4\nOTHER_PROGRAM=1\n");
     struct fake_env env = {.count = 0};
     env_set(&env, "MESHGATE_ENV_FILE", env_setting);
     struct mg_config_sources s;
-    cr_assert_eq(load_from(&env, &s), 0, "%s", err);
-    struct described notes = {.count = 0};
-    cr_expect_eq(mg_config_sources_notes(&s, collect_line, &notes), 1);
-    cr_expect(strstr(notes.line[0], "line 3: ignoring unknown variable MESHGATE_WORKRES"), "%s",
-              notes.line[0]);
+    cr_expect_eq(load_from(&env, &s), -1);
+    cr_expect(strstr(err, "line 3: unknown variable MESHGATE_WORKRES (closest known name: "
+                          "MESHGATE_WORKERS)"),
+              "%s", err);
     mg_config_sources_free(&s);
+    /* Other programs' names and the tests' hooks are not the server's to judge. */
+    write_env_file("MESHGATE_DB=/db\nOTHER_PROGRAM=1\nMESHGATE_TEST_HOOKS=park\n");
+    cr_expect_eq(load_from(&env, &s), 0, "%s", err);
+    mg_config_sources_free(&s);
+}
+
+Test(config, the_closest_name_is_the_nearest_by_edit_distance)
+{
+    cr_expect_str_eq(mg_config_closest("MESHGATE_LISTNE", 15), "MESHGATE_LISTEN");
+    cr_expect_str_eq(mg_config_closest("MESHGATE_PUBLIC_DIRS", 20), "MESHGATE_PUBLIC_DIR");
+    cr_expect_str_eq(mg_config_closest("MESHGATE_ANON_RATES", 19), "MESHGATE_ANON_RATE");
 }
 
 Test(config, the_file_cannot_name_another_file)

@@ -18,7 +18,9 @@
 #include "stats.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,4 +291,73 @@ Test(reload, a_missing_env_file_stops_the_start_with_78, .init = make_dir, .fini
     int status = mg_test_run_expect_exit(env, out, sizeof out, 5000);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 78, "status %d: %s", status, out);
     cr_expect(strstr(out, "MESHGATE_ENV_FILE=") && strstr(out, "cannot read it"), "%s", out);
+}
+
+/* Clients that send requests back to back on kept-alive connections, during reloads. */
+#define KEEPALIVE_CLIENTS 6
+#define RELOADS 4
+
+struct busy_client {
+    int port;
+    atomic_bool *stop;
+    unsigned answered, lost, closes;
+};
+
+static void *busy_client(void *arg)
+{
+    struct busy_client *b = arg;
+    static const char req[] = "GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = -1;
+    while (!atomic_load(b->stop)) {
+        if (fd < 0 && (fd = mg_test_connect(b->port)) < 0)
+            continue;
+        struct mg_test_response r;
+        if (!mg_test_send(fd, req, sizeof req - 1) ||
+            !mg_test_read_response(fd, &r, false, 10000)) {
+            b->lost++; /* sent on an open connection and never answered: reset or closed */
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        b->answered++;
+        char v[32];
+        if (mg_test_header(&r, "Connection", v, sizeof v) && strcmp(v, "close") == 0) {
+            b->closes++;
+            close(fd);
+            fd = -1;
+        }
+        mg_test_response_free(&r);
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+Test(reload, requests_on_kept_alive_connections_are_answered_through_reloads, .timeout = 120)
+{
+    const char *env[] = {"MESHGATE_WORKERS=2", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    atomic_bool stop = false;
+    struct busy_client clients[KEEPALIVE_CLIENTS];
+    pthread_t threads[KEEPALIVE_CLIENTS];
+    for (int i = 0; i < KEEPALIVE_CLIENTS; i++) {
+        clients[i] = (struct busy_client){.port = s.port, .stop = &stop};
+        cr_assert_eq(pthread_create(&threads[i], NULL, busy_client, &clients[i]), 0);
+    }
+    for (int i = 1; i <= RELOADS; i++)
+        free(reload_and_wait(&s, i, true));
+    atomic_store(&stop, true);
+    unsigned answered = 0, lost = 0, closes = 0;
+    for (int i = 0; i < KEEPALIVE_CLIENTS; i++) {
+        pthread_join(threads[i], NULL);
+        answered += clients[i].answered;
+        lost += clients[i].lost;
+        closes += clients[i].closes;
+    }
+    cr_expect_eq(lost, 0, "%u of %u requests on kept-alive connections lost over %d reloads", lost,
+                 answered + lost, RELOADS);
+    cr_expect_gt(closes, 0, "no answer said Connection: close while its worker drained");
+    cr_expect_gt(answered, 100u);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }

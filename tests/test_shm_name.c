@@ -220,3 +220,56 @@ Test(shmname, truncating_the_live_segment_is_logged_and_the_master_stops_with_71
     cr_expect(stat(shm_path, &st) < 0 && errno == ENOENT, "the truncated name was left behind");
     mg_test_server_stop(&s, 1000);
 }
+
+/* The stand-ins of name left in /dev/shm (the server's stand-in for a taken name). */
+static int stand_ins(const char *taken)
+{
+    char cmd[256], out[4096];
+    snprintf(cmd, sizeof cmd, "ls /dev/shm | grep -c '^%s-u' || true", taken + 1);
+    mg_test_shell(cmd, out, sizeof out);
+    return atoi(out);
+}
+
+Test(shmname, a_name_another_user_created_is_reported_with_its_owner_and_left_alone)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to create a name owned by another user");
+    /* The harness names the first server of this test process /mgtest-PID-1. */
+    char taken[64], taken_path[96];
+    snprintf(taken, sizeof taken, "/mgtest-%d-1", (int)getpid());
+    snprintf(taken_path, sizeof taken_path, "/dev/shm%s", taken);
+    mg_test_cleanup_shm(taken);
+    int fd = open(taken_path, O_CREAT | O_EXCL | O_RDWR, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", taken_path, strerror(errno));
+    cr_assert_eq(fchown(fd, 65534, 65534), 0);
+    static char junk[4096];
+    memset(junk, 'x', sizeof junk);
+    cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    close(fd);
+
+    struct mg_test_server s;
+    bool started = mg_test_server_start(&s, NULL, NULL);
+    cr_assert(started, "a name another user created stopped the start");
+    cr_assert_str_eq(s.shm_name, taken);
+    char *log = mg_test_server_log(&s);
+    cr_expect(log && strstr(log, "(uid 65534), not by this server's user"), "%s", log);
+    char instead[96];
+    snprintf(instead, sizeof instead, "using %s-u0-", taken);
+    cr_expect(log && strstr(log, instead), "%s", log);
+    free(log);
+    struct stat st;
+    cr_expect(stat(taken_path, &st) == 0 && st.st_uid == 65534 && st.st_size == 4096,
+              "the other user's object was touched");
+    cr_expect_eq(stand_ins(taken), 1);
+
+    /* Readers find the stand-in under the name they know. */
+    snprintf(name, sizeof name, "%s", taken);
+    cr_expect_eq(run_dump_tool(), 0, "meshgate-shm --name %s did not find the stand-in", taken);
+    struct mg_test_response r;
+    cr_expect(mg_test_get(s.port, "/api/healthz", NULL, &r) && r.status == 200);
+    mg_test_response_free(&r);
+
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    cr_expect_eq(stand_ins(taken), 0, "the stand-in was not removed at stop");
+    unlink(taken_path);
+}

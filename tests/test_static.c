@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 TestSuite(static_files, .timeout = 30);
 
@@ -688,6 +690,149 @@ Test(static_files, real_server_answers_head_and_counts_static_requests)
     cr_assert(mg_test_get(s.port, "/api/perf", NULL, &r));
     cr_expect(strstr(r.body, "\"(static)\":{\"count\":3,") != NULL, "%s", r.body);
     mg_test_response_free(&r);
+    mg_test_server_stop(&s, 5000);
+    mg_test_rmdir(dir);
+}
+
+/* The plain bytes of a gzip body (a malloc'ed copy, its length in *len). */
+static char *inflate_all(const char *zipped, size_t zipped_len, size_t *len)
+{
+    struct mg_buf out;
+    mg_buf_init(&out);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    cr_assert_eq(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+    z.next_in = (Bytef *)zipped;
+    z.avail_in = (uInt)zipped_len;
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+        cr_assert(mg_buf_reserve(&out, 65536));
+        z.next_out = (Bytef *)out.data + out.len;
+        z.avail_out = 65536;
+        rc = inflate(&z, Z_NO_FLUSH);
+        out.len = z.total_out;
+    }
+    cr_assert_eq(rc, Z_STREAM_END, "not one whole gzip stream: %d", rc);
+    inflateEnd(&z);
+    *len = out.len;
+    return out.data;
+}
+
+/* static_gzips and static_gzip_hits of the server's cache. */
+static void gzip_counts(const struct mg_test_server *s, uint64_t *made, uint64_t *hits)
+{
+    struct mg_segment seg;
+    char err[256];
+    cr_assert_eq(mg_segment_attach(&seg, s->shm_name, true, err, sizeof err), 0, "%s", err);
+    *made = atomic_load(&seg.cache.cache->static_gzips);
+    *hits = atomic_load(&seg.cache.cache->static_gzip_hits);
+    mg_segment_detach(&seg);
+}
+
+/* GET target with gzip accepted: the body must be gzip and inflate to want (want_len). */
+static void expect_gzip_of(int port, const char *target, const char *want, size_t want_len,
+                           struct mg_test_response *r)
+{
+    cr_assert(mg_test_get(port, target, "Accept-Encoding: gzip\r\n", r));
+    cr_assert_eq(r->status, 200, "%s", r->head);
+    char v[64];
+    cr_assert(mg_test_header(r, "Content-Encoding", v, sizeof v) && strcmp(v, "gzip") == 0,
+              "%s: %s", target, r->head);
+    size_t len;
+    char *plain = inflate_all(r->body, r->body_len, &len);
+    cr_expect(len == want_len && memcmp(plain, want, len) == 0,
+              "%s inflates to %zu bytes, not the "
+              "file's %zu",
+              target, len, want_len);
+    free(plain);
+}
+
+/* A text file of about n bytes that compresses as a real script does. */
+static char *script_text(size_t n, int seed)
+{
+    char *text = malloc(n + 64);
+    size_t len = 0;
+    for (int i = 0; len < n; i++)
+        len += (size_t)snprintf(text + len, 64, "var v%d = %d * %d;\n", i, i ^ seed, seed);
+    return text;
+}
+
+static void set_mtime(const char *path, time_t sec)
+{
+    struct timespec ts[2] = {{sec, 0}, {sec, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+Test(static_files, a_text_file_is_compressed_once_for_the_group_and_again_when_it_changes,
+     .timeout = 60)
+{
+    char dir[128], public[256], env_public[300], path[512];
+    mg_test_tmpdir(dir, sizeof dir);
+    in_dir(public, sizeof public, dir, "public");
+    cr_assert_eq(mkdir(public, 0755), 0);
+    char *text = script_text(268 * 1024, 1);
+    write_file(public, "analytics.js", text);
+    snprintf(env_public, sizeof env_public, "MESHGATE_PUBLIC_DIR=%s", public);
+    const char *env[] = {env_public, "MESHGATE_WORKERS=2", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+
+    struct mg_test_response first, r;
+    expect_gzip_of(s.port, "/analytics.js", text, strlen(text), &first);
+    uint64_t made, hits;
+    gzip_counts(&s, &made, &hits);
+    cr_expect_eq(made, 1);
+    /* Later requests, whichever worker takes them, compress nothing: the same bytes. */
+    for (int i = 0; i < 6; i++) {
+        expect_gzip_of(s.port, "/analytics.js", text, strlen(text), &r);
+        cr_expect(r.body_len == first.body_len && memcmp(r.body, first.body, r.body_len) == 0,
+                  "request %d got other compressed bytes", i);
+        mg_test_response_free(&r);
+    }
+    gzip_counts(&s, &made, &hits);
+    cr_expect_eq(made, 1, "compressed %llu times", (unsigned long long)made);
+    cr_expect_eq(hits, 6);
+    mg_test_response_free(&first);
+
+    /* Changed in place (same size, later modification time): a fresh body. */
+    text[0] = 'V';
+    write_file(public, "analytics.js", text);
+    in_dir(path, sizeof path, public, "analytics.js");
+    set_mtime(path, time(NULL) + 10);
+    expect_gzip_of(s.port, "/analytics.js", text, strlen(text), &r);
+    mg_test_response_free(&r);
+    gzip_counts(&s, &made, &hits);
+    cr_expect_eq(made, 2);
+
+    /* A NAME.gz beside it, no older than the file, is sent as it is; a stale one is not. */
+    struct mg_buf plain, zipped;
+    mg_buf_init(&plain);
+    mg_buf_init(&zipped);
+    mg_buf_puts(&plain, "/* precompressed */\n");
+    mg_buf_puts(&plain, text);
+    cr_assert(mg_gzip(&plain, &zipped));
+    in_dir(path, sizeof path, public, "analytics.js.gz");
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fwrite(zipped.data, 1, zipped.len, f);
+    fclose(f);
+    set_mtime(path, time(NULL) + 20);
+    expect_gzip_of(s.port, "/analytics.js", plain.data, plain.len, &r);
+    cr_expect(r.body_len == zipped.len && memcmp(r.body, zipped.data, zipped.len) == 0);
+    mg_test_response_free(&r);
+    set_mtime(path, time(NULL) - 100);
+    expect_gzip_of(s.port, "/analytics.js", text, strlen(text), &r);
+    mg_test_response_free(&r);
+    gzip_counts(&s, &made, &hits);
+    cr_expect_eq(made, 2, "the precompressed file or the stored body was compressed again");
+    /* Without gzip, the file itself. */
+    cr_assert(mg_test_get(s.port, "/analytics.js", NULL, &r));
+    cr_expect(r.body_len == strlen(text) && memcmp(r.body, text, r.body_len) == 0);
+    mg_test_response_free(&r);
+
+    mg_buf_free(&plain);
+    mg_buf_free(&zipped);
+    free(text);
     mg_test_server_stop(&s, 5000);
     mg_test_rmdir(dir);
 }

@@ -287,6 +287,8 @@ enum mg_shmdump_status mg_shmdump_take_with(struct mg_shmdump *d, const char *na
                                             char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
+    char found[MG_SHM_NAME_MAX];
+    name = mg_segment_resolve_name(name, found);
     /* Never blocks: a FIFO or a symbolic link under the name is refused, not opened. */
     struct stat st;
     char why[400];

@@ -173,6 +173,9 @@ struct mg_response {
     /* Admitted for the upstream (upstream.h): the worker hands the connection to its proxy
      * engine instead of writing a response. */
     bool upstream;
+    /* The body (or the file) is gzip already: sent with Content-Encoding: gzip, never
+     * compressed again (static files' stored or precompressed bodies). */
+    bool gzipped;
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
@@ -190,6 +193,8 @@ void mg_response_drop_file(struct mg_response *res);
 
 /* True for a Content-Type that gzip makes smaller (JSON, text, JavaScript, SVG). */
 bool mg_response_compressible(const char *content_type);
+/* Appends gzip (RFC 1952) of in to out; false when zlib fails or memory runs out. */
+bool mg_gzip(const struct mg_buf *in, struct mg_buf *out);
 
 /* Adds a header line ("Name: value"); the CRLF is added. */
 void mg_response_header(struct mg_response *res, const char *fmt, ...)

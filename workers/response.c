@@ -50,6 +50,7 @@ void mg_response_reset(struct mg_response *res)
     mg_response_drop_file(res);
     res->readmit = false;
     res->upstream = false;
+    res->gzipped = false;
 }
 
 void mg_response_free(struct mg_response *res)
@@ -84,6 +85,7 @@ void mg_response_error(struct mg_response *res, int status, const char *fmt, ...
     va_end(ap);
     mg_response_drop_file(res);
     mg_buf_reset(&res->body);
+    res->gzipped = false;
     mg_response_json(res, status);
     struct mg_json j;
     mg_json_init(&j, &res->body);
@@ -132,8 +134,7 @@ bool mg_response_compressible(const char *type)
                     strncmp(type, "image/svg+xml", 13) == 0);
 }
 
-/* gzip (RFC 1952) of in into out; false when zlib fails (then the body goes uncompressed). */
-static bool gzip_body(const struct mg_buf *in, struct mg_buf *out)
+bool mg_gzip(const struct mg_buf *in, struct mg_buf *out)
 {
     z_stream z;
     memset(&z, 0, sizeof z);
@@ -171,8 +172,8 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
     struct mg_buf zipped;
     mg_buf_init(&zipped);
     const struct mg_buf *body = &res->body;
-    bool zip = !from_file && gzip_ok && may_compress && gzip_min_bytes > 0 &&
-               res->body.len >= (size_t)gzip_min_bytes && gzip_body(&res->body, &zipped);
+    bool zip = !from_file && !res->gzipped && gzip_ok && may_compress && gzip_min_bytes > 0 &&
+               res->body.len >= (size_t)gzip_min_bytes && mg_gzip(&res->body, &zipped);
     if (zip)
         body = &zipped;
 
@@ -184,7 +185,7 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
         mg_buf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)res->file_length);
     else
         mg_buf_printf(out, "Content-Length: %zu\r\n", body->len);
-    if (zip)
+    if (zip || res->gzipped)
         mg_buf_puts(out, "Content-Encoding: gzip\r\n");
     if (may_compress && gzip_min_bytes > 0)
         mg_buf_puts(out, "Vary: Accept-Encoding\r\n");

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: ISC */
 #include "static_files.h"
 
+#include "clock.h"
 #include "log.h"
+#include "result_body.h"
+#include "segment.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -189,6 +192,120 @@ static bool read_file(int fd, size_t size, struct mg_buf *body)
     return true;
 }
 
+/*
+ * Compressed once (docs/architecture.md, "Static files"): a compressed body is looked for in
+ * this order, and the first found is answered:
+ *   1. NAME.gz beside the file, a regular file as the file itself is opened (beneath the
+ *      directory, no symbolic link), modified no earlier than the file: streamed as it is;
+ *   2. the group's result cache, keyed by the file's version (device, inode, size,
+ *      modification time: a file written or replaced has another key);
+ *   3. compressed here, once for the group: a request that claims the key compresses and
+ *      stores it; one that finds another worker compressing it gets the file as it is
+ *      (never a wait on the loop).
+ * A body the cache cannot store (more than a quarter of its pool) is served compressed that
+ * once, and its version remembered in the worker (TOO_LARGE_MEMO of them): from then on that
+ * worker streams the file as it is. So each version of a file costs one compression per group
+ * while the cache keeps it, and at most one per worker when it cannot.
+ */
+enum gz { GZ_PLAIN = 0, GZ_BODY, GZ_FAILED };
+
+#define TOO_LARGE_MEMO 16
+static struct version {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns;
+} too_large[TOO_LARGE_MEMO];
+static unsigned too_large_next;
+
+static struct version version_of(const struct stat *st)
+{
+    return (struct version){st->st_dev, st->st_ino, st->st_size,
+                            (int64_t)st->st_mtim.tv_sec * MG_NS_PER_SEC + st->st_mtim.tv_nsec};
+}
+
+static bool known_too_large(const struct stat *st)
+{
+    struct version v = version_of(st);
+    for (unsigned i = 0; i < TOO_LARGE_MEMO; i++)
+        if (too_large[i].ino == v.ino && too_large[i].dev == v.dev && too_large[i].size == v.size &&
+            too_large[i].mtime_ns == v.mtime_ns)
+            return true;
+    return false;
+}
+
+/* NAME.gz beside rel (relative to dirfd), when it may stand for the file st describes. */
+static int open_precompressed(int dirfd, const char *rel, const struct stat *st, struct stat *gz_st)
+{
+    size_t n = strlen(rel);
+    char *gz = malloc(n + sizeof ".gz");
+    if (!gz)
+        return -1;
+    memcpy(gz, rel, n);
+    memcpy(gz + n, ".gz", sizeof ".gz");
+    int fd = open_beneath(dirfd, gz);
+    free(gz);
+    if (fd < 0)
+        return -1;
+    int64_t file_mtime = version_of(st).mtime_ns;
+    if (fstat(fd, gz_st) < 0 || !S_ISREG(gz_st->st_mode) ||
+        version_of(gz_st).mtime_ns < file_mtime) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Steps 2 and 3 above for the open file fd: GZ_BODY with the compressed body in res->body;
+ * GZ_PLAIN (serve the file as it is); GZ_FAILED with the error answered. */
+static enum gz cached_gzip(struct mg_env *env, int fd, const struct stat *st, const char *name,
+                           struct mg_response *res)
+{
+    if (known_too_large(st))
+        return GZ_PLAIN;
+    struct version v = version_of(st);
+    char key[MG_CACHE_KEY_MAX];
+    snprintf(key, sizeof key, "static-gz:%llx:%llx:%llx:%llx", (unsigned long long)v.dev,
+             (unsigned long long)v.ino, (unsigned long long)v.size, (unsigned long long)v.mtime_ns);
+    struct mg_cache_view *cache = &env->seg->cache;
+    uint64_t build_id = 0;
+    mg_buf_reset(&res->body);
+    enum mg_cache_outcome o = mg_result_cache_relook(cache, env->pid, env->slot, key,
+                                                     mg_monotonic_ns(), &res->body, &build_id);
+    if (o == MG_CACHE_HIT && !res->body.failed) {
+        atomic_fetch_add(&cache->cache->static_gzip_hits, 1);
+        return GZ_BODY;
+    }
+    mg_buf_reset(&res->body);
+    if (o != MG_CACHE_CLAIMED)
+        return GZ_PLAIN; /* another worker compresses it now, or out of memory */
+    struct mg_buf plain;
+    mg_buf_init(&plain);
+    if (!read_file(fd, (size_t)st->st_size, &plain)) {
+        mg_error("static files: reading %s: %s", name, strerror(errno));
+        mg_buf_free(&plain);
+        mg_result_cache_abandon(cache, env->pid, build_id);
+        mg_response_error(res, 500, "the file could not be read; see the server log");
+        return GZ_FAILED;
+    }
+    bool zipped = mg_gzip(&plain, &res->body);
+    mg_buf_free(&plain);
+    if (!zipped) {
+        mg_buf_reset(&res->body);
+        mg_result_cache_abandon(cache, env->pid, build_id);
+        return GZ_PLAIN;
+    }
+    atomic_fetch_add(&cache->cache->static_gzips, 1);
+    if (res->body.len > mg_result_cache_max_body(cache->cache)) {
+        too_large[too_large_next++ % TOO_LARGE_MEMO] = v;
+        mg_result_cache_abandon(cache, env->pid, build_id);
+    } else {
+        mg_result_cache_store_uncounted(cache, env->pid, build_id, res->body.data, res->body.len,
+                                        mg_monotonic_ns());
+    }
+    return GZ_BODY;
+}
+
 /* A decimal number at *p, advancing it; saturates at UINT64_MAX (a position past any file). */
 static bool range_number(const char **p, const char *end, uint64_t *out)
 {
@@ -247,13 +364,14 @@ int mg_static_parse_range(const char *value, size_t len, uint64_t size, uint64_t
 }
 
 /*
- * Answers with the open regular file fd (size from st), which it takes over. A Range the
- * server honours is streamed; a small compressible file for a client that takes gzip is read
- * and compressed whole (bounded by MG_STATIC_GZIP_MAX_BYTES); everything else is streamed as
- * it is, so no file costs more memory per connection than that bound.
+ * Answers with the open regular file fd (size from st), which it takes over; rel is its path
+ * beneath dirfd. A Range the server honours is streamed; a compressible file for a client
+ * that takes gzip gets a body compressed once (see cached_gzip; files past
+ * MG_STATIC_GZIP_MAX_BYTES only from a NAME.gz); everything else is streamed as it is, so no
+ * file costs more memory per connection than that bound.
  */
 static void serve_file(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
-                       int fd, const struct stat *st, const char *name)
+                       int dirfd, const char *rel, int fd, const struct stat *st, const char *name)
 {
     uint64_t size = (uint64_t)st->st_size;
     const char *type = mg_static_content_type(name);
@@ -275,16 +393,26 @@ static void serve_file(struct mg_env *env, const struct mg_request *req, struct 
         return;
     }
     int gzip_min = env->cfg->gzip_min_bytes;
+    enum gz gz = GZ_PLAIN;
+    struct stat gz_st;
+    int gz_fd = -1;
     if (r == MG_RANGE_IGNORED && req->accepts_gzip && mg_response_compressible(type) &&
-        gzip_min > 0 && size >= (uint64_t)gzip_min && size <= MG_STATIC_GZIP_MAX_BYTES) {
-        mg_buf_reset(&res->body);
-        bool ok = read_file(fd, (size_t)size, &res->body);
+        gzip_min > 0 && size >= (uint64_t)gzip_min) {
+        gz_fd = open_precompressed(dirfd, rel, st, &gz_st);
+        if (gz_fd < 0 && size <= MG_STATIC_GZIP_MAX_BYTES)
+            gz = cached_gzip(env, fd, st, name, res);
+    }
+    if (gz == GZ_FAILED) {
         close(fd);
-        if (!ok) {
-            mg_error("static files: reading %s: %s", name, strerror(errno));
-            mg_response_error(res, 500, "the file could not be read; see the server log");
-            return;
-        }
+        return;
+    }
+    if (gz_fd >= 0) {
+        close(fd);
+        mg_response_file(res, gz_fd, 0, (uint64_t)gz_st.st_size);
+        res->gzipped = true;
+    } else if (gz == GZ_BODY) {
+        close(fd);
+        res->gzipped = true;
     } else if (r == MG_RANGE_OK) {
         mg_response_file(res, fd, first, last - first + 1);
     } else {
@@ -330,6 +458,7 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
     }
 
     const char *name = rel; /* the name whose extension gives the type */
+    char *served = rel;     /* the file's path beneath the directory */
     int fd = open_beneath(dirfd, rel);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) < 0) {
@@ -344,6 +473,9 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
         fd = index_fd;
         errno = saved;
         name = INDEX_FILE;
+        served = NULL;
+        if (asprintf(&served, "%s/%s", rel, INDEX_FILE) < 0)
+            served = NULL;
         if (fd >= 0 && fstat(fd, &st) < 0) {
             close(fd);
             fd = -1;
@@ -358,7 +490,9 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
         mg_response_error(res, 403, "only regular files are served");
         close(fd);
     } else {
-        serve_file(env, req, res, fd, &st, name);
+        serve_file(env, req, res, dirfd, served ? served : rel, fd, &st, name);
     }
+    if (served != rel)
+        free(served);
     free(rel);
 }

@@ -22,8 +22,9 @@
  * with sendfile() as the client reads it (workers/worker.c), under the send timeout, so a
  * connection costs its socket buffers whatever the file's size. The one exception is gzip:
  * a compressible file (text, JavaScript, JSON, SVG) of at most MG_STATIC_GZIP_MAX_BYTES, for
- * a client that accepts gzip and asks for no range, is read and compressed in memory as
- * API bodies are; larger files go out uncompressed.
+ * a client that accepts gzip and asks for no range, is compressed once for the group and its
+ * body kept in the result cache (or a precompressed NAME.gz is streamed; static_files.c
+ * says which); larger files without a .gz go out uncompressed.
  *
  * Ranges (RFC 9110 14): one range of bytes ("bytes=A-B", "bytes=A-", "bytes=-N") is answered
  * 206 with Content-Range; a range that starts past the end (or "bytes=-0") is 416 with

@@ -116,6 +116,11 @@ struct worker {
     struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
     int upstream_fd;              /* its epoll descriptor, in ours */
     struct mg_mem_watch mem;      /* gives back what large requests left (mem.h) */
+    /* At the open-file limit (accept_some): not accepting until then; failures since the
+     * last line logged, and when that was. */
+    int64_t accept_paused_until_ns;
+    uint64_t accept_fd_failures;
+    int64_t accept_logged_ns;
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -267,6 +272,30 @@ static bool has_room(const struct worker *w)
     return w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker || shed_candidate(w);
 }
 
+/*
+ * At the open-file limit a pending connection stays pending, so the listening socket stays
+ * readable: accepting again at once would spin (and once logged every failure, 246,777 lines
+ * in 10 s). So the worker stops polling the listener for ACCEPT_BACKOFF_NS and logs at most
+ * once per ACCEPT_LOG_NS, with the count.
+ */
+#define ACCEPT_BACKOFF_NS (100 * MG_NS_PER_MS)
+#define ACCEPT_LOG_NS (10 * MG_NS_PER_SEC)
+
+static void accept_out_of_files(struct worker *w, int64_t now, int err)
+{
+    w->accept_fd_failures++;
+    w->accept_paused_until_ns = now + ACCEPT_BACKOFF_NS;
+    listen_stop(w);
+    if (w->accept_logged_ns != 0 && now - w->accept_logged_ns < ACCEPT_LOG_NS)
+        return;
+    mg_warn("accept: %s: %llu time(s) since the last such line; not accepting for %lld ms at a "
+            "time (raise LimitNOFILE or lower MESHGATE_MAX_CONNS_PER_WORKER)",
+            strerror(err), (unsigned long long)w->accept_fd_failures,
+            (long long)(ACCEPT_BACKOFF_NS / MG_NS_PER_MS));
+    w->accept_fd_failures = 0;
+    w->accept_logged_ns = now;
+}
+
 /* Accepts up to max connections; returns how many. */
 static int accept_some(struct worker *w, int64_t now, int max)
 {
@@ -284,9 +313,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
                 errno != ECONNABORTED) {
                 mg_counter_add(w->env.seg, MG_CTR_ACCEPT_ERRORS, 1);
                 if (errno == EMFILE || errno == ENFILE)
-                    mg_warn("accept: %s (raise LimitNOFILE or lower "
-                            "MESHGATE_MAX_CONNS_PER_WORKER)",
-                            strerror(errno));
+                    accept_out_of_files(w, now, errno);
             }
             return accepted;
         }
@@ -846,10 +873,16 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     conn_flush(w, c, now);
 }
 
+#define DRAIN_IDLE_GRACE_NS (500 * MG_NS_PER_MS)
+
 static void conn_timeout(struct worker *w, struct conn *c)
 {
+    char byte;
     switch (c->state) {
     case CONN_IDLE:
+        /* Draining: a request that came with the deadline is read on the next turn. */
+        if (w->draining && c->requests > 0 && recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1)
+            return;
         mg_counter_add(w->env.seg, c->requests ? MG_CTR_IDLE_TIMEOUTS : MG_CTR_HEADER_TIMEOUTS, 1);
         break;
     case CONN_READING:
@@ -885,13 +918,15 @@ static void begin_drain(struct worker *w, int64_t now)
     w->listen_fd = -1;
     mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
     mg_upstream_drain(w->upstream, now);
-    /* Kept-alive connections between requests have nothing in flight: close them now. A
-     * connection that has not sent its first request yet gets to send it. */
-    for (struct conn *c = w->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->state == CONN_IDLE && c->requests > 0)
-            conn_close(w, c);
-    }
+    /* A kept-alive connection between requests may have its next request on the way, or
+     * unread in its buffer: closing now would reset it. It gets DRAIN_IDLE_GRACE_NS to send
+     * it, answered with Connection: close as every answer while draining; one that sends
+     * nothing by then is closed (conn_timeout). A connection that has not sent its first
+     * request yet gets to send it. */
+    int64_t grace = now + DRAIN_IDLE_GRACE_NS;
+    for (struct conn *c = w->conns; c; c = c->next)
+        if (c->state == CONN_IDLE && c->requests > 0 && c->deadline_ns > grace)
+            c->deadline_ns = grace;
 }
 
 static void update_slot_state(struct worker *w)
@@ -922,6 +957,9 @@ static void update_slot_state(struct worker *w)
  * rule catches one that is stuck. Runs on any thread of the worker.
  */
 #define LOCK_REPORT_NS (100 * MG_NS_PER_MS)
+/* With the master gone no one can force a lock: a wait for a holder that is gone or stopped,
+ * or that keeps the lock this long, ends the worker (which closes its listening socket). */
+#define ORPHAN_LOCK_WAIT_NS (1 * MG_NS_PER_SEC)
 static _Thread_local const struct mg_lock *reported_lock;
 static _Thread_local int reported_holder;
 
@@ -932,6 +970,15 @@ static void lock_watch(void *arg, struct mg_lock *l, enum mg_lock_event event, i
     mg_scoreboard_beat();
     uint64_t offset = (uint64_t)((char *)l - (char *)w->env.seg->base);
     char name[48] = "shared";
+    /* The parent-death signal waits for the loop, which does not turn while we wait here. */
+    if (event == MG_LOCK_WAITING && getppid() != w->master_pid &&
+        (state != MG_PROCESS_RUNNING || held_ns >= ORPHAN_LOCK_WAIT_NS)) {
+        mg_segment_lock_at(w->env.seg, offset, name, sizeof name);
+        mg_error("the master (pid %d) is gone and the %s lock's holder (pid %d) is %s: no one "
+                 "can free it, exiting",
+                 w->master_pid, name, holder, mg_process_state_name(state));
+        _exit(EXIT_FAILURE);
+    }
     if (event == MG_LOCK_ACQUIRED) {
         if (reported_lock == l) {
             mg_slot_clear_lock_wait(w->slot, offset);
@@ -1109,6 +1156,8 @@ static bool serve_ready(struct worker *w, int64_t *now)
 static int64_t next_wakeup(struct worker *w, int64_t now)
 {
     int64_t next_deadline = now + MG_NS_PER_SEC;
+    if (w->accept_paused_until_ns > now && w->accept_paused_until_ns < next_deadline)
+        next_deadline = w->accept_paused_until_ns;
     if (w->draining && w->drain_deadline_ns < next_deadline)
         next_deadline = w->drain_deadline_ns;
     if (w->upstream && mg_upstream_next_deadline(w->upstream) < next_deadline)
@@ -1143,10 +1192,10 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
  * workers. Requests that wait in a line are parked and cost the loop nothing: their worker
  * keeps accepting. See docs/architecture.md for the worst case.
  */
-static void choose_accepting(struct worker *w)
+static void choose_accepting(struct worker *w, int64_t now)
 {
     bool helper_busy = w->yield_when_busy && (mg_jobs_busy(w->jobs) || mg_jobs_busy(w->anon_jobs));
-    if (!w->draining && !helper_busy && has_room(w))
+    if (!w->draining && !helper_busy && now >= w->accept_paused_until_ns && has_room(w))
         listen_start(w);
     else if (helper_busy || !has_room(w))
         listen_stop(w); /* full, and nothing left to shed: another worker takes it */
@@ -1297,7 +1346,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
             break;
         bool served = serve_ready(&w, &now);
         int64_t next_deadline = next_wakeup(&w, now);
-        choose_accepting(&w);
+        choose_accepting(&w, now);
         update_slot_state(&w);
         if (!w.draining)
             mg_packets_summaries_tick(&w.env, now);

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 
 /* A fake environment: name/value pairs, later settings replace earlier ones. */
-#define FAKE_ENV_MAX 64
+#define FAKE_ENV_MAX 128
 
 struct fake_env {
     const char *name[FAKE_ENV_MAX];

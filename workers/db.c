@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -120,16 +121,35 @@ static bool has_table(sqlite3 *conn, const char *table)
     return found;
 }
 
-/* Whether the file's header says WAL (bytes 18 and 19, the write and read versions, are 2). */
+/*
+ * Whether the file's header says WAL (bytes 18 and 19, the write and read versions, are 2).
+ *
+ * Read through SQLite's own VFS, never with open() and close(): POSIX drops every lock a
+ * process holds on a file when the process closes any descriptor of it, and a worker opens
+ * a helper's connection (this check) while its loop's connection holds its SHARED lock on
+ * the file. With that lock gone, the ingestor's next close of a connection finds no other
+ * reader, takes EXCLUSIVE, checkpoints and deletes the -wal and -shm under the worker, which
+ * goes on reading through its old mapping of the deleted -shm: "database disk image is
+ * malformed" until restart (docs/architecture.md, "A live database"). SQLite's unix VFS
+ * defers the close of a descriptor while the process holds a lock on the file.
+ */
 static bool header_says_wal(const char *path)
 {
     unsigned char header[20];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    sqlite3_file *f = vfs ? calloc(1, (size_t)vfs->szOsFile) : NULL;
+    if (!f)
         return false;
-    bool wal = pread(fd, header, sizeof header, 0) == (ssize_t)sizeof header &&
-               memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 && header[19] == 2;
-    close(fd);
+    int flags = 0;
+    bool wal = false;
+    if (vfs->xOpen(vfs, path, f, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &flags) ==
+        SQLITE_OK) {
+        wal = f->pMethods->xRead(f, header, (int)sizeof header, 0) == SQLITE_OK &&
+              memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 && header[19] == 2;
+    }
+    if (f->pMethods)
+        f->pMethods->xClose(f);
+    free(f);
     return wal;
 }
 

@@ -242,8 +242,7 @@ static bool holds_lock_on(const char *file)
  * lock gone, the writer's next close of a connection took EXCLUSIVE, checkpointed and deleted
  * the -wal and -shm under the worker. Here the writer is another process (python3's sqlite3).
  */
-Test(db, a_second_connection_keeps_the_first_ones_lock_on_a_wal_file, .init = make,
-     .fini = cleanup)
+Test(db, a_second_connection_keeps_the_first_ones_lock_on_a_wal_file, .init = make, .fini = cleanup)
 {
     char cmd[1024], wal[300];
     snprintf(wal, sizeof wal, "%s-wal", path);

@@ -219,6 +219,49 @@ static int check_wal_files(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether this process may chown (CAP_CHOWN in /proc/self/status's CapEff). */
+static bool may_chown(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long caps = 0;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "CapEff: %llx", &caps) == 1;
+    if (f)
+        fclose(f);
+    return found && (caps & 1u); /* CAP_CHOWN is capability 0 */
+}
+
+bool mg_db_side_files_warning(const char *path, char *note, size_t notelen)
+{
+    struct stat db_st;
+    if (geteuid() != 0 || stat(path, &db_st) < 0 || db_st.st_uid == 0 || !header_says_wal(path))
+        return false;
+    char file[PATH_MAX + 8], missing[2 * PATH_MAX + 32] = "";
+    static const char *const suffixes[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(file, sizeof file, "%s%s", path, suffixes[i]);
+        if (access(file, F_OK) != 0) {
+            size_t used = strlen(missing);
+            snprintf(missing + used, sizeof missing - used, "%s%s", used ? " and " : "", file);
+        }
+    }
+    if (!missing[0])
+        return false;
+    snprintf(note, notelen,
+             "database %s is in WAL mode, owned by uid %d, and %s missing: meshgate, running as "
+             "root, would create %s as root; SQLite hands such files to the database's owner "
+             "only where it may chown (%s), and an ingestor running as uid %d cannot open "
+             "root's: start the ingestor first (it creates and keeps them), or run meshgate as "
+             "a user of its own with read access (etc/meshgate.service)",
+             path, (int)db_st.st_uid, missing, strchr(missing, ' ') ? "are" : "is",
+             may_chown() ? "this process may now, a unit without CAP_CHOWN may not"
+                         : "this process may not: they would stay root's",
+             (int)db_st.st_uid);
+    return true;
+}
+
 /* Each statement's counters are moved into the connection's sum when it ends (profile
  * events come at its last step, its reset and its finalize), and reset, so a statement
  * kept prepared and run again is counted once per run. */

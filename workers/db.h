@@ -92,6 +92,15 @@ void mg_db_close(struct mg_db *db);
  * wait keeps the worker's heartbeat going. */
 void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms);
 
+/*
+ * Whether opening path would have SQLite create its -wal or -shm as another user than the
+ * file's owner: a WAL database whose side file is missing, and meshgate running as root
+ * (another user who is not the owner is refused: exit 66). SQLite then gives the new files to
+ * the owner only where it may chown (CAP_CHOWN, which a hardened unit drops); else they stay
+ * root's and an ingestor running as the owner cannot open them. True with a warning in note.
+ */
+bool mg_db_side_files_warning(const char *path, char *note, size_t notelen);
+
 /* Opens, checks and closes: what the master does before forking. Same results. */
 int mg_db_check(const char *path, char *err, size_t errlen);
 

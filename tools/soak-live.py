@@ -141,7 +141,7 @@ def targets(db):
         if "channel_hash" in columns(c, "transmissions") else []
     c.close()
     fixed = ["/api/healthz", "/api/nodes", "/api/nodes?limit=200&sortBy=name",
-             "/api/nodes?role=repeater&lastHeard=1d", "/api/nodes/search?q=a",
+             "/api/nodes?role=repeater&lastHeard=24h", "/api/nodes/search?q=a",
              "/api/nodes/bulk-health?limit=20", "/api/nodes/clock-skew", "/api/packets",
              "/api/packets?limit=50&offset=50", "/api/packets?groupByHash=true&limit=20",
              "/api/packets?since=2000-01-01T00:00:00Z&limit=100", "/api/packets/timestamps",

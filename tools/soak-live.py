@@ -144,7 +144,7 @@ def targets(db):
              "/api/nodes?role=repeater&lastHeard=24h", "/api/nodes/search?q=a",
              "/api/nodes/bulk-health?limit=20", "/api/nodes/clock-skew", "/api/packets",
              "/api/packets?limit=50&offset=50", "/api/packets?groupByHash=true&limit=20",
-             "/api/packets?since=2000-01-01T00:00:00Z&limit=100", "/api/packets/timestamps",
+             "/api/packets?since=2000-01-01T00:00:00Z&limit=100", "/api/packets/timestamps?since=2000-01-01T00:00:00Z",
              "/api/resolve-hops?hops=a1,b2c3", "/api/iata-coords", "/api/observers",
              "/api/observers/clock-skew", "/api/channels", "/api/known-channels", "/api/stats",
              "/api/perf", "/api/config/client", "/api/config/cache", "/api/config/theme",

@@ -5,6 +5,7 @@
 #include "db.h"
 #include "keys.h"
 #include "listener.h"
+#include "log.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -16,10 +17,13 @@ static int check_public_dir(const struct mg_config *cfg, char *err, size_t errle
 }
 
 /* Opens the database read-only and checks its schema and its WAL files, as every worker
- * will (db.h); writes nothing. */
+ * will (db.h); writes nothing. Warns first when that open would create the -wal or -shm as
+ * root beside another user's database (mg_db_side_files_warning). */
 static int check_database(const struct mg_config *cfg, char *err, size_t errlen)
 {
-    char why[900];
+    char why[900], note[2048];
+    if (mg_db_side_files_warning(cfg->db_path, note, sizeof note))
+        mg_warn("MESHGATE_DB: %s", note);
     int rc = mg_db_check(cfg->db_path, why, sizeof why);
     if (rc != 0)
         snprintf(err, errlen, "MESHGATE_DB: %s", why);

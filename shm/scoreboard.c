@@ -53,6 +53,8 @@ void mg_slot_prepare(struct mg_slot *slot)
     atomic_store(&slot->lock_wait_holder, 0);
     atomic_store(&slot->db_connections, 0);
     atomic_store(&slot->helpers_busy, 0);
+    atomic_store(&slot->db_faults, 0);
+    atomic_store(&slot->db_degraded, 0);
     mg_slot_end_request(slot);
 }
 
@@ -121,6 +123,17 @@ void mg_scoreboard_db_connections_add(int delta)
     struct mg_slot *slot = self_slot;
     if (slot)
         atomic_fetch_add(&slot->db_connections, (uint32_t)delta);
+}
+
+void mg_scoreboard_db_fault(bool healed)
+{
+    struct mg_slot *slot = self_slot;
+    if (!slot)
+        return;
+    if (healed)
+        atomic_fetch_add(&slot->db_faults, 1);
+    else
+        atomic_store(&slot->db_degraded, 1);
 }
 
 void mg_scoreboard_beat(void)

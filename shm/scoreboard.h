@@ -18,6 +18,7 @@
 #include "segment.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 enum mg_slot_state {
@@ -61,6 +62,10 @@ struct mg_slot {
      * anonymous work in the high 16 (MG_SLOT_HELPERS_*): added by the loop when it hands a
      * job over, taken off by the thread when the job has run. */
     _Atomic uint32_t helpers_busy;
+    /* Database faults of this incarnation (db.h, mg_db_heal), and 1 once one came again after
+     * its connection was opened again: the worker is degraded until it is replaced. */
+    _Atomic uint32_t db_faults;
+    _Atomic uint32_t db_degraded;
     _Atomic uint64_t lock_wait_offset;  /* of the struct mg_lock in the segment */
     _Atomic int64_t lock_wait_since_ns; /* monotonic: when the waiter saw that holder */
     char method[MG_SLOT_METHOD_MAX];
@@ -105,6 +110,8 @@ void mg_scoreboard_set_self(struct mg_slot *slot);
 void mg_scoreboard_beat(void);
 /* Worker: adds delta to its own slot's count of open database connections (db.c). */
 void mg_scoreboard_db_connections_add(int delta);
+/* Worker: a database fault, which its connection's reopening may have healed (db.c). */
+void mg_scoreboard_db_fault(bool healed);
 
 /* Worker: reports a lock held too long by holder (offset: the lock's in the segment). */
 void mg_slot_report_lock_wait(struct mg_slot *slot, int holder, uint64_t offset,

@@ -54,6 +54,11 @@
       "answers served from a group value (stats, row counts) within its interval")                 \
     X(DATABASE_REPLACED, "database_replaced",                                                      \
       "times the database path was found to name another file than the workers serve (or none)")   \
+    X(DB_FAULTS, "db_faults",                                                                      \
+      "database connections that reported corruption, not a database or an I/O error: each "       \
+      "was closed and opened again, and its work run again")                                       \
+    X(DB_FAULTS_UNHEALED, "db_faults_unhealed",                                                    \
+      "faults that came again on the connection opened again: the worker was replaced")            \
     X(GROUP_VALUE_STALE_HITS, "group_value_stale_hits",                                            \
       "answers served from a group value past its interval while another worker refreshed it")     \
     X(UPSTREAM_REQUESTS, "upstream_requests", "requests passed to the upstream")                   \

@@ -222,3 +222,38 @@ Test(check, an_extra_argument_is_a_usage_error, .init = make_dir, .fini = remove
     cr_expect_eq(run_check("--chek", NULL, out, sizeof out), 64, "%s", out);
     cr_expect(strstr(out, "unknown argument --chek"), "%s", out);
 }
+
+/* Run as root beside a WAL database of another user whose -wal and -shm are missing, the
+ * open would create them as root: --check says so before it happens (and passes: SQLite may
+ * still hand them to the owner). Root's own database, or side files that exist: no warning. */
+Test(check, root_beside_another_users_wal_database_is_warned_of_its_side_files, .init = make_dir,
+     .fini = remove_dir)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root (the tests run as root in CI)");
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db); /* the last connection: the -wal and -shm go */
+    char side[300];
+    snprintf(side, sizeof side, "%s-wal", db_path);
+    cr_assert_neq(access(side, F_OK), 0, "the -wal stayed");
+    static char out[16384];
+    /* Root's own file: SQLite creates what root may keep. */
+    cr_expect_eq(run_check("--check", NULL, out, sizeof out), 0, "%s", out);
+    cr_expect_null(strstr(out, "would create"), "%s", out);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", db_path);
+    unlink(side);
+
+    cr_assert_eq(chown(db_path, 1234, 1234), 0);
+    int code = run_check("--check", NULL, out, sizeof out);
+    cr_expect_eq(code, 0, "exit %d: %s", code, out);
+    cr_expect(strstr(out, "warning") && strstr(out, "owned by uid 1234") &&
+                  strstr(out, "would create") && strstr(out, "-wal"),
+              "no warning about the side files: %s", out);
+    /* Once they exist (the ingestor runs), nothing to say. */
+    code = run_check("--check", NULL, out, sizeof out);
+    cr_expect_eq(code, 0, "exit %d: %s", code, out);
+    cr_expect_null(strstr(out, "would create"), "%s", out);
+}

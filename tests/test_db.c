@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 TestSuite(db, .timeout = 20);
@@ -213,4 +214,80 @@ Test(db, a_missing_required_column_is_named, .init = make, .fini = cleanup)
     struct mg_db db;
     cr_expect_eq(mg_db_open(&db, path, 100, err, sizeof err), MG_EXIT_DB_FOREIGN);
     cr_expect(strstr(err, "nodes.advert_count"), "%s", err);
+}
+
+/* Whether this process holds a POSIX lock on file (/proc/locks, by inode). */
+static bool holds_lock_on(const char *file)
+{
+    struct stat st;
+    cr_assert_eq(stat(file, &st), 0);
+    FILE *f = fopen("/proc/locks", "r");
+    cr_assert(f);
+    char line[256], want[64];
+    snprintf(want, sizeof want, ":%llu ", (unsigned long long)st.st_ino);
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        int pid = 0;
+        found = strstr(line, "POSIX") && strstr(line, want) &&
+                sscanf(strstr(line, "POSIX") + 5, " %*s %*s %d", &pid) == 1 && pid == getpid();
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * The cause of the stuck "database disk image is malformed" beside a live writer: opening a
+ * helper's connection read the file's header with open() and close(), and POSIX drops all
+ * of a process's locks on a file at the close of any of its descriptors. The loop's SHARED
+ * lock gone, the writer's next close of a connection took EXCLUSIVE, checkpointed and deleted
+ * the -wal and -shm under the worker. Here the writer is another process (python3's sqlite3).
+ */
+Test(db, a_second_connection_keeps_the_first_ones_lock_on_a_wal_file, .init = make, .fini = cleanup)
+{
+    char cmd[1024], wal[300];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import sqlite3; c = sqlite3.connect('%s'); "
+             "c.execute('PRAGMA journal_mode=WAL'); c.execute(\\\"INSERT INTO nodes "
+             "(public_key, name, role) VALUES ('w0', 'W', 'companion')\\\"); c.commit()\"",
+             path);
+    cr_assert_eq(system(cmd), 0);
+    /* A writer that stays open keeps the -wal while the readers open. */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import sqlite3, sys; c = sqlite3.connect('%s'); "
+             "c.execute('PRAGMA journal_mode=WAL'); c.execute(\\\"INSERT INTO nodes "
+             "(public_key, name, role) VALUES ('w1', 'W', 'companion')\\\"); c.commit(); "
+             "sys.stdin.read(); c.execute(\\\"INSERT INTO nodes (public_key, name, role) "
+             "VALUES ('w2', 'W', 'companion')\\\"); c.commit(); c.close()\"",
+             path);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t writer = fork();
+    if (writer == 0) {
+        dup2(fds[0], 0);
+        close(fds[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[0]);
+    int64_t until = mg_test_now_ms() + 15000;
+    while (access(wal, F_OK) != 0 && mg_test_now_ms() < until)
+        usleep(10000);
+    struct mg_db loop, helper;
+    char err[512];
+    cr_assert_eq(mg_db_open(&loop, path, 1000, err, sizeof err), 0, "%s", err);
+    cr_assert_geq(mg_db_scalar(&loop, "SELECT count(*) FROM nodes"), 2);
+    cr_assert(holds_lock_on(path), "the loop's connection holds its SHARED lock");
+    cr_assert_eq(mg_db_open_like(&helper, &loop, path, 1000, err, sizeof err), 0, "%s", err);
+    cr_expect(holds_lock_on(path), "opening a helper's connection dropped the loop's lock");
+    /* The writer commits once more and closes: with the lock kept, it is not the last
+     * connection, so the -wal stays and the loop reads on. */
+    close(fds[1]);
+    int status;
+    cr_assert_eq(waitpid(writer, &status, 0), writer);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_expect_eq(access(wal, F_OK), 0, "the writer's close deleted the -wal under a reader");
+    cr_expect_eq(mg_db_scalar(&loop, "SELECT count(*) FROM nodes"), 4);
+    mg_db_close(&helper);
+    mg_db_close(&loop);
 }

@@ -52,7 +52,7 @@ Test(server, healthz_reports_live_workers_with_sorted_keys)
                      "\"enabled\":true,\"running\":0},\"reachCold\":{\"cap\":2,"
                      "\"inFlight\":0,\"queueMax\":0,\"waiting\":0}},\"loadedObs\":0,"
                      "\"loadedTx\":0,\"ready\":true,\"workers\":{\"alive\":3,"
-                     "\"configured\":3}}\n");
+                     "\"configured\":3,\"dbFaults\":[]}}\n");
     char v[128];
     cr_expect(mg_test_header(&r, "Cache-Control", v, sizeof v) && strcmp(v, "no-store") == 0);
     cr_expect(mg_test_header(&r, "Content-Type", v, sizeof v) &&

@@ -81,14 +81,16 @@ int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, 
  * changed), then shifts time on the copy so that its newest values are now_unix (0: the
  * current time):
  *   - observations.timestamp (epoch seconds), and transmissions.last_seen when present
- *     (epoch seconds; 0, "not yet backfilled", stays 0), by one offset that makes the
- *     newest observation now;
+ *     (epoch seconds), by one offset that makes the newest observation now; a last_seen of 0
+ *     ("not yet backfilled") is backfilled as CoreScope's ingestor does, from the newest
+ *     observation of the transmission (first_seen without one);
  *   - each RFC 3339 text column nodes.last_seen, transmissions.first_seen,
  *     observers.last_seen, neighbor_edges.last_seen by its own offset that makes its newest
  *     value now; nodes.first_seen and inactive_nodes' last_seen and first_seen follow
  *     nodes.last_seen's offset (soft-deleted nodes stay older), observers.first_seen,
  *     last_packet_at and clock_last_naive_at follow observers.last_seen's, so first <= last
- *     stays true.
+ *     stays true; transmissions.created_at (SQLite's "YYYY-MM-DD HH:MM:SS") follows
+ *     transmissions.first_seen's.
  * Text values keep their shape (separator, fraction digits, zone); values that do not parse
  * as RFC 3339 and missing tables or columns are left alone. On failure dst is removed. */
 int mg_fixture_freshen(const char *src, const char *dst, int64_t now_unix, char *err,

@@ -6,12 +6,16 @@
 #include "node_visibility.h"
 #include "region_map.h"
 #include "scoreboard.h"
+#include "stats.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -121,16 +125,34 @@ static bool has_table(sqlite3 *conn, const char *table)
     return found;
 }
 
-/* Whether the file's header says WAL (bytes 18 and 19, the write and read versions, are 2). */
+/*
+ * Whether the file's header says WAL (bytes 18 and 19, the write and read versions, are 2).
+ *
+ * Read through SQLite's own VFS, never with open() and close(): POSIX drops every lock a
+ * process holds on a file when the process closes any descriptor of it, and a worker opens
+ * a helper's connection (this check) while its loop's connection holds its SHARED lock on
+ * the file. With that lock gone, the ingestor's next close of a connection finds no other
+ * reader, takes EXCLUSIVE, checkpoints and deletes the -wal and -shm under the worker, which
+ * goes on reading through its old mapping of the deleted -shm: "database disk image is
+ * malformed" until restart (docs/architecture.md, "A live database"). SQLite's unix VFS
+ * defers the close of a descriptor while the process holds a lock on the file.
+ */
 static bool header_says_wal(const char *path)
 {
     unsigned char header[20];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    sqlite3_file *f = vfs ? calloc(1, (size_t)vfs->szOsFile) : NULL;
+    if (!f)
         return false;
-    bool wal = pread(fd, header, sizeof header, 0) == (ssize_t)sizeof header &&
-               memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 && header[19] == 2;
-    close(fd);
+    int flags = 0;
+    bool wal = false;
+    if (vfs->xOpen(vfs, path, f, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &flags) == SQLITE_OK) {
+        wal = f->pMethods->xRead(f, header, (int)sizeof header, 0) == SQLITE_OK &&
+              memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 && header[19] == 2;
+    }
+    if (f->pMethods)
+        f->pMethods->xClose(f);
+    free(f);
     return wal;
 }
 
@@ -196,6 +218,49 @@ static int check_wal_files(const char *path, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+/* Whether this process may chown (CAP_CHOWN in /proc/self/status's CapEff). */
+static bool may_chown(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long caps = 0;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "CapEff: %llx", &caps) == 1;
+    if (f)
+        fclose(f);
+    return found && (caps & 1u); /* CAP_CHOWN is capability 0 */
+}
+
+bool mg_db_side_files_warning(const char *path, char *note, size_t notelen)
+{
+    struct stat db_st;
+    if (geteuid() != 0 || stat(path, &db_st) < 0 || db_st.st_uid == 0 || !header_says_wal(path))
+        return false;
+    char file[PATH_MAX + 8], missing[2 * PATH_MAX + 32] = "";
+    static const char *const suffixes[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(file, sizeof file, "%s%s", path, suffixes[i]);
+        if (access(file, F_OK) != 0) {
+            size_t used = strlen(missing);
+            snprintf(missing + used, sizeof missing - used, "%s%s", used ? " and " : "", file);
+        }
+    }
+    if (!missing[0])
+        return false;
+    snprintf(note, notelen,
+             "database %s is in WAL mode, owned by uid %d, and %s missing: meshgate, running as "
+             "root, would create %s as root; SQLite hands such files to the database's owner "
+             "only where it may chown (%s), and an ingestor running as uid %d cannot open "
+             "root's: start the ingestor first (it creates and keeps them), or run meshgate as "
+             "a user of its own with read access (etc/meshgate.service)",
+             path, (int)db_st.st_uid, missing, strchr(missing, ' ') ? "are" : "is",
+             may_chown() ? "this process may now, a unit without CAP_CHOWN may not"
+                         : "this process may not: they would stay root's",
+             (int)db_st.st_uid);
+    return true;
 }
 
 /* Each statement's counters are moved into the connection's sum when it ends (profile
@@ -306,10 +371,172 @@ void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms)
     sqlite3_busy_handler(db->conn, busy_timeout_ms > 0 ? busy_wait : NULL, db);
 }
 
+bool mg_db_is_fault(int rc)
+{
+    int primary = rc & 0xff;
+    return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR;
+}
+
+/* The calling thread's first fault since the last take, and its message. */
+static _Thread_local int thread_fault;
+static _Thread_local char thread_fault_msg[200];
+
+static void note_fault(int rc, const char *msg)
+{
+    if (!mg_db_is_fault(rc) || thread_fault != 0)
+        return;
+    thread_fault = rc;
+    snprintf(thread_fault_msg, sizeof thread_fault_msg, "%s", msg ? msg : "");
+}
+
+static void sqlite_log(void *arg, int rc, const char *msg)
+{
+    (void)arg;
+    note_fault(rc, msg);
+}
+
+static void install_log(void)
+{
+    /* Only before SQLite is initialized: the first open of the process (or nothing). */
+    sqlite3_config(SQLITE_CONFIG_LOG, sqlite_log, NULL);
+}
+
+int mg_db_fault_take(char *msg, size_t msglen)
+{
+    int rc = thread_fault;
+    if (msg && msglen > 0)
+        snprintf(msg, msglen, "%s", rc ? thread_fault_msg : "");
+    thread_fault = 0;
+    return rc;
+}
+
+static struct mg_segment *fault_seg;
+
+void mg_db_count_faults_in(struct mg_segment *seg)
+{
+    fault_seg = seg;
+}
+
+static void count_fault(enum mg_counter c)
+{
+    if (fault_seg)
+        mg_counter_add(fault_seg, c, 1);
+}
+
+static int count_steps(unsigned type, void *arg, void *p, void *x);
+static _Thread_local int break_next; /* mg_db_test_break: connections still to break */
+
+/* Opens db's file again in place, with its settings; false (db untouched) when it cannot. */
+static bool reopen(struct mg_db *db, char *err, size_t errlen)
+{
+    if (!db->path) {
+        snprintf(err, errlen, "no path to open again");
+        return false;
+    }
+    struct mg_db fresh;
+    if (mg_db_open(&fresh, db->path, db->busy_timeout_ms, err, errlen) != 0)
+        return false;
+    int busy_ms = db->busy_timeout_ms;
+    int64_t mmap_bytes = db->mmap_bytes, steps = db->vm_steps, fullscans = db->fullscan_steps;
+    mg_db_close(db);
+    *db = fresh;
+    /* The handlers' argument is the struct: db now, no longer fresh. */
+    sqlite3_trace_v2(db->conn, SQLITE_TRACE_PROFILE, count_steps, db);
+    mg_db_set_busy_timeout(db, busy_ms);
+    if (mmap_bytes != db->mmap_bytes)
+        mg_db_set_mmap(db, mmap_bytes);
+    db->vm_steps = steps;
+    db->fullscan_steps = fullscans;
+    if (break_next > 0) {
+        break_next--;
+        mg_db_test_break(db, break_next + 1);
+    }
+    return true;
+}
+
+bool mg_db_heal(struct mg_db *db, const char *who)
+{
+    char msg[200], err[512];
+    int rc = mg_db_fault_take(msg, sizeof msg);
+    if (rc == 0)
+        return false;
+    count_fault(MG_CTR_DB_FAULTS);
+    mg_scoreboard_db_fault(true);
+    if (reopen(db, err, sizeof err))
+        mg_warn("database: %s's connection reported %s (%s): closed, opened again, and the "
+                "work is run again",
+                who, sqlite3_errstr(rc), msg);
+    else
+        mg_error("database: %s's connection reported %s (%s) and could not be opened again: %s",
+                 who, sqlite3_errstr(rc), msg, err);
+    return true;
+}
+
+void mg_db_heal_retried(struct mg_db *db, const char *who)
+{
+    char msg[200], err[512];
+    int rc = mg_db_fault_take(msg, sizeof msg);
+    if (rc == 0)
+        return;
+    count_fault(MG_CTR_DB_FAULTS);
+    count_fault(MG_CTR_DB_FAULTS_UNHEALED);
+    mg_scoreboard_db_fault(false);
+    mg_error("database: %s's connection reported %s (%s) again once opened again: this worker "
+             "is degraded and replaced",
+             who, sqlite3_errstr(rc), msg);
+    if (!reopen(db, err, sizeof err))
+        mg_error("database: %s's connection could not be opened again: %s", who, err);
+    /* Something of the process's own may hold the fault (a mapping SQLite shares between its
+     * connections to a file): a new process has none. The loop drains and exits. */
+    if (fault_seg)
+        kill(getpid(), SIGTERM);
+}
+
+/* Tests only: reads of the file fail; pages come from neither the map nor the cache. */
+static sqlite3_io_methods broken_methods;
+
+static int broken_read(sqlite3_file *f, void *buf, int amount, sqlite3_int64 offset)
+{
+    (void)f, (void)buf, (void)amount, (void)offset;
+    return SQLITE_IOERR_READ;
+}
+
+static int broken_fetch(sqlite3_file *f, sqlite3_int64 offset, int amount, void **p)
+{
+    (void)f, (void)offset, (void)amount;
+    *p = NULL;
+    return SQLITE_OK;
+}
+
+void mg_db_test_break(struct mg_db *db, int again)
+{
+    static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+    sqlite3_file *f = NULL;
+    if (!db->conn ||
+        sqlite3_file_control(db->conn, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK || !f ||
+        !f->pMethods)
+        return;
+    pthread_mutex_lock(&mutex);
+    if (f->pMethods != &broken_methods) {
+        if (!broken_methods.xRead) {
+            broken_methods = *f->pMethods;
+            broken_methods.xRead = broken_read;
+            if (broken_methods.iVersion >= 3)
+                broken_methods.xFetch = broken_fetch;
+        }
+        f->pMethods = &broken_methods;
+    }
+    pthread_mutex_unlock(&mutex);
+    sqlite3_db_release_memory(db->conn);
+    break_next = again > 1 ? again - 1 : 0;
+}
+
 /* Opens path read-only with meshgate's settings; reads nothing of the file yet. */
 static int connect_db(struct mg_db *db, const char *path, int busy_timeout_ms, char *err,
                       size_t errlen)
 {
+    static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+    pthread_once(&log_once, install_log);
     memset(db, 0, sizeof *db);
     /* sqlite3_open_v2 with READONLY reports a missing file only as "unable to open", so
      * look first and say which it is. */
@@ -349,6 +576,7 @@ static int connect_db(struct mg_db *db, const char *path, int busy_timeout_ms, c
     snprintf(pragma, sizeof pragma, "PRAGMA cache_size=-%d", MG_DB_CACHE_KIB);
     sqlite3_exec(db->conn, pragma, NULL, NULL, NULL);
     sqlite3_extended_result_codes(db->conn, 1);
+    db->path = strdup(path);
     return 0;
 }
 
@@ -430,6 +658,8 @@ void mg_db_close(struct mg_db *db)
     if (db->conn)
         sqlite3_close_v2(db->conn);
     db->conn = NULL;
+    free(db->path);
+    db->path = NULL;
     if (db->counted)
         mg_scoreboard_db_connections_add(-1);
     db->counted = false;
@@ -447,7 +677,9 @@ int mg_db_check(const char *path, char *err, size_t errlen)
 sqlite3_stmt *mg_db_prepare(struct mg_db *db, const char *sql)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v3(db->conn, sql, -1, 0, &st, NULL) != SQLITE_OK) {
+    int rc = sqlite3_prepare_v3(db->conn, sql, -1, 0, &st, NULL);
+    if (rc != SQLITE_OK) {
+        note_fault(sqlite3_extended_errcode(db->conn), sqlite3_errmsg(db->conn));
         mg_error("cannot prepare \"%.120s\": %s", sql, sqlite3_errmsg(db->conn));
         return NULL;
     }

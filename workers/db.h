@@ -70,6 +70,7 @@ struct mg_db {
     int64_t busy_since_ns;   /* when the current wait for a lock began */
     int64_t mmap_bytes;      /* PRAGMA mmap_size as last set */
     bool counted;            /* counted in the slot's db_connections */
+    char *path;              /* as opened, for mg_db_heal */
 };
 
 /* The longest a light request waits for a writer's lock before it answers 503 (dispatch.c). */
@@ -90,6 +91,15 @@ void mg_db_close(struct mg_db *db);
 /* How long a statement waits for a writer's lock (0: not at all) before SQLITE_BUSY; the
  * wait keeps the worker's heartbeat going. */
 void mg_db_set_busy_timeout(struct mg_db *db, int busy_timeout_ms);
+
+/*
+ * Whether opening path would have SQLite create its -wal or -shm as another user than the
+ * file's owner: a WAL database whose side file is missing, and meshgate running as root
+ * (another user who is not the owner is refused: exit 66). SQLite then gives the new files to
+ * the owner only where it may chown (CAP_CHOWN, which a hardened unit drops); else they stay
+ * root's and an ingestor running as the owner cannot open them. True with a warning in note.
+ */
+bool mg_db_side_files_warning(const char *path, char *note, size_t notelen);
 
 /* Opens, checks and closes: what the master does before forking. Same results. */
 int mg_db_check(const char *path, char *err, size_t errlen);
@@ -132,5 +142,36 @@ void mg_db_json_column(struct mg_json *j, sqlite3_stmt *st, int col);
 
 /* A single integer from a one-row query; -1 on error. */
 int64_t mg_db_scalar(struct mg_db *db, const char *sql);
+
+/*
+ * Faults of a connection (docs/architecture.md, "A live database"). A connection that reports
+ * SQLITE_CORRUPT, SQLITE_NOTADB or SQLITE_IOERR (any extended code) may stay broken while it
+ * lives (a mapping of a -shm that is no longer the file's, say), so it is closed and opened
+ * again, and the request retried once. SQLite reports such a result through its error log
+ * (sqlite3_config(SQLITE_CONFIG_LOG), set at the first open), which notes it for the calling
+ * thread: every connection is used by one thread at a time, so what a thread noted is its
+ * connection's. mg_db_prepare notes one too.
+ */
+bool mg_db_is_fault(int rc);
+/* The thread's first fault since the last take (0: none), its message in msg; clears it. */
+int mg_db_fault_take(char *msg, size_t msglen);
+/* Where faults are counted (the worker's segment; NULL: nowhere). */
+struct mg_segment;
+void mg_db_count_faults_in(struct mg_segment *seg);
+/*
+ * After a unit of work on db (a request, a job): takes the thread's fault; none: false.
+ * With one: logs it, counts it (db_faults), closes db and opens it again in place, and
+ * returns true: the caller runs the work again once, and calls mg_db_heal_retried after it.
+ */
+bool mg_db_heal(struct mg_db *db, const char *who);
+/* After the retry: a fault again (or a connection that could not be opened again) is counted
+ * (db_faults_unhealed), marks this worker degraded in its slot (/api/healthz names it) and
+ * has it replaced: it drains and exits, and the master starts another. */
+void mg_db_heal_retried(struct mg_db *db, const char *who);
+
+/* Tests only (MESHGATE_TEST_HOOKS): every read of db's file fails with SQLITE_IOERR_READ until
+ * the connection is closed, and as many of the connections this thread opens next as
+ * again - 1. */
+void mg_db_test_break(struct mg_db *db, int again);
 
 #endif

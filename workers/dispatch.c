@@ -164,7 +164,8 @@ struct mg_handler_job {
     struct mg_request req;
     struct mg_park park;
     struct mg_response res;
-    int hold_ms; /* tests only */
+    int hold_ms;  /* tests only */
+    int db_break; /* tests only */
     char *path;
     char *query;
 };
@@ -174,7 +175,15 @@ static void run_handler_job(struct mg_job *job, struct mg_db *db)
     struct mg_handler_job *h = (struct mg_handler_job *)job;
     mg_test_hooks_sleep(h->hold_ms);
     h->env.db = db;
+    if (h->db_break > 0)
+        mg_db_test_break(db, h->db_break);
+    mg_db_fault_take(NULL, 0);
     h->handler(&h->env, &h->req, &h->res);
+    if (!h->res.parked && mg_db_heal(db, "the anonymous helper")) {
+        mg_response_reset(&h->res);
+        h->handler(&h->env, &h->req, &h->res);
+        mg_db_heal_retried(db, "the anonymous helper");
+    }
     if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
         mg_response_reset(&h->res);
         mg_response_error(&h->res, 500, "the request could not be handled");
@@ -224,6 +233,7 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     h->req.client_gone = NULL;
     h->req.park = &h->park;
     h->hold_ms = req->test_hold_ms;
+    h->db_break = env->test_hooks != MG_TEST_HOOKS_OFF ? mg_test_hooks_db_break(req) : 0;
     mg_response_init(&h->res);
     return h;
 }
@@ -519,6 +529,28 @@ static void resume(struct mg_env *env, struct mg_request *req, const struct mg_p
     }
 }
 
+/*
+ * The handler on the loop's connection. A fault of the connection (db.h: corruption, not a
+ * database, an I/O error) closes and opens it again, and a request answered at its first turn
+ * is run again once on the new one (a parked one resumes on it).
+ */
+static void run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_fn handler,
+                        struct mg_response *res)
+{
+    if (env->test_hooks != MG_TEST_HOOKS_OFF && req->park->turns <= 1) {
+        int db_break = mg_test_hooks_db_break(req);
+        if (db_break > 0)
+            mg_db_test_break(env->db, db_break);
+    }
+    mg_db_fault_take(NULL, 0);
+    handler(env, req, res);
+    if (!mg_db_heal(env->db, "the loop") || res->parked || req->park->turns > 1)
+        return;
+    mg_response_reset(res);
+    handler(env, req, res);
+    mg_db_heal_retried(env->db, "the loop");
+}
+
 /* Admission, then the handler where its work runs: on the loop, or on the anonymous helper. */
 static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
                 const char *query_base, size_t query_cap, struct mg_response *res)
@@ -530,11 +562,11 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
         set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
         if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
-            handler(env, req, res);
+            run_on_loop(env, req, handler, res);
         } else if (mg_routes[route].own_jobs) {
             struct mg_env anon_env = *env;
             anon_env.jobs = env->anon_jobs;
-            handler(&anon_env, req, res);
+            run_on_loop(&anon_env, req, handler, res);
         } else {
             offload(env, req, query_base, query_cap, handler, res);
         }

@@ -57,6 +57,28 @@ static int probe(struct mg_db *db)
     return SQLITE_OK;
 }
 
+/* The live workers whose database connection had a fault (db.h, mg_db_heal): healed by
+ * opening it again, or degraded (it came again) and being replaced. */
+static void db_faults_json(struct mg_json *j, const struct mg_segment *seg)
+{
+    mg_json_key(j, "dbFaults");
+    mg_json_array_begin(j);
+    for (unsigned i = 0; i < seg->slot_count; i++) {
+        const struct mg_slot *slot = &seg->slots[i];
+        uint32_t state = atomic_load(&slot->state), faults = atomic_load(&slot->db_faults);
+        bool degraded = atomic_load(&slot->db_degraded) != 0;
+        if (state == MG_SLOT_EMPTY || state == MG_SLOT_DEAD || (faults == 0 && !degraded))
+            continue;
+        mg_json_object_begin(j);
+        mg_json_kv_bool(j, "degraded", degraded);
+        mg_json_kv_uint(j, "faults", faults);
+        mg_json_kv_int(j, "pid", atomic_load(&slot->pid));
+        mg_json_kv_uint(j, "slot", i);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+}
+
 void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     (void)req;
@@ -116,6 +138,7 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_object_begin(&j);
     mg_json_kv_uint(&j, "alive", alive);
     mg_json_kv_int(&j, "configured", env->cfg->workers);
+    db_faults_json(&j, env->seg);
     mg_json_object_end(&j);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');

@@ -200,9 +200,17 @@ static int scope_body(struct mg_db *db, const struct window *w, int64_t now_s, s
 
 /*
  * Every window is a cold report (cold_report.h): built under the cold gate, shared through
- * the result cache for MESHGATE_REACH_CACHE_TTL_MS (CoreScope caches it about 30 s), built
- * once for identical concurrent requests. The window ends when the build runs.
+ * the result cache, built once for identical concurrent requests. The window ends when the
+ * build runs. An answer is at most SCOPE_CACHE_S old, as CoreScope's (it recomputes a window
+ * at most every 30 s): the key names the 30-second interval, so a new interval builds anew
+ * and the older entries expire with the cache's TTL (three windows' small bodies per interval).
  */
+#define SCOPE_CACHE_S 30
+
+static void scope_key(char *key, size_t cap, int w)
+{
+    snprintf(key, cap, "scope|%s|%lld", windows[w].name, (long long)(time(NULL) / SCOPE_CACHE_S));
+}
 static void scope_build(struct mg_cold_build *b, struct mg_db *db)
 {
     const struct window *w = &windows[b->args[0]];
@@ -237,8 +245,8 @@ bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req)
     int w = asked_window(req);
     if (w < 0 || !env->db->schema.tx_scope_name)
         return false; /* refused before any read */
-    char key[32];
-    snprintf(key, sizeof key, "scope|%s", windows[w].name);
+    char key[48];
+    scope_key(key, sizeof key, w);
     return mg_cold_report_is_heavy(env, key);
 }
 
@@ -256,8 +264,8 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
                           "by CoreScope's ingestor, so it records no scopes");
         return;
     }
-    char key[32];
-    snprintf(key, sizeof key, "scope|%s", windows[w].name);
+    char key[48];
+    scope_key(key, sizeof key, w);
     unsigned char arg = (unsigned char)w;
     mg_cold_report_serve(env, req, res, &scope_report, key, &arg, 1);
 }

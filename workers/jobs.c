@@ -78,7 +78,11 @@ static void *run(void *arg)
         struct mg_job *job = j->queue[0];
         memmove(&j->queue[0], &j->queue[1], --j->queued * sizeof j->queue[0]);
         pthread_mutex_unlock(&j->mutex);
+        mg_db_fault_take(NULL, 0);
         job->run(job, &h->db);
+        /* A fault of the connection: it is opened again for the next job (a request run
+         * here whole retries itself: dispatch.c). */
+        mg_db_heal(&h->db, "a helper");
         /* Heavy work leaves pages in the cache, the map and this thread's arena. */
         mg_mem_release(&h->db);
         atomic_store(&job->done, 1);

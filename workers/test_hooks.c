@@ -63,6 +63,12 @@ void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req)
     }
 }
 
+int mg_test_hooks_db_break(const struct mg_request *req)
+{
+    const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Db-Break");
+    return h && h->len == 1 && h->ptr[0] >= '1' && h->ptr[0] <= '9' ? h->ptr[0] - '0' : 0;
+}
+
 void mg_test_hooks_sleep(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

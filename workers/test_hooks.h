@@ -14,7 +14,11 @@
  *                            (node_relay.h) lasts N ms more (at most 30000);
  *   X-Test-Stop-In-Lock: P   the worker stops (SIGSTOP) right after it next takes part P's
  *                            lock while serving the request (anon, cold, diag, cache,
- *                            clients: shm/reclaim.h), inside the critical section.
+ *                            clients: shm/reclaim.h), inside the critical section;
+ *   X-Test-Db-Break: N       every read of the file through the connection the request runs
+ *                            on fails with SQLITE_IOERR_READ, and so on the next N - 1
+ *                            connections opened in its place (mg_db_test_break): the fault
+ *                            mg_db_heal heals (N = 1) or does not (N = 2).
  *
  * And every response the worker writes itself carries X-Test-Prepared: turns=N heads=H
  * preparations=P (worker.c): the request's turns, how often its head was parsed and how often
@@ -34,6 +38,9 @@ void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req);
  * res is parked (held on the loop). */
 bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route,
                         bool anonymous_admitted, struct mg_response *res);
+
+/* X-Test-Db-Break's N (0: none). */
+int mg_test_hooks_db_break(const struct mg_request *req);
 
 /* On a helper thread: sleeps ms (0: not at all). */
 void mg_test_hooks_sleep(int ms);

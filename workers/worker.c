@@ -1312,6 +1312,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     w.env.test_hooks = test_hooks_from_environment();
     w.slot = mg_slot_get(seg, slot_index);
     mg_scoreboard_set_self(w.slot);
+    mg_db_count_faults_in(seg);
     mg_lock_set_watch(lock_watch, &w);
     w.listen_fd = listen_fd;
     w.master_pid = master_pid;

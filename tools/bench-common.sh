@@ -68,7 +68,9 @@ start_server() {
   for attempt in 1 2 3 4 5; do
     server_port=$(free_port)
     server_name=/meshgate-bench-$$-$server_port
-    env "$@" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$server_port MESHGATE_SHM_NAME=$server_name \
+    # The scripts' own MESHGATE_BUILD, MESHGATE_EXE and MESHGATE_BEFORE are not meshgate's:
+    # it refuses an unknown MESHGATE_ variable at start.
+    env -u MESHGATE_BUILD -u MESHGATE_EXE -u MESHGATE_BEFORE "$@" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$server_port MESHGATE_SHM_NAME=$server_name \
       MESHGATE_API_KEYS_FILE="$bench_tmp/keys" MESHGATE_LOG_LEVEL=error MESHGATE_MAX_CONNS_PER_CLIENT=0 \
       "$exe" 2> "$bench_tmp/server.err" &
     server_pid=$!

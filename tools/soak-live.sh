@@ -62,7 +62,7 @@ hooks=()
 for attempt in 1 2 3 4 5; do
   port=$(( 20000 + RANDOM % 40000 ))
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
-  env "${hooks[@]}" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$port \
+  env -u MESHGATE_BUILD "${hooks[@]}" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$port \
     MESHGATE_SHM_NAME=/meshgate-soak-$$-$port MESHGATE_API_KEYS_FILE="$tmp/keys" \
     MESHGATE_WORKERS="$workers" MESHGATE_LOG_LEVEL=warn MESHGATE_MAX_CONNS_PER_CLIENT=0 \
     MESHGATE_ANON_RATE=0 "$bin/meshgate" 2> "$tmp/server.log" &

@@ -709,7 +709,9 @@ FIXTURE_TEST(list_is_heavy_only_when_there_is_no_hash_size_table)
     mg_node_hash_sizes_forget();
     get("/api/nodes", 200);
     cr_expect(!fx.t.light, "the request that builds the table is heavy");
-    get("/api/nodes?limit=2000", 200);
+    /* A page of the default size; a large one is heavy on its own (its answer is written
+     * once, then kept: router.c, issue 23). */
+    get("/api/nodes?limit=100", 200);
     cr_expect(fx.t.light, "a table: light");
     int64_t now_ns = mg_monotonic_ns();
     cr_expect(mg_node_hash_sizes_fresh(fx.t.db.conn, now_ns));

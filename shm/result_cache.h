@@ -105,6 +105,9 @@ struct mg_result_cache {
      * observations in the group, and the copies workers decoded from a stored one. */
     _Atomic uint64_t relay_builds;
     _Atomic uint64_t relay_copies;
+    /* The same for the node list's hash sizes (workers/node_hash_sizes.c). */
+    _Atomic uint64_t hash_size_builds;
+    _Atomic uint64_t hash_size_copies;
 };
 
 /* The cache and its two tables, as the segment holds them. */
@@ -208,7 +211,12 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
     X(reclaimed, "reclaimed", "builds of dead workers freed by the master")                        \
     X(relay_builds, "relayBuilds",                                                                 \
       "passes over the observations that built the relay table (node_relay.h)")                    \
-    X(relay_copies, "relayCopies", "relay tables a worker took from the group's copy in the cache")
+    X(relay_copies, "relayCopies",                                                                 \
+      "relay tables a worker took from the group's copy in the cache")                             \
+    X(hash_size_builds, "hashSizeBuilds",                                                          \
+      "passes over the week's ADVERTs that built the hash-size table (node_hash_sizes.h)")         \
+    X(hash_size_copies, "hashSizeCopies",                                                          \
+      "hash-size tables a worker took from the group's copy in the cache")
 
 /* The cache's state at one moment (mg_result_cache_read). */
 struct mg_cache_snapshot {

@@ -712,7 +712,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     bool regions = q.regions.len > 0;
     if (rc == SQLITE_OK && regions)
         rc = mg_region_map_refresh(conn, mg_monotonic_ns());
-    /* The table of hash sizes: built here only when there is none (mg_nodes_is_heavy). */
+    /* The table of hash sizes: taken or built here only when there is none (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK)
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s);
     if (rc == SQLITE_OK)
@@ -776,7 +776,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_exist(env->db->conn) || !mg_node_relay_available(env))
+    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_available(env))
         return true;
     const char *list = mg_param_str(req, "region");
     if (!list)

@@ -105,6 +105,9 @@ struct mg_result_cache {
      * observations in the group, and the copies workers decoded from a stored one. */
     _Atomic uint64_t relay_builds;
     _Atomic uint64_t relay_copies;
+    /* The same for the node list's hash sizes (workers/node_hash_sizes.c). */
+    _Atomic uint64_t hash_size_builds;
+    _Atomic uint64_t hash_size_copies;
     /* Static files' compressed bodies (workers/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
@@ -214,6 +217,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the observations that built the relay table (node_relay.h)")                    \
     X(relay_copies, "relayCopies",                                                                 \
       "relay tables a worker took from the group's copy in the cache")                             \
+    X(hash_size_builds, "hashSizeBuilds",                                                          \
+      "passes over the week's ADVERTs that built the hash-size table (node_hash_sizes.h)")         \
+    X(hash_size_copies, "hashSizeCopies",                                                          \
+      "hash-size tables a worker took from the group's copy in the cache")                         \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
     X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
 

@@ -8,6 +8,7 @@
  * same copy). Without the fixture every test skips and says why.
  */
 #include "clock.h"
+#include "ep_nodes.h"
 #include "corescope_config.h"
 #include "ep_node_detail.h"
 #include "fixture.h"
@@ -706,11 +707,11 @@ FIXTURE_TEST(list_hash_sizes_come_from_the_weeks_adverts_as_in_the_detail)
 FIXTURE_TEST(list_is_heavy_only_when_there_is_no_hash_size_table)
 {
     start();
-    mg_node_hash_sizes_forget();
+    mg_node_hash_sizes_forget(NULL);
     get("/api/nodes", 200);
     cr_expect(!fx.t.light, "the request that builds the table is heavy");
-    /* A page of the default size; a large one is heavy on its own (its answer is written
-     * once, then kept: router.c, issue 23). */
+    /* MG_NODES_LIGHT_LIMIT's page (a larger one is light only as a kept answer). */
+    cr_assert_eq(MG_NODES_LIGHT_LIMIT, 100);
     get("/api/nodes?limit=100", 200);
     cr_expect(fx.t.light, "a table: light");
     int64_t now_ns = mg_monotonic_ns();

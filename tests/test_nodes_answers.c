@@ -266,7 +266,7 @@ Test(nodes_answers, a_new_hash_size_table_renders_the_answer_again)
     struct fixture f;
     open_fixture(&f, some_nodes);
     expect_second_answer_copied(&f, "/api/nodes");
-    mg_node_hash_sizes_forget(); /* the next request builds another table */
+    mg_node_hash_sizes_forget(NULL); /* the next request builds another table */
     uint64_t rendered = mg_nodes_answers_rendered();
     free(get_ok(&f, "/api/nodes"));
     cr_expect_eq(mg_nodes_answers_rendered() - rendered, 1,

@@ -4,7 +4,9 @@
  * workers, requests spread over them on several connections, one pass over the observations
  * (relay_builds) and a copy decoded by every other worker (relay_copies); a worker killed -9
  * comes back with the group's copy and makes no pass of its own; the answers are those the
- * rows give. And when the table is too large for the cache, each worker builds its own.
+ * rows give. And when the table is too large for the cache, each worker builds its own. The
+ * node list's hash sizes (workers/node_hash_sizes.c) are shared the same way
+ * (hash_size_builds, hash_size_copies).
  */
 #include "harness.h"
 
@@ -387,6 +389,82 @@ Test(relay_share, a_signed_in_request_waiting_for_the_table_parks_and_healthz_is
     mg_test_response_free(&r);
     close(waiting);
     cr_expect_eq(atomic_load(&c->relay_builds), 1, "one pass");
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* ---- the node list's hash sizes, the same way (node_hash_sizes.h) ------------------------- */
+
+/* BB's ADVERT (transmission 4) names BB and says 2-byte hashes (path byte 0x40). */
+#define BB_ADVERT                                                                                  \
+    "UPDATE transmissions SET raw_hex = '1140', decoded_json = '{\"pubKey\":\"" KEY_BB "\"}'"      \
+    " WHERE id = 4;"
+
+/* Whether /metrics of the server on port says name is want. */
+static bool metric_is(int port, const char *name, uint64_t want)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(port, "/metrics", NULL, &r))
+        return false;
+    char line[160];
+    snprintf(line, sizeof line, "\n%s %llu\n", name, (unsigned long long)want);
+    bool is = r.status == 200 && strstr(r.body, line) != NULL;
+    mg_test_response_free(&r);
+    return is;
+}
+
+Test(relay_share, hash_sizes_one_pass_for_four_workers_and_a_respawned_worker_copies_it)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, BB_ADVERT);
+    const char *env[] = {"MESHGATE_WORKERS=4", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    /* The workers serve at once; one of them builds the group's table meanwhile. */
+    struct counter_wait built = {&c->hash_size_builds, 1};
+    cr_assert(mg_test_wait_until(counter_reached, &built, 60000, 10), "no start-up build");
+    char *list = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes", 8, list);
+        free(list);
+        list = again;
+    }
+    cr_assert_geq(served(&seg), 2, "the requests reached one worker only");
+    unsigned readers = served(&seg);
+    cr_expect_eq(atomic_load(&c->hash_size_builds), 1, "one pass for the group");
+    cr_expect_geq(atomic_load(&c->hash_size_copies), readers - 1,
+                  "each other worker that served took the group's copy (%u served)", readers);
+    /* The answers are the rows': BB's ADVERT said 2 bytes, AA sent none. */
+    cr_expect_eq(json_int_at(listed(list, KEY_BB), "hash_size"), 2);
+    cr_expect(json_is_at(listed(list, KEY_AA), "hash_size", "null"), "AA announced no size");
+    cr_expect(metric_is(s.port, "meshgate_reach_cache_hash_size_builds_total", 1));
+
+    /* A worker killed -9 comes back with the group's copy, before any request. */
+    unsigned victim_slot = 0;
+    while (atomic_load(&seg.slots[victim_slot].pid) <= 0)
+        victim_slot++;
+    struct respawn_wait rw = {&seg, victim_slot, atomic_load(&seg.slots[victim_slot].pid)};
+    uint64_t copies = atomic_load(&c->hash_size_copies);
+    cr_assert_eq(kill(rw.old_pid, SIGKILL), 0);
+    cr_assert(mg_test_wait_until(respawned, &rw, 60000, 10), "slot %u was not respawned",
+              victim_slot);
+    struct counter_wait cw = {&c->hash_size_copies, copies + 1};
+    cr_expect(mg_test_wait_until(counter_reached, &cw, 60000, 10),
+              "the new worker took no copy at its start");
+    uint64_t before = atomic_load(&seg.slots[victim_slot].requests);
+    for (int round = 0; round < 20 && atomic_load(&seg.slots[victim_slot].requests) == before;
+         round++)
+        free(spread(s.port, "/api/nodes", 4, list));
+    cr_expect_gt(atomic_load(&seg.slots[victim_slot].requests), before,
+                 "the new worker answered no /api/nodes");
+    cr_expect_eq(atomic_load(&c->hash_size_builds), 1, "the respawned worker made no pass");
+    free(list);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
     mg_test_rmdir(dir);

@@ -501,14 +501,17 @@ struct relay_wait {
     int port;
 };
 
-/* The relay table's start-up build is stored (its counter in /metrics). */
+/* The start-up builds of the relay table and the hash-size table are stored (their counters
+ * in /metrics). */
 static bool relay_stored(void *arg)
 {
     const struct relay_wait *w = arg;
     struct mg_test_response r;
     if (!mg_test_get(w->port, "/metrics", NULL, &r))
         return false;
-    bool stored = r.status == 200 && metric(r.body, "meshgate_reach_cache_relay_builds_total") >= 1;
+    bool stored = r.status == 200 &&
+                  metric(r.body, "meshgate_reach_cache_relay_builds_total") >= 1 &&
+                  metric(r.body, "meshgate_reach_cache_hash_size_builds_total") >= 1;
     mg_test_response_free(&r);
     return stored;
 }
@@ -535,9 +538,10 @@ Test(result_cache, a_report_larger_than_an_entrys_share_of_the_pool_is_a_hit_the
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, db, env));
     size_t share = 524288 / 128, pool_max = 524288 / MG_CACHE_POOL_SHARE;
-    /* The relay table the first worker builds at its start (node_relay.c) is stored first. */
+    /* The relay and hash-size tables the first worker builds at its start (group_table.h)
+     * are stored first. */
     struct relay_wait rw = {s.port};
-    cr_assert(mg_test_wait_until(relay_stored, &rw, 60000, 20), "no relay table stored");
+    cr_assert(mg_test_wait_until(relay_stored, &rw, 60000, 20), "no relay or hash-size table");
 
     struct mg_test_response first, second, metrics;
     cr_assert(mg_test_get(s.port, "/api/nodes/clock-skew", NULL, &first));
@@ -559,18 +563,28 @@ Test(result_cache, a_report_larger_than_an_entrys_share_of_the_pool_is_a_hit_the
     snprintf(cmd, sizeof cmd, "'%s/meshgate-shm' --json --name '%s' 2>&1", MESHGATE_BUILD_DIR,
              s.shm_name);
     cr_expect_eq(mg_test_shell(cmd, out, sizeof out), 0, "%s", out);
-    /* The relay table's run first, then the report's, after it. */
-    const char *relay = strstr(out, "\"key\":\"relay|");
-    unsigned relay_first = 1, relay_pages = 0;
-    cr_assert(relay && sscanf(strstr(relay, "\"first_page\":"), "\"first_page\":%u,\"pages\":%u",
-                              &relay_first, &relay_pages) == 2,
-              "no relay table in %s", out);
-    cr_expect_eq(relay_first, 0);
-    snprintf(want, sizeof want, "\"key\":\"nodes|clock-skew\",\"first_page\":%u,\"pages\":%zu,",
-             relay_pages, (first.body_len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE);
-    cr_expect(strstr(out, want), "no %s in %s", want, out);
+    /* The two tables' runs first (in the order their builds ended), then the report's. */
+    unsigned first_page[2] = {1, 1}, pages[2] = {0, 0};
+    static const char *const tables[2] = {"\"key\":\"relay|", "\"key\":\"hashsizes|"};
+    for (int i = 0; i < 2; i++) {
+        const char *at = strstr(out, tables[i]);
+        cr_assert(at && sscanf(strstr(at, "\"first_page\":"), "\"first_page\":%u,\"pages\":%u",
+                               &first_page[i], &pages[i]) == 2,
+                  "no %s in %s", tables[i], out);
+    }
+    cr_expect((first_page[0] == 0 && first_page[1] == pages[0]) ||
+                  (first_page[1] == 0 && first_page[0] == pages[1]),
+              "the tables' runs: %u+%u, %u+%u", first_page[0], pages[0], first_page[1], pages[1]);
+    unsigned before = pages[0] + pages[1];
+    const char *report = strstr(out, "\"key\":\"nodes|clock-skew|");
+    unsigned report_first = 0, report_pages = 0;
+    cr_assert(report && sscanf(strstr(report, "\"first_page\":"), "\"first_page\":%u,\"pages\":%u",
+                               &report_first, &report_pages) == 2,
+              "no report in %s", out);
+    cr_expect_eq(report_first, before);
+    cr_expect_eq(report_pages, (first.body_len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE);
     snprintf(want, sizeof want, "\"pages\":128,\"pages_used\":%zu,\"max_body_bytes\":%zu,",
-             relay_pages + (first.body_len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE, pool_max);
+             before + (first.body_len + MG_CACHE_PAGE - 1) / MG_CACHE_PAGE, pool_max);
     cr_expect(strstr(out, want), "no %s in %s", want, out);
     mg_test_response_free(&first);
     mg_test_response_free(&second);

@@ -735,7 +735,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (rc == SQLITE_OK && regions)
         rc = busy ? mg_region_map_try_refresh(conn, mg_monotonic_ns(), busy)
                   : mg_region_map_refresh(conn, mg_monotonic_ns());
-    /* The table of hash sizes: built here only when there is none (mg_nodes_is_heavy). */
+    /* The table of hash sizes: taken or built only when there is none (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
     if (rc == SQLITE_OK && !pending)
@@ -825,7 +825,7 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_exist(env->db->conn) || !mg_node_relay_available(env))
+    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_available(env))
         return true;
     struct mg_nodes_query q;
     mg_nodes_query_init(&q);

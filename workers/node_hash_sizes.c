@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: ISC */
 #include "node_hash_sizes.h"
 
+#include "group_table.h"
 #include "log.h"
 #include "process_table.h"
+#include "result_cache.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +133,7 @@ static bool group(struct table *t, struct advert *rows, size_t n)
 static struct mg_process_table hash_sizes =
     MG_PROCESS_TABLE_INIT(MG_NODE_HASH_SIZES_INTERVAL_NS, table_free);
 
-/* arg: the window's end, realtime ns. */
+/* arg: a struct mg_group_build_arg; the window ends at its realtime clock. */
 static void *build(sqlite3 *conn, void *arg, int *rc)
 {
     struct table *t = calloc(1, sizeof *t);
@@ -140,7 +143,8 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
     }
     struct advert *rows = NULL;
     size_t n = 0;
-    *rc = read_adverts(conn, *(const int64_t *)arg / 1000000000LL, &rows, &n);
+    *rc = read_adverts(conn, ((const struct mg_group_build_arg *)arg)->realtime_ns / 1000000000LL,
+                       &rows, &n);
     if (*rc == SQLITE_OK) {
         if (n > 1)
             qsort(rows, n, sizeof *rows, by_key_time);
@@ -158,15 +162,68 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
     return t;
 }
 
+/* ---- the group's copy: the table as a body of the shared result cache ---------------------- */
+
+#define BODY_MAGIC 0x5348474dU /* "MGHS" */
+#define BODY_VERSION 1U
+
+struct body_head {
+    uint32_t magic, version;
+    int64_t built_ns; /* CLOCK_MONOTONIC, the same in every process */
+    uint64_t count;
+};
+
+/* The body: the head, then each node: its key, then known, size, inconsistent, seen_mask as
+ * four 32-bit numbers. */
+static void encode(const void *table, int64_t built_ns, struct mg_buf *out)
+{
+    const struct table *t = table;
+    struct body_head h = {BODY_MAGIC, BODY_VERSION, built_ns, t->count};
+    mg_buf_append(out, &h, sizeof h);
+    for (size_t i = 0; i < t->count; i++) {
+        const struct mg_node_hash_sizes *hs = &t->nodes[i].hs;
+        mg_group_put_text(out, t->nodes[i].key);
+        uint32_t v[4] = {hs->known, (uint32_t)hs->size, hs->inconsistent, hs->seen_mask};
+        mg_buf_append(out, v, sizeof v);
+    }
+}
+
+static void *decode(const void *data, size_t len, int64_t *built_ns)
+{
+    struct mg_group_reader r = {data, (const unsigned char *)data + len, false};
+    struct body_head h;
+    mg_group_get(&r, &h, sizeof h);
+    if (r.bad || h.magic != BODY_MAGIC || h.version != BODY_VERSION || h.count > len)
+        return NULL;
+    struct table *t = calloc(1, sizeof *t);
+    if (!t || !(t->nodes = calloc(h.count ? h.count : 1, sizeof *t->nodes))) {
+        free(t);
+        return NULL;
+    }
+    while (t->count < h.count && !r.bad) {
+        struct node_sizes *e = &t->nodes[t->count++];
+        r.bad = !(e->key = mg_group_get_text(&r));
+        uint32_t v[4];
+        mg_group_get(&r, v, sizeof v);
+        e->hs = (struct mg_node_hash_sizes){v[0] != 0, (int)v[1], v[2] != 0, v[3]};
+    }
+    if (r.bad || r.at != r.end) {
+        table_free(t);
+        return NULL;
+    }
+    *built_ns = h.built_ns;
+    return t;
+}
+
+static struct mg_group_table shared =
+    MG_GROUP_TABLE_INIT(.table = &hash_sizes, .name = "hashsizes", .what = "node hash sizes",
+                        .version = BODY_VERSION, .build = build, .encode = encode, .decode = decode,
+                        .builds = offsetof(struct mg_result_cache, hash_size_builds),
+                        .copies = offsetof(struct mg_result_cache, hash_size_copies));
+
 bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns)
 {
     return mg_process_table_fresh(&hash_sizes, conn, now_ns);
-}
-
-int mg_node_hash_sizes_refresh(sqlite3 *conn, int64_t now_ns, int64_t now_s)
-{
-    int64_t now_realtime_ns = now_s * 1000000000LL;
-    return mg_process_table_refresh(&hash_sizes, conn, now_ns, build, &now_realtime_ns);
 }
 
 bool mg_node_hash_sizes_exist(sqlite3 *conn)
@@ -174,13 +231,19 @@ bool mg_node_hash_sizes_exist(sqlite3 *conn)
     return mg_process_table_exists(&hash_sizes, conn);
 }
 
-static struct mg_process_table_keeper keeper = {
-    .table = &hash_sizes, .build = build, .what = "node hash sizes"};
+void mg_node_hash_sizes_adopt(struct mg_env *env)
+{
+    mg_group_table_adopt(&shared, env);
+}
+
+bool mg_node_hash_sizes_available(struct mg_env *env)
+{
+    return mg_group_table_available(&shared, env);
+}
 
 int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s, bool *busy)
 {
-    return mg_process_table_keep(&keeper, env->jobs, env->db->conn, now_ns, now_s * 1000000000LL,
-                                 busy);
+    return mg_group_table_keep(&shared, env, now_ns, now_s * 1000000000LL, busy);
 }
 
 void mg_node_hash_sizes_read_begin(void)
@@ -213,7 +276,7 @@ bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out)
     return e != NULL;
 }
 
-void mg_node_hash_sizes_forget(void)
+void mg_node_hash_sizes_forget(struct mg_env *env)
 {
-    mg_process_table_forget(&hash_sizes);
+    mg_group_table_forget(&shared, env);
 }

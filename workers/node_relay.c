@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "corescope_config.h"
 #include "ep_node_detail.h"
+#include "group_table.h"
 #include "hop_nodes.h"
 #include "json.h"
 #include "log.h"
@@ -253,16 +254,10 @@ static int by_key(const void *a, const void *b)
     return strcmp(((const struct entry *)a)->key, ((const struct entry *)b)->key);
 }
 
-/* What a build is given: the counts are relative to realtime_ns; env (NULL: none) counts the
- * pass in the group's relay_builds. */
-struct build_arg {
-    int64_t realtime_ns;
-    struct mg_env *env;
-};
-
+/* arg: a struct mg_group_build_arg; the counts are relative to its realtime clock. */
 static void *build(sqlite3 *conn, void *arg, int *rc)
 {
-    const struct build_arg *a = arg;
+    const struct mg_group_build_arg *a = arg;
     struct table *t = calloc(1, sizeof *t);
     if (!t) {
         *rc = SQLITE_NOMEM;
@@ -277,8 +272,6 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
         mg_test_hooks_sleep(mg_test_hooks_ms("MESHGATE_TEST_RELAY_PASS_MS"));
     if (t->count > 1)
         qsort(t->entries, t->count, sizeof *t->entries, by_key);
-    if (a->env && a->env->seg)
-        atomic_fetch_add(&a->env->seg->cache.cache->relay_builds, 1);
     mg_debug("node relay: %zu hop keys", t->count);
     return t;
 }
@@ -290,7 +283,6 @@ static struct mg_process_table relays =
 
 #define BODY_MAGIC 0x4c52474dU /* "MGRL" */
 #define BODY_VERSION 1U
-#define NO_TEXT UINT32_MAX
 
 struct body_head {
     uint32_t magic, version;
@@ -299,74 +291,33 @@ struct body_head {
     uint64_t count;
 };
 
-static void put_text(struct mg_buf *b, const char *s)
-{
-    uint32_t n = s ? (uint32_t)strlen(s) : NO_TEXT;
-    mg_buf_append(b, &n, sizeof n);
-    if (s)
-        mg_buf_append(b, s, n);
-}
-
 /* The body: the head, then each entry: key, filed, own, both, last, scope count, scopes; a
  * text is its length (NO_TEXT: none) and its bytes. Native byte order: one machine reads it. */
-static void encode(const struct table *t, int64_t built_ns, struct mg_buf *out)
+static void encode(const void *table, int64_t built_ns, struct mg_buf *out)
 {
+    const struct table *t = table;
     struct body_head h = {BODY_MAGIC, BODY_VERSION, built_ns, t->non_adverts, t->count};
     mg_buf_append(out, &h, sizeof h);
     for (size_t i = 0; i < t->count; i++) {
         const struct entry *e = &t->entries[i];
-        put_text(out, e->key);
+        mg_group_put_text(out, e->key);
         mg_buf_append(out, &e->filed, sizeof e->filed);
         mg_buf_append(out, &e->own, sizeof e->own);
         mg_buf_append(out, &e->both, sizeof e->both);
-        put_text(out, e->last);
+        mg_group_put_text(out, e->last);
         uint32_t n = (uint32_t)e->n_scopes;
         mg_buf_append(out, &n, sizeof n);
         for (size_t k = 0; k < e->n_scopes; k++)
-            put_text(out, e->scopes[k]);
+            mg_group_put_text(out, e->scopes[k]);
     }
-}
-
-struct reader {
-    const unsigned char *at, *end;
-    bool bad;
-};
-
-static void get(struct reader *r, void *p, size_t n)
-{
-    if (r->bad || (size_t)(r->end - r->at) < n) {
-        r->bad = true;
-        memset(p, 0, n);
-        return;
-    }
-    memcpy(p, r->at, n);
-    r->at += n;
-}
-
-/* A text (NULL: none, or bad input, which sets r->bad). */
-static char *get_text(struct reader *r)
-{
-    uint32_t n;
-    get(r, &n, sizeof n);
-    if (r->bad || n == NO_TEXT)
-        return NULL;
-    char *s = (size_t)(r->end - r->at) >= n ? malloc((size_t)n + 1) : NULL;
-    if (!s) {
-        r->bad = true;
-        return NULL;
-    }
-    memcpy(s, r->at, n);
-    s[n] = '\0';
-    r->at += n;
-    return s;
 }
 
 /* The table of a body (NULL: not one), and its build time. */
-static struct table *decode(const void *data, size_t len, int64_t *built_ns)
+static void *decode(const void *data, size_t len, int64_t *built_ns)
 {
-    struct reader r = {data, (const unsigned char *)data + len, false};
+    struct mg_group_reader r = {data, (const unsigned char *)data + len, false};
     struct body_head h;
-    get(&r, &h, sizeof h);
+    mg_group_get(&r, &h, sizeof h);
     if (r.bad || h.magic != BODY_MAGIC || h.version != BODY_VERSION || h.count > len)
         return NULL;
     struct table *t = calloc(1, sizeof *t);
@@ -377,17 +328,17 @@ static struct table *decode(const void *data, size_t len, int64_t *built_ns)
     t->non_adverts = h.non_adverts;
     while (t->count < h.count && !r.bad) {
         struct entry *e = &t->entries[t->count++];
-        r.bad = r.bad || !(e->key = get_text(&r));
-        get(&r, &e->filed, sizeof e->filed);
-        get(&r, &e->own, sizeof e->own);
-        get(&r, &e->both, sizeof e->both);
-        e->last = get_text(&r);
+        r.bad = r.bad || !(e->key = mg_group_get_text(&r));
+        mg_group_get(&r, &e->filed, sizeof e->filed);
+        mg_group_get(&r, &e->own, sizeof e->own);
+        mg_group_get(&r, &e->both, sizeof e->both);
+        e->last = mg_group_get_text(&r);
         uint32_t n;
-        get(&r, &n, sizeof n);
+        mg_group_get(&r, &n, sizeof n);
         if (r.bad || n > len || !(e->scopes = calloc(n ? n : 1, sizeof *e->scopes)))
             r.bad = true;
         for (uint32_t k = 0; k < n && !r.bad; k++)
-            r.bad = !(e->scopes[e->n_scopes++] = get_text(&r));
+            r.bad = !(e->scopes[e->n_scopes++] = mg_group_get_text(&r));
     }
     if (r.bad || r.at != r.end) {
         table_free(t);
@@ -397,233 +348,20 @@ static struct table *decode(const void *data, size_t len, int64_t *built_ns)
     return t;
 }
 
-/* Set once a table was too large for the cache: this process builds its own from then on. */
-static atomic_bool too_large;
-
-static bool group_shared(const struct mg_env *env)
-{
-    return env && env->seg && env->seg->config->reach_cache_ttl_ms > 0 && !atomic_load(&too_large);
-}
-
-/* The key of the group's table of conn's database file built in the interval `period`. */
-static void group_key(sqlite3 *conn, int64_t period, char key[MG_CACHE_KEY_MAX])
-{
-    const char *file = sqlite3_db_filename(conn, "main");
-    struct stat st = {0};
-    stat(file ? file : "", &st);
-    snprintf(key, MG_CACHE_KEY_MAX, "relay|v%u|%llx:%llx|%lld", BODY_VERSION,
-             (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)period);
-}
-
-/* Installs the table of body unless this process's is as new; false: not a table. */
-static bool adopt(struct mg_env *env, sqlite3 *conn, const struct mg_buf *body)
-{
-    int64_t built_ns;
-    struct table *t = decode(body->data, body->len, &built_ns);
-    if (!t)
-        return false;
-    if (built_ns <= mg_process_table_built_ns(&relays, conn)) {
-        table_free(t);
-        return true;
-    }
-    mg_process_table_install(&relays, conn, t, built_ns);
-    atomic_fetch_add(&env->seg->cache.cache->relay_copies, 1);
-    mg_debug("node relay: took the group's table (%zu bytes)", body->len);
-    return true;
-}
-
-/* Takes the group's table under key when one is stored; claims nothing. */
-static bool take_copy(struct mg_env *env, sqlite3 *conn, const char *key, int64_t now)
-{
-    struct mg_cache_view *v = &env->seg->cache;
-    if (!mg_result_cache_warm(v, env->pid, key, now))
-        return false;
-    struct mg_buf body;
-    mg_buf_init(&body);
-    uint64_t build_id = 0;
-    enum mg_cache_outcome o =
-        mg_result_cache_relook(v, env->pid, env->slot, key, now, &body, &build_id);
-    if (o == MG_CACHE_CLAIMED) /* evicted meanwhile */
-        mg_result_cache_abandon(v, env->pid, build_id);
-    bool took = o == MG_CACHE_HIT && !body.failed && adopt(env, conn, &body);
-    mg_buf_free(&body);
-    return took;
-}
-
-/* The pass for the group, with key claimed (build_id); the table is stored for the others and
- * installed here. Not under the cold-scan gate: the claim already makes it one pass at a time
- * in the group, and a permit held through a start-up pass (that a writer's lock may stall)
- * would be taken from the reports the gate is for. Nor counted among the reports' cache
- * counters: relay_builds and relay_copies count it. */
-static int build_for_group(struct mg_env *env, sqlite3 *conn, uint64_t build_id,
-                           int64_t now_realtime_ns)
-{
-    struct mg_cache_view *v = &env->seg->cache;
-    int64_t built_ns = mg_monotonic_ns();
-    int rc = SQLITE_OK;
-    struct build_arg arg = {now_realtime_ns, env};
-    struct table *t = build(conn, &arg, &rc);
-    if (!t) {
-        mg_result_cache_abandon(v, env->pid, build_id);
-        return rc;
-    }
-    struct mg_buf body;
-    mg_buf_init(&body);
-    encode(t, built_ns, &body);
-    size_t most = mg_result_cache_max_body(v->cache);
-    if (body.failed) {
-        mg_result_cache_abandon(v, env->pid, build_id);
-    } else {
-        if (body.len > most && !atomic_exchange(&too_large, true))
-            mg_warn("node relay activity: the table's %zu bytes are more than the result cache"
-                    " stores (%zu, a quarter of MESHGATE_REACH_CACHE_BYTES): each worker builds"
-                    " its own",
-                    body.len, most);
-        mg_result_cache_store_uncounted(v, env->pid, build_id, body.data, body.len,
-                                        mg_monotonic_ns());
-    }
-    mg_debug("node relay: built the group's table (%zu bytes)", body.len);
-    mg_buf_free(&body);
-    mg_process_table_install(&relays, conn, t, built_ns);
-    return SQLITE_OK;
-}
-
-/* How long a request with no table waits for another worker's build. */
-#define GROUP_WAIT_NS (120 * 1000000000LL)
-
-static pthread_mutex_t group_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Under group_lock: this process's table is stale or missing. */
-static int obtain_locked(struct mg_env *env, sqlite3 *conn, int64_t now_ns, int64_t now_realtime_ns,
-                         bool wait)
-{
-    char key[MG_CACHE_KEY_MAX], prev[MG_CACHE_KEY_MAX];
-    int64_t period = now_ns / MG_NODE_RELAY_INTERVAL_NS;
-    group_key(conn, period, key);
-    group_key(conn, period - 1, prev);
-    /* The last interval's build: fresh still if younger than the interval; a first copy in
-     * any case (served while the helper refreshes it: mg_node_relay_keep). */
-    bool had = mg_process_table_exists(&relays, conn);
-    if (take_copy(env, conn, prev, now_ns) &&
-        (!had || mg_process_table_fresh(&relays, conn, now_ns)))
-        return SQLITE_OK;
-    struct mg_cache_view *v = &env->seg->cache;
-    struct mg_buf body;
-    mg_buf_init(&body);
-    uint64_t build_id = 0;
-    enum mg_cache_outcome o = /* not counted among the reports' hits and misses */
-        mg_result_cache_relook(v, env->pid, env->slot, key, now_ns, &body, &build_id);
-    if (o == MG_CACHE_BUSY && wait)
-        o = mg_result_cache_wait(v, env->pid, env->slot, key, mg_monotonic_ns() + GROUP_WAIT_NS,
-                                 NULL, NULL, &body, &build_id);
-    int rc = SQLITE_OK;
-    if (o == MG_CACHE_HIT && !(!body.failed && adopt(env, conn, &body))) {
-        struct build_arg arg = {now_realtime_ns, env}; /* not a table: this process's own */
-        rc = mg_process_table_refresh(&relays, conn, now_ns, build, &arg);
-    } else if (o == MG_CACHE_CLAIMED) {
-        rc = build_for_group(env, conn, build_id, now_realtime_ns);
-    } else if (o == MG_CACHE_BUSY && !mg_process_table_exists(&relays, conn)) {
-        rc = SQLITE_BUSY; /* another worker builds it still */
-    }
-    mg_buf_free(&body);
-    return rc;
-}
-
-/* Makes this process's table fresh: the group's copy when it has one, else the pass, once for
- * the group; without the group's cache, this process's own pass. wait: a build under way in
- * another worker is waited for; else, the table kept as it is. An SQLite code. */
-static int obtain(struct mg_env *env, sqlite3 *conn, int64_t now_ns, int64_t now_realtime_ns,
-                  bool wait)
-{
-    if (mg_process_table_fresh(&relays, conn, now_ns))
-        return SQLITE_OK;
-    if (!group_shared(env)) {
-        struct build_arg arg = {now_realtime_ns, env};
-        return mg_process_table_refresh(&relays, conn, now_ns, build, &arg);
-    }
-    pthread_mutex_lock(&group_lock);
-    int rc = SQLITE_OK;
-    if (!mg_process_table_fresh(&relays, conn, now_ns))
-        rc = obtain_locked(env, conn, now_ns, now_realtime_ns, wait);
-    pthread_mutex_unlock(&group_lock);
-    return rc;
-}
-
-/* The rebuild of a stale table, on the worker's helper thread. */
-static struct {
-    struct mg_job job; /* first: the thread hands this pointer back */
-    struct mg_env *env;
-    int64_t now_ns, now_realtime_ns;
-    bool submitted;
-} rebuild;
-
-static void run_rebuild(struct mg_job *job, struct mg_db *db)
-{
-    (void)job;
-    int rc = obtain(rebuild.env, db->conn, rebuild.now_ns, rebuild.now_realtime_ns, false);
-    if (rc != SQLITE_OK)
-        mg_warn("node relay activity: rebuilding failed: %s", sqlite3_errstr(rc));
-}
-
-/* A worker's start with no group copy: the group's build (or nothing, when another worker
- * runs it), on a thread of its own with its own connection, so the worker serves meanwhile. */
-static void *start_build(void *arg)
-{
-    struct mg_env *env = arg;
-    struct mg_db db;
-    char err[256];
-    if (mg_db_open_like(&db, env->db, env->cfg->db_path, env->cfg->db_busy_timeout_ms, err,
-                        sizeof err) != 0) {
-        mg_warn("node relay activity: not built at start: %s", err);
-        return NULL;
-    }
-    int rc = obtain(env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
-    if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* busy: another worker builds it */
-        mg_warn("node relay activity: not built at start: %s", sqlite3_errstr(rc));
-    mg_db_close(&db);
-    return NULL;
-}
+static struct mg_group_table group =
+    MG_GROUP_TABLE_INIT(.table = &relays, .name = "relay", .what = "node relay activity",
+                        .version = BODY_VERSION, .build = build, .encode = encode, .decode = decode,
+                        .builds = offsetof(struct mg_result_cache, relay_builds),
+                        .copies = offsetof(struct mg_result_cache, relay_copies));
 
 bool mg_node_relay_available(struct mg_env *env)
 {
-    sqlite3 *conn = env->db->conn;
-    if (mg_process_table_exists(&relays, conn))
-        return true;
-    if (!group_shared(env))
-        return false;
-    char key[MG_CACHE_KEY_MAX];
-    int64_t now = mg_monotonic_ns(), period = now / MG_NODE_RELAY_INTERVAL_NS;
-    for (int64_t p = period; p >= period - 1; p--) {
-        group_key(conn, p, key);
-        if (mg_result_cache_warm(&env->seg->cache, env->pid, key, now))
-            return true;
-    }
-    return false;
+    return mg_group_table_available(&group, env);
 }
 
 void mg_node_relay_adopt(struct mg_env *env)
 {
-    sqlite3 *conn = env->db->conn;
-    int64_t now = mg_monotonic_ns();
-    int rc = SQLITE_OK;
-    if (!group_shared(env)) {
-        struct build_arg arg = {mg_realtime_ns(), env};
-        rc = mg_process_table_refresh(&relays, conn, now, build, &arg);
-    } else {
-        char key[MG_CACHE_KEY_MAX];
-        int64_t period = now / MG_NODE_RELAY_INTERVAL_NS;
-        group_key(conn, period, key);
-        if (!take_copy(env, conn, key, now)) {
-            group_key(conn, period - 1, key);
-            take_copy(env, conn, key, now);
-        }
-        pthread_t t;
-        if (!mg_process_table_exists(&relays, conn) &&
-            pthread_create(&t, NULL, start_build, env) == 0)
-            pthread_detach(t);
-    }
-    if (rc != SQLITE_OK)
-        mg_warn("node relay activity: not built at start: %s", sqlite3_errstr(rc));
+    mg_group_table_adopt(&group, env);
 }
 
 bool mg_node_relay_fresh(sqlite3 *conn, int64_t now_ns)
@@ -636,91 +374,14 @@ bool mg_node_relay_exist(sqlite3 *conn)
     return mg_process_table_exists(&relays, conn);
 }
 
-/* A request's wait for a table this process does not have: the group's copy taken, or the
- * group's build followed or claimed and run, on env's helper, while the request is parked. */
-static struct {
-    struct mg_job job; /* first: the thread hands this pointer back */
-    struct mg_env *env;
-    int64_t now_ns, now_realtime_ns;
-    int rc;
-    bool submitted;
-} fetch;
-
-static void run_fetch(struct mg_job *job, struct mg_db *db)
-{
-    (void)job;
-    fetch.rc = obtain(fetch.env, db->conn, fetch.now_ns, fetch.now_realtime_ns, true);
-}
-
-/* On the loop, no table here: the group's copy when it is stored (a copy and a decode, never
- * a wait for the lock another thread of this process builds under); else the fetch on the
- * helper. SQLITE_OK with *pending when the request must wait for it. */
-static int fetch_on_helper(struct mg_env *env, sqlite3 *conn, int64_t now_ns,
-                           int64_t now_realtime_ns, bool *pending)
-{
-    if (group_shared(env) && pthread_mutex_trylock(&group_lock) == 0) {
-        char key[MG_CACHE_KEY_MAX];
-        int64_t period = now_ns / MG_NODE_RELAY_INTERVAL_NS;
-        for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(&relays, conn); p--) {
-            group_key(conn, p, key);
-            take_copy(env, conn, key, now_ns);
-        }
-        pthread_mutex_unlock(&group_lock);
-    }
-    if (mg_process_table_exists(&relays, conn))
-        return SQLITE_OK;
-    if (fetch.submitted && atomic_load(&fetch.job.done)) {
-        fetch.submitted = false;
-        if (fetch.rc != SQLITE_OK && !mg_process_table_exists(&relays, conn))
-            return fetch.rc; /* this request answers the failure; the next one tries again */
-    }
-    if (!fetch.submitted) {
-        fetch.env = env;
-        fetch.now_ns = now_ns;
-        fetch.now_realtime_ns = now_realtime_ns;
-        fetch.rc = SQLITE_OK;
-        fetch.job.run = run_fetch;
-        atomic_store(&fetch.job.done, 0);
-        fetch.submitted = mg_jobs_submit(env->jobs, &fetch.job); /* else: the next turn */
-    }
-    *pending = true;
-    return SQLITE_OK;
-}
-
 int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *pending)
 {
-    sqlite3 *conn = env->db->conn;
-    *pending = false;
-    if (!env->jobs) /* on a helper already (or in-process tests): waits here */
-        return obtain(env, conn, now_ns, now_realtime_ns, true);
-    if (!mg_process_table_exists(&relays, conn)) {
-        int rc = fetch_on_helper(env, conn, now_ns, now_realtime_ns, pending);
-        if (rc != SQLITE_OK || *pending)
-            return rc;
-    }
-    if (!mg_process_table_fresh(&relays, conn, now_ns) &&
-        (!rebuild.submitted || atomic_load(&rebuild.job.done))) {
-        rebuild.env = env;
-        rebuild.now_ns = now_ns;
-        rebuild.now_realtime_ns = now_realtime_ns;
-        rebuild.job.run = run_rebuild;
-        atomic_store(&rebuild.job.done, 0);
-        rebuild.submitted = mg_jobs_submit(env->jobs, &rebuild.job);
-    }
-    return SQLITE_OK;
+    return mg_group_table_keep(&group, env, now_ns, now_realtime_ns, pending);
 }
 
 void mg_node_relay_forget(struct mg_env *env)
 {
-    mg_process_table_forget(&relays);
-    if (!group_shared(env))
-        return;
-    char key[MG_CACHE_KEY_MAX];
-    int64_t period = mg_monotonic_ns() / MG_NODE_RELAY_INTERVAL_NS;
-    for (int64_t p = period - 1; p <= period; p++) {
-        group_key(env->db->conn, p, key);
-        mg_result_cache_expire(&env->seg->cache, env->pid, key);
-    }
+    mg_group_table_forget(&group, env);
 }
 
 void mg_node_relay_read_begin(void)

@@ -1325,11 +1325,9 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     struct mg_db_counts counts;
     if (!mg_db_counts_peek(&w.env, &counts))
         mg_db_counts_get(&w.env, &counts);
-    /* Likewise the node list's table of hash sizes (node_hash_sizes.h); should this fail,
-     * the first /api/nodes request builds it, as heavy work. */
-    if (mg_node_hash_sizes_refresh(w.env.db->conn, mg_monotonic_ns(),
-                                   mg_realtime_ns() / 1000000000LL) != SQLITE_OK)
-        mg_warn("node hash sizes: not built at start: %s", sqlite3_errmsg(w.env.db->conn));
+    /* Likewise the node list's table of hash sizes (node_hash_sizes.h): the group's copy, or
+     * the group's pass on a thread of its own (the first /api/nodes meanwhile is heavy). */
+    mg_node_hash_sizes_adopt(&w.env);
     /* And its relay activity (node_relay.h): the group's copy when there is one; no pass
      * here (the first request that needs it makes or follows the group's). */
     mg_node_relay_adopt(&w.env);

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: ISC */
+#include "group_table.h"
+
+#include "clock.h"
+#include "log.h"
+#include "result_body.h"
+#include "segment.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define NO_TEXT UINT32_MAX
+
+void mg_group_put_text(struct mg_buf *b, const char *s)
+{
+    uint32_t n = s ? (uint32_t)strlen(s) : NO_TEXT;
+    mg_buf_append(b, &n, sizeof n);
+    if (s)
+        mg_buf_append(b, s, n);
+}
+
+void mg_group_get(struct mg_group_reader *r, void *p, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->at) < n) {
+        r->bad = true;
+        memset(p, 0, n);
+        return;
+    }
+    memcpy(p, r->at, n);
+    r->at += n;
+}
+
+char *mg_group_get_text(struct mg_group_reader *r)
+{
+    uint32_t n;
+    mg_group_get(r, &n, sizeof n);
+    if (r->bad || n == NO_TEXT)
+        return NULL;
+    char *s = (size_t)(r->end - r->at) >= n ? malloc((size_t)n + 1) : NULL;
+    if (!s) {
+        r->bad = true;
+        return NULL;
+    }
+    memcpy(s, r->at, n);
+    s[n] = '\0';
+    r->at += n;
+    return s;
+}
+
+static _Atomic uint64_t *counter(const struct mg_env *env, size_t offset)
+{
+    return (_Atomic uint64_t *)((char *)env->seg->cache.cache + offset);
+}
+
+/* What a build is given: the pass's (the table is relative to its realtime_ns; its env,
+ * NULL or without a segment: none, counts the pass in the group's builds counter). */
+struct build_arg {
+    struct mg_group_table *g;
+    struct mg_group_build_arg pass;
+};
+
+static void *counted_build(sqlite3 *conn, void *arg, int *rc)
+{
+    struct build_arg *a = arg;
+    void *t = a->g->build(conn, &a->pass, rc);
+    if (t && a->pass.env && a->pass.env->seg)
+        atomic_fetch_add(counter(a->pass.env, a->g->builds), 1);
+    return t;
+}
+
+/* This process's own pass (no group copy). */
+static int refresh_own(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn, int64_t now_ns,
+                       int64_t now_realtime_ns)
+{
+    struct build_arg arg = {g, {now_realtime_ns, env}};
+    return mg_process_table_refresh(g->table, conn, now_ns, counted_build, &arg);
+}
+
+static bool group_shared(struct mg_group_table *g, const struct mg_env *env)
+{
+    return env && env->seg && env->seg->config->reach_cache_ttl_ms > 0 &&
+           !atomic_load(&g->too_large);
+}
+
+static int64_t period_of(const struct mg_group_table *g, int64_t now_ns)
+{
+    return now_ns / g->table->interval_ns;
+}
+
+/* The key of the group's table of conn's database file built in the interval `period`. */
+static void group_key(const struct mg_group_table *g, sqlite3 *conn, int64_t period,
+                      char key[MG_CACHE_KEY_MAX])
+{
+    const char *file = sqlite3_db_filename(conn, "main");
+    struct stat st = {0};
+    stat(file ? file : "", &st);
+    snprintf(key, MG_CACHE_KEY_MAX, "%s|v%u|%llx:%llx|%lld", g->name, g->version,
+             (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)period);
+}
+
+/* Installs the table of body unless this process's is as new; false: not a table. */
+static bool adopt(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
+                  const struct mg_buf *body)
+{
+    int64_t built_ns;
+    void *t = g->decode(body->data, body->len, &built_ns);
+    if (!t)
+        return false;
+    if (built_ns <= mg_process_table_built_ns(g->table, conn)) {
+        g->table->free_table(t);
+        return true;
+    }
+    mg_process_table_install(g->table, conn, t, built_ns);
+    atomic_fetch_add(counter(env, g->copies), 1);
+    mg_debug("%s: took the group's table (%zu bytes)", g->what, body->len);
+    return true;
+}
+
+/* Takes the group's table under key when one is stored; claims nothing. */
+static bool take_copy(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn, const char *key,
+                      int64_t now)
+{
+    struct mg_cache_view *v = &env->seg->cache;
+    if (!mg_result_cache_warm(v, env->pid, key, now))
+        return false;
+    struct mg_buf body;
+    mg_buf_init(&body);
+    uint64_t build_id = 0;
+    enum mg_cache_outcome o =
+        mg_result_cache_relook(v, env->pid, env->slot, key, now, &body, &build_id);
+    if (o == MG_CACHE_CLAIMED) /* evicted meanwhile */
+        mg_result_cache_abandon(v, env->pid, build_id);
+    bool took = o == MG_CACHE_HIT && !body.failed && adopt(g, env, conn, &body);
+    mg_buf_free(&body);
+    return took;
+}
+
+/* The pass for the group, with key claimed (build_id); the table is stored for the others and
+ * installed here. Not under the cold-scan gate: the claim already makes it one pass at a time
+ * in the group, and a permit held through a start-up pass (that a writer's lock may stall)
+ * would be taken from the reports the gate is for. Nor counted among the reports' cache
+ * counters: the table's own builds and copies count it. */
+static int build_for_group(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
+                           uint64_t build_id, int64_t now_realtime_ns)
+{
+    struct mg_cache_view *v = &env->seg->cache;
+    int64_t built_ns = mg_monotonic_ns();
+    int rc = SQLITE_OK;
+    struct build_arg arg = {g, {now_realtime_ns, env}};
+    void *t = counted_build(conn, &arg, &rc);
+    if (!t) {
+        mg_result_cache_abandon(v, env->pid, build_id);
+        return rc;
+    }
+    struct mg_buf body;
+    mg_buf_init(&body);
+    g->encode(t, built_ns, &body);
+    size_t most = mg_result_cache_max_body(v->cache);
+    if (body.failed) {
+        mg_result_cache_abandon(v, env->pid, build_id);
+    } else {
+        if (body.len > most && !atomic_exchange(&g->too_large, true))
+            mg_warn("%s: the table's %zu bytes are more than the result cache stores (%zu, a"
+                    " quarter of MESHGATE_REACH_CACHE_BYTES): each worker builds its own",
+                    g->what, body.len, most);
+        mg_result_cache_store_uncounted(v, env->pid, build_id, body.data, body.len,
+                                        mg_monotonic_ns());
+    }
+    mg_debug("%s: built the group's table (%zu bytes)", g->what, body.len);
+    mg_buf_free(&body);
+    mg_process_table_install(g->table, conn, t, built_ns);
+    return SQLITE_OK;
+}
+
+/* How long a request with no table waits for another worker's build. */
+#define GROUP_WAIT_NS (120 * 1000000000LL)
+
+/* Under g->lock: this process's table is stale or missing. */
+static int obtain_locked(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
+                         int64_t now_ns, int64_t now_realtime_ns, bool wait)
+{
+    char key[MG_CACHE_KEY_MAX], prev[MG_CACHE_KEY_MAX];
+    int64_t period = period_of(g, now_ns);
+    group_key(g, conn, period, key);
+    group_key(g, conn, period - 1, prev);
+    /* The last interval's build: fresh still if younger than the interval; a first copy in
+     * any case (served while the helper refreshes it: mg_group_table_keep). */
+    bool had = mg_process_table_exists(g->table, conn);
+    if (take_copy(g, env, conn, prev, now_ns) &&
+        (!had || mg_process_table_fresh(g->table, conn, now_ns)))
+        return SQLITE_OK;
+    struct mg_cache_view *v = &env->seg->cache;
+    struct mg_buf body;
+    mg_buf_init(&body);
+    uint64_t build_id = 0;
+    enum mg_cache_outcome o = /* not counted among the reports' hits and misses */
+        mg_result_cache_relook(v, env->pid, env->slot, key, now_ns, &body, &build_id);
+    if (o == MG_CACHE_BUSY && wait)
+        o = mg_result_cache_wait(v, env->pid, env->slot, key, mg_monotonic_ns() + GROUP_WAIT_NS,
+                                 NULL, NULL, &body, &build_id);
+    int rc = SQLITE_OK;
+    if (o == MG_CACHE_HIT && !(!body.failed && adopt(g, env, conn, &body))) {
+        rc = refresh_own(g, env, conn, now_ns, now_realtime_ns); /* not a table: its own */
+    } else if (o == MG_CACHE_CLAIMED) {
+        rc = build_for_group(g, env, conn, build_id, now_realtime_ns);
+    } else if (o == MG_CACHE_BUSY && !mg_process_table_exists(g->table, conn)) {
+        rc = SQLITE_BUSY; /* another worker builds it still */
+    }
+    mg_buf_free(&body);
+    return rc;
+}
+
+/* Makes this process's table fresh: the group's copy when it has one, else the pass, once for
+ * the group; without the group's cache, this process's own pass. wait: a build under way in
+ * another worker is waited for; else, the table kept as it is. An SQLite code. */
+static int obtain(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn, int64_t now_ns,
+                  int64_t now_realtime_ns, bool wait)
+{
+    if (mg_process_table_fresh(g->table, conn, now_ns))
+        return SQLITE_OK;
+    if (!group_shared(g, env))
+        return refresh_own(g, env, conn, now_ns, now_realtime_ns);
+    pthread_mutex_lock(&g->lock);
+    int rc = SQLITE_OK;
+    if (!mg_process_table_fresh(g->table, conn, now_ns))
+        rc = obtain_locked(g, env, conn, now_ns, now_realtime_ns, wait);
+    pthread_mutex_unlock(&g->lock);
+    return rc;
+}
+
+static void run_rebuild(struct mg_job *job, struct mg_db *db)
+{
+    struct mg_group_rebuild *r = (struct mg_group_rebuild *)job;
+    int rc = obtain(r->g, r->env, db->conn, r->now_ns, r->now_realtime_ns, false);
+    if (rc != SQLITE_OK)
+        mg_warn("%s: rebuilding failed: %s", r->g->what, sqlite3_errstr(rc));
+}
+
+struct start_arg {
+    struct mg_group_table *g;
+    struct mg_env *env;
+};
+
+/* A worker's start with no group copy: the group's build (or nothing, when another worker
+ * runs it), on a thread of its own with its own connection, so the worker serves meanwhile. */
+static void *start_build(void *arg)
+{
+    struct start_arg a = *(struct start_arg *)arg;
+    free(arg);
+    struct mg_db db;
+    char err[256];
+    if (mg_db_open_like(&db, a.env->db, a.env->cfg->db_path, a.env->cfg->db_busy_timeout_ms, err,
+                        sizeof err) != 0) {
+        mg_warn("%s: not built at start: %s", a.g->what, err);
+        return NULL;
+    }
+    int rc = obtain(a.g, a.env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* busy: another worker builds it */
+        mg_warn("%s: not built at start: %s", a.g->what, sqlite3_errstr(rc));
+    mg_db_close(&db);
+    return NULL;
+}
+
+bool mg_group_table_available(struct mg_group_table *g, struct mg_env *env)
+{
+    sqlite3 *conn = env->db->conn;
+    if (mg_process_table_exists(g->table, conn))
+        return true;
+    if (!group_shared(g, env))
+        return false;
+    char key[MG_CACHE_KEY_MAX];
+    int64_t now = mg_monotonic_ns(), period = period_of(g, now);
+    for (int64_t p = period; p >= period - 1; p--) {
+        group_key(g, conn, p, key);
+        if (mg_result_cache_warm(&env->seg->cache, env->pid, key, now))
+            return true;
+    }
+    return false;
+}
+
+void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
+{
+    sqlite3 *conn = env->db->conn;
+    int64_t now = mg_monotonic_ns();
+    if (!group_shared(g, env)) {
+        int rc = refresh_own(g, env, conn, now, mg_realtime_ns());
+        if (rc != SQLITE_OK)
+            mg_warn("%s: not built at start: %s", g->what, sqlite3_errstr(rc));
+        return;
+    }
+    char key[MG_CACHE_KEY_MAX];
+    int64_t period = period_of(g, now);
+    group_key(g, conn, period, key);
+    if (!take_copy(g, env, conn, key, now)) {
+        group_key(g, conn, period - 1, key);
+        take_copy(g, env, conn, key, now);
+    }
+    if (mg_process_table_exists(g->table, conn))
+        return;
+    struct start_arg *a = malloc(sizeof *a);
+    pthread_t t;
+    if (a)
+        *a = (struct start_arg){g, env};
+    if (a && pthread_create(&t, NULL, start_build, a) == 0)
+        pthread_detach(t);
+    else
+        free(a);
+}
+
+static void run_fetch(struct mg_job *job, struct mg_db *db)
+{
+    struct mg_group_rebuild *f = (struct mg_group_rebuild *)job;
+    f->rc = obtain(f->g, f->env, db->conn, f->now_ns, f->now_realtime_ns, true);
+}
+
+/* Hands job r (run) to env's helper unless it has it already. */
+static void submit(struct mg_group_rebuild *r, void (*run)(struct mg_job *, struct mg_db *),
+                   struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
+                   int64_t now_realtime_ns)
+{
+    if (r->submitted && !atomic_load(&r->job.done))
+        return;
+    r->g = g;
+    r->env = env;
+    r->now_ns = now_ns;
+    r->now_realtime_ns = now_realtime_ns;
+    r->rc = SQLITE_OK;
+    r->job.run = run;
+    atomic_store(&r->job.done, 0);
+    r->submitted = mg_jobs_submit(env->jobs, &r->job); /* else: the next request's turn */
+}
+
+/* On the loop, no table here: the group's copy when it is stored (a copy and a decode, never
+ * a wait for the lock another thread of this process builds under); else the fetch on the
+ * helper (the group's build followed, or claimed and run there). SQLITE_OK with *pending when
+ * the request must wait for it. */
+static int fetch_on_helper(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
+                           int64_t now_ns, int64_t now_realtime_ns, bool *pending)
+{
+    if (group_shared(g, env) && pthread_mutex_trylock(&g->lock) == 0) {
+        char key[MG_CACHE_KEY_MAX];
+        int64_t period = period_of(g, now_ns);
+        for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(g->table, conn); p--) {
+            group_key(g, conn, p, key);
+            take_copy(g, env, conn, key, now_ns);
+        }
+        pthread_mutex_unlock(&g->lock);
+    }
+    if (mg_process_table_exists(g->table, conn))
+        return SQLITE_OK;
+    struct mg_group_rebuild *f = &g->fetch;
+    if (f->submitted && atomic_load(&f->job.done)) {
+        f->submitted = false;
+        if (f->rc != SQLITE_OK)
+            return f->rc; /* this request answers the failure; the next one tries again */
+    }
+    submit(f, run_fetch, g, env, now_ns, now_realtime_ns);
+    *pending = true;
+    return SQLITE_OK;
+}
+
+int mg_group_table_keep(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
+                        int64_t now_realtime_ns, bool *pending)
+{
+    sqlite3 *conn = env->db->conn;
+    if (pending)
+        *pending = false;
+    if (!env->jobs) /* on a helper already (or in-process tests): waits here */
+        return obtain(g, env, conn, now_ns, now_realtime_ns, true);
+    if (!mg_process_table_exists(g->table, conn)) {
+        int rc = pending ? fetch_on_helper(g, env, conn, now_ns, now_realtime_ns, pending)
+                         : obtain(g, env, conn, now_ns, now_realtime_ns, true);
+        if (rc != SQLITE_OK || (pending && *pending))
+            return rc;
+    }
+    if (!mg_process_table_fresh(g->table, conn, now_ns))
+        submit(&g->rebuild, run_rebuild, g, env, now_ns, now_realtime_ns);
+    return SQLITE_OK;
+}
+
+void mg_group_table_forget(struct mg_group_table *g, struct mg_env *env)
+{
+    mg_process_table_forget(g->table);
+    if (!group_shared(g, env))
+        return;
+    char key[MG_CACHE_KEY_MAX];
+    int64_t period = period_of(g, mg_monotonic_ns());
+    for (int64_t p = period - 1; p <= period; p++) {
+        group_key(g, env->db->conn, p, key);
+        mg_result_cache_expire(&env->seg->cache, env->pid, key);
+    }
+}

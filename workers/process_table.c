@@ -145,57 +145,6 @@ uint64_t mg_process_table_generation(struct mg_process_table *t)
     return atomic_load(&t->generation);
 }
 
-static void run_keeper(struct mg_job *job, struct mg_db *db)
-{
-    struct mg_process_table_keeper *k = (struct mg_process_table_keeper *)job;
-    int64_t now_realtime_ns = k->now_realtime_ns;
-    int rc = mg_process_table_refresh(k->table, db->conn, k->now_ns, k->build, &now_realtime_ns);
-    k->rc = rc;
-    if (rc != SQLITE_OK)
-        mg_warn("%s: rebuilding failed: %s", k->what, sqlite3_errstr(rc));
-}
-
-/* Hands the build to the helper unless it has it already. */
-static void submit_keeper(struct mg_process_table_keeper *k, struct mg_jobs *jobs, int64_t now_ns,
-                          int64_t now_realtime_ns)
-{
-    if (k->submitted && !atomic_load(&k->job.done))
-        return;
-    k->now_ns = now_ns;
-    k->now_realtime_ns = now_realtime_ns;
-    k->rc = SQLITE_OK;
-    k->job.run = run_keeper;
-    atomic_store(&k->job.done, 0);
-    k->submitted = mg_jobs_submit(jobs, &k->job);
-}
-
-int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
-                          int64_t now_ns, int64_t now_realtime_ns, bool *busy)
-{
-    if (busy && jobs && !mg_process_table_exists(k->table, conn)) {
-        /* On the loop with no table: built on the helper while the request parks; a build
-         * that failed is answered once, and the next request tries again. */
-        if (k->submitted && atomic_load(&k->job.done)) {
-            k->submitted = false;
-            if (mg_process_table_exists(k->table, conn))
-                return SQLITE_OK;
-            if (k->rc != SQLITE_OK)
-                return k->rc;
-        }
-        submit_keeper(k, jobs, now_ns, now_realtime_ns);
-        *busy = true;
-        return SQLITE_OK;
-    }
-    if (busy && !jobs)
-        return mg_process_table_try_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns,
-                                            busy);
-    if (!jobs || !mg_process_table_exists(k->table, conn))
-        return mg_process_table_refresh(k->table, conn, now_ns, k->build, &now_realtime_ns);
-    if (!mg_process_table_fresh(k->table, conn, now_ns))
-        submit_keeper(k, jobs, now_ns, now_realtime_ns);
-    return SQLITE_OK;
-}
-
 void mg_process_table_read_begin(struct mg_process_table *t)
 {
     pthread_rwlock_rdlock(&t->lock);

@@ -71,29 +71,6 @@ void mg_process_table_install(struct mg_process_table *t, sqlite3 *conn, void *t
 /* When t's table of conn's database file was built; INT64_MIN: there is none. */
 int64_t mg_process_table_built_ns(struct mg_process_table *t, sqlite3 *conn);
 
-/*
- * A table kept by a worker: the process's one rebuild job on its helper thread, submitted
- * again only once the helper has run it. build gets a pointer to the realtime clock (ns) of
- * the request that asked.
- */
-struct mg_process_table_keeper {
-    struct mg_job job; /* first: the thread hands this pointer back */
-    struct mg_process_table *table;
-    void *(*build)(sqlite3 *conn, void *arg, int *rc);
-    const char *what; /* names the table in a warning */
-    int64_t now_ns, now_realtime_ns;
-    int rc; /* the last build's, on the helper */
-    bool submitted;
-};
-
-/* What a request calls before it reads k's table: builds it here when there is none (or
- * there is no helper, jobs NULL); when it is stale, hands its rebuild to the helper and
- * returns at once. With busy (a request on the loop) nothing waits: with no table, the build
- * runs on the helper (or, without one, a build another thread runs is not waited for) and
- * *busy says the request parks and asks again. An SQLite code. */
-int mg_process_table_keep(struct mg_process_table_keeper *k, struct mg_jobs *jobs, sqlite3 *conn,
-                          int64_t now_ns, int64_t now_realtime_ns, bool *busy);
-
 void mg_process_table_read_begin(struct mg_process_table *t);
 void mg_process_table_read_end(struct mg_process_table *t);
 

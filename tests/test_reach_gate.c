@@ -568,14 +568,19 @@ Test(reach_gate, under_a_writers_exclusive_lock_healthz_and_light_requests_answe
     cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
     cr_expect_eq(r.status, 200, "%s", r.body);
     free(r.body);
-    /* The node list is light once the group's relay table is built (its start-up pass would
-     * otherwise wait for the writer too, and the list with it, as heavy work). */
+    /* The node list is light once the group's relay and hash-size tables are built (their
+     * start-up passes would otherwise wait for the writer too, and the list with them, as
+     * heavy work); a worker without its copy takes the group's without the database. */
     struct mg_segment seg;
     attach(&s, &seg);
     int64_t give_up = mg_test_now_ms() + 60000;
-    while (atomic_load(&seg.cache.cache->relay_builds) == 0 && mg_test_now_ms() < give_up)
+    while ((atomic_load(&seg.cache.cache->relay_builds) == 0 ||
+            atomic_load(&seg.cache.cache->hash_size_builds) == 0) &&
+           mg_test_now_ms() < give_up)
         mg_test_sleep_ms(5);
     cr_assert_gt(atomic_load(&seg.cache.cache->relay_builds), 0, "no relay table within 60 s");
+    cr_assert_gt(atomic_load(&seg.cache.cache->hash_size_builds), 0,
+                 "no hash-size table within 60 s");
     mg_segment_detach(&seg);
     sqlite3 *w = lock_db();
     /* A probe that succeeded answers for 100 ms on its worker (ep_health.c): past that, every

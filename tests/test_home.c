@@ -70,6 +70,25 @@ Test(home, without_a_front_end_the_root_is_meshgates_own_page)
         cr_expect(strstr(r.body, holds[i]), "the page has no %s: %s", holds[i], r.body);
     cr_expect(!strstr(r.body, ":pubkey"), "a templated route is linked: %s", r.body);
     cr_expect(!strstr(r.body, s.dir), "the page names the database: %s", r.body);
+
+    /* Every link the page gives answers: a route that needs a parameter is linked with
+     * one (timestamps' since=, resolve-hops' hops=). */
+    unsigned links = 0;
+    for (const char *p = r.body; (p = strstr(p, "href=\"/")) != NULL; p++) {
+        const char *u = p + 6, *e = strchr(u, '"');
+        cr_assert(e && (size_t)(e - u) < 256, "%s", p);
+        char url[256];
+        memcpy(url, u, (size_t)(e - u));
+        url[e - u] = '\0';
+        struct mg_test_response l;
+        cr_assert(mg_test_get(s.port, url, NULL, &l), "%s", url);
+        /* 501 only where the database lacks what the route reads (this one has no scopes). */
+        cr_expect(l.status == 200 || (l.status == 501 && strstr(l.body, "not been migrated")),
+                  "the page links %s, which answers %d: %s", url, l.status, l.body);
+        mg_test_response_free(&l);
+        links++;
+    }
+    cr_expect_gt(links, 20, "%s", r.body);
     mg_test_response_free(&r);
 
     exchange(s.port, "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n", true, &r);

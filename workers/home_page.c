@@ -4,6 +4,7 @@
 #include "router.h"
 
 #include <string.h>
+#include <time.h>
 
 bool mg_home_applies(const struct mg_config *cfg, const char *path)
 {
@@ -11,15 +12,24 @@ bool mg_home_applies(const struct mg_config *cfg, const char *path)
 }
 
 /* A link to each read route that takes no path parameter, from the route table: the page
- * lists what this build serves, never a stale copy. The admin pages are linked below. */
+ * lists what this build serves, never a stale copy. A route that needs a query parameter is
+ * linked with its table's home_query, so every link answers 200. The admin pages are linked
+ * below. */
 static void route_links(struct mg_buf *b)
 {
+    time_t hour_ago = time(NULL) - 3600;
+    struct tm tm;
+    gmtime_r(&hour_ago, &tm);
     mg_buf_puts(b, "<ul class=\"routes\">\n");
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *t = mg_routes[i].template;
         if (mg_routes[i].admin_only || strchr(t, ':'))
             continue;
-        mg_buf_printf(b, "<li><a href=\"%s\">%s</a></li>\n", t, t);
+        char query[96] = "";
+        if (mg_routes[i].home_query &&
+            strftime(query, sizeof query, mg_routes[i].home_query, &tm) == 0)
+            query[0] = '\0';
+        mg_buf_printf(b, "<li><a href=\"%s%s\">%s</a></li>\n", t, query, t);
     }
     mg_buf_puts(b, "</ul>\n");
 }

@@ -35,6 +35,9 @@ struct mg_route {
     /* Answered only to admins (MESHGATE_ADMIN_NETWORKS or signed in); 404 for anyone else,
      * as a path that does not exist. */
     bool admin_only;
+    /* For a route that needs a query parameter: a query that answers (strftime(3) format, of
+     * the time an hour ago), so the home page links a working request. NULL for the others. */
+    const char *home_query;
 };
 
 /* Whether this request of route (an id from mg_route_match) is heavy. */

@@ -45,7 +45,8 @@ free_port() {
   if [ -n "${PORT:-}" ]; then echo "$PORT"; return; fi
   local p
   for _ in $(seq 50); do
-    p=$(( 20000 + RANDOM % 40000 ))
+    # Below the kernel's ephemeral range (32768 and up), where outgoing connections take ports.
+    p=$(( 20000 + RANDOM % 12000 ))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
   die "no free port found on 127.0.0.1"
@@ -137,20 +138,29 @@ migrated_copy() {
 
 # start_peer DB: CoreScope's server on a free port over DB, up when /api/healthz says
 # "ready":true (it loads every packet first; 300 s at most); sets peer_port and peer_pid.
+# A port that another program took between the probe and the bind is replaced by another.
 start_peer() {
-  peer_port=$(free_port)
-  bash "${PEER_RUN:-$(dirname "$0")/../../shared/corescope/peer/run.sh}" "$PEER_DIR" "$1" "$peer_port" \
-    > "$bench_tmp/peer.log" 2>&1 &
-  peer_pid=$!
-  other_pids+=("$peer_pid")
-  local i
-  for i in $(seq 3000); do
-    if curl -s "http://127.0.0.1:$peer_port/api/healthz" 2>/dev/null | grep -q '"ready":true'; then
-      echo "(CoreScope's server on 127.0.0.1:$peer_port, pid $peer_pid)" >&2
-      return 0
-    fi
-    kill -0 "$peer_pid" 2>/dev/null || { tail -20 "$bench_tmp/peer.log" >&2; die "CoreScope's server exited at start"; }
-    sleep 0.1
+  local attempt i
+  for attempt in 1 2 3 4 5; do
+    peer_port=$(free_port)
+    bash "${PEER_RUN:-$(dirname "$0")/../../shared/corescope/peer/run.sh}" "$PEER_DIR" "$1" "$peer_port" \
+      > "$bench_tmp/peer.log" 2>&1 &
+    peer_pid=$!
+    other_pids+=("$peer_pid")
+    for i in $(seq 3000); do
+      if curl -s "http://127.0.0.1:$peer_port/api/healthz" 2>/dev/null | grep -q '"ready":true'; then
+        echo "(CoreScope's server on 127.0.0.1:$peer_port, pid $peer_pid)" >&2
+        return 0
+      fi
+      if ! kill -0 "$peer_pid" 2>/dev/null; then
+        if [ -z "${PORT:-}" ] && grep -qi "address already in use" "$bench_tmp/peer.log"; then
+          continue 2 # another program took the port: try another
+        fi
+        tail -20 "$bench_tmp/peer.log" >&2; die "CoreScope's server exited at start"
+      fi
+      sleep 0.1
+    done
+    die "CoreScope's server on port $peer_port was not ready within 300 s"
   done
-  die "CoreScope's server on port $peer_port was not ready within 300 s"
+  die "CoreScope's server: no port could be bound after 5 attempts"
 }

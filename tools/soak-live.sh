@@ -60,7 +60,7 @@ for _ in $(seq 200); do [ -e "$db-shm" ] && break; sleep 0.05; done
 hooks=()
 [ "$inject" -gt 0 ] && hooks=(MESHGATE_TEST_HOOKS=park)
 for attempt in 1 2 3 4 5; do
-  port=$(( 20000 + RANDOM % 40000 ))
+  port=$(( 20000 + RANDOM % 12000 )) # below the ephemeral range (32768 and up)
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
   env -u MESHGATE_BUILD "${hooks[@]}" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$port \
     MESHGATE_SHM_NAME=/meshgate-soak-$$-$port MESHGATE_API_KEYS_FILE="$tmp/keys" \

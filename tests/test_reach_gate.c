@@ -241,7 +241,7 @@ Test(reach_gate, saturation_answers_429_warm_keys_answer_and_nothing_refused_is_
     cr_expect_eq(warm.status, 200);
     /* A warm answer that went to the full line would be a 429: the status tells. The bound
      * only says it did not wait for the builds (held on the lock for as long as we like). */
-    cr_expect_lt(mg_test_now_ms() - t0, 2000, "the warm answer waited");
+    cr_expect_lt(mg_test_now_ms() - t0, 20000, "the warm answer waited");
     free(warm.body);
     /* Every request past the two permits is refused: line full, or its 400 ms wait ran out. */
     struct refusals_wait rw = {seg.cold, COLD - 2};
@@ -486,9 +486,11 @@ Test(reach_gate, a_worker_building_a_report_still_answers_its_other_connections,
     for (int i = 0; i < 5; i++) {
         int64_t t0 = mg_test_now_ms();
         cr_assert(mg_test_send(keep, health, strlen(health)));
-        cr_assert(mg_test_read_response(keep, &r, false, 5000), "no answer while building");
+        /* The build waits on the lock until we release it: any answer meanwhile is one the
+         * loop gave while building (the bound is only a ceiling for a loaded machine). */
+        cr_assert(mg_test_read_response(keep, &r, false, 30000), "no answer while building");
         cr_expect_eq(r.status, 200);
-        cr_expect_lt(mg_test_now_ms() - t0, 500);
+        cr_expect_lt(mg_test_now_ms() - t0, 10000);
         mg_test_response_free(&r);
     }
     cr_expect_eq(seg.cold->in_flight, 1, "the build ended early: the test proved nothing");

@@ -118,8 +118,9 @@ Test(reload, a_live_setting_changed_in_the_file_takes_effect, .init = make_dir, 
     int fd = mg_test_connect(s.port);
     cr_assert(fd >= 0);
     int64_t started = mg_test_now_ms();
-    cr_expect(mg_test_wait_closed(fd, 3000), "the new header timeout did not apply");
-    cr_expect_lt(mg_test_now_ms() - started, 2500);
+    /* The old timeout is the default, 10 s: well under it tells the new one applies. */
+    cr_expect(mg_test_wait_closed(fd, 30000), "the new header timeout did not apply");
+    cr_expect_lt(mg_test_now_ms() - started, 8000);
     close(fd);
     /* /api/healthz reports the gates from the segment. */
     struct mg_test_response r;

@@ -248,3 +248,17 @@ void mg_admission_release(const struct mg_gate_desc *g, struct mg_gate_pass *p, 
     p->token = 0;
     p->step = PASS_DONE;
 }
+
+bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *env, const char *what,
+                                 uint64_t *token)
+{
+    return g->kind == MG_GATE_KIND_LINE &&
+           mg_fifo_gate_try_background(g->line(env), env->pid, env->slot, what, token);
+}
+
+void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
+                                     uint64_t token)
+{
+    if (g->kind == MG_GATE_KIND_LINE)
+        mg_fifo_gate_release(g->line(env), env->pid, token);
+}

@@ -88,4 +88,15 @@ uint64_t mg_admission_hand_over(struct mg_gate_pass *p);
 void mg_admission_release(const struct mg_gate_desc *g, struct mg_gate_pass *p, struct mg_env *env,
                           const struct mg_request *req, int64_t ended_ns, int64_t took_ns);
 
+/*
+ * Background work (the summaries pass, the group's tables): a LINE permit of g when one is free
+ * and no request waits for it, else false at once. It never joins the line, so the gate counts
+ * it as background work (background, backgroundBusy), never as a wait or a cancel; the caller
+ * tries again on a later turn. *token is given back with mg_admission_release_background.
+ */
+bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *env, const char *what,
+                                 uint64_t *token);
+void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
+                                     uint64_t token);
+
 #endif

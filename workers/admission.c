@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "jobs.h"
 #include "upstream_gate.h"
 
@@ -42,8 +43,10 @@ static struct mg_jobs *handler_helper(const struct mg_env *env)
     return env->jobs;
 }
 
-static const char anon_full[] = "the line for anonymous heavy requests is full; retry after "
-                                "Retry-After, or sign in with an API key";
+/* A gate's refusal is its row's (shm/gates.h): status, Retry-After and the message when full. */
+#define REFUSAL(name, sections, title, status, retry, refusal, counters, snapshot)                 \
+    .refuse_status = status, .retry_after_s = retry, .when_full = refusal
+
 static const char anon_timed_out[] = "the wait in the line for anonymous heavy requests ran out; "
                                      "retry after Retry-After, or sign in with an API key";
 
@@ -53,9 +56,7 @@ const struct mg_gate_desc mg_gate_anon_line = {
     .line = anon_line,
     .helper = anon_helper,
     .reserve_helper = true,
-    .refuse_status = 503,
-    .retry_after_s = 1,
-    .when_full = anon_full,
+    MG_GATE_ROW_anon_line(REFUSAL),
     .when_timed_out = anon_timed_out,
 };
 
@@ -65,9 +66,7 @@ const struct mg_gate_desc mg_gate_anon_upstream = {
     .id = MG_GATE_ANON_LINE,
     .kind = MG_GATE_KIND_LINE,
     .line = anon_line,
-    .refuse_status = 503,
-    .retry_after_s = 1,
-    .when_full = anon_full,
+    MG_GATE_ROW_anon_line(REFUSAL),
     .when_timed_out = anon_timed_out,
 };
 
@@ -76,9 +75,7 @@ const struct mg_gate_desc mg_gate_upstream = {
     .id = MG_GATE_UPSTREAM,
     .kind = MG_GATE_KIND_LINE,
     .line = upstream_line,
-    .refuse_status = 503,
-    .retry_after_s = 1,
-    .when_full = "the line for the upstream is full; retry after Retry-After",
+    MG_GATE_ROW_upstream(REFUSAL),
     .when_timed_out = "the wait in the line for the upstream ran out; retry after Retry-After",
 };
 
@@ -87,9 +84,7 @@ const struct mg_gate_desc mg_gate_cold = {
     .kind = MG_GATE_KIND_LINE,
     .line = cold_line,
     .helper = handler_helper,
-    .refuse_status = 429,
-    .retry_after_s = 2,
-    .when_full = "too many %ss are being built; retry after Retry-After",
+    MG_GATE_ROW_cold(REFUSAL),
     .when_timed_out = "%ss are being built at capacity; retry after Retry-After",
 };
 
@@ -97,8 +92,7 @@ const struct mg_gate_desc mg_gate_diag = {
     .id = MG_GATE_DIAG,
     .kind = MG_GATE_KIND_DIAG,
     .helper = handler_helper,
-    .refuse_status = 429,
-    .when_full = "a memory breakdown is running; ask again after Retry-After",
+    MG_GATE_ROW_diag(REFUSAL),
     .when_cooling = "a memory breakdown ran moments ago; ask again after Retry-After",
 };
 

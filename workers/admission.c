@@ -6,6 +6,7 @@
 #include "gate_fifo.h"
 #include "gates.h"
 #include "jobs.h"
+#include "stats.h"
 #include "upstream_gate.h"
 
 #include <stdio.h>
@@ -255,4 +256,129 @@ void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env
 {
     if (g->kind == MG_GATE_KIND_LINE)
         mg_fifo_gate_release(g->line(env), env->pid, token);
+}
+
+bool mg_admission_rate_limit(struct mg_env *env, const struct mg_request *req, const uint8_t *key,
+                             struct mg_response *res)
+{
+    int64_t retry_ns = 0;
+    if (mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(), &retry_ns))
+        return true;
+    mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
+    mg_outcome_decide(&req->park->outcome, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED,
+                      mg_monotonic_ns());
+#define RATE_REFUSAL(name, sections, title, status, retry, refusal, counters, snapshot)            \
+    mg_response_refuse(res, status, mg_client_limit_retry_after_s(retry_ns), refusal);
+    MG_GATE_ROW_rate_limit(RATE_REFUSAL)
+#undef RATE_REFUSAL
+        return false;
+}
+
+uint32_t mg_admission_cap(const struct mg_gate_desc *g, const struct mg_env *env)
+{
+    return g->kind == MG_GATE_KIND_LINE ? mg_fifo_gate_limits(g->line(env)).cap : 1;
+}
+
+int64_t mg_admission_wait_ns(const struct mg_gate_desc *g, const struct mg_env *env)
+{
+    return g->kind == MG_GATE_KIND_LINE ? mg_fifo_gate_limits(g->line(env)).wait_ns : 0;
+}
+
+int mg_admission_follow(const struct mg_gate_desc *g, const struct mg_env *env, const char *key)
+{
+    return mg_fifo_gate_follow(g->line(env), env->pid, env->slot, key);
+}
+
+void mg_admission_unfollow(const struct mg_gate_desc *g, const struct mg_env *env, int place)
+{
+    mg_fifo_gate_unfollow(g->line(env), env->pid, place);
+}
+
+void mg_admission_release_token(const struct mg_gate_desc *g, const struct mg_env *env,
+                                uint64_t token)
+{
+    mg_fifo_gate_release(g->line(env), env->pid, token);
+}
+
+bool mg_admission_diag_open(const struct mg_env *env)
+{
+    return mg_diag_gate_open(env->seg->diag, env->pid, mg_monotonic_ns());
+}
+
+enum mg_conn_verdict mg_admission_conn_open(const struct mg_env *env, uint32_t hold,
+                                            const uint8_t *key)
+{
+    return mg_conn_limit_open(&env->seg->conns, env->pid, env->slot, hold, key);
+}
+
+void mg_admission_conn_close(const struct mg_env *env, uint32_t hold)
+{
+    mg_conn_limit_close(&env->seg->conns, env->pid, env->slot, hold);
+}
+
+uint32_t mg_admission_conn_count(const struct mg_env *env, const uint8_t *key)
+{
+    return mg_conn_limit_count(&env->seg->conns, key);
+}
+
+bool mg_admission_tunnel_share_open(const struct mg_env *env, uint32_t hold, uint32_t share)
+{
+    return mg_conn_limit_tunnel_open(&env->seg->conns, env->pid, env->slot, hold, share);
+}
+
+void mg_admission_tunnel_share_close(const struct mg_env *env, uint32_t hold)
+{
+    mg_conn_limit_tunnel_close(&env->seg->conns, env->pid, env->slot, hold);
+}
+
+bool mg_admission_tunnel_open(const struct mg_env *env)
+{
+    return mg_upstream_tunnel_open(env->seg->upstream, env->slot);
+}
+
+void mg_admission_tunnel_close(const struct mg_env *env)
+{
+    mg_upstream_tunnel_close(env->seg->upstream, env->slot);
+}
+
+bool mg_admission_upstream_anon_claim(const struct mg_env *env)
+{
+    return mg_upstream_anon_claim(env->seg->upstream, env->slot);
+}
+
+void mg_admission_upstream_anon_unclaim(const struct mg_env *env)
+{
+    mg_upstream_anon_unclaim(env->seg->upstream, env->slot);
+}
+
+enum mg_breaker_verdict mg_admission_breaker_allow(const struct mg_env *env, int64_t now_ns,
+                                                   int64_t *retry_ns)
+{
+    return mg_breaker_allow(&env->seg->upstream->breaker, env->pid, now_ns, retry_ns);
+}
+
+void mg_admission_breaker_success(const struct mg_env *env, bool probe)
+{
+    mg_breaker_success(&env->seg->upstream->breaker, env->pid, probe);
+}
+
+bool mg_admission_breaker_failure(const struct mg_env *env, bool probe, int64_t now_ns,
+                                  const uint8_t *addr)
+{
+    return mg_breaker_failure(&env->seg->upstream->breaker, env->pid, probe, now_ns, addr);
+}
+
+void mg_admission_breaker_abandon(const struct mg_env *env, int64_t now_ns)
+{
+    mg_breaker_abandon(&env->seg->upstream->breaker, env->pid, now_ns);
+}
+
+int64_t mg_admission_breaker_probe_due(const struct mg_env *env)
+{
+    return mg_breaker_probe_due(&env->seg->upstream->breaker);
+}
+
+bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns)
+{
+    return mg_breaker_take_probe(&env->seg->upstream->breaker, env->pid, now_ns);
 }

@@ -21,7 +21,11 @@
 #ifndef MESHGATE_ADMISSION_H
 #define MESHGATE_ADMISSION_H
 
+#include "conn_limit.h"
 #include "handler.h"
+#include "upstream_gate.h"
+
+#include <stdint.h>
 
 struct mg_fifo_gate;
 struct mg_jobs;
@@ -98,5 +102,59 @@ bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *en
                                  uint64_t *token);
 void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
                                      uint64_t token);
+
+/*
+ * The gates' other steps. Every call of a gate's function from workers/ is here, so a gate's
+ * admission is read in this one file (tests/test_gate_calls.c checks that no other file of
+ * workers/ calls one). Each is the shm/ function of the gate it names, for env's worker.
+ */
+
+/* The rate limit (rate_limit row): takes one of key's (a client's) heavy requests; false, with
+ * the refusal in res and the outcome decided, when it has none left. */
+bool mg_admission_rate_limit(struct mg_env *env, const struct mg_request *req, const uint8_t *key,
+                             struct mg_response *res);
+
+/* A LINE gate's limits, as its line's requests see them (0: no cap, the line is off). */
+uint32_t mg_admission_cap(const struct mg_gate_desc *g, const struct mg_env *env);
+int64_t mg_admission_wait_ns(const struct mg_gate_desc *g, const struct mg_env *env);
+
+/* A place in g's line for a request that waits for another's result (mg_fifo_gate_follow):
+ * the place, or -1 when there is none; and giving it up. */
+int mg_admission_follow(const struct mg_gate_desc *g, const struct mg_env *env, const char *key);
+void mg_admission_unfollow(const struct mg_gate_desc *g, const struct mg_env *env, int place);
+
+/* Gives back a LINE permit handed over with mg_admission_hand_over (the upstream engine). */
+void mg_admission_release_token(const struct mg_gate_desc *g, const struct mg_env *env,
+                                uint64_t token);
+
+/* The diagnostic gate: whether it would admit a walk now (mg_diag_gate_open). */
+bool mg_admission_diag_open(const struct mg_env *env);
+
+/* The connection cap (conn_cap row), per client key: a connection counted in hold, given
+ * back, and a client's count read without a lock; a WebSocket tunnel counted in the share of
+ * its connection's client (share), and given back. */
+enum mg_conn_verdict mg_admission_conn_open(const struct mg_env *env, uint32_t hold,
+                                            const uint8_t *key);
+void mg_admission_conn_close(const struct mg_env *env, uint32_t hold);
+uint32_t mg_admission_conn_count(const struct mg_env *env, const uint8_t *key);
+bool mg_admission_tunnel_share_open(const struct mg_env *env, uint32_t hold, uint32_t share);
+void mg_admission_tunnel_share_close(const struct mg_env *env, uint32_t hold);
+
+/* The upstream's tunnels and the permits anonymous requests may hold there. */
+bool mg_admission_tunnel_open(const struct mg_env *env);
+void mg_admission_tunnel_close(const struct mg_env *env);
+bool mg_admission_upstream_anon_claim(const struct mg_env *env);
+void mg_admission_upstream_anon_unclaim(const struct mg_env *env);
+
+/* The breaker (breaker row): whether a request may go to the upstream now (*retry_ns while
+ * it is open), its verdicts (probe: the request or health request that probes), and its probe. */
+enum mg_breaker_verdict mg_admission_breaker_allow(const struct mg_env *env, int64_t now_ns,
+                                                   int64_t *retry_ns);
+void mg_admission_breaker_success(const struct mg_env *env, bool probe);
+bool mg_admission_breaker_failure(const struct mg_env *env, bool probe, int64_t now_ns,
+                                  const uint8_t *addr);
+void mg_admission_breaker_abandon(const struct mg_env *env, int64_t now_ns);
+int64_t mg_admission_breaker_probe_due(const struct mg_env *env);
+bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns);
 
 #endif

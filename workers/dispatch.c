@@ -101,16 +101,9 @@ static bool classify(struct mg_env *env, struct mg_request *req, unsigned route,
     uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
     mg_request_client(env->cfg, req->http, req->peer, addr);
     mg_client_key(addr, key);
-    int64_t retry_ns = 0;
-    if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(), &retry_ns)) {
-        mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
-        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
-        mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
-                           "too many heavy requests from this address; retry after "
-                           "Retry-After");
+    if (!mg_admission_rate_limit(env, req, key, res))
         return false;
-    }
-    if (mg_fifo_gate_limits(env->seg->anon).cap == 0) {
+    if (mg_admission_cap(&mg_gate_anon_line, env) == 0) {
         mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
         a->step = ADMIT_OFF;
         return true;

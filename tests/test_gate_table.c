@@ -5,8 +5,10 @@
  * rows name is found again by its offset, and reclaim walks every row. A part added to the
  * segment without a row fails here.
  */
+#include "admission.h"
 #include "gates.h"
 #include "reclaim.h"
+#include "router.h"
 #include "segment.h"
 
 #include <criterion/criterion.h>
@@ -142,4 +144,37 @@ Test(gate_table, every_gate_is_read_and_refuses_with_its_row)
     }
     mg_segment_detach(&seg);
     mg_segment_unlink(name);
+}
+
+/* Each route names its gates in the order its requests meet them: a heavy route meets the
+ * rate limit, then the anonymous line, then the gates of its work; a light one meets none. */
+Test(gate_table, every_route_names_its_gates_in_order)
+{
+    for (unsigned r = 0; r <= MG_ROUTE_UPSTREAM; r++) {
+        if (r >= mg_route_table_len && r != MG_ROUTE_UPSTREAM)
+            continue;
+        const enum mg_gate_row *g = mg_route_gates(r);
+        const char *name = r < mg_route_table_len ? mg_routes[r].template : "(upstream)";
+        cr_assert_not_null(g, "%s names no gates", name);
+        unsigned n = 0;
+        while (g[n] != MG_GATE_ROWS && n < MG_GATE_ROWS)
+            n++;
+        cr_assert_lt(n, (unsigned)MG_GATE_ROWS, "%s: its list does not end", name);
+        bool heavy = r == MG_ROUTE_UPSTREAM || mg_routes[r].cost == MG_COST_HEAVY;
+        if (!heavy) {
+            cr_expect_eq(n, 0u, "light %s meets a gate", name);
+            continue;
+        }
+        cr_expect(n >= 2 && g[0] == MG_GATE_ROW_rate_limit && g[1] == MG_GATE_ROW_anon_line,
+                  "heavy %s does not meet the rate limit, then the line, first", name);
+        for (unsigned i = 2; i < n; i++)
+            cr_expect(g[i] != MG_GATE_ROW_rate_limit && g[i] != MG_GATE_ROW_anon_line &&
+                          g[i] != MG_GATE_ROW_conn_cap,
+                      "%s meets %s inside its work", name, mg_gates[g[i]].name);
+    }
+    cr_expect_eq(mg_route_gates(mg_route_by_template("/api/nodes/:pubkey/reach",
+                                                     strlen("/api/nodes/:pubkey/reach"))),
+                 mg_gates_cold);
+    cr_expect_eq(mg_route_gates(mg_route_by_template("/api/perf", strlen("/api/perf"))),
+                 mg_gates_diag);
 }

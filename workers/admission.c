@@ -2,14 +2,17 @@
 #include "admission.h"
 
 #include "clock.h"
+#include "dispatch.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "gates.h"
 #include "jobs.h"
+#include "netaddr.h"
 #include "stats.h"
 #include "upstream_gate.h"
 
 #include <stdio.h>
+#include <string.h>
 
 enum {
     PASS_NEW = 0, /* not asked yet */
@@ -96,6 +99,17 @@ const struct mg_gate_desc mg_gate_diag = {
     MG_GATE_ROW_diag(REFUSAL),
     .when_cooling = "a memory breakdown ran moments ago; ask again after Retry-After",
 };
+
+#define END MG_GATE_ROWS
+const enum mg_gate_row mg_gates_light[] = {END};
+const enum mg_gate_row mg_gates_heavy[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line, END};
+const enum mg_gate_row mg_gates_cold[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
+                                          MG_GATE_ROW_cold, END};
+const enum mg_gate_row mg_gates_diag[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
+                                          MG_GATE_ROW_diag, END};
+const enum mg_gate_row mg_gates_upstream[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
+                                              MG_GATE_ROW_breaker, MG_GATE_ROW_upstream, END};
+#undef END
 
 /* The helper that runs the work g admits; NULL: none (the event loop runs it). */
 static struct mg_jobs *helper_of(const struct mg_gate_desc *g, const struct mg_env *env)
@@ -381,4 +395,68 @@ int64_t mg_admission_breaker_probe_due(const struct mg_env *env)
 bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns)
 {
     return mg_breaker_take_probe(&env->seg->upstream->breaker, env->pid, now_ns);
+}
+
+/* The anonymous line's phase: off (its cap is 0: the work runs, on the anonymous helper), or
+ * a place in it named by the client and the path, for the dump tool. */
+static void meet_anon_line(struct mg_env *env, struct mg_request *req,
+                           const uint8_t addr[MG_ADDR_BYTES])
+{
+    struct mg_admission *a = &req->park->admission;
+    if (mg_admission_cap(&mg_gate_anon_line, env) == 0) {
+        mg_outcome_decide(&req->park->outcome, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED,
+                          mg_monotonic_ns());
+        a->step = ADMIT_OFF;
+        return;
+    }
+    _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
+    mg_addr_format(addr, a->who, sizeof a->who);
+    size_t used = strlen(a->who);
+    snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
+    a->step = ADMIT_LINE;
+}
+
+/* The first turn: the request's class, then the gates met before the handler, in order. False
+ * when one refused (res holds the answer). */
+static bool first_turn(const enum mg_gate_row *list, struct mg_env *env, struct mg_request *req,
+                       bool heavy, struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (!heavy) {
+        a->step = ADMIT_LIGHT;
+        return true;
+    }
+    if (req->signed_in) {
+        mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
+        a->step = ADMIT_BYPASS;
+        req->park->outcome.verdict = MG_VERDICT_BYPASSED;
+        return true;
+    }
+    uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, req->http, req->peer, addr);
+    mg_client_key(addr, key);
+    a->step = ADMIT_OFF; /* a heavy route with no line */
+    for (const enum mg_gate_row *g = list; *g != MG_GATE_ROWS; g++) {
+        if (*g == MG_GATE_ROW_rate_limit && !mg_admission_rate_limit(env, req, key, res))
+            return false;
+        if (*g == MG_GATE_ROW_anon_line)
+            meet_anon_line(env, req, addr);
+        /* the others are met inside the handler's work */
+    }
+    return true;
+}
+
+bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc *line,
+                        struct mg_env *env, struct mg_request *req, bool heavy,
+                        struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (a->step == ADMIT_NEW && !first_turn(list, env, req, heavy, res))
+        return false;
+    if (a->step != ADMIT_LINE)
+        return true;
+    enum mg_admission_result r = mg_admission_pass(line, &a->line, env, req, a->who, NULL, res);
+    if (r == MG_ADMISSION_RUN)
+        a->step = ADMIT_HELD;
+    return r == MG_ADMISSION_RUN;
 }

@@ -22,6 +22,7 @@
 #define MESHGATE_ADMISSION_H
 
 #include "conn_limit.h"
+#include "gates.h"
 #include "handler.h"
 #include "upstream_gate.h"
 
@@ -62,6 +63,31 @@ extern const struct mg_gate_desc mg_gate_diag;      /* /api/perf?mem=1 */
 extern const struct mg_gate_desc mg_gate_anon_upstream;
 extern const struct mg_gate_desc mg_gate_upstream;
 
+/*
+ * A route's gates, in the order its requests meet them, as nginx runs a request's phases: a
+ * list of rows of shm/gates.h ended by MG_GATE_ROWS, one named list per cost class (the route
+ * row points to one, router.h). mg_admission_admit runs the gates met before the handler
+ * (rate_limit, anon_line) in the list's order; the ones its work meets inside the handler
+ * (cold, diag, upstream, breaker: a cached answer meets none) are passed there, through this
+ * file. The connection cap is met by every connection, before any route (worker.c).
+ */
+extern const enum mg_gate_row mg_gates_light[];    /* none */
+extern const enum mg_gate_row mg_gates_heavy[];    /* rate_limit, anon_line */
+extern const enum mg_gate_row mg_gates_cold[];     /* rate_limit, anon_line, cold */
+extern const enum mg_gate_row mg_gates_diag[];     /* rate_limit, anon_line, diag */
+extern const enum mg_gate_row mg_gates_upstream[]; /* rate_limit, anon_line, breaker, upstream */
+
+/* Where a request is in its route's gates (req->park->admission.step). */
+enum {
+    ADMIT_NEW = 0, /* not decided yet: the first turn */
+    ADMIT_LIGHT,   /* not heavy: nothing to take */
+    ADMIT_BYPASS,  /* heavy, signed in */
+    ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
+    ADMIT_LINE,    /* at the line (admission.c): waiting, or refused */
+    ADMIT_HELD,    /* holds a permit */
+    ADMIT_DONE,    /* the permit is back */
+};
+
 enum mg_admission_result {
     MG_ADMISSION_RUN,     /* it holds a permit: run the work now */
     MG_ADMISSION_PARKED,  /* waiting in line: res is parked, ask again next turn */
@@ -78,6 +104,17 @@ enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct 
                                            struct mg_env *env, const struct mg_request *req,
                                            const char *key, const char *what,
                                            struct mg_response *res);
+
+/*
+ * Runs the gates of list met before the handler, for a request that is heavy (asked on its
+ * first turn only): a light one meets none, a signed-in one passes them (counted bypassed),
+ * an anonymous one meets each in the list's order: the rate limit, then the line (line: the
+ * anonymous line as its route meets it). True when the handler may run now; false when res
+ * holds the answer or is parked (ask again on the next turn).
+ */
+bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc *line,
+                        struct mg_env *env, struct mg_request *req, bool heavy,
+                        struct mg_response *res);
 
 /* True while p holds g's permit. */
 bool mg_admission_held(const struct mg_gate_pass *p);

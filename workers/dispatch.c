@@ -2,9 +2,7 @@
 #include "dispatch.h"
 
 #include "admission.h"
-#include "client_limit.h"
 #include "clock.h"
-#include "gate_fifo.h"
 #include "home_page.h"
 #include "jobs.h"
 #include "keys.h"
@@ -42,7 +40,8 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
 
 /*
  * Admission of heavy requests, before their handler runs (and so before any gate of the
- * handler's own, such as the cold-scan gate of reach reports):
+ * handler's own, such as the cold-scan gate of reach reports): admission.c runs the gates of
+ * the route's list (router.c) that come before the handler, in order:
  *
  *   light       never touches the rate table or the line;
  *   signed in   skips both: never waits in the line, never refused by it (counted bypassed);

@@ -29,11 +29,13 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     return freed;
 }
 
-/* The name of a row's lock n: its title, with the set's number when it has more than one. */
+/* The name of a row's lock n: its title, with the set's number for a table of sets (a title
+ * that ends in " set", as shm/gates.h says), even a table of one set. */
 static void lock_name(const struct mg_gate_info *r, const struct mg_segment *seg, uint32_t n,
                       char *out, size_t cap)
 {
-    if (r->lock(seg, 1))
+    size_t len = strlen(r->title);
+    if (r->lock(seg, 1) || (len > 4 && strcmp(r->title + len - 4, " set") == 0))
         snprintf(out, cap, "%s %u", r->title, n);
     else
         snprintf(out, cap, "%s", r->title);

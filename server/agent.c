@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: ISC */
 #include "agent.h"
 
+#include "clock.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "listener.h"
 #include "scoreboard.h"
 
@@ -50,14 +52,12 @@ size_t mg_agent_answer(const struct mg_agent_status *s, char *out, size_t cap)
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-static void read_gate(const struct mg_fifo_gate *g, int pid, struct mg_agent_gate *out)
+static void gate_load(const struct mg_fifo_snapshot *snap, struct mg_agent_gate *out)
 {
-    struct mg_fifo_snapshot snap;
-    mg_fifo_gate_read(g, pid, true, &snap);
-    out->cap = snap.cap;
-    out->in_flight = snap.in_flight;
-    out->queue_max = snap.queue_max;
-    out->waiting = snap.waiting;
+    out->cap = snap->cap;
+    out->in_flight = snap->in_flight;
+    out->queue_max = snap->queue_max;
+    out->waiting = snap->waiting;
 }
 
 void mg_agent_read_load(const struct mg_segment *seg, int pid, unsigned workers_configured,
@@ -73,8 +73,10 @@ void mg_agent_read_load(const struct mg_segment *seg, int pid, unsigned workers_
         out->workers_busy +=
             st == MG_SLOT_READING || st == MG_SLOT_HANDLING || st == MG_SLOT_WRITING;
     }
-    read_gate(seg->cold, pid, &out->cold);
-    read_gate(seg->anon, pid, &out->anon);
+    struct mg_gate_snapshots all; /* every gate, by the table (shm/gates.h) */
+    mg_gates_read(seg, pid, true, mg_monotonic_ns(), &all);
+    gate_load(&all.cold, &out->cold);
+    gate_load(&all.anon_line, &out->anon);
 }
 
 int mg_agent_listen(const char *address, char *err, size_t errlen)

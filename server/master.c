@@ -13,6 +13,7 @@
 #include "gate_diag.h"
 #include "keys.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "lock.h"
 #include "process.h"
 #include "reclaim.h"
@@ -746,11 +747,10 @@ static void tick(struct master *m, int64_t now)
 
     if (now - m->last_status_ns >= 2 * MG_NS_PER_SEC) {
         char status[384];
-        struct mg_fifo_snapshot cold, anon;
-        struct mg_diag_snapshot diag;
-        mg_fifo_gate_read(m->seg.cold, m->pid, true, &cold);
-        mg_fifo_gate_read(m->seg.anon, m->pid, true, &anon);
-        mg_diag_gate_read(m->seg.diag, m->pid, true, now, &diag);
+        struct mg_gate_snapshots all; /* every gate, by the table (shm/gates.h) */
+        mg_gates_read(&m->seg, m->pid, true, now, &all);
+        const struct mg_fifo_snapshot cold = all.cold, anon = all.anon_line;
+        const struct mg_diag_snapshot diag = all.diag;
         int len = snprintf(
             status, sizeof status,
             "%s: %u of %u workers alive, %llu requests served; cold builds %u/%u, "
@@ -761,12 +761,9 @@ static void tick(struct master *m, int64_t now)
             alive, m->workers, (unsigned long long)mg_counter_get(&m->seg, MG_CTR_REQUESTS),
             cold.in_flight, cold.cap, cold.waiting, anon.in_flight, anon.cap, anon.waiting,
             diag.running ? "running" : "idle", (unsigned long long)mg_rates_refusals(&m->seg));
-        const struct mg_upstream_shm *up = m->seg.upstream;
         if (m->seg.config->upstream[0] && len > 0 && (size_t)len < sizeof status) {
-            struct mg_fifo_snapshot ug;
-            struct mg_upstream_snapshot us;
-            mg_fifo_gate_read(&up->gate, m->pid, true, &ug);
-            mg_upstream_shm_read(up, now, &us);
+            const struct mg_fifo_snapshot ug = all.upstream;
+            const struct mg_upstream_snapshot us = all.breaker;
             snprintf(status + len, sizeof status - (size_t)len,
                      "; upstream %u/%u, %u waiting, breaker %s, %u websockets", ug.in_flight,
                      ug.cap, ug.waiting, mg_breaker_state_name(us.breaker_state), us.tunnels_open);

@@ -84,6 +84,16 @@ struct mg_conn_table {
     _Atomic uint64_t reclaimed; /* holds of dead workers given back by the master */
 };
 
+/*
+ * Every counter of the table, once: X(field, JSON key, what it counts); each reader shows them
+ * from this list (the conn_cap row of shm/gates.h).
+ */
+#define MG_CONN_COUNTER_LIST(X)                                                                    \
+    X(counted, "counted", "connections counted against their client")                              \
+    X(refused, "refused", "connections closed at once: the client held its cap")                   \
+    X(untracked, "untracked", "connections let in uncounted: their set was full")                  \
+    X(reclaimed, "reclaimed", "connection holds of dead workers given back")
+
 /* The table, its sets and the hold records, as the segment holds them (three sections). */
 struct mg_conn_view {
     struct mg_conn_table *table;

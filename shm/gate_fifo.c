@@ -228,6 +228,18 @@ bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token)
     return released;
 }
 
+bool mg_fifo_gate_try_background(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                                 uint64_t *token)
+{
+    int64_t now = mg_monotonic_ns();
+    mg_lock_acquire(&g->lock, pid);
+    bool taken =
+        oldest_ready_waiter(g) < 0 && permit_free(g) && take_permit(g, pid, slot, key, now, token);
+    mg_lock_release(&g->lock, pid);
+    atomic_fetch_add(taken ? &g->background : &g->background_busy, 1);
+    return taken;
+}
+
 int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key)
 {
     int place = -1;

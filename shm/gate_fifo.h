@@ -69,6 +69,8 @@ struct mg_fifo_gate {
     _Atomic uint64_t refused_timeout; /* the wait ran out */
     _Atomic uint64_t cancelled;       /* left the line (client gone) */
     _Atomic uint64_t reclaimed;       /* permits and places of dead workers given back */
+    _Atomic uint64_t background;      /* permits taken by background work (try, no line) */
+    _Atomic uint64_t background_busy; /* background tries that found no permit free */
 };
 
 /*
@@ -82,7 +84,9 @@ struct mg_fifo_gate {
     X(refused_full, "refusedFull", "requests refused because the line was full")                   \
     X(refused_timeout, "refusedTimeout", "requests refused because their wait ran out")            \
     X(cancelled, "cancelled", "places given up because the client went away")                      \
-    X(reclaimed, "reclaimed", "permits and places of dead workers given back")
+    X(reclaimed, "reclaimed", "permits and places of dead workers given back")                     \
+    X(background, "background", "permits taken by background work, which never joins the line")    \
+    X(background_busy, "backgroundBusy", "background tries that found no permit free")
 
 /* A gate's state at one moment (mg_fifo_gate_read). */
 struct mg_fifo_snapshot {
@@ -187,6 +191,15 @@ int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
                             int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
                             uint64_t *token);
 void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket);
+
+/*
+ * For background work (the summaries pass, the group's tables): a permit when one is free and
+ * no ready request waits for it, else nothing. It never joins the line, so it is counted as
+ * background work (background, background_busy), never as a wait, a refusal or a cancel; the
+ * permit (counted in acquired too) is given back with mg_fifo_gate_release.
+ */
+bool mg_fifo_gate_try_background(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                                 uint64_t *token);
 
 /* Gives a permit back; false (and nothing changes) when token is not a current holder's. */
 bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token);

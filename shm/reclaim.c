@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: ISC */
 #include "reclaim.h"
 
-#include "client_limit.h"
 #include "clock.h"
-#include "conn_limit.h"
-#include "gate_diag.h"
-#include "gate_fifo.h"
-#include "result_cache.h"
-#include "shared_value.h"
-#include "upstream_gate.h"
+#include "gates.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* Every row of both tables (shm/gates.h): the parts, then the gates. */
+#define ROWS (MG_PART_ROWS + MG_GATE_ROWS)
+
+static const struct mg_gate_info *row(unsigned i)
+{
+    return i < MG_PART_ROWS ? &mg_segment_parts[i] : &mg_gates[i - MG_PART_ROWS];
+}
 
 unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
 {
@@ -21,49 +23,33 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     if (mg_segment_check_shape(seg, why, sizeof why) < 0 || slot >= seg->slot_count)
         return 0;
     unsigned freed = 0;
-    for (unsigned i = 0; i < MG_VALUE_COUNT; i++)
-        freed += mg_shared_value_reclaim(&seg->values[i], pid) ? 1u : 0u;
-    freed += mg_diag_gate_reclaim(seg->diag, pid, mg_monotonic_ns()) ? 1u : 0u;
-    freed += mg_fifo_gate_reclaim(seg->cold, pid);
-    freed += mg_result_cache_reclaim(&seg->cache, pid);
-    freed += mg_fifo_gate_reclaim(seg->anon, pid);
-    freed += mg_client_limit_reclaim(&seg->clients, pid);
-    freed += mg_conn_limit_reclaim(&seg->conns, pid, slot);
-    freed += mg_upstream_shm_reclaim(seg->upstream, slot, pid, mg_monotonic_ns());
+    int64_t now = mg_monotonic_ns();
+    for (unsigned i = 0; i < ROWS; i++)
+        freed += row(i)->reclaim(seg, slot, pid, now);
     return freed;
+}
+
+/* The name of a row's lock n: its title, with the set's number for a table of sets (a title
+ * that ends in " set", as shm/gates.h says), even a table of one set. */
+static void lock_name(const struct mg_gate_info *r, const struct mg_segment *seg, uint32_t n,
+                      char *out, size_t cap)
+{
+    size_t len = strlen(r->title);
+    if (r->lock(seg, 1) || (len > 4 && strcmp(r->title + len - 4, " set") == 0))
+        snprintf(out, cap, "%s %u", r->title, n);
+    else
+        snprintf(out, cap, "%s", r->title);
 }
 
 void mg_segment_for_each_lock(struct mg_segment *seg, mg_segment_lock_fn fn, void *arg)
 {
-    fn(arg, &seg->diag->lock, "diagnostic gate");
-    fn(arg, &seg->cold->lock, "cold-scan gate");
-    fn(arg, &seg->cache.cache->lock, "result cache");
-    fn(arg, &seg->anon->lock, "anonymous line");
-    fn(arg, &seg->upstream->gate.lock, "upstream gate");
     char name[48];
-    for (uint32_t i = 0; i < seg->client_sets; i++) {
-        snprintf(name, sizeof name, "rate table set %u", i);
-        fn(arg, &seg->clients.sets[i].lock, name);
-    }
-    for (uint32_t i = 0; i < seg->conn_sets; i++) {
-        snprintf(name, sizeof name, "connection table set %u", i);
-        fn(arg, &seg->conns.sets[i].lock, name);
-    }
-}
-
-struct lock_find {
-    const struct mg_lock *want;
-    char *name;
-    size_t cap;
-    bool found;
-};
-
-static void find_lock(void *arg, struct mg_lock *l, const char *name)
-{
-    struct lock_find *f = arg;
-    if (l == f->want && !f->found) {
-        f->found = true;
-        snprintf(f->name, f->cap, "%s", name);
+    for (unsigned i = 0; i < ROWS; i++) {
+        struct mg_lock *l;
+        for (uint32_t n = 0; (l = row(i)->lock(seg, n)) != NULL; n++) {
+            lock_name(row(i), seg, n, name, sizeof name);
+            fn(arg, l, name);
+        }
     }
 }
 
@@ -71,58 +57,45 @@ struct mg_lock *mg_segment_lock_at(struct mg_segment *seg, uint64_t offset, char
 {
     if (offset >= seg->size || offset % _Alignof(struct mg_lock))
         return NULL;
-    struct mg_lock *l = (struct mg_lock *)((char *)seg->base + offset);
+    const char *want = (const char *)seg->base + offset;
     char scratch[48];
-    struct lock_find f = {l, name ? name : scratch, name ? cap : sizeof scratch, false};
-    /* The rate table's sets are many: find a set by arithmetic, the rest by the list. */
-    const char *sets = (const char *)seg->clients.sets;
-    size_t set_bytes = sizeof(struct mg_client_set);
-    size_t span = set_bytes * seg->client_sets;
-    if ((const char *)l >= sets && (const char *)l < sets + span) {
-        size_t i = (size_t)((const char *)l - sets) / set_bytes;
-        if (l != &seg->clients.sets[i].lock)
-            return NULL;
-        snprintf(f.name, f.cap, "rate table set %zu", i);
-        return l;
+    if (!name) {
+        name = scratch;
+        cap = sizeof scratch;
     }
-    const char *csets = (const char *)seg->conns.sets;
-    size_t cset_bytes = sizeof(struct mg_conn_set);
-    size_t cspan = cset_bytes * seg->conn_sets;
-    if ((const char *)l >= csets && (const char *)l < csets + cspan) {
-        size_t i = (size_t)((const char *)l - csets) / cset_bytes;
-        if (l != &seg->conns.sets[i].lock)
-            return NULL;
-        snprintf(f.name, f.cap, "connection table set %zu", i);
-        return l;
+    for (unsigned i = 0; i < ROWS; i++) {
+        const struct mg_gate_info *r = row(i);
+        const char *first = (const char *)r->lock(seg, 0);
+        if (!first || want < first)
+            continue;
+        /* A row's locks are evenly spaced (one, or one per set): find n by arithmetic. */
+        const char *second = (const char *)r->lock(seg, 1);
+        size_t stride = second ? (size_t)(second - first) : 1;
+        size_t n = (size_t)(want - first) / stride;
+        if (n > UINT32_MAX || (const char *)r->lock(seg, (uint32_t)n) != want)
+            continue;
+        lock_name(r, seg, (uint32_t)n, name, cap);
+        return (struct mg_lock *)want;
     }
-    find_lock(&f, &seg->diag->lock, "diagnostic gate");
-    find_lock(&f, &seg->cold->lock, "cold-scan gate");
-    find_lock(&f, &seg->cache.cache->lock, "result cache");
-    find_lock(&f, &seg->anon->lock, "anonymous line");
-    find_lock(&f, &seg->upstream->gate.lock, "upstream gate");
-    return f.found ? l : NULL;
+    return NULL;
 }
 
 bool mg_segment_lock_range(struct mg_segment *seg, const char *part, const void **lo,
                            const void **hi)
 {
-    const struct mg_lock *l = NULL;
-    if (strcmp(part, "anon") == 0)
-        l = &seg->anon->lock;
-    else if (strcmp(part, "cold") == 0)
-        l = &seg->cold->lock;
-    else if (strcmp(part, "diag") == 0)
-        l = &seg->diag->lock;
-    else if (strcmp(part, "cache") == 0)
-        l = &seg->cache.cache->lock;
-    if (l) {
-        *lo = l;
-        *hi = l + 1;
-        return true;
-    }
-    if (strcmp(part, "clients") == 0) {
-        *lo = seg->clients.sets;
-        *hi = seg->clients.sets + seg->client_sets;
+    size_t len = strlen(part);
+    for (unsigned i = 0; i < ROWS; i++) {
+        const struct mg_gate_info *r = row(i);
+        /* part is the row's first section */
+        if (strncmp(r->sections, part, len) != 0 || (r->sections[len] && r->sections[len] != ' '))
+            continue;
+        struct mg_lock *first = r->lock(seg, 0), *last = first;
+        for (uint32_t n = 1; first && r->lock(seg, n); n++)
+            last = r->lock(seg, n);
+        if (!first)
+            return false;
+        *lo = first;
+        *hi = last + 1;
         return true;
     }
     return false;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * reclaim: what the master gives back for a worker it has reaped (invariant 2). Every part
- * of the segment that a worker can hold (a refresh lease today; the gates' permits and
- * places in line as they arrive) is listed in mg_segment_reclaim, so a crash, even kill -9,
- * leaks nothing: the master calls it right after waitpid, before it respawns the slot.
+ * of the segment is a row of shm/gates.h with its reclaim, and mg_segment_reclaim walks those
+ * rows, so a crash, even kill -9, leaks nothing: the master calls it right after waitpid,
+ * before it respawns the slot.
  *
- * It also knows every lock of the segment, so the master can name a lock in its logs, check
+ * The same rows name every lock of the segment, so the master can name a lock in its logs, check
  * a worker's report of a lock held too long, and sweep the locks for words that name no
  * process of the group (lock.h).
  */
@@ -31,8 +31,9 @@ void mg_segment_for_each_lock(struct mg_segment *seg, mg_segment_lock_fn fn, voi
  * starts there (a report is checked, never trusted). */
 struct mg_lock *mg_segment_lock_at(struct mg_segment *seg, uint64_t offset, char *name, size_t cap);
 
-/* The addresses [*lo, *hi) of the lock(s) of one part, by its short name: "anon", "cold",
- * "diag", "cache" or "clients" (every set of the rate table). False for another name. */
+/* The addresses [*lo, *hi) of the lock(s) of one part, by its first section's name ("anon",
+ * "cold", "diag", "cache", "upstream", "clients" or "conns": every set of the table). False
+ * for another name, or a part without a lock. */
 bool mg_segment_lock_range(struct mg_segment *seg, const char *part, const void **lo,
                            const void **hi);
 

@@ -11,6 +11,7 @@
 #include "client_limit.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "result_cache.h"
 #include "upstream_gate.h"
 
@@ -33,6 +34,7 @@ static const struct counter diag_counters[] = {MG_DIAG_COUNTER_LIST(AS_COUNTER)}
 static const struct counter cache_counters[] = {MG_CACHE_COUNTER_LIST(AS_COUNTER)};
 static const struct counter client_counters[] = {MG_CLIENT_COUNTER_LIST(AS_COUNTER)};
 static const struct counter breaker_counters[] = {MG_BREAKER_COUNTER_LIST(AS_COUNTER)};
+static const struct counter conn_counters[] = {MG_CONN_COUNTER_LIST(AS_COUNTER)};
 #undef AS_COUNTER
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -142,6 +144,12 @@ static const struct place places[] = {
     {SHM_JSON, "\"anon_line\":{", "\"anon_rate\"", LIST(fifo_counters), "\"%s\":", false,
      "admitted"},
     {SHM_JSON, "\"anon_rate\":{", "}", LIST(client_counters), "\"%s\":", false, NULL},
+    {METRICS, "", "\x01", LIST(conn_counters), "\nmeshgate_conn_cap_%s_total ", false, NULL},
+    {PERF, "\"connCap\":{", "}", LIST(conn_counters), "\"%s\":", true, NULL},
+    {STATUS, "<tr><td>connections per client</td>", "</tr>", LIST(conn_counters), "%s ", true,
+     NULL},
+    {SHM_TEXT, "  conn_cap (", "\n", LIST(conn_counters), "%s ", false, NULL},
+    {SHM_JSON, "\"conn_cap\":{", "}", LIST(conn_counters), "\"%s\":", false, NULL},
 };
 
 /* With the upstream on: its gate's and its breaker's counters (the upstream need not run). */
@@ -194,4 +202,50 @@ Test(counter_lists, every_upstream_counter_appears_in_every_reader)
     snprintf(upstream, sizeof upstream, "MESHGATE_UPSTREAM=127.0.0.1:%d", mg_test_free_port());
     const char *env[] = {upstream, NULL};
     check_places(env, upstream_places, COUNT(upstream_places));
+}
+
+/* Every row of the gate table (shm/gates.h) has a place in every reader, above: the place's
+ * format (/metrics) or where it starts (the others). A row added to the table without its
+ * readers, or without its places here, fails. */
+static const char *const row_places[MG_GATE_ROWS][OUTPUTS] = {
+    [MG_GATE_ROW_conn_cap] = {"\nmeshgate_conn_cap_%s_total ", "\"connCap\":{",
+                              "<tr><td>connections per client</td>", "  conn_cap (",
+                              "\"conn_cap\":{"},
+    [MG_GATE_ROW_rate_limit] = {"\nmeshgate_anon_rate_%s_total ", "\"rateLimit\":{",
+                                "<tr><td>per-client rate</td>", "  anon_rate (", "\"anon_rate\":{"},
+    [MG_GATE_ROW_anon_line] = {"\nmeshgate_anon_line_%s_total ", "\"anonLine\":{",
+                               "<tr><td>anonymous heavy requests</td><td>acquired", "  anon_line (",
+                               "\"anon_line\":{"},
+    [MG_GATE_ROW_cold] = {"\nmeshgate_reach_cold_%s_total ", "\"reachCold\":{",
+                          "<tr><td>cold reach builds</td><td>acquired", "  reach_cold (",
+                          "\"reach_cold\":{"},
+    [MG_GATE_ROW_diag] = {"\nmeshgate_perf_mem_%s_total ", "\"perfMem\":{",
+                          "<tr><td>memory breakdown</td>", "  perf_mem (", "\"perf_mem\":{"},
+    [MG_GATE_ROW_upstream] = {"\nmeshgate_upstream_gate_%s_total ", "\"upstream\":{",
+                              "<tr><td>upstream</td><td>acquired",
+                              "  upstream 127.0.0.1:", "\"upstream\":{"},
+    [MG_GATE_ROW_breaker] = {"\nmeshgate_upstream_breaker_%s_total ", "\"upstream\":{",
+                             "<tr><td>upstream breaker</td>", "    breaker ", "\"upstream\":{"},
+};
+
+static bool has_place(const struct place *list, size_t n, int output, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i].output == output &&
+            strcmp(output == METRICS ? list[i].format : list[i].from, key) == 0)
+            return true;
+    return false;
+}
+
+Test(counter_lists, every_gate_of_the_table_has_a_place_in_every_reader)
+{
+    static const char *names[OUTPUTS] = {"/metrics", "/api/perf", "/server-status", "meshgate-shm",
+                                         "meshgate-shm --json"};
+    for (unsigned r = 0; r < MG_GATE_ROWS; r++)
+        for (int o = 0; o < OUTPUTS; o++) {
+            const char *key = row_places[r][o];
+            cr_expect(key && (has_place(places, COUNT(places), o, key) ||
+                              has_place(upstream_places, COUNT(upstream_places), o, key)),
+                      "gate %s has no place in %s", mg_gates[r].name, names[o]);
+        }
 }

@@ -70,7 +70,7 @@ static const struct {
 } gate_sections[] = {
     {"perf_mem", ".Ss The diagnostic gate\n"}, {"reach_cold", ".Ss The cold-scan gate\n"},
     {"anon_line", ".Ss The anonymous line\n"}, {"anon_rate", ".Ss The per-client rate limit\n"},
-    {"upstream", ".Ss The upstream gate\n"},
+    {"upstream", ".Ss The upstream gate\n"},   {"conn_cap", ".Ss The connection cap\n"},
 };
 
 Test(operator, both_man_pages_describe_every_gate_the_segment_holds)

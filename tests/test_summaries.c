@@ -10,7 +10,10 @@
 #include "ep_packets.h"
 #include "fixture.h"
 #include "harness.h"
+#include "clock.h"
+#include "gate_fifo.h"
 #include "inproc.h"
+#include "jobs.h"
 #include "tx_summary.h"
 
 #include <criterion/criterion.h>
@@ -346,4 +349,66 @@ Test(summaries, lease_of_a_dead_holder_is_taken_over)
     mg_tx_summary_lease_release(&s, getpid());
     cr_assert_eq(atomic_load(&s.header->lease_pid), 0);
     mg_tx_summaries_destroy(&s);
+}
+
+/* The pass is background work: while the cold gate is busy it takes no place in the line
+ * (no wait, no cancel, no refusal with no client behind them); it tries again on a later
+ * turn, counted as background work, and runs under a permit once one is free. */
+Test(summaries, pass_never_joins_the_cold_line)
+{
+    char dir[128], db[256], err[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, sizeof db, "%s/summaries.db", dir);
+    generate(db, 3, 2000, 4);
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db));
+    struct mg_tx_summaries s;
+    cr_assert_eq(mg_packets_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
+    int fd = -1;
+    struct mg_jobs *jobs = mg_jobs_start(&t.cfg, &t.db, 0, 1, &fd, NULL, 0, err, sizeof err);
+    cr_assert(jobs, "%s", err);
+    t.env.summaries = &s;
+    t.env.jobs = jobs;
+    struct mg_fifo_gate *cold = t.seg.cold;
+    mg_fifo_gate_configure(cold, getpid(), 1, 8, 5000 * MG_NS_PER_MS);
+    uint64_t held = 0;
+    int place = -1;
+    uint64_t ticket = 0;
+    cr_assert_eq(mg_fifo_gate_join(cold, getpid(), 0, "a client's build", &held, &place, &ticket),
+                 MG_FIFO_ADMITTED);
+    struct mg_fifo_snapshot before, after;
+    mg_fifo_gate_read(cold, getpid(), true, &before);
+    for (int i = 0; i < 10; i++)
+        mg_packets_summaries_tick(&t.env, mg_monotonic_ns());
+    mg_fifo_gate_read(cold, getpid(), true, &after);
+    cr_assert_eq(after.waited, before.waited, "the pass joined the line: waited %llu",
+                 (unsigned long long)after.waited);
+    cr_assert_eq(after.cancelled, before.cancelled, "cancelled %llu",
+                 (unsigned long long)after.cancelled);
+    cr_assert_eq(after.refused_full, before.refused_full);
+    cr_assert_eq(after.background_busy, before.background_busy + 10);
+    cr_assert_lt(mg_tx_summary_high_water(&s), 0, "no pass ran while the gate was busy");
+    cr_assert(mg_fifo_gate_release(cold, getpid(), held));
+    /* A free permit: the next turn starts the pass; later turns collect it. */
+    int64_t give_up = mg_monotonic_ns() + 120 * MG_NS_PER_SEC;
+    while (mg_tx_summary_high_water(&s) < 0 && mg_monotonic_ns() < give_up) {
+        mg_packets_summaries_tick(&t.env, mg_monotonic_ns());
+        usleep(10000);
+    }
+    cr_assert_geq(mg_tx_summary_high_water(&s), 0, "the pass never ran");
+    /* Its job done, a later turn gives the permit back. */
+    do {
+        mg_packets_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_fifo_gate_read(cold, getpid(), true, &after);
+    } while (after.in_flight > 0 && mg_monotonic_ns() < give_up && usleep(10000) == 0);
+    cr_assert_eq(after.in_flight, 0u, "the pass kept its permit");
+    mg_fifo_gate_read(cold, getpid(), true, &after);
+    cr_assert_eq(after.background, before.background + 1);
+    cr_assert_eq(after.waited, before.waited);
+    cr_assert_eq(after.cancelled, before.cancelled);
+    mg_jobs_stop(jobs);
+    mg_tx_summaries_destroy(&s);
+    mg_test_ctx_close(&t);
+    mg_test_rmdir(dir);
 }

@@ -84,6 +84,8 @@
  *                     "cancelled", "reclaimed", "bypassed", "unauthorized"},
  *       "anon_rate": {"per_minute": 300, "burst": 30, "entries": 4096, "tracked": 12,
  *                     "allowed", "rate_limited", "evicted"}   per_minute 0: no limit
+ *       "conn_cap": {"cap": 64, "sets": 512, "counted", "refused", "untracked",
+ *                    "reclaimed"}                               cap 0: no cap
  *     },
  *     "scoreboard": "_HS_....",                 one mg_slot_state_char per slot
  *     "workers": [                              every slot
@@ -105,6 +107,7 @@
 #include "envfile.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "result_cache.h"
 #include "json.h"
 #include "scoreboard.h"
@@ -1042,6 +1045,38 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
     mg_buf_puts(out, "\n");
 }
 
+/* The connection cap's row of the gate table (MESHGATE_MAX_CONNS_PER_CLIENT). */
+static void text_conn_cap(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    struct mg_gate_snapshots all;
+    mg_gates_read(&d->seg, 0, false, d->taken_monotonic_ns, &all); /* never locked */
+    const struct mg_conn_snapshot c = all.conn_cap;
+    if (c.cap)
+        mg_buf_printf(out, "  conn_cap (connections per client): cap %" PRIu32 ", %" PRIu32 " sets",
+                      c.cap, c.sets);
+    else
+        mg_buf_puts(out, "  conn_cap (connections per client): OFF");
+#define TEXT_COUNTER(field, json, what) text_counter(out, ", ", #field, c.field);
+    MG_CONN_COUNTER_LIST(TEXT_COUNTER)
+#undef TEXT_COUNTER
+    mg_buf_puts(out, "\n");
+}
+
+static void json_conn_cap(struct mg_json *j, const struct mg_shmdump *d)
+{
+    struct mg_gate_snapshots all;
+    mg_gates_read(&d->seg, 0, false, d->taken_monotonic_ns, &all);
+    const struct mg_conn_snapshot c = all.conn_cap;
+    mg_json_key(j, "conn_cap");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "cap", c.cap);
+    mg_json_kv_uint(j, "sets", c.sets);
+#define JSON_COUNTER(field, json, what) mg_json_kv_uint(j, #field, c.field);
+    MG_CONN_COUNTER_LIST(JSON_COUNTER)
+#undef JSON_COUNTER
+    mg_json_object_end(j);
+}
+
 /* The upstream (MESHGATE_UPSTREAM): its gate, breaker and tunnels; nothing when it is off. */
 static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
 {
@@ -1144,6 +1179,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_gates(d, out);
     text_cold(d, out);
     text_anon(d, out);
+    text_conn_cap(d, out);
     text_upstream(d, out);
     text_scoreboard(d, out);
 }
@@ -1515,6 +1551,7 @@ static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_end(j);
     json_cold(j, d);
     json_anon(j, d);
+    json_conn_cap(j, d);
     json_upstream(j, d);
     mg_json_object_end(j);
 }

@@ -2,12 +2,17 @@
 #include "admission.h"
 
 #include "clock.h"
+#include "dispatch.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "jobs.h"
+#include "netaddr.h"
+#include "stats.h"
 #include "upstream_gate.h"
 
 #include <stdio.h>
+#include <string.h>
 
 enum {
     PASS_NEW = 0, /* not asked yet */
@@ -42,8 +47,10 @@ static struct mg_jobs *handler_helper(const struct mg_env *env)
     return env->jobs;
 }
 
-static const char anon_full[] = "the line for anonymous heavy requests is full; retry after "
-                                "Retry-After, or sign in with an API key";
+/* A gate's refusal is its row's (shm/gates.h): status, Retry-After and the message when full. */
+#define REFUSAL(name, sections, title, status, retry, refusal, counters, snapshot)                 \
+    .refuse_status = status, .retry_after_s = retry, .when_full = refusal
+
 static const char anon_timed_out[] = "the wait in the line for anonymous heavy requests ran out; "
                                      "retry after Retry-After, or sign in with an API key";
 
@@ -53,9 +60,7 @@ const struct mg_gate_desc mg_gate_anon_line = {
     .line = anon_line,
     .helper = anon_helper,
     .reserve_helper = true,
-    .refuse_status = 503,
-    .retry_after_s = 1,
-    .when_full = anon_full,
+    MG_GATE_ROW_anon_line(REFUSAL),
     .when_timed_out = anon_timed_out,
 };
 
@@ -65,9 +70,7 @@ const struct mg_gate_desc mg_gate_anon_upstream = {
     .id = MG_GATE_ANON_LINE,
     .kind = MG_GATE_KIND_LINE,
     .line = anon_line,
-    .refuse_status = 503,
-    .retry_after_s = 1,
-    .when_full = anon_full,
+    MG_GATE_ROW_anon_line(REFUSAL),
     .when_timed_out = anon_timed_out,
 };
 
@@ -76,9 +79,7 @@ const struct mg_gate_desc mg_gate_upstream = {
     .id = MG_GATE_UPSTREAM,
     .kind = MG_GATE_KIND_LINE,
     .line = upstream_line,
-    .refuse_status = 503,
-    .retry_after_s = 1,
-    .when_full = "the line for the upstream is full; retry after Retry-After",
+    MG_GATE_ROW_upstream(REFUSAL),
     .when_timed_out = "the wait in the line for the upstream ran out; retry after Retry-After",
 };
 
@@ -87,9 +88,7 @@ const struct mg_gate_desc mg_gate_cold = {
     .kind = MG_GATE_KIND_LINE,
     .line = cold_line,
     .helper = handler_helper,
-    .refuse_status = 429,
-    .retry_after_s = 2,
-    .when_full = "too many %ss are being built; retry after Retry-After",
+    MG_GATE_ROW_cold(REFUSAL),
     .when_timed_out = "%ss are being built at capacity; retry after Retry-After",
 };
 
@@ -97,10 +96,20 @@ const struct mg_gate_desc mg_gate_diag = {
     .id = MG_GATE_DIAG,
     .kind = MG_GATE_KIND_DIAG,
     .helper = handler_helper,
-    .refuse_status = 429,
-    .when_full = "a memory breakdown is running; ask again after Retry-After",
+    MG_GATE_ROW_diag(REFUSAL),
     .when_cooling = "a memory breakdown ran moments ago; ask again after Retry-After",
 };
+
+#define END MG_GATE_ROWS
+const enum mg_gate_row mg_gates_light[] = {END};
+const enum mg_gate_row mg_gates_heavy[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line, END};
+const enum mg_gate_row mg_gates_cold[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
+                                          MG_GATE_ROW_cold, END};
+const enum mg_gate_row mg_gates_diag[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
+                                          MG_GATE_ROW_diag, END};
+const enum mg_gate_row mg_gates_upstream[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
+                                              MG_GATE_ROW_breaker, MG_GATE_ROW_upstream, END};
+#undef END
 
 /* The helper that runs the work g admits; NULL: none (the event loop runs it). */
 static struct mg_jobs *helper_of(const struct mg_gate_desc *g, const struct mg_env *env)
@@ -247,4 +256,207 @@ void mg_admission_release(const struct mg_gate_desc *g, struct mg_gate_pass *p, 
         mg_jobs_unreserve(helper, req->park);
     p->token = 0;
     p->step = PASS_DONE;
+}
+
+bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *env, const char *what,
+                                 uint64_t *token)
+{
+    return g->kind == MG_GATE_KIND_LINE &&
+           mg_fifo_gate_try_background(g->line(env), env->pid, env->slot, what, token);
+}
+
+void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
+                                     uint64_t token)
+{
+    if (g->kind == MG_GATE_KIND_LINE)
+        mg_fifo_gate_release(g->line(env), env->pid, token);
+}
+
+bool mg_admission_rate_limit(struct mg_env *env, const struct mg_request *req, const uint8_t *key,
+                             struct mg_response *res)
+{
+    int64_t retry_ns = 0;
+    if (mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(), &retry_ns))
+        return true;
+    mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
+    mg_outcome_decide(&req->park->outcome, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED,
+                      mg_monotonic_ns());
+#define RATE_REFUSAL(name, sections, title, status, retry, refusal, counters, snapshot)            \
+    mg_response_refuse(res, status, mg_client_limit_retry_after_s(retry_ns), refusal);
+    MG_GATE_ROW_rate_limit(RATE_REFUSAL)
+#undef RATE_REFUSAL
+        return false;
+}
+
+uint32_t mg_admission_cap(const struct mg_gate_desc *g, const struct mg_env *env)
+{
+    return g->kind == MG_GATE_KIND_LINE ? mg_fifo_gate_limits(g->line(env)).cap : 1;
+}
+
+int64_t mg_admission_wait_ns(const struct mg_gate_desc *g, const struct mg_env *env)
+{
+    return g->kind == MG_GATE_KIND_LINE ? mg_fifo_gate_limits(g->line(env)).wait_ns : 0;
+}
+
+int mg_admission_follow(const struct mg_gate_desc *g, const struct mg_env *env, const char *key)
+{
+    return mg_fifo_gate_follow(g->line(env), env->pid, env->slot, key);
+}
+
+void mg_admission_unfollow(const struct mg_gate_desc *g, const struct mg_env *env, int place)
+{
+    mg_fifo_gate_unfollow(g->line(env), env->pid, place);
+}
+
+void mg_admission_release_token(const struct mg_gate_desc *g, const struct mg_env *env,
+                                uint64_t token)
+{
+    mg_fifo_gate_release(g->line(env), env->pid, token);
+}
+
+bool mg_admission_diag_open(const struct mg_env *env)
+{
+    return mg_diag_gate_open(env->seg->diag, env->pid, mg_monotonic_ns());
+}
+
+enum mg_conn_verdict mg_admission_conn_open(const struct mg_env *env, uint32_t hold,
+                                            const uint8_t *key)
+{
+    return mg_conn_limit_open(&env->seg->conns, env->pid, env->slot, hold, key);
+}
+
+void mg_admission_conn_close(const struct mg_env *env, uint32_t hold)
+{
+    mg_conn_limit_close(&env->seg->conns, env->pid, env->slot, hold);
+}
+
+uint32_t mg_admission_conn_count(const struct mg_env *env, const uint8_t *key)
+{
+    return mg_conn_limit_count(&env->seg->conns, key);
+}
+
+bool mg_admission_tunnel_share_open(const struct mg_env *env, uint32_t hold, uint32_t share)
+{
+    return mg_conn_limit_tunnel_open(&env->seg->conns, env->pid, env->slot, hold, share);
+}
+
+void mg_admission_tunnel_share_close(const struct mg_env *env, uint32_t hold)
+{
+    mg_conn_limit_tunnel_close(&env->seg->conns, env->pid, env->slot, hold);
+}
+
+bool mg_admission_tunnel_open(const struct mg_env *env)
+{
+    return mg_upstream_tunnel_open(env->seg->upstream, env->slot);
+}
+
+void mg_admission_tunnel_close(const struct mg_env *env)
+{
+    mg_upstream_tunnel_close(env->seg->upstream, env->slot);
+}
+
+bool mg_admission_upstream_anon_claim(const struct mg_env *env)
+{
+    return mg_upstream_anon_claim(env->seg->upstream, env->slot);
+}
+
+void mg_admission_upstream_anon_unclaim(const struct mg_env *env)
+{
+    mg_upstream_anon_unclaim(env->seg->upstream, env->slot);
+}
+
+enum mg_breaker_verdict mg_admission_breaker_allow(const struct mg_env *env, int64_t now_ns,
+                                                   int64_t *retry_ns)
+{
+    return mg_breaker_allow(&env->seg->upstream->breaker, env->pid, now_ns, retry_ns);
+}
+
+void mg_admission_breaker_success(const struct mg_env *env, bool probe)
+{
+    mg_breaker_success(&env->seg->upstream->breaker, env->pid, probe);
+}
+
+bool mg_admission_breaker_failure(const struct mg_env *env, bool probe, int64_t now_ns,
+                                  const uint8_t *addr)
+{
+    return mg_breaker_failure(&env->seg->upstream->breaker, env->pid, probe, now_ns, addr);
+}
+
+void mg_admission_breaker_abandon(const struct mg_env *env, int64_t now_ns)
+{
+    mg_breaker_abandon(&env->seg->upstream->breaker, env->pid, now_ns);
+}
+
+int64_t mg_admission_breaker_probe_due(const struct mg_env *env)
+{
+    return mg_breaker_probe_due(&env->seg->upstream->breaker);
+}
+
+bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns)
+{
+    return mg_breaker_take_probe(&env->seg->upstream->breaker, env->pid, now_ns);
+}
+
+/* The anonymous line's phase: off (its cap is 0: the work runs, on the anonymous helper), or
+ * a place in it named by the client and the path, for the dump tool. */
+static void meet_anon_line(struct mg_env *env, struct mg_request *req,
+                           const uint8_t addr[MG_ADDR_BYTES])
+{
+    struct mg_admission *a = &req->park->admission;
+    if (mg_admission_cap(&mg_gate_anon_line, env) == 0) {
+        mg_outcome_decide(&req->park->outcome, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED,
+                          mg_monotonic_ns());
+        a->step = ADMIT_OFF;
+        return;
+    }
+    _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
+    mg_addr_format(addr, a->who, sizeof a->who);
+    size_t used = strlen(a->who);
+    snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
+    a->step = ADMIT_LINE;
+}
+
+/* The first turn: the request's class, then the gates met before the handler, in order. False
+ * when one refused (res holds the answer). */
+static bool first_turn(const enum mg_gate_row *list, struct mg_env *env, struct mg_request *req,
+                       bool heavy, struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (!heavy) {
+        a->step = ADMIT_LIGHT;
+        return true;
+    }
+    if (req->signed_in) {
+        mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
+        a->step = ADMIT_BYPASS;
+        req->park->outcome.verdict = MG_VERDICT_BYPASSED;
+        return true;
+    }
+    uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, req->http, req->peer, addr);
+    mg_client_key(addr, key);
+    a->step = ADMIT_OFF; /* a heavy route with no line */
+    for (const enum mg_gate_row *g = list; *g != MG_GATE_ROWS; g++) {
+        if (*g == MG_GATE_ROW_rate_limit && !mg_admission_rate_limit(env, req, key, res))
+            return false;
+        if (*g == MG_GATE_ROW_anon_line)
+            meet_anon_line(env, req, addr);
+        /* the others are met inside the handler's work */
+    }
+    return true;
+}
+
+bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc *line,
+                        struct mg_env *env, struct mg_request *req, bool heavy,
+                        struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (a->step == ADMIT_NEW && !first_turn(list, env, req, heavy, res))
+        return false;
+    if (a->step != ADMIT_LINE)
+        return true;
+    enum mg_admission_result r = mg_admission_pass(line, &a->line, env, req, a->who, NULL, res);
+    if (r == MG_ADMISSION_RUN)
+        a->step = ADMIT_HELD;
+    return r == MG_ADMISSION_RUN;
 }

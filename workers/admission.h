@@ -21,7 +21,12 @@
 #ifndef MESHGATE_ADMISSION_H
 #define MESHGATE_ADMISSION_H
 
+#include "conn_limit.h"
+#include "gates.h"
 #include "handler.h"
+#include "upstream_gate.h"
+
+#include <stdint.h>
 
 struct mg_fifo_gate;
 struct mg_jobs;
@@ -58,6 +63,31 @@ extern const struct mg_gate_desc mg_gate_diag;      /* /api/perf?mem=1 */
 extern const struct mg_gate_desc mg_gate_anon_upstream;
 extern const struct mg_gate_desc mg_gate_upstream;
 
+/*
+ * A route's gates, in the order its requests meet them, as nginx runs a request's phases: a
+ * list of rows of shm/gates.h ended by MG_GATE_ROWS, one named list per cost class (the route
+ * row points to one, router.h). mg_admission_admit runs the gates met before the handler
+ * (rate_limit, anon_line) in the list's order; the ones its work meets inside the handler
+ * (cold, diag, upstream, breaker: a cached answer meets none) are passed there, through this
+ * file. The connection cap is met by every connection, before any route (worker.c).
+ */
+extern const enum mg_gate_row mg_gates_light[];    /* none */
+extern const enum mg_gate_row mg_gates_heavy[];    /* rate_limit, anon_line */
+extern const enum mg_gate_row mg_gates_cold[];     /* rate_limit, anon_line, cold */
+extern const enum mg_gate_row mg_gates_diag[];     /* rate_limit, anon_line, diag */
+extern const enum mg_gate_row mg_gates_upstream[]; /* rate_limit, anon_line, breaker, upstream */
+
+/* Where a request is in its route's gates (req->park->admission.step). */
+enum {
+    ADMIT_NEW = 0, /* not decided yet: the first turn */
+    ADMIT_LIGHT,   /* not heavy: nothing to take */
+    ADMIT_BYPASS,  /* heavy, signed in */
+    ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
+    ADMIT_LINE,    /* at the line (admission.c): waiting, or refused */
+    ADMIT_HELD,    /* holds a permit */
+    ADMIT_DONE,    /* the permit is back */
+};
+
 enum mg_admission_result {
     MG_ADMISSION_RUN,     /* it holds a permit: run the work now */
     MG_ADMISSION_PARKED,  /* waiting in line: res is parked, ask again next turn */
@@ -75,6 +105,17 @@ enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct 
                                            const char *key, const char *what,
                                            struct mg_response *res);
 
+/*
+ * Runs the gates of list met before the handler, for a request that is heavy (asked on its
+ * first turn only): a light one meets none, a signed-in one passes them (counted bypassed),
+ * an anonymous one meets each in the list's order: the rate limit, then the line (line: the
+ * anonymous line as its route meets it). True when the handler may run now; false when res
+ * holds the answer or is parked (ask again on the next turn).
+ */
+bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc *line,
+                        struct mg_env *env, struct mg_request *req, bool heavy,
+                        struct mg_response *res);
+
 /* True while p holds g's permit. */
 bool mg_admission_held(const struct mg_gate_pass *p);
 
@@ -87,5 +128,70 @@ uint64_t mg_admission_hand_over(struct mg_gate_pass *p);
  * ended_ns and took_ns say when the walk ended and how long it took (the cooldown). */
 void mg_admission_release(const struct mg_gate_desc *g, struct mg_gate_pass *p, struct mg_env *env,
                           const struct mg_request *req, int64_t ended_ns, int64_t took_ns);
+
+/*
+ * Background work (the summaries pass, the group's tables): a LINE permit of g when one is free
+ * and no request waits for it, else false at once. It never joins the line, so the gate counts
+ * it as background work (background, backgroundBusy), never as a wait or a cancel; the caller
+ * tries again on a later turn. *token is given back with mg_admission_release_background.
+ */
+bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *env, const char *what,
+                                 uint64_t *token);
+void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
+                                     uint64_t token);
+
+/*
+ * The gates' other steps. Every call of a gate's function from workers/ is here, so a gate's
+ * admission is read in this one file (tests/test_gate_calls.c checks that no other file of
+ * workers/ calls one). Each is the shm/ function of the gate it names, for env's worker.
+ */
+
+/* The rate limit (rate_limit row): takes one of key's (a client's) heavy requests; false, with
+ * the refusal in res and the outcome decided, when it has none left. */
+bool mg_admission_rate_limit(struct mg_env *env, const struct mg_request *req, const uint8_t *key,
+                             struct mg_response *res);
+
+/* A LINE gate's limits, as its line's requests see them (0: no cap, the line is off). */
+uint32_t mg_admission_cap(const struct mg_gate_desc *g, const struct mg_env *env);
+int64_t mg_admission_wait_ns(const struct mg_gate_desc *g, const struct mg_env *env);
+
+/* A place in g's line for a request that waits for another's result (mg_fifo_gate_follow):
+ * the place, or -1 when there is none; and giving it up. */
+int mg_admission_follow(const struct mg_gate_desc *g, const struct mg_env *env, const char *key);
+void mg_admission_unfollow(const struct mg_gate_desc *g, const struct mg_env *env, int place);
+
+/* Gives back a LINE permit handed over with mg_admission_hand_over (the upstream engine). */
+void mg_admission_release_token(const struct mg_gate_desc *g, const struct mg_env *env,
+                                uint64_t token);
+
+/* The diagnostic gate: whether it would admit a walk now (mg_diag_gate_open). */
+bool mg_admission_diag_open(const struct mg_env *env);
+
+/* The connection cap (conn_cap row), per client key: a connection counted in hold, given
+ * back, and a client's count read without a lock; a WebSocket tunnel counted in the share of
+ * its connection's client (share), and given back. */
+enum mg_conn_verdict mg_admission_conn_open(const struct mg_env *env, uint32_t hold,
+                                            const uint8_t *key);
+void mg_admission_conn_close(const struct mg_env *env, uint32_t hold);
+uint32_t mg_admission_conn_count(const struct mg_env *env, const uint8_t *key);
+bool mg_admission_tunnel_share_open(const struct mg_env *env, uint32_t hold, uint32_t share);
+void mg_admission_tunnel_share_close(const struct mg_env *env, uint32_t hold);
+
+/* The upstream's tunnels and the permits anonymous requests may hold there. */
+bool mg_admission_tunnel_open(const struct mg_env *env);
+void mg_admission_tunnel_close(const struct mg_env *env);
+bool mg_admission_upstream_anon_claim(const struct mg_env *env);
+void mg_admission_upstream_anon_unclaim(const struct mg_env *env);
+
+/* The breaker (breaker row): whether a request may go to the upstream now (*retry_ns while
+ * it is open), its verdicts (probe: the request or health request that probes), and its probe. */
+enum mg_breaker_verdict mg_admission_breaker_allow(const struct mg_env *env, int64_t now_ns,
+                                                   int64_t *retry_ns);
+void mg_admission_breaker_success(const struct mg_env *env, bool probe);
+bool mg_admission_breaker_failure(const struct mg_env *env, bool probe, int64_t now_ns,
+                                  const uint8_t *addr);
+void mg_admission_breaker_abandon(const struct mg_env *env, int64_t now_ns);
+int64_t mg_admission_breaker_probe_due(const struct mg_env *env);
+bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns);
 
 #endif

@@ -137,12 +137,12 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
         st->step = GATE;
         return;
     }
-    st->place = mg_fifo_gate_follow(env->seg->cold, env->pid, env->slot, st->key);
+    st->place = mg_admission_follow(&mg_gate_cold, env, st->key);
     if (st->place < 0) {
         refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);
         return;
     }
-    st->deadline_ns = mg_monotonic_ns() + mg_fifo_gate_limits(env->seg->cold).wait_ns;
+    st->deadline_ns = mg_monotonic_ns() + mg_admission_wait_ns(&mg_gate_cold, env);
     mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
     st->step = FOLLOW;
     park(res);
@@ -160,7 +160,7 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
         park(res);
         return;
     }
-    mg_fifo_gate_unfollow(env->seg->cold, env->pid, st->place);
+    mg_admission_unfollow(&mg_gate_cold, env, st->place);
     st->place = -1;
     if (found == MG_CACHE_HIT) {
         mg_outcome_decide(outcome(req), MG_GATE_COLD, MG_VERDICT_ADMITTED, now);
@@ -207,7 +207,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
         }
         st->job->job.run = run_build;
         st->job->job.owner = req->park;
-        st->job->job.under_permit = mg_fifo_gate_limits(env->seg->cold).cap > 0;
+        st->job->job.under_permit = mg_admission_cap(&mg_gate_cold, env) > 0;
         st->job->report = report;
         memcpy(st->job->args, args,
                args_len < sizeof st->job->args ? args_len : sizeof st->job->args);

@@ -2,9 +2,7 @@
 #include "dispatch.h"
 
 #include "admission.h"
-#include "client_limit.h"
 #include "clock.h"
-#include "gate_fifo.h"
 #include "home_page.h"
 #include "jobs.h"
 #include "keys.h"
@@ -42,7 +40,8 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
 
 /*
  * Admission of heavy requests, before their handler runs (and so before any gate of the
- * handler's own, such as the cold-scan gate of reach reports):
+ * handler's own, such as the cold-scan gate of reach reports): admission.c runs the gates of
+ * the route's list (router.c) that come before the handler, in order:
  *
  *   light       never touches the rate table or the line;
  *   signed in   skips both: never waits in the line, never refused by it (counted bypassed);
@@ -57,16 +56,6 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
  * answered (not while it is parked: a reach build keeps it), on every path; a worker that
  * dies holding one is reclaimed by the master after waitpid (shm/reclaim.c).
  */
-enum {
-    ADMIT_NEW = 0, /* not decided yet: the first turn */
-    ADMIT_LIGHT,   /* not heavy: nothing to take */
-    ADMIT_BYPASS,  /* heavy, signed in */
-    ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
-    ADMIT_LINE,    /* at the line (admission.c): waiting, or refused */
-    ADMIT_HELD,    /* holds a permit */
-    ADMIT_DONE,    /* the permit is back */
-};
-
 bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
                        const uint8_t peer[MG_ADDR_BYTES], uint8_t addr[MG_ADDR_BYTES])
 {
@@ -81,69 +70,19 @@ bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request
     return mg_client_address(peer, parts, n, &cfg->trusted_proxies, addr);
 }
 
-/* The first turn of a heavy request: its class, and for an anonymous one the rate limit.
- * True when the handler may run now or the line decides; false when res holds the answer. */
-static bool classify(struct mg_env *env, struct mg_request *req, unsigned route,
-                     struct mg_response *res)
-{
-    struct mg_admission *a = &req->park->admission;
-    struct mg_outcome *o = &req->park->outcome;
-    if (!mg_route_is_heavy(route, env, req)) {
-        a->step = ADMIT_LIGHT;
-        return true;
-    }
-    if (req->signed_in) {
-        mg_counter_add(env->seg, MG_CTR_ANON_BYPASSED, 1);
-        a->step = ADMIT_BYPASS;
-        o->verdict = MG_VERDICT_BYPASSED;
-        return true;
-    }
-    uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
-    mg_request_client(env->cfg, req->http, req->peer, addr);
-    mg_client_key(addr, key);
-    int64_t retry_ns = 0;
-    if (!mg_client_limit_take(&env->seg->clients, env->pid, key, mg_monotonic_ns(), &retry_ns)) {
-        mg_counter_add(env->seg, MG_CTR_ANON_RATE_LIMITED, 1);
-        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_REFUSED, mg_monotonic_ns());
-        mg_response_refuse(res, 429, mg_client_limit_retry_after_s(retry_ns),
-                           "too many heavy requests from this address; retry after "
-                           "Retry-After");
-        return false;
-    }
-    if (mg_fifo_gate_limits(env->seg->anon).cap == 0) {
-        mg_outcome_decide(o, MG_GATE_RATE_LIMIT, MG_VERDICT_ADMITTED, mg_monotonic_ns());
-        a->step = ADMIT_OFF;
-        return true;
-    }
-    /* The record names who waits: the client and the path, for the dump tool. */
-    _Static_assert(sizeof a->who <= MG_FIFO_KEY_MAX, "who fits a record's key");
-    mg_addr_format(addr, a->who, sizeof a->who);
-    size_t used = strlen(a->who);
-    snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
-    a->step = ADMIT_LINE;
-    return true;
-}
-
 /* The anonymous line as route meets it: a request for the upstream needs no helper thread. */
 static const struct mg_gate_desc *anon_gate(unsigned route)
 {
     return route == MG_ROUTE_UPSTREAM ? &mg_gate_anon_upstream : &mg_gate_anon_line;
 }
 
-/* True when the handler may run now; false when res holds the answer or is parked. */
+/* The route's gates, before its handler: true when the handler may run now; false when res
+ * holds the answer or is parked (admission.c runs the list). */
 static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
                   struct mg_response *res)
 {
-    struct mg_admission *a = &req->park->admission;
-    if (a->step == ADMIT_NEW && !classify(env, req, route, res))
-        return false;
-    if (a->step != ADMIT_LINE)
-        return true;
-    enum mg_admission_result r =
-        mg_admission_pass(anon_gate(route), &a->line, env, req, a->who, NULL, res);
-    if (r == MG_ADMISSION_RUN)
-        a->step = ADMIT_HELD;
-    return r == MG_ADMISSION_RUN;
+    bool heavy = req->park->admission.step == ADMIT_NEW && mg_route_is_heavy(route, env, req);
+    return mg_admission_admit(mg_route_gates(route), anon_gate(route), env, req, heavy, res);
 }
 
 /*

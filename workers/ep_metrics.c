@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "result_cache.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -291,10 +292,13 @@ static void write_replica(struct mg_buf *b, const struct mg_segment *seg, int32_
     sample_seconds(b, "meshgate_replica_max_lag_seconds", NULL, NULL, (double)max_lag_ms / 1000.0);
 }
 
-static void write_diag_gate(struct mg_buf *b, const struct mg_env *env, int64_t now)
+/* Each row of the gate table (shm/gates.h) has its writer here, metrics_ROW, called in the
+ * table's order with the row's snapshot: a gate added to the table needs one. */
+static void metrics_diag(struct mg_buf *b, const struct mg_env *env,
+                         const struct mg_gate_snapshots *all)
 {
-    struct mg_diag_snapshot g;
-    mg_diag_gate_read(env->seg->diag, env->pid, true, now, &g);
+    (void)env;
+    const struct mg_diag_snapshot g = all->diag;
     single_uint(b, "meshgate_perf_mem_running", "gauge",
                 "memory breakdowns (/api/perf?mem=1) running now", g.running);
     single_uint(b, "meshgate_perf_mem_peak", "gauge", "most memory breakdowns running at once",
@@ -342,8 +346,10 @@ static void write_fifo_gate(struct mg_buf *b, const struct fifo_metrics *m,
 #undef WRITE_COUNTER
 }
 
-static void write_cold_gate(struct mg_buf *b, const struct mg_env *env)
+static void metrics_cold(struct mg_buf *b, const struct mg_env *env,
+                         const struct mg_gate_snapshots *all)
 {
+    (void)env;
     static const struct fifo_metrics m = {
         "meshgate_reach_cold",
         "the cold-scan gate",
@@ -354,13 +360,13 @@ static void write_cold_gate(struct mg_buf *b, const struct mg_env *env)
         "places in the cold-scan line",
         "most cold reach scans running at once",
     };
-    struct mg_fifo_snapshot g;
-    mg_fifo_gate_read(env->seg->cold, env->pid, true, &g);
-    write_fifo_gate(b, &m, &g);
+    write_fifo_gate(b, &m, &all->cold);
 }
 
-static void write_anon_line(struct mg_buf *b, const struct mg_env *env, int64_t now)
+static void metrics_anon_line(struct mg_buf *b, const struct mg_env *env,
+                              const struct mg_gate_snapshots *all)
 {
+    (void)env;
     static const struct fifo_metrics m = {
         "meshgate_anon_line",
         "the anonymous line",
@@ -371,12 +377,14 @@ static void write_anon_line(struct mg_buf *b, const struct mg_env *env, int64_t 
         "places in the anonymous line",
         "most anonymous heavy requests holding a permit at once",
     };
-    const struct mg_segment *seg = env->seg;
-    struct mg_client_snapshot t;
-    mg_client_limit_read(&seg->clients, now, &t);
-    struct mg_fifo_snapshot g;
-    mg_fifo_gate_read(seg->anon, env->pid, true, &g);
-    write_fifo_gate(b, &m, &g);
+    write_fifo_gate(b, &m, &all->anon_line);
+}
+
+static void metrics_rate_limit(struct mg_buf *b, const struct mg_env *env,
+                               const struct mg_gate_snapshots *all)
+{
+    (void)env;
+    const struct mg_client_snapshot t = all->rate_limit;
     single_uint(b, "meshgate_anon_rate_per_minute", "gauge",
                 "heavy requests a minute allowed to one anonymous client (0: no limit)",
                 t.per_minute);
@@ -393,8 +401,10 @@ static void write_anon_line(struct mg_buf *b, const struct mg_env *env, int64_t 
 
 /* The upstream's gate, breaker and tunnels (its request and byte counters are
  * meshgate_upstream_*_total among the counters, its latency the "(upstream)" route). */
-static void write_upstream(struct mg_buf *b, const struct mg_env *env)
+static void metrics_upstream(struct mg_buf *b, const struct mg_env *env,
+                             const struct mg_gate_snapshots *all)
 {
+    (void)env;
     static const struct fifo_metrics m = {
         "meshgate_upstream_gate",
         "the upstream's gate",
@@ -405,19 +415,8 @@ static void write_upstream(struct mg_buf *b, const struct mg_env *env)
         "places in the upstream's line",
         "most requests holding an upstream permit at once",
     };
-    const struct mg_upstream_shm *u = env->seg->upstream;
-    struct mg_fifo_snapshot g;
-    mg_fifo_gate_read(&u->gate, env->pid, true, &g);
-    write_fifo_gate(b, &m, &g);
-    struct mg_upstream_snapshot s;
-    mg_upstream_shm_read(u, mg_monotonic_ns(), &s);
-    single_uint(b, "meshgate_upstream_breaker_open", "gauge",
-                "1 while the upstream's breaker fails requests fast (open or half-open)",
-                s.breaker_state != MG_BREAKER_CLOSED);
-#define WRITE_COUNTER(field, json, what)                                                           \
-    single_uint(b, "meshgate_upstream_breaker_" #field "_total", "counter", what, s.field);
-    MG_BREAKER_COUNTER_LIST(WRITE_COUNTER)
-#undef WRITE_COUNTER
+    write_fifo_gate(b, &m, &all->upstream);
+    const struct mg_upstream_snapshot s = all->breaker;
     single_uint(b, "meshgate_upstream_tunnels_open", "gauge",
                 "WebSocket tunnels to the upstream open now", s.tunnels_open);
     single_uint(b, "meshgate_upstream_tunnels_cap", "gauge",
@@ -428,6 +427,43 @@ static void write_upstream(struct mg_buf *b, const struct mg_env *env)
                 "tries of anonymous requests passed over in the upstream's line: the rest of the "
                 "permits are reserved for signed-in clients",
                 s.anon_held_back);
+}
+
+static void metrics_breaker(struct mg_buf *b, const struct mg_env *env,
+                            const struct mg_gate_snapshots *all)
+{
+    (void)env;
+    const struct mg_upstream_snapshot s = all->breaker;
+    single_uint(b, "meshgate_upstream_breaker_open", "gauge",
+                "1 while the upstream's breaker fails requests fast (open or half-open)",
+                s.breaker_state != MG_BREAKER_CLOSED);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_upstream_breaker_" #field "_total", "counter", what, s.field);
+    MG_BREAKER_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
+}
+
+static void metrics_conn_cap(struct mg_buf *b, const struct mg_env *env,
+                             const struct mg_gate_snapshots *all)
+{
+    (void)env;
+    const struct mg_conn_snapshot c = all->conn_cap;
+    single_uint(b, "meshgate_conn_cap", "gauge",
+                "connections one client address may hold open (0: no cap)", c.cap);
+#define WRITE_COUNTER(field, json, what)                                                           \
+    single_uint(b, "meshgate_conn_cap_" #field "_total", "counter", what, c.field);
+    MG_CONN_COUNTER_LIST(WRITE_COUNTER)
+#undef WRITE_COUNTER
+}
+
+/* Every gate, by walking the table. */
+static void write_gates(struct mg_buf *b, const struct mg_env *env, int64_t now)
+{
+    struct mg_gate_snapshots all;
+    mg_gates_read(env->seg, env->pid, true, now, &all);
+#define WRITE_GATE(name, ...) metrics_##name(b, env, &all);
+    MG_GATE_TABLE(WRITE_GATE)
+#undef WRITE_GATE
 }
 
 static void write_cache(struct mg_buf *b, const struct mg_env *env, int64_t now)
@@ -455,11 +491,8 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_routes(b, seg);
     write_workers(b, seg);
     write_server(b, seg, now);
-    write_diag_gate(b, env, now);
-    write_cold_gate(b, env);
+    write_gates(b, env, now);
     write_cache(b, env, now);
-    write_anon_line(b, env, now);
-    write_upstream(b, env);
     write_database(b, env);
     write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
 }

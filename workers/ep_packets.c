@@ -16,9 +16,9 @@
  */
 #include "ep_packets.h"
 
+#include "admission.h"
 #include "clock.h"
 #include "corescope_config.h"
-#include "gate_fifo.h"
 #include "jobs.h"
 #include "segment.h"
 #include "json.h"
@@ -2035,7 +2035,7 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
     if (pass_running) {
         if (!atomic_load(&pass_running->job.done))
             return;
-        mg_fifo_gate_release(env->seg->cold, env->pid, pass_token);
+        mg_admission_release_background(&mg_gate_cold, env, pass_token);
         mg_tx_summary_lease_release(s, env->pid);
         if (pass_running->status != 0)
             mg_warn("%s; reading transmissions directly, trying again in %lld s", pass_running->err,
@@ -2057,15 +2057,11 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
                          (failed < passed || now_ns - failed >= MG_TX_SUMMARY_RETRY_NS);
     if (!due || mg_jobs_busy(env->jobs) || !mg_tx_summary_lease_take(s, env->pid, now_ns))
         return;
-    /* A pass is cold work: it takes a permit of the cold-scan gate, or waits for a later
-     * turn (it never queues, so it never holds a place a request could have). */
-    int place = -1;
-    uint64_t ticket = 0;
-    int r = mg_fifo_gate_join(env->seg->cold, env->pid, env->slot, "transmission summaries",
-                              &pass_token, &place, &ticket);
-    if (r == MG_FIFO_QUEUED)
-        mg_fifo_gate_cancel(env->seg->cold, env->pid, place, ticket);
-    struct pass_job *p = r == MG_FIFO_ADMITTED ? calloc(1, sizeof *p) : NULL;
+    /* A pass is cold work: it takes a permit of the cold-scan gate when one is free, or tries
+     * again on a later turn (background work never joins the line: admission.h). */
+    bool admitted =
+        mg_admission_try_background(&mg_gate_cold, env, "transmission summaries", &pass_token);
+    struct pass_job *p = admitted ? calloc(1, sizeof *p) : NULL;
     if (p) {
         p->job.run = run_pass;
         p->job.under_permit = true; /* a cold permit */
@@ -2077,8 +2073,8 @@ void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns)
         return;
     }
     free(p);
-    if (r == MG_FIFO_ADMITTED)
-        mg_fifo_gate_release(env->seg->cold, env->pid, pass_token);
+    if (admitted)
+        mg_admission_release_background(&mg_gate_cold, env, pass_token);
     mg_tx_summary_lease_release(s, env->pid);
 }
 

@@ -352,8 +352,7 @@ static bool wants_memory_breakdown(const struct mg_request *req)
  * line for a permit it would not use. */
 bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    return wants_memory_breakdown(req) &&
-           mg_diag_gate_open(env->seg->diag, env->pid, mg_monotonic_ns());
+    return wants_memory_breakdown(req) && mg_admission_diag_open(env);
 }
 
 /*

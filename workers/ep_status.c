@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "rates.h"
 #include "result_cache.h"
 #include "router.h"
@@ -235,35 +236,29 @@ static void section_gate_counters(struct mg_buf *b, struct mg_segment *seg, int6
 {
     int pid = getpid();
     mg_buf_puts(b, "<table id=\"gate-counters\"><tr><th>gate</th><th>counters</th></tr>\n");
-    const struct {
-        const char *name;
-        const struct mg_fifo_gate *gate;
-    } fifo[] = {
-        {"cold reach builds", seg->cold},
-        {"anonymous heavy requests", seg->anon},
-        {"upstream", seg->config->upstream[0] ? &seg->upstream->gate : NULL},
+    /* Every row of the gate table (shm/gates.h), under its name here; the upstream's rows only
+     * with an upstream. */
+    static const char *const title[MG_GATE_ROWS] = {
+        [MG_GATE_ROW_conn_cap] = "connections per client",
+        [MG_GATE_ROW_rate_limit] = "per-client rate",
+        [MG_GATE_ROW_anon_line] = "anonymous heavy requests",
+        [MG_GATE_ROW_cold] = "cold reach builds",
+        [MG_GATE_ROW_diag] = "memory breakdown",
+        [MG_GATE_ROW_upstream] = "upstream",
+        [MG_GATE_ROW_breaker] = "upstream breaker",
     };
-    for (size_t i = 0; i < sizeof fifo / sizeof fifo[0]; i++) {
-        struct mg_fifo_snapshot g;
-        if (!fifo[i].gate)
-            continue;
-        mg_fifo_gate_read(fifo[i].gate, pid, true, &g);
-        COUNTER_ROW(b, fifo[i].name, MG_FIFO_COUNTER_LIST, g);
-    }
+    struct mg_gate_snapshots all;
+    mg_gates_read(seg, pid, true, now, &all);
+    bool upstream = seg->config->upstream[0] != '\0';
+#define GATE_ROW(name, sections, t, status, retry, refusal, counters, snapshot)                    \
+    if (upstream ||                                                                                \
+        (MG_GATE_ROW_##name != MG_GATE_ROW_upstream && MG_GATE_ROW_##name != MG_GATE_ROW_breaker)) \
+        COUNTER_ROW(b, title[MG_GATE_ROW_##name], counters, all.name);
+    MG_GATE_TABLE(GATE_ROW)
+#undef GATE_ROW
     struct mg_cache_snapshot c;
     mg_result_cache_read(&seg->cache, pid, true, now, &c);
     COUNTER_ROW(b, "reach result cache", MG_CACHE_COUNTER_LIST, c);
-    struct mg_client_snapshot t;
-    mg_client_limit_read(&seg->clients, now, &t);
-    COUNTER_ROW(b, "per-client rate", MG_CLIENT_COUNTER_LIST, t);
-    struct mg_diag_snapshot d;
-    mg_diag_gate_read(seg->diag, pid, true, now, &d);
-    COUNTER_ROW(b, "memory breakdown", MG_DIAG_COUNTER_LIST, d);
-    if (seg->config->upstream[0]) {
-        struct mg_upstream_snapshot us;
-        mg_upstream_shm_read(seg->upstream, now, &us);
-        COUNTER_ROW(b, "upstream breaker", MG_BREAKER_COUNTER_LIST, us);
-    }
     mg_buf_puts(b, "</table>\n");
 }
 #undef COUNTER_ROW

@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "gates.h"
 #include "result_cache.h"
 #include "stats.h"
 #include "upstream_gate.h"
@@ -213,6 +214,18 @@ void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, b
     mg_json_object_begin(j); /* a map: keys in bytewise order */
     mg_json_key(j, "anonLine");
     anon_json(j, seg, full, show_clients, now);
+    if (full) {
+        /* The connection cap (MESHGATE_MAX_CONNS_PER_CLIENT): /api/perf only. */
+        struct mg_gate_snapshots all;
+        mg_gates_read(seg, getpid(), true, now, &all);
+        mg_json_key(j, "connCap");
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "cap", all.conn_cap.cap);
+#define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, all.conn_cap.field);
+        MG_CONN_COUNTER_LIST(COUNTER_JSON)
+#undef COUNTER_JSON
+        mg_json_object_end(j);
+    }
     mg_json_key(j, "perfMem");
     diag_json(j, seg->diag, full, now);
     mg_json_key(j, "reachCold");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "router.h"
 
+#include "admission.h"
 #include "upstream.h"
 
 #include <string.h>
@@ -129,105 +130,114 @@ static const char *const health_cases[] = {"/api/health", NULL};
 static const char *const mqtt_status_cases[] = {"/api/mqtt/status", NULL};
 
 const struct mg_route mg_routes[] = {
-    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false, NULL},
+    {"/api/healthz", MG_COST_LIGHT, mg_handle_healthz, NULL, false, healthz_cases, false, NULL,
+     mg_gates_light},
     {"/api/nodes", MG_COST_HEAVY, mg_handle_nodes, mg_nodes_is_heavy, false, nodes_cases, false,
-     NULL},
+     NULL, mg_gates_heavy},
     /* Node search and detail: light (node_search_cases, node_detail_cases). The exact
      * paths come before the :pubkey one that would take them for a key. */
     {"/api/nodes/search", MG_COST_LIGHT, mg_handle_node_search, NULL, false, node_search_cases,
-     false, NULL},
+     false, NULL, mg_gates_light},
     /* Heavy unless warm: every ADVERT's observations, twice (the offsets; the keys each is
      * filed under): 33M VM steps, 3.5M pages at 2M observations. */
     /* Heavy: one pass over observations and one over transmissions for all the nodes, then
      * each of their transmissions read once: at 2M observations 5.1 s, 38M VM steps, 3.2M
      * pages (limit=200: 9.7 s, 69M steps, 7.2M pages). */
-    {"/api/nodes/bulk-health", MG_COST_HEAVY, mg_handle_bulk_health, NULL, false, NULL, false,
-     NULL},
+    {"/api/nodes/bulk-health", MG_COST_HEAVY, mg_handle_bulk_health, NULL, false, NULL, false, NULL,
+     mg_gates_heavy},
     {"/api/nodes/clock-skew", MG_COST_HEAVY, mg_handle_fleet_clock_skew,
-     mg_fleet_clock_skew_is_heavy, true, fleet_skew_cases, false, NULL},
+     mg_fleet_clock_skew_is_heavy, true, fleet_skew_cases, false, NULL, mg_gates_cold},
     {"/api/nodes/:pubkey", MG_COST_HEAVY, mg_handle_node_detail, mg_node_detail_is_heavy, false,
-     node_detail_cases, false, NULL},
+     node_detail_cases, false, NULL, mg_gates_heavy},
     /* Heavy: finding a node's packets reads every transmission and observation, as no index
      * serves a key inside decoded_json, resolved_path or path_json (the busiest node at 2M
      * observations: 32.8M VM steps, 432 122 pages, 6.5 s on a loaded machine). */
     {"/api/nodes/:pubkey/health", MG_COST_HEAVY, mg_handle_node_health, NULL, false, NULL, false,
-     NULL},
+     NULL, mg_gates_heavy},
     /* Heavy: every ADVERT's observations (the observers' offsets) and the node's packets (as
      * health finds them): 50M VM steps, 1.5M pages, 14 s at 2M observations. A cold report
      * (the cold gate, coalescing, the shared cache: a node's 169 KB of samples on a
      * 200k-observation database are kept like any body up to a quarter of the pool), but it
      * declares no warm case (no heavy_when, no light cases), so the route stays heavy. */
     {"/api/nodes/:pubkey/clock-skew", MG_COST_HEAVY, mg_handle_node_clock_skew, NULL, true, NULL,
-     false, NULL},
+     false, NULL, mg_gates_cold},
     {"/api/nodes/:pubkey/reach", MG_COST_HEAVY, mg_handle_reach, mg_reach_is_heavy, true,
-     reach_cases, false, NULL},
+     reach_cases, false, NULL, mg_gates_cold},
     {"/api/nodes/:pubkey/paths", MG_COST_HEAVY, mg_handle_node_paths, mg_node_paths_is_heavy, true,
-     paths_cases, false, NULL},
+     paths_cases, false, NULL, mg_gates_cold},
     {"/api/nodes/:pubkey/neighbors", MG_COST_HEAVY, mg_handle_node_neighbors,
-     mg_node_neighbors_is_heavy, true, neighbors_cases, false, NULL},
+     mg_node_neighbors_is_heavy, true, neighbors_cases, false, NULL, mg_gates_cold},
     /* Heavy: every request reads transmissions and observations. */
-    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false, NULL},
+    {"/api/packets", MG_COST_HEAVY, mg_handle_packets, NULL, false, NULL, false, NULL,
+     mg_gates_heavy},
     /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per
      * transmission after ?since= (193k steps for a day at 2M observations). */
     {"/api/packets/timestamps", MG_COST_HEAVY, mg_handle_packet_timestamps, NULL, false, NULL,
-     false, "?since=%Y-%m-%dT%H:%M:%SZ"},
+     false, "?since=%Y-%m-%dT%H:%M:%SZ", mg_gates_heavy},
     {"/api/packets/:id", MG_COST_HEAVY, mg_handle_packet_detail, mg_packet_detail_is_heavy, false,
-     packet_detail_cases, false, NULL},
+     packet_detail_cases, false, NULL, mg_gates_heavy},
     {"/api/traces/:hash", MG_COST_HEAVY, mg_handle_traces, mg_traces_is_heavy, false, traces_cases,
-     false, NULL},
+     false, NULL, mg_gates_heavy},
     /* Heavy with more than MG_RESOLVE_HOPS_LIGHT_MAX hops, or with from_node or observer while
      * the worker has no fresh neighbour graph (its build: a pass over observations, 28-41 s at
      * 2M on a loaded machine). */
     {"/api/resolve-hops", MG_COST_HEAVY, mg_handle_resolve_hops, mg_resolve_hops_is_heavy, false,
-     resolve_hops_cases, false, "?hops=a1,b2"},
-    {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false,
-     NULL},
+     resolve_hops_cases, false, "?hops=a1,b2", mg_gates_heavy},
+    {"/api/iata-coords", MG_COST_LIGHT, mg_handle_iata_coords, NULL, false, iata_cases, false, NULL,
+     mg_gates_light},
     /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
      * busiest hour of the 2M database; it grows with traffic). */
-    {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false, NULL},
+    {"/api/observers", MG_COST_HEAVY, mg_handle_observers, NULL, false, NULL, false, NULL,
+     mg_gates_heavy},
     {"/api/observers/clock-skew", MG_COST_HEAVY, mg_handle_observer_clock_skew,
-     mg_observer_clock_skew_is_heavy, true, clock_skew_cases, false, NULL},
+     mg_observer_clock_skew_is_heavy, true, clock_skew_cases, false, NULL, mg_gates_cold},
     {"/api/observers/:id/analytics", MG_COST_HEAVY, mg_handle_observer_analytics,
-     mg_observer_analytics_is_heavy, true, analytics_cases, false, NULL},
-    {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false, NULL},
+     mg_observer_analytics_is_heavy, true, analytics_cases, false, NULL, mg_gates_cold},
+    {"/api/observers/:id", MG_COST_HEAVY, mg_handle_observer, NULL, false, NULL, false, NULL,
+     mg_gates_heavy},
     /* Heavy: every GRP_TXT transmission is grouped, 590 ms (with a region, their
      * observations: 8.8 s). */
-    {"/api/channels", MG_COST_HEAVY, mg_handle_channels, NULL, false, NULL, false, NULL},
+    {"/api/channels", MG_COST_HEAVY, mg_handle_channels, NULL, false, NULL, false, NULL,
+     mg_gates_heavy},
     /* Heavy: each of the channel's messages gets its newest sighting to choose the page
      * (868 ms for the busiest channel). */
     {"/api/channels/:hash/messages", MG_COST_HEAVY, mg_handle_channel_messages, NULL, false, NULL,
-     false, NULL},
+     false, NULL, mg_gates_heavy},
     {"/api/known-channels", MG_COST_LIGHT, mg_handle_known_channels, NULL, false,
-     known_channels_cases, false, NULL},
+     known_channels_cases, false, NULL, mg_gates_light},
     {"/api/stats", MG_COST_HEAVY, mg_handle_stats, mg_stats_is_heavy, false, stats_cases, false,
-     NULL},
-    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false, NULL},
+     NULL, mg_gates_heavy},
+    {"/api/perf", MG_COST_HEAVY, mg_handle_perf, mg_perf_is_heavy, true, perf_cases, false, NULL,
+     mg_gates_diag},
     /* CoreScope's configuration, its health and its scopes (issue 14, h14a). */
     {"/api/config/client", MG_COST_LIGHT, mg_handle_config, NULL, false, config_client_cases, false,
-     NULL},
+     NULL, mg_gates_light},
     {"/api/config/cache", MG_COST_LIGHT, mg_handle_config, NULL, false, config_cache_cases, false,
-     NULL},
+     NULL, mg_gates_light},
     {"/api/config/theme", MG_COST_LIGHT, mg_handle_config, NULL, false, config_theme_cases, false,
-     NULL},
-    {"/api/config/map", MG_COST_LIGHT, mg_handle_config, NULL, false, config_map_cases, false,
-     NULL},
+     NULL, mg_gates_light},
+    {"/api/config/map", MG_COST_LIGHT, mg_handle_config, NULL, false, config_map_cases, false, NULL,
+     mg_gates_light},
     {"/api/config/geo-filter", MG_COST_LIGHT, mg_handle_config, NULL, false,
-     config_geo_filter_cases, false, NULL},
+     config_geo_filter_cases, false, NULL, mg_gates_light},
     {"/api/config/areas", MG_COST_LIGHT, mg_handle_config, NULL, false, config_areas_cases, false,
-     NULL},
+     NULL, mg_gates_light},
     {"/api/config/areas/polygons", MG_COST_LIGHT, mg_handle_config, NULL, false,
-     config_polygons_cases, false, NULL},
+     config_polygons_cases, false, NULL, mg_gates_light},
     {"/api/config/regions", MG_COST_LIGHT, mg_handle_config_regions, NULL, false,
-     config_regions_cases, false, NULL},
-    {"/api/health", MG_COST_LIGHT, mg_handle_health, NULL, false, health_cases, false, NULL},
+     config_regions_cases, false, NULL, mg_gates_light},
+    {"/api/health", MG_COST_LIGHT, mg_handle_health, NULL, false, health_cases, false, NULL,
+     mg_gates_light},
     {"/api/mqtt/status", MG_COST_LIGHT, mg_handle_mqtt_status, NULL, false, mqtt_status_cases,
-     false, NULL},
+     false, NULL, mg_gates_light},
     /* Heavy: counts the window's transmissions (through the first_seen index); 7d is most of
      * the table (docs/benchmarks.md: 2M observations). */
     {"/api/scope-stats", MG_COST_HEAVY, mg_handle_scope_stats, mg_scope_stats_is_heavy, true,
-     scope_cases, false, NULL},
-    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true, NULL},
-    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true, NULL},
+     scope_cases, false, NULL, mg_gates_cold},
+    {"/server-status", MG_COST_LIGHT, mg_handle_status, NULL, false, status_cases, true, NULL,
+     mg_gates_light},
+    {"/metrics", MG_COST_LIGHT, mg_handle_metrics, NULL, false, metrics_cases, true, NULL,
+     mg_gates_light},
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 
@@ -238,6 +248,15 @@ bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_reque
     if (route >= mg_route_table_len || mg_routes[route].cost != MG_COST_HEAVY)
         return false;
     return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
+}
+
+const enum mg_gate_row *mg_route_gates(unsigned route)
+{
+    if (route == MG_ROUTE_UPSTREAM)
+        return mg_gates_upstream;
+    if (route >= mg_route_table_len)
+        return mg_gates_light;
+    return mg_routes[route].gates;
 }
 
 unsigned mg_route_by_template(const char *t, size_t n)

@@ -15,6 +15,7 @@
 #ifndef MESHGATE_ROUTER_H
 #define MESHGATE_ROUTER_H
 
+#include "gates.h"
 #include "handler.h"
 
 enum mg_cost { MG_COST_LIGHT = 0, MG_COST_HEAVY };
@@ -38,7 +39,12 @@ struct mg_route {
     /* For a route that needs a query parameter: a query that answers (strftime(3) format, of
      * the time an hour ago), so the home page links a working request. NULL for the others. */
     const char *home_query;
+    /* Its gates in the order its requests meet them: its cost class's list (admission.h). */
+    const enum mg_gate_row *gates;
 };
+
+/* The gates of route, in order (mg_route.gates; the upstream's for MG_ROUTE_UPSTREAM). */
+const enum mg_gate_row *mg_route_gates(unsigned route);
 
 /* Whether this request of route (an id from mg_route_match) is heavy. */
 bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "upstream.h"
 
+#include "admission.h"
 #include "clock.h"
 #include "dispatch.h"
 #include "gate_fifo.h"
@@ -240,14 +241,13 @@ static void breaker_verdict(struct exchange *x, bool success)
         return;
     x->verdict = true;
     struct mg_upstream_shm *s = seg_of(x->u)->upstream;
-    int pid = x->u->env->pid;
+    const struct mg_env *env = x->u->env;
     if (success) {
-        mg_breaker_success(&s->breaker, pid, x->ticket.probe);
+        mg_admission_breaker_success(env, x->ticket.probe);
     } else {
         mg_counter_add(seg_of(x->u), MG_CTR_UPSTREAM_FAILURES, 1);
         uint32_t run = atomic_load(&s->breaker.last_addr_run);
-        if (mg_breaker_failure(&s->breaker, pid, x->ticket.probe, mg_monotonic_ns(),
-                               x->client_addr)) {
+        if (mg_admission_breaker_failure(env, x->ticket.probe, mg_monotonic_ns(), x->client_addr)) {
             char who[64];
             mg_addr_format(x->client_addr, who, sizeof who);
             mg_warn("the upstream's breaker opened: the last failure was %s %s from %s (%u "
@@ -266,7 +266,6 @@ static int read_some(int fd, struct mg_buf *b, size_t cap);
 static void probe_end(struct mg_upstream *u, bool healthy, const char *why)
 {
     struct probe *p = &u->probe;
-    struct mg_breaker *b = &seg_of(u)->upstream->breaker;
     if (p->fd >= 0) {
         if (p->registered)
             epoll_ctl(u->epfd, EPOLL_CTL_DEL, p->fd, NULL);
@@ -277,10 +276,10 @@ static void probe_end(struct mg_upstream *u, bool healthy, const char *why)
     mg_buf_reset(&p->out);
     mg_buf_reset(&p->in);
     if (healthy) {
-        mg_breaker_success(b, u->env->pid, true);
+        mg_admission_breaker_success(u->env, true);
         mg_info("the upstream's breaker closed: %s answered", u->env->cfg->upstream_health_path);
     } else {
-        mg_breaker_failure(b, u->env->pid, true, mg_monotonic_ns(), NULL);
+        mg_admission_breaker_failure(u->env, true, mg_monotonic_ns(), NULL);
         mg_info("the upstream's breaker stays open: its probe %s %s",
                 u->env->cfg->upstream_health_path, why);
     }
@@ -397,10 +396,9 @@ deadline:
 /* Open and due: one worker of the group takes the probe and sends it. */
 static void probe_maybe(struct mg_upstream *u, int64_t now)
 {
-    struct mg_breaker *b = &seg_of(u)->upstream->breaker;
-    if (u->probe.fd >= 0 || u->draining || mg_breaker_probe_due(b) > now)
+    if (u->probe.fd >= 0 || u->draining || mg_admission_breaker_probe_due(u->env) > now)
         return;
-    if (mg_breaker_take_probe(b, u->env->pid, now)) {
+    if (mg_admission_breaker_take_probe(u->env, now)) {
         probe_start(u, now);
         probe_pump(u, now);
     }
@@ -409,18 +407,16 @@ static void probe_maybe(struct mg_upstream *u, int64_t now)
 /* Gives back what admission took; once. */
 static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
 {
-    struct mg_upstream_shm *s = seg_of(u)->upstream;
-    int pid = u->env->pid;
     if (t->gate_held)
-        mg_fifo_gate_release(&s->gate, pid, t->gate_token);
+        mg_admission_release_token(&mg_gate_upstream, u->env, t->gate_token);
     if (t->anon_token)
-        mg_fifo_gate_release(seg_of(u)->anon, pid, t->anon_token);
+        mg_admission_release_token(&mg_gate_anon_upstream, u->env, t->anon_token);
     if (t->tunnel)
-        mg_upstream_tunnel_close(s, u->env->slot);
+        mg_admission_tunnel_close(u->env);
     if (t->anon_claim)
-        mg_upstream_anon_unclaim(s, u->env->slot);
+        mg_admission_upstream_anon_unclaim(u->env);
     if (t->probe)
-        mg_breaker_abandon(&s->breaker, pid, mg_monotonic_ns());
+        mg_admission_breaker_abandon(u->env, mg_monotonic_ns());
     mg_upstream_tunnel_share_give_back(u->env, t);
     memset(t, 0, sizeof *t);
 }
@@ -722,7 +718,7 @@ static void take_head(struct exchange *x)
     }
     if (x->ticket.tunnel) {
         /* The upstream did not upgrade: an ordinary response, and no tunnel. */
-        mg_upstream_tunnel_close(seg_of(u)->upstream, u->env->slot);
+        mg_admission_tunnel_close(u->env);
         mg_upstream_tunnel_share_give_back(u->env, &x->ticket);
         x->ticket.tunnel = false;
         x->websocket = false;
@@ -1180,7 +1176,7 @@ int64_t mg_upstream_next_deadline(const struct mg_upstream *u)
     if (u && u->probe.fd >= 0)
         next = u->probe.deadline_ns;
     else if (u && !u->draining)
-        next = mg_breaker_probe_due(&seg_of(u)->upstream->breaker);
+        next = mg_admission_breaker_probe_due(u->env);
     for (const struct exchange *x = u ? u->live : NULL; x; x = x->next)
         if (due(x) < next)
             next = due(x);
@@ -1217,7 +1213,7 @@ void mg_upstream_free(struct mg_upstream *u)
         finish(u->live, now);
     }
     if (u->probe.fd >= 0) /* not heard: the next worker probes at once */
-        mg_breaker_abandon(&seg_of(u)->upstream->breaker, u->env->pid, now);
+        mg_admission_breaker_abandon(u->env, now);
     if (u->probe.fd >= 0)
         close(u->probe.fd);
     u->probe.fd = -1;

@@ -109,11 +109,10 @@ void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token)
 
 static void give_back(struct mg_env *env, struct mg_upstream_ticket *t)
 {
-    struct mg_upstream_shm *u = env->seg->upstream;
     if (t->probe)
-        mg_breaker_abandon(&u->breaker, env->pid, mg_monotonic_ns());
+        mg_admission_breaker_abandon(env, mg_monotonic_ns());
     if (t->tunnel)
-        mg_upstream_tunnel_close(u, env->slot);
+        mg_admission_tunnel_close(env);
     t->probe = t->tunnel = false;
     mg_upstream_tunnel_share_give_back(env, t);
 }
@@ -122,7 +121,7 @@ void mg_upstream_tunnel_share_give_back(const struct mg_env *env, struct mg_upst
 {
     if (t->share_hold_plus_one == 0)
         return;
-    mg_conn_limit_tunnel_close(&env->seg->conns, env->pid, env->slot, t->share_hold_plus_one - 1);
+    mg_admission_tunnel_share_close(env, t->share_hold_plus_one - 1);
     t->share_hold_plus_one = 0;
 }
 
@@ -135,8 +134,7 @@ static bool tunnel_share_take(struct mg_env *env, const struct mg_request *req,
     uint32_t share = (uint32_t)env->cfg->upstream_websockets_per_client;
     if (share == 0 || req->conn_hold_plus_one == 0)
         return true;
-    if (!mg_conn_limit_tunnel_open(&env->seg->conns, env->pid, env->slot,
-                                   req->conn_hold_plus_one - 1, share))
+    if (!mg_admission_tunnel_share_open(env, req->conn_hold_plus_one - 1, share))
         return false;
     t->share_hold_plus_one = req->conn_hold_plus_one;
     return true;
@@ -152,7 +150,6 @@ static void line_key(const struct mg_request *req, char *who, size_t cap)
 void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_upstream_ticket *t = mg_upstream_ticket_of(req->park);
-    struct mg_upstream_shm *u = env->seg->upstream;
     const struct mg_http_request *hr = req->http;
     int64_t now = mg_monotonic_ns();
     if (t->step == STEP_NEW) {
@@ -165,7 +162,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             return;
         }
         int64_t retry_ns = 0;
-        enum mg_breaker_verdict v = mg_breaker_allow(&u->breaker, env->pid, now, &retry_ns);
+        enum mg_breaker_verdict v = mg_admission_breaker_allow(env, now, &retry_ns);
         if (v == MG_BREAKER_REFUSE) {
             mg_counter_add(env->seg, MG_CTR_UPSTREAM_502, 1);
             mg_outcome_decide(&req->park->outcome, MG_GATE_BREAKER, MG_VERDICT_REFUSED, now);
@@ -187,7 +184,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
                                    "Retry-After");
                 return;
             }
-            if (!mg_upstream_tunnel_open(u, env->slot)) {
+            if (!mg_admission_tunnel_open(env)) {
                 give_back(env, t);
                 mg_counter_add(env->seg, MG_CTR_UPSTREAM_TUNNELS_REFUSED, 1);
                 mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
@@ -213,13 +210,13 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
          * without one it keeps its place, passed over, and the reserve stays for signed-in
          * clients (shm/upstream_gate.h). */
         bool anonymous = !req->signed_in;
-        t->anon_claim = !anonymous || mg_upstream_anon_claim(u, env->slot);
+        t->anon_claim = !anonymous || mg_admission_upstream_anon_claim(env);
         t->pass.held_back = !t->anon_claim;
         enum mg_admission_result r =
             mg_admission_pass(&mg_gate_upstream, &t->pass, env, req, t->who, NULL, res);
         t->anon_claim = t->anon_claim && anonymous;
         if (r != MG_ADMISSION_RUN && t->anon_claim) {
-            mg_upstream_anon_unclaim(u, env->slot);
+            mg_admission_upstream_anon_unclaim(env);
             t->anon_claim = false;
         }
         if (r == MG_ADMISSION_PARKED)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "worker.h"
 
+#include "admission.h"
 #include "access_log.h"
 #include "clock.h"
 #include "conn_limit.h"
@@ -157,7 +158,7 @@ static void conn_close(struct worker *w, struct conn *c)
         close(c->file_fd);
     c->file_fd = -1;
     if (c->hold >= 0) {
-        mg_conn_limit_close(&w->env.seg->conns, w->env.pid, w->env.slot, (uint32_t)c->hold);
+        mg_admission_conn_close(&w->env, (uint32_t)c->hold);
         w->free_holds[w->free_hold_count++] = (uint32_t)c->hold;
         c->hold = -1;
     }
@@ -224,8 +225,7 @@ static bool client_cap_admits(struct worker *w, const uint8_t addr[MG_ADDR_BYTES
     uint8_t key[MG_ADDR_BYTES];
     mg_client_key(addr, key);
     uint32_t index = w->free_holds[w->free_hold_count - 1];
-    enum mg_conn_verdict v =
-        mg_conn_limit_open(&w->env.seg->conns, w->env.pid, w->env.slot, index, key);
+    enum mg_conn_verdict v = mg_admission_conn_open(&w->env, index, key);
     if (v == MG_CONN_OVER_CAP)
         return false;
     if (v == MG_CONN_COUNTED) {
@@ -263,7 +263,7 @@ static bool client_at_cap(const struct worker *w, const uint8_t addr[MG_ADDR_BYT
         return false;
     uint8_t key[MG_ADDR_BYTES];
     mg_client_key(addr, key);
-    return mg_conn_limit_count(&w->env.seg->conns, key) >= (uint32_t)cfg->max_conns_per_client;
+    return mg_admission_conn_count(&w->env, key) >= (uint32_t)cfg->max_conns_per_client;
 }
 
 /* Whether a new connection may be taken now: there is room, or one to shed for it. */
@@ -340,7 +340,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         if (!c) {
             close(fd);
             if (hold >= 0) {
-                mg_conn_limit_close(&w->env.seg->conns, w->env.pid, w->env.slot, (uint32_t)hold);
+                mg_admission_conn_close(&w->env, (uint32_t)hold);
                 w->free_holds[w->free_hold_count++] = (uint32_t)hold;
             }
             return accepted;

@@ -363,11 +363,6 @@ void mg_node_relay_adopt(struct mg_env *env)
     mg_group_table_adopt(&group, env);
 }
 
-bool mg_node_relay_fresh(sqlite3 *conn, int64_t now_ns)
-{
-    return mg_process_table_fresh(&relays, conn, now_ns);
-}
-
 bool mg_node_relay_exist(sqlite3 *conn)
 {
     return mg_process_table_exists(&relays, conn);

@@ -200,8 +200,9 @@ int mg_config_parse_address(const char *s, char *host, size_t host_cap, uint16_t
 int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen);
 
 /* Names MESHGATE_* variables in envp that no row of the table knows, each with the closest
- * known name; returns how many. MESHGATE_TEST_* (the tests' hooks) are not judged. The
- * start and --check refuse any (exit 78); mg_config_load_sources refuses one in the file. */
+ * known name; returns how many. Only the test build knows its hooks' MESHGATE_TEST_*
+ * variables (workers/test_hooks.h). The start and --check refuse any (exit 78);
+ * mg_config_load_sources refuses one in the file. */
 int mg_config_unknown(char *const *envp, char *out, size_t outlen);
 /* The known name closest to name[0..n) (by edit distance). */
 const char *mg_config_closest(const char *name, size_t n);

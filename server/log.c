@@ -41,24 +41,9 @@ void mg_log_init(void)
                                           (uint64_t)st.st_ino);
 }
 
-bool mg_log_to_journal(void)
-{
-    return to_journal;
-}
-
-void mg_log_set_journal(bool journal)
-{
-    to_journal = journal;
-}
-
 void mg_log_set_level(enum mg_log_level level)
 {
     current_level = level;
-}
-
-enum mg_log_level mg_log_get_level(void)
-{
-    return current_level;
 }
 
 void mg_log_set_role(const char *role)

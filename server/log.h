@@ -28,13 +28,8 @@ enum mg_log_level { MG_LOG_ERROR = 0, MG_LOG_WARN, MG_LOG_INFO, MG_LOG_DEBUG };
 
 /* Decides between the journal's prefix and timestamps from JOURNAL_STREAM and stderr. */
 void mg_log_init(void);
-/* True when stderr is the journal's stream (the prefix is "<N>", not the time). */
-bool mg_log_to_journal(void);
-/* Tests: forces either form. */
-void mg_log_set_journal(bool journal);
 
 void mg_log_set_level(enum mg_log_level level);
-enum mg_log_level mg_log_get_level(void);
 /* The name printed before each message, e.g. "master" or "worker 3". */
 void mg_log_set_role(const char *role);
 void mg_log(enum mg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

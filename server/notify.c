@@ -11,12 +11,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-bool mg_notify_enabled(void)
-{
-    const char *path = getenv("NOTIFY_SOCKET");
-    return path && (path[0] == '/' || path[0] == '@');
-}
-
 int mg_notify(const char *fmt, ...)
 {
     const char *path = getenv("NOTIFY_SOCKET");

@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-bool mg_notify_enabled(void);
 /* Sends one message ("READY=1\nSTATUS=..."); returns 0, or -1 when it could not. */
 int mg_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The watchdog interval systemd asks for in microseconds, 0 when none. */

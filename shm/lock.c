@@ -15,7 +15,6 @@
 
 static mg_lock_watch_fn watch_fn;
 static void *watch_arg;
-static _Thread_local const void *test_stop_lo, *test_stop_hi;
 static _Atomic uint64_t wake_calls;
 
 uint64_t mg_lock_wake_calls(void)
@@ -49,6 +48,11 @@ void mg_lock_set_watch(mg_lock_watch_fn fn, void *arg)
     watch_fn = fn;
 }
 
+/* X-Test-Stop-In-Lock, in the test build only (workers/test_hooks.h): the production build
+ * has no hook here. */
+#if MESHGATE_HOOKS
+static _Thread_local const void *test_stop_lo, *test_stop_hi;
+
 void mg_lock_test_stop_inside(const void *lo, const void *hi)
 {
     test_stop_lo = lo;
@@ -62,6 +66,9 @@ static void test_stop_check(const struct mg_lock *l)
         raise(SIGSTOP);
     }
 }
+#else
+#define test_stop_check(l) ((void)0)
+#endif
 
 void mg_lock_acquire(struct mg_lock *l, int pid)
 {

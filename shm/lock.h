@@ -71,7 +71,8 @@ typedef void (*mg_lock_watch_fn)(void *arg, struct mg_lock *l, enum mg_lock_even
 void mg_lock_set_watch(mg_lock_watch_fn fn, void *arg);
 
 /*
- * Tests only: the next lock this thread acquires whose address lies in [lo, hi) stops the
+ * The test build only (workers/test_hooks.h; the production build does not
+ * define it): the next lock this thread acquires whose address lies in [lo, hi) stops the
  * whole process (raise(SIGSTOP)) right after it is taken, inside the critical section.
  */
 void mg_lock_test_stop_inside(const void *lo, const void *hi);

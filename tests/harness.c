@@ -313,8 +313,25 @@ static bool env_has(const char *const *env, const char *name)
     return false;
 }
 
+/* The binary of this build that env asks for: MG_TEST_BINARY=NAME names one; else the test
+ * build (meshgate-hooks) when env sets a variable of its hooks (MESHGATE_TEST_*), else the
+ * production binary, meshgate. */
+static void binary_for(const char *const *env, char *path, size_t cap)
+{
+    const char *name = "meshgate";
+    for (const char *const *e = env; e && *e; e++)
+        if (strncmp(*e, "MESHGATE_TEST_", 14) == 0)
+            name = "meshgate-hooks";
+    for (const char *const *e = env; e && *e; e++)
+        if (strncmp(*e, "MG_TEST_BINARY=", 15) == 0)
+            name = *e + 15;
+    snprintf(path, cap, "%s/%s", MESHGATE_BUILD_DIR, name);
+}
+
 static pid_t spawn_binary(const char *const *env, const char *log_path)
 {
+    char binary[512];
+    binary_for(env, binary, sizeof binary);
     pid_t pid = fork();
     if (pid != 0)
         return pid;
@@ -354,11 +371,12 @@ static pid_t spawn_binary(const char *const *env, const char *log_path)
     setenv("PATH", "/usr/bin:/bin", 1);
     for (; env && *env; env++)
         if (strncmp(*env, "MG_TEST_UID=", 12) != 0 && strncmp(*env, "MG_TEST_ARG=", 12) != 0 &&
-            strncmp(*env, "MG_TEST_JOURNAL", 15) != 0 && strncmp(*env, "MG_TEST_PORT=", 13) != 0)
+            strncmp(*env, "MG_TEST_JOURNAL", 15) != 0 && strncmp(*env, "MG_TEST_PORT=", 13) != 0 &&
+            strncmp(*env, "MG_TEST_BINARY=", 15) != 0)
             putenv((char *)*env);
     if (journal_stream[0])
         putenv(journal_stream);
-    execl(MESHGATE_BUILD_DIR "/meshgate", "meshgate", arg, (char *)NULL);
+    execl(binary, "meshgate", arg, (char *)NULL);
     _exit(127);
 }
 

@@ -78,10 +78,13 @@ int mg_test_free_port(void);
 /*
  * Starts build/meshgate with MESHGATE_DB=db (NULL: a small database in the server's
  * directory), a free port, its own MESHGATE_SHM_NAME, MESHGATE_WORKERS=2 unless env says
- * otherwise, and each "NAME=value" of env (NULL-terminated, may be NULL). Two entries are for
- * the harness and not passed on: MG_TEST_UID=N runs the server as that user;
- * MG_TEST_JOURNAL_STREAM=1 sets JOURNAL_STREAM to the device and inode of the log file, so the
- * server writes as it does to the journal; MG_TEST_PORT=N listens on that port, not a free one.
+ * otherwise, and each "NAME=value" of env (NULL-terminated, may be NULL). A server whose env
+ * sets a MESHGATE_TEST_* variable (MESHGATE_TEST_HOOKS=park, say) is the test build,
+ * build/meshgate-hooks (workers/test_hooks.h): the production binary has no hook and refuses
+ * those names. Some entries are for the harness and not passed on: MG_TEST_UID=N runs the
+ * server as that user; MG_TEST_JOURNAL_STREAM=1 sets JOURNAL_STREAM to the device and inode of
+ * the log file, so the server writes as it does to the journal; MG_TEST_PORT=N listens on that
+ * port, not a free one; MG_TEST_BINARY=NAME runs build/NAME whatever else env says.
  * Waits until the segment says it is running. Returns true when it is; false (with the log on
  * stderr) when it exited or did not get ready within 60 s.
  */

@@ -50,7 +50,7 @@ static int run_check(const char *arg, const char *const *extra, char *out, size_
     for (; extra && *extra && n < 31; extra++) {
         for (size_t i = 1; i < n; i++)
             if (strncmp(env[i], *extra, strcspn(*extra, "=") + 1) == 0)
-                env[i] = "MESHGATE_TEST_UNUSED=1";
+                env[i] = "MG_TEST_UNUSED=1";
         env[n++] = *extra;
     }
     env[n] = NULL;
@@ -139,7 +139,7 @@ Test(check, a_bad_configuration_fails_with_the_exit_code_and_message_of_a_start,
         if (strncmp(cases[i].setting, "MESHGATE_DB=", 12) == 0 ||
             strncmp(cases[i].setting, "MESHGATE_LISTEN=", 16) == 0)
             start_env[strncmp(cases[i].setting, "MESHGATE_DB=", 12) == 0 ? 0 : 2] =
-                "MESHGATE_TEST_UNUSED=1";
+                "MG_TEST_UNUSED=1";
         int status = mg_test_run_expect_exit(start_env, start_out, sizeof start_out, 10000);
         cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == cases[i].code,
                   "a start with %s: status %d: %s", cases[i].setting, status, start_out);

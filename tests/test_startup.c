@@ -54,7 +54,7 @@ static int run_with(const char *const *extra, char *out, size_t cap)
         /* a later value of the same name wins: drop the default */
         for (size_t i = 0; i < n; i++)
             if (strncmp(env[i], *extra, strcspn(*extra, "=") + 1) == 0)
-                env[i] = "MESHGATE_TEST_UNUSED=1";
+                env[i] = "MG_TEST_UNUSED=1";
         env[n++] = *extra;
     }
     env[n] = NULL;

@@ -18,7 +18,8 @@
 #   HUP_EVERY=S       seconds between SIGHUP reloads (default 45; 0: never)
 #   OBSERVATIONS=N    size of the generated database (default 50000)
 #   INJECT_EVERY=N    every Nth request of each client asks for a connection fault
-#                     (X-Test-Db-Break: 1, with MESHGATE_TEST_HOOKS=park): the heal must answer
+#                     (X-Test-Db-Break: 1, with MESHGATE_TEST_HOOKS=park: the test build,
+#                     meshgate-hooks, runs then; `make build/tests` builds it): the heal must answer
 #                     every one of them without a 5xx (db_faults > 0, db_faults_unhealed = 0)
 #   MESHGATE_BUILD=DIR  where meshgate and meshgate-fixture are (default build)
 set -u
@@ -57,15 +58,16 @@ python3 "$here/soak-live.py" writer "$db" "$tmp/writer.json" &
 writer_pid=$!
 for _ in $(seq 200); do [ -e "$db-shm" ] && break; sleep 0.05; done
 
-hooks=()
-[ "$inject" -gt 0 ] && hooks=(MESHGATE_TEST_HOOKS=park)
+hooks=() server=meshgate
+[ "$inject" -gt 0 ] && hooks=(MESHGATE_TEST_HOOKS=park) server=meshgate-hooks
+[ -x "$bin/$server" ] || { echo "soak-live: $bin/$server is missing: run make $bin/$server" >&2; exit 64; }
 for attempt in 1 2 3 4 5; do
   port=$(( 20000 + RANDOM % 12000 )) # below the ephemeral range (32768 and up)
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
   env -u MESHGATE_BUILD "${hooks[@]}" MESHGATE_DB="$db" MESHGATE_LISTEN=127.0.0.1:$port \
     MESHGATE_SHM_NAME=/meshgate-soak-$$-$port MESHGATE_API_KEYS_FILE="$tmp/keys" \
     MESHGATE_WORKERS="$workers" MESHGATE_LOG_LEVEL=warn MESHGATE_MAX_CONNS_PER_CLIENT=0 \
-    MESHGATE_ANON_RATE=0 "$bin/meshgate" 2> "$tmp/server.log" &
+    MESHGATE_ANON_RATE=0 "$bin/$server" 2> "$tmp/server.log" &
   server_pid=$!
   for _ in $(seq 600); do
     curl -sf "http://127.0.0.1:$port/api/healthz" > /dev/null && break 2

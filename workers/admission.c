@@ -227,11 +227,6 @@ enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct 
                                         : pass_line(g, p, env, req, key, what, res);
 }
 
-bool mg_admission_held(const struct mg_gate_pass *p)
-{
-    return p->step == PASS_HELD;
-}
-
 uint64_t mg_admission_hand_over(struct mg_gate_pass *p)
 {
     if (p->step != PASS_HELD)

@@ -116,9 +116,6 @@ bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc 
                         struct mg_env *env, struct mg_request *req, bool heavy,
                         struct mg_response *res);
 
-/* True while p holds g's permit. */
-bool mg_admission_held(const struct mg_gate_pass *p);
-
 /* Hands p's LINE permit over to whoever gives it back with mg_fifo_gate_release (the upstream
  * engine): returns its token (0 when p holds none) and p holds nothing after it. No helper is
  * reserved for it (a description that reserves one cannot hand its permit over). */

@@ -37,7 +37,7 @@ _Static_assert(sizeof(struct cold_state) <= MG_PARK_BYTES, "the state fits a par
 static void run_build(struct mg_job *job, struct mg_db *db)
 {
     struct mg_cold_build *b = (struct mg_cold_build *)job;
-    mg_test_hooks_sleep(b->hold_ms);
+    mg_test_hooks_before_work(db, b->hold_ms, 0);
     b->report->build(b, db);
 }
 

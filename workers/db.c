@@ -7,6 +7,7 @@
 #include "region_map.h"
 #include "scoreboard.h"
 #include "stats.h"
+#include "test_hooks.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -424,7 +425,6 @@ static void count_fault(enum mg_counter c)
 }
 
 static int count_steps(unsigned type, void *arg, void *p, void *x);
-static _Thread_local int break_next; /* mg_db_test_break: connections still to break */
 
 /* Opens db's file again in place, with its settings; false (db untouched) when it cannot. */
 static bool reopen(struct mg_db *db, char *err, size_t errlen)
@@ -447,10 +447,7 @@ static bool reopen(struct mg_db *db, char *err, size_t errlen)
         mg_db_set_mmap(db, mmap_bytes);
     db->vm_steps = steps;
     db->fullscan_steps = fullscans;
-    if (break_next > 0) {
-        break_next--;
-        mg_db_test_break(db, break_next + 1);
-    }
+    mg_test_hooks_db_reopened(db);
     return true;
 }
 
@@ -490,45 +487,6 @@ void mg_db_heal_retried(struct mg_db *db, const char *who)
      * connections to a file): a new process has none. The loop drains and exits. */
     if (fault_seg)
         kill(getpid(), SIGTERM);
-}
-
-/* Tests only: reads of the file fail; pages come from neither the map nor the cache. */
-static sqlite3_io_methods broken_methods;
-
-static int broken_read(sqlite3_file *f, void *buf, int amount, sqlite3_int64 offset)
-{
-    (void)f, (void)buf, (void)amount, (void)offset;
-    return SQLITE_IOERR_READ;
-}
-
-static int broken_fetch(sqlite3_file *f, sqlite3_int64 offset, int amount, void **p)
-{
-    (void)f, (void)offset, (void)amount;
-    *p = NULL;
-    return SQLITE_OK;
-}
-
-void mg_db_test_break(struct mg_db *db, int again)
-{
-    static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
-    sqlite3_file *f = NULL;
-    if (!db->conn ||
-        sqlite3_file_control(db->conn, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK || !f ||
-        !f->pMethods)
-        return;
-    pthread_mutex_lock(&mutex);
-    if (f->pMethods != &broken_methods) {
-        if (!broken_methods.xRead) {
-            broken_methods = *f->pMethods;
-            broken_methods.xRead = broken_read;
-            if (broken_methods.iVersion >= 3)
-                broken_methods.xFetch = broken_fetch;
-        }
-        f->pMethods = &broken_methods;
-    }
-    pthread_mutex_unlock(&mutex);
-    sqlite3_db_release_memory(db->conn);
-    break_next = again > 1 ? again - 1 : 0;
 }
 
 /* Opens path read-only with meshgate's settings; reads nothing of the file yet. */

@@ -169,9 +169,4 @@ bool mg_db_heal(struct mg_db *db, const char *who);
  * has it replaced: it drains and exits, and the master starts another. */
 void mg_db_heal_retried(struct mg_db *db, const char *who);
 
-/* Tests only (MESHGATE_TEST_HOOKS): every read of db's file fails with SQLITE_IOERR_READ until
- * the connection is closed, and as many of the connections this thread opens next as
- * again - 1. */
-void mg_db_test_break(struct mg_db *db, int again);
-
 #endif

@@ -112,10 +112,8 @@ struct mg_handler_job {
 static void run_handler_job(struct mg_job *job, struct mg_db *db)
 {
     struct mg_handler_job *h = (struct mg_handler_job *)job;
-    mg_test_hooks_sleep(h->hold_ms);
+    mg_test_hooks_before_work(db, h->hold_ms, h->db_break);
     h->env.db = db;
-    if (h->db_break > 0)
-        mg_db_test_break(db, h->db_break);
     mg_db_fault_take(NULL, 0);
     h->handler(&h->env, &h->req, &h->res);
     if (!h->res.parked && mg_db_heal(db, "the anonymous helper")) {
@@ -172,7 +170,7 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     h->req.client_gone = NULL;
     h->req.park = &h->park;
     h->hold_ms = req->test_hold_ms;
-    h->db_break = env->test_hooks != MG_TEST_HOOKS_OFF ? mg_test_hooks_db_break(req) : 0;
+    h->db_break = mg_test_hooks_db_break(env, req);
     mg_response_init(&h->res);
     return h;
 }
@@ -388,8 +386,7 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         mg_slot_set_client(slot, req->client_addr);
         mg_slot_begin_request(slot, slot_method(hr), shown, req->start_monotonic_ns);
     }
-    if (env->test_hooks != MG_TEST_HOOKS_OFF)
-        mg_test_hooks_stop_in_lock(env, req);
+    mg_test_hooks_stop_in_lock(env, req);
     return route;
 }
 
@@ -476,11 +473,8 @@ static void resume(struct mg_env *env, struct mg_request *req, const struct mg_p
 static void run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_fn handler,
                         struct mg_response *res)
 {
-    if (env->test_hooks != MG_TEST_HOOKS_OFF && req->park->turns <= 1) {
-        int db_break = mg_test_hooks_db_break(req);
-        if (db_break > 0)
-            mg_db_test_break(env->db, db_break);
-    }
+    mg_test_hooks_before_work(env->db, 0,
+                              req->park->turns <= 1 ? mg_test_hooks_db_break(env, req) : 0);
     mg_db_fault_take(NULL, 0);
     handler(env, req, res);
     if (!mg_db_heal(env->db, "the loop") || res->parked || req->park->turns > 1)
@@ -496,7 +490,7 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
 {
     struct mg_admission *a = &req->park->admission;
     if (admit(env, req, route, res) &&
-        (env->test_hooks == MG_TEST_HOOKS_OFF || a->step == ADMIT_LIGHT ||
+        (a->step == ADMIT_LIGHT ||
          mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
         bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
@@ -553,8 +547,7 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
         mg_slot_end_request(slot);
     if (!res->parked)
         mg_dispatch_forget(req->park);
-    if (env->test_hooks != MG_TEST_HOOKS_OFF)
-        mg_lock_test_stop_inside(NULL, NULL); /* disarmed: it was for this request only */
+    mg_test_hooks_turn_done(env);
     return route;
 }
 

@@ -119,8 +119,8 @@ struct mg_env {
     struct mg_jobs *anon_jobs; /* its helper for anonymous heavy work (lower priority) */
     unsigned slot;
     int pid;
-    /* Tests only (MESHGATE_TEST_HOOKS, read by the worker at start): how a heavy request that
-     * asks with X-Test-Hold-Ms is held after admission. See dispatch.c. */
+    /* The test build only (MESHGATE_TEST_HOOKS, workers/test_hooks.h; always off in
+     * production): how a heavy request that asks with X-Test-Hold-Ms is held after admission. */
     enum mg_test_hooks {
         MG_TEST_HOOKS_OFF = 0,
         MG_TEST_HOOKS_PARK,

@@ -268,8 +268,7 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
         table_free(t);
         return NULL;
     }
-    if (a->env && a->env->test_hooks != MG_TEST_HOOKS_OFF) /* tests: a slow pass */
-        mg_test_hooks_sleep(mg_test_hooks_ms("MESHGATE_TEST_RELAY_PASS_MS"));
+    mg_test_hooks_relay_pass(a->env); /* the test build: a slow pass */
     if (t->count > 1)
         qsort(t->entries, t->count, sizeof *t->entries, by_key);
     mg_debug("node relay: %zu hop keys", t->count);
@@ -362,11 +361,6 @@ bool mg_node_relay_available(struct mg_env *env)
 void mg_node_relay_adopt(struct mg_env *env)
 {
     mg_group_table_adopt(&group, env);
-}
-
-bool mg_node_relay_fresh(sqlite3 *conn, int64_t now_ns)
-{
-    return mg_process_table_fresh(&relays, conn, now_ns);
 }
 
 bool mg_node_relay_exist(sqlite3 *conn)

@@ -60,7 +60,6 @@
  * meanwhile; a worker that finds another's build under way leaves it to that one); without
  * the group's cache (MESHGATE_REACH_CACHE_TTL_MS=0), builds this process's own. */
 void mg_node_relay_adopt(struct mg_env *env);
-bool mg_node_relay_fresh(sqlite3 *conn, int64_t now_ns);
 bool mg_node_relay_exist(sqlite3 *conn);
 /* Whether a request can have the table at once: this process has one, or the group's copy is
  * stored (a copy and a decode, no pass). */

@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * test_hooks: what MESHGATE_TEST_HOOKS=park|block (read by the worker at start; not part of
- * the configuration) lets a request ask for, so the tests can make heavy work last and freeze
- * a worker inside a shared lock without locking the database. Dispatch calls these only when
- * the variable is set (mg_env.test_hooks): with it unset, the headers mean nothing and no
- * hook runs on the production path.
+ * test_hooks: what the tests ask of a server, in the test build only. The sources compiled
+ * with MESHGATE_HOOKS=1 (GNUmakefile: build/meshgate-hooks and the tests' library) have the
+ * hooks; the production build (build/meshgate, what `make install` installs) has none: every
+ * hook below is a macro that compiles to nothing, MESHGATE_TEST_* is an unknown variable like
+ * any other (exit 78) and X-Test-* headers mean nothing. Only .c files include this header and
+ * no other header tests MESHGATE_HOOKS, so the two builds share every struct and only the
+ * files that include it are compiled twice (GNUmakefile checks this).
+ *
+ * In the test build, MESHGATE_TEST_HOOKS=park|block (read by the worker at start) turns the
+ * hooks on (mg_env.test_hooks), so the tests can make heavy work last and freeze a worker
+ * inside a shared lock without locking the database; without it they do nothing:
  *
  *   X-Test-Hold-Ms: N        a heavy request is held N ms (at most 30000) after admission,
  *                            with whatever admission gave it: on the helper thread that runs
@@ -14,39 +20,80 @@
  *                            (node_relay.h) lasts N ms more (at most 30000);
  *   X-Test-Stop-In-Lock: P   the worker stops (SIGSTOP) right after it next takes part P's
  *                            lock while serving the request (anon, cold, diag, cache,
- *                            clients: shm/reclaim.h), inside the critical section;
+ *                            clients: shm/reclaim.h), inside the critical section
+ *                            (mg_lock_test_stop_inside, shm/lock.h);
  *   X-Test-Db-Break: N       every read of the file through the connection the request runs
  *                            on fails with SQLITE_IOERR_READ, and so on the next N - 1
- *                            connections opened in its place (mg_db_test_break): the fault
- *                            mg_db_heal heals (N = 1) or does not (N = 2).
+ *                            connections opened in its place: the fault mg_db_heal heals
+ *                            (N = 1) or does not (N = 2).
  *
  * And every response the worker writes itself carries X-Test-Prepared: turns=N heads=H
- * preparations=P (worker.c): the request's turns, how often its head was parsed and how often
- * dispatch prepared it (1 and 1 however long it was parked).
+ * preparations=P: the request's turns, how often its head was parsed and how often dispatch
+ * prepared it (1 and 1 however long it was parked).
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H
 
-#include "handler.h"
+#include <stdbool.h>
+#include <stddef.h>
 
-/* Arms X-Test-Stop-In-Lock for the request's first turn. */
+struct mg_db;
+struct mg_env;
+struct mg_park;
+struct mg_request;
+struct mg_response;
+
+#if MESHGATE_HOOKS
+
+/* Whether name[0..n) is one of the variables above (the configuration check knows them). */
+bool mg_test_hooks_var(const char *name, size_t n);
+
+/* At the worker's start: MESHGATE_TEST_HOOKS into env->test_hooks. */
+void mg_test_hooks_init(struct mg_env *env);
+
+/* Arms X-Test-Stop-In-Lock for the request's first turn; disarmed when dispatch is done with
+ * the turn (mg_test_hooks_turn_done). */
 void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req);
+void mg_test_hooks_turn_done(struct mg_env *env);
 
 /* X-Test-Hold-Ms for a heavy request of route; anonymous_admitted: it holds the anonymous
  * line's permit (or the line is off), so it will run on the anonymous helper. Sets
- * req->test_hold_ms for work held on a helper. True when the handler may run now; false when
- * res is parked (held on the loop). */
+ * req->test_hold_ms for work held on a helper. True when the handler may run now (always,
+ * with the hooks off); false when res is parked (held on the loop). */
 bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route,
                         bool anonymous_admitted, struct mg_response *res);
 
-/* X-Test-Db-Break's N (0: none). */
-int mg_test_hooks_db_break(const struct mg_request *req);
+/* X-Test-Db-Break's N (0: none, or the hooks are off). */
+int mg_test_hooks_db_break(const struct mg_env *env, const struct mg_request *req);
 
-/* On a helper thread: sleeps ms (0: not at all). */
-void mg_test_hooks_sleep(int ms);
+/* On the thread that runs the request's work: sleeps hold_ms, then breaks db for db_break
+ * connections (X-Test-Db-Break's N; 0: none). */
+void mg_test_hooks_before_work(struct mg_db *db, int hold_ms, int db_break);
 
-/* The milliseconds the environment variable name asks for (0 to 30000; 0 when unset), for a
- * hook that slows work down (MESHGATE_TEST_RELAY_PASS_MS: the relay table's pass). */
-int mg_test_hooks_ms(const char *name);
+/* After db's connection was opened again in place (db.c): broken again while X-Test-Db-Break
+ * asks for more broken connections on this thread. */
+void mg_test_hooks_db_reopened(struct mg_db *db);
+
+/* In a pass of the relay table: MESHGATE_TEST_RELAY_PASS_MS more (env NULL: none). */
+void mg_test_hooks_relay_pass(const struct mg_env *env);
+
+/* The X-Test-Prepared header on a response the worker writes itself. */
+void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park,
+                            struct mg_response *res);
+
+#else /* the production build: no hook */
+
+#define mg_test_hooks_var(name, n) false
+#define mg_test_hooks_init(env) ((void)0)
+#define mg_test_hooks_stop_in_lock(env, req) ((void)0)
+#define mg_test_hooks_turn_done(env) ((void)0)
+#define mg_test_hooks_hold(env, req, route, anonymous_admitted, res) true
+#define mg_test_hooks_db_break(env, req) 0
+#define mg_test_hooks_before_work(db, hold_ms, db_break) ((void)0)
+#define mg_test_hooks_db_reopened(db) ((void)0)
+#define mg_test_hooks_relay_pass(env) ((void)0)
+#define mg_test_hooks_prepared(env, park, res) ((void)0)
+
+#endif
 
 #endif

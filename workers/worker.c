@@ -22,6 +22,7 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
+#include "test_hooks.h"
 #include "upstream.h"
 
 #include <arpa/inet.h>
@@ -690,9 +691,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         }
         return;
     }
-    if (w->env.test_hooks != MG_TEST_HOOKS_OFF)
-        mg_response_header(res, "X-Test-Prepared: turns=%u heads=%u preparations=%u", c->park.turns,
-                           c->park.head_parses, c->park.preparations);
+    mg_test_hooks_prepared(&w->env, &c->park, res);
     if (c->state == CONN_PARKED)
         w->parked--;
     if (res->upstream && w->upstream) {
@@ -1014,16 +1013,6 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-/* Tests only: MESHGATE_TEST_HOOKS (workers/test_hooks.h). */
-static enum mg_test_hooks test_hooks_from_environment(void)
-{
-    const char *hooks = getenv("MESHGATE_TEST_HOOKS");
-    return !hooks                        ? MG_TEST_HOOKS_OFF
-           : strcmp(hooks, "park") == 0  ? MG_TEST_HOOKS_PARK
-           : strcmp(hooks, "block") == 0 ? MG_TEST_HOOKS_BLOCK
-                                         : MG_TEST_HOOKS_OFF;
-}
-
 /* The process: role, title, signals, and the master's death. False: it must not run. */
 static bool become_worker(struct worker *w, unsigned slot_index, int master_pid)
 {
@@ -1309,7 +1298,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     w.env.summaries = summaries;
     w.env.slot = slot_index;
     w.env.pid = getpid();
-    w.env.test_hooks = test_hooks_from_environment();
+    mg_test_hooks_init(&w.env);
     w.slot = mg_slot_get(seg, slot_index);
     mg_scoreboard_set_self(w.slot);
     mg_db_count_faults_in(seg);

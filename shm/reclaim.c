@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
 {
@@ -24,8 +25,12 @@ unsigned mg_segment_reclaim(struct mg_segment *seg, unsigned slot, int pid)
     for (unsigned i = 0; i < MG_VALUE_COUNT; i++)
         freed += mg_shared_value_reclaim(&seg->values[i], pid) ? 1u : 0u;
     freed += mg_diag_gate_reclaim(seg->diag, pid, mg_monotonic_ns()) ? 1u : 0u;
-    freed += mg_fifo_gate_reclaim(seg->cold, pid);
-    freed += mg_result_cache_reclaim(&seg->cache, pid);
+    /* Its claims before its place at the cold gate, whose reclaim wakes the followers: they
+     * find the build theirs to do. A claim alone (no place, no permit) wakes them here. */
+    unsigned claims = mg_result_cache_reclaim(&seg->cache, pid);
+    freed += claims + mg_fifo_gate_reclaim(seg->cold, pid);
+    if (claims)
+        mg_fifo_gate_wake_followers(seg->cold, getpid());
     freed += mg_fifo_gate_reclaim(seg->anon, pid);
     freed += mg_client_limit_reclaim(&seg->clients, pid);
     freed += mg_conn_limit_reclaim(&seg->conns, pid, slot);

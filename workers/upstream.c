@@ -411,14 +411,16 @@ static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
 {
     struct mg_upstream_shm *s = seg_of(u)->upstream;
     int pid = u->env->pid;
+    /* The claim first: the release hands the permit on, and a place held back for want of a
+     * claim (shm/upstream_gate.h) can take it when woken. */
+    if (t->anon_claim)
+        mg_upstream_anon_unclaim(s, u->env->slot);
     if (t->gate_held)
         mg_fifo_gate_release(&s->gate, pid, t->gate_token);
     if (t->anon_token)
         mg_fifo_gate_release(seg_of(u)->anon, pid, t->anon_token);
     if (t->tunnel)
         mg_upstream_tunnel_close(s, u->env->slot);
-    if (t->anon_claim)
-        mg_upstream_anon_unclaim(s, u->env->slot);
     if (t->probe)
         mg_breaker_abandon(&s->breaker, pid, mg_monotonic_ns());
     mg_upstream_tunnel_share_give_back(u->env, t);

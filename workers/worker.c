@@ -1137,8 +1137,6 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     return true;
 }
 
-/* Serves one request of each connection whose head is complete, and asks each parked one
- * again. True when something was answered (the loop then turns again at once). */
 /* Whether a parked request waits to be woken: it said so, and the worker has a wake (a
  * worker started without the master's table polls them all). */
 static bool waits_woken(const struct worker *w, const struct conn *c)
@@ -1155,6 +1153,8 @@ static bool park_due(const struct worker *w, const struct conn *c, bool woken, i
            (wait->until_ns && now >= wait->until_ns) || now - c->park_asked_ns >= PARK_SAFETY_NS;
 }
 
+/* Serves one request of each connection whose head is complete, and asks each parked one
+ * that is due again. True when something was answered (the loop then turns again at once). */
 static bool serve_ready(struct worker *w, int64_t *now)
 {
     bool served = false;

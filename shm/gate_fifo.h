@@ -8,8 +8,9 @@
  * Why not a POSIX semaphore: its count is lost when a holder dies, and sem_timedwait
  * follows the wall clock. Instead every permit and every place in line is a record that
  * names its owner (pid, worker slot, key, since when), so the master can give back exactly
- * what a dead worker held (invariant 2), and the dump tool can show who holds what. Waits
- * sleep on a futex word on CLOCK_MONOTONIC (invariant 3).
+ * what a dead worker held (invariant 2), and the dump tool can show who holds what. A
+ * blocking wait (mg_fifo_gate_acquire) sleeps on a futex word on CLOCK_MONOTONIC (invariant
+ * 3); a worker's parked request is woken through its slot's eventfd (the hand-off below).
  *
  * Invariants, each under the gate's lock:
  *   - in_flight <= cap (when cap > 0) and peak records the largest in_flight seen (1);
@@ -28,16 +29,18 @@
  *     permit or moves the line (release, a place that times out, is cancelled, steps aside
  *     unready or is admitted, reclaim, a raised cap) picks, in the same critical section, the
  *     oldest ready places, one per free permit, and after the lock wakes their workers
- *     through their slots' eventfds (shm/wake.h). The permit is theirs from that moment:
- *     no later arrival overtakes them (the FIFO invariant above), so it waits at most one turn
- *     of their loop. A woken place whose work cannot run after all steps aside, which wakes
- *     the next in turn; a place that turns ready again is asked by its own worker, woken by
- *     its helper's eventfd. So a parked waiter costs its worker nothing until it is woken or
- *     its deadline comes;
+ *     through their slots' eventfds (shm/wake.h). The permit is theirs from that moment: no
+ *     later arrival overtakes them (the FIFO invariant above), so it stays free only until
+ *     their loops' next turn. A woken place whose work cannot run after all steps aside,
+ *     which wakes the next in turn. As many of the oldest unready places are woken too: a
+ *     place unready for its worker's reason is also woken by its helper's eventfd, but one
+ *     held back for the group's (the upstream's reserve for signed-in clients) can only
+ *     learn at a release that it may go. So a parked waiter costs its worker nothing until
+ *     it is woken or its deadline comes;
  *   - a wake is never lost: an eventfd keeps its count until the worker reads it, so a wake
  *     written between a waiter's look at the line and its worker's next wait is seen by that
- *     wait. A waiter's worker still asks it at least once a second (MG_PARK_SAFETY_NS), which
- *     bounds a wake the code forgot, never a race;
+ *     wait. A waiter's worker still asks it at least once a second (PARK_SAFETY_NS in
+ *     workers/worker.c), which bounds a wake the code forgot, never a race;
  *   - a waiter or holder killed with SIGKILL strands nothing: reclaim gives back its permits
  *     and places and wakes the next in line, and the followers (a build it held may now be
  *     theirs to do);

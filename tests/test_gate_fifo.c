@@ -377,6 +377,38 @@ Test(gate_fifo, a_woken_place_that_cannot_run_wakes_the_next)
     mg_wake_close();
 }
 
+/* A place held back for the group's reason (the upstream's reserve) learns only at a release
+ * that it may go: the oldest unready place is woken with the oldest ready one. */
+Test(gate_fifo, a_release_wakes_the_oldest_unready_place_as_well)
+{
+    char err[128];
+    cr_assert(mg_wake_open(4, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    int me = getpid();
+    uint64_t token, held, ticket[4];
+    int place[4];
+    cr_assert_eq(mg_fifo_gate_join(g, me, 0, "holder", &held, &place[0], &ticket[0]),
+                 MG_FIFO_ADMITTED);
+    cr_assert_eq(
+        mg_fifo_gate_join_ready(g, me, 1, "held back", false, &token, &place[1], &ticket[1]),
+        MG_FIFO_QUEUED);
+    for (unsigned s = 2; s <= 3; s++)
+        cr_assert_eq(mg_fifo_gate_join(g, me, s, "w", &token, &place[s], &ticket[s]),
+                     MG_FIFO_QUEUED);
+    unsigned w[4];
+    take_wakes(w, 4);
+    cr_assert(mg_fifo_gate_release(g, me, held));
+    take_wakes(w, 4);
+    cr_expect(w[1] == 1 && w[2] == 1 && w[3] == 0, "woken %u %u %u", w[1], w[2], w[3]);
+    /* Ready now, it is the oldest ready place: the permit is its. */
+    int64_t now = mg_monotonic_ns();
+    cr_expect_eq(mg_fifo_gate_poll(g, me, 1, "held back", place[1], ticket[1], now,
+                                   now + MG_NS_PER_SEC, &token),
+                 MG_FIFO_ADMITTED);
+    mg_wake_close();
+}
+
 /* Followers wait for another request's build: its end wakes them. */
 Test(gate_fifo, the_end_of_a_build_wakes_its_followers)
 {

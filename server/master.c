@@ -24,6 +24,7 @@
 #include "ep_packets.h"
 #include "tx_summary.h"
 #include "upstream_gate.h"
+#include "wake.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -981,6 +982,12 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
     struct sigaction bus = {.sa_handler = on_sigbus};
     sigaction(SIGBUS, &bus, NULL);
     m.child = calloc(m.slots, sizeof *m.child);
+    /* Each slot's wake, inherited by every worker (shm/wake.h). */
+    if (!mg_wake_open(m.slots, err, sizeof err)) {
+        mg_error("%s", err);
+        mg_segment_unlink(m.seg.name);
+        return 71;
+    }
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);

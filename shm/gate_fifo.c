@@ -2,6 +2,7 @@
 #include "gate_fifo.h"
 
 #include "clock.h"
+#include "wake.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -78,8 +79,73 @@ static void leave_line(struct mg_fifo_gate *g, int index)
     g->waiting--;
 }
 
-static void wake_all(struct mg_fifo_gate *g)
+/* The most workers one hand-off wakes (free permits are rarely more than a few). */
+#define WAKE_MAX MG_FIFO_HOLDERS_MAX
+
+struct wake_list {
+    unsigned n;
+    uint32_t slot[WAKE_MAX];
+};
+
+static void wake_list_add(struct wake_list *l, uint32_t slot)
 {
+    for (unsigned i = 0; i < l->n; i++)
+        if (l->slot[i] == slot)
+            return;
+    if (l->n < WAKE_MAX)
+        l->slot[l->n++] = slot;
+}
+
+/*
+ * Under lock: the hand-off (gate_fifo.h). Each free permit belongs to the oldest ready place
+ * in line, which no later arrival overtakes (join admits at once only when no ready place
+ * waits), so it is enough to wake the workers of the oldest ready places, one per free
+ * permit; each takes its permit when its loop asks again (poll). A place that then finds
+ * its work cannot run steps aside, and that step wakes the next in turn.
+ */
+static void pick_next(const struct mg_fifo_gate *g, struct wake_list *l)
+{
+    uint32_t free_permits =
+        g->in_flight < MG_FIFO_HOLDERS_MAX ? MG_FIFO_HOLDERS_MAX - g->in_flight : 0;
+    if (g->cap > 0)
+        free_permits = g->in_flight < g->cap ? g->cap - g->in_flight : 0;
+    if (free_permits > WAKE_MAX)
+        free_permits = WAKE_MAX;
+    /* The oldest ready places, and as many of the oldest unready ones: a place is unready
+     * for its worker's reason (a busy helper, which wakes that worker itself when it frees)
+     * or for the group's (the upstream's reserve for signed-in clients, which frees with a
+     * release): asked again, it takes the permit if it can run now and is passed over
+     * otherwise. */
+    for (int want_ready = 1; want_ready >= 0; want_ready--) {
+        uint64_t after = 0; /* tickets grow: the k-th oldest is the oldest after the k-1-th */
+        for (uint32_t k = 0; k < free_permits; k++) {
+            int best = -1;
+            for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
+                if (g->waiter[i].pid != 0 && !g->waiter[i].follower &&
+                    (bool)g->waiter[i].unready != (bool)want_ready && g->waiter[i].id > after &&
+                    (best < 0 || g->waiter[i].id < g->waiter[best].id))
+                    best = i;
+            if (best < 0)
+                break;
+            after = g->waiter[best].id;
+            wake_list_add(l, g->waiter[best].slot);
+        }
+    }
+}
+
+/* Under lock: every follower's worker (a build they wait for has ended, or its builder died). */
+static void pick_followers(const struct mg_fifo_gate *g, struct wake_list *l)
+{
+    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
+        if (g->waiter[i].pid != 0 && g->waiter[i].follower)
+            wake_list_add(l, g->waiter[i].slot);
+}
+
+/* After the lock: the workers picked, and the in-process waiters of mg_fifo_gate_acquire. */
+static void wake(struct mg_fifo_gate *g, const struct wake_list *l)
+{
+    for (unsigned i = 0; i < l->n; i++)
+        mg_wake_slot(l->slot[i]);
     atomic_fetch_add(&g->wake_seq, 1);
     mg_futex_wake_all(&g->wake_seq);
 }
@@ -153,11 +219,16 @@ int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
         leave_line(g, place);
         result = MG_FIFO_REFUSED_TIMEOUT;
     }
+    /* The next in line may now be first, or find a permit free. */
+    struct wake_list next = {0};
+    bool moved = result != MG_FIFO_QUEUED || stepped_aside;
+    if (moved)
+        pick_next(g, &next);
     mg_lock_release(&g->lock, pid);
     if (result == MG_FIFO_REFUSED_TIMEOUT)
         atomic_fetch_add(&g->refused_timeout, 1);
-    if (result != MG_FIFO_QUEUED || stepped_aside)
-        wake_all(g); /* the next in line may now be first, or find a permit free */
+    if (moved)
+        wake(g, &next);
     return result;
 }
 
@@ -166,15 +237,17 @@ void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ti
     if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
         return;
     bool left = false;
+    struct wake_list next = {0};
     mg_lock_acquire(&g->lock, pid);
     if (g->waiter[place].pid == pid && g->waiter[place].id == ticket) {
         leave_line(g, place);
         left = true;
+        pick_next(g, &next);
     }
     mg_lock_release(&g->lock, pid);
     if (left) {
         atomic_fetch_add(&g->cancelled, 1);
-        wake_all(g);
+        wake(g, &next);
     }
 }
 
@@ -213,18 +286,20 @@ enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsign
 bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token)
 {
     bool released = false;
+    struct wake_list next = {0};
     mg_lock_acquire(&g->lock, pid);
     for (unsigned i = 0; i < MG_FIFO_HOLDERS_MAX; i++) {
         if (g->holder[i].pid != 0 && g->holder[i].id == token) {
             memset(&g->holder[i], 0, sizeof g->holder[i]);
             g->in_flight--;
             released = true;
+            pick_next(g, &next);
             break;
         }
     }
     mg_lock_release(&g->lock, pid);
     if (released)
-        wake_all(g);
+        wake(g, &next);
     return released;
 }
 
@@ -258,6 +333,16 @@ int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const ch
     return place;
 }
 
+void mg_fifo_gate_wake_followers(struct mg_fifo_gate *g, int pid)
+{
+    struct wake_list l = {0};
+    mg_lock_acquire(&g->lock, pid);
+    pick_followers(g, &l);
+    mg_lock_release(&g->lock, pid);
+    for (unsigned i = 0; i < l.n; i++)
+        mg_wake_slot(l.slot[i]);
+}
+
 void mg_fifo_gate_unfollow(struct mg_fifo_gate *g, int pid, int place)
 {
     if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
@@ -288,10 +373,17 @@ unsigned mg_fifo_gate_reclaim(struct mg_fifo_gate *g, int pid)
             freed++;
         }
     }
+    /* What the dead worker held goes to the next in line; what it was building, to its
+     * followers (one of them builds it now). */
+    struct wake_list next = {0};
+    if (freed) {
+        pick_next(g, &next);
+        pick_followers(g, &next);
+    }
     mg_lock_release(&g->lock, self);
     if (freed) {
         atomic_fetch_add(&g->reclaimed, freed);
-        wake_all(g);
+        wake(g, &next);
     }
     return freed;
 }
@@ -305,8 +397,10 @@ void mg_fifo_gate_configure(struct mg_fifo_gate *g, int pid, uint32_t cap, uint3
                      queue_max > MG_FIFO_WAITERS_MAX ? MG_FIFO_WAITERS_MAX : queue_max,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&g->wait_ns, wait_ns, __ATOMIC_RELAXED);
+    struct wake_list next = {0};
+    pick_next(g, &next); /* a raised cap has permits for them now */
     mg_lock_release(&g->lock, pid);
-    wake_all(g);
+    wake(g, &next);
 }
 
 struct mg_fifo_limits mg_fifo_gate_limits(const struct mg_fifo_gate *g)

@@ -8,8 +8,9 @@
  * Why not a POSIX semaphore: its count is lost when a holder dies, and sem_timedwait
  * follows the wall clock. Instead every permit and every place in line is a record that
  * names its owner (pid, worker slot, key, since when), so the master can give back exactly
- * what a dead worker held (invariant 2), and the dump tool can show who holds what. Waits
- * sleep on a futex word on CLOCK_MONOTONIC (invariant 3).
+ * what a dead worker held (invariant 2), and the dump tool can show who holds what. A
+ * blocking wait (mg_fifo_gate_acquire) sleeps on a futex word on CLOCK_MONOTONIC (invariant
+ * 3); a worker's parked request is woken through its slot's eventfd (the hand-off below).
  *
  * Invariants, each under the gate's lock:
  *   - in_flight <= cap (when cap > 0) and peak records the largest in_flight seen (1);
@@ -23,7 +24,28 @@
  *     permit is never held while its work waits for a helper, and the cap is the number of
  *     builds that run (docs/architecture.md, "A permit only for work that can run");
  *   - a permit is given back once: each admission has a token and only that token releases;
- *   - counters only grow (8).
+ *   - counters only grow (8);
+ *   - a freed permit is handed to its next waiter, never polled for: whatever frees a
+ *     permit or moves the line (release, a place that times out, is cancelled, steps aside
+ *     unready or is admitted, reclaim, a raised cap) picks, in the same critical section, the
+ *     oldest ready places, one per free permit, and after the lock wakes their workers
+ *     through their slots' eventfds (shm/wake.h). The permit is theirs from that moment: no
+ *     later arrival overtakes them (the FIFO invariant above), so it stays free only until
+ *     their loops' next turn. A woken place whose work cannot run after all steps aside,
+ *     which wakes the next in turn. As many of the oldest unready places are woken too: a
+ *     place unready for its worker's reason is also woken by its helper's eventfd, but one
+ *     held back for the group's (the upstream's reserve for signed-in clients) can only
+ *     learn at a release that it may go. So a parked waiter costs its worker nothing until
+ *     it is woken or its deadline comes;
+ *   - a wake is never lost: an eventfd keeps its count until the worker reads it, so a wake
+ *     written between a waiter's look at the line and its worker's next wait is seen by that
+ *     wait. A waiter's worker still asks it at least once a second (PARK_SAFETY_NS in
+ *     workers/worker.c), which bounds a wake the code forgot, never a race;
+ *   - a waiter or holder killed with SIGKILL strands nothing: reclaim gives back its permits
+ *     and places and wakes the next in line, and the followers (a build it held may now be
+ *     theirs to do);
+ *   - a follower is woken when the build it follows ends (mg_fifo_gate_wake_followers, after
+ *     the result is stored or the claim given up) or its builder is reclaimed.
  */
 #ifndef MESHGATE_GATE_FIFO_H
 #define MESHGATE_GATE_FIFO_H
@@ -59,7 +81,8 @@ struct mg_fifo_gate {
     uint64_t next_id;
     struct mg_fifo_record holder[MG_FIFO_HOLDERS_MAX];
     struct mg_fifo_record waiter[MG_FIFO_WAITERS_MAX];
-    /* bumped on every release, cancel and reclaim; waiters sleep on it */
+    /* bumped on every release, cancel and reclaim; in-process waiters (mg_fifo_gate_acquire)
+     * sleep on it; a worker's parked requests are woken through their slots instead */
     _Atomic uint32_t wake_seq;
     _Atomic uint32_t peak;
     /* counters: only grow */
@@ -171,7 +194,7 @@ enum mg_fifo_result mg_fifo_gate_acquire(struct mg_fifo_gate *g, int pid, unsign
 
 /*
  * The same in steps, for a caller that must not block (a worker's event loop parks the
- * request and asks again on its next turn):
+ * request and asks again when its slot is woken, or at its deadline):
  *   join:   ADMITTED (*token), REFUSED_FULL, or QUEUED with *place and *ticket;
  *   poll:   ADMITTED (*token) when the place is first in line and a permit is free,
  *           REFUSED_TIMEOUT (the place is given up) at now >= deadline, else QUEUED;
@@ -214,6 +237,9 @@ bool mg_fifo_gate_release(struct mg_fifo_gate *g, int pid, uint64_t token);
  * refused_full).
  */
 int mg_fifo_gate_follow(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key);
+/* Wakes the workers of every follower: the build they wait for has ended (its result stored,
+ * or its claim given up). */
+void mg_fifo_gate_wake_followers(struct mg_fifo_gate *g, int pid);
 /* Leaves a place taken by mg_fifo_gate_follow. */
 void mg_fifo_gate_unfollow(struct mg_fifo_gate *g, int pid, int place);
 

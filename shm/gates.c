@@ -5,6 +5,7 @@
 #include "shared_value.h"
 
 #include <stdatomic.h>
+#include <unistd.h>
 
 /* Each row's lock i (NULL past the last), reclaim and read, by the row's name. */
 
@@ -185,7 +186,12 @@ static struct mg_lock *cache_lock(const struct mg_segment *seg, uint32_t i)
 static unsigned cache_reclaim(struct mg_segment *seg, unsigned slot, int pid, int64_t now_ns)
 {
     (void)slot, (void)now_ns;
-    return mg_result_cache_reclaim(&seg->cache, pid);
+    /* Before the cold gate's row (the parts come first): a dead builder's claims are given
+     * back, then its followers are woken to find the build theirs to do. */
+    unsigned claims = mg_result_cache_reclaim(&seg->cache, pid);
+    if (claims)
+        mg_fifo_gate_wake_followers(seg->cold, getpid());
+    return claims;
 }
 
 const struct mg_gate_info mg_gates[MG_GATE_ROWS] = {

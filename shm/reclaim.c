@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every row of both tables (shm/gates.h): the parts, then the gates. */
 #define ROWS (MG_PART_ROWS + MG_GATE_ROWS)

@@ -100,7 +100,13 @@
       "requests answered 408 for a body not sent in time (MESHGATE_BODY_TIMEOUT_MS, "              \
       "MESHGATE_BODY_MIN_RATE)")                                                                   \
     X(CONNECTIONS_SHED, "connections_shed",                                                        \
-      "connections closed to make room when a worker was full: the oldest still sending a head")
+      "connections closed to make room when a worker was full: the oldest still sending a head")   \
+    X(PARK_WAKES, "park_wakes",                                                                    \
+      "wakes of a worker's parked requests through its slot: a gate's permit handed on, a "        \
+      "followed build ended")                                                                      \
+    X(PARKED_TIMER_TURNS, "parked_timer_turns",                                                    \
+      "turns of a worker's loop woken by its timer, not by an event, while it had requests "       \
+      "parked")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,

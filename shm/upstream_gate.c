@@ -83,8 +83,7 @@ void mg_upstream_anon_unclaim(struct mg_upstream_shm *u, unsigned slot)
 
 unsigned mg_upstream_shm_reclaim(struct mg_upstream_shm *u, unsigned slot, int pid, int64_t now_ns)
 {
-    unsigned freed = mg_fifo_gate_reclaim(&u->gate, pid);
-    freed += mg_breaker_reclaim(&u->breaker, pid, now_ns) ? 1u : 0u;
+    unsigned freed = 0;
     if (slot < MG_WORKERS_MAX) {
         uint32_t tunnels = atomic_exchange(&u->tunnels_by_slot[slot], 0);
         atomic_fetch_sub(&u->tunnels_open, tunnels);
@@ -92,6 +91,9 @@ unsigned mg_upstream_shm_reclaim(struct mg_upstream_shm *u, unsigned slot, int p
         uint32_t anon = atomic_exchange(&u->anon_by_slot[slot], 0);
         atomic_fetch_sub(&u->anon_held, anon);
     }
+    /* After the claims: the gate's reclaim wakes the next in line, which may need one. */
+    freed += mg_fifo_gate_reclaim(&u->gate, pid);
+    freed += mg_breaker_reclaim(&u->breaker, pid, now_ns) ? 1u : 0u;
     return freed;
 }
 

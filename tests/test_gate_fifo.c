@@ -8,6 +8,7 @@
 #include "gate_fifo.h"
 #include "result_body.h"
 #include "result_cache.h"
+#include "wake.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -250,6 +251,179 @@ Test(gate_fifo, cap_zero_admits_everyone)
         cr_expect_eq(mg_fifo_gate_acquire(g, getpid(), 0, "k", NULL, NULL, &t, NULL),
                      MG_FIFO_ADMITTED);
     cr_expect_eq(atomic_load(&g->peak), 10);
+}
+
+/* --- the hand-off: a freed permit wakes its next waiter's worker (shm/wake.h) ------------ */
+
+/* Each slot's wakes since the last look. */
+static void take_wakes(unsigned *out, unsigned slots)
+{
+    for (unsigned i = 0; i < slots; i++)
+        out[i] = mg_wake_take(i);
+}
+
+/* Places in line in slots 1, 2, 3 (in that order) behind a holder in slot 0: each release
+ * wakes the worker of the oldest place only, and the woken place takes the permit. Before,
+ * a release woke nobody: every waiter asked again every 2 ms. */
+Test(gate_fifo, a_release_wakes_only_the_oldest_waiters_slot)
+{
+    char err[128];
+    cr_assert(mg_wake_open(4, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    int me = getpid();
+    uint64_t token, ticket[4];
+    int place[4];
+    cr_assert_eq(mg_fifo_gate_join(g, me, 0, "holder", &token, &place[0], &ticket[0]),
+                 MG_FIFO_ADMITTED);
+    for (unsigned s = 1; s <= 3; s++)
+        cr_assert_eq(mg_fifo_gate_join(g, me, s, "w", &token, &place[s], &ticket[s]),
+                     MG_FIFO_QUEUED);
+    unsigned w[4];
+    take_wakes(w, 4);
+    cr_expect_eq(w[0] + w[1] + w[2] + w[3], 0, "joining wakes nobody");
+    for (unsigned s = 1; s <= 3; s++) {
+        cr_assert(mg_fifo_gate_release(g, me, token));
+        take_wakes(w, 4);
+        for (unsigned o = 0; o < 4; o++)
+            cr_expect_eq(w[o], o == s, "release %u: slot %u woken %u times", s, o, w[o]);
+        /* The woken place takes it; nobody else is woken (no permit is free). */
+        int64_t now = mg_monotonic_ns();
+        cr_assert_eq(
+            mg_fifo_gate_poll(g, me, s, "w", place[s], ticket[s], now, now + MG_NS_PER_SEC, &token),
+            MG_FIFO_ADMITTED);
+        take_wakes(w, 4);
+        cr_expect_eq(w[0] + w[1] + w[2] + w[3], 0);
+    }
+    mg_wake_close();
+}
+
+/* A holder killed with SIGKILL: reclaim hands its permit to the next in line and wakes that
+ * worker; a place that gives up (cancelled, or timed out) hands on the same way. */
+Test(gate_fifo, reclaim_and_a_place_given_up_wake_the_next_waiter)
+{
+    char err[128];
+    cr_assert(mg_wake_open(4, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    pid_t holder = fork();
+    if (holder == 0) {
+        uint64_t token;
+        mg_fifo_gate_acquire(g, getpid(), 0, "dies", NULL, NULL, &token, NULL);
+        pause();
+        _exit(0);
+    }
+    while (atomic_load(&g->acquired) == 0)
+        sleep_ms(1);
+    int me = getpid();
+    uint64_t token, ticket[4];
+    int place[4];
+    for (unsigned s = 1; s <= 3; s++)
+        cr_assert_eq(mg_fifo_gate_join(g, me, s, "w", &token, &place[s], &ticket[s]),
+                     MG_FIFO_QUEUED);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    unsigned w[4];
+    take_wakes(w, 4);
+    cr_expect_eq(mg_fifo_gate_reclaim(g, holder), 1);
+    take_wakes(w, 4);
+    cr_expect(w[1] == 1 && w[2] == 0 && w[3] == 0, "reclaim woke %u %u %u", w[1], w[2], w[3]);
+    /* The first place goes away instead of taking the permit: the second is woken. */
+    mg_fifo_gate_cancel(g, me, place[1], ticket[1]);
+    take_wakes(w, 4);
+    cr_expect(w[1] == 0 && w[2] == 1 && w[3] == 0, "cancel woke %u %u %u", w[1], w[2], w[3]);
+    /* The second takes it; when it gives it back, the third is woken. */
+    int64_t now = mg_monotonic_ns();
+    cr_expect_eq(
+        mg_fifo_gate_poll(g, me, 2, "w", place[2], ticket[2], now, now + MG_NS_PER_SEC, &token),
+        MG_FIFO_ADMITTED);
+    take_wakes(w, 4);
+    cr_expect(w[1] == 0 && w[2] == 0 && w[3] == 0);
+    cr_assert(mg_fifo_gate_release(g, me, token));
+    take_wakes(w, 4);
+    cr_expect(w[1] == 0 && w[2] == 0 && w[3] == 1, "release woke %u %u %u", w[1], w[2], w[3]);
+    mg_wake_close();
+}
+
+/* A place woken whose work cannot run after all (its helper is busy) steps aside: the next
+ * ready place is woken in turn and takes the permit. */
+Test(gate_fifo, a_woken_place_that_cannot_run_wakes_the_next)
+{
+    char err[128];
+    cr_assert(mg_wake_open(3, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    int me = getpid();
+    uint64_t token, held, ticket[3];
+    int place[3];
+    cr_assert_eq(mg_fifo_gate_join(g, me, 0, "holder", &held, &place[0], &ticket[0]),
+                 MG_FIFO_ADMITTED);
+    for (unsigned s = 1; s <= 2; s++)
+        cr_assert_eq(mg_fifo_gate_join(g, me, s, "w", &token, &place[s], &ticket[s]),
+                     MG_FIFO_QUEUED);
+    cr_assert(mg_fifo_gate_release(g, me, held));
+    unsigned w[3];
+    take_wakes(w, 3);
+    cr_expect(w[1] == 1 && w[2] == 0);
+    int64_t now = mg_monotonic_ns();
+    cr_expect_eq(mg_fifo_gate_poll_ready(g, me, 1, "w", place[1], ticket[1], false, now,
+                                         now + MG_NS_PER_SEC, &token),
+                 MG_FIFO_QUEUED);
+    take_wakes(w, 3);
+    cr_expect_eq(w[2], 1, "the next ready place is woken");
+    cr_expect_eq(
+        mg_fifo_gate_poll(g, me, 2, "w", place[2], ticket[2], now, now + MG_NS_PER_SEC, &token),
+        MG_FIFO_ADMITTED);
+    mg_wake_close();
+}
+
+/* A place held back for the group's reason (the upstream's reserve) learns only at a release
+ * that it may go: the oldest unready place is woken with the oldest ready one. */
+Test(gate_fifo, a_release_wakes_the_oldest_unready_place_as_well)
+{
+    char err[128];
+    cr_assert(mg_wake_open(4, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    int me = getpid();
+    uint64_t token, held, ticket[4];
+    int place[4];
+    cr_assert_eq(mg_fifo_gate_join(g, me, 0, "holder", &held, &place[0], &ticket[0]),
+                 MG_FIFO_ADMITTED);
+    cr_assert_eq(
+        mg_fifo_gate_join_ready(g, me, 1, "held back", false, &token, &place[1], &ticket[1]),
+        MG_FIFO_QUEUED);
+    for (unsigned s = 2; s <= 3; s++)
+        cr_assert_eq(mg_fifo_gate_join(g, me, s, "w", &token, &place[s], &ticket[s]),
+                     MG_FIFO_QUEUED);
+    unsigned w[4];
+    take_wakes(w, 4);
+    cr_assert(mg_fifo_gate_release(g, me, held));
+    take_wakes(w, 4);
+    cr_expect(w[1] == 1 && w[2] == 1 && w[3] == 0, "woken %u %u %u", w[1], w[2], w[3]);
+    /* Ready now, it is the oldest ready place: the permit is its. */
+    int64_t now = mg_monotonic_ns();
+    cr_expect_eq(mg_fifo_gate_poll(g, me, 1, "held back", place[1], ticket[1], now,
+                                   now + MG_NS_PER_SEC, &token),
+                 MG_FIFO_ADMITTED);
+    mg_wake_close();
+}
+
+/* Followers wait for another request's build: its end wakes them. */
+Test(gate_fifo, the_end_of_a_build_wakes_its_followers)
+{
+    char err[128];
+    cr_assert(mg_wake_open(3, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    int me = getpid();
+    cr_assert_geq(mg_fifo_gate_follow(g, me, 2, "k"), 0);
+    unsigned w[3];
+    take_wakes(w, 3);
+    mg_fifo_gate_wake_followers(g, me);
+    take_wakes(w, 3);
+    cr_expect(w[0] == 0 && w[1] == 0 && w[2] == 1);
+    mg_wake_close();
 }
 
 /* --- the result cache ------------------------------------------------------------------- */

@@ -148,9 +148,12 @@ static enum mg_admission_result refused(const struct mg_gate_desc *g, struct mg_
     return MG_ADMISSION_REFUSED;
 }
 
-static enum mg_admission_result parked(struct mg_response *res)
+/* Waiting at a gate: its worker is woken when the place may go on (the line's hand-off,
+ * shm/gate_fifo.h; a helper thread freed); until_ns: the wait's end (0: none). */
+static enum mg_admission_result parked(const struct mg_request *req, struct mg_response *res,
+                                       int64_t until_ns)
 {
-    res->parked = true;
+    mg_park_woken(req, res, until_ns);
     return MG_ADMISSION_PARKED;
 }
 
@@ -180,7 +183,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
         p->deadline_ns = now + limits.wait_ns;
         mg_outcome_wait(&req->park->outcome, g->id, now);
         p->step = PASS_QUEUED;
-        return parked(res);
+        return parked(req, res, p->deadline_ns);
     }
     if (client_gone(req)) {
         mg_fifo_gate_cancel(line, env->pid, p->place, p->ticket);
@@ -191,7 +194,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
     int r = mg_fifo_gate_poll_ready(line, env->pid, env->slot, key, p->place, p->ticket, ready,
                                     mg_monotonic_ns(), p->deadline_ns, &p->token);
     if (r == MG_FIFO_QUEUED)
-        return parked(res);
+        return parked(req, res, p->deadline_ns);
     if (r == MG_FIFO_ADMITTED)
         return admitted(g, p, env, req);
     return refused(g, p, req, res, g->retry_after_s, g->when_timed_out, what);
@@ -204,7 +207,7 @@ static enum mg_admission_result pass_diag(const struct mg_gate_desc *g, struct m
     /* No line: the request waits, parked and without the permit, only while no helper can
      * start the walk. */
     if (!work_can_start(g, env, req, p))
-        return parked(res);
+        return parked(req, res, 0);
     int retry_after = 1;
     enum mg_diag_result r = mg_diag_gate_try(env->seg->diag, env->pid, env->slot, mg_monotonic_ns(),
                                              &p->token, &retry_after);

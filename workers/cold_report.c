@@ -60,8 +60,10 @@ refuse(const struct mg_request *req, struct mg_response *res, const char *fmt, .
 
 static void give_up_claim(struct mg_env *env, struct cold_state *st)
 {
-    if (st->cached && st->build_id)
+    if (st->cached && st->build_id) {
         mg_result_cache_abandon(&env->seg->cache, env->pid, st->build_id);
+        mg_fifo_gate_wake_followers(env->seg->cold, env->pid); /* one of them builds it */
+    }
     st->build_id = 0;
 }
 
@@ -77,9 +79,11 @@ static void answer_gone(const struct mg_request *req, struct mg_response *res)
     res->close = true;
 }
 
-static void park(struct mg_response *res)
+/* Parked until its worker is woken (its helper's job done or a thread free, the build it
+ * follows ended) or until_ns (0: none). */
+static void park(const struct mg_request *req, struct mg_response *res, int64_t until_ns)
 {
-    res->parked = true;
+    mg_park_woken(req, res, until_ns);
 }
 
 static void finish_build(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
@@ -89,9 +93,11 @@ static void finish_build(struct mg_env *env, const struct mg_request *req, struc
     /* The permit goes back first, on every path. */
     mg_admission_release(&mg_gate_cold, &st->cold, env, req, 0, 0);
     if (b->result == MG_COLD_OK && !b->body.failed) {
-        if (st->cached && st->build_id)
+        if (st->cached && st->build_id) {
             mg_result_cache_store(&env->seg->cache, env->pid, st->build_id, b->body.data,
                                   b->body.len, mg_monotonic_ns());
+            mg_fifo_gate_wake_followers(env->seg->cold, env->pid); /* they find it now */
+        }
         st->build_id = 0;
         mg_buf_reset(&res->body);
         mg_buf_append(&res->body, b->body.data, b->body.len);
@@ -145,7 +151,7 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
     st->deadline_ns = mg_monotonic_ns() + mg_admission_wait_ns(&mg_gate_cold, env);
     mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
     st->step = FOLLOW;
-    park(res);
+    park(req, res, st->deadline_ns);
 }
 
 static void step_follow(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
@@ -157,7 +163,7 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
         found = mg_result_cache_relook(&env->seg->cache, env->pid, env->slot, st->key, now,
                                        &res->body, &st->build_id);
     if (found == MG_CACHE_BUSY && !gone(req) && now < st->deadline_ns) {
-        park(res);
+        park(req, res, st->deadline_ns);
         return;
     }
     mg_admission_unfollow(&mg_gate_cold, env, st->place);
@@ -171,7 +177,7 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
         give_up_claim(env, st);
         memset(st, 0, sizeof *st);
         res->readmit = true;
-        park(res);
+        park(req, res, now); /* admitted again on the next turn */
     } else if (found == MG_CACHE_CLAIMED) {
         st->step = GATE; /* the build was given up, or its builder died: ours now */
     } else if (gone(req))
@@ -220,7 +226,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
     if (mg_jobs_hand_over(env->jobs, &st->job->job, env->db))
         st->step = BUILDING;
     else
-        park(res);
+        park(req, res, 0);
 }
 
 bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
@@ -256,7 +262,7 @@ void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, stru
             /* A build on the helper thread runs to its end even if the client left: its
              * permit and claim are released only here. */
             if (!atomic_load(&st->job->job.done)) {
-                park(res);
+                park(req, res, 0);
                 return;
             }
             finish_build(env, req, st, res);

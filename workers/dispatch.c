@@ -192,7 +192,7 @@ static bool offload(struct mg_env *env, struct mg_request *req, const char *quer
     if (!a->submitted)
         a->submitted = mg_jobs_submit(env->anon_jobs, &h->job);
     if (!a->submitted || !atomic_load(&h->job.done)) {
-        res->parked = true;
+        mg_park_woken(req, res, 0); /* the helper's eventfd: its job done, or a thread free */
         return false;
     }
     res->status = h->res.status;

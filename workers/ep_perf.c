@@ -414,13 +414,13 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
     }
     if (st->step == 1) {
         if (!mg_jobs_hand_over(env->jobs, &st->job->job, env->db)) {
-            res->parked = true; /* no thread can take it now: ask again next turn */
+            mg_park_woken(req, res, 0); /* no thread can take it now: asked when one frees */
             return false;
         }
         st->step = 2;
     }
     if (!atomic_load(&st->job->job.done)) {
-        res->parked = true;
+        mg_park_woken(req, res, 0); /* the helper's eventfd says when it is done */
         return false;
     }
     struct walk_job *w = st->job;

@@ -102,6 +102,16 @@ struct mg_park {
         bool submitted;
     } admission;
     struct mg_outcome outcome; /* for the access log */
+    /* What it waits for, said again by whoever parks it on each turn (mg_park_woken); the
+     * worker zeroes it before each call. woken false: it is asked again every few ms (a
+     * group table on its way, a test hold). woken true: only when its worker is woken (its
+     * slot's eventfd: a gate's hand-off, the end of a build it follows, shm/wake.h; its
+     * helper's eventfd: a job done, a thread free), its client leaves, at until_ns (0:
+     * none), and at least once a second (a wake the code forgot; none is lost to a race). */
+    struct mg_park_wait {
+        bool woken;
+        int64_t until_ns;
+    } wait;
     /* The request as dispatch prepared it on its first turn (decoded path and query, route,
      * credentials), kept while it is parked so a later turn resumes without preparing it
      * again; freed when it is answered (mg_dispatch_forget). */
@@ -180,6 +190,16 @@ struct mg_response {
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
+
+/* Parks the request until its worker is woken or until_ns (0: no deadline of its own); see
+ * mg_park.wait. */
+static inline void mg_park_woken(const struct mg_request *req, struct mg_response *res,
+                                 int64_t until_ns)
+{
+    res->parked = true;
+    req->park->wait.woken = true;
+    req->park->wait.until_ns = until_ns;
+}
 
 void mg_response_init(struct mg_response *res);
 void mg_response_reset(struct mg_response *res);

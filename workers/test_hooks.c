@@ -77,7 +77,7 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
         return true;
     }
     if (now < a->hold_until_ns) {
-        res->parked = true;
+        mg_park_woken(req, res, a->hold_until_ns);
         return false;
     }
     return true;

@@ -407,14 +407,16 @@ static void probe_maybe(struct mg_upstream *u, int64_t now)
 /* Gives back what admission took; once. */
 static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
 {
+    /* The claim first: the release hands the permit on, and a place held back for want of a
+     * claim (shm/upstream_gate.h) can take it when woken. */
+    if (t->anon_claim)
+        mg_admission_upstream_anon_unclaim(u->env);
     if (t->gate_held)
         mg_admission_release_token(&mg_gate_upstream, u->env, t->gate_token);
     if (t->anon_token)
         mg_admission_release_token(&mg_gate_anon_upstream, u->env, t->anon_token);
     if (t->tunnel)
         mg_admission_tunnel_close(u->env);
-    if (t->anon_claim)
-        mg_admission_upstream_anon_unclaim(u->env);
     if (t->probe)
         mg_admission_breaker_abandon(u->env, mg_monotonic_ns());
     mg_upstream_tunnel_share_give_back(u->env, t);

@@ -24,6 +24,7 @@
 #include "stats.h"
 #include "test_hooks.h"
 #include "upstream.h"
+#include "wake.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,8 +42,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* How often a parked request is asked again (its gate or build may have moved on). */
+/* How often a parked request that is not woken (mg_park.wait) is asked again: one that
+ * waits for a group table another worker builds. */
 #define PARK_POLL_NS (2 * MG_NS_PER_MS)
+/* How long a woken one waits at most between two asks: no wake is lost (shm/gate_fifo.h),
+ * so this only bounds one the code forgot. */
+#define PARK_SAFETY_NS MG_NS_PER_SEC
 /* The most of a file sent to one connection in one turn, so a fast reader of a large file
  * does not keep the loop from the others; the rest goes on the next turns. */
 #define FILE_CHUNK_BYTES (1024 * 1024)
@@ -54,7 +59,7 @@ enum conn_state {
     CONN_READING, /* part of a request head is in */
     CONN_BODY,    /* the head is in, its body is being read whole before it is handled */
     CONN_READY,   /* a whole head is in, waiting for its turn */
-    CONN_PARKED,  /* its handler waits (a gate, a build): it is called again each turn */
+    CONN_PARKED,  /* its handler waits (a gate, a build): called again when woken (park.wait) */
     CONN_WRITING, /* a response is being sent */
     CONN_PROXIED, /* the upstream engine has the socket (upstream.h) until it calls back */
 };
@@ -79,6 +84,8 @@ struct conn {
     uint32_t epoll_events;
     int64_t request_start_ns; /* when the request now being handled was first dispatched */
     struct mg_park park;
+    int64_t park_asked_ns; /* while parked: when its handler was last called */
+    bool park_ask;         /* while parked: its socket broke; ask it on the next turn */
     /* While parked: its head as parsed on its first turn (pointing into in, which does not
      * change while it is parked), so later turns do not parse it again. */
     struct mg_http_request *parked_head;
@@ -113,6 +120,8 @@ struct worker {
     int anon_jobs_fd;
     bool yield_when_busy; /* stop accepting while a helper is busy (see the loop) */
     unsigned parked;      /* connections in CONN_PARKED */
+    int wake_fd;          /* this slot's wake (shm/wake.h); -1: none */
+    bool wake_parked;     /* woken this turn: ask the parked requests that wait to be woken */
     uint32_t *free_holds; /* this slot's free hold records of the connection table (a stack) */
     uint32_t free_hold_count;
     struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
@@ -666,6 +675,9 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     }
     c->park.turns++;
     c->park.head_parses += parsed_now;
+    c->park.wait = (struct mg_park_wait){0}; /* said again by whatever parks it */
+    c->park_asked_ns = now;
+    c->park_ask = false;
     const struct mg_str *ae = mg_http_header_get(hr, "Accept-Encoding");
     struct mg_request req;
     memset(&req, 0, sizeof req);
@@ -684,6 +696,9 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         if (c->state != CONN_PARKED) {
             c->state = CONN_PARKED;
             w->parked++;
+            /* A client that leaves wakes it (it is asked only when woken). */
+            if (c->epoll_events != UINT32_MAX)
+                set_interest(w, c, EPOLLRDHUP);
             /* Kept for its later turns; without memory they parse it again. */
             c->parked_head = malloc(sizeof *c->parked_head);
             if (c->parked_head)
@@ -1093,6 +1108,11 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->jobs_fd, &jev);
     struct epoll_event aev = {.events = EPOLLIN, .data.ptr = &w->anon_jobs_fd};
     epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->anon_jobs_fd, &aev);
+    /* The slot's wake: the gates hand a freed permit to a parked request through it. */
+    w->wake_fd = mg_wake_fd(w->env.slot);
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &w->wake_fd};
+    if (w->wake_fd >= 0)
+        epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &wev);
     /* This slot's hold records of the connection table, all free: the master cleared them
      * when it reaped the slot's last worker. */
     uint32_t holds = seg->conns.table->holds_per_slot;
@@ -1106,14 +1126,34 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     return true;
 }
 
+/* Whether a parked request waits to be woken: it said so, and the worker has a wake (a
+ * worker started without the master's table polls them all). */
+static bool waits_woken(const struct worker *w, const struct conn *c)
+{
+    return c->park.wait.woken && w->wake_fd >= 0;
+}
+
+/* Whether a parked request is asked on this turn: one that waits to be woken, only when its
+ * worker was woken, its socket broke, or its own deadline or the safety bound came. */
+static bool park_due(const struct worker *w, const struct conn *c, bool woken, int64_t now)
+{
+    const struct mg_park_wait *wait = &c->park.wait;
+    return !waits_woken(w, c) || woken || c->park_ask ||
+           (wait->until_ns && now >= wait->until_ns) || now - c->park_asked_ns >= PARK_SAFETY_NS;
+}
+
 /* Serves one request of each connection whose head is complete, and asks each parked one
- * again. True when something was answered (the loop then turns again at once). */
+ * that is due again. True when something was answered (the loop then turns again at once). */
 static bool serve_ready(struct worker *w, int64_t *now)
 {
     bool served = false;
+    bool woken = w->wake_parked;
+    w->wake_parked = false;
     for (struct conn *c = w->conns, *next; c; c = next) {
         next = c->next;
         if (c->state != CONN_READY && c->state != CONN_PARKED)
+            continue;
+        if (c->state == CONN_PARKED && !park_due(w, c, woken, *now))
             continue;
         struct mg_http_request hr;
         int status;
@@ -1158,10 +1198,16 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
             continue;
         }
         if (c->state == CONN_PARKED) {
-            /* Gates and builds are asked again soon; a finished build also wakes us
-             * through the helper thread's eventfd. */
-            if (now + PARK_POLL_NS < next_deadline)
-                next_deadline = now + PARK_POLL_NS;
+            /* One that waits to be woken costs no turn until it is (its slot's or its
+             * helper's eventfd), or its deadline comes; another is asked again soon. */
+            const struct mg_park_wait *wait = &c->park.wait;
+            int64_t due = c->park_asked_ns + PARK_SAFETY_NS;
+            if (wait->woken && wait->until_ns && wait->until_ns < due)
+                due = wait->until_ns;
+            if (!waits_woken(w, c) || c->park_ask)
+                due = c->park_ask ? now : now + PARK_POLL_NS;
+            if (due < next_deadline)
+                next_deadline = due;
             continue;
         }
         if (c->deadline_ns <= now) {
@@ -1214,8 +1260,14 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
                 accept_some(w, now, 1);
         } else if (ptr == &w->jobs_fd) {
             mg_jobs_ack(w->jobs);
+            w->wake_parked = true; /* a job done, a thread free */
         } else if (ptr == &w->anon_jobs_fd) {
             mg_jobs_ack(w->anon_jobs);
+            w->wake_parked = true;
+        } else if (ptr == &w->wake_fd) {
+            unsigned wakes = mg_wake_take(w->env.slot);
+            mg_counter_add(w->env.seg, MG_CTR_PARK_WAKES, wakes);
+            w->wake_parked = true;
         } else if (ptr == &w->upstream_fd) {
             mg_upstream_run(w->upstream, now);
         } else if (ptr == &w->signal_fd) {
@@ -1230,7 +1282,8 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
     for (int i = 0; i < n; i++) {
         struct conn *c = events[i].data.ptr;
         if (c == NULL || (void *)c == &w->signal_fd || (void *)c == &w->jobs_fd ||
-            (void *)c == &w->anon_jobs_fd || (void *)c == &w->upstream_fd || c->closed)
+            (void *)c == &w->anon_jobs_fd || (void *)c == &w->upstream_fd ||
+            (void *)c == &w->wake_fd || c->closed)
             continue;
         uint32_t ev = events[i].events;
         if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
@@ -1240,12 +1293,13 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             conn_readable(w, c, now);
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
             close_unanswered(w, c, 499); /* the connection broke before its turn */
-        } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP))) {
+        } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
             /* The client is gone, but the handler still holds shared state (a place in
              * line, a permit, a build): it finds out through client_gone and finishes;
              * meanwhile the socket leaves the poll set so it cannot spin the loop. */
             epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
             c->epoll_events = UINT32_MAX;
+            c->park_ask = true;
         }
     }
     /* The engine's deadlines (a response head that does not come, a drain's grace). */
@@ -1348,6 +1402,8 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
             mg_error("epoll_wait: %s", strerror(errno));
             break;
         }
+        if (n == 0 && timeout_ms > 0 && w.parked > 0)
+            mg_counter_add(w.env.seg, MG_CTR_PARKED_TIMER_TURNS, 1);
         handle_events(&w, events, n, mg_monotonic_ns());
         if (getppid() != w.master_pid)
             begin_drain(&w, mg_monotonic_ns());

@@ -16,9 +16,14 @@
 #include "segment.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define MG_PATH_PARAM_MAX 128
+/* Room for the largest route's parameter struct (params.h; checked when it is parsed). */
+#define MG_PARAMS_BYTES 320
+
+struct mg_param_table;
 #define MG_PARK_BYTES 512
 
 struct mg_jobs;
@@ -151,6 +156,10 @@ struct mg_request {
      * names) is in MESHGATE_ADMIN_NETWORKS: it may see the admin pages and client addresses. */
     bool admin;
     int test_hold_ms; /* tests only: X-Test-Hold-Ms, when test hooks are on */
+    /* The route's query parameters, parsed by dispatch through the route's table (params.h:
+     * read them with mg_params_get); param_table NULL: the route declares none. */
+    const struct mg_param_table *param_table;
+    _Alignas(max_align_t) unsigned char params[MG_PARAMS_BYTES];
 };
 
 struct mg_response {

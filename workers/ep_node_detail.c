@@ -296,10 +296,28 @@ static void trim(const char **s, size_t *len)
         (*len)--;
 }
 
+/* The parameters, declared once (params.h). CoreScope's handleNodeSearch: q missing, empty or
+ * blank: no node; otherwise trimmed, matched against names and key prefixes, 10 at most. */
+struct search_params {
+    const char *q;
+};
+static const struct mg_param search_param_list[] = {
+    {.name = "q",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct search_params, q),
+     .corescope = "blank: {\"nodes\":[]}; else trimmed"},
+};
+const struct mg_param_table mg_node_search_params =
+    MG_PARAM_TABLE(struct search_params, search_param_list);
+
 void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res)
 {
-    const char *q = mg_param_str(req, "q");
+    struct search_params own;
+    const struct search_params *p = mg_params_get(&mg_node_search_params, req, res, &own);
+    if (!p)
+        return;
+    const char *q = p->q;
     size_t len = q ? strlen(q) : 0;
     trim(&q, &len);
     struct mg_db *db = env->db;

@@ -144,19 +144,24 @@ const struct mg_route mg_routes[] = {
     {.template = "/api/nodes/search",
      .cost = MG_COST_LIGHT,
      .handler = mg_handle_node_search,
-     .light_cases = node_search_cases},
+     .light_cases = node_search_cases,
+     .params = &mg_node_search_params},
     /* Heavy unless warm: every ADVERT's observations, twice (the offsets; the keys each is
      * filed under): 33M VM steps, 3.5M pages at 2M observations. */
     /* Heavy: one pass over observations and one over transmissions for all the nodes, then
      * each of their transmissions read once: at 2M observations 5.1 s, 38M VM steps, 3.2M
      * pages (limit=200: 9.7 s, 69M steps, 7.2M pages). */
-    {.template = "/api/nodes/bulk-health", .cost = MG_COST_HEAVY, .handler = mg_handle_bulk_health},
+    {.template = "/api/nodes/bulk-health",
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_bulk_health,
+     .params = &mg_bulk_health_params},
     {.template = "/api/nodes/clock-skew",
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_fleet_clock_skew,
      .heavy_when = mg_fleet_clock_skew_is_heavy,
      .own_jobs = true,
-     .light_cases = fleet_skew_cases},
+     .light_cases = fleet_skew_cases,
+     .params = &mg_fleet_clock_skew_params},
     {.template = "/api/nodes/:pubkey",
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_node_detail,
@@ -274,7 +279,8 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_perf,
      .heavy_when = mg_perf_is_heavy,
      .own_jobs = true,
-     .light_cases = perf_cases},
+     .light_cases = perf_cases,
+     .params = &mg_perf_params},
     /* CoreScope's configuration, its health and its scopes (issue 14, h14a). */
     {.template = "/api/config/client",
      .cost = MG_COST_LIGHT,

@@ -79,6 +79,10 @@ extern const struct mg_param_table mg_scope_stats_params;
 extern const struct mg_param_table mg_channels_params;
 extern const struct mg_param_table mg_channel_messages_params;
 extern const struct mg_param_table mg_observer_analytics_params;
+extern const struct mg_param_table mg_bulk_health_params;
+extern const struct mg_param_table mg_fleet_clock_skew_params;
+extern const struct mg_param_table mg_perf_params;
+extern const struct mg_param_table mg_node_search_params;
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -491,7 +491,7 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
         rc = write_health(db, res, found ? node : NULL, pubkey, ids, n,
                           req->start_realtime_ns / 1000000000LL);
     if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/:pubkey/health", rc, db->conn);
+        mg_response_db_failure_on(res, "the node", rc, db->conn);
     free(ids);
     sqlite3_finalize(node);
     mg_node_read_end(db, began);
@@ -1091,7 +1091,7 @@ void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
                         req->start_realtime_ns / 1000000000LL);
     }
     if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/bulk-health", rc, db->conn);
+        mg_response_db_failure_on(res, "the nodes", rc, db->conn);
     for (size_t i = 0; i < n; i++)
         free(pks[i]);
     free(pks);

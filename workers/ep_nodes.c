@@ -614,18 +614,6 @@ void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db
     mg_json_object_end(j);
 }
 
-static void answer_failure(struct mg_response *res, int rc, const char *message)
-{
-    mg_buf_reset(&res->headers);
-    int primary = rc & 0xff;
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("/api/nodes: %s", message);
-    mg_response_error(res, 500, "reading the nodes from the database failed: %s", message);
-}
-
 /* Reads the role counts into the cache unless they are fresh enough; an SQLite code. */
 static int refresh_counts(struct mg_db *db, const struct mg_nodes_query *q, int64_t now_ns)
 {
@@ -835,7 +823,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
                                 res->body.len - body_start);
     }
     if (rc != SQLITE_OK)
-        answer_failure(res, rc, rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(conn));
+        mg_response_db_failure_on(res, "the nodes", rc, conn);
 
     /* A statement left mid-step would hold its read snapshot (and the ingestor's
      * checkpoints) until the next request. */

@@ -2240,19 +2240,6 @@ int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
     return rc;
 }
 
-static void answer_failure(struct packets_run *r)
-{
-    int primary = r->error & 0xff;
-    mg_buf_reset(&r->res->headers);
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(r->res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("/api/packets: reading the database failed: %s", sqlite3_errstr(r->error));
-    mg_response_error(r->res, 500, "reading the packets from the database failed: %s",
-                      sqlite3_errstr(r->error));
-}
-
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_packets_filter f;
@@ -2307,7 +2294,7 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     if (r.error)
-        answer_failure(&r);
+        mg_response_db_failure(res, "the packets", r.error);
 
     sqlite3_finalize(r.observations);
     sqlite3_finalize(r.best);

@@ -220,6 +220,9 @@ void mg_response_error(struct mg_response *res, int status, const char *fmt, ...
  * Retry-After: 1 while a writer holds the lock, otherwise 500 naming it (and a warning in the
  * log). rc is the SQLite result code. */
 void mg_response_db_failure(struct mg_response *res, const char *what, int rc);
+/* The same, the 500 naming the connection's own message (sqlite3_errmsg: which table or
+ * column) when conn is not NULL. The one answer of every endpoint to a failed read. */
+void mg_response_db_failure_on(struct mg_response *res, const char *what, int rc, sqlite3 *conn);
 
 /*
  * An admission refusal (invariant 6): status 429 or 503, Retry-After: seconds (>= 1),

@@ -481,10 +481,24 @@ void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req
 
 /* ---- /api/known-channels ----------------------------------------------------------------- */
 
+/* CoreScope's handleKnownChannels: region filters its fetched catalogue (as given); without a
+ * catalogue, as here, every region answers the same empty one. */
+struct known_params {
+    const char *region;
+};
+static const struct mg_param known_param_list[] = {
+    {.name = "region",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct known_params, region),
+     .corescope = "filters the catalogue; with none, ignored"},
+};
+const struct mg_param_table mg_known_channels_params =
+    MG_PARAM_TABLE(struct known_params, known_param_list);
+
 void mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res)
 {
-    (void)env, (void)req;
+    (void)env, (void)req; /* no catalogue: the region (mg_known_channels_params) changes nothing */
     mg_response_json(res, 200);
     /* CoreScope's empty snapshot: Go's zero time, no source, no entries. */
     mg_buf_puts(&res->body, "{\"fetchedAt\":\"0001-01-01T00:00:00Z\",\"source\":\"\","

@@ -77,6 +77,7 @@ extern const struct mg_param_table mg_node_neighbors_params;
 extern const struct mg_param_table mg_reach_params;
 extern const struct mg_param_table mg_scope_stats_params;
 extern const struct mg_param_table mg_channels_params;
+extern const struct mg_param_table mg_known_channels_params;
 extern const struct mg_param_table mg_channel_messages_params;
 extern const struct mg_param_table mg_observer_analytics_params;
 extern const struct mg_param_table mg_bulk_health_params;

@@ -17,6 +17,7 @@
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,4 +178,133 @@ Test(params, a_refused_value_is_400_naming_the_parameter)
         mg_test_response_free(&r);
     }
     mg_test_rmdir(dir);
+}
+
+/* ---- the parser, in-process ------------------------------------------------------------ */
+
+struct every {
+    int64_t limit, offset, bounded;
+    int order, window;
+    const char *text;
+    double score;
+    struct mg_param_list region, nodes;
+};
+static const char *const orders[] = {"desc", "asc", NULL};
+static const char *const windows[] = {"1h", "24h", "7d", NULL};
+#define P(field) .offset = offsetof(struct every, field)
+static const struct mg_param every_param[] = {
+    {.name = "limit", .kind = MG_PARAM_LIMIT, P(limit), .def = 50, .min = 1, .max = 2000},
+    {.name = "offset",
+     .kind = MG_PARAM_INT,
+     P(offset),
+     .min = 0,
+     .max = INT64_MAX,
+     .flags = MG_PARAM_RANGE_400},
+    {.name = "days", .kind = MG_PARAM_INT, P(bounded), .def = 7, .min = 1, .max = 30},
+    {.name = "order", .kind = MG_PARAM_CHOICE, P(order), .choices = orders},
+    {.name = "window",
+     .kind = MG_PARAM_CHOICE,
+     P(window),
+     .choices = windows,
+     .def = 1,
+     .flags = MG_PARAM_BAD_400},
+    {.name = "text", .kind = MG_PARAM_TEXT, P(text)},
+    {.name = "score", .kind = MG_PARAM_REAL, P(score), .real_def = 0},
+    {.name = "region", .kind = MG_PARAM_LIST, P(region), .flags = MG_LIST_SKIP_ALL},
+    {.name = "nodes", .kind = MG_PARAM_LIST, P(nodes), .flags = MG_LIST_KEEP_EMPTY},
+};
+#undef P
+static const struct mg_param_table every = MG_PARAM_TABLE(struct every, every_param);
+
+/* Parses query through the table; the status (200 when accepted) and the body into err. */
+static int parse(const char *query, struct every *v, char *err, size_t cap)
+{
+    static char storage[4096];
+    struct mg_request req;
+    memset(&req, 0, sizeof req);
+    const char *why = NULL;
+    cr_assert_eq(mg_query_parse(&req.query, query, strlen(query), storage, sizeof storage, &why), 0,
+                 "%s: %s", query, why);
+    struct mg_response res;
+    mg_response_init(&res);
+    bool ok = mg_params_parse(&every, &req, &res, v);
+    snprintf(err, cap, "%s", ok ? "" : mg_buf_cstr(&res.body));
+    int status = ok ? 200 : res.status;
+    mg_response_free(&res);
+    return status;
+}
+
+Test(params, each_kind_reads_a_bad_value_as_corescopes_reader)
+{
+    struct every v;
+    char err[256];
+    static const struct {
+        const char *query;
+        int64_t limit, offset, days;
+        int order, window;
+        double score;
+    } cases[] = {
+        {"", 50, 0, 7, 0, 1, 0},
+        {"limit=&offset=&days=&order=&window=&score=", 50, 0, 7, 0, 1, 0},
+        {"limit=abc&offset=abc&days=abc&order=ASC&score=abc", 50, 0, 7, 0, 1, 0},
+        {"limit=0&days=0", 50, 0, 1, 0, 1, 0},   /* clampLimit: 0 is the default */
+        {"limit=-1&days=-5", 50, 0, 1, 0, 1, 0}, /* ... and so is a negative one */
+        {"limit=99999&days=99", 2000, 0, 30, 0, 1, 0},
+        {"limit=99999999999999999999", 50, 0, 7, 0, 1, 0}, /* past 64 bits: Atoi refuses */
+        {"limit=%2B5&offset=3&order=asc&window=7d", 5, 3, 7, 1, 2, 0},
+        {"limit=+5", 50, 0, 7, 0, 1, 0},    /* "+" is a blank in a query, as in Go: malformed */
+        {"score=1e999", 50, 0, 7, 0, 1, 0}, /* ParseFloat: out of range is an error */
+        {"score=%201", 50, 0, 7, 0, 1, 0},  /* ... and so is a leading blank */
+        {"score=NaN", 50, 0, 7, 0, 1, 0},
+        {"score=-2.5", 50, 0, 7, 0, 1, -2.5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(parse(cases[i].query, &v, err, sizeof err), 200, "%s: %s", cases[i].query,
+                     err);
+        cr_expect_eq(v.limit, cases[i].limit, "%s: limit %lld", cases[i].query, (long long)v.limit);
+        cr_expect_eq(v.offset, cases[i].offset, "%s: offset", cases[i].query);
+        cr_expect_eq(v.bounded, cases[i].days, "%s: days %lld", cases[i].query,
+                     (long long)v.bounded);
+        cr_expect_eq(v.order, cases[i].order, "%s: order", cases[i].query);
+        cr_expect_eq(v.window, cases[i].window, "%s: window", cases[i].query);
+        cr_expect_eq(v.score, cases[i].score, "%s: score %g", cases[i].query, v.score);
+    }
+    /* Refused: out of range where the table says so, an unknown strict choice. */
+    cr_expect_eq(parse("offset=-1", &v, err, sizeof err), 400);
+    cr_expect(strstr(err, "offset"), "%s", err);
+    cr_expect_eq(parse("window=2h", &v, err, sizeof err), 400);
+    cr_expect(strstr(err, "window must be 1h, 24h, or 7d"), "%s", err);
+    /* Lists: trimmed, blanks (and ALL for region) dropped; none left: absent, unless kept. */
+    cr_expect_eq(parse("region=%20sjc%20,,ALL,oak&nodes=,,", &v, err, sizeof err), 200);
+    cr_expect_eq(v.region.count, 2);
+    cr_expect_eq(v.nodes.count, 0);
+    cr_expect(v.nodes.text != NULL, "nodes=,, is kept: the listing of no node");
+    struct mg_list_item items[4];
+    cr_expect_eq(mg_param_list_split(v.region.text, MG_LIST_SKIP_ALL, items, 4), 2);
+    cr_expect(items[0].len == 3 && strncmp(items[0].ptr, "sjc", 3) == 0);
+    cr_expect(items[1].len == 3 && strncmp(items[1].ptr, "oak", 3) == 0);
+    cr_expect_eq(parse("region=ALL,,&text=", &v, err, sizeof err), 200);
+    cr_expect(v.region.text == NULL && v.text == NULL);
+    char query[1024] = "region=";
+    for (int i = 0; i <= MG_PARAM_LIST_MAX; i++)
+        strcat(query, "X,");
+    cr_expect_eq(parse(query, &v, err, sizeof err), 400);
+    cr_expect(strstr(err, "region"), "%s", err);
+    query[strlen(query) - 2] = '\0'; /* one fewer: 64 */
+    cr_expect_eq(parse(query, &v, err, sizeof err), 200, "%s", err);
+    cr_expect_eq(v.region.count, MG_PARAM_LIST_MAX);
+}
+
+/* The home page's link for a route that needs a parameter comes from its table's sample. */
+Test(params, a_samples_query_is_the_home_pages_link)
+{
+    struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 5, .tm_hour = 20};
+    char query[96];
+    unsigned timestamps = mg_route_by_template("/api/packets/timestamps", 23);
+    cr_assert_lt(timestamps, mg_route_table_len);
+    mg_params_sample_query(mg_routes[timestamps].params, &tm, query, sizeof query);
+    cr_expect_str_eq(query, "?since=2026-12-05T20:00:00Z");
+    unsigned nodes = mg_route_by_template("/api/nodes", 10);
+    mg_params_sample_query(mg_routes[nodes].params, &tm, query, sizeof query);
+    cr_expect_str_eq(query, "");
 }

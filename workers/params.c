@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "params.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -89,7 +90,10 @@ static bool refuse(struct mg_response *res, const struct mg_param *p, const char
                                                      : " or ",
                                          p->choices[i]);
             mg_response_error(res, 400, "%s must be %s", p->name, allowed);
-        } else
+        } else if (p->max == INT64_MAX)
+            mg_response_error(res, 400, "invalid %s: expected a whole number of at least %lld",
+                              p->name, (long long)p->min);
+        else
             mg_response_error(res, 400, "invalid %s: expected a whole number from %lld to %lld",
                               p->name, (long long)p->min, (long long)p->max);
     }
@@ -137,9 +141,14 @@ static bool parse_one(const struct mg_param *p, const struct mg_request *req,
     case MG_PARAM_REAL: {
         double v = p->real_def;
         if (value) {
+            /* As Go's ParseFloat: no leading blank; too large (past the largest double) is an
+             * error, not infinity; NaN reads as the default (CoreScope filters nothing on it) */
             char *end;
+            errno = 0;
             double d = strtod(value, &end);
-            if (!*end && end != value && !isnan(d))
+            bool overflow = errno == ERANGE && isinf(d);
+            if (!*end && end != value && !isspace((unsigned char)value[0]) && !isnan(d) &&
+                !overflow)
                 v = d;
             else if (strict)
                 return refuse(res, p, value);

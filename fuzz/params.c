@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *text;
         double score;
         struct mg_param_list list, kept;
-    } v;
+    } got;
     static const char *const orders[] = {"desc", "asc", NULL};
     static const char *const windows[] = {"1h", "24h", "7d", NULL};
 #define P(field) .offset = offsetof(struct every, field)
@@ -79,16 +79,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
 #undef P
     static const struct mg_param_table every = MG_PARAM_TABLE(struct every, every_param);
-    if (mg_params_parse(&every, &req, &res, &v)) {
+    if (mg_params_parse(&every, &req, &res, &got)) {
         /* CoreScope's readers never refuse these: each value stays in its bounds */
-        if (v.limit < 1 || v.limit > 2000 || v.offset < 0 || v.days < 1 || v.days > 30 ||
-            v.strict < 0 || v.strict > 100 || v.order < 0 || v.order > 1 || v.window < 0 ||
-            v.window > 2 || (v.text && !*v.text) || v.list.count < 0 ||
-            v.list.count > MG_PARAM_LIST_MAX || (v.list.text && v.list.count == 0) ||
-            v.kept.count > MG_PARAM_LIST_MAX || isnan(v.score))
+        if (got.limit < 1 || got.limit > 2000 || got.offset < 0 || got.days < 1 || got.days > 30 ||
+            got.strict < 0 || got.strict > 100 || got.order < 0 || got.order > 1 ||
+            got.window < 0 || got.window > 2 || (got.text && !*got.text) || got.list.count < 0 ||
+            got.list.count > MG_PARAM_LIST_MAX || (got.list.text && got.list.count == 0) ||
+            got.kept.count > MG_PARAM_LIST_MAX || isnan(got.score))
             abort();
         struct mg_list_item items[MG_PARAM_LIST_MAX];
-        int n = mg_param_list_split(v.list.text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
+        int n = mg_param_list_split(got.list.text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
         for (int i = 0; i < n; i++)
             if (items[i].len == 0 || items[i].ptr[0] == ' ' ||
                 items[i].ptr[items[i].len - 1] == ',')

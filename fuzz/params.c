@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: query parameters (workers/params.c) as every endpoint reads them. The input
- * is a raw query string; it is split and decoded as the dispatcher does, then read with each
- * reader. Checks: an accepted integer lies within its bounds (a limit too), a refusal is a 400
- * whose body is valid JSON, a choice is one of the allowed values, and mg_parse_int64 agrees with
- * strtoll on what it accepts.
+ * is a raw query string; it is split and decoded as the dispatcher does, then parsed through a
+ * table holding every kind of parameter. Checks: an accepted integer lies within its bounds (a
+ * limit too), a refusal is a 400 whose body is valid JSON, a choice is one of the allowed
+ * values, a list's entries are trimmed and never empty, and mg_parse_int64 agrees with strtoll
+ * on what it accepts.
  */
 #include "json_check.h"
 #include "params.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,38 +44,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct mg_response res;
     mg_response_init(&res);
-    static const struct {
-        const char *name;
-        int64_t def, min, max;
-    } ints[] = {
-        {"limit", 50, 1, 2000},       {"offset", 0, 0, INT64_MAX},
-        {"days", 7, 1, 30},           {"since", 0, INT64_MIN, INT64_MAX},
-        {"lastHeard", 0, 0, 1000000},
+    /* A table with every kind, as routes declare them. */
+    struct every {
+        int64_t limit, offset, days, strict;
+        int order, window;
+        const char *text;
+        double score;
+        struct mg_param_list list, kept;
+    } got;
+    static const char *const orders[] = {"desc", "asc", NULL};
+    static const char *const windows[] = {"1h", "24h", "7d", NULL};
+#define P(field) .offset = offsetof(struct every, field)
+    static const struct mg_param every_param[] = {
+        {.name = "limit", .kind = MG_PARAM_LIMIT, P(limit), .def = 50, .min = 1, .max = 2000},
+        {.name = "offset", .kind = MG_PARAM_INT, P(offset), .min = 0, .max = INT64_MAX},
+        {.name = "days", .kind = MG_PARAM_INT, P(days), .def = 7, .min = 1, .max = 30},
+        {.name = "strict",
+         .kind = MG_PARAM_INT,
+         P(strict),
+         .min = 0,
+         .max = 100,
+         .flags = MG_PARAM_RANGE_400},
+        {.name = "order", .kind = MG_PARAM_CHOICE, P(order), .choices = orders},
+        {.name = "window",
+         .kind = MG_PARAM_CHOICE,
+         P(window),
+         .choices = windows,
+         .def = 1,
+         .flags = MG_PARAM_BAD_400},
+        {.name = "text", .kind = MG_PARAM_TEXT, P(text)},
+        {.name = "score", .kind = MG_PARAM_REAL, P(score)},
+        {.name = "region", .kind = MG_PARAM_LIST, P(list), .flags = MG_LIST_SKIP_ALL},
+        {.name = "nodes", .kind = MG_PARAM_LIST, P(kept), .flags = MG_LIST_KEEP_EMPTY},
     };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        int64_t v;
-        if (mg_param_int(&req, &res, ints[i].name, ints[i].def, ints[i].min, ints[i].max, &v)) {
-            if (v < ints[i].min || v > ints[i].max)
+#undef P
+    static const struct mg_param_table every = MG_PARAM_TABLE(struct every, every_param);
+    if (mg_params_parse(&every, &req, &res, &got)) {
+        /* CoreScope's readers never refuse these: each value stays in its bounds */
+        if (got.limit < 1 || got.limit > 2000 || got.offset < 0 || got.days < 1 || got.days > 30 ||
+            got.strict < 0 || got.strict > 100 || got.order < 0 || got.order > 1 ||
+            got.window < 0 || got.window > 2 || (got.text && !*got.text) || got.list.count < 0 ||
+            got.list.count > MG_PARAM_LIST_MAX || (got.list.text && got.list.count == 0) ||
+            got.kept.count > MG_PARAM_LIST_MAX || isnan(got.score))
+            abort();
+        struct mg_list_item items[MG_PARAM_LIST_MAX];
+        int n = mg_param_list_split(got.list.text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
+        for (int i = 0; i < n; i++)
+            if (items[i].len == 0 || items[i].ptr[0] == ' ' ||
+                items[i].ptr[items[i].len - 1] == ',')
                 abort();
-        } else {
-            check_refusal(&res);
-        }
-    }
-    int64_t limit;
-    if (!mg_param_limit(&req, &res, "limit", 50, 2000, &limit) || limit < 1 || limit > 2000)
-        abort(); /* CoreScope's clampLimit never refuses and stays in [1, max] */
-    static const char *const orders[] = {"asc", "desc", NULL};
-    static const char *const sorts[] = {"lastSeen", "name", "packetCount", NULL};
-    int choice;
-    if (mg_param_choice(&req, &res, "order", orders, 1, &choice)) {
-        if (choice < 0 || choice > 1)
-            abort();
-    } else {
-        check_refusal(&res);
-    }
-    if (mg_param_choice(&req, &res, "sortBy", sorts, 0, &choice)) {
-        if (choice < 0 || choice > 2)
-            abort();
     } else {
         check_refusal(&res);
     }

@@ -270,6 +270,12 @@ void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env
         mg_fifo_gate_release(g->line(env), env->pid, token);
 }
 
+void mg_admission_wake_followers(const struct mg_gate_desc *g, struct mg_env *env)
+{
+    if (g->kind == MG_GATE_KIND_LINE)
+        mg_fifo_gate_wake_followers(g->line(env), env->pid);
+}
+
 bool mg_admission_rate_limit(struct mg_env *env, const struct mg_request *req, const uint8_t *key,
                              struct mg_response *res)
 {

@@ -137,6 +137,10 @@ bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *en
 void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
                                      uint64_t token);
 
+/* Wakes the requests that follow another's build at g (shm/gate_fifo.h): a result stored or a
+ * claim given up, they find it now or build it themselves. */
+void mg_admission_wake_followers(const struct mg_gate_desc *g, struct mg_env *env);
+
 /*
  * The gates' other steps. Every call of a gate's function from workers/ is here, so a gate's
  * admission is read in this one file (tests/test_gate_calls.c checks that no other file of

@@ -62,7 +62,7 @@ static void give_up_claim(struct mg_env *env, struct cold_state *st)
 {
     if (st->cached && st->build_id) {
         mg_result_cache_abandon(&env->seg->cache, env->pid, st->build_id);
-        mg_fifo_gate_wake_followers(env->seg->cold, env->pid); /* one of them builds it */
+        mg_admission_wake_followers(&mg_gate_cold, env); /* one of them builds it */
     }
     st->build_id = 0;
 }
@@ -96,7 +96,7 @@ static void finish_build(struct mg_env *env, const struct mg_request *req, struc
         if (st->cached && st->build_id) {
             mg_result_cache_store(&env->seg->cache, env->pid, st->build_id, b->body.data,
                                   b->body.len, mg_monotonic_ns());
-            mg_fifo_gate_wake_followers(env->seg->cold, env->pid); /* they find it now */
+            mg_admission_wake_followers(&mg_gate_cold, env); /* they find it now */
         }
         st->build_id = 0;
         mg_buf_reset(&res->body);

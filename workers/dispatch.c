@@ -8,6 +8,7 @@
 #include "keys.h"
 #include "netaddr.h"
 #include "node_visibility.h"
+#include "params.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "static_files.h"
@@ -167,6 +168,7 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
         p->name = h->query + (p->name - query_base);
         p->value = h->query + (p->value - query_base);
     }
+    mg_params_parse_request(req->param_table, &h->req, NULL); /* into the copied query */
     h->req.client_gone = NULL;
     h->req.park = &h->park;
     h->hold_ms = req->test_hold_ms;
@@ -489,6 +491,11 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
                 const char *query_base, size_t query_cap, struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
+    /* The route's parameters, parsed once for its heavy check and its handler (params.h); a
+     * value its table refuses is answered 400 here, before any gate. */
+    if (!mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL, req,
+                                 res))
+        return;
     if (admit(env, req, route, res) &&
         (a->step == ADMIT_LIGHT ||
          mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {

@@ -33,36 +33,85 @@
 
 #define MESSAGES_LIMIT_DEFAULT 100
 #define MESSAGES_LIMIT_MAX 500 /* CoreScope's listLimits.channelMessagesMax default */
-#define REGION_CODES_MAX 32
+
+/* ---- parameters, declared once (params.h) -------------------------------------------- */
+
+/*
+ * CoreScope's handleChannels and handleChannelMessages, missing / empty / malformed / out of
+ * range:
+ *   region            none / none / no code left ("ALL", ","): none / more than
+ *                     MG_PARAM_LIST_MAX codes: 400 (CoreScope takes any number; meshgate
+ *                     bounds a request's work)
+ *   includeEncrypted  false / false / anything but "true": false
+ *   limit             100 / 100 / 100 / below 1: 100, above MESSAGES_LIMIT_MAX: the maximum
+ *   offset            0 / 0 / 0 / negative: 0 (SQLite's OFFSET reads it so for CoreScope)
+ */
+struct channels_params {
+    struct mg_param_list region;
+    int encrypted;
+    int64_t limit, offset;
+};
+
+static const char *const true_only[] = {"true", NULL};
+#define P(field) .offset = offsetof(struct channels_params, field)
+#define REGION_PARAM                                                                               \
+    {                                                                                              \
+        .name = "region", .kind = MG_PARAM_LIST, P(region), .flags = MG_LIST_SKIP_ALL,             \
+        .corescope = "normalizeRegionCodes: trimmed, uppercased; ALL and blanks dropped"           \
+    }
+static const struct mg_param channels_param_list[] = {
+    REGION_PARAM,
+    {.name = "includeEncrypted",
+     .kind = MG_PARAM_CHOICE,
+     P(encrypted),
+     .choices = true_only,
+     .def = -1,
+     .corescope = "== \"true\", else false"},
+};
+static const struct mg_param messages_param_list[] = {
+    {.name = "limit",
+     .kind = MG_PARAM_LIMIT,
+     P(limit),
+     .def = MESSAGES_LIMIT_DEFAULT,
+     .min = 1,
+     .max = MESSAGES_LIMIT_MAX,
+     .corescope = "queryLimit(r, 100, ChannelMessagesMax)"},
+    {.name = "offset",
+     .kind = MG_PARAM_INT,
+     P(offset),
+     .min = 0,
+     .max = INT64_MAX,
+     .corescope = "queryInt(offset, 0); negative: SQLite's OFFSET reads 0"},
+    REGION_PARAM,
+};
+#undef REGION_PARAM
+#undef P
+const struct mg_param_table mg_channels_params =
+    MG_PARAM_TABLE(struct channels_params, channels_param_list);
+const struct mg_param_table mg_channel_messages_params =
+    MG_PARAM_TABLE(struct channels_params, messages_param_list);
 
 /* ---- region codes: CoreScope's normalizeRegionCodes ---------------------------------- */
 
 struct regions {
     int count;
-    char code[REGION_CODES_MAX][16];
+    char code[MG_PARAM_LIST_MAX][16];
 };
 
-/* Splits a comma list into upper-case, trimmed codes; blanks and ALL are dropped, and so is a
- * code too long to be one (it could match no observer). */
-static void regions_parse(const char *list, struct regions *r)
+/* The list's codes in upper case; a code too long to be one is dropped (it could match no
+ * observer). */
+static void regions_parse(const struct mg_param_list *list, struct regions *r)
 {
+    struct mg_list_item items[MG_PARAM_LIST_MAX];
+    int n = mg_param_list_split(list->text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
     r->count = 0;
-    for (const char *p = list; p && *p && r->count < REGION_CODES_MAX;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        while (n && isspace((unsigned char)*p))
-            p++, n--;
-        while (n && isspace((unsigned char)p[n - 1]))
-            n--;
-        if (n > 0 && n < sizeof r->code[0]) {
-            char *c = r->code[r->count];
-            for (size_t i = 0; i < n; i++)
-                c[i] = (char)toupper((unsigned char)p[i]);
-            c[n] = '\0';
-            if (strcmp(c, "ALL") != 0)
-                r->count++;
-        }
-        p = end ? end + 1 : p + strlen(p);
+    for (int k = 0; k < n && k < MG_PARAM_LIST_MAX; k++) {
+        if (items[k].len >= sizeof r->code[0])
+            continue;
+        char *c = r->code[r->count++];
+        for (size_t i = 0; i < items[k].len; i++)
+            c[i] = (char)toupper((unsigned char)items[k].ptr[i]);
+        c[items[k].len] = '\0';
     }
 }
 
@@ -218,10 +267,13 @@ static int list_channels(struct mg_db *db, struct mg_json *j, bool encrypted,
 
 void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
+    struct channels_params own;
+    const struct channels_params *p = mg_params_get(&mg_channels_params, req, res, &own);
+    if (!p)
+        return;
     struct regions r;
-    regions_parse(mg_query_get(&req->query, "region"), &r);
-    const char *inc = mg_query_get(&req->query, "includeEncrypted");
-    bool include_encrypted = inc && strcmp(inc, "true") == 0;
+    regions_parse(&p->region, &r);
+    bool include_encrypted = p->encrypted == 0;
     bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     mg_response_json(res, 200);
     struct mg_json j;
@@ -360,13 +412,13 @@ static void write_message(struct mg_json *j, sqlite3_stmt *st)
 void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
                                 struct mg_response *res)
 {
-    int64_t limit = MESSAGES_LIMIT_DEFAULT, offset = 0, v;
-    if (mg_parse_atoi(mg_query_get(&req->query, "limit"), &v) && v > 0)
-        limit = v > MESSAGES_LIMIT_MAX ? MESSAGES_LIMIT_MAX : v;
-    if (mg_parse_atoi(mg_query_get(&req->query, "offset"), &v) && v > 0)
-        offset = v;
+    struct channels_params own;
+    const struct channels_params *p = mg_params_get(&mg_channel_messages_params, req, res, &own);
+    if (!p)
+        return;
+    int64_t limit = p->limit, offset = p->offset;
     struct regions r;
-    regions_parse(mg_query_get(&req->query, "region"), &r);
+    regions_parse(&p->region, &r);
     if (!env->db->schema.tx_channel_hash) {
         mg_response_json(res, 200);
         mg_buf_puts(&res->body, "{\"messages\":[],\"total\":0}\n");
@@ -429,10 +481,24 @@ void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req
 
 /* ---- /api/known-channels ----------------------------------------------------------------- */
 
+/* CoreScope's handleKnownChannels: region filters its fetched catalogue (as given); without a
+ * catalogue, as here, every region answers the same empty one. */
+struct known_params {
+    const char *region;
+};
+static const struct mg_param known_param_list[] = {
+    {.name = "region",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct known_params, region),
+     .corescope = "filters the catalogue; with none, ignored"},
+};
+const struct mg_param_table mg_known_channels_params =
+    MG_PARAM_TABLE(struct known_params, known_param_list);
+
 void mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res)
 {
-    (void)env, (void)req;
+    (void)env, (void)req; /* no catalogue: the region (mg_known_channels_params) changes nothing */
     mg_response_json(res, 200);
     /* CoreScope's empty snapshot: Go's zero time, no source, no entries. */
     mg_buf_puts(&res->body, "{\"fetchedAt\":\"0001-01-01T00:00:00Z\",\"source\":\"\","

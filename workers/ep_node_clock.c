@@ -1052,11 +1052,27 @@ static const struct mg_cold_report fleet_report = {
     .build = fleet_build,
 };
 
+/* The parameters, declared once (params.h). CoreScope's handleFleetClockSkew: area missing,
+ * empty, or a key the configuration's areas lack: no filter. */
+struct fleet_params {
+    const char *area;
+};
+static const struct mg_param fleet_param_list[] = {
+    {.name = "area",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct fleet_params, area),
+     .corescope = "a key the configuration's areas lack: no filter"},
+};
+const struct mg_param_table mg_fleet_clock_skew_params =
+    MG_PARAM_TABLE(struct fleet_params, fleet_param_list);
+
 /* The area the request asks for: a key of the configuration's areas, else "" (CoreScope
  * filters nothing for a key it does not have). */
 static const char *fleet_area(const struct mg_request *req)
 {
-    const char *area = mg_param_str(req, "area");
+    struct fleet_params own;
+    const struct fleet_params *p = mg_params_get(&mg_fleet_clock_skew_params, req, NULL, &own);
+    const char *area = p ? p->area : NULL; /* never NULL p: the table refuses nothing */
     return area && strlen(area) < MG_COLD_ARGS_BYTES &&
                    mg_corescope_area(mg_corescope_current(), area)
                ? area

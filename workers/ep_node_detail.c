@@ -261,20 +261,6 @@ void mg_node_read_end(struct mg_db *db, bool began)
         sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
 }
 
-void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn)
-{
-    mg_buf_reset(&res->headers);
-    mg_buf_reset(&res->body);
-    int primary = rc & 0xff;
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    const char *message = rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(conn);
-    mg_warn("%s: %s", route, message);
-    mg_response_error(res, 500, "reading the node from the database failed: %s", message);
-}
-
 /* The node statement for a WHERE clause (one parameter). */
 static sqlite3_stmt *node_statement(struct mg_db *db, const char *where)
 {
@@ -296,10 +282,28 @@ static void trim(const char **s, size_t *len)
         (*len)--;
 }
 
+/* The parameters, declared once (params.h). CoreScope's handleNodeSearch: q missing, empty or
+ * blank: no node; otherwise trimmed, matched against names and key prefixes, 10 at most. */
+struct search_params {
+    const char *q;
+};
+static const struct mg_param search_param_list[] = {
+    {.name = "q",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct search_params, q),
+     .corescope = "blank: {\"nodes\":[]}; else trimmed"},
+};
+const struct mg_param_table mg_node_search_params =
+    MG_PARAM_TABLE(struct search_params, search_param_list);
+
 void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res)
 {
-    const char *q = mg_param_str(req, "q");
+    struct search_params own;
+    const struct search_params *p = mg_params_get(&mg_node_search_params, req, res, &own);
+    if (!p)
+        return;
+    const char *q = p->q;
     size_t len = q ? strlen(q) : 0;
     trim(&q, &len);
     struct mg_db *db = env->db;
@@ -343,7 +347,7 @@ void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/search", rc, db->conn);
+        mg_response_db_failure_on(res, "the nodes", rc, db->conn);
 }
 
 static bool all_hex(const char *s)
@@ -617,7 +621,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
     }
     sqlite3_finalize(node);
     if (rc != SQLITE_OK) {
-        mg_node_answer_failure(res, "/api/nodes/:pubkey", rc, db->conn);
+        mg_response_db_failure_on(res, "the node", rc, db->conn);
     }
     mg_node_read_end(db, began);
 }

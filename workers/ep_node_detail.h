@@ -30,10 +30,6 @@
 bool mg_node_read_begin(struct mg_db *db);
 void mg_node_read_end(struct mg_db *db, bool began);
 
-/* Answers a failed read of the node endpoints: 503 with Retry-After for a busy database, else
- * 500 naming what failed (logged with route). */
-void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, sqlite3 *conn);
-
 /* The ids of the transmissions CoreScope files under pubkey (its decoded keys, resolved paths
  * and path hops only it can be; ep_node_health.c), by id, into *ids (to free); an SQLite
  * code. One pass over observations and one over transmissions. */

@@ -491,7 +491,7 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
         rc = write_health(db, res, found ? node : NULL, pubkey, ids, n,
                           req->start_realtime_ns / 1000000000LL);
     if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/:pubkey/health", rc, db->conn);
+        mg_response_db_failure_on(res, "the node", rc, db->conn);
     free(ids);
     sqlite3_finalize(node);
     mg_node_read_end(db, began);
@@ -901,33 +901,25 @@ static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes,
 /* The region filter's node keys (CoreScope's regionNodeKeys): keep[i] for the nodes whose
  * packets an observer of the region heard. NULL keep: no filter (no code, or no observer has
  * one, as CoreScope). An SQLite code. */
-static int region_nodes(struct mg_db *db, const char *param, const struct bulk *bk, size_t n,
-                        bool **keep)
+static int region_nodes(struct mg_db *db, const struct mg_param_list *param, const struct bulk *bk,
+                        size_t n, bool **keep)
 {
     *keep = NULL;
     struct mg_buf sql;
     mg_buf_init(&sql);
     mg_buf_puts(&sql, "SELECT DISTINCT o.transmission_id FROM observations o JOIN observers obs"
                       " ON obs.rowid = o.observer_idx WHERE upper(trim(obs.iata)) IN (''");
-    char *codes = strdup(param);
-    int n_codes = 0;
-    for (char *save = NULL, *tok = codes ? strtok_r(codes, ",", &save) : NULL; tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        while (isspace((unsigned char)*tok))
-            tok++;
-        char *end = tok + strlen(tok);
-        while (end > tok && isspace((unsigned char)end[-1]))
-            *--end = '\0';
-        for (char *c = tok; *c; c++)
+    struct mg_list_item items[MG_PARAM_LIST_MAX];
+    int n_codes = mg_param_list_split(param->text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
+    for (int k = 0; k < n_codes && k < MG_PARAM_LIST_MAX; k++) {
+        char code[MG_PATH_PARAM_MAX];
+        snprintf(code, sizeof code, "%.*s", (int)items[k].len, items[k].ptr);
+        for (char *c = code; *c; c++)
             *c = (char)toupper((unsigned char)*c);
-        if (!*tok || !strcmp(tok, "ALL"))
-            continue;
-        char *quoted = sqlite3_mprintf(",%Q", tok);
+        char *quoted = sqlite3_mprintf(",%Q", code);
         mg_buf_puts(&sql, quoted ? quoted : "");
         sqlite3_free(quoted);
-        n_codes++;
     }
-    free(codes);
     mg_buf_puts(&sql, ")");
     mg_buf_putc(&sql, '\0');
     if (sql.failed) {
@@ -980,19 +972,52 @@ static int region_nodes(struct mg_db *db, const char *param, const struct bulk *
     return rc;
 }
 
+/*
+ * The parameters, declared once (params.h). CoreScope's handleBulkHealth, missing / empty /
+ * malformed / out of range:
+ *   limit   50 / 50 / 50 / below 1: 50, above BULK_MAX: the maximum (queryLimit)
+ *   region  none / none / no code left ("ALL", ","): none / more than MG_PARAM_LIST_MAX
+ *           codes: 400 (CoreScope takes any number; meshgate bounds a request's work)
+ *   area    none / none / a key the configuration lacks, or with no node inside: none
+ */
+struct bulk_params {
+    int64_t limit;
+    struct mg_param_list region;
+    const char *area;
+};
+static const struct mg_param bulk_param_list[] = {
+    {.name = "limit",
+     .kind = MG_PARAM_LIMIT,
+     .offset = offsetof(struct bulk_params, limit),
+     .def = BULK_DEFAULT,
+     .min = 1,
+     .max = BULK_MAX,
+     .corescope = "queryLimit(r, 50, BulkHealthMax)"},
+    {.name = "region",
+     .kind = MG_PARAM_LIST,
+     .offset = offsetof(struct bulk_params, region),
+     .flags = MG_LIST_SKIP_ALL,
+     .corescope = "codes trimmed and uppercased; ALL and blanks: none"},
+    {.name = "area",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct bulk_params, area),
+     .corescope = "a key the configuration's areas lack: no filter"},
+};
+const struct mg_param_table mg_bulk_health_params =
+    MG_PARAM_TABLE(struct bulk_params, bulk_param_list);
+
 void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res)
 {
-    int64_t limit = BULK_DEFAULT;
-    const char *text = mg_param_str(req, "limit");
-    if (text && (!mg_parse_atoi(text, &limit) || limit <= 0)) /* CoreScope's clampLimit */
-        limit = BULK_DEFAULT;
-    limit = limit > BULK_MAX ? BULK_MAX : limit;
-    const char *region = mg_param_str(req, "region"), *area_key = mg_param_str(req, "area");
+    struct bulk_params own;
+    const struct bulk_params *p = mg_params_get(&mg_bulk_health_params, req, res, &own);
+    if (!p)
+        return;
+    int64_t limit = p->limit;
     /* An area the configuration does not have, or with no node inside, filters nothing. */
     const struct mg_corescope_area *area =
-        area_key && area_key[0] ? mg_corescope_area(mg_corescope_current(), area_key) : NULL;
-    bool by_region = region && region[0];
+        p->area ? mg_corescope_area(mg_corescope_current(), p->area) : NULL;
+    bool by_region = p->region.text != NULL;
     struct mg_db *db = env->db;
     bool began = mg_node_read_begin(db);
     /* A node the configuration hides is left out before the limit (node_visibility.h). */
@@ -1045,7 +1070,7 @@ void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
     if (rc == SQLITE_OK)
         rc = bulk_scan(db, &bk);
     if (rc == SQLITE_OK && by_region)
-        rc = region_nodes(db, region, &bk, n, &in_region);
+        rc = region_nodes(db, &p->region, &bk, n, &in_region);
     if (rc == SQLITE_OK && (area_filters || in_region)) {
         keep = calloc(n ? n : 1, sizeof *keep);
         if (!keep)
@@ -1066,7 +1091,7 @@ void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
                         req->start_realtime_ns / 1000000000LL);
     }
     if (rc != SQLITE_OK)
-        mg_node_answer_failure(res, "/api/nodes/bulk-health", rc, db->conn);
+        mg_response_db_failure_on(res, "the nodes", rc, db->conn);
     for (size_t i = 0; i < n; i++)
         free(pks[i]);
     free(pks);

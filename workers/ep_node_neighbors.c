@@ -17,7 +17,6 @@
 #include "../tools/fixture.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,34 +53,56 @@ static const struct mg_cold_report neighbors_report = {
     .build = build,
 };
 
-static bool parse_args(const struct mg_request *req, struct mg_response *res,
-                       struct neighbors_args *a)
+/*
+ * The parameters, declared once (params.h). CoreScope's handleNodeNeighbors, missing /
+ * empty / malformed / out of range:
+ *   min_count          1 / 1 / 1 / below 1: 1
+ *   min_score          0 / 0 / 0 (ParseFloat fails; NaN filters nothing there: 0 too) / as given
+ *   include_ambiguous  true / true / anything but "false": true
+ * The key (the path): not 64 hex digits is a node without edges, 200 with an empty list.
+ */
+struct neighbors_params {
+    int64_t min_count;
+    double min_score;
+    int ambiguous;
+};
+
+static const char *const false_only[] = {"false", NULL};
+static const struct mg_param neighbors_param_list[] = {
+    {.name = "min_count",
+     .kind = MG_PARAM_LIMIT,
+     .offset = offsetof(struct neighbors_params, min_count),
+     .def = 1,
+     .min = 1,
+     .max = INT64_MAX,
+     .corescope = "Atoi and above 0, else 1"},
+    {.name = "min_score",
+     .kind = MG_PARAM_REAL,
+     .offset = offsetof(struct neighbors_params, min_score),
+     .real_def = 0,
+     .corescope = "ParseFloat, else 0"},
+    {.name = "include_ambiguous",
+     .kind = MG_PARAM_CHOICE,
+     .offset = offsetof(struct neighbors_params, ambiguous),
+     .choices = false_only,
+     .def = -1,
+     .corescope = "only \"false\" leaves ambiguous edges out"},
+};
+const struct mg_param_table mg_node_neighbors_params =
+    MG_PARAM_TABLE(struct neighbors_params, neighbors_param_list);
+
+static bool parse_args(const struct mg_request *req, struct neighbors_args *a)
 {
     memset(a, 0, sizeof *a);
-    if (!mg_reach_parse_pubkey(req->path_param, a->pubkey)) {
-        if (res)
-            mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
+    if (!mg_reach_parse_pubkey(req->path_param, a->pubkey))
         return false;
-    }
-    a->min_count = 1;
-    const char *text = mg_param_str(req, "min_count");
-    if (text) {
-        int64_t v;
-        /* CoreScope keeps 1 for anything malformed or below 1 */
-        if (mg_parse_atoi(text, &v) && v > 0)
-            a->min_count = v;
-    }
-    text = mg_param_str(req, "min_score");
-    if (text) {
-        char *end;
-        double v = strtod(text, &end);
-        /* CoreScope keeps 0 for a malformed one (NaN filters nothing there: 0 too) */
-        if (!*end && end != text && !isnan(v))
-            a->min_score = v;
-    }
-    /* CoreScope: only "false" leaves ambiguous edges out */
-    text = mg_param_str(req, "include_ambiguous");
-    a->include_ambiguous = !text || strcmp(text, "false") != 0;
+    struct neighbors_params own;
+    const struct neighbors_params *p = mg_params_get(&mg_node_neighbors_params, req, NULL, &own);
+    if (!p)
+        return false; /* not reached: the table refuses nothing */
+    a->min_count = p->min_count;
+    a->min_score = p->min_score;
+    a->include_ambiguous = p->ambiguous != 0;
     return true;
 }
 
@@ -96,7 +117,7 @@ static void neighbors_key(const struct neighbors_args *a, char key[KEY_BYTES])
 bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     struct neighbors_args a;
-    if (!parse_args(req, NULL, &a))
+    if (!parse_args(req, &a))
         return false;
     char key[KEY_BYTES];
     neighbors_key(&a, key);
@@ -107,7 +128,7 @@ void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res)
 {
     struct neighbors_args a;
-    if (!parse_args(req, NULL, &a)) {
+    if (!parse_args(req, &a)) {
         /* Not a key (parse_args refuses nothing else): CoreScope's answer for a node without
          * edges, naming what was asked, lowercased. */
         char node[MG_PATH_PARAM_MAX];

@@ -61,62 +61,111 @@ void mg_nodes_query_free(struct mg_nodes_query *q)
     mg_buf_free(&q->regions);
 }
 
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
+/*
+ * The parameters, declared once (params.h). CoreScope's handleNodes (queryLimit, queryInt,
+ * then its GetNodes), missing / empty / malformed / out of range:
+ *   limit      50 / 50 / 50 / below 1: 50, above MG_NODES_LIMIT_MAX: the maximum
+ *   offset     0 / 0 / 0 / negative: 0 (SQLite's OFFSET reads it so for CoreScope)
+ *   sortBy     lastSeen / lastSeen / lastSeen / -
+ *   lastHeard  none / none / none (an unknown window filters nothing) / -
+ *   region     none / none / no code left ("ALL", ","): none / more than MG_PARAM_LIST_MAX
+ *              codes: 400 (CoreScope takes any number; meshgate bounds a request's work)
+ *   role, search, before, area: as given; an empty one is absent
+ */
+struct nodes_params {
+    int64_t limit, offset;
+    int sort, window;
+    const char *role, *search, *before, *area;
+    struct mg_param_list region;
+};
+
+static const struct mg_param nodes_param_list[] = {
+    {.name = "limit",
+     .kind = MG_PARAM_LIMIT,
+     .offset = offsetof(struct nodes_params, limit),
+     .def = MG_NODES_LIMIT_DEFAULT,
+     .min = 1,
+     .max = MG_NODES_LIMIT_MAX,
+     .corescope = "queryLimit(r, 50, NodesMax): not a whole number, or below 1: 50; above: max"},
+    {.name = "offset",
+     .kind = MG_PARAM_INT,
+     .offset = offsetof(struct nodes_params, offset),
+     .min = 0,
+     .max = INT64_MAX,
+     .corescope = "queryInt(offset, 0): malformed 0; negative: SQLite's OFFSET reads 0"},
+    {.name = "sortBy",
+     .kind = MG_PARAM_CHOICE,
+     .offset = offsetof(struct nodes_params, sort),
+     .choices = sort_names,
+     .def = MG_NODES_SORT_LAST_SEEN,
+     .corescope = "anything but name or packetCount: lastSeen"},
+    {.name = "lastHeard",
+     .kind = MG_PARAM_CHOICE,
+     .offset = offsetof(struct nodes_params, window),
+     .choices = last_heard_names,
+     .def = -1,
+     .corescope = "an unknown window: no filter"},
+    {.name = "role",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct nodes_params, role),
+     .corescope = "as given: an unknown role matches no node"},
+    {.name = "search",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct nodes_params, search),
+     .corescope = "as given (LIKE %search%)"},
+    {.name = "before",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct nodes_params, before),
+     .corescope = "as given: compared with first_seen as text"},
+    {.name = "region",
+     .kind = MG_PARAM_LIST,
+     .offset = offsetof(struct nodes_params, region),
+     .flags = MG_LIST_SKIP_ALL,
+     .corescope = "codes trimmed and uppercased; ALL and blanks: none"},
+    {.name = "area",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct nodes_params, area),
+     .corescope = "a key the configuration's areas lack: no filter"},
+};
+const struct mg_param_table mg_nodes_params = MG_PARAM_TABLE(struct nodes_params, nodes_param_list);
 
 /*
- * region: a comma list; each item trimmed and uppercased (ASCII), empty items and ALL
- * skipped. The codes are kept as ",SJC,OAK," (no code can hold a comma), which the SQL
- * searches for ",<observer's code>,". Leaves q->regions empty when no code remains.
+ * region: the codes uppercased (ASCII) and kept as ",SJC,OAK," (no code can hold a comma),
+ * which the SQL searches for ",<observer's code>,". Leaves q->regions empty when no code
+ * remains.
  */
-static void parse_regions(const char *list, struct mg_nodes_query *q)
+static void parse_regions(const struct mg_param_list *list, struct mg_nodes_query *q)
 {
     mg_buf_reset(&q->regions);
-    for (const char *p = list; p;) {
-        const char *end = strchr(p, ',');
-        const char *next = end ? end + 1 : NULL;
-        if (!end)
-            end = p + strlen(p);
-        while (p < end && is_blank(*p))
-            p++;
-        while (end > p && is_blank(end[-1]))
-            end--;
-        size_t len = (size_t)(end - p);
-        if (len > 0 && !(len == 3 && strncasecmp(p, "ALL", 3) == 0)) {
-            if (q->regions.len == 0)
-                mg_buf_putc(&q->regions, ',');
-            for (size_t i = 0; i < len; i++)
-                mg_buf_putc(&q->regions, p[i] >= 'a' && p[i] <= 'z' ? (char)(p[i] - 32) : p[i]);
+    struct mg_list_item items[MG_PARAM_LIST_MAX];
+    int n = mg_param_list_split(list->text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
+    for (int k = 0; k < n && k < MG_PARAM_LIST_MAX; k++) {
+        if (q->regions.len == 0)
             mg_buf_putc(&q->regions, ',');
+        for (size_t i = 0; i < items[k].len; i++) {
+            char c = items[k].ptr[i];
+            mg_buf_putc(&q->regions, c >= 'a' && c <= 'z' ? (char)(c - 32) : c);
         }
-        p = next;
+        mg_buf_putc(&q->regions, ',');
     }
 }
 
 bool mg_nodes_parse(const struct mg_request *req, struct mg_response *res, struct mg_nodes_query *q)
 {
     mg_nodes_query_init(q);
-    int sort = MG_NODES_SORT_LAST_SEEN, window = -1;
-    /* As CoreScope's handler (params.h), missing, empty / malformed / out of range:
-     *   limit      50 / 50 / below 1: 50, above MG_NODES_LIMIT_MAX: the maximum
-     *   offset     0 / 0 / negative: 0 (SQLite's OFFSET reads it so for CoreScope)
-     *   sortBy     lastSeen / lastSeen / anything else: lastSeen
-     *   lastHeard  none / none / anything else: none
-     *   role, search, before, region, area: as given; an empty one is absent */
-    if (!mg_param_limit(req, res, "limit", MG_NODES_LIMIT_DEFAULT, MG_NODES_LIMIT_MAX, &q->limit) ||
-        !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &q->offset) ||
-        !mg_param_choice(req, res, "sortBy", sort_names, MG_NODES_SORT_LAST_SEEN, &sort) ||
-        !mg_param_choice(req, res, "lastHeard", last_heard_names, -1, &window))
+    struct nodes_params own;
+    const struct nodes_params *p = mg_params_get(&mg_nodes_params, req, res, &own);
+    if (!p)
         return false;
-    q->sort = (enum mg_nodes_sort)sort;
-    q->last_heard_s = window >= 0 ? last_heard_seconds[window] : 0;
-    q->role = mg_param_str(req, "role");
-    q->search = mg_param_str(req, "search");
-    q->before = mg_param_str(req, "before");
-    parse_regions(mg_param_str(req, "region"), q);
-    q->area = mg_param_str(req, "area");
+    q->limit = p->limit;
+    q->offset = p->offset;
+    q->sort = (enum mg_nodes_sort)p->sort;
+    q->last_heard_s = p->window >= 0 ? last_heard_seconds[p->window] : 0;
+    q->role = p->role;
+    q->search = p->search;
+    q->before = p->before;
+    parse_regions(&p->region, q);
+    q->area = p->area;
     if (q->area && !mg_corescope_area(mg_corescope_current(), q->area))
         q->area = NULL;
     return true;
@@ -565,18 +614,6 @@ void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db
     mg_json_object_end(j);
 }
 
-static void answer_failure(struct mg_response *res, int rc, const char *message)
-{
-    mg_buf_reset(&res->headers);
-    int primary = rc & 0xff;
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("/api/nodes: %s", message);
-    mg_response_error(res, 500, "reading the nodes from the database failed: %s", message);
-}
-
 /* Reads the role counts into the cache unless they are fresh enough; an SQLite code. */
 static int refresh_counts(struct mg_db *db, const struct mg_nodes_query *q, int64_t now_ns)
 {
@@ -786,7 +823,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
                                 res->body.len - body_start);
     }
     if (rc != SQLITE_OK)
-        answer_failure(res, rc, rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(conn));
+        mg_response_db_failure_on(res, "the nodes", rc, conn);
 
     /* A statement left mid-step would hold its read snapshot (and the ingestor's
      * checkpoints) until the next request. */
@@ -828,16 +865,10 @@ bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
     if (!mg_node_hash_sizes_available(env) || !mg_node_relay_available(env))
         return true;
     struct mg_nodes_query q;
-    mg_nodes_query_init(&q);
-    const char *list = mg_param_str(req, "region");
-    if (list)
-        parse_regions(list, &q);
+    mg_nodes_parse(req, NULL, &q);
     bool heavy = q.regions.len > 0 && !mg_region_map_fresh(env->db->conn, mg_monotonic_ns());
-    /* A large page: light only as a copy of the answer this thread keeps. A malformed limit
-     * is the handler's 400. */
-    const char *limit = mg_param_str(req, "limit");
-    int64_t n = MG_NODES_LIMIT_DEFAULT;
-    if (!heavy && limit && mg_parse_int64(limit, &n) && n > MG_NODES_LIGHT_LIMIT)
+    /* A large page: light only as a copy of the answer this thread keeps. */
+    if (!heavy && q.limit > MG_NODES_LIGHT_LIMIT)
         heavy = !answer_kept(env, req, &q);
     mg_nodes_query_free(&q);
     return heavy;

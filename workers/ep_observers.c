@@ -477,15 +477,33 @@ static const struct mg_cold_report analytics_report = {
     .build = analytics_build,
 };
 
-/* The parameters, as CoreScope reads them: days an integer, 7 when it is not one. */
+/*
+ * The parameters, declared once (params.h). CoreScope's handleObserverAnalytics: days
+ * missing, empty or malformed: 7 (queryInt); out of range: clamped to 1..365.
+ */
+struct analytics_params {
+    int64_t days;
+};
+static const struct mg_param analytics_param_list[] = {
+    {.name = "days",
+     .kind = MG_PARAM_INT,
+     .offset = offsetof(struct analytics_params, days),
+     .def = ANALYTICS_DAYS_DEFAULT,
+     .min = 1,
+     .max = ANALYTICS_DAYS_MAX,
+     .corescope = "queryInt(days, 7), then clamped to 1..365"},
+};
+const struct mg_param_table mg_observer_analytics_params =
+    MG_PARAM_TABLE(struct analytics_params, analytics_param_list);
+
 static void analytics_args(const struct mg_request *req, struct analytics_args *a, char *key)
 {
     memset(a, 0, sizeof *a);
     snprintf(a->id, sizeof a->id, "%s", req->path_param);
-    int64_t days;
-    if (!mg_parse_atoi(mg_query_get(&req->query, "days"), &days))
-        days = ANALYTICS_DAYS_DEFAULT;
-    a->days = days < 1 ? 1 : days > ANALYTICS_DAYS_MAX ? ANALYTICS_DAYS_MAX : (int)days;
+    struct analytics_params own;
+    const struct analytics_params *p =
+        mg_params_get(&mg_observer_analytics_params, req, NULL, &own);
+    a->days = p ? (int)p->days : ANALYTICS_DAYS_DEFAULT; /* the table refuses nothing */
     snprintf(key, MG_CACHE_KEY_MAX + 64, "obs|%s|%d", a->id, a->days);
 }
 

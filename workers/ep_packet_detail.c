@@ -127,14 +127,31 @@ void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
     }
 }
 
+/* The parameters, declared once (params.h). CoreScope's handlePacketTimestamps: since missing
+ * or empty: 400 "since required"; otherwise compared with first_seen as text (a malformed one
+ * compares as any text does). */
+struct timestamps_params {
+    const char *since;
+};
+static const struct mg_param timestamps_param_list[] = {
+    {.name = "since",
+     .kind = MG_PARAM_TEXT,
+     .offset = offsetof(struct timestamps_params, since),
+     .flags = MG_PARAM_REQUIRED,
+     .sample = "%Y-%m-%dT%H:%M:%SZ",
+     .corescope = "empty: 400 since required; else compared as text"},
+};
+const struct mg_param_table mg_packet_timestamps_params =
+    MG_PARAM_TABLE(struct timestamps_params, timestamps_param_list);
+
 void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
                                  struct mg_response *res)
 {
-    const char *since = mg_query_get(&req->query, "since");
-    if (!since || !*since) {
-        mg_response_error(res, 400, "since required");
+    struct timestamps_params own;
+    const struct timestamps_params *p = mg_params_get(&mg_packet_timestamps_params, req, res, &own);
+    if (!p)
         return;
-    }
+    const char *since = p->since;
     sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT first_seen FROM transmissions"
                                               " WHERE first_seen > ? ORDER BY first_seen, id");
     if (!st) {

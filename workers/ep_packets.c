@@ -42,135 +42,180 @@
 
 /* --- parameters ----------------------------------------------------------------------- */
 
-struct list_item {
-    const char *text;
-    size_t len;
-};
-
 static bool is_blank(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-/*
- * Splits a comma list into trimmed, non-empty items (with skip_all, "ALL" in any case is
- * skipped too). Stores at most cap of them; returns how many there are.
- */
-static int list_split(const char *list, bool skip_all, struct list_item *items, int cap)
-{
-    int n = 0;
-    const char *p = list;
-    while (p && *p) {
-        const char *end = strchr(p, ',');
-        const char *next = end ? end + 1 : NULL;
-        if (!end)
-            end = p + strlen(p);
-        while (p < end && is_blank(*p))
-            p++;
-        while (end > p && is_blank(end[-1]))
-            end--;
-        size_t len = (size_t)(end - p);
-        bool skip = len == 0 || (skip_all && len == 3 && strncasecmp(p, "ALL", 3) == 0);
-        if (!skip) {
-            if (n < cap)
-                items[n] = (struct list_item){p, len};
-            n++;
-        }
-        p = next;
-    }
-    return n;
-}
+static const char *const orders[] = {"desc", "asc", NULL};
+static const char *const expands[] = {"observations", NULL};
+static const char *const booleans[] = {"false", "true", NULL};
 
-static bool param_whole_number(const struct mg_request *req, struct mg_response *res,
-                               const char *name, const char *what, bool *has, int64_t *out)
+/*
+ * The parameters, declared once (params.h). CoreScope's handlePackets, missing / empty /
+ * malformed / out of range:
+ *   limit        50 / 50 / 50 / below 1: 50, above MG_PACKETS_LIMIT_MAX: the maximum
+ *   offset       0 / 0 / 0 / negative: 400 (CoreScope's handler panics on it and closes the
+ *                connection with no answer)
+ *   order        desc / desc / anything but asc: desc
+ *   expand       none / none / anything but observations: none
+ *   groupByHash  false / false / anything but true: false
+ *   type, route  none / none / Go's Atoi fails: CoreScope filters on 0, and so does meshgate
+ *   nodes        none / none / no key left (",,"): no packet, total 0
+ *   observer     a list (params.h); no id left (",,"): no packet, as CoreScope (no observer
+ *                has the id "")
+ *   region       a list; no code left ("ALL", ",,"): no filter, as CoreScope's nodes and
+ *                channels take it (its packets answer no packet: a deliberate difference)
+ *   lists        more than MG_PARAM_LIST_MAX entries: 400 (CoreScope takes any number)
+ *   hash, since, until, node, channel, area: as given
+ * Refused with 400 in mg_packets_parse (CoreScope answers something other than asked):
+ * groupByHash=true with order=asc or expand=observations (CoreScope ignores them).
+ */
+struct packets_params {
+    int64_t limit, offset;
+    int order, expand, group;
+    const char *type, *route;
+    struct mg_param_list observer, region, nodes;
+    const char *hash, *since, *until, *node, *channel, *area;
+};
+
+#define P(field) .offset = offsetof(struct packets_params, field)
+static const struct mg_param packets_param_list[] = {
+    {.name = "limit",
+     .kind = MG_PARAM_LIMIT,
+     P(limit),
+     .def = MG_PACKETS_LIMIT_DEFAULT,
+     .min = 1,
+     .max = MG_PACKETS_LIMIT_MAX,
+     .corescope = "queryLimit(r, 50, PacketsMax)"},
+    {.name = "offset",
+     .kind = MG_PARAM_INT,
+     P(offset),
+     .min = 0,
+     .max = INT64_MAX,
+     .flags = MG_PARAM_RANGE_400,
+     .corescope = "queryInt(offset, 0); negative: its handler panics (slice bounds) and the "
+                  "connection closes with no answer; meshgate answers 400"},
+    {.name = "order",
+     .kind = MG_PARAM_CHOICE,
+     P(order),
+     .choices = orders,
+     .corescope = "== \"asc\", else desc"},
+    {.name = "expand",
+     .kind = MG_PARAM_CHOICE,
+     P(expand),
+     .choices = expands,
+     .def = -1,
+     .corescope = "== \"observations\", else none"},
+    {.name = "groupByHash",
+     .kind = MG_PARAM_CHOICE,
+     P(group),
+     .choices = booleans,
+     .corescope = "== \"true\", else false"},
+    {.name = "type",
+     .kind = MG_PARAM_TEXT,
+     P(type),
+     .corescope = "t, _ := strconv.Atoi(v): a malformed one filters on 0"},
+    {.name = "route",
+     .kind = MG_PARAM_TEXT,
+     P(route),
+     .corescope = "t, _ := strconv.Atoi(v): a malformed one filters on 0"},
+    {.name = "observer",
+     .kind = MG_PARAM_LIST,
+     P(observer),
+     .flags = MG_LIST_KEEP_EMPTY,
+     .corescope = "ids, trimmed; no id left (\",,\"): no observer matches, no packet"},
+    {.name = "region",
+     .kind = MG_PARAM_LIST,
+     P(region),
+     .flags = MG_LIST_SKIP_ALL,
+     .corescope = "IATA codes trimmed and uppercased; no code left (\"ALL\", \",,\"): no "
+                  "packet, where its nodes and channels take it as no filter; meshgate takes "
+                  "it as no filter here too"},
+    {.name = "nodes",
+     .kind = MG_PARAM_LIST,
+     P(nodes),
+     .flags = MG_LIST_KEEP_EMPTY,
+     .corescope = "keys or names; no entry left: the listing of no node (total 0)"},
+    {.name = "hash",
+     .kind = MG_PARAM_TEXT,
+     P(hash),
+     .corescope = "as given: one transmission's hash"},
+    {.name = "since",
+     .kind = MG_PARAM_TEXT,
+     P(since),
+     .corescope = "as given: compared with first_seen as text"},
+    {.name = "until",
+     .kind = MG_PARAM_TEXT,
+     P(until),
+     .corescope = "as given: compared with first_seen as text"},
+    {.name = "node",
+     .kind = MG_PARAM_TEXT,
+     P(node),
+     .corescope = "as given: a key or an exact name"},
+    {.name = "channel",
+     .kind = MG_PARAM_TEXT,
+     P(channel),
+     .corescope = "as given: a channel name or enc_ + its hash"},
+    {.name = "area",
+     .kind = MG_PARAM_TEXT,
+     P(area),
+     .corescope = "a key the configuration's areas lack: no filter"},
+};
+#undef P
+_Static_assert(MG_PACKETS_LIST_MAX == MG_PARAM_LIST_MAX, "a packets list is a parameter list");
+const struct mg_param_table mg_packets_params =
+    MG_PARAM_TABLE(struct packets_params, packets_param_list);
+
+/* CoreScope's t, _ := strconv.Atoi(v): a malformed value filters on 0. */
+static void whole_number(const char *value, bool *has, int64_t *out)
 {
-    (void)res, (void)what;
-    const char *value = mg_param_str(req, name);
     *has = value != NULL;
-    /* CoreScope's handler: t, _ := strconv.Atoi(v), so a malformed value filters on 0 */
     if (value && !mg_parse_atoi(value, out))
         *out = 0;
-    return true;
-}
-
-static bool param_list(const struct mg_request *req, struct mg_response *res, const char *name,
-                       const char *what, bool skip_all, const char **out)
-{
-    *out = mg_param_str(req, name);
-    if (*out && list_split(*out, skip_all, NULL, 0) > MG_PACKETS_LIST_MAX) {
-        mg_response_error(res, 400, "invalid %s: expected at most %d comma-separated %s", name,
-                          MG_PACKETS_LIST_MAX, what);
-        return false;
-    }
-    /* A list with no entry left (",", "ALL") filters nothing; but nodes= takes CoreScope's
-     * nodes listing, where no key matches nothing (the handler's nodes_count 0). */
-    if (*out && list_split(*out, skip_all, NULL, 0) == 0 && strcmp(name, "nodes") != 0)
-        *out = NULL;
-    return true;
 }
 
 bool mg_packets_parse(const struct mg_request *req, struct mg_response *res,
                       struct mg_packets_filter *f)
 {
-    static const char *const orders[] = {"desc", "asc", NULL};
-    static const char *const expands[] = {"observations", NULL};
-    static const char *const booleans[] = {"false", "true", NULL};
     memset(f, 0, sizeof *f);
-    int order = 0, expand = -1, group = 0;
-    /* As CoreScope's handler (params.h), missing, empty / malformed / out of range:
-     *   limit        50 / 50 / below 1: 50, above MG_PACKETS_LIMIT_MAX: the maximum
-     *   offset       0 / 0 / negative: 0 (CoreScope's handler panics: meshgate keeps 0)
-     *   order        desc / desc / anything but asc: desc
-     *   expand       none / none / anything but observations: none
-     *   groupByHash  false / false / anything but true: false
-     *   type, route  none / 0 (Go's Atoi fails: CoreScope filters on 0)
-     *   nodes        absent / no key left (",,"): no packet, total 0
-     *   observer, region, hash, since, until, node, channel, area: as given
-     * Refused with 400 (CoreScope answers something other than asked): groupByHash=true
-     * with order=asc or expand=observations (CoreScope ignores them), more than
-     * MG_PACKETS_LIST_MAX list entries. */
-    if (!mg_param_limit(req, res, "limit", MG_PACKETS_LIMIT_DEFAULT, MG_PACKETS_LIMIT_MAX,
-                        &f->limit) ||
-        !mg_param_int(req, res, "offset", 0, 0, INT64_MAX, &f->offset) ||
-        !mg_param_choice(req, res, "order", orders, 0, &order) ||
-        !mg_param_choice(req, res, "expand", expands, -1, &expand) ||
-        !param_whole_number(req, res, "type", "a payload_type, e.g. 4 for ADVERT, 5 for group text",
-                            &f->has_type, &f->payload_type) ||
-        !param_whole_number(req, res, "route",
-                            "a route_type: 0 transport-flood, 1 flood, 2 direct, "
-                            "3 transport-direct",
-                            &f->has_route, &f->route_type) ||
-        !param_list(req, res, "observer", "observer ids", false, &f->observer) ||
-        !param_list(req, res, "region", "IATA codes", true, &f->region) ||
-        !param_list(req, res, "nodes", "node public keys or names", false, &f->nodes) ||
-        !mg_param_choice(req, res, "groupByHash", booleans, 0, &group))
+    struct packets_params own;
+    const struct packets_params *p = mg_params_get(&mg_packets_params, req, res, &own);
+    if (!p)
         return false;
+    f->limit = p->limit;
+    f->offset = p->offset;
+    whole_number(p->type, &f->has_type, &f->payload_type);
+    whole_number(p->route, &f->has_route, &f->route_type);
+    f->observer = p->observer.text;
+    f->region = p->region.text;
+    f->nodes = p->nodes.text;
     /* A key the configuration's areas lack filters nothing, as in CoreScope. */
-    f->area = mg_param_str(req, "area");
+    f->area = p->area;
     if (f->area && !mg_corescope_area(mg_corescope_current(), f->area))
         f->area = NULL;
     /* CoreScope ignores order and expand when grouping; meshgate refuses rather than
      * answer something other than what was asked. */
-    if (group && order == 1) {
+    if (p->group == 1 && p->order == 1) {
         mg_response_error(res, 400,
                           "order=asc is not supported with groupByHash=true: grouped "
                           "packets are listed by their latest sighting, newest first");
         return false;
     }
-    if (group && expand == 0) {
+    if (p->group == 1 && p->expand == 0) {
         mg_response_error(res, 400,
                           "expand=observations is not supported with groupByHash=true: ask "
                           "/api/packets?hash=H&expand=observations for one group's observations");
         return false;
     }
-    f->group_by_hash = group == 1;
-    f->ascending = order == 1;
-    f->expand_observations = expand == 0;
-    f->hash = mg_param_str(req, "hash");
-    f->since = mg_param_str(req, "since");
-    f->until = mg_param_str(req, "until");
-    f->node = mg_param_str(req, "node");
-    f->channel = mg_param_str(req, "channel");
+    f->group_by_hash = p->group == 1;
+    f->ascending = p->order == 1;
+    f->expand_observations = p->expand == 0;
+    f->hash = p->hash;
+    f->since = p->since;
+    f->until = p->until;
+    f->node = p->node;
+    f->channel = p->channel;
     return true;
 }
 
@@ -245,15 +290,16 @@ static void walk_int(struct walk *w, int64_t v)
 /* The observers a list names: "ob.rowid" of observers whose id (or IATA) is in it. */
 static void walk_observer_set(struct walk *w, const char *list, bool region)
 {
-    struct list_item items[MG_PACKETS_LIST_MAX];
-    int count = list_split(list, region, items, MG_PACKETS_LIST_MAX);
+    struct mg_list_item items[MG_PACKETS_LIST_MAX];
+    int count =
+        mg_param_list_split(list, region ? MG_LIST_SKIP_ALL : 0, items, MG_PACKETS_LIST_MAX);
     if (count > MG_PACKETS_LIST_MAX)
         count = MG_PACKETS_LIST_MAX;
     walk_sql(w, region ? "SELECT ob.rowid FROM observers ob WHERE upper(trim(ob.iata)) IN ("
                        : "SELECT ob.rowid FROM observers ob WHERE upper(ob.id) IN (");
     for (int i = 0; i < count; i++) {
         walk_sql(w, i ? ",upper(?)" : "upper(?)");
-        walk_text(w, items[i].text, items[i].len);
+        walk_text(w, items[i].ptr, items[i].len);
     }
     walk_sql(w, ")");
 }
@@ -1033,11 +1079,11 @@ static bool resolve_node(struct packets_run *r)
 static bool resolve_nodes(struct packets_run *r)
 {
     struct mg_packets_filter *f = r->f;
-    struct list_item items[MG_PACKETS_LIST_MAX];
-    int count = list_split(f->nodes, false, items, MG_PACKETS_LIST_MAX);
+    struct mg_list_item items[MG_PACKETS_LIST_MAX];
+    int count = mg_param_list_split(f->nodes, 0, items, MG_PACKETS_LIST_MAX);
     f->nodes_count = 0;
     for (int i = 0; i < count && i < MG_PACKETS_LIST_MAX && !r->error; i++)
-        if (resolve_node_key(r, items[i].text, items[i].len, f->nodes_pubkeys[f->nodes_count]))
+        if (resolve_node_key(r, items[i].ptr, items[i].len, f->nodes_pubkeys[f->nodes_count]))
             f->nodes_count++;
     return f->nodes_count > 0;
 }
@@ -2205,19 +2251,6 @@ int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
     return rc;
 }
 
-static void answer_failure(struct packets_run *r)
-{
-    int primary = r->error & 0xff;
-    mg_buf_reset(&r->res->headers);
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-        mg_response_refuse(r->res, 503, 1, "the database is busy: retry in a moment");
-        return;
-    }
-    mg_warn("/api/packets: reading the database failed: %s", sqlite3_errstr(r->error));
-    mg_response_error(r->res, 500, "reading the packets from the database failed: %s",
-                      sqlite3_errstr(r->error));
-}
-
 void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_packets_filter f;
@@ -2272,7 +2305,7 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     if (r.error)
-        answer_failure(&r);
+        mg_response_db_failure(res, "the packets", r.error);
 
     sqlite3_finalize(r.observations);
     sqlite3_finalize(r.best);

@@ -340,11 +340,27 @@ static void write_counters(struct mg_json *j, const struct mg_segment *seg)
     mg_json_object_end(j);
 }
 
-/* Only mem=1 exactly asks for the diagnostic walk; any other value is plain /api/perf. */
+/* The parameters, declared once (params.h). CoreScope's handlePerf: only mem=1 exactly asks
+ * for the memory breakdown; anything else is plain /api/perf. */
+struct perf_params {
+    int mem;
+};
+static const char *const one_only[] = {"1", NULL};
+static const struct mg_param perf_param_list[] = {
+    {.name = "mem",
+     .kind = MG_PARAM_CHOICE,
+     .offset = offsetof(struct perf_params, mem),
+     .choices = one_only,
+     .def = -1,
+     .corescope = "== \"1\", else none"},
+};
+const struct mg_param_table mg_perf_params = MG_PARAM_TABLE(struct perf_params, perf_param_list);
+
 static bool wants_memory_breakdown(const struct mg_request *req)
 {
-    const char *mem = mg_param_str(req, "mem");
-    return mem && strcmp(mem, "1") == 0;
+    struct perf_params own;
+    const struct perf_params *p = mg_params_get(&mg_perf_params, req, NULL, &own);
+    return p && p->mem == 0; /* never NULL p: the table refuses nothing */
 }
 
 /* A walk the diagnostic gate is about to refuse (one runs, or the cooldown) costs nothing:

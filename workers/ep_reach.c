@@ -47,14 +47,44 @@ static void reach_key(const struct reach_args *a, char key[MG_CACHE_KEY_MAX])
     snprintf(key, MG_CACHE_KEY_MAX, "%s|%d", a->pubkey, a->days);
 }
 
+/*
+ * The parameters, declared once (params.h). CoreScope's handleNodeReach: days missing /
+ * empty / malformed: 7; out of range: clamped to 1..30 (clampDays). The key (the path): not
+ * 64 hex digits: 400 "invalid pubkey: expected 64 hex chars", as CoreScope.
+ */
+struct reach_params {
+    int64_t days;
+};
+static const struct mg_param reach_param_list[] = {
+    {.name = "days",
+     .kind = MG_PARAM_INT,
+     .offset = offsetof(struct reach_params, days),
+     .def = 7,
+     .min = 1,
+     .max = 30,
+     .corescope = "Atoi, else 7; clampDays: 1..30"},
+};
+const struct mg_param_table mg_reach_params = MG_PARAM_TABLE(struct reach_params, reach_param_list);
+
+/* The report's arguments; false when the key is not one. */
+static bool read_args(const struct mg_request *req, struct reach_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!mg_reach_parse_pubkey(req->path_param, a->pubkey))
+        return false;
+    struct reach_params own;
+    const struct reach_params *p = mg_params_get(&mg_reach_params, req, NULL, &own);
+    if (!p)
+        return false; /* not reached: the table refuses nothing */
+    a->days = (int)p->days;
+    return true;
+}
+
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     struct reach_args a;
-    if (!mg_reach_parse_pubkey(req->path_param, a.pubkey))
+    if (!read_args(req, &a))
         return false;
-    int64_t days;
-    mg_param_int(req, NULL, "days", 7, 1, 30, &days); /* as the handler reads it */
-    a.days = (int)days;
     char key[MG_CACHE_KEY_MAX];
     reach_key(&a, key);
     return mg_cold_report_is_heavy(env, key);
@@ -63,16 +93,10 @@ bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct reach_args a;
-    memset(&a, 0, sizeof a);
-    if (!mg_reach_parse_pubkey(req->path_param, a.pubkey)) {
+    if (!read_args(req, &a)) {
         mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
         return;
     }
-    /* days: as CoreScope, missing, empty or malformed: 7; clamped to 1..30 */
-    int64_t days;
-    if (!mg_param_int(req, res, "days", 7, 1, 30, &days))
-        return;
-    a.days = (int)days;
     char key[MG_CACHE_KEY_MAX];
     reach_key(&a, key);
     mg_cold_report_serve(env, req, res, &reach_report, key, &a, sizeof a);

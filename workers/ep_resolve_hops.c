@@ -311,23 +311,56 @@ static int compare_strings(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/*
+ * The parameters, declared once (params.h). CoreScope's handleResolveHops, missing / empty:
+ *   hops       none / none: {"resolved":{}}; otherwise split on commas as given (no trimming:
+ *              each is a key of the answer), empty ones dropped
+ *   from_node, observer: none / none: no context; otherwise a key whose neighbours rank the
+ *              candidates (lowercased)
+ */
+struct resolve_params {
+    const char *hops, *from, *observer;
+};
+#define P(field) .offset = offsetof(struct resolve_params, field)
+static const struct mg_param resolve_param_list[] = {
+    {.name = "hops",
+     .kind = MG_PARAM_TEXT,
+     P(hops),
+     .sample = "a1,b2",
+     .corescope = "empty: no hop; split on commas as given"},
+    {.name = "from_node", .kind = MG_PARAM_TEXT, P(from), .corescope = "a context key"},
+    {.name = "observer", .kind = MG_PARAM_TEXT, P(observer), .corescope = "a context key"},
+};
+#undef P
+const struct mg_param_table mg_resolve_hops_params =
+    MG_PARAM_TABLE(struct resolve_params, resolve_param_list);
+
+static const struct resolve_params *resolve_params(const struct mg_request *req,
+                                                   struct resolve_params *own)
+{
+    /* Never NULL: the table refuses nothing. */
+    return mg_params_get(&mg_resolve_hops_params, req, NULL, own);
+}
+
 void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res)
 {
-    const char *from = mg_param_str(req, "from_node"), *observer = mg_param_str(req, "observer");
+    struct resolve_params own;
+    const struct resolve_params *p = resolve_params(req, &own);
+    const char *from = p->from, *observer = p->observer;
     struct context cx = {.now_ms = req->start_realtime_ns / 1000000};
     char *lowered[2] = {from && from[0] ? lower_dup(from) : NULL,
                         observer && observer[0] ? lower_dup(observer) : NULL};
     for (int k = 0; k < 2; k++)
         if (lowered[k])
             cx.keys[cx.n++] = lowered[k];
-    const char *hops = mg_param_str(req, "hops");
+    const char *hops = p->hops;
     /* The hops, split on commas, empty ones dropped, sorted (the keys of CoreScope's map) and
      * each once. */
     char *copy = strdup(hops ? hops : "");
     size_t n = 0, cap = 1;
-    for (const char *p = copy; p && *p; p++)
-        cap += *p == ',';
+    for (const char *c = copy; c && *c; c++)
+        cap += *c == ',';
     char **list = calloc(cap, sizeof *list);
     if (!copy || !list) {
         free(copy);
@@ -389,12 +422,12 @@ bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     /* Each hop is a pass over the relays and an entry of the answer: past a path's length,
      * heavy (empty ones between commas are not counted, repeats are). */
-    const char *hops = mg_param_str(req, "hops");
+    struct resolve_params own;
+    const struct resolve_params *p = resolve_params(req, &own);
     size_t n = 0;
-    for (const char *p = hops; p && *p; p++)
-        n += *p != ',' && (p[1] == ',' || p[1] == '\0');
+    for (const char *c = p->hops; c && *c; c++)
+        n += *c != ',' && (c[1] == ',' || c[1] == '\0');
     if (n > MG_RESOLVE_HOPS_LIGHT_MAX)
         return true;
-    const char *from = mg_param_str(req, "from_node"), *observer = mg_param_str(req, "observer");
-    return ((from && from[0]) || (observer && observer[0])) && !mg_neighbor_graph_fresh(env->db);
+    return (p->from || p->observer) && !mg_neighbor_graph_fresh(env->db);
 }

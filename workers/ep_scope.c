@@ -228,23 +228,41 @@ static const struct mg_cold_report scope_report = {
     .build = scope_build,
 };
 
-/* The window asked for (index into windows), or -1 when it is none of them. */
+/*
+ * The parameters, declared once (params.h). CoreScope's handleScopeStats: window missing or
+ * empty: 24h; anything but 1h, 24h or 7d: 400 "window must be 1h, 24h, or 7d", as CoreScope.
+ */
+struct scope_params {
+    int window;
+};
+static const char *const window_names[] = {"1h", "24h", "7d", NULL};
+static const struct mg_param scope_param_list[] = {
+    {.name = "window",
+     .kind = MG_PARAM_CHOICE,
+     .offset = offsetof(struct scope_params, window),
+     .choices = window_names,
+     .def = 1,
+     .flags = MG_PARAM_BAD_400,
+     .corescope = "empty: 24h; unknown: 400 window must be 1h, 24h, or 7d"},
+};
+const struct mg_param_table mg_scope_stats_params =
+    MG_PARAM_TABLE(struct scope_params, scope_param_list);
+
+/* The window asked for (index into windows). */
 static int asked_window(const struct mg_request *req)
 {
-    const char *asked = mg_query_get(&req->query, "window");
-    if (!asked || !asked[0])
-        return 1;
-    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
-        if (strcmp(asked, windows[i].name) == 0)
-            return (int)i;
-    return -1;
+    struct scope_params own;
+    const struct scope_params *p = mg_params_get(&mg_scope_stats_params, req, NULL, &own);
+    if (!p)
+        return -1;
+    return p->window;
 }
 
 bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     int w = asked_window(req);
     if (w < 0 || !env->db->schema.tx_scope_name)
-        return false; /* refused before any read */
+        return false; /* answered before any read */
     char key[48];
     scope_key(key, sizeof key, w);
     return mg_cold_report_is_heavy(env, key);

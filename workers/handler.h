@@ -16,9 +16,14 @@
 #include "segment.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define MG_PATH_PARAM_MAX 128
+/* Room for the largest route's parameter struct (params.h; checked when it is parsed). */
+#define MG_PARAMS_BYTES 320
+
+struct mg_param_table;
 #define MG_PARK_BYTES 512
 
 struct mg_jobs;
@@ -161,6 +166,10 @@ struct mg_request {
      * names) is in MESHGATE_ADMIN_NETWORKS: it may see the admin pages and client addresses. */
     bool admin;
     int test_hold_ms; /* tests only: X-Test-Hold-Ms, when test hooks are on */
+    /* The route's query parameters, parsed by dispatch through the route's table (params.h:
+     * read them with mg_params_get); param_table NULL: the route declares none. */
+    const struct mg_param_table *param_table;
+    _Alignas(max_align_t) unsigned char params[MG_PARAMS_BYTES];
 };
 
 struct mg_response {
@@ -231,6 +240,9 @@ void mg_response_error(struct mg_response *res, int status, const char *fmt, ...
  * Retry-After: 1 while a writer holds the lock, otherwise 500 naming it (and a warning in the
  * log). rc is the SQLite result code. */
 void mg_response_db_failure(struct mg_response *res, const char *what, int rc);
+/* The same, the 500 naming the connection's own message (sqlite3_errmsg: which table or
+ * column) when conn is not NULL. The one answer of every endpoint to a failed read. */
+void mg_response_db_failure_on(struct mg_response *res, const char *what, int rc, sqlite3 *conn);
 
 /*
  * An admission refusal (invariant 6): status 429 or 503, Retry-After: seconds (>= 1),

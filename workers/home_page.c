@@ -13,8 +13,8 @@ bool mg_home_applies(const struct mg_config *cfg, const char *path)
 
 /* A link to each read route that takes no path parameter, from the route table: the page
  * lists what this build serves, never a stale copy. A route that needs a query parameter is
- * linked with its table's home_query, so every link answers 200. The admin pages are linked
- * below. */
+ * linked with its required parameters' samples (params.h), so every link answers 200. The admin
+ * pages are linked below. */
 static void route_links(struct mg_buf *b)
 {
     time_t hour_ago = time(NULL) - 3600;
@@ -25,10 +25,8 @@ static void route_links(struct mg_buf *b)
         const char *t = mg_routes[i].template;
         if (mg_routes[i].admin_only || strchr(t, ':'))
             continue;
-        char query[96] = "";
-        if (mg_routes[i].home_query &&
-            strftime(query, sizeof query, mg_routes[i].home_query, &tm) == 0)
-            query[0] = '\0';
+        char query[96];
+        mg_params_sample_query(mg_routes[i].params, &tm, query, sizeof query);
         mg_buf_printf(b, "<li><a href=\"%s%s\">%s</a></li>\n", t, query, t);
     }
     mg_buf_puts(b, "</ul>\n");

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: ISC */
 #include "params.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool mg_parse_int64(const char *s, int64_t *out)
 {
@@ -27,52 +30,193 @@ bool mg_parse_atoi(const char *s, int64_t *out)
     return mg_parse_int64(s, out) && errno != ERANGE;
 }
 
-bool mg_param_int(const struct mg_request *req, struct mg_response *res, const char *name,
-                  int64_t def, int64_t min, int64_t max, int64_t *out)
-{
-    const char *value = mg_query_get(&req->query, name);
-    if (!value || !*value) {
-        *out = def;
-        return true;
-    }
-    (void)res;
-    int64_t v;
-    if (!mg_parse_atoi(value, &v))
-        v = def; /* Go's Atoi refuses it: CoreScope's queryInt takes the default */
-    *out = v < min ? min : v > max ? max : v;
-    return true;
-}
-
-bool mg_param_limit(const struct mg_request *req, struct mg_response *res, const char *name,
-                    int64_t def, int64_t max, int64_t *out)
-{
-    (void)res;
-    const char *value = mg_query_get(&req->query, name);
-    int64_t v;
-    if (!value || !mg_parse_atoi(value, &v) || v <= 0)
-        v = def;
-    *out = v > max ? max : v;
-    return true;
-}
-
-bool mg_param_choice(const struct mg_request *req, struct mg_response *res, const char *name,
-                     const char *const *allowed, int def, int *out)
-{
-    const char *value = mg_query_get(&req->query, name);
-    if (!value || !*value) {
-        *out = def;
-        return true;
-    }
-    (void)res;
-    *out = def;
-    for (int i = 0; allowed[i]; i++)
-        if (strcmp(value, allowed[i]) == 0)
-            *out = i;
-    return true;
-}
-
 const char *mg_param_str(const struct mg_request *req, const char *name)
 {
     const char *value = mg_query_get(&req->query, name);
     return value && *value ? value : NULL;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+int mg_param_list_split(const char *list, unsigned flags, struct mg_list_item *items, int cap)
+{
+    int n = 0;
+    const char *p = list;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        const char *next = end ? end + 1 : NULL;
+        if (!end)
+            end = p + strlen(p);
+        while (p < end && is_blank(*p))
+            p++;
+        while (end > p && is_blank(end[-1]))
+            end--;
+        size_t len = (size_t)(end - p);
+        bool skip =
+            len == 0 || ((flags & MG_LIST_SKIP_ALL) && len == 3 && strncasecmp(p, "ALL", 3) == 0);
+        if (!skip) {
+            if (n < cap)
+                items[n] = (struct mg_list_item){p, len};
+            n++;
+        }
+        p = next;
+    }
+    return n;
+}
+
+static bool refuse(struct mg_response *res, const struct mg_param *p, const char *value)
+{
+    if (res) {
+        if (p->flags & MG_PARAM_REQUIRED && !value)
+            mg_response_error(res, 400, "%s required", p->name); /* CoreScope's words */
+        else if (p->kind == MG_PARAM_LIST)
+            mg_response_error(res, 400, "invalid %s: expected at most %d comma-separated entries",
+                              p->name, MG_PARAM_LIST_MAX);
+        else if (p->kind == MG_PARAM_CHOICE) {
+            char allowed[256];
+            size_t used = 0;
+            allowed[0] = '\0';
+            int n = 0;
+            while (p->choices[n])
+                n++;
+            for (int i = 0; i < n && used < sizeof allowed; i++) /* "1h, 24h, or 7d" */
+                used += (size_t)snprintf(allowed + used, sizeof allowed - used, "%s%s",
+                                         i == 0      ? ""
+                                         : i < n - 1 ? ", "
+                                         : n > 2     ? ", or "
+                                                     : " or ",
+                                         p->choices[i]);
+            mg_response_error(res, 400, "%s must be %s", p->name, allowed);
+        } else if (p->max == INT64_MAX)
+            mg_response_error(res, 400, "invalid %s: expected a whole number of at least %lld",
+                              p->name, (long long)p->min);
+        else
+            mg_response_error(res, 400, "invalid %s: expected a whole number from %lld to %lld",
+                              p->name, (long long)p->min, (long long)p->max);
+    }
+    return false;
+}
+
+static bool parse_one(const struct mg_param *p, const struct mg_request *req,
+                      struct mg_response *res, char *base)
+{
+    const char *value = mg_param_str(req, p->name);
+    bool strict = p->flags & MG_PARAM_BAD_400;
+    if (!value && (p->flags & MG_PARAM_REQUIRED))
+        return refuse(res, p, NULL);
+    switch (p->kind) {
+    case MG_PARAM_INT:
+    case MG_PARAM_LIMIT: {
+        int64_t v = p->def;
+        if (value && !mg_parse_atoi(value, &v)) {
+            if (strict)
+                return refuse(res, p, value);
+            v = p->def; /* Go's Atoi refuses it: CoreScope takes the default */
+        }
+        if (p->kind == MG_PARAM_LIMIT && v <= 0)
+            v = p->def; /* clampLimit: zero or negative is the default */
+        if (value && (p->flags & MG_PARAM_RANGE_400) && (v < p->min || v > p->max))
+            return refuse(res, p, value);
+        v = v < p->min ? p->min : v > p->max ? p->max : v;
+        memcpy(base + p->offset, &v, sizeof v);
+        return true;
+    }
+    case MG_PARAM_CHOICE: {
+        int v = (int)p->def;
+        bool known = false;
+        for (int i = 0; value && p->choices[i]; i++)
+            if (strcmp(value, p->choices[i]) == 0)
+                v = i, known = true;
+        if (value && !known && strict)
+            return refuse(res, p, value);
+        memcpy(base + p->offset, &v, sizeof v);
+        return true;
+    }
+    case MG_PARAM_TEXT:
+        memcpy(base + p->offset, &value, sizeof value);
+        return true;
+    case MG_PARAM_REAL: {
+        double v = p->real_def;
+        if (value) {
+            /* As Go's ParseFloat: no leading blank; too large (past the largest double) is an
+             * error, not infinity; NaN reads as the default (CoreScope filters nothing on it) */
+            char *end;
+            errno = 0;
+            double d = strtod(value, &end);
+            bool overflow = errno == ERANGE && isinf(d);
+            if (!*end && end != value && !isspace((unsigned char)value[0]) && !isnan(d) &&
+                !overflow)
+                v = d;
+            else if (strict)
+                return refuse(res, p, value);
+        }
+        memcpy(base + p->offset, &v, sizeof v);
+        return true;
+    }
+    case MG_PARAM_LIST: {
+        struct mg_param_list *l = (struct mg_param_list *)(void *)(base + p->offset);
+        l->count = value ? mg_param_list_split(value, p->flags, NULL, 0) : 0;
+        if (l->count > MG_PARAM_LIST_MAX)
+            return refuse(res, p, value);
+        l->text = value && (l->count > 0 || (p->flags & MG_LIST_KEEP_EMPTY)) ? value : NULL;
+        return true;
+    }
+    }
+    return true;
+}
+
+bool mg_params_parse(const struct mg_param_table *t, const struct mg_request *req,
+                     struct mg_response *res, void *out)
+{
+    memset(out, 0, t->size);
+    for (unsigned i = 0; i < t->count; i++)
+        if (!parse_one(&t->params[i], req, res, out))
+            return false;
+    return true;
+}
+
+bool mg_params_parse_request(const struct mg_param_table *t, struct mg_request *req,
+                             struct mg_response *res)
+{
+    req->param_table = t;
+    if (!t)
+        return true;
+    if (t->size > sizeof req->params) {
+        if (res)
+            mg_response_error(res, 500, "a route's parameters do not fit the request");
+        return false;
+    }
+    return mg_params_parse(t, req, res, req->params);
+}
+
+const void *mg_params_get(const struct mg_param_table *t, const struct mg_request *req,
+                          struct mg_response *res, void *own)
+{
+    if (req->param_table == t)
+        return req->params;
+    return mg_params_parse(t, req, res, own) ? own : NULL;
+}
+
+void mg_params_sample_query(const struct mg_param_table *t, const struct tm *tm, char *out,
+                            size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; t && i < t->count && used < cap; i++) {
+        const struct mg_param *p = &t->params[i];
+        if (!p->sample)
+            continue;
+        char value[64];
+        if (strftime(value, sizeof value, p->sample, tm) == 0)
+            continue;
+        int n = snprintf(out + used, cap - used, "%c%s=%s", used ? '&' : '?', p->name, value);
+        if (n < 0 || (size_t)n >= cap - used) {
+            out[used] = '\0';
+            break;
+        }
+        used += (size_t)n;
+    }
 }

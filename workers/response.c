@@ -234,15 +234,23 @@ const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen
     return out;
 }
 
-void mg_response_db_failure(struct mg_response *res, const char *what, int rc)
+void mg_response_db_failure_on(struct mg_response *res, const char *what, int rc, sqlite3 *conn)
 {
     int primary = rc & 0xff;
     mg_buf_reset(&res->headers);
+    mg_buf_reset(&res->body);
     if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
         mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
         return;
     }
-    mg_warn("reading %s from the database failed: %s", what, sqlite3_errstr(rc));
-    mg_response_error(res, 500, "reading %s from the database failed: %s", what,
-                      sqlite3_errstr(rc));
+    const char *message = rc == SQLITE_NOMEM ? "out of memory"
+                          : conn             ? sqlite3_errmsg(conn)
+                                             : sqlite3_errstr(rc);
+    mg_warn("reading %s from the database failed: %s", what, message);
+    mg_response_error(res, 500, "reading %s from the database failed: %s", what, message);
+}
+
+void mg_response_db_failure(struct mg_response *res, const char *what, int rc)
+{
+    mg_response_db_failure_on(res, what, rc, NULL);
 }

@@ -17,6 +17,7 @@
 
 #include "gates.h"
 #include "handler.h"
+#include "params.h"
 
 enum mg_cost { MG_COST_LIGHT = 0, MG_COST_HEAVY };
 
@@ -36,9 +37,10 @@ struct mg_route {
     /* Answered only to admins (MESHGATE_ADMIN_NETWORKS or signed in); 404 for anyone else,
      * as a path that does not exist. */
     bool admin_only;
-    /* For a route that needs a query parameter: a query that answers (strftime(3) format, of
-     * the time an hour ago), so the home page links a working request. NULL for the others. */
-    const char *home_query;
+    /* Its query parameters, declared once (params.h): dispatch parses them into the
+     * request's typed struct before the heavy check, which reads it as the handler does; a
+     * required one's sample makes the home page's link. NULL: the route reads none. */
+    const struct mg_param_table *params;
     /* Its gates in the order its requests meet them: its cost class's list (admission.h). */
     const enum mg_gate_row *gates;
 };
@@ -71,6 +73,23 @@ unsigned mg_route_by_template(const char *t, size_t n);
  * Returns the route id, or MG_ROUTE_NOT_FOUND.
  */
 unsigned mg_route_match(const char *path, char *param, size_t cap);
+
+/* The routes' parameter tables (params.h), each declared beside its handler. */
+extern const struct mg_param_table mg_nodes_params;
+extern const struct mg_param_table mg_packet_timestamps_params;
+extern const struct mg_param_table mg_resolve_hops_params;
+extern const struct mg_param_table mg_packets_params;
+extern const struct mg_param_table mg_node_neighbors_params;
+extern const struct mg_param_table mg_reach_params;
+extern const struct mg_param_table mg_scope_stats_params;
+extern const struct mg_param_table mg_channels_params;
+extern const struct mg_param_table mg_known_channels_params;
+extern const struct mg_param_table mg_channel_messages_params;
+extern const struct mg_param_table mg_observer_analytics_params;
+extern const struct mg_param_table mg_bulk_health_params;
+extern const struct mg_param_table mg_fleet_clock_skew_params;
+extern const struct mg_param_table mg_perf_params;
+extern const struct mg_param_table mg_node_search_params;
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -88,6 +88,11 @@ extern struct mg_corescope_config mg_corescope;
  * and column, in err; c is left empty then.
  */
 int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen);
+/* The same from texts in memory: config.json's (config_len bytes) and theme.json's (NULL:
+ * none); name stands for the file in messages. */
+int mg_corescope_load_text(struct mg_corescope_config *c, const char *name, const char *config,
+                           size_t config_len, const char *theme, size_t theme_len, char *err,
+                           size_t errlen);
 void mg_corescope_free(struct mg_corescope_config *c);
 
 /* The area of that key; NULL when the file has none. */

@@ -332,6 +332,19 @@ Test(visibility, the_geo_filter_buffer_is_corescopes_flat_distance_to_an_edge)
     cr_expect(!mg_node_hidden("k", "x-ray"), "a prefix compares exactly");
     cr_expect(mg_node_hidden(" abc ", NULL) && mg_node_hidden("ABC", NULL));
     cr_expect(!mg_node_listed("abc", "n", true, 37.5, -122.0, true), "hidden beats foreign");
+    /* A key of any length is hidden (found by fuzz/corescope_config.c: 160 bytes were not). */
+    char long_key[300];
+    memset(long_key, 'F', 200);
+    long_key[200] = '\0';
+    char text[400];
+    snprintf(text, sizeof text, "{\"nodeBlacklist\": [\" %s \"]}", long_key);
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(
+        mg_corescope_load_text(&mg_corescope, "t", text, strlen(text), NULL, 0, err, sizeof err), 0,
+        "%s", err);
+    cr_expect(mg_node_hidden(long_key, NULL), "a 200-byte key is hidden");
+    long_key[199] = '\0';
+    cr_expect(!mg_node_hidden(long_key, NULL), "and only that key");
     /* A wrong type is refused, naming the key. */
     f = fopen(path, "w");
     fputs("{\"nodeBlacklist\": \"abc\"}", f);

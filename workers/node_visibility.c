@@ -16,6 +16,7 @@ static struct {
     const struct mg_corescope_config *c;
     const char **slot;
     size_t mask;
+    size_t longest; /* the longest key's length */
 } rules;
 
 static uint64_t hash_key(const char *k, size_t n)
@@ -35,6 +36,7 @@ static const struct mg_corescope_config *current(void)
     free(rules.slot);
     rules.slot = NULL;
     rules.mask = 0;
+    rules.longest = 0;
     size_t n = 4;
     while (n < 2 * c->blacklist_count)
         n *= 2;
@@ -42,7 +44,10 @@ static const struct mg_corescope_config *current(void)
         rules.mask = n - 1;
         for (size_t i = 0; i < c->blacklist_count; i++) {
             const char *k = c->blacklist[i];
-            size_t at = hash_key(k, strlen(k)) & rules.mask;
+            size_t len = strlen(k);
+            if (len > rules.longest)
+                rules.longest = len;
+            size_t at = hash_key(k, len) & rules.mask;
             while (rules.slot[at] && strcmp(rules.slot[at], k) != 0)
                 at = (at + 1) & rules.mask;
             rules.slot[at] = k;
@@ -74,16 +79,21 @@ static bool blacklisted(const char *key)
     size_t n = strlen(key);
     while (n > 0 && isspace((unsigned char)key[n - 1]))
         n--;
-    char lower[160];
-    if (n == 0 || n >= sizeof lower)
-        return false; /* longer than any configured key could be after trimming */
+    if (n == 0 || n > rules.longest)
+        return false; /* longer than every configured key */
+    char stack[160], *lower = n < sizeof stack ? stack : malloc(n + 1);
+    if (!lower)
+        return false;
     for (size_t i = 0; i < n; i++)
         lower[i] = (char)tolower((unsigned char)key[i]);
     lower[n] = '\0';
-    for (size_t at = hash_key(lower, n) & rules.mask; rules.slot[at]; at = (at + 1) & rules.mask)
-        if (strcmp(rules.slot[at], lower) == 0)
-            return true;
-    return false;
+    bool found = false;
+    for (size_t at = hash_key(lower, n) & rules.mask; !found && rules.slot[at];
+         at = (at + 1) & rules.mask)
+        found = strcmp(rules.slot[at], lower) == 0;
+    if (lower != stack)
+        free(lower);
+    return found;
 }
 
 static bool name_hidden(const char *name)

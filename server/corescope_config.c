@@ -844,6 +844,8 @@ static int load_documents(struct mg_corescope_config *c, const char *name, json_
     load_strings(&l, root, "hiddenNamePrefixes", &c->hidden_prefixes, &c->hidden_prefix_count,
                  keep_prefix);
     load_strings(&l, root, "nodeBlacklist", &c->blacklist, &c->blacklist_count, keep_key);
+    load_strings(&l, root, "observerBlacklist", &c->observer_blacklist,
+                 &c->observer_blacklist_count, keep_key);
     json_t *thresholds = object_member(&l, root, "healthThresholds", "healthThresholds");
     double relay_hours = bounded_member(&l, thresholds, "relayActiveHours",
                                         "healthThresholds.relayActiveHours", "a number of hours");
@@ -935,6 +937,9 @@ void mg_corescope_free(struct mg_corescope_config *c)
     for (size_t i = 0; i < c->blacklist_count; i++)
         free(c->blacklist[i]);
     free(c->blacklist);
+    for (size_t i = 0; i < c->observer_blacklist_count; i++)
+        free(c->observer_blacklist[i]);
+    free(c->observer_blacklist);
     memset(c, 0, sizeof *c);
 }
 

@@ -73,6 +73,9 @@ struct mg_corescope_config {
     size_t hidden_prefix_count;
     char **blacklist;
     size_t blacklist_count;
+    /* "observerBlacklist", as nodeBlacklist (node_visibility.h applies it to observers) */
+    char **observer_blacklist;
+    size_t observer_blacklist_count;
     /* Different for every load in this process: what is derived from a configuration (the
      * visibility rules) is rebuilt when it changes. */
     unsigned long generation;

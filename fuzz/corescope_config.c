@@ -8,10 +8,10 @@
  * Checks: a refusal says why and leaves nothing loaded. An accepted file loads the same way
  * twice (the same bodies, byte for byte); every body is one strict JSON value ending in a
  * newline, with no NUL inside; the regions and areas are sorted and unique; every loaded
- * number is finite; blacklisted keys are trimmed, lowercased and non-empty and each hides a
- * node of that key (node_visibility.h), as each prefix hides a node of a name starting with
- * it; the geometry answers without fault, and a node at (0, 0) passes every test, as in
- * CoreScope.
+ * number is finite; blacklisted keys (nodes' and observers') are trimmed, lowercased and
+ * non-empty and each hides a node (or observer) of that key (node_visibility.h), as each
+ * prefix hides a node of a name starting with it; the geometry answers without fault, and a node at
+ * (0, 0) passes every test, as in CoreScope.
  */
 #include "corescope_config.h"
 #include "json_check.h"
@@ -47,6 +47,20 @@ static void check_shape(const struct mg_corescope_area *a)
         abort();
 }
 
+/* A blacklist's keys: trimmed, lowercased, not empty. */
+static void check_keys(char *const *keys, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        const char *k = keys[i];
+        size_t n = strlen(k);
+        if (!n || isspace((unsigned char)k[0]) || isspace((unsigned char)k[n - 1]))
+            abort();
+        for (size_t x = 0; x < n; x++)
+            if (isupper((unsigned char)k[x]))
+                abort();
+    }
+}
+
 static void check_loaded(const struct mg_corescope_config *c)
 {
     if (!c->loaded || c->generation == 0 || !isfinite(c->relay_active_hours) ||
@@ -75,15 +89,8 @@ static void check_loaded(const struct mg_corescope_config *c)
     check_shape(&c->geo_filter);
     if (!isfinite(c->geo_buffer_km) || !mg_corescope_geo_passes(c, 0, 0))
         abort();
-    for (size_t i = 0; i < c->blacklist_count; i++) {
-        const char *k = c->blacklist[i];
-        size_t n = strlen(k);
-        if (!n || isspace((unsigned char)k[0]) || isspace((unsigned char)k[n - 1]))
-            abort();
-        for (size_t x = 0; x < n; x++)
-            if (isupper((unsigned char)k[x]))
-                abort();
-    }
+    check_keys(c->blacklist, c->blacklist_count);
+    check_keys(c->observer_blacklist, c->observer_blacklist_count);
     for (size_t i = 0; i < c->hidden_prefix_count; i++)
         if (!c->hidden_prefixes[i][0])
             abort();
@@ -110,6 +117,9 @@ static void check_visibility(const struct mg_corescope_config *c)
         if (strlen(c->hidden_prefixes[i]) < sizeof name - 1 && !mg_node_hidden("00", name))
             abort();
     }
+    for (size_t i = 0; i < c->observer_blacklist_count && i < 64; i++)
+        if (!mg_observer_hidden(c->observer_blacklist[i]))
+            abort();
     (void)mg_node_listed("00", "", true, 10, 10, false);
 }
 

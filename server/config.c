@@ -61,6 +61,12 @@ const struct mg_config_var mg_config_vars[] = {
      "server; past it a new connection is closed at once; trusted proxies are not counted; "
      "0: no cap",
      MG_RELOAD_LIVE},
+    {"MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT", MG_CFG_INT, FIELD(max_unread_bytes_per_client), 0,
+     1073741824, "8388608",
+     "bytes of answers one client address (IPv4 address, IPv6 /64) may leave unread in one "
+     "worker; past it the client's next answer is replaced by 503 and its connection closed; "
+     "trusted proxies are not counted; 0: no cap",
+     MG_RELOAD_LIVE},
     {"MESHGATE_BODY_TIMEOUT_MS", MG_CFG_INT, FIELD(body_timeout_ms), 100, 600000, "30000",
      "time a client has to send a whole request body, from the end of its head; past it: 408 "
      "and the connection closes (ms)",

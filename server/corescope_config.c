@@ -125,6 +125,24 @@ static json_int_t int_member(struct loader *l, json_t *obj, const char *key, con
     return v ? json_integer_value(v) : 0;
 }
 
+/* A duration of healthThresholds: a number (what: NULL, a whole number of minutes) of at most
+ * MAX_DURATION, so that its milliseconds fit (CoreScope's int() of a larger one is garbage). */
+#define MAX_DURATION 1e9
+static double bounded_member(struct loader *l, json_t *obj, const char *key, const char *path_key,
+                             const char *what)
+{
+    double v =
+        what ? number_member(l, obj, key, path_key) : (double)int_member(l, obj, key, path_key);
+    if (v > MAX_DURATION) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "%s up to %.0f",
+                 what ? what : "a whole number of minutes", MAX_DURATION);
+        fail(l, path_key, expected);
+        return 0;
+    }
+    return v;
+}
+
 static const char *string_member(struct loader *l, json_t *obj, const char *key,
                                  const char *path_key)
 {
@@ -201,15 +219,16 @@ static void render_health_thresholds(struct loader *l, json_t *root, struct mg_j
     };
     mg_json_object_begin(j); /* keys in bytewise order */
     for (size_t i = 0; i < sizeof hours / sizeof hours[0]; i++) {
-        double v = number_member(l, h, hours[i].key, hours[i].path);
+        double v = bounded_member(l, h, hours[i].key, hours[i].path, "a number of hours");
         double use = v > 0 ? v : hours[i].def;
         mg_json_kv_int(j, hours[i].out, (int64_t)(use * 3600000.0)); /* truncated, as Go's int() */
     }
-    (void)number_member(l, h, "relayActiveHours", "healthThresholds.relayActiveHours");
-    json_int_t online =
-        int_member(l, h, "observerOnlineMinutes", "healthThresholds.observerOnlineMinutes");
-    json_int_t stale =
-        int_member(l, h, "observerStaleMinutes", "healthThresholds.observerStaleMinutes");
+    (void)bounded_member(l, h, "relayActiveHours", "healthThresholds.relayActiveHours",
+                         "a number of hours");
+    json_int_t online = (json_int_t)bounded_member(l, h, "observerOnlineMinutes",
+                                                   "healthThresholds.observerOnlineMinutes", NULL);
+    json_int_t stale = (json_int_t)bounded_member(l, h, "observerStaleMinutes",
+                                                  "healthThresholds.observerStaleMinutes", NULL);
     mg_json_kv_int(j, "observerOnlineMs", (online > 0 ? online : 60) * 60000);
     mg_json_kv_int(j, "observerStaleMs", (stale > 0 ? stale : 1440) * 60000);
     mg_json_object_end(j);
@@ -747,7 +766,25 @@ static void load_regions(struct loader *l, json_t *root, struct mg_corescope_con
     qsort(c->regions, c->region_count, sizeof *c->regions, by_region_code);
 }
 
-/* Parses a file; NULL with the message in err (for a syntax error: line and column). */
+/* A parsed document that must be one object; NULL with the message in err (a syntax error:
+ * line and column). */
+static json_t *parsed_object(json_t *root, const json_error_t *jerr, const char *what,
+                             const char *name, char *err, size_t errlen)
+{
+    if (!root) {
+        snprintf(err, errlen, "%s=%s: line %d, column %d: %s", what, name, jerr->line, jerr->column,
+                 jerr->text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "%s=%s: must hold one JSON object", what, name);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Parses a file; NULL with the message in err. */
 static json_t *parse_file(const char *path, const char *what, char *err, size_t errlen)
 {
     json_error_t jerr;
@@ -758,46 +795,15 @@ static json_t *parse_file(const char *path, const char *what, char *err, size_t 
     }
     json_t *root = json_loadf(f, 0, &jerr);
     fclose(f);
-    if (!root) {
-        snprintf(err, errlen, "%s=%s: line %d, column %d: %s", what, path, jerr.line, jerr.column,
-                 jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(root)) {
-        snprintf(err, errlen, "%s=%s: must hold one JSON object", what, path);
-        json_decref(root);
-        return NULL;
-    }
-    return root;
+    return parsed_object(root, &jerr, what, path, err, errlen);
 }
 
-int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen)
+/* Renders and loads everything from the parsed documents (root: an object; theme: NULL or
+ * an object), which it releases. */
+static int load_documents(struct mg_corescope_config *c, const char *name, json_t *root,
+                          json_t *theme, char *err, size_t errlen)
 {
-    memset(c, 0, sizeof *c);
-    err[0] = '\0';
-    json_t *root = NULL, *theme = NULL;
-    if (path && path[0]) {
-        root = parse_file(path, "MESHGATE_CORESCOPE_CONFIG", err, errlen);
-        if (!root)
-            return -1;
-        /* theme.json beside config.json, as CoreScope reads it beside its own. */
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", path);
-        char theme_path[4200];
-        snprintf(theme_path, sizeof theme_path, "%s/theme.json", dirname(dir));
-        if (access(theme_path, F_OK) == 0) {
-            char why[1024];
-            theme = parse_file(theme_path, "theme.json", why, sizeof why);
-            if (!theme) {
-                snprintf(err, errlen, "MESHGATE_CORESCOPE_CONFIG=%s: its %s", path, why);
-                json_decref(root);
-                return -1;
-            }
-        }
-    } else {
-        root = json_object();
-    }
-    struct loader l = {path && path[0] ? path : "", err, errlen, false};
+    struct loader l = {name, err, errlen, false};
     for (int b = 0; b < MG_CS_BODY_COUNT; b++) {
         struct mg_buf buf;
         mg_buf_init(&buf);
@@ -838,9 +844,11 @@ int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err
     load_strings(&l, root, "hiddenNamePrefixes", &c->hidden_prefixes, &c->hidden_prefix_count,
                  keep_prefix);
     load_strings(&l, root, "nodeBlacklist", &c->blacklist, &c->blacklist_count, keep_key);
+    load_strings(&l, root, "observerBlacklist", &c->observer_blacklist,
+                 &c->observer_blacklist_count, keep_key);
     json_t *thresholds = object_member(&l, root, "healthThresholds", "healthThresholds");
-    double relay_hours =
-        number_member(&l, thresholds, "relayActiveHours", "healthThresholds.relayActiveHours");
+    double relay_hours = bounded_member(&l, thresholds, "relayActiveHours",
+                                        "healthThresholds.relayActiveHours", "a number of hours");
     c->relay_active_hours = relay_hours > 0 ? relay_hours : 24; /* CoreScope's default */
     json_decref(root);
     json_decref(theme);
@@ -852,6 +860,60 @@ int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err
     c->generation = ++loads;
     c->loaded = true;
     return 0;
+}
+
+int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    err[0] = '\0';
+    json_t *root = NULL, *theme = NULL;
+    if (path && path[0]) {
+        root = parse_file(path, "MESHGATE_CORESCOPE_CONFIG", err, errlen);
+        if (!root)
+            return -1;
+        /* theme.json beside config.json, as CoreScope reads it beside its own. */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char theme_path[4200];
+        snprintf(theme_path, sizeof theme_path, "%s/theme.json", dirname(dir));
+        if (access(theme_path, F_OK) == 0) {
+            char why[1024];
+            theme = parse_file(theme_path, "theme.json", why, sizeof why);
+            if (!theme) {
+                snprintf(err, errlen, "MESHGATE_CORESCOPE_CONFIG=%s: its %s", path, why);
+                json_decref(root);
+                return -1;
+            }
+        }
+    } else {
+        root = json_object();
+    }
+    return load_documents(c, path && path[0] ? path : "", root, theme, err, errlen);
+}
+
+int mg_corescope_load_text(struct mg_corescope_config *c, const char *name, const char *config,
+                           size_t config_len, const char *theme, size_t theme_len, char *err,
+                           size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    err[0] = '\0';
+    json_error_t jerr;
+    json_t *root = parsed_object(json_loadb(config, config_len, 0, &jerr), &jerr,
+                                 "MESHGATE_CORESCOPE_CONFIG", name, err, errlen);
+    if (!root)
+        return -1;
+    json_t *theme_root = NULL;
+    if (theme) {
+        char why[1024];
+        theme_root = parsed_object(json_loadb(theme, theme_len, 0, &jerr), &jerr, "theme.json",
+                                   "(beside it)", why, sizeof why);
+        if (!theme_root) {
+            snprintf(err, errlen, "MESHGATE_CORESCOPE_CONFIG=%s: its %s", name, why);
+            json_decref(root);
+            return -1;
+        }
+    }
+    return load_documents(c, name, root, theme_root, err, errlen);
 }
 
 void mg_corescope_free(struct mg_corescope_config *c)
@@ -875,6 +937,9 @@ void mg_corescope_free(struct mg_corescope_config *c)
     for (size_t i = 0; i < c->blacklist_count; i++)
         free(c->blacklist[i]);
     free(c->blacklist);
+    for (size_t i = 0; i < c->observer_blacklist_count; i++)
+        free(c->observer_blacklist[i]);
+    free(c->observer_blacklist);
     memset(c, 0, sizeof *c);
 }
 

@@ -73,6 +73,9 @@ struct mg_corescope_config {
     size_t hidden_prefix_count;
     char **blacklist;
     size_t blacklist_count;
+    /* "observerBlacklist", as nodeBlacklist (node_visibility.h applies it to observers) */
+    char **observer_blacklist;
+    size_t observer_blacklist_count;
     /* Different for every load in this process: what is derived from a configuration (the
      * visibility rules) is rebuilt when it changes. */
     unsigned long generation;
@@ -88,6 +91,11 @@ extern struct mg_corescope_config mg_corescope;
  * and column, in err; c is left empty then.
  */
 int mg_corescope_load(struct mg_corescope_config *c, const char *path, char *err, size_t errlen);
+/* The same from texts in memory: config.json's (config_len bytes) and theme.json's (NULL:
+ * none); name stands for the file in messages. */
+int mg_corescope_load_text(struct mg_corescope_config *c, const char *name, const char *config,
+                           size_t config_len, const char *theme, size_t theme_len, char *err,
+                           size_t errlen);
 void mg_corescope_free(struct mg_corescope_config *c);
 
 /* The area of that key; NULL when the file has none. */

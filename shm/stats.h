@@ -32,6 +32,9 @@
     X(HEADER_TIMEOUTS, "header_timeouts", "connections cut for a request head not sent in time")   \
     X(IDLE_TIMEOUTS, "idle_timeouts", "kept-alive connections closed for being idle")              \
     X(SEND_TIMEOUTS, "send_timeouts", "connections cut for a response not read in time")           \
+    X(UNREAD_REFUSED, "unread_refused",                                                            \
+      "answers replaced by 503 because their client left MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT "    \
+      "unread")                                                                                    \
     X(BAD_REQUESTS, "bad_requests", "requests refused as malformed or too large")                  \
     X(ACCEPT_ERRORS, "accept_errors", "failed accept calls (other than no connection pending)")    \
     X(WORKER_SPAWNS, "worker_spawns", "worker processes started")                                  \

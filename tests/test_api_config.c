@@ -245,6 +245,15 @@ Test(api_config, a_malformed_file_is_refused_with_its_line_and_column)
                    "\"geo_filter.polygon\" must be a list of [lat, lon] pairs");
     expect_refused(write_file("g.json", "{\"cacheTTL\":[]}"), "\"cacheTTL\" must be an object");
     expect_refused(write_file("h.json", "{\"perfSlowMs\":1.5}"), "\"perfSlowMs\"");
+    /* Durations whose milliseconds would not fit (found by fuzz/corescope_config.c). */
+    expect_refused(write_file("i.json", "{\"healthThresholds\":{\"nodeSilentHours\":1e300}}"),
+                   "\"healthThresholds.nodeSilentHours\" must be a number of hours up to");
+    expect_refused(
+        write_file("j.json", "{\"healthThresholds\":{\"observerOnlineMinutes\":"
+                             "9223372036854775807}}"),
+        "\"healthThresholds.observerOnlineMinutes\" must be a whole number of minutes up to");
+    expect_refused(write_file("k.json", "{\"healthThresholds\":{\"relayActiveHours\":2e9}}"),
+                   "\"healthThresholds.relayActiveHours\"");
     char missing[300];
     snprintf(missing, sizeof missing, "%s/none.json", dir);
     expect_refused(missing, "cannot read it");

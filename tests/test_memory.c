@@ -8,13 +8,16 @@
 #include "fixture.h"
 #include "harness.h"
 #include "mem.h"
+#include "upstream_proc.h"
 
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 TestSuite(memory, .timeout = 180);
 
@@ -249,4 +252,101 @@ Test(memory, a_helper_opens_its_connection_when_its_first_job_comes, .init = mak
     mg_test_response_free(&r);
     cr_assert_eq(db_connections(s.port), 2);
     cr_assert_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
+/* ---- answers a client never reads ---- */
+
+#define UNREAD_CAP (4 * 1024 * 1024)
+#define UNREAD_CONNS 6
+
+/* A counter of /metrics (meshgate_NAME_total), or -1. */
+static long metric(int port, const char *name)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(port, "/metrics", NULL, &r))
+        return -1;
+    char line[128];
+    snprintf(line, sizeof line, "\nmeshgate_%s_total ", name);
+    const char *p = r.body ? strstr(r.body, line) : NULL;
+    long v = p ? strtol(p + strlen(line), NULL, 10) : -1;
+    mg_test_response_free(&r);
+    return v;
+}
+
+struct answered {
+    int port;
+    long requests; /* meshgate_requests_total to reach */
+};
+
+static bool all_answered(void *arg)
+{
+    struct answered *a = arg;
+    return metric(a->port, "requests") >= a->requests;
+}
+
+/*
+ * Issue 23: 64 clients that never read a large answer added 189 MB to the workers. Here one
+ * address opens UNREAD_CONNS connections that ask for a 15 MB page each (its answer larger
+ * than what the kernel takes into a socket) and never read: the worker keeps at most
+ * MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT unread plus the one answer that crossed it, the rest
+ * are 503, and another client is served meanwhile; MESHGATE_SEND_TIMEOUT_MS later the
+ * queued one is cut, and the cut is logged.
+ */
+Test(memory, answers_a_client_never_reads_are_bounded_by_its_share, .init = make_db,
+     .fini = remove_db)
+{
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("resident sizes are measured in the build without sanitizers");
+#endif
+    struct mg_test_server s;
+    char cap[80];
+    snprintf(cap, sizeof cap, "MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT=%d", UNREAD_CAP);
+    const char *env[] = {"MESHGATE_WORKERS=1",
+                         "MESHGATE_TX_SUMMARIES=0",
+                         keys_setting,
+                         cap,
+                         "MESHGATE_SEND_TIMEOUT_MS=15000",
+                         NULL};
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    pid_t worker = the_worker(&s);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+    mg_test_response_free(&r);
+    long before = status_kib(worker, "VmRSS");
+    struct answered a = {s.port, metric(s.port, "requests") + UNREAD_CONNS};
+    cr_assert_geq(a.requests, UNREAD_CONNS);
+
+    static const char request[] = "GET /api/packets?limit=50&expand=observations HTTP/1.1\r\n"
+                                  "Host: t\r\n" AUTH "\r\n";
+    int fds[UNREAD_CONNS];
+    for (int i = 0; i < UNREAD_CONNS; i++) {
+        fds[i] = mg_test_connect_from("127.0.0.2", s.port);
+        cr_assert_geq(fds[i], 0);
+        int small = 4096; /* the kernel holds little of what it is sent */
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+        cr_assert(mg_test_send(fds[i], request, strlen(request)));
+    }
+    cr_assert(mg_test_wait_until(all_answered, &a, 120000, 100),
+              "the worker did not answer the %d requests", UNREAD_CONNS);
+    /* Another client is served while they hold what they hold. */
+    cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+    cr_expect_eq(r.status, 200);
+    mg_test_response_free(&r);
+    long grown = status_kib(worker, "VmRSS") - before;
+    long refused = metric(s.port, "unread_refused");
+    cr_log_info("%d unread answers of ~15 MB: the worker grew %ld KiB, %ld refused", UNREAD_CONNS,
+                grown, refused);
+    /* The share, one answer that crossed it, and slack for the allocator. */
+    cr_expect_lt(grown, (UNREAD_CAP + 16 * 1024 * 1024 + 8 * 1024 * 1024) / 1024,
+                 "the worker grew %ld KiB for answers nobody reads", grown);
+    cr_expect_geq(refused, UNREAD_CONNS - 2, "%ld answers refused", refused);
+    /* The answer it did queue is cut at the send deadline, and the cut is logged. */
+    char *log =
+        mg_test_wait_log(&s, "did not read its answer within MESHGATE_SEND_TIMEOUT_MS", 1, 60000);
+    cr_expect(log, "no send timeout logged");
+    free(log);
+    cr_expect_geq(metric(s.port, "send_timeouts"), 1);
+    for (int i = 0; i < UNREAD_CONNS; i++)
+        close(fds[i]);
+    mg_test_server_stop(&s, 10000);
 }

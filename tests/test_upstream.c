@@ -1191,35 +1191,19 @@ static void upstream_start_logging_requests(struct upstream_proc *up, char *log,
 
 /* A client of the pooled connections: GET /headers with its own marks, on one kept-alive
  * connection; every answer must be the head of its own request. */
-struct pooled_client {
-    int port, id, rounds;
-    int right, wrong;
-    pthread_t thread;
-};
-
-static void *pooled_client_run(void *arg)
+static void headers_request(const struct mg_test_pooled_client *c, int round, char *out, size_t cap)
 {
-    struct pooled_client *c = arg;
-    int fd = mg_test_connect(c->port);
-    for (int i = 0; fd >= 0 && i < c->rounds; i++) {
-        char request[160], want[96];
-        snprintf(want, sizeof want, "GET /headers?client=%d&n=%d HTTP/1.1\r\n", c->id, i);
-        snprintf(request, sizeof request, "%sHost: t\r\n\r\n", want);
-        struct mg_test_response r;
-        if (!mg_test_send(fd, request, strlen(request)) ||
-            !mg_test_read_response(fd, &r, false, 60000)) {
-            c->wrong++;
-            break;
-        }
-        if (r.status == 200 && r.body && strstr(r.body, want) == r.body)
-            c->right++;
-        else
-            c->wrong++;
-        mg_test_response_free(&r);
-    }
-    if (fd >= 0)
-        close(fd);
-    return NULL;
+    snprintf(out, cap, "GET /headers?client=%d&n=%d HTTP/1.1\r\nHost: t\r\n\r\n", c->id, round);
+}
+
+static bool headers_own(const struct mg_test_pooled_client *c, int round, const char *request,
+                        const struct mg_test_response *r)
+{
+    (void)c;
+    (void)round;
+    const char *line_end = strstr(request, "\r\n");
+    return r->status == 200 && r->body &&
+           strncmp(r->body, request, (size_t)(line_end + 2 - request)) == 0;
 }
 
 /* Issue 23, item 1: one anonymous POST whose Connection header named Content-Length had the
@@ -1260,10 +1244,11 @@ Test(upstream, a_body_of_pipelined_requests_reaches_the_upstream_as_one_body_nev
 
     /* Clients on the pooled connections while the attacker sends admitted POSTs (its own
      * end-to-end header named in Connection, dropped): each gets its own answers. */
-    struct pooled_client clients[6];
+    struct mg_test_pooled_client clients[6];
     for (int i = 0; i < 6; i++) {
-        clients[i] = (struct pooled_client){.port = s.port, .id = i, .rounds = 25};
-        pthread_create(&clients[i].thread, NULL, pooled_client_run, &clients[i]);
+        clients[i] = (struct mg_test_pooled_client){
+            .port = s.port, .id = i, .rounds = 25, .request = headers_request, .own = headers_own};
+        pthread_create(&clients[i].thread, NULL, mg_test_pooled_client_run, &clients[i]);
     }
     int n = snprintf(request, sizeof request,
                      "POST /echo HTTP/1.1\r\nHost: t\r\nConnection: X-Attack, close\r\n"

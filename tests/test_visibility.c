@@ -133,6 +133,8 @@ static char *field_list(json_t *answer, const char *field)
     json_t *list = json_is_object(answer) ? json_object_get(answer, "nodes") : answer;
     if (!list)
         list = json_object_get(answer, "packets");
+    if (!list)
+        list = json_object_get(answer, "observers");
     cr_assert(json_is_array(list));
     size_t n = json_array_size(list), i;
     const char **v = calloc(n + 1, sizeof *v);
@@ -332,6 +334,19 @@ Test(visibility, the_geo_filter_buffer_is_corescopes_flat_distance_to_an_edge)
     cr_expect(!mg_node_hidden("k", "x-ray"), "a prefix compares exactly");
     cr_expect(mg_node_hidden(" abc ", NULL) && mg_node_hidden("ABC", NULL));
     cr_expect(!mg_node_listed("abc", "n", true, 37.5, -122.0, true), "hidden beats foreign");
+    /* A key of any length is hidden (found by fuzz/corescope_config.c: 160 bytes were not). */
+    char long_key[300];
+    memset(long_key, 'F', 200);
+    long_key[200] = '\0';
+    char text[400];
+    snprintf(text, sizeof text, "{\"nodeBlacklist\": [\" %s \"]}", long_key);
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(
+        mg_corescope_load_text(&mg_corescope, "t", text, strlen(text), NULL, 0, err, sizeof err), 0,
+        "%s", err);
+    cr_expect(mg_node_hidden(long_key, NULL), "a 200-byte key is hidden");
+    long_key[199] = '\0';
+    cr_expect(!mg_node_hidden(long_key, NULL), "and only that key");
     /* A wrong type is refused, naming the key. */
     f = fopen(path, "w");
     fputs("{\"nodeBlacklist\": \"abc\"}", f);
@@ -344,6 +359,72 @@ Test(visibility, the_geo_filter_buffer_is_corescopes_flat_distance_to_an_edge)
 }
 
 /* ---- a reload ---- */
+
+/* ---- observerBlacklist ---- */
+
+#define BLACKLISTED_OBSERVER "1E598D0F11783A33C04D701FF3151FD8D8C0A96686D88267DF70993F59EF760C"
+
+/* Sets observerBlacklist in the private config.json (as an operator may write it: lowercase,
+ * spaces around, an empty entry) and loads it. */
+static void blacklist_observers(void)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(fx.config, 0, &jerr);
+    cr_assert_not_null(root, "%s: %s", fx.config, jerr.text);
+    json_object_set_new(
+        root, "observerBlacklist",
+        json_pack("[sss]",
+                  " 1e598d0f11783a33c04d701ff3151fd8d8c0a96686d88267df70993f59ef760c"
+                  " ",
+                  "kpabap", ""));
+    cr_assert_eq(json_dump_file(root, fx.config, 0), 0);
+    json_decref(root);
+    char err[512] = "";
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(mg_corescope_load(&mg_corescope, fx.config, err, sizeof err), 0, "%s", err);
+}
+
+static json_int_t int_at(const char *target, const char *key)
+{
+    json_t *a = get(target, 200);
+    json_int_t v = json_integer_value(json_object_get(a, key));
+    json_decref(a);
+    return v;
+}
+
+/* Route by route, as CoreScope's server answers with the same file: the list leaves a
+ * blacklisted observer out, its own record is 404; the rest still name it. */
+Test(visibility, a_blacklisted_observer_answers_as_corescope)
+{
+    start(false);
+    json_int_t observers = int_at("/api/stats", "totalObservers");
+    cr_expect_eq(observers, 31);
+    json_t *before = get("/api/observers/" BLACKLISTED_OBSERVER "/analytics", 200);
+    blacklist_observers();
+    expect_recorded("observer_blacklist", "/api/observers", "id");
+    static const char *const gone[] = {
+        BLACKLISTED_OBSERVER, "1e598d0f11783a33c04d701ff3151fd8d8c0a96686d88267df70993f59ef760c",
+        "kpabap", "KPABAP", "%20KPABAP%20"};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
+        char target[160];
+        snprintf(target, sizeof target, "/api/observers/%s", gone[i]);
+        json_t *a = get(target, 404);
+        cr_expect_str_eq(json_string_value(json_object_get(a, "error")), "Observer not found", "%s",
+                         target);
+        json_decref(a);
+    }
+    json_decref(get(
+        "/api/observers/D5EF2ED77CEABCB22082F8794D5F9D89F2257E70533863E924DEBE6EBDDA312A", 200));
+    /* Its analytics, its packets and the counts still answer, as CoreScope's do. */
+    json_t *after = get("/api/observers/" BLACKLISTED_OBSERVER "/analytics", 200);
+    cr_expect(json_array_size(json_object_get(after, "timeline")) > 0);
+    cr_expect(json_equal(json_object_get(before, "timeline"), json_object_get(after, "timeline")));
+    json_decref(before);
+    json_decref(after);
+    expect_recorded("observer_blacklist",
+                    "/api/packets?observer=" BLACKLISTED_OBSERVER "&limit=1000", "id");
+    cr_expect_eq(int_at("/api/stats", "totalObservers"), observers);
+}
 
 static struct mg_test_server server;
 
@@ -376,13 +457,15 @@ Test(visibility, a_reload_applies_the_files_new_blacklist)
     cr_assert(mg_test_server_start(&server, fx.db, env));
     cr_expect_eq(status_of("/api/nodes/" OUTSIDE), 200);
     cr_expect_eq(status_of("/api/nodes/" HIDDEN), 200);
-    /* The operator blacklists the outside node and hides EW-. */
+    cr_expect_eq(status_of("/api/observers/" BLACKLISTED_OBSERVER), 200);
+    /* The operator blacklists the outside node and an observer, and hides EW-. */
     FILE *f = fopen(fx.config, "r");
     json_error_t jerr;
     json_t *root = json_loadf(f, 0, &jerr);
     fclose(f);
     json_object_set_new(root, "nodeBlacklist", json_pack("[s]", OUTSIDE));
     json_object_set_new(root, "hiddenNamePrefixes", json_pack("[s]", "EW-"));
+    json_object_set_new(root, "observerBlacklist", json_pack("[s]", BLACKLISTED_OBSERVER));
     cr_assert_eq(json_dump_file(root, fx.config, 0), 0);
     json_decref(root);
     cr_assert_eq(kill(server.pid, SIGHUP), 0);
@@ -393,5 +476,6 @@ Test(visibility, a_reload_applies_the_files_new_blacklist)
     cr_expect_eq(status_of("/api/nodes/" OUTSIDE), 404);
     cr_expect_eq(status_of("/api/nodes/" HIDDEN), 404);
     cr_expect_eq(status_of("/api/nodes/" OUTSIDE "/health"), 404);
+    cr_expect_eq(status_of("/api/observers/" BLACKLISTED_OBSERVER), 404);
     mg_test_server_stop(&server, 10000);
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: ISC */
 #include "upstream_proc.h"
 
+#include "fixture.h"
 #include "harness.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -105,4 +108,142 @@ int mg_test_ws_open_from(const char *from, int port, const char *path, char *hea
             break;
     }
     return fd;
+}
+
+void *mg_test_pooled_client_run(void *arg)
+{
+    struct mg_test_pooled_client *c = arg;
+    int fd = mg_test_connect(c->port);
+    for (int i = 0; fd >= 0 && i < c->rounds; i++) {
+        char request[512];
+        c->request(c, i, request, sizeof request);
+        struct mg_test_response r;
+        if (!mg_test_send(fd, request, strlen(request)) ||
+            !mg_test_read_response(fd, &r, false, 60000)) {
+            c->wrong++;
+            break;
+        }
+        if (c->own(c, i, request, &r))
+            c->right++;
+        else
+            c->wrong++;
+        mg_test_response_free(&r);
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* ---- CoreScope's own server ---- */
+
+#define CORESCOPE_READY_CEILING_MS 120000
+#define CORESCOPE_MIGRATED_FIXTURE                                                                 \
+    MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture-migrated.db"
+
+static const char *corescope_binary(void)
+{
+    static const char *const places[] = {MESHGATE_SOURCE_DIR "/../peer/corescope-server",
+                                         "/work/peer/corescope-server"};
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++)
+        if (access(places[i], X_OK) == 0)
+            return places[i];
+    return NULL;
+}
+
+static bool corescope_ready(void *arg)
+{
+    struct mg_test_corescope *c = arg;
+    if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
+        c->pid = 0; /* it stopped (its port taken): the caller tries another */
+        return true;
+    }
+    struct mg_test_response r;
+    if (!mg_test_get(c->port, "/api/healthz", NULL, &r))
+        return false;
+    bool ready = r.status == 200 && r.body && strstr(r.body, "\"ready\":true");
+    mg_test_response_free(&r);
+    return ready;
+}
+
+bool mg_test_corescope_start(struct mg_test_corescope *c, char *why, size_t cap)
+{
+    memset(c, 0, sizeof *c);
+    const char *bin = corescope_binary();
+    if (!bin) {
+        snprintf(why, cap,
+                 "CoreScope's server is not built (../peer/corescope-server, /work/peer: "
+                 "../shared/corescope/peer/build.sh builds it)");
+        return false;
+    }
+    if (access(CORESCOPE_MIGRATED_FIXTURE, R_OK) != 0) {
+        snprintf(why, cap, "%s is not present (../shared/data)", CORESCOPE_MIGRATED_FIXTURE);
+        return false;
+    }
+    mg_test_tmpdir(c->dir, sizeof c->dir);
+    char db[256], config_dir[256], log[256], err[512] = "";
+    snprintf(db, sizeof db, "%s/fresh.db", c->dir);
+    snprintf(config_dir, sizeof config_dir, "%s/config", c->dir);
+    snprintf(log, sizeof log, "%s/corescope.log", c->dir);
+    cr_assert_eq(mkdir(config_dir, 0700), 0);
+    cr_assert_eq(mg_fixture_freshen(CORESCOPE_MIGRATED_FIXTURE, db, 0, err, sizeof err), 0,
+                 "freshening: %s", err);
+    for (int attempt = 0; attempt < 3 && !c->pid; attempt++) {
+        c->port = mg_test_free_port();
+        char port[16];
+        snprintf(port, sizeof port, "%d", c->port);
+        c->pid = fork();
+        cr_assert_geq(c->pid, 0);
+        if (c->pid == 0) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+            if (fd >= 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+            }
+            setenv("CORESCOPE_LISTEN_HOST", "127.0.0.1", 1);
+            if (chdir(c->dir) != 0)
+                _exit(127);
+            execl(bin, bin, "-db", db, "-port", port, "-config-dir", config_dir, (char *)NULL);
+            _exit(127);
+        }
+        cr_assert(mg_test_wait_until(corescope_ready, c, CORESCOPE_READY_CEILING_MS, 100),
+                  "CoreScope's server was not ready in %d ms (its log: %s)",
+                  CORESCOPE_READY_CEILING_MS, log);
+    }
+    cr_assert_gt(c->pid, 0, "CoreScope's server did not start (its log: %s)", log);
+    return true;
+}
+
+void mg_test_corescope_stop(struct mg_test_corescope *c)
+{
+    if (c->pid > 0) {
+        kill(c->pid, SIGTERM);
+        int64_t give_up = mg_test_now_ms() + 10000;
+        while (waitpid(c->pid, NULL, WNOHANG) == 0) {
+            if (mg_test_now_ms() > give_up) {
+                kill(c->pid, SIGKILL);
+                waitpid(c->pid, NULL, 0);
+                break;
+            }
+            mg_test_sleep_ms(20);
+        }
+    }
+    c->pid = 0;
+    if (c->dir[0])
+        mg_test_rmdir(c->dir);
+    c->dir[0] = '\0';
+}
+
+long mg_test_corescope_count(const struct mg_test_corescope *c, const char *path)
+{
+    struct mg_test_response r;
+    cr_assert(mg_test_get(c->port, "/api/perf", NULL, &r), "CoreScope's /api/perf");
+    json_error_t jerr;
+    json_t *perf = r.body ? json_loads(r.body, 0, &jerr) : NULL;
+    mg_test_response_free(&r);
+    cr_assert_not_null(perf, "CoreScope's /api/perf is not JSON");
+    json_t *count =
+        json_object_get(json_object_get(json_object_get(perf, "endpoints"), path), "count");
+    long n = json_is_integer(count) ? (long)json_integer_value(count) : 0;
+    json_decref(perf);
+    return n;
 }

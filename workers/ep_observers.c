@@ -7,6 +7,7 @@
  * (packetsLastHour), and the location and role of the node with its key (lat, lon, nodeRole;
  * null without one). The detail is the same record for any observer, active or not, by exact
  * id, without the node's fields (CoreScope leaves them null there); 404 for an unknown id.
+ * An observer of the configuration's observerBlacklist is in neither (node_visibility.h).
  *
  * The clock fields decay as CoreScope's do: an observer whose clock_last_naive_at is more
  * than 24 hours old reads clock_naive false, clock_skew_seconds null, clock_skew_count_24h 0
@@ -33,6 +34,7 @@
 #include "cold_report.h"
 #include "ep_packets.h"
 #include "json.h"
+#include "node_visibility.h"
 #include "params.h"
 #include "result_cache.h"
 #include "router.h"
@@ -176,7 +178,8 @@ void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struc
     mg_json_array_begin(&j);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        write_observer(&j, st);
+        if (!mg_observer_hidden((const char *)sqlite3_column_text(st, C_ID)))
+            write_observer(&j, st);
     sqlite3_finalize(st);
     mg_json_array_end(&j);
     char now[32];
@@ -193,6 +196,10 @@ void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struc
 
 void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
+    if (mg_observer_hidden(req->path_param)) {
+        mg_response_error(res, 404, "Observer not found");
+        return;
+    }
     sqlite3_stmt *st = prepare(env->db, true);
     if (!st) {
         mg_response_db_failure(res, "the observers", SQLITE_ERROR);

@@ -9,13 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The rules of one configuration: its blacklist as an open-addressed set (a power of two
- * of slots, at most half full), pointing into the configuration's strings. */
+/* A blacklist as an open-addressed set (a power of two of slots, at most half full),
+ * pointing into the configuration's strings (trimmed and lowercased by the loader). */
+struct key_set {
+    const char **slot;
+    size_t mask;
+    size_t longest; /* the longest key's length */
+};
+
+/* The rules of one configuration: its node and its observer blacklists. */
 static struct {
     unsigned long generation;
     const struct mg_corescope_config *c;
-    const char **slot;
-    size_t mask;
+    struct key_set nodes, observers;
 } rules;
 
 static uint64_t hash_key(const char *k, size_t n)
@@ -26,28 +32,63 @@ static uint64_t hash_key(const char *k, size_t n)
     return h;
 }
 
+/* (Out of memory: an empty set, which hides nothing.) */
+static void key_set_build(struct key_set *set, char *const *keys, size_t count)
+{
+    free(set->slot);
+    memset(set, 0, sizeof *set);
+    size_t n = 4;
+    while (n < 2 * count)
+        n *= 2;
+    if (!count || !(set->slot = calloc(n, sizeof *set->slot)))
+        return;
+    set->mask = n - 1;
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(keys[i]);
+        if (len > set->longest)
+            set->longest = len;
+        size_t at = hash_key(keys[i], len) & set->mask;
+        while (set->slot[at] && strcmp(set->slot[at], keys[i]) != 0)
+            at = (at + 1) & set->mask;
+        set->slot[at] = keys[i];
+    }
+}
+
+/* Whether key, trimmed and lowercased as CoreScope compares it, is in the set. */
+static bool key_set_has(const struct key_set *set, const char *key)
+{
+    if (!key || !set->slot)
+        return false;
+    while (isspace((unsigned char)*key))
+        key++;
+    size_t n = strlen(key);
+    while (n > 0 && isspace((unsigned char)key[n - 1]))
+        n--;
+    if (n == 0 || n > set->longest)
+        return false; /* longer than every configured key */
+    char stack[160], *lower = n < sizeof stack ? stack : malloc(n + 1);
+    if (!lower)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        lower[i] = (char)tolower((unsigned char)key[i]);
+    lower[n] = '\0';
+    bool found = false;
+    for (size_t at = hash_key(lower, n) & set->mask; !found && set->slot[at];
+         at = (at + 1) & set->mask)
+        found = strcmp(set->slot[at], lower) == 0;
+    if (lower != stack)
+        free(lower);
+    return found;
+}
+
 /* The rules of the configuration this process serves, rebuilt when it changed. */
 static const struct mg_corescope_config *current(void)
 {
     const struct mg_corescope_config *c = mg_corescope_current();
     if (rules.c == c && rules.generation == c->generation)
         return c;
-    free(rules.slot);
-    rules.slot = NULL;
-    rules.mask = 0;
-    size_t n = 4;
-    while (n < 2 * c->blacklist_count)
-        n *= 2;
-    if (c->blacklist_count && (rules.slot = calloc(n, sizeof *rules.slot))) {
-        rules.mask = n - 1;
-        for (size_t i = 0; i < c->blacklist_count; i++) {
-            const char *k = c->blacklist[i];
-            size_t at = hash_key(k, strlen(k)) & rules.mask;
-            while (rules.slot[at] && strcmp(rules.slot[at], k) != 0)
-                at = (at + 1) & rules.mask;
-            rules.slot[at] = k;
-        }
-    }
+    key_set_build(&rules.nodes, c->blacklist, c->blacklist_count);
+    key_set_build(&rules.observers, c->observer_blacklist, c->observer_blacklist_count);
     rules.c = c;
     rules.generation = c->generation;
     return c;
@@ -66,24 +107,14 @@ bool mg_node_visibility_active(void)
 
 static bool blacklisted(const char *key)
 {
-    const struct mg_corescope_config *c = current();
-    if (!c->blacklist_count || !key || !rules.slot)
-        return false; /* (no set: out of memory when built; nothing is hidden by key) */
-    while (isspace((unsigned char)*key))
-        key++;
-    size_t n = strlen(key);
-    while (n > 0 && isspace((unsigned char)key[n - 1]))
-        n--;
-    char lower[160];
-    if (n == 0 || n >= sizeof lower)
-        return false; /* longer than any configured key could be after trimming */
-    for (size_t i = 0; i < n; i++)
-        lower[i] = (char)tolower((unsigned char)key[i]);
-    lower[n] = '\0';
-    for (size_t at = hash_key(lower, n) & rules.mask; rules.slot[at]; at = (at + 1) & rules.mask)
-        if (strcmp(rules.slot[at], lower) == 0)
-            return true;
-    return false;
+    current();
+    return key_set_has(&rules.nodes, key);
+}
+
+bool mg_observer_hidden(const char *id)
+{
+    current();
+    return key_set_has(&rules.observers, id);
 }
 
 static bool name_hidden(const char *name)

@@ -21,8 +21,14 @@
  * history; CoreScope hides the node, not the traffic), and the role counts and /api/stats
  * count it.
  *
+ * observerBlacklist (keys trimmed and lowercased) hides observers, where CoreScope's server
+ * does: omitted from /api/observers, and /api/observers/{id} answers 404 "Observer not found"
+ * for an id that is blacklisted once trimmed and lowercased. Nothing else: the observer's
+ * analytics, its observations in packets, the observer counts of /api/stats and the regions
+ * its IATA code names still answer (mg_observer_hidden).
+ *
  * The rules are built once per process per configuration (mg_corescope's generation, so a
- * SIGHUP's new workers apply the new file) into a hash set of keys: a lookup costs one hash
+ * SIGHUP's new workers apply the new file) into hash sets of keys: a lookup costs one hash
  * and the prefixes' compares, whatever the database holds.
  */
 #ifndef MESHGATE_NODE_VISIBILITY_H
@@ -42,6 +48,8 @@ bool mg_node_visibility_hides(void);
 /* Hidden: key (compared trimmed and lowercased) blacklisted, or name (NULL: "") starting with
  * a hidden prefix. */
 bool mg_node_hidden(const char *key, const char *name);
+/* An observer of observerBlacklist: id (compared trimmed and lowercased) in it. */
+bool mg_observer_hidden(const char *id);
 /* In the node list: not hidden, and foreign, or without a position, or passing geo_filter. */
 bool mg_node_listed(const char *key, const char *name, bool located, double lat, double lon,
                     bool foreign);

@@ -75,6 +75,7 @@ struct conn {
     off_t file_end;    /* one past the last byte to send */
     int32_t hold;      /* its hold record in the per-client connection table; -1: not counted */
     int64_t deadline_ns;
+    size_t unread_counted; /* of out, the unsent bytes counted in the worker's unread_bytes */
     int64_t body_start_ns; /* CONN_BODY: when the head was complete */
     size_t body_end;       /* CONN_BODY: the head's and body's bytes, all in `in` when read */
     unsigned requests;
@@ -132,6 +133,11 @@ struct worker {
     int64_t accept_paused_until_ns;
     uint64_t accept_fd_failures;
     int64_t accept_logged_ns;
+    /* Bytes of answers in the connections' out buffers not sent yet (unread_share); send
+     * timeouts since the last line logged, and when that was. */
+    size_t unread_bytes;
+    uint64_t send_timeouts_unlogged;
+    int64_t send_timeout_logged_ns;
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -160,6 +166,8 @@ static void conn_close(struct worker *w, struct conn *c)
     c->parked_head = NULL;
     free(c->proxied_head);
     c->proxied_head = NULL;
+    w->unread_bytes -= c->unread_counted;
+    c->unread_counted = 0;
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -387,9 +395,53 @@ static int accept_some(struct worker *w, int64_t now, int max)
 }
 
 static void conn_parse(struct worker *w, struct conn *c, int64_t now);
+static bool conn_send(struct worker *w, struct conn *c, int64_t now);
+
+/* Counts what c's out buffer holds unsent in the worker's unread_bytes. */
+static void count_unread(struct worker *w, struct conn *c)
+{
+    size_t unsent = c->out.len > c->out_sent ? c->out.len - c->out_sent : 0;
+    w->unread_bytes = w->unread_bytes - c->unread_counted + unsent;
+    c->unread_counted = unsent;
+}
+
+/*
+ * Whether the client of c (by its address key; trusted proxies and local sockets are not
+ * judged) leaves MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT or more of answers unread on its other
+ * connections of this worker. Issue 23: 64 connections that never read a large answer held
+ * 189 MB of the workers. One scan of the connections, only when the whole worker holds that
+ * much unread.
+ */
+static bool unread_share_full(const struct worker *w, const struct conn *c)
+{
+    size_t cap = (size_t)w->env.cfg->max_unread_bytes_per_client;
+    if (cap == 0 || w->unread_bytes - c->unread_counted < cap ||
+        mg_cidr_list_contains(&w->env.cfg->trusted_proxies, c->peer_addr) ||
+        strcmp(c->peer, "local") == 0)
+        return false;
+    uint8_t key[MG_ADDR_BYTES], other[MG_ADDR_BYTES];
+    mg_client_key(c->peer_addr, key);
+    size_t held = 0;
+    for (const struct conn *o = w->conns; o && held < cap; o = o->next) {
+        if (o == c || o->unread_counted == 0)
+            continue;
+        mg_client_key(o->peer_addr, other);
+        if (memcmp(key, other, sizeof key) == 0)
+            held += o->unread_counted;
+    }
+    return held >= cap;
+}
 
 /* Sends what is pending; returns false when the connection was closed. */
 static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
+{
+    bool open = conn_send(w, c, now);
+    if (open)
+        count_unread(w, c);
+    return open;
+}
+
+static bool conn_send(struct worker *w, struct conn *c, int64_t now)
 {
     while (c->out_sent < c->out.len) {
         ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent, MSG_NOSIGNAL);
@@ -554,6 +606,16 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
                     int64_t start_ns, const char *log_path, size_t consumed)
 {
     struct mg_response *res = &w->res;
+    if (unread_share_full(w, c)) {
+        /* Its answer is dropped at once rather than queued behind the unread ones. */
+        mg_response_reset(res);
+        mg_response_error(res, 503,
+                          "this client has MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT bytes of answers "
+                          "it has not read: read them first");
+        mg_response_header(res, "Retry-After: 1");
+        res->close = true;
+        mg_counter_add(w->env.seg, MG_CTR_UNREAD_REFUSED, 1);
+    }
     bool keep_alive = hr && hr->keep_alive && !res->close && !w->draining &&
                       c->requests + 1 < (unsigned)w->env.cfg->max_requests_per_conn;
     mg_buf_reset(&c->out);
@@ -888,6 +950,23 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
 }
 
 #define DRAIN_IDLE_GRACE_NS (500 * MG_NS_PER_MS)
+#define SEND_TIMEOUT_LOG_NS (10 * MG_NS_PER_SEC)
+
+/* A connection cut for not reading its answer in MESHGATE_SEND_TIMEOUT_MS: logged, at most
+ * once per SEND_TIMEOUT_LOG_NS with the count since the last line. */
+static void log_send_timeout(struct worker *w, const struct conn *c)
+{
+    int64_t now = mg_monotonic_ns();
+    w->send_timeouts_unlogged++;
+    if (w->send_timeout_logged_ns != 0 && now - w->send_timeout_logged_ns < SEND_TIMEOUT_LOG_NS)
+        return;
+    mg_warn("closed a connection from %s that did not read its answer within "
+            "MESHGATE_SEND_TIMEOUT_MS (%zu bytes unsent); %llu such since the last line",
+            c->peer, c->out.len > c->out_sent ? c->out.len - c->out_sent : (size_t)0,
+            (unsigned long long)w->send_timeouts_unlogged);
+    w->send_timeouts_unlogged = 0;
+    w->send_timeout_logged_ns = now;
+}
 
 static void conn_timeout(struct worker *w, struct conn *c)
 {
@@ -904,6 +983,7 @@ static void conn_timeout(struct worker *w, struct conn *c)
         break;
     case CONN_WRITING:
         mg_counter_add(w->env.seg, MG_CTR_SEND_TIMEOUTS, 1);
+        log_send_timeout(w, c);
         break;
     case CONN_BODY:
         respond_body_timeout(w, c);

@@ -546,3 +546,47 @@ Test(relay_share, region_map_one_pass_for_four_workers_and_a_respawned_worker_co
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
     mg_test_rmdir(dir);
 }
+
+Test(relay_share, a_region_map_too_large_for_the_cache_is_built_by_each_worker_and_logged_once)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    /* 200 more ADVERTs of distinct keys heard in SJC: a map of some 15 KiB, more than the one
+     * page a 4096-byte cache stores. */
+    char sql[2048];
+    snprintf(sql, sizeof sql,
+             "%sWITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < 299)"
+             " INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+             " payload_type, decoded_json) SELECT i, '1140', 'r' || i,"
+             " strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now', '-3 minutes'), 1, 4,"
+             " json_object('pubKey', printf('%%064x', i)) FROM n;"
+             "INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp)"
+             " SELECT id, 1, '[]', id FROM transmissions WHERE id >= 100;",
+             region_adverts);
+    make_db(db, sql);
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_REACH_CACHE_BYTES=4096", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    char *sjc = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes?region=SJC", 4, sjc);
+        free(sjc);
+        sjc = again;
+    }
+    cr_assert_eq(served(&seg), seg.slot_count, "the requests did not reach both workers");
+    cr_expect_str_eq(keys_listed(sjc), "aa,bb");
+    cr_expect_eq(atomic_load(&c->region_builds), seg.slot_count, "each worker made its pass");
+    cr_expect_eq(atomic_load(&c->region_copies), 0);
+    char *log = mg_test_server_log(&s);
+    cr_expect_eq(mg_test_count(log, "region map: the table's"), (int)seg.slot_count,
+                 "logged once by each worker: %s", log);
+    free(log);
+    free(sjc);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}

@@ -644,6 +644,8 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
     }
     if (fd < 0) {
         open_failed(res, errno, rel);
+        if (served != rel)
+            free(served);
         free(rel);
         return;
     }

@@ -6,6 +6,7 @@
 #include "keys.h"
 #include "listener.h"
 #include "log.h"
+#include "static_files.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -14,6 +15,24 @@
 static int check_public_dir(const struct mg_config *cfg, char *err, size_t errlen)
 {
     return mg_config_check_public_dir(cfg, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
+}
+
+static void guarded_in_public_dir(const char *path, const char *what, void *arg)
+{
+    (void)arg;
+    mg_warn("MESHGATE_PUBLIC_DIR: %s is %s: it is never served (a request for it is answered "
+            "404 unopened), but it does not belong in the public directory",
+            path, what);
+}
+
+/* Warns of the database, its side files and meshgate's secrets in the public directory
+ * (static_files.h); passes. */
+static int check_public_dir_contents(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    mg_static_guard_scan(cfg, guarded_in_public_dir, NULL);
+    return 0;
 }
 
 /* Opens the database read-only and checks its schema and its WAL files, as every worker
@@ -77,6 +96,7 @@ const struct mg_preflight_step mg_preflight_steps[] = {
     {"MESHGATE_DB", check_database, false},
     {"MESHGATE_API_KEYS_FILE", check_api_keys, false},
     {"MESHGATE_CORESCOPE_CONFIG", check_corescope_config, false},
+    {"MESHGATE_PUBLIC_DIR", check_public_dir_contents, true},
     {"MESHGATE_UPSTREAM", check_upstream, false},
     {"MESHGATE_LISTEN", check_listen_address, true},
     {NULL, NULL, false},

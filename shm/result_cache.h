@@ -108,6 +108,9 @@ struct mg_result_cache {
     /* The same for the node list's hash sizes (workers/node_hash_sizes.c). */
     _Atomic uint64_t hash_size_builds;
     _Atomic uint64_t hash_size_copies;
+    /* The same for the region map of /api/nodes?region= (workers/region_map.c). */
+    _Atomic uint64_t region_builds;
+    _Atomic uint64_t region_copies;
     /* Static files' compressed bodies (workers/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
@@ -221,6 +224,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the week's ADVERTs that built the hash-size table (node_hash_sizes.h)")         \
     X(hash_size_copies, "hashSizeCopies",                                                          \
       "hash-size tables a worker took from the group's copy in the cache")                         \
+    X(region_builds, "regionBuilds",                                                               \
+      "passes over the ADVERTs' observers that built the region map (region_map.h)")               \
+    X(region_copies, "regionCopies",                                                               \
+      "region maps a worker took from the group's copy in the cache")                              \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
     X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
 

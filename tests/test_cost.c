@@ -301,7 +301,7 @@ static void open_ctx(struct mg_test_ctx *t, const char *db)
     /* No anonymous rate limit in the way of the walk; every fetch counted. */
     t->seg.clients.table->per_minute = 0;
     mg_db_set_mmap(&t->db, 0);
-    mg_region_map_forget();
+    mg_region_map_forget(&t->env);
     /* As a worker does before it serves (db_counts.h). */
     struct mg_db_counts counts;
     cr_assert(mg_db_counts_get(&t->env, &counts));

@@ -764,11 +764,11 @@ Test(nodes, region_statements_read_only_nodes_and_the_map_build_searches_by_inde
     close_fixture(&f);
 }
 
-Test(nodes, a_region_request_is_heavy_only_while_the_region_map_is_stale)
+Test(nodes, a_region_request_is_heavy_only_until_the_process_or_group_has_a_region_map)
 {
     struct fixture f;
     open_fixture(&f, region_data);
-    mg_region_map_forget();
+    mg_region_map_forget(&f.t.env);
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=SJC"), "n1,n3");
     cr_expect_not(f.t.light, "the request that builds the map must be heavy");
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=OAK"), "n1,n2");

@@ -6,7 +6,8 @@
  * comes back with the group's copy and makes no pass of its own; the answers are those the
  * rows give. And when the table is too large for the cache, each worker builds its own. The
  * node list's hash sizes (workers/node_hash_sizes.c) are shared the same way
- * (hash_size_builds, hash_size_copies).
+ * (hash_size_builds, hash_size_copies), and so is the region map (region_builds,
+ * region_copies), which no worker makes at its start.
  */
 #include "harness.h"
 
@@ -414,6 +415,31 @@ static bool metric_is(int port, const char *name, uint64_t want)
     return is;
 }
 
+/* A worker killed -9 comes back with the group's copy (copies) before any request, answers
+ * target as want, and makes no pass (builds stays 1). */
+static void respawn_takes_the_copy(struct mg_segment *seg, int port, _Atomic uint64_t *builds,
+                                   _Atomic uint64_t *copies, const char *target, const char *want)
+{
+    unsigned victim_slot = 0;
+    while (atomic_load(&seg->slots[victim_slot].pid) <= 0)
+        victim_slot++;
+    struct respawn_wait rw = {seg, victim_slot, atomic_load(&seg->slots[victim_slot].pid)};
+    uint64_t copied = atomic_load(copies);
+    cr_assert_eq(kill(rw.old_pid, SIGKILL), 0);
+    cr_assert(mg_test_wait_until(respawned, &rw, 60000, 10), "slot %u was not respawned",
+              victim_slot);
+    struct counter_wait cw = {copies, copied + 1};
+    cr_expect(mg_test_wait_until(counter_reached, &cw, 60000, 10),
+              "the new worker took no copy at its start");
+    uint64_t before = atomic_load(&seg->slots[victim_slot].requests);
+    for (int round = 0; round < 20 && atomic_load(&seg->slots[victim_slot].requests) == before;
+         round++)
+        free(spread(port, target, 4, want));
+    cr_expect_gt(atomic_load(&seg->slots[victim_slot].requests), before,
+                 "the new worker answered no %s", target);
+    cr_expect_eq(atomic_load(builds), 1, "the respawned worker made no pass");
+}
+
 Test(relay_share, hash_sizes_one_pass_for_four_workers_and_a_respawned_worker_copies_it)
 {
     char dir[128], db[256];
@@ -446,25 +472,120 @@ Test(relay_share, hash_sizes_one_pass_for_four_workers_and_a_respawned_worker_co
     cr_expect(metric_is(s.port, "meshgate_reach_cache_hash_size_builds_total", 1));
 
     /* A worker killed -9 comes back with the group's copy, before any request. */
-    unsigned victim_slot = 0;
-    while (atomic_load(&seg.slots[victim_slot].pid) <= 0)
-        victim_slot++;
-    struct respawn_wait rw = {&seg, victim_slot, atomic_load(&seg.slots[victim_slot].pid)};
-    uint64_t copies = atomic_load(&c->hash_size_copies);
-    cr_assert_eq(kill(rw.old_pid, SIGKILL), 0);
-    cr_assert(mg_test_wait_until(respawned, &rw, 60000, 10), "slot %u was not respawned",
-              victim_slot);
-    struct counter_wait cw = {&c->hash_size_copies, copies + 1};
-    cr_expect(mg_test_wait_until(counter_reached, &cw, 60000, 10),
-              "the new worker took no copy at its start");
-    uint64_t before = atomic_load(&seg.slots[victim_slot].requests);
-    for (int round = 0; round < 20 && atomic_load(&seg.slots[victim_slot].requests) == before;
-         round++)
-        free(spread(s.port, "/api/nodes", 4, list));
-    cr_expect_gt(atomic_load(&seg.slots[victim_slot].requests), before,
-                 "the new worker answered no /api/nodes");
-    cr_expect_eq(atomic_load(&c->hash_size_builds), 1, "the respawned worker made no pass");
+    respawn_takes_the_copy(&seg, s.port, &c->hash_size_builds, &c->hash_size_copies, "/api/nodes",
+                           list);
     free(list);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* AA's ADVERT heard in SJC and OAK, BB's in SJC (observer 1), DD's in none. */
+static const char region_adverts[] =
+    BB_ADVERT "INSERT INTO observers (rowid, id, name, iata) VALUES (2, 'OBS2', 'Oak', 'oak ');"
+              "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type, payload_type,"
+              " decoded_json) VALUES (6, '1140', 'h6',"
+              " strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-4 minutes'), 1, 4,"
+              " '{\"pubKey\":\"" KEY_AA "\"}');"
+              "INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp)"
+              " VALUES (6, 1, '[]', 7), (6, 2, '[]', 8);";
+
+/* The keys a list names, in order, comma-separated (static). */
+static const char *keys_listed(const char *body)
+{
+    static char out[1024];
+    out[0] = '\0';
+    for (const char *n = json_first(json_get(body, "nodes")); n; n = json_next(n)) {
+        char *key = json_str_at(n, "public_key");
+        snprintf(out + strlen(out), sizeof out - strlen(out), "%s%.2s", out[0] ? "," : "",
+                 key ? key : "?");
+        free(key);
+    }
+    return out;
+}
+
+Test(relay_share, region_map_one_pass_for_four_workers_and_a_respawned_worker_copies_it)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, region_adverts);
+    const char *env[] = {"MESHGATE_WORKERS=4", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    /* No worker makes the map at its start: the start's passes are the other tables'. */
+    struct counter_wait built = {&c->hash_size_builds, 1};
+    cr_assert(mg_test_wait_until(counter_reached, &built, 60000, 10), "no start-up build");
+    cr_expect_eq(atomic_load(&c->region_builds), 0, "a pass at start");
+    char *sjc = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes?region=SJC", 8, sjc);
+        free(sjc);
+        sjc = again;
+    }
+    cr_assert_geq(served(&seg), 2, "the requests reached one worker only");
+    unsigned readers = served(&seg);
+    cr_expect_eq(atomic_load(&c->region_builds), 1, "one pass for the group");
+    cr_expect_geq(atomic_load(&c->region_copies), readers - 1,
+                  "each other worker that served took the group's copy (%u served)", readers);
+    /* The answers are the rows': AA and BB were heard in SJC, only AA in OAK. */
+    cr_expect_str_eq(keys_listed(sjc), "aa,bb");
+    char *oak = spread(s.port, "/api/nodes?region=OAK", 2, NULL);
+    cr_expect_str_eq(keys_listed(oak), "aa");
+    cr_expect(metric_is(s.port, "meshgate_reach_cache_region_builds_total", 1));
+
+    /* A worker killed -9 comes back with the group's copy, before any request. */
+    respawn_takes_the_copy(&seg, s.port, &c->region_builds, &c->region_copies,
+                           "/api/nodes?region=SJC", sjc);
+    free(sjc);
+    free(oak);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+Test(relay_share, a_region_map_too_large_for_the_cache_is_built_by_each_worker_and_logged_once)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    /* 200 more ADVERTs of distinct keys heard in SJC: a map of some 15 KiB, more than the one
+     * page a 4096-byte cache stores. */
+    char sql[2048];
+    snprintf(sql, sizeof sql,
+             "%sWITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < 299)"
+             " INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+             " payload_type, decoded_json) SELECT i, '1140', 'r' || i,"
+             " strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now', '-3 minutes'), 1, 4,"
+             " json_object('pubKey', printf('%%064x', i)) FROM n;"
+             "INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp)"
+             " SELECT id, 1, '[]', id FROM transmissions WHERE id >= 100;",
+             region_adverts);
+    make_db(db, sql);
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_REACH_CACHE_BYTES=4096", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    char *sjc = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes?region=SJC", 4, sjc);
+        free(sjc);
+        sjc = again;
+    }
+    cr_assert_eq(served(&seg), seg.slot_count, "the requests did not reach both workers");
+    cr_expect_str_eq(keys_listed(sjc), "aa,bb");
+    cr_expect_eq(atomic_load(&c->region_builds), seg.slot_count, "each worker made its pass");
+    cr_expect_eq(atomic_load(&c->region_copies), 0);
+    char *log = mg_test_server_log(&s);
+    cr_expect_eq(mg_test_count(log, "region map: the table's"), (int)seg.slot_count,
+                 "logged once by each worker: %s", log);
+    free(log);
+    free(sjc);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
     mg_test_rmdir(dir);

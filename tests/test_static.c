@@ -11,12 +11,16 @@
 #include "static_files.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -282,6 +286,132 @@ Test(static_files, only_regular_files_are_served)
     cr_assert_eq(mkfifo(path, 0644), 0);
     /* Opening a FIFO must not wait for a writer. */
     expect_refused(&f, "/pipe", 403);
+    close_fixture(&f);
+}
+
+static void link_in(const char *target, const char *dir, const char *name, bool symbolic)
+{
+    char path[512];
+    in_dir(path, sizeof path, dir, name);
+    cr_assert_eq(symbolic ? symlink(target, path) : link(target, path), 0, "%s -> %s: %s", path,
+                 target, strerror(errno));
+}
+
+/* Every event the watch saw since the last call (non-blocking). */
+static unsigned inotify_events(int fd)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    unsigned events = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + n;
+             p += sizeof(struct inotify_event) + ((struct inotify_event *)(void *)p)->len)
+            events++;
+    return events;
+}
+
+/*
+ * The database (live, in WAL mode, a writer's connection open), its side files and
+ * meshgate's secrets, put in the public directory by hard and symbolic links under any
+ * name: each answers 404 and none is ever opened (inotify IN_OPEN on each file: an open of
+ * the database file in a worker would drop its process's POSIX locks on it). A NAME-wal
+ * beside a NAME is refused by its name alone; ordinary files are still served.
+ */
+Test(static_files, the_database_and_meshgates_secrets_are_404_and_never_opened)
+{
+    struct fixture f;
+    open_fixture(&f, true);
+    sqlite3 *writer;
+    cr_assert_eq(mg_test_sqlite_open(f.db, &writer), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(writer,
+                              "PRAGMA journal_mode=WAL; CREATE TABLE IF NOT EXISTS mg_guard(x);"
+                              " INSERT INTO mg_guard VALUES (1)",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(writer));
+    struct mg_config *cfg = f.t.seg.config;
+    char keys[300], env[300], corescope[300], wal[300], shm[300];
+    write_file(f.dir, "keys", "0123456789abcdef0123456789abcdef\n");
+    write_file(f.dir, "meshgate.env", "MESHGATE_WORKERS=1\n");
+    write_file(f.dir, "corescope.json", "{\"apiKey\": \"secret\"}\n");
+    in_dir(keys, sizeof keys, f.dir, "keys");
+    in_dir(env, sizeof env, f.dir, "meshgate.env");
+    in_dir(corescope, sizeof corescope, f.dir, "corescope.json");
+    snprintf(wal, sizeof wal, "%s-wal", f.db);
+    snprintf(shm, sizeof shm, "%s-shm", f.db);
+    snprintf(cfg->api_keys_file, sizeof cfg->api_keys_file, "%s", keys);
+    snprintf(cfg->env_file, sizeof cfg->env_file, "%s", env);
+    snprintf(cfg->corescope_config, sizeof cfg->corescope_config, "%s", corescope);
+    cr_assert_str_eq(cfg->db_path, f.db);
+
+    char dbdir[300];
+    in_dir(dbdir, sizeof dbdir, f.public, "dbdir");
+    cr_assert_eq(mkdir(dbdir, 0755), 0);
+    link_in(f.db, f.public, "meshcore.db", false);
+    link_in(f.db, f.public, "pretty.png", false);
+    link_in(f.db, f.public, "linked.db", true);
+    link_in(f.db, dbdir, "index.html", false);
+    link_in(wal, f.public, "wal.bin", false);
+    link_in(shm, f.public, "shm.bin", false);
+    link_in(keys, f.public, "keys.txt", false);
+    link_in(env, f.public, "env.txt", false);
+    link_in(corescope, f.public, "config.json", false);
+    write_file(f.public, "other.db", "not a database\n");
+    write_file(f.public, "other.db-journal", "a journal by its name\n");
+    write_file(f.public, "notes-wal", "no notes beside it: served\n");
+
+    int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    cr_assert(watch >= 0);
+    const char *const watched[] = {f.db, wal, shm, keys, env, corescope};
+    for (size_t i = 0; i < sizeof watched / sizeof watched[0]; i++)
+        cr_assert(inotify_add_watch(watch, watched[i], IN_OPEN | IN_ACCESS) >= 0, "%s", watched[i]);
+
+    const char *const refused[] = {"/meshcore.db", "/pretty.png",  "/linked.db",       "/dbdir",
+                                   "/dbdir/",      "/wal.bin",     "/shm.bin",         "/keys.txt",
+                                   "/env.txt",     "/config.json", "/other.db-journal"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        expect_refused(&f, refused[i], 404);
+        cr_expect_str_eq(f.t.res.body.data, "{\"error\":\"Not found\"}\n", "%s", refused[i]);
+    }
+    cr_expect_eq(inotify_events(watch), 0, "a guarded file was opened or read");
+    cr_expect_eq(mg_test_ctx_get(&f.t, "/other.db"), 200);
+    cr_expect_eq(mg_test_ctx_get(&f.t, "/notes-wal"), 200);
+    cr_expect_eq(mg_test_ctx_get(&f.t, "/app.css"), 200);
+    close(watch);
+    sqlite3_close(writer);
+    close_fixture(&f);
+}
+
+/* --check names each guarded file it finds in the public directory (and passes). */
+Test(static_files, check_warns_of_the_database_and_secrets_in_the_public_directory)
+{
+    struct fixture f;
+    open_fixture(&f, true);
+    char keys_setting[400], public_setting[400], db_setting[400], shm_setting[128],
+        listen_setting[64];
+    mg_test_write_keys_file(f.dir, "0123456789abcdef0123456789abcdef", keys_setting,
+                            sizeof keys_setting);
+    snprintf(public_setting, sizeof public_setting, "MESHGATE_PUBLIC_DIR=%s", f.public);
+    snprintf(db_setting, sizeof db_setting, "MESHGATE_DB=%s", f.db);
+    snprintf(shm_setting, sizeof shm_setting, "MESHGATE_SHM_NAME=/mgtest-guard-%d", (int)getpid());
+    snprintf(listen_setting, sizeof listen_setting, "MESHGATE_LISTEN=127.0.0.1:%d",
+             mg_test_free_port());
+    const char *env[] = {"MG_TEST_ARG=--check", db_setting,   shm_setting,          listen_setting,
+                         public_setting,        keys_setting, "MESHGATE_WORKERS=1", NULL};
+    static char out[16384];
+    int status = mg_test_run_expect_exit(env, out, sizeof out, 10000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+    cr_expect_null(strstr(out, "does not belong in the public directory"), "%s", out);
+
+    char keys[300];
+    in_dir(keys, sizeof keys, f.dir, "keys");
+    char sub[300];
+    in_dir(sub, sizeof sub, f.public, "sub");
+    link_in(f.db, sub, "copy.db", false);
+    link_in(keys, f.public, "k.txt", true);
+    status = mg_test_run_expect_exit(env, out, sizeof out, 10000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+    cr_expect(strstr(out, "sub/copy.db is MESHGATE_DB:"), "%s", out);
+    cr_expect(strstr(out, "k.txt is MESHGATE_API_KEYS_FILE:"), "%s", out);
     close_fixture(&f);
 }
 

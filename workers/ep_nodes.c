@@ -763,15 +763,14 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
             q.area = NULL;
         mg_area_nodes_free(&area);
     }
-    /* A stale map made this request heavy (mg_nodes_is_heavy): it is built here, on a
-     * helper thread for an anonymous client. */
+    /* No map made this request heavy (mg_nodes_is_heavy): the group's copy is taken, or the
+     * group's pass followed or run here (on a helper); a stale one is refreshed on the helper. */
     bool regions = q.regions.len > 0;
     /* On the loop (env->jobs: a helper to hand work to), a table another thread builds now
      * is not waited for: the request parks and asks again next turn (pending). */
     bool pending = false, *busy = env->jobs ? &pending : NULL;
     if (rc == SQLITE_OK && regions)
-        rc = busy ? mg_region_map_try_refresh(conn, mg_monotonic_ns(), busy)
-                  : mg_region_map_refresh(conn, mg_monotonic_ns());
+        rc = mg_region_map_keep(env, mg_monotonic_ns(), busy);
     /* The table of hash sizes: taken or built only when there is none (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
@@ -866,7 +865,7 @@ bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);
-    bool heavy = q.regions.len > 0 && !mg_region_map_fresh(env->db->conn, mg_monotonic_ns());
+    bool heavy = q.regions.len > 0 && !mg_region_map_available(env);
     /* A large page: light only as a copy of the answer this thread keeps. */
     if (!heavy && q.limit > MG_NODES_LIGHT_LIMIT)
         heavy = !answer_kept(env, req, &q);

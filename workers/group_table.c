@@ -284,6 +284,8 @@ void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
 {
     sqlite3 *conn = env->db->conn;
     int64_t now = mg_monotonic_ns();
+    if (!group_shared(g, env) && g->lazy)
+        return;
     if (!group_shared(g, env)) {
         int rc = refresh_own(g, env, conn, now, mg_realtime_ns());
         if (rc != SQLITE_OK)
@@ -297,7 +299,7 @@ void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
         group_key(g, conn, period - 1, key);
         take_copy(g, env, conn, key, now);
     }
-    if (mg_process_table_exists(g->table, conn))
+    if (mg_process_table_exists(g->table, conn) || g->lazy)
         return;
     struct start_arg *a = malloc(sizeof *a);
     pthread_t t;

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: ISC */
 #include "region_map.h"
 
+#include "clock.h"
+#include "group_table.h"
 #include "log.h"
 #include "process_table.h"
+#include "result_cache.h"
 
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +30,7 @@ struct region_map {
     uint64_t *bits;     /* used * words */
 };
 
-static uint64_t generations; /* under the table's build lock */
+static _Atomic uint64_t generations; /* a map's, built here or decoded */
 
 const char mg_region_map_adverts_sql[] =
     "SELECT json_extract(t.decoded_json, '$.pubKey'), (SELECT group_concat(o.observer_idx)"
@@ -242,24 +247,101 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
         map_free(m);
         return NULL;
     }
-    m->generation = ++generations;
+    m->generation = atomic_fetch_add(&generations, 1) + 1;
     mg_debug("region map: %u regions, %zu nodes", m->regions, m->used);
     return m;
 }
+
+/* ---- the group's copy: the map as a body of the shared result cache ----------------------- */
+
+#define BODY_MAGIC 0x4752474dU /* "MGRG" */
+#define BODY_VERSION 1U
+
+struct body_head {
+    uint32_t magic, version;
+    int64_t built_ns; /* CLOCK_MONOTONIC, the same in every process */
+    uint32_t regions, words;
+    uint64_t nodes;
+};
+
+/* The body: the head, the region codes, then each node: its key and its region set (words
+ * 64-bit words). */
+static void encode(const void *table, int64_t built_ns, struct mg_buf *out)
+{
+    const struct region_map *m = table;
+    struct body_head h = {BODY_MAGIC, BODY_VERSION, built_ns, m->regions, m->words, m->used};
+    mg_buf_append(out, &h, sizeof h);
+    for (unsigned i = 0; i < m->regions; i++)
+        mg_group_put_text(out, m->codes[i]);
+    for (size_t i = 0; i < m->slots; i++)
+        if (m->slot[i].key) {
+            mg_group_put_text(out, m->slot[i].key);
+            mg_buf_append(out, &m->bits[m->slot[i].bits], m->words * sizeof *m->bits);
+        }
+}
+
+static void *decode(const void *data, size_t len, int64_t *built_ns)
+{
+    struct mg_group_reader r = {data, (const unsigned char *)data + len, false};
+    struct body_head h;
+    mg_group_get(&r, &h, sizeof h);
+    if (r.bad || h.magic != BODY_MAGIC || h.version != BODY_VERSION || h.regions > REGIONS_MAX ||
+        h.words != h.regions / 64 + 1 || h.nodes > len)
+        return NULL;
+    struct region_map *m = calloc(1, sizeof *m);
+    if (!m || !(m->codes = calloc(h.regions ? h.regions : 1, sizeof *m->codes))) {
+        free(m);
+        return NULL;
+    }
+    m->words = h.words;
+    while (m->regions < h.regions && !r.bad)
+        r.bad = !(m->codes[m->regions++] = mg_group_get_text(&r));
+    for (uint64_t i = 0; i < h.nodes && !r.bad; i++) {
+        char *key = mg_group_get_text(&r);
+        uint64_t *bits = key ? node_bits(m, key, strlen(key)) : NULL;
+        if (bits)
+            mg_group_get(&r, bits, m->words * sizeof *bits);
+        r.bad = r.bad || !bits;
+        free(key);
+    }
+    if (r.bad || r.at != r.end || m->used != h.nodes) {
+        map_free(m);
+        return NULL;
+    }
+    m->generation = atomic_fetch_add(&generations, 1) + 1;
+    *built_ns = h.built_ns;
+    return m;
+}
+
+static struct mg_group_table shared =
+    MG_GROUP_TABLE_INIT(.table = &regions, .name = "regions", .what = "region map",
+                        .version = BODY_VERSION, .build = build, .encode = encode, .decode = decode,
+                        .builds = offsetof(struct mg_result_cache, region_builds),
+                        .copies = offsetof(struct mg_result_cache, region_copies), .lazy = true);
 
 bool mg_region_map_fresh(sqlite3 *conn, int64_t now_ns)
 {
     return mg_process_table_fresh(&regions, conn, now_ns);
 }
 
-int mg_region_map_refresh(sqlite3 *conn, int64_t now_ns)
+bool mg_region_map_exist(sqlite3 *conn)
 {
-    return mg_process_table_refresh(&regions, conn, now_ns, build, NULL);
+    return mg_process_table_exists(&regions, conn);
 }
 
-int mg_region_map_try_refresh(sqlite3 *conn, int64_t now_ns, bool *busy)
+void mg_region_map_adopt(struct mg_env *env)
 {
-    return mg_process_table_try_refresh(&regions, conn, now_ns, build, NULL, busy);
+    mg_group_table_adopt(&shared, env);
+}
+
+bool mg_region_map_available(struct mg_env *env)
+{
+    return mg_group_table_available(&shared, env);
+}
+
+int mg_region_map_keep(struct mg_env *env, int64_t now_ns, bool *busy)
+{
+    return mg_group_table_keep(&shared, env, now_ns, mg_realtime_ns(), busy);
 }
 
 void mg_region_map_read_begin(void)
@@ -277,9 +359,9 @@ uint64_t mg_region_map_generation(void)
     return mg_process_table_generation(&regions);
 }
 
-void mg_region_map_forget(void)
+void mg_region_map_forget(struct mg_env *env)
 {
-    mg_process_table_forget(&regions);
+    mg_group_table_forget(&shared, env);
 }
 
 /* The requested codes as a region set of the current map, kept with the statement's

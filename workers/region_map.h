@@ -11,13 +11,18 @@
  * one such pass and then answers a node's membership from memory, so a region filter costs
  * what the other filters of /api/nodes cost: one pass over nodes.
  *
- * Why per worker process and not in the segment: the map is a few bytes per node and region
- * (tens of kilobytes for CoreScope's largest networks), past what a shared value holds
- * (4096 bytes), and a section of its own would fix a node count in the segment's layout.
- * Each process builds its own at most once per MG_REGION_MAP_INTERVAL_NS, and a request that
- * would build it is heavy (router.c: /api/nodes's heavy_when), so the build runs under the
- * anonymous line on a helper thread; a request that finds the map fresh is light. The
- * answer may so be up to the interval old (the freshness window, documented in README.md).
+ * Once per group (group_table.h), as the relay table and the hash sizes: the map is a few
+ * bytes per node and region (tens of kilobytes for CoreScope's largest networks), past what a
+ * shared value holds, so one worker's pass stores it serialized in the shared result cache
+ * under "regions|v1|<device>:<inode>|<interval number>" and the others decode their copy
+ * (region_builds and region_copies count both). Unlike those tables it is made by no worker
+ * at its start (region filters are rare): a starting worker, or one that replaces a worker
+ * killed -9, takes the group's copy when there is one; else the first request with a region
+ * is heavy (router.c: /api/nodes's heavy_when) and takes the group's copy, or follows the
+ * group's pass, or claims and runs it on the worker's helper (parked meanwhile: nothing waits
+ * on the loop). A request that finds the map older than MG_REGION_MAP_INTERVAL_NS is light,
+ * answered from the map it has while the helper refreshes it the same way; the answer may so
+ * be up to the interval and a rebuild old (the freshness window, documented in README.md).
  *
  * Threads: a worker's loop and its helper threads each have a connection; the map is shared
  * by them under a read-write lock, which a build takes for writing only to swap its new map
@@ -27,6 +32,8 @@
  */
 #ifndef MESHGATE_REGION_MAP_H
 #define MESHGATE_REGION_MAP_H
+
+#include "handler.h"
 
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -38,11 +45,20 @@
  * (CLOCK_MONOTONIC). A map is of one file: a process that opens another (tests) builds
  * another. */
 bool mg_region_map_fresh(sqlite3 *conn, int64_t now_ns);
+/* Whether this process has a map of conn's file, whatever its age. */
+bool mg_region_map_exist(sqlite3 *conn);
 
-/* Builds the map from conn unless a fresh one exists; an SQLite code. */
-int mg_region_map_refresh(sqlite3 *conn, int64_t now_ns);
-/* The same on a worker's loop: *busy when another thread builds it now (nothing waits). */
-int mg_region_map_try_refresh(sqlite3 *conn, int64_t now_ns, bool *busy);
+/* At a worker's start: the group's copy when there is one (no pass). */
+void mg_region_map_adopt(struct mg_env *env);
+/* Whether a request can have the map at once: this process has one, or the group's copy is
+ * stored. */
+bool mg_region_map_available(struct mg_env *env);
+
+/* Before a request reads the map: when there is none, takes the group's copy, or follows or
+ * claims and runs the group's pass; when it is stale, asks env's helper to refresh it and
+ * returns at once. With busy (a request on the loop) nothing waits: *busy says the request
+ * parks and asks again (group_table.h: mg_group_table_keep). An SQLite code. */
+int mg_region_map_keep(struct mg_env *env, int64_t now_ns, bool *busy);
 
 /* Readers hold the map while they step a statement that uses it. */
 void mg_region_map_read_begin(void);
@@ -53,8 +69,9 @@ uint64_t mg_region_map_generation(void);
 /* Registers meshgate_in_regions on conn; an SQLite code. */
 int mg_region_map_register(sqlite3 *conn);
 
-/* Forgets the map: the next request builds it again (tests). */
-void mg_region_map_forget(void);
+/* Forgets this process's map and (env not NULL) the group's copy: the next request takes
+ * the group's copy or builds it again (tests). */
+void mg_region_map_forget(struct mg_env *env);
 
 /* The statement that reads the ADVERTs' keys and their observers (for plan tests). */
 extern const char mg_region_map_adverts_sql[];

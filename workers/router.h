@@ -132,8 +132,8 @@ bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *r
 bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req);
-/* /api/nodes is heavy when this process has no table of hash sizes, or with a region when its
- * region map is stale (each is built in that request; node_hash_sizes.h, region_map.h). */
+/* /api/nodes is heavy when this process has no table of hash sizes, or with a region when it
+ * has no region map, and the group has no copy to take (node_hash_sizes.h, region_map.h). */
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* Packets, observers and channels of CoreScope's front end (ep_packet_detail.c,
  * ep_observers.c, ep_channels.c). */

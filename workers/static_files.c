@@ -6,6 +6,7 @@
 #include "result_body.h"
 #include "segment.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -89,6 +90,165 @@ static int open_beneath(int dirfd, const char *rel)
     how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     return (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+}
+
+/*
+ * The guarded files (static_files.h): known by device and inode, from stat(), so a request
+ * that names one (a hard link, a symbolic link to one) is answered 404 before anything is
+ * opened. A worker opening and closing the database file, even read-only and under another
+ * name, would drop every POSIX lock its process holds on that file (SQLite's, on its live
+ * connections), the cause of "database disk image is malformed" beside a live writer.
+ */
+void mg_static_guard_load(struct mg_static_guard *g, const struct mg_config *cfg)
+{
+    const struct {
+        const char *path, *suffix, *what;
+    } files[MG_STATIC_GUARDED_MAX] = {
+        {cfg->db_path, "", "MESHGATE_DB"},
+        {cfg->db_path, "-wal", "MESHGATE_DB's -wal file"},
+        {cfg->db_path, "-shm", "MESHGATE_DB's -shm file"},
+        {cfg->db_path, "-journal", "MESHGATE_DB's -journal file"},
+        {cfg->api_keys_file, "", "MESHGATE_API_KEYS_FILE"},
+        {cfg->env_file, "", "MESHGATE_ENV_FILE"},
+        {cfg->corescope_config, "", "MESHGATE_CORESCOPE_CONFIG"},
+    };
+    g->n = 0;
+    for (unsigned i = 0; i < MG_STATIC_GUARDED_MAX; i++) {
+        char path[MG_PATH_MAX + 16];
+        struct stat st;
+        if (!files[i].path[0])
+            continue;
+        snprintf(path, sizeof path, "%s%s", files[i].path, files[i].suffix);
+        if (stat(path, &st) == 0) {
+            g->file[g->n].dev = st.st_dev;
+            g->file[g->n].ino = st.st_ino;
+            g->file[g->n++].what = files[i].what;
+        }
+    }
+}
+
+const char *mg_static_guard_match(const struct mg_static_guard *g, const struct stat *st)
+{
+    for (unsigned i = 0; i < g->n; i++)
+        if (g->file[i].ino == st->st_ino && g->file[i].dev == st->st_dev)
+            return g->file[i].what;
+    return NULL;
+}
+
+/* How long a worker trusts the identities it read: a side file that appears (a -journal)
+ * or a file replaced under its name is known within this. */
+#define GUARD_RELOAD_NS MG_NS_PER_SEC
+
+static const struct mg_static_guard *worker_guard(const struct mg_config *cfg)
+{
+    static struct mg_static_guard guard;
+    static int64_t loaded_ns;
+    static bool loaded;
+    int64_t now = mg_monotonic_ns();
+    if (!loaded || now - loaded_ns >= GUARD_RELOAD_NS) {
+        mg_static_guard_load(&guard, cfg);
+        loaded_ns = now;
+        loaded = true;
+    }
+    return &guard;
+}
+
+/* NAME-wal, NAME-shm or NAME-journal with a NAME beside it: a database's side file. */
+static bool side_file_name(int dirfd, const char *rel)
+{
+    static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
+    size_t n = strlen(rel);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        size_t k = strlen(suffixes[i]);
+        if (n <= k || strcmp(rel + n - k, suffixes[i]) != 0 || rel[n - k - 1] == '/')
+            continue;
+        char *stem = strndup(rel, n - k);
+        struct stat st;
+        bool beside = stem && fstatat(dirfd, stem, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        free(stem);
+        return beside || !stem;
+    }
+    return false;
+}
+
+/* open_beneath, but a guarded file fails with ENOENT unopened. */
+static int open_served(int dirfd, const char *rel, const struct mg_config *cfg)
+{
+    struct stat st;
+    if ((fstatat(dirfd, rel, &st, 0) == 0 && mg_static_guard_match(worker_guard(cfg), &st)) ||
+        side_file_name(dirfd, rel)) {
+        errno = ENOENT;
+        return -1;
+    }
+    return open_beneath(dirfd, rel);
+}
+
+#define SCAN_ENTRIES_MAX 100000
+#define SCAN_DEPTH_MAX 32
+
+struct scan {
+    struct mg_static_guard guard;
+    void (*found)(const char *path, const char *what, void *arg);
+    void *arg;
+    unsigned seen, hits;
+    char path[2 * MG_PATH_MAX];
+};
+
+/* The directory fd (taken over), whose path is s->path[0..len). */
+static void scan_dir(struct scan *s, int fd, size_t len, int depth)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while (s->seen < SCAN_ENTRIES_MAX && (e = readdir(d))) {
+        if (e->d_name[0] == '.') /* never served */
+            continue;
+        s->seen++;
+        int n = snprintf(s->path + len, sizeof s->path - len, "/%s", e->d_name);
+        if (n < 0 || (size_t)n >= sizeof s->path - len)
+            continue;
+        struct stat st;
+        const char *what = fstatat(dirfd(d), e->d_name, &st, 0) == 0
+                               ? mg_static_guard_match(&s->guard, &st)
+                               : NULL;
+        if (what) {
+            s->hits++;
+            s->found(s->path, what, s->arg);
+        } else if (depth < SCAN_DEPTH_MAX &&
+                   fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISDIR(st.st_mode)) {
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                scan_dir(s, sub, len + (size_t)n, depth + 1);
+        }
+    }
+    closedir(d);
+}
+
+unsigned mg_static_guard_scan(const struct mg_config *cfg,
+                              void (*found)(const char *path, const char *what, void *arg),
+                              void *arg)
+{
+    if (!cfg->public_dir[0])
+        return 0;
+    struct scan *s = calloc(1, sizeof *s);
+    if (!s)
+        return 0;
+    mg_static_guard_load(&s->guard, cfg);
+    s->found = found;
+    s->arg = arg;
+    int n = snprintf(s->path, sizeof s->path, "%s", cfg->public_dir);
+    int fd = open(cfg->public_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && s->guard.n > 0)
+        scan_dir(s, fd, (size_t)n, 0);
+    else if (fd >= 0)
+        close(fd);
+    unsigned hits = s->hits;
+    free(s);
+    return hits;
 }
 
 /*
@@ -235,7 +395,8 @@ static bool known_too_large(const struct stat *st)
 }
 
 /* NAME.gz beside rel (relative to dirfd), when it may stand for the file st describes. */
-static int open_precompressed(int dirfd, const char *rel, const struct stat *st, struct stat *gz_st)
+static int open_precompressed(int dirfd, const char *rel, const struct stat *st, struct stat *gz_st,
+                              const struct mg_config *cfg)
 {
     size_t n = strlen(rel);
     char *gz = malloc(n + sizeof ".gz");
@@ -243,7 +404,7 @@ static int open_precompressed(int dirfd, const char *rel, const struct stat *st,
         return -1;
     memcpy(gz, rel, n);
     memcpy(gz + n, ".gz", sizeof ".gz");
-    int fd = open_beneath(dirfd, gz);
+    int fd = open_served(dirfd, gz, cfg);
     free(gz);
     if (fd < 0)
         return -1;
@@ -398,7 +559,7 @@ static void serve_file(struct mg_env *env, const struct mg_request *req, struct 
     int gz_fd = -1;
     if (r == MG_RANGE_IGNORED && req->accepts_gzip && mg_response_compressible(type) &&
         gzip_min > 0 && size >= (uint64_t)gzip_min) {
-        gz_fd = open_precompressed(dirfd, rel, st, &gz_st);
+        gz_fd = open_precompressed(dirfd, rel, st, &gz_st, env->cfg);
         if (gz_fd < 0 && size <= MG_STATIC_GZIP_MAX_BYTES)
             gz = cached_gzip(env, fd, st, name, res);
     }
@@ -459,7 +620,7 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
 
     const char *name = rel; /* the name whose extension gives the type */
     char *served = rel;     /* the file's path beneath the directory */
-    int fd = open_beneath(dirfd, rel);
+    int fd = open_served(dirfd, rel, env->cfg);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) < 0) {
         close(fd);
@@ -467,7 +628,7 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
     }
     if (fd >= 0 && S_ISDIR(st.st_mode)) {
         /* A directory named without its trailing slash: its index.html. */
-        int index_fd = open_beneath(fd, INDEX_FILE);
+        int index_fd = open_served(fd, INDEX_FILE, env->cfg);
         int saved = errno;
         close(fd);
         fd = index_fd;
@@ -483,6 +644,8 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
     }
     if (fd < 0) {
         open_failed(res, errno, rel);
+        if (served != rel)
+            free(served);
         free(rel);
         return;
     }

@@ -12,7 +12,12 @@
  *   - not served (404): names that begin with "." (.git, .env, ...), missing files, a
  *     directory without index.html;
  *   - refused with 403: symbolic links, wherever they point (inside the directory too),
- *     anything that is not a regular file, files the server may not read.
+ *     anything that is not a regular file, files the server may not read;
+ *   - never opened, answered 404: the database (MESHGATE_DB), its -wal, -shm and -journal,
+ *     MESHGATE_API_KEYS_FILE, MESHGATE_ENV_FILE and MESHGATE_CORESCOPE_CONFIG, under any
+ *     name (a hard link, a symbolic link to one), by device and inode (stat, never open: a
+ *     worker that opened and closed the database file would drop its POSIX locks on it,
+ *     docs/architecture.md); and any NAME-wal, NAME-shm or NAME-journal beside a NAME.
  * The last guard is the kernel's, not string checks: each file is opened with openat2()
  * beneath the directory (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
  * O_NOFOLLOW), relative to a descriptor of the directory that each worker opens once.
@@ -44,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define MG_STATIC_MAX_AGE_S 3600
 /* The largest file gzip-compressed in memory; larger files are streamed as they are. */
@@ -66,6 +72,30 @@ bool mg_static_applies(const struct mg_config *cfg, const char *path);
 
 /* Answers req (GET or HEAD) from the public directory. */
 void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+
+/* The files a public directory must never serve (mg_static_guard_load): the database, its
+ * three side files, the API keys file, the environment file, CoreScope's config.json. */
+#define MG_STATIC_GUARDED_MAX 7
+
+struct mg_static_guard {
+    unsigned n; /* of file[]: those that exist */
+    struct {
+        dev_t dev;
+        ino_t ino;
+        const char *what; /* "MESHGATE_DB", "MESHGATE_DB's -wal", ... */
+    } file[MG_STATIC_GUARDED_MAX];
+};
+
+/* Stats (never opens) each of cfg's guarded files that is set and exists. */
+void mg_static_guard_load(struct mg_static_guard *g, const struct mg_config *cfg);
+/* Which guarded file st is (by device and inode), or NULL. */
+const char *mg_static_guard_match(const struct mg_static_guard *g, const struct stat *st);
+/* Walks cfg's public directory as a request could reach it (no hidden names, no directory
+ * through a symbolic link; at most a bounded number of entries) and calls found for each
+ * name that is a guarded file or a symbolic link to one; returns how many it found. */
+unsigned mg_static_guard_scan(const struct mg_config *cfg,
+                              void (*found)(const char *path, const char *what, void *arg),
+                              void *arg);
 
 /* The Content-Type for a file name, by its extension; application/octet-stream when unknown. */
 const char *mg_static_content_type(const char *name);

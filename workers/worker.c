@@ -19,6 +19,7 @@
 #include "log.h"
 #include "netaddr.h"
 #include "reclaim.h"
+#include "region_map.h"
 #include "router.h"
 #include "scoreboard.h"
 #include "stats.h"
@@ -1454,6 +1455,8 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     /* And its relay activity (node_relay.h): the group's copy when there is one; no pass
      * here (the first request that needs it makes or follows the group's). */
     mg_node_relay_adopt(&w.env);
+    /* And the region map (region_map.h): the group's copy when there is one, never a pass. */
+    mg_region_map_adopt(&w.env);
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

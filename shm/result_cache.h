@@ -108,6 +108,9 @@ struct mg_result_cache {
     /* The same for the node list's hash sizes (workers/node_hash_sizes.c). */
     _Atomic uint64_t hash_size_builds;
     _Atomic uint64_t hash_size_copies;
+    /* The same for the neighbour graph (workers/neighbor_graph.c). */
+    _Atomic uint64_t neighbor_builds;
+    _Atomic uint64_t neighbor_copies;
     /* Static files' compressed bodies (workers/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
@@ -221,6 +224,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the week's ADVERTs that built the hash-size table (node_hash_sizes.h)")         \
     X(hash_size_copies, "hashSizeCopies",                                                          \
       "hash-size tables a worker took from the group's copy in the cache")                         \
+    X(neighbor_builds, "neighborBuilds",                                                           \
+      "passes over the observations that built the neighbour graph (neighbor_graph.h)")            \
+    X(neighbor_copies, "neighborCopies",                                                           \
+      "neighbour graphs a worker took from the group's copy in the cache")                         \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
     X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
 

@@ -243,6 +243,18 @@ struct start_arg {
     struct mg_env *env;
 };
 
+/* Under g->lock: the group's copy of this interval or the last one, when stored. */
+static void take_either_copy(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
+                             int64_t now_ns)
+{
+    char key[MG_CACHE_KEY_MAX];
+    int64_t period = period_of(g, now_ns);
+    for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(g->table, conn); p--) {
+        group_key(g, conn, p, key);
+        take_copy(g, env, conn, key, now_ns);
+    }
+}
+
 /* A worker's start with no group copy: the group's build (or nothing, when another worker
  * runs it), on a thread of its own with its own connection, so the worker serves meanwhile. */
 static void *start_build(void *arg)
@@ -254,6 +266,13 @@ static void *start_build(void *arg)
     if (mg_db_open_like(&db, a.env->db, a.env->cfg->db_path, a.env->cfg->db_busy_timeout_ms, err,
                         sizeof err) != 0) {
         mg_warn("%s: not built at start: %s", a.g->what, err);
+        return NULL;
+    }
+    if (a.g->lazy) { /* the copy only */
+        pthread_mutex_lock(&a.g->lock);
+        take_either_copy(a.g, a.env, db.conn, mg_monotonic_ns());
+        pthread_mutex_unlock(&a.g->lock);
+        mg_db_close(&db);
         return NULL;
     }
     int rc = obtain(a.g, a.env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
@@ -285,17 +304,21 @@ void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
     sqlite3 *conn = env->db->conn;
     int64_t now = mg_monotonic_ns();
     if (!group_shared(g, env)) {
+        if (g->lazy)
+            return;
         int rc = refresh_own(g, env, conn, now, mg_realtime_ns());
         if (rc != SQLITE_OK)
             mg_warn("%s: not built at start: %s", g->what, sqlite3_errstr(rc));
         return;
     }
-    char key[MG_CACHE_KEY_MAX];
-    int64_t period = period_of(g, now);
-    group_key(g, conn, period, key);
-    if (!take_copy(g, env, conn, key, now)) {
-        group_key(g, conn, period - 1, key);
-        take_copy(g, env, conn, key, now);
+    /* A lazy table's copy (a large one: its decode is no start's delay) is taken on the
+     * thread too, and only when there is one. */
+    if (g->lazy && !mg_group_table_available(g, env))
+        return;
+    if (!g->lazy) {
+        pthread_mutex_lock(&g->lock);
+        take_either_copy(g, env, conn, now);
+        pthread_mutex_unlock(&g->lock);
     }
     if (mg_process_table_exists(g->table, conn))
         return;
@@ -339,13 +362,8 @@ static void submit(struct mg_group_rebuild *r, void (*run)(struct mg_job *, stru
 static int fetch_on_helper(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
                            int64_t now_ns, int64_t now_realtime_ns, bool *pending)
 {
-    if (group_shared(g, env) && pthread_mutex_trylock(&g->lock) == 0) {
-        char key[MG_CACHE_KEY_MAX];
-        int64_t period = period_of(g, now_ns);
-        for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(g->table, conn); p--) {
-            group_key(g, conn, p, key);
-            take_copy(g, env, conn, key, now_ns);
-        }
+    if (!g->lazy && group_shared(g, env) && pthread_mutex_trylock(&g->lock) == 0) {
+        take_either_copy(g, env, conn, now_ns);
         pthread_mutex_unlock(&g->lock);
     }
     if (mg_process_table_exists(g->table, conn))

@@ -60,6 +60,11 @@ struct mg_group_table {
     void (*encode)(const void *table, int64_t built_ns, struct mg_buf *out);
     void *(*decode)(const void *data, size_t len, int64_t *built_ns); /* NULL: not a table */
     size_t builds, copies; /* offsetof their counters in struct mg_result_cache */
+    /* A large table only some requests read (the neighbour graph): a worker's start takes
+     * the group's copy, on a thread, when there is one, and builds nothing; the first
+     * request that needs it parks while the helper takes the copy or makes or follows the
+     * group's pass (the loop never decodes it). */
+    bool lazy;
     /* state */
     atomic_bool too_large; /* set once a table was too large: this process builds its own */
     pthread_mutex_t lock;
@@ -73,7 +78,7 @@ struct mg_group_table {
 
 /* At a worker's start: takes the group's table when the cache holds one (no pass), else
  * starts the group's build on a thread of its own and returns (the worker serves meanwhile);
- * without the group's cache, builds this process's own here. */
+ * without the group's cache, builds this process's own here. A lazy table: only the copy. */
 void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env);
 /* Whether a request can have the table at once: this process has one, or the group's copy is
  * stored (a copy and a decode, no pass). */

@@ -7,6 +7,7 @@
 #include "db.h"
 #include "db_counts.h"
 #include "node_hash_sizes.h"
+#include "neighbor_graph.h"
 #include "node_relay.h"
 #include "dispatch.h"
 #include "handler.h"
@@ -1331,6 +1332,8 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     /* And its relay activity (node_relay.h): the group's copy when there is one; no pass
      * here (the first request that needs it makes or follows the group's). */
     mg_node_relay_adopt(&w.env);
+    /* And the neighbour graph's copy, when the group has one (neighbor_graph.h). */
+    mg_neighbor_graph_adopt(&w.env);
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

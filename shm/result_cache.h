@@ -49,6 +49,7 @@
 
 #include "gate_fifo.h"
 #include "lock.h"
+#include "table_stats.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -115,6 +116,8 @@ struct mg_result_cache {
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
     _Atomic uint64_t static_gzip_hits;
+    /* What each shared table reports (table_stats.h), kept here with the group's counters. */
+    struct mg_table_stats tables[MG_TABLE_COUNT];
 };
 
 /* The cache and its two tables, as the segment holds them. */

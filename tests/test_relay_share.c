@@ -580,6 +580,10 @@ Test(relay_share, neighbour_graph_one_pass_for_four_workers_and_a_respawned_work
     cr_expect_geq(atomic_load(&c->neighbor_copies), readers - 1,
                   "each other worker that served took the group's copy (%u served)", readers);
     cr_expect(metric_is(s.port, "meshgate_reach_cache_neighbor_builds_total", 1));
+    /* The graph's own report (table_stats.h): one pass, none under way. */
+    cr_expect(metric_is(s.port, "meshgate_table_generation{table=\"neighbors\"}", 1));
+    cr_expect(metric_is(s.port, "meshgate_table_building{table=\"neighbors\"}", 0));
+    cr_expect(metric_is(s.port, "meshgate_table_failures{table=\"neighbors\"}", 0));
 
     /* A worker killed -9 comes back with the group's copy, before any request. */
     unsigned victim_slot = 0;

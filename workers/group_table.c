@@ -59,14 +59,28 @@ static _Atomic uint64_t *counter(const struct mg_env *env, size_t offset)
 struct build_arg {
     struct mg_group_table *g;
     struct mg_group_build_arg pass;
+    struct mg_buf *body; /* NULL: the table's encoding is only measured (table_stats.h) */
+    int64_t built_ns;    /* what body says */
 };
 
 static void *counted_build(sqlite3 *conn, void *arg, int *rc)
 {
     struct build_arg *a = arg;
+    int64_t began = mg_table_pass_begin(a->g->stats);
     void *t = a->g->build(conn, &a->pass, rc);
     if (t && a->pass.env && a->pass.env->seg)
         atomic_fetch_add(counter(a->pass.env, a->g->builds), 1);
+    size_t size = 0;
+    if (t) { /* its size as the group's copy (each process's own, too large for the cache) */
+        struct mg_buf own, *out = a->body ? a->body : &own;
+        if (!a->body)
+            mg_buf_init(&own);
+        a->g->encode(t, a->built_ns, out);
+        size = out->len;
+        if (!a->body)
+            mg_buf_free(&own);
+    }
+    mg_table_pass_end(a->g->stats, began, t != NULL, size);
     return t;
 }
 
@@ -74,7 +88,7 @@ static void *counted_build(sqlite3 *conn, void *arg, int *rc)
 static int refresh_own(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn, int64_t now_ns,
                        int64_t now_realtime_ns)
 {
-    struct build_arg arg = {g, {now_realtime_ns, env}};
+    struct build_arg arg = {g, {now_realtime_ns, env}, NULL, now_ns};
     return mg_process_table_refresh(g->table, conn, now_ns, counted_build, &arg);
 }
 
@@ -148,15 +162,15 @@ static int build_for_group(struct mg_group_table *g, struct mg_env *env, sqlite3
     struct mg_cache_view *v = &env->seg->cache;
     int64_t built_ns = mg_monotonic_ns();
     int rc = SQLITE_OK;
-    struct build_arg arg = {g, {now_realtime_ns, env}};
+    struct mg_buf body;
+    mg_buf_init(&body);
+    struct build_arg arg = {g, {now_realtime_ns, env}, &body, built_ns};
     void *t = counted_build(conn, &arg, &rc);
     if (!t) {
+        mg_buf_free(&body);
         mg_result_cache_abandon(v, env->pid, build_id);
         return rc;
     }
-    struct mg_buf body;
-    mg_buf_init(&body);
-    g->encode(t, built_ns, &body);
     size_t most = mg_result_cache_max_body(v->cache);
     if (body.failed) {
         mg_result_cache_abandon(v, env->pid, build_id);

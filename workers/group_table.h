@@ -23,6 +23,7 @@
 #include "handler.h"
 #include "jobs.h"
 #include "process_table.h"
+#include "table_stats.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -59,7 +60,8 @@ struct mg_group_table {
     void *(*build)(sqlite3 *conn, void *arg, int *rc);
     void (*encode)(const void *table, int64_t built_ns, struct mg_buf *out);
     void *(*decode)(const void *data, size_t len, int64_t *built_ns); /* NULL: not a table */
-    size_t builds, copies; /* offsetof their counters in struct mg_result_cache */
+    size_t builds, copies;  /* offsetof their counters in struct mg_result_cache */
+    enum mg_table_id stats; /* what the table reports (table_stats.h) */
     /* A large table only some requests read (the neighbour graph): a worker's start takes
      * the group's copy, on a thread, when there is one, and builds nothing; the first
      * request that needs it parks while the helper takes the copy or makes or follows the

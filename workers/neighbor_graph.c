@@ -9,6 +9,7 @@
 #include "process_table.h"
 #include "reach.h"
 #include "result_cache.h"
+#include "table_stats.h"
 
 #include <ctype.h>
 #include <stddef.h>
@@ -1334,7 +1335,8 @@ static struct mg_group_table shared =
                         .version = BODY_VERSION, .build = graph_build, .encode = encode,
                         .decode = decode, .lazy = true,
                         .builds = offsetof(struct mg_result_cache, neighbor_builds),
-                        .copies = offsetof(struct mg_result_cache, neighbor_copies));
+                        .copies = offsetof(struct mg_result_cache, neighbor_copies),
+                        .stats = MG_TABLE_neighbors);
 
 void mg_neighbor_graph_forget(struct mg_env *env)
 {
@@ -1431,6 +1433,7 @@ int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q
     mg_process_table_read_begin(&graphs);
     const struct graph *g = mg_process_table_current(&graphs);
     rc = g ? answer(g, q, body) : SQLITE_ERROR;
+    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
     mg_process_table_read_end(&graphs);
     return rc;
 }
@@ -1445,6 +1448,7 @@ int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
         mg_process_table_read_end(&graphs);
         return SQLITE_ERROR;
     }
+    mg_table_rows(MG_TABLE_neighbors, 1, 0);
     return SQLITE_OK;
 }
 

@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "process_table.h"
+#include "table_stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,9 +219,8 @@ static int read_adverts(sqlite3 *conn, struct region_map *m, const struct observ
 
 static struct mg_process_table regions = MG_PROCESS_TABLE_INIT(MG_REGION_MAP_INTERVAL_NS, map_free);
 
-static void *build(sqlite3 *conn, void *arg, int *rc)
+static void *pass(sqlite3 *conn, int *rc, uint64_t *size)
 {
-    (void)arg;
     struct region_map *m = calloc(1, sizeof *m);
     if (!m) {
         *rc = SQLITE_NOMEM;
@@ -243,7 +243,20 @@ static void *build(sqlite3 *conn, void *arg, int *rc)
         return NULL;
     }
     m->generation = ++generations;
+    *size = sizeof *m + m->slots * sizeof *m->slot + m->used * m->words * sizeof *m->bits +
+            m->regions * sizeof *m->codes;
     mg_debug("region map: %u regions, %zu nodes", m->regions, m->used);
+    return m;
+}
+
+/* The pass, as every shared table reports it (table_stats.h). */
+static void *build(sqlite3 *conn, void *arg, int *rc)
+{
+    (void)arg;
+    uint64_t size = 0;
+    int64_t began = mg_table_pass_begin(MG_TABLE_regions);
+    void *m = pass(conn, rc, &size);
+    mg_table_pass_end(MG_TABLE_regions, began, m != NULL, size);
     return m;
 }
 
@@ -343,6 +356,7 @@ static void in_regions(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         for (unsigned i = 0; e && e->key && i < w->words && !in; i++)
             in = (m->bits[e->bits + i] & w->bits[i]) != 0;
     }
+    mg_table_rows(MG_TABLE_regions, 1, 0);
     sqlite3_result_int(ctx, in);
 }
 

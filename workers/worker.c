@@ -23,6 +23,7 @@
 #include "scoreboard.h"
 #include "stats.h"
 #include "upstream.h"
+#include "table_stats.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1328,6 +1329,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         mg_db_counts_get(&w.env, &counts);
     /* Likewise the node list's table of hash sizes (node_hash_sizes.h): the group's copy, or
      * the group's pass on a thread of its own (the first /api/nodes meanwhile is heavy). */
+    mg_table_stats_bind(w.env.seg->cache.cache->tables); /* table_stats.h */
     mg_node_hash_sizes_adopt(&w.env);
     /* And its relay activity (node_relay.h): the group's copy when there is one; no pass
      * here (the first request that needs it makes or follows the group's). */

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,4 +77,28 @@ bool mg_process_comm(int pid, char *out, size_t cap)
         buf[n - 1] = '\0';
     snprintf(out, cap, "%s", buf);
     return true;
+}
+
+static _Atomic int self_pid;
+static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
+
+static void forget_self_pid(void)
+{
+    atomic_store(&self_pid, 0);
+}
+
+static void watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, forget_self_pid);
+}
+
+int mg_self_pid(void)
+{
+    int pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
+    if (pid == 0) {
+        pthread_once(&self_pid_once, watch_forks);
+        pid = getpid();
+        atomic_store_explicit(&self_pid, pid, memory_order_relaxed);
+    }
+    return pid;
 }

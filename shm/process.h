@@ -31,4 +31,9 @@ const char *mg_process_state_name(enum mg_process_state state);
 /* The command name of pid (/proc/PID/comm, at most 15 bytes) into out; false when unknown. */
 bool mg_process_comm(int pid, char *out, size_t cap);
 
+/* This process's pid without a system call each time (glibc's getpid is one): read once and
+ * kept, forgotten in a child at fork. For readers asked thousands of times a second
+ * (/api/healthz's gates). */
+int mg_self_pid(void);
+
 #endif

@@ -49,6 +49,7 @@
 
 #include "gate_fifo.h"
 #include "lock.h"
+#include "table_stats.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -111,10 +112,15 @@ struct mg_result_cache {
     /* The same for the region map of /api/nodes?region= (workers/region_map.c). */
     _Atomic uint64_t region_builds;
     _Atomic uint64_t region_copies;
+    /* The same for the neighbour graph (workers/neighbor_graph.c). */
+    _Atomic uint64_t neighbor_builds;
+    _Atomic uint64_t neighbor_copies;
     /* Static files' compressed bodies (workers/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
     _Atomic uint64_t static_gzip_hits;
+    /* What each shared table reports (table_stats.h), kept here with the group's counters. */
+    struct mg_table_stats tables[MG_TABLE_COUNT];
 };
 
 /* The cache and its two tables, as the segment holds them. */
@@ -228,6 +234,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the ADVERTs' observers that built the region map (region_map.h)")               \
     X(region_copies, "regionCopies",                                                               \
       "region maps a worker took from the group's copy in the cache")                              \
+    X(neighbor_builds, "neighborBuilds",                                                           \
+      "passes over the observations that built the neighbour graph (neighbor_graph.h)")            \
+    X(neighbor_copies, "neighborCopies",                                                           \
+      "neighbour graphs a worker took from the group's copy in the cache")                         \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
     X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
 

@@ -997,7 +997,7 @@ FIXTURE_TEST(neighbors_are_corescopes_graph_built_from_the_observations)
      * above), heavy when there is none (the request builds it). */
     get("/api/resolve-hops?hops=1F&observer=" N6IJ_PUBKEY, 200);
     cr_expect(fx.t.light, "the graph is fresh");
-    mg_neighbor_graph_forget();
+    mg_neighbor_graph_forget(&fx.t.env);
     get("/api/resolve-hops?hops=1F&observer=" N6IJ_PUBKEY, 200);
     cr_expect(!fx.t.light, "no graph: heavy");
     get("/api/resolve-hops?hops=1F", 200);

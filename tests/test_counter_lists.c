@@ -4,7 +4,8 @@
  * MG_CACHE_COUNTER_LIST, MG_CLIENT_COUNTER_LIST) and read with one read function (issue 12, item
  * 4): every counter of every list appears in /metrics, /api/perf, /server-status and both forms of
  * meshgate-shm. A reader that wrote its own copy of a list, and so misses a counter added to it,
- * fails here.
+ * fails here. So does one that misses a shared table or one of its numbers (MG_TABLE_LIST,
+ * MG_TABLE_STAT_LIST).
  */
 #include "harness.h"
 
@@ -13,6 +14,7 @@
 #include "gate_fifo.h"
 #include "gates.h"
 #include "result_cache.h"
+#include "table_stats.h"
 #include "upstream_gate.h"
 
 #include <criterion/criterion.h>
@@ -248,4 +250,77 @@ Test(counter_lists, every_gate_of_the_table_has_a_place_in_every_reader)
                               has_place(upstream_places, COUNT(upstream_places), o, key)),
                       "gate %s has no place in %s", mg_gates[r].name, names[o]);
         }
+}
+
+/* ---- every shared table's numbers (table_stats.h), in every output ------------------------- */
+
+struct table_stat {
+    const char *field, *json;
+};
+#define AS_TABLE_STAT(field, json, type, what) {#field, json},
+static const struct table_stat table_stats[] = {MG_TABLE_STAT_LIST(AS_TABLE_STAT)};
+#undef AS_TABLE_STAT
+
+/* Each number of each table in the object that follows "name": in text (a JSON output). */
+static void expect_table_objects(const char *where, const char *text, bool json_key)
+{
+    for (int t = 0; t < MG_TABLE_COUNT; t++) {
+        char from[64];
+        snprintf(from, sizeof from, "\"%s\":{", mg_table_names[t]);
+        char *part = section(text, from, "}");
+        for (size_t i = 0; i < COUNT(table_stats); i++) {
+            char want[96];
+            snprintf(want, sizeof want,
+                     "\"%s\":", json_key ? table_stats[i].json : table_stats[i].field);
+            cr_expect(strstr(part, want), "%s: table %s lacks %s: %s", where, mg_table_names[t],
+                      want, part);
+        }
+        free(part);
+    }
+}
+
+Test(counter_lists, every_shared_table_reports_every_number_in_every_reader)
+{
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, NULL));
+    char *metrics = get_body(s.port, "/metrics"), *perf = get_body(s.port, "/api/perf"),
+         *status = get_body(s.port, "/server-status"), *text = tool(&s, ""),
+         *json = tool(&s, "--json");
+    char *perf_tables = section(perf, "\"tables\":{", "\"workers\":");
+    expect_table_objects("/api/perf", perf_tables, true);
+    char *json_tables = section(json, "\"tables\":{", "\"workers\":");
+    expect_table_objects("meshgate-shm --json", json_tables, false);
+    char *status_tables = section(status, "<table id=\"tables\">", "</table>");
+    char *text_tables = section(text, "\nshared tables\n", "\n\n");
+    for (size_t i = 0; i < COUNT(table_stats); i++) {
+        char want[128];
+        snprintf(want, sizeof want, "<th>%s</th>", table_stats[i].json);
+        cr_expect(strstr(status_tables, want), "/server-status lacks %s: %s", want, status_tables);
+    }
+    for (int t = 0; t < MG_TABLE_COUNT; t++) {
+        const char *name = mg_table_names[t];
+        char want[160];
+        snprintf(want, sizeof want, "<tr><td>%s</td>", name);
+        cr_expect(strstr(status_tables, want), "/server-status lacks %s", want);
+        snprintf(want, sizeof want, "\n  %s:", name);
+        char *line = section(text_tables, want, "\n  ");
+        for (size_t i = 0; i < COUNT(table_stats); i++) {
+            snprintf(want, sizeof want, "meshgate_table_%s{table=\"%s\"} ", table_stats[i].field,
+                     name);
+            cr_expect(strstr(metrics, want), "/metrics lacks %s", want);
+            snprintf(want, sizeof want, " %s ", table_stats[i].field);
+            cr_expect(strstr(line, want), "meshgate-shm lacks %s of %s: %s", want, name, line);
+        }
+        free(line);
+    }
+    free(perf_tables);
+    free(json_tables);
+    free(status_tables);
+    free(text_tables);
+    free(metrics);
+    free(perf);
+    free(status);
+    free(text);
+    free(json);
+    cr_expect_eq(mg_test_server_stop(&s, 20000), 0);
 }

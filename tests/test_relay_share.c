@@ -590,3 +590,185 @@ Test(relay_share, a_region_map_too_large_for_the_cache_is_built_by_each_worker_a
     cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
     mg_test_rmdir(dir);
 }
+
+/* ---- the neighbour graph, the same way (neighbor_graph.h) ---------------------------------- */
+
+/* Signed in: heavy requests from one address past the anonymous rate limit. */
+#define NB_KEY "neighbours-0123456789abcdef"
+#define SIGNED_IN "Authorization: Bearer " NB_KEY "\r\n"
+
+/* Every report is built: a line as long as the clients, waited in as long as a loaded
+ * machine needs. */
+#define COLD_LINE "MESHGATE_REACH_COLD_QUEUE=64", "MESHGATE_REACH_COLD_WAIT_MS=60000"
+
+struct asker {
+    int port, base, requests, ok;
+};
+
+/* BB's neighbours with min_count base, base + 1, ...: each a report of its own (none is the
+ * cache's answer to another), each built from the worker's graph, on its own connection. */
+static void *ask_neighbours(void *arg)
+{
+    struct asker *a = arg;
+    for (int i = 0; i < a->requests; i++) {
+        char target[256];
+        snprintf(target, sizeof target, "/api/nodes/" KEY_BB "/neighbors?min_count=%d",
+                 a->base + i);
+        struct mg_test_response r;
+        if (!mg_test_get(a->port, target, SIGNED_IN, &r))
+            continue;
+        a->ok += r.status == 200 && json_str_at_eq(r.body, "node", KEY_BB);
+        mg_test_response_free(&r);
+    }
+    return NULL;
+}
+
+/* CLIENTS connections at once, 4 distinct reports each (from *base on); all answered. */
+static void spread_neighbours(int port, int *base)
+{
+    struct asker a[CLIENTS];
+    pthread_t t[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        a[i] = (struct asker){.port = port, .base = *base, .requests = 4};
+        *base += 4;
+        pthread_create(&t[i], NULL, ask_neighbours, &a[i]);
+    }
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(a[i].ok, 4, "%d of 4 neighbours reports answered", a[i].ok);
+    }
+}
+
+/* Observations whose last hop is BB's first byte: the edge OBS1 - BB's count. */
+static long long heard_through_bb(const char *db)
+{
+    sqlite3 *conn;
+    cr_assert_eq(mg_test_sqlite_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(conn,
+                                    "SELECT count(*) FROM observations WHERE"
+                                    " lower(path_json ->> '$[#-1]') = 'bb'",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    long long n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(conn);
+    return n;
+}
+
+/* BB's edge to the observer in a neighbours answer. */
+static void expect_bb_edge(int port, long long want)
+{
+    struct mg_test_response r;
+    cr_assert(mg_test_get(port, "/api/nodes/" KEY_BB "/neighbors", SIGNED_IN, &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    const char *edge = NULL;
+    for (const char *n = json_first(json_get(r.body, "neighbors")); n; n = json_next(n))
+        if (json_str_at_eq(n, "pubkey", "obs1"))
+            edge = n;
+    cr_assert(edge, "no edge to the observer: %s", r.body);
+    cr_expect_eq(json_int_at(edge, "count"), want, "%s", edge);
+    mg_test_response_free(&r);
+}
+
+Test(relay_share, neighbour_graph_one_pass_for_four_workers_and_a_respawned_worker_copies_it)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, NULL);
+    char keys[300];
+    mg_test_write_keys_file(dir, NB_KEY, keys, sizeof keys);
+    const char *env[] = {"MESHGATE_WORKERS=4", keys, COLD_LINE, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    /* No worker builds the graph at its start: only a request that needs it. */
+    cr_expect_eq(atomic_load(&c->neighbor_builds), 0);
+    expect_bb_edge(s.port, heard_through_bb(db));
+    cr_expect_eq(heard_through_bb(db), 3);
+    cr_expect_eq(atomic_load(&c->neighbor_builds), 1);
+    /* Reports that each need the graph, until they have reached every worker (bounded). */
+    int base = 100;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++)
+        spread_neighbours(s.port, &base);
+    cr_assert_geq(served(&seg), 2, "the requests reached one worker only");
+    unsigned readers = served(&seg);
+    cr_expect_eq(atomic_load(&c->neighbor_builds), 1, "one pass for the group");
+    cr_expect_geq(atomic_load(&c->neighbor_copies), readers - 1,
+                  "each other worker that served took the group's copy (%u served)", readers);
+    cr_expect(metric_is(s.port, "meshgate_reach_cache_neighbor_builds_total", 1));
+    /* The graph's own report (table_stats.h): one pass, none under way. */
+    cr_expect(metric_is(s.port, "meshgate_table_generation{table=\"neighbors\"}", 1));
+    cr_expect(metric_is(s.port, "meshgate_table_building{table=\"neighbors\"}", 0));
+    cr_expect(metric_is(s.port, "meshgate_table_failures{table=\"neighbors\"}", 0));
+
+    /* A worker killed -9 comes back with the group's copy, before any request. */
+    unsigned victim_slot = 0;
+    while (atomic_load(&seg.slots[victim_slot].pid) <= 0)
+        victim_slot++;
+    struct respawn_wait rw = {&seg, victim_slot, atomic_load(&seg.slots[victim_slot].pid)};
+    uint64_t copies = atomic_load(&c->neighbor_copies);
+    cr_assert_eq(kill(rw.old_pid, SIGKILL), 0);
+    cr_assert(mg_test_wait_until(respawned, &rw, 60000, 10), "slot %u was not respawned",
+              victim_slot);
+    struct counter_wait cw = {&c->neighbor_copies, copies + 1};
+    cr_expect(mg_test_wait_until(counter_reached, &cw, 60000, 10),
+              "the new worker took no copy at its start");
+    uint64_t before = atomic_load(&seg.slots[victim_slot].requests);
+    for (int round = 0; round < 20 && atomic_load(&seg.slots[victim_slot].requests) == before;
+         round++)
+        spread_neighbours(s.port, &base);
+    cr_expect_gt(atomic_load(&seg.slots[victim_slot].requests), before,
+                 "the new worker answered no neighbours report");
+    cr_expect_eq(atomic_load(&c->neighbor_builds), 1, "the respawned worker made no pass");
+    expect_bb_edge(s.port, 3);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+Test(relay_share, a_neighbour_graph_too_large_for_the_cache_is_built_by_each_worker)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    /* 400 more observations, each through its own 3-byte hop that no relay has: as many
+     * unresolved edges of the observer, a graph of some 40 KiB, more than the one page a
+     * 4096-byte cache stores. */
+    make_db(db,
+            "WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n WHERE i < 499)"
+            " INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type,"
+            " payload_type) SELECT i, 'ff', 'x' || i, " AGO(
+                "3 minutes") ", 1, 2 FROM n;"
+                             "INSERT INTO observations (transmission_id, observer_idx, path_json, "
+                             "timestamp)"
+                             " SELECT id, 1, '[\"' || printf('%06x', id * 4099) || '\"]', id FROM"
+                             " transmissions WHERE id >= 100;");
+    char keys[300];
+    mg_test_write_keys_file(dir, NB_KEY, keys, sizeof keys);
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_REACH_CACHE_BYTES=4096", keys, COLD_LINE,
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    int base = 100;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++)
+        spread_neighbours(s.port, &base);
+    cr_assert_eq(served(&seg), seg.slot_count, "the requests did not reach both workers");
+    expect_bb_edge(s.port, 3);
+    cr_expect_eq(atomic_load(&c->neighbor_builds), seg.slot_count, "each worker made its pass");
+    cr_expect_eq(atomic_load(&c->neighbor_copies), 0);
+    char *log = mg_test_server_log(&s);
+    cr_expect_eq(mg_test_count(log, "neighbour graph: the table's"), (int)seg.slot_count,
+                 "logged once by each worker: %s", log);
+    free(log);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}

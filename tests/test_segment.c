@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "process.h"
 #include "reclaim.h"
 #include "scoreboard.h"
 #include "segment.h"
@@ -708,6 +709,22 @@ Test(segment, process_start_ticks_survive_a_command_name_with_spaces_and_parenth
 }
 
 /* ---- stats ------------------------------------------------------------------------------ */
+
+/* healthz's gates read their pid without a system call (mg_self_pid): kept once read, and a
+ * child forked after the read has its own. */
+Test(segment, the_kept_pid_is_the_process_own_after_a_fork)
+{
+    cr_assert_eq(mg_self_pid(), getpid());
+    cr_assert_eq(mg_self_pid(), getpid(), "the second read");
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0)
+        _exit(mg_self_pid() == getpid() && mg_self_pid() != getppid() ? 0 : 1);
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child read its parent's pid");
+    cr_expect_eq(mg_self_pid(), getpid());
+}
 
 TestSuite(stats, .fini = cleanup, .timeout = 10);
 

@@ -858,6 +858,22 @@ static void text_values(const struct mg_shmdump *d, struct mg_buf *out)
     }
 }
 
+/* Every shared table (table_stats.h), from the lists: a pass under way is background work. */
+static void text_tables(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    struct mg_table_snapshot t[MG_TABLE_COUNT];
+    mg_table_stats_read(d->seg.cache.cache->tables, t);
+    mg_buf_puts(out, "\nshared tables\n");
+    for (int i = 0; i < MG_TABLE_COUNT; i++) {
+        mg_buf_printf(out, "  %s:", mg_table_names[i]);
+#define TEXT_TABLE_STAT(field, json, type, what)                                                   \
+    mg_buf_printf(out, " %s %" PRIu64, #field, t[i].field);
+        MG_TABLE_STAT_LIST(TEXT_TABLE_STAT)
+#undef TEXT_TABLE_STAT
+        mg_buf_puts(out, t[i].building ? " (a pass under way: background work)\n" : "\n");
+    }
+}
+
 /* One counter as the text report shows it ("refused full 3": the field, '_' as spaces). */
 static void text_counter(struct mg_buf *out, const char *sep, const char *field, uint64_t value)
 {
@@ -1176,6 +1192,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_routes(d, out);
     text_slow(d, out);
     text_values(d, out);
+    text_tables(d, out);
     text_gates(d, out);
     text_cold(d, out);
     text_anon(d, out);
@@ -1317,6 +1334,23 @@ static void json_values(struct mg_json *j, const struct mg_shmdump *d)
         mg_json_object_end(j);
     }
     mg_json_array_end(j);
+}
+
+static void json_tables(struct mg_json *j, const struct mg_shmdump *d)
+{
+    struct mg_table_snapshot t[MG_TABLE_COUNT];
+    mg_table_stats_read(d->seg.cache.cache->tables, t);
+    mg_json_key(j, "tables");
+    mg_json_object_begin(j);
+    for (int i = 0; i < MG_TABLE_COUNT; i++) {
+        mg_json_key(j, mg_table_names[i]);
+        mg_json_object_begin(j);
+#define JSON_TABLE_STAT(field, json, type, what) mg_json_kv_uint(j, #field, t[i].field);
+        MG_TABLE_STAT_LIST(JSON_TABLE_STAT)
+#undef JSON_TABLE_STAT
+        mg_json_object_end(j);
+    }
+    mg_json_object_end(j);
 }
 
 static void json_workers(struct mg_json *j, const struct mg_shmdump *d)
@@ -1579,6 +1613,7 @@ void mg_shmdump_render_json(const struct mg_shmdump *d, struct mg_buf *out)
     json_routes(&j, d);
     json_slow(&j, d);
     json_values(&j, d);
+    json_tables(&j, d);
     json_gates(&j, d);
     json_workers(&j, d);
     mg_json_object_end(&j);

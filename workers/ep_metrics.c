@@ -478,6 +478,19 @@ static void write_cache(struct mg_buf *b, const struct mg_env *env, int64_t now)
 #undef WRITE_COUNTER
 }
 
+/* Every shared table's numbers (table_stats.h): one family per number, a sample per table. */
+static void write_tables(struct mg_buf *b, const struct mg_env *env)
+{
+    struct mg_table_snapshot t[MG_TABLE_COUNT];
+    mg_table_stats_read(env->seg->cache.cache->tables, t);
+#define WRITE_TABLE_STAT(field, json, type, what)                                                  \
+    family(b, "meshgate_table_" #field, type, "shared tables: " what);                             \
+    for (int i = 0; i < MG_TABLE_COUNT; i++)                                                       \
+        sample_uint(b, "meshgate_table_" #field, "table", mg_table_names[i], t[i].field);
+    MG_TABLE_STAT_LIST(WRITE_TABLE_STAT)
+#undef WRITE_TABLE_STAT
+}
+
 void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     (void)req;
@@ -493,6 +506,7 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_server(b, seg, now);
     write_gates(b, env, now);
     write_cache(b, env, now);
+    write_tables(b, env);
     write_database(b, env);
     write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
 }

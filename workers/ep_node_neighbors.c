@@ -150,5 +150,20 @@ void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
     }
     char key[KEY_BYTES];
     neighbors_key(&a, key);
+    /* An answer to build needs the graph first: the group's (neighbor_graph.h). On the loop
+     * nothing waits for it: the request parks while the helper takes or makes it. */
+    if (mg_cold_report_is_heavy(env, key)) {
+        bool pending = false;
+        int rc =
+            mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
+        if (pending) {
+            res->parked = true;
+            return;
+        }
+        if (rc != SQLITE_OK) {
+            mg_response_db_failure(res, "the neighbour graph", rc);
+            return;
+        }
+    }
     mg_cold_report_serve(env, req, res, &neighbors_report, key, &a, sizeof a);
 }

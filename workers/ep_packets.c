@@ -26,6 +26,7 @@
 #include "node_visibility.h"
 #include "params.h"
 #include "router.h"
+#include "table_stats.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -1883,7 +1884,7 @@ static bool summarize(struct packets_run *r, struct mg_tx_summaries *s, sqlite3_
 int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
                               size_t errlen)
 {
-    int64_t start_ns = mg_monotonic_ns();
+    int64_t start_ns = mg_monotonic_ns(), began = mg_table_pass_begin(MG_TABLE_summaries);
     struct mg_env env = {.db = db, .summaries = s};
     struct mg_packets_filter f = {.limit = 1};
     struct packets_run r = {.env = &env, .f = &f};
@@ -1924,6 +1925,7 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
                            : "saw a snapshot older than the high-water mark");
         atomic_store(&s->header->failed_ns, mg_monotonic_ns());
         status = -1;
+        mg_table_pass_end(MG_TABLE_summaries, began, false, 0);
     } else {
         /* Observation ids start at 1: a database without any is covered up to 0. */
         mg_tx_summary_publish(s, newest < 0 ? 0 : newest);
@@ -1931,6 +1933,7 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
         atomic_store(&s->header->passed_ns, end_ns);
         atomic_store(&s->header->pass_ms_last, (uint64_t)((end_ns - start_ns) / 1000000));
         atomic_fetch_add(&s->header->passes, 1);
+        mg_table_pass_end(MG_TABLE_summaries, began, true, s->map_bytes);
     }
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
@@ -2318,5 +2321,6 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
         atomic_fetch_add(&env->summaries->header->rows_from_summary, (uint64_t)r.rows_from_summary);
         atomic_fetch_add(&env->summaries->header->rows_direct, (uint64_t)r.rows_direct);
     }
+    mg_table_rows(MG_TABLE_summaries, (uint64_t)r.rows_from_summary, (uint64_t)r.rows_direct);
     run_free(&r);
 }

@@ -459,6 +459,24 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
     return ok;
 }
 
+/* Every shared table's numbers (table_stats.h), by table. */
+static void write_tables(struct mg_json *j, const struct mg_segment *seg)
+{
+    struct mg_table_snapshot t[MG_TABLE_COUNT];
+    mg_table_stats_read(seg->cache.cache->tables, t);
+    mg_json_key(j, "tables");
+    mg_json_object_begin(j);
+    for (int i = 0; i < MG_TABLE_COUNT; i++) {
+        mg_json_key(j, mg_table_names[i]);
+        mg_json_object_begin(j);
+#define TABLE_JSON(field, json, type, what) mg_json_kv_uint(j, json, t[i].field);
+        MG_TABLE_STAT_LIST(TABLE_JSON)
+#undef TABLE_JSON
+        mg_json_object_end(j);
+    }
+    mg_json_object_end(j);
+}
+
 void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
 {
     struct mg_buf breakdown;
@@ -489,6 +507,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
         mg_json_kv_string(&j, "memoryBreakdownNote", mg_perf_mem_note);
     }
     write_meshgate_cache(&j, seg);
+    write_tables(&j, seg);
     write_workers(&j, env);
     mg_json_key(&j, "gates");
     mg_gates_json(&j, seg, true, req->admin);

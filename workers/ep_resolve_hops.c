@@ -21,7 +21,7 @@
  *
  * Light: one pass over the nodes (and the few non-relaying observers) and a walk of them per
  * hop, for at most MG_RESOLVE_HOPS_LIGHT_MAX hops (router.h); heavy with more, or with a
- * context while the worker has no fresh neighbour graph (its build).
+ * context while neither the worker nor the group has a neighbour graph (its build).
  */
 #include "hop_nodes.h"
 #include "json.h"
@@ -383,9 +383,9 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
      * the loop (env->jobs), a build another thread runs is not waited for: parked. */
     bool held = false, busy = false;
     if (rc == SQLITE_OK && n && cx.n)
-        held = (rc = mg_neighbor_graph_hold(env->db, cx.now_ms, env->jobs ? &busy : NULL)) ==
-                   SQLITE_OK &&
-               !busy;
+        held =
+            (rc = mg_neighbor_graph_hold(env, cx.now_ms, env->jobs ? &busy : NULL)) == SQLITE_OK &&
+            !busy;
     if (busy) {
         res->parked = true;
     } else if (rc == SQLITE_OK) {
@@ -429,5 +429,5 @@ bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req)
         n += *c != ',' && (c[1] == ',' || c[1] == '\0');
     if (n > MG_RESOLVE_HOPS_LIGHT_MAX)
         return true;
-    return (p->from || p->observer) && !mg_neighbor_graph_fresh(env->db);
+    return (p->from || p->observer) && !mg_neighbor_graph_available(env);
 }

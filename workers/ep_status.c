@@ -264,6 +264,28 @@ static void section_gate_counters(struct mg_buf *b, struct mg_segment *seg, int6
 #undef COUNTER_ROW
 #undef COUNTER_CELL
 
+/* Every shared table (table_stats.h): a row each, a column per number, named by their JSON
+ * keys as /api/perf names them; a pass under way is background work, in its own column. */
+static void section_tables(struct mg_buf *b, struct mg_segment *seg)
+{
+    struct mg_table_snapshot t[MG_TABLE_COUNT];
+    mg_table_stats_read(seg->cache.cache->tables, t);
+    mg_buf_puts(b, "<h2>Shared tables</h2>\n<table id=\"tables\"><tr><th>table</th>");
+#define TABLE_HEAD(field, json, type, what) mg_buf_puts(b, "<th>" json "</th>");
+    MG_TABLE_STAT_LIST(TABLE_HEAD)
+#undef TABLE_HEAD
+    mg_buf_puts(b, "<th></th></tr>\n");
+    for (int i = 0; i < MG_TABLE_COUNT; i++) {
+        mg_buf_printf(b, "<tr><td>%s</td>", mg_table_names[i]);
+#define TABLE_CELL(field, json, type, what) mg_buf_printf(b, "<td>%" PRIu64 "</td>", t[i].field);
+        MG_TABLE_STAT_LIST(TABLE_CELL)
+#undef TABLE_CELL
+        mg_buf_printf(b, "<td>%s</td></tr>\n",
+                      t[i].building ? "pass under way (background work, no permit)" : "");
+    }
+    mg_buf_puts(b, "</table>\n");
+}
+
 static void section_routes(struct mg_buf *b, struct mg_segment *seg)
 {
     mg_buf_puts(b, "<h2>Routes</h2>\n<table id=\"routes\"><tr><th>route</th><th>requests</th>"
@@ -307,6 +329,7 @@ void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct m
     section_scoreboard(b, seg, now);
     section_gates(b, seg, now);
     section_gate_counters(b, seg, now);
+    section_tables(b, seg);
     section_routes(b, seg);
     mg_buf_puts(b, "</body></html>\n");
 }

@@ -6,6 +6,7 @@
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "gates.h"
+#include "process.h"
 #include "result_cache.h"
 #include "stats.h"
 #include "upstream_gate.h"
@@ -22,7 +23,7 @@ static void kv_ms(struct mg_json *j, const char *key, int64_t ns)
 static void diag_json(struct mg_json *j, const struct mg_diag_gate *gate, bool full, int64_t now)
 {
     struct mg_diag_snapshot g;
-    mg_diag_gate_read(gate, getpid(), true, now, &g);
+    mg_diag_gate_read(gate, mg_self_pid(), true, now, &g);
     mg_json_object_begin(j);
     if (!full) {
         /* /api/healthz: a map, keys in bytewise order. */
@@ -59,7 +60,7 @@ static void records_json(struct mg_json *j, const char *key, const struct mg_fif
                          enum mg_fifo_records which, bool show_key, int64_t now)
 {
     struct mg_fifo_record r[MG_FIFO_WAITERS_MAX];
-    unsigned n = mg_fifo_gate_records(gate, getpid(), true, which, r, MG_FIFO_WAITERS_MAX);
+    unsigned n = mg_fifo_gate_records(gate, mg_self_pid(), true, which, r, MG_FIFO_WAITERS_MAX);
     mg_json_key(j, key);
     mg_json_array_begin(j);
     for (unsigned i = 0; i < n; i++) {
@@ -80,7 +81,7 @@ static void fifo_json(struct mg_json *j, const struct mg_fifo_gate *gate, bool f
                       const char *admitted_key)
 {
     struct mg_fifo_snapshot g;
-    mg_fifo_gate_read(gate, getpid(), true, &g);
+    mg_fifo_gate_read(gate, mg_self_pid(), true, &g);
     mg_json_kv_uint(j, "cap", g.cap);
     mg_json_kv_uint(j, "inFlight", g.in_flight);
     mg_json_kv_uint(j, "queueMax", g.queue_max);
@@ -104,7 +105,7 @@ static void cold_json(struct mg_json *j, const struct mg_segment *seg, bool full
         /* The cache's use by the gate's requests (all its counters: /api/perf's
          * meshgateCache.results). */
         struct mg_cache_snapshot c;
-        mg_result_cache_read(&seg->cache, getpid(), true, now, &c);
+        mg_result_cache_read(&seg->cache, mg_self_pid(), true, now, &c);
         mg_json_kv_uint(j, "cacheHits", c.hits);
         mg_json_kv_uint(j, "cacheMisses", c.misses);
         mg_json_kv_uint(j, "coalesced", c.coalesced);
@@ -158,7 +159,7 @@ static void upstream_json(struct mg_json *j, const struct mg_segment *seg, bool 
     mg_json_kv_string(j, "address", show_address ? seg->config->upstream : "hidden");
     mg_json_kv_string(j, "breaker", mg_breaker_state_name(b.breaker_state));
     struct mg_fifo_snapshot g; /* read as every FIFO gate is; its keys around "tunnels" */
-    mg_fifo_gate_read(&u->gate, getpid(), true, &g);
+    mg_fifo_gate_read(&u->gate, mg_self_pid(), true, &g);
     mg_json_kv_uint(j, "cap", g.cap);
     mg_json_kv_uint(j, "inFlight", g.in_flight);
     mg_json_kv_uint(j, "queueMax", g.queue_max);

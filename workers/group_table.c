@@ -59,14 +59,28 @@ static _Atomic uint64_t *counter(const struct mg_env *env, size_t offset)
 struct build_arg {
     struct mg_group_table *g;
     struct mg_group_build_arg pass;
+    struct mg_buf *body; /* NULL: the table's encoding is only measured (table_stats.h) */
+    int64_t built_ns;    /* what body says */
 };
 
 static void *counted_build(sqlite3 *conn, void *arg, int *rc)
 {
     struct build_arg *a = arg;
+    int64_t began = mg_table_pass_begin(a->g->stats);
     void *t = a->g->build(conn, &a->pass, rc);
     if (t && a->pass.env && a->pass.env->seg)
         atomic_fetch_add(counter(a->pass.env, a->g->builds), 1);
+    size_t size = 0;
+    if (t) { /* its size as the group's copy (each process's own, too large for the cache) */
+        struct mg_buf own, *out = a->body ? a->body : &own;
+        if (!a->body)
+            mg_buf_init(&own);
+        a->g->encode(t, a->built_ns, out);
+        size = out->len;
+        if (!a->body)
+            mg_buf_free(&own);
+    }
+    mg_table_pass_end(a->g->stats, began, t != NULL, size);
     return t;
 }
 
@@ -74,7 +88,7 @@ static void *counted_build(sqlite3 *conn, void *arg, int *rc)
 static int refresh_own(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn, int64_t now_ns,
                        int64_t now_realtime_ns)
 {
-    struct build_arg arg = {g, {now_realtime_ns, env}};
+    struct build_arg arg = {g, {now_realtime_ns, env}, NULL, now_ns};
     return mg_process_table_refresh(g->table, conn, now_ns, counted_build, &arg);
 }
 
@@ -148,15 +162,15 @@ static int build_for_group(struct mg_group_table *g, struct mg_env *env, sqlite3
     struct mg_cache_view *v = &env->seg->cache;
     int64_t built_ns = mg_monotonic_ns();
     int rc = SQLITE_OK;
-    struct build_arg arg = {g, {now_realtime_ns, env}};
+    struct mg_buf body;
+    mg_buf_init(&body);
+    struct build_arg arg = {g, {now_realtime_ns, env}, &body, built_ns};
     void *t = counted_build(conn, &arg, &rc);
     if (!t) {
+        mg_buf_free(&body);
         mg_result_cache_abandon(v, env->pid, build_id);
         return rc;
     }
-    struct mg_buf body;
-    mg_buf_init(&body);
-    g->encode(t, built_ns, &body);
     size_t most = mg_result_cache_max_body(v->cache);
     if (body.failed) {
         mg_result_cache_abandon(v, env->pid, build_id);
@@ -243,6 +257,18 @@ struct start_arg {
     struct mg_env *env;
 };
 
+/* Under g->lock: the group's copy of this interval or the last one, when stored. */
+static void take_either_copy(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
+                             int64_t now_ns)
+{
+    char key[MG_CACHE_KEY_MAX];
+    int64_t period = period_of(g, now_ns);
+    for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(g->table, conn); p--) {
+        group_key(g, conn, p, key);
+        take_copy(g, env, conn, key, now_ns);
+    }
+}
+
 /* A worker's start with no group copy: the group's build (or nothing, when another worker
  * runs it), on a thread of its own with its own connection, so the worker serves meanwhile. */
 static void *start_build(void *arg)
@@ -254,6 +280,13 @@ static void *start_build(void *arg)
     if (mg_db_open_like(&db, a.env->db, a.env->cfg->db_path, a.env->cfg->db_busy_timeout_ms, err,
                         sizeof err) != 0) {
         mg_warn("%s: not built at start: %s", a.g->what, err);
+        return NULL;
+    }
+    if (a.g->lazy) { /* the copy only */
+        pthread_mutex_lock(&a.g->lock);
+        take_either_copy(a.g, a.env, db.conn, mg_monotonic_ns());
+        pthread_mutex_unlock(&a.g->lock);
+        mg_db_close(&db);
         return NULL;
     }
     int rc = obtain(a.g, a.env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
@@ -284,23 +317,26 @@ void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
 {
     sqlite3 *conn = env->db->conn;
     int64_t now = mg_monotonic_ns();
-    if (!group_shared(g, env) && g->lazy)
-        return;
     if (!group_shared(g, env)) {
+        if (g->lazy)
+            return;
         int rc = refresh_own(g, env, conn, now, mg_realtime_ns());
         if (rc != SQLITE_OK)
             mg_warn("%s: not built at start: %s", g->what, sqlite3_errstr(rc));
         return;
     }
-    char key[MG_CACHE_KEY_MAX];
-    int64_t period = period_of(g, now);
-    group_key(g, conn, period, key);
-    if (!take_copy(g, env, conn, key, now)) {
-        group_key(g, conn, period - 1, key);
-        take_copy(g, env, conn, key, now);
-    }
-    if (mg_process_table_exists(g->table, conn) || g->lazy)
+    /* A lazy table's copy (a large one: its decode is no start's delay) is taken on the
+     * thread too, and only when there is one. */
+    if (g->lazy && !mg_group_table_available(g, env))
         return;
+    if (!g->lazy) {
+        pthread_mutex_lock(&g->lock);
+        take_either_copy(g, env, conn, now);
+        pthread_mutex_unlock(&g->lock);
+    }
+    if (mg_process_table_exists(g->table, conn))
+        return;
+    /* The thread: a lazy table's copy (start_build takes only that), another's build. */
     struct start_arg *a = malloc(sizeof *a);
     pthread_t t;
     if (a)
@@ -341,13 +377,8 @@ static void submit(struct mg_group_rebuild *r, void (*run)(struct mg_job *, stru
 static int fetch_on_helper(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn,
                            int64_t now_ns, int64_t now_realtime_ns, bool *pending)
 {
-    if (group_shared(g, env) && pthread_mutex_trylock(&g->lock) == 0) {
-        char key[MG_CACHE_KEY_MAX];
-        int64_t period = period_of(g, now_ns);
-        for (int64_t p = period; p >= period - 1 && !mg_process_table_exists(g->table, conn); p--) {
-            group_key(g, conn, p, key);
-            take_copy(g, env, conn, key, now_ns);
-        }
+    if (!g->lazy && group_shared(g, env) && pthread_mutex_trylock(&g->lock) == 0) {
+        take_either_copy(g, env, conn, now_ns);
         pthread_mutex_unlock(&g->lock);
     }
     if (mg_process_table_exists(g->table, conn))

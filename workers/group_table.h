@@ -23,6 +23,7 @@
 #include "handler.h"
 #include "jobs.h"
 #include "process_table.h"
+#include "table_stats.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -59,9 +60,12 @@ struct mg_group_table {
     void *(*build)(sqlite3 *conn, void *arg, int *rc);
     void (*encode)(const void *table, int64_t built_ns, struct mg_buf *out);
     void *(*decode)(const void *data, size_t len, int64_t *built_ns); /* NULL: not a table */
-    size_t builds, copies; /* offsetof their counters in struct mg_result_cache */
-    /* No pass at a worker's start (mg_group_table_adopt takes the group's copy only): the
-     * first request that needs the table makes or follows the group's. */
+    size_t builds, copies;  /* offsetof their counters in struct mg_result_cache */
+    enum mg_table_id stats; /* what the table reports (table_stats.h) */
+    /* A table only some requests read (the neighbour graph, the region map): a worker's start
+     * takes the group's copy, on a thread, when there is one, and builds nothing; the first
+     * request that needs it parks while the helper takes the copy or makes or follows the
+     * group's pass (the loop never decodes it). */
     bool lazy;
     /* state */
     atomic_bool too_large; /* set once a table was too large: this process builds its own */
@@ -76,8 +80,7 @@ struct mg_group_table {
 
 /* At a worker's start: takes the group's table when the cache holds one (no pass), else
  * starts the group's build on a thread of its own and returns (the worker serves meanwhile);
- * without the group's cache, builds this process's own here. A lazy table: the group's copy
- * only. */
+ * without the group's cache, builds this process's own here. A lazy table: only the copy. */
 void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env);
 /* Whether a request can have the table at once: this process has one, or the group's copy is
  * stored (a copy and a decode, no pass). */

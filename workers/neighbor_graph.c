@@ -2,12 +2,17 @@
 #include "neighbor_graph.h"
 
 #include "clock.h"
+#include "group_table.h"
 #include "hop_nodes.h"
 #include "json.h"
+#include "log.h"
 #include "process_table.h"
 #include "reach.h"
+#include "result_cache.h"
+#include "table_stats.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -1124,11 +1129,6 @@ static bool fold_prefixes(struct graph *g, struct answer *v, size_t n)
     return ok;
 }
 
-struct build_arg {
-    struct mg_db *db;
-    int64_t now_realtime_ns;
-};
-
 static void graph_release(void *table)
 {
     if (table) {
@@ -1137,26 +1137,28 @@ static void graph_release(void *table)
     }
 }
 
+/* arg: a struct mg_group_build_arg (group_table.h); the ambiguous edges are resolved with
+ * scores as of its realtime clock. */
 static void *graph_build(sqlite3 *conn, void *arg, int *rc)
 {
-    const struct build_arg *b = arg;
-    (void)conn; /* b->db's */
+    const struct mg_group_build_arg *b = arg;
+    struct mg_db db = {.conn = conn}; /* what the loads prepare on */
     struct graph *g = calloc(1, sizeof *g);
     if (!g) {
         *rc = SQLITE_NOMEM;
         return NULL;
     }
-    *rc = load_nodes(g, b->db);
+    *rc = load_nodes(g, &db);
     if (*rc == SQLITE_OK)
-        *rc = load_observer_names(g, b->db);
+        *rc = load_observer_names(g, &db);
     if (*rc == SQLITE_OK)
-        *rc = load_listeners(g, b->db);
+        *rc = load_listeners(g, &db);
     if (*rc == SQLITE_OK)
-        *rc = load_observations(g, b->db);
+        *rc = load_observations(g, &db);
     if (*rc == SQLITE_OK)
         *rc = index_nodes(g) ? SQLITE_OK : SQLITE_NOMEM; /* ids added by observations */
     if (*rc == SQLITE_OK) {
-        resolve_by_context(g, b->now_realtime_ns / 1000000);
+        resolve_by_context(g, b->realtime_ns / 1000000);
         disambiguate(g);
         *rc = g->oom ? SQLITE_NOMEM : SQLITE_OK;
     }
@@ -1164,15 +1166,203 @@ static void *graph_build(sqlite3 *conn, void *arg, int *rc)
         graph_release(g);
         return NULL;
     }
+    mg_debug("neighbour graph: %zu keys, %zu edges", g->ids.n, g->n_edges);
+    return g;
+}
+
+/* ---- the group's copy: the graph as a body of the shared result cache ---------------------- */
+
+#define BODY_MAGIC 0x424e474dU /* "MGNB" */
+#define BODY_VERSION 1U
+
+struct body_head {
+    uint32_t magic, version;
+    int64_t built_ns; /* CLOCK_MONOTONIC, the same in every process */
+    uint64_t ids, edge_keys, nodes, edges;
+};
+
+/* An edge's numbers as the body holds them. */
+struct body_edge {
+    int64_t a, b, pseudo;
+    int64_t count, by_mode[4], first_ms, last_ms, snr_count;
+    double snr_sum;
+    uint64_t observers, candidates;
+    uint8_t ambiguous, alive;
+};
+
+struct body_node {
+    int64_t key;
+    double lat, lon;
+    uint8_t gps;
+};
+
+static void put_strings(struct mg_buf *out, const struct strings *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        mg_group_put_text(out, t->text[i]);
+}
+
+static void put_ints(struct mg_buf *out, const struct ints *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        int64_t v = l->v[i];
+        mg_buf_append(out, &v, sizeof v);
+    }
+}
+
+/* What an answer reads: the keys, the edges' keys (in edge order), the nodes, the edges. */
+static void encode(const void *table, int64_t built_ns, struct mg_buf *out)
+{
+    const struct graph *g = table;
+    struct body_head h = {BODY_MAGIC,     BODY_VERSION, built_ns,  g->ids.n,
+                          g->edge_keys.n, g->n_nodes,   g->n_edges};
+    mg_buf_append(out, &h, sizeof h);
+    put_strings(out, &g->ids);
+    put_strings(out, &g->edge_keys);
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const struct node *n = &g->nodes[i];
+        struct body_node b = {n->key, n->lat, n->lon, n->gps};
+        mg_buf_append(out, &b, sizeof b);
+        mg_group_put_text(out, n->name);
+        mg_group_put_text(out, n->role);
+    }
+    for (size_t i = 0; i < g->n_edges; i++) {
+        const struct edge *e = &g->edges[i];
+        struct body_edge b = {e->a,       e->b,           e->pseudo,       e->count,
+                              {0},        e->first_ms,    e->last_ms,      e->snr_count,
+                              e->snr_sum, e->observers.n, e->candidates.n, e->ambiguous,
+                              e->alive};
+        memcpy(b.by_mode, e->by_mode, sizeof b.by_mode);
+        mg_buf_append(out, &b, sizeof b);
+        mg_group_put_text(out, e->prefix);
+        put_ints(out, &e->observers);
+        put_ints(out, &e->candidates);
+    }
+}
+
+/* n texts into t, each its own id in order; false: bad input or out of memory. */
+static bool get_strings(struct mg_group_reader *r, struct strings *t, uint64_t n)
+{
+    for (uint64_t i = 0; i < n && !r->bad; i++) {
+        char *text = mg_group_get_text(r);
+        long id = text ? strings_id(t, text, true) : -1;
+        free(text);
+        if (id < 0 || (uint64_t)id != i)
+            r->bad = true;
+    }
+    return !r->bad;
+}
+
+/* An id of the graph's keys: -1 (none) when may_be_none, else below ids. */
+static bool id_ok(int64_t v, size_t ids, bool may_be_none)
+{
+    return (v >= 0 && (uint64_t)v < ids) || (may_be_none && v == -1);
+}
+
+static void get_ints(struct mg_group_reader *r, struct ints *l, uint64_t n, size_t ids)
+{
+    for (uint64_t i = 0; i < n && !r->bad; i++) {
+        int64_t v;
+        mg_group_get(r, &v, sizeof v);
+        if (!r->bad && (!id_ok(v, ids, false) || !ints_push(l, (long)v)))
+            r->bad = true;
+    }
+}
+
+static void *decode(const void *data, size_t len, int64_t *built_ns)
+{
+    struct mg_group_reader r = {data, (const unsigned char *)data + len, false};
+    struct body_head h;
+    mg_group_get(&r, &h, sizeof h);
+    if (r.bad || h.magic != BODY_MAGIC || h.version != BODY_VERSION || h.ids > len ||
+        h.edge_keys > len || h.nodes > len || h.edges > len)
+        return NULL;
+    struct graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->nodes = calloc(h.nodes ? h.nodes : 1, sizeof *g->nodes);
+    g->edges = calloc(h.edges ? h.edges : 1, sizeof *g->edges);
+    r.bad = !g->nodes || !g->edges || !get_strings(&r, &g->ids, h.ids) ||
+            !get_strings(&r, &g->edge_keys, h.edge_keys);
+    size_t ids = g->ids.n;
+    while (!r.bad && g->n_nodes < h.nodes) {
+        struct node *n = &g->nodes[g->n_nodes++];
+        struct body_node b;
+        mg_group_get(&r, &b, sizeof b);
+        n->key = (long)b.key;
+        n->lat = b.lat;
+        n->lon = b.lon;
+        n->gps = b.gps != 0;
+        n->name = mg_group_get_text(&r);
+        n->role = mg_group_get_text(&r);
+        r.bad = r.bad || !n->name || !n->role || !id_ok(b.key, ids, false);
+    }
+    g->cap_edges = h.edges;
+    while (!r.bad && g->n_edges < h.edges) {
+        struct edge *e = &g->edges[g->n_edges++];
+        struct body_edge b;
+        mg_group_get(&r, &b, sizeof b);
+        *e = (struct edge){.a = (long)b.a,
+                           .b = (long)b.b,
+                           .pseudo = (long)b.pseudo,
+                           .count = b.count,
+                           .first_ms = b.first_ms,
+                           .last_ms = b.last_ms,
+                           .snr_sum = b.snr_sum,
+                           .snr_count = b.snr_count,
+                           .ambiguous = b.ambiguous != 0,
+                           .alive = b.alive != 0};
+        memcpy(e->by_mode, b.by_mode, sizeof e->by_mode);
+        e->prefix = mg_group_get_text(&r);
+        r.bad = r.bad || !id_ok(b.a, ids, false) || !id_ok(b.b, ids, true) ||
+                !id_ok(b.pseudo, ids, true) || b.observers > len || b.candidates > len;
+        get_ints(&r, &e->observers, b.observers, ids);
+        get_ints(&r, &e->candidates, b.candidates, ids);
+    }
+    if (r.bad || r.at != r.end || !index_nodes(g)) {
+        graph_release(g);
+        return NULL;
+    }
+    *built_ns = h.built_ns;
     return g;
 }
 
 static struct mg_process_table graphs =
     MG_PROCESS_TABLE_INIT(MG_NEIGHBOR_GRAPH_INTERVAL_NS, graph_release);
 
-void mg_neighbor_graph_forget(void)
+static struct mg_group_table shared =
+    MG_GROUP_TABLE_INIT(.table = &graphs, .name = "neighbors", .what = "neighbour graph",
+                        .version = BODY_VERSION, .build = graph_build, .encode = encode,
+                        .decode = decode, .lazy = true,
+                        .builds = offsetof(struct mg_result_cache, neighbor_builds),
+                        .copies = offsetof(struct mg_result_cache, neighbor_copies),
+                        .stats = MG_TABLE_neighbors);
+
+void mg_neighbor_graph_forget(struct mg_env *env)
 {
-    mg_process_table_forget(&graphs);
+    mg_group_table_forget(&shared, env);
+}
+
+/* The worker's own env (its loop's), set at its start: what the graph's jobs go to. A request
+ * run for an anonymous client has the anonymous helper as env->jobs, whose one thread that
+ * request's own build has reserved, and its env is a copy that lives one turn. */
+static struct mg_env *worker_env;
+
+void mg_neighbor_graph_adopt(struct mg_env *env)
+{
+    worker_env = env;
+    mg_group_table_adopt(&shared, env);
+}
+
+bool mg_neighbor_graph_available(struct mg_env *env)
+{
+    return mg_group_table_available(&shared, env);
+}
+
+int mg_neighbor_graph_keep(struct mg_env *env, int64_t now_ms, bool *pending)
+{
+    struct mg_env *on = env->jobs && worker_env ? worker_env : env;
+    return mg_group_table_keep(&shared, on, mg_monotonic_ns(), now_ms * 1000000, pending);
 }
 
 /* The node's answer from graph g. */
@@ -1231,24 +1421,26 @@ static int answer(const struct graph *gc, const struct mg_neighbor_query *q, str
 int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
                              struct mg_buf *body)
 {
-    struct build_arg arg = {db, q->now_ms * 1000000};
-    int rc = mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
+     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
+    struct mg_group_build_arg arg = {q->now_ms * 1000000, NULL};
+    int rc =
+        mg_process_table_exists(&graphs, db->conn)
+            ? SQLITE_OK
+            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
     if (rc != SQLITE_OK)
         return rc;
     mg_process_table_read_begin(&graphs);
     const struct graph *g = mg_process_table_current(&graphs);
     rc = g ? answer(g, q, body) : SQLITE_ERROR;
+    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
     mg_process_table_read_end(&graphs);
     return rc;
 }
 
-int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms, bool *busy)
+int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
 {
-    struct build_arg arg = {db, now_ms * 1000000};
-    int rc =
-        busy ? mg_process_table_try_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg,
-                                            busy)
-             : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    int rc = mg_neighbor_graph_keep(env, now_ms, busy);
     if (rc != SQLITE_OK || (busy && *busy))
         return rc;
     mg_process_table_read_begin(&graphs);
@@ -1256,17 +1448,13 @@ int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms, bool *busy)
         mg_process_table_read_end(&graphs);
         return SQLITE_ERROR;
     }
+    mg_table_rows(MG_TABLE_neighbors, 1, 0);
     return SQLITE_OK;
 }
 
 void mg_neighbor_graph_release(void)
 {
     mg_process_table_read_end(&graphs);
-}
-
-bool mg_neighbor_graph_fresh(struct mg_db *db)
-{
-    return mg_process_table_fresh(&graphs, db->conn, mg_monotonic_ns());
 }
 
 double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,

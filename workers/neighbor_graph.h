@@ -37,6 +37,7 @@
 
 #include "buf.h"
 #include "db.h"
+#include "handler.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,22 +53,39 @@ struct mg_neighbor_query {
 /* How long a process keeps a graph (CoreScope's neighborGraphTTL). */
 #define MG_NEIGHBOR_GRAPH_INTERVAL_NS (300 * 1000000000LL)
 
-/* Writes the node's answer (a JSON object and "\n") into body from this process's graph of
- * db's file, built first when it has none younger than the interval (one pass over
- * observations with their transmissions and observers: 41 s at 2M observations on a loaded
- * machine); an SQLite code. The graph is shared by the process's threads, so each node's
- * report after the first costs a walk of the edges. */
+/*
+ * Built once per group (group_table.h), as the relay table: one worker makes the pass (one pass
+ * over observations with their transmissions and observers: 28 to 41 s at 2M observations on
+ * a loaded machine) and stores the graph, serialized, in the shared result cache under
+ * "neighbors|v1|<device>:<inode>|<interval number>"; every other worker that needs it decodes
+ * its copy from there (neighbor_builds, neighbor_copies). Only a worker's start that finds the
+ * group's copy takes it (a worker killed -9 comes back with it); none builds at its start. A
+ * graph too large for the cache is logged once and each worker builds its own.
+ */
+
+/* At a worker's start: the group's copy when the cache holds one; no pass. */
+void mg_neighbor_graph_adopt(struct mg_env *env);
+/* Whether a request can have the graph at once: this process has one, or the group's copy is
+ * stored. */
+bool mg_neighbor_graph_available(struct mg_env *env);
+/* Before a request reads the graph (group_table.h: mg_group_table_keep): on the loop (pending
+ * not NULL) nothing waits, *pending says the request parks while the worker's helper takes
+ * the group's copy or follows or makes the group's pass; a stale graph is refreshed on the
+ * helper while this one answers. An SQLite code. */
+int mg_neighbor_graph_keep(struct mg_env *env, int64_t now_ms, bool *pending);
+
+/* Writes the node's answer (a JSON object and "\n") into body from this process's graph (made
+ * sure of on the loop by mg_neighbor_graph_keep; when there is none, this process's own pass
+ * here); an SQLite code. Each node's report costs a walk of the edges. */
 int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
                              struct mg_buf *body);
-void mg_neighbor_graph_forget(void); /* tests */
+/* Drops this process's graph and (env not NULL) the group's copy (tests). */
+void mg_neighbor_graph_forget(struct mg_env *env);
 
-/* Whether this process has a graph of db's file younger than the interval. */
-bool mg_neighbor_graph_fresh(struct mg_db *db);
-/* Holds this process's graph for reading, built first when it has none fresh (as for an
- * answer); an SQLite code. Release it when done (only after SQLITE_OK without *busy). With
- * busy (a request on a worker's loop), a build another thread of the process runs now is not
- * waited for: *busy is set, nothing is held, and the request parks and asks again. */
-int mg_neighbor_graph_hold(struct mg_db *db, int64_t now_ms, bool *busy);
+/* Holds this process's graph for reading, kept first as by mg_neighbor_graph_keep (busy its
+ * pending: the request parks and asks again, nothing is held); an SQLite code. Release it
+ * when done (only after SQLITE_OK without *busy). */
+int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy);
 void mg_neighbor_graph_release(void);
 /* Between hold and release: the score (CoreScope's Score, times its Confidence when asked) of
  * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */

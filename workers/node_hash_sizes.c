@@ -5,6 +5,7 @@
 #include "log.h"
 #include "process_table.h"
 #include "result_cache.h"
+#include "table_stats.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -219,7 +220,8 @@ static struct mg_group_table shared =
     MG_GROUP_TABLE_INIT(.table = &hash_sizes, .name = "hashsizes", .what = "node hash sizes",
                         .version = BODY_VERSION, .build = build, .encode = encode, .decode = decode,
                         .builds = offsetof(struct mg_result_cache, hash_size_builds),
-                        .copies = offsetof(struct mg_result_cache, hash_size_copies));
+                        .copies = offsetof(struct mg_result_cache, hash_size_copies),
+                        .stats = MG_TABLE_hash_sizes);
 
 bool mg_node_hash_sizes_fresh(sqlite3 *conn, int64_t now_ns)
 {
@@ -273,6 +275,7 @@ bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out)
         t && key ? bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key) : NULL;
     if (e)
         *out = e->hs;
+    mg_table_rows(MG_TABLE_hash_sizes, t != NULL, 0);
     return e != NULL;
 }
 

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "process_table.h"
 #include "result_body.h"
+#include "table_stats.h"
 #include "segment.h"
 #include "test_hooks.h"
 
@@ -351,7 +352,8 @@ static struct mg_group_table group =
     MG_GROUP_TABLE_INIT(.table = &relays, .name = "relay", .what = "node relay activity",
                         .version = BODY_VERSION, .build = build, .encode = encode, .decode = decode,
                         .builds = offsetof(struct mg_result_cache, relay_builds),
-                        .copies = offsetof(struct mg_result_cache, relay_copies));
+                        .copies = offsetof(struct mg_result_cache, relay_copies),
+                        .stats = MG_TABLE_relay);
 
 bool mg_node_relay_available(struct mg_env *env)
 {
@@ -426,6 +428,7 @@ static void write_scopes(struct mg_buf *out, const struct entry *a, const struct
 void mg_node_relay_fields(struct mg_node_fields *f, const char *pubkey, bool detail,
                           int64_t now_realtime_ns, struct mg_buf *text)
 {
+    mg_table_rows(MG_TABLE_relay, 1, 0);
     char key[MG_PATH_PARAM_MAX];
     size_t len = 0;
     for (; pubkey && pubkey[len] && len + 1 < sizeof key; len++)

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "process_table.h"
 #include "result_cache.h"
+#include "table_stats.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -317,7 +318,8 @@ static struct mg_group_table shared =
     MG_GROUP_TABLE_INIT(.table = &regions, .name = "regions", .what = "region map",
                         .version = BODY_VERSION, .build = build, .encode = encode, .decode = decode,
                         .builds = offsetof(struct mg_result_cache, region_builds),
-                        .copies = offsetof(struct mg_result_cache, region_copies), .lazy = true);
+                        .copies = offsetof(struct mg_result_cache, region_copies), .lazy = true,
+                        .stats = MG_TABLE_regions);
 
 bool mg_region_map_fresh(sqlite3 *conn, int64_t now_ns)
 {
@@ -425,6 +427,7 @@ static void in_regions(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         for (unsigned i = 0; e && e->key && i < w->words && !in; i++)
             in = (m->bits[e->bits + i] & w->bits[i]) != 0;
     }
+    mg_table_rows(MG_TABLE_regions, 1, 0);
     sqlite3_result_int(ctx, in);
 }
 

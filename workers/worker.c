@@ -8,6 +8,7 @@
 #include "db.h"
 #include "db_counts.h"
 #include "node_hash_sizes.h"
+#include "neighbor_graph.h"
 #include "node_relay.h"
 #include "dispatch.h"
 #include "handler.h"
@@ -26,6 +27,7 @@
 #include "test_hooks.h"
 #include "upstream.h"
 #include "wake.h"
+#include "table_stats.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1451,12 +1453,15 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         mg_db_counts_get(&w.env, &counts);
     /* Likewise the node list's table of hash sizes (node_hash_sizes.h): the group's copy, or
      * the group's pass on a thread of its own (the first /api/nodes meanwhile is heavy). */
+    mg_table_stats_bind(w.env.seg->cache.cache->tables); /* table_stats.h */
     mg_node_hash_sizes_adopt(&w.env);
     /* And its relay activity (node_relay.h): the group's copy when there is one; no pass
      * here (the first request that needs it makes or follows the group's). */
     mg_node_relay_adopt(&w.env);
     /* And the region map (region_map.h): the group's copy when there is one, never a pass. */
     mg_region_map_adopt(&w.env);
+    /* And the neighbour graph's copy, when the group has one (neighbor_graph.h). */
+    mg_neighbor_graph_adopt(&w.env);
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

@@ -14,8 +14,6 @@
 #include "result_cache.h"
 #include "router.h"
 
-#include "../tools/fixture.h"
-
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>

@@ -38,9 +38,4 @@ bool mg_hop_names(const struct mg_hop_node *n, const char *hop, size_t len);
 /* CoreScope's tiebreak among candidates: more adverts, then the smaller key. */
 bool mg_hop_better(const struct mg_hop_node *a, const struct mg_hop_node *b);
 
-/* A JSON array of strings and nulls (a path or a resolved path): each element's text
- * (NULL for null) into out, at most max; -1 when it is not such an array (or a string has an
- * escape). Copies into buf, cap bytes. */
-int mg_path_split(const char *s, char *buf, size_t cap, char **out, int max);
-
 #endif

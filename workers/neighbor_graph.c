@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "hop_nodes.h"
 #include "json.h"
+#include "path_parse.h"
 #include "process_table.h"
 #include "reach.h"
 

@@ -5,7 +5,7 @@
 #include "corescope_config.h"
 #include "ep_node_detail.h"
 #include "group_table.h"
-#include "hop_nodes.h"
+#include "path_parse.h"
 #include "json.h"
 #include "log.h"
 #include "process_table.h"

@@ -29,12 +29,12 @@
 
 #include "buf.h"
 #include "clock.h"
-#include "fixture.h"
 #include "json.h"
 #include "log.h"
 #include "node_relay.h"
 #include "params.h"
 #include "router.h"
+#include "time_parse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,14 +45,6 @@
 #define RECENT_ADVERTS 20
 #define HASH_SIZE_WINDOW_S (7 * 86400)
 #define FLOOD_ADVERT_WINDOW_S (7 * 86400)
-
-/* --- time ------------------------------------------------------------------------------- */
-
-/* CoreScope parses to the nanosecond; its times carry milliseconds at most. */
-bool mg_node_parse_time_ms(const char *text, int64_t *ms)
-{
-    return text && mg_fixture_parse_rfc3339_ms(text, strlen(text), ms);
-}
 
 void mg_node_hash_sizes_cutoff(int64_t now_s, char *out, size_t cap)
 {

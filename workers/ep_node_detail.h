@@ -39,9 +39,6 @@ void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, 
  * code. One pass over observations and one over transmissions. */
 int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n);
 
-/* RFC 3339 text ("2026-05-17T18:13:27Z", with a fraction or an offset) to Unix ms. */
-bool mg_node_parse_time_ms(const char *text, int64_t *ms);
-
 /* The hash sizes' window: ADVERTs first seen from this text on (or without a time) count;
  * "YYYY-MM-DDTHH:MM:SS.000Z" of now_s minus 7 days, compared as text as CoreScope does
  * (cap >= 25). */

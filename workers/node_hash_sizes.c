@@ -5,6 +5,7 @@
 #include "log.h"
 #include "process_table.h"
 #include "result_cache.h"
+#include "time_parse.h"
 
 #include <stddef.h>
 #include <stdio.h>

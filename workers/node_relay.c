@@ -12,6 +12,7 @@
 #include "result_body.h"
 #include "segment.h"
 #include "test_hooks.h"
+#include "time_parse.h"
 
 #include <ctype.h>
 #include <pthread.h>

@@ -39,34 +39,6 @@ void mg_node_answer_failure(struct mg_response *res, const char *route, int rc, 
  * code. One pass over observations and one over transmissions. */
 int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n);
 
-/* The hash sizes' window: ADVERTs first seen from this text on (or without a time) count;
- * "YYYY-MM-DDTHH:MM:SS.000Z" of now_s minus 7 days, compared as text as CoreScope does
- * (cap >= 25). */
-void mg_node_hash_sizes_cutoff(int64_t now_s, char *out, size_t cap);
-
-/* The hash size an ADVERT's raw bytes announce (1..4), from its path byte; 0 when the
- * packet is too short, not hex, or a direct zero-hop ADVERT (whose path byte says nothing). */
-int mg_advert_hash_size(const char *raw_hex);
-
-struct mg_node_hash_sizes {
-    bool known;         /* some ADVERT of the window announced a size */
-    int size;           /* the newest one's */
-    bool inconsistent;  /* flip-flopping between sizes and not settled */
-    unsigned seen_mask; /* bit s set: size s was seen */
-};
-
-/* From sizes in time order, oldest first. */
-void mg_node_hash_sizes_of(struct mg_node_hash_sizes *hs, const int *sizes_by_time, size_t n);
-
-/* Adds hash_size, hash_size_inconsistent, hash_sizes_seen (2 sizes or more) and, when an
- * ADVERT used 2 bytes or more, multi_byte_evidence, _max_hash_size and _status, to f; nothing
- * when hs is not known. */
-void mg_node_hash_fields(struct mg_node_fields *f, const struct mg_node_hash_sizes *hs);
-
-/* From the node's ADVERTs of the 7 days before now_s; an SQLite code. */
-int mg_node_hash_sizes(struct mg_db *db, const char *pubkey, int64_t now_s,
-                       struct mg_node_hash_sizes *out);
-
 /* Distinct flood ADVERTs of the node first seen in the 7 days before now_ns; an SQLite code. */
 int mg_node_flood_adverts(struct mg_db *db, const char *pubkey, int64_t now_ns, int64_t *count);
 

@@ -466,41 +466,6 @@ static int run_once(sqlite3 *conn, sqlite3_stmt **st, const char *sql)
 
 /* --- the handler ------------------------------------------------------------------------ */
 
-void mg_node_fields_init(struct mg_node_fields *f)
-{
-    f->n = 0;
-    f->field[0] = (struct mg_node_field){NULL, NULL};
-}
-
-/* Puts key at its place in key order. */
-static void fields_insert(struct mg_node_fields *f, const char *key, const char *json)
-{
-    size_t at = f->n;
-    while (at > 0 && strcmp(f->field[at - 1].key, key) > 0) {
-        f->field[at] = f->field[at - 1];
-        at--;
-    }
-    f->field[at] = (struct mg_node_field){key, json};
-    f->field[++f->n] = (struct mg_node_field){NULL, NULL};
-}
-
-void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
-{
-    if (f->n >= sizeof f->text / sizeof f->text[0])
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->text[f->n], sizeof f->text[f->n], fmt, ap);
-    va_end(ap);
-    fields_insert(f, key, f->text[f->n]);
-}
-
-void mg_node_fields_add_json(struct mg_node_fields *f, const char *key, const char *json)
-{
-    if (f->n < sizeof f->text / sizeof f->text[0])
-        fields_insert(f, key, json);
-}
-
 int mg_nodes_column(const struct mg_db_schema *schema, const char *name)
 {
     int col = 0;

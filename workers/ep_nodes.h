@@ -30,6 +30,7 @@
 #include "buf.h"
 #include "db.h"
 #include "handler.h"
+#include "node_fields.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,29 +108,6 @@ void mg_nodes_last_heard_cutoff(int64_t now_s, int64_t window_s, char *cut, char
 
 /* The columns of a node, for a SELECT list: those mg_nodes_write_node reads, in its order. */
 void mg_nodes_select_columns(const struct mg_db_schema *schema, struct mg_buf *out);
-
-/*
- * A key of a node beyond the table's columns (or one replacing a constant of the list, as
- * hash_size), with its value as JSON text. An array of them is sorted by key and ends with
- * a NULL key.
- */
-struct mg_node_field {
-    const char *key;
-    const char *json;
-};
-
-/* Up to 20 extra fields, kept in key order whatever order they are added in. */
-struct mg_node_fields {
-    char text[20][96];
-    struct mg_node_field field[21]; /* NULL-key ended */
-    size_t n;
-};
-void mg_node_fields_init(struct mg_node_fields *f);
-/* A field whose JSON text (at most 95 bytes) is copied in. */
-void mg_node_fields_add(struct mg_node_fields *f, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* A field whose JSON text the caller keeps alive as long as f. */
-void mg_node_fields_add_json(struct mg_node_fields *f, const char *key, const char *json);
 
 /* The result column of a key in a node row (mg_nodes_select_columns); -1: none. */
 int mg_nodes_column(const struct mg_db_schema *schema, const char *name);

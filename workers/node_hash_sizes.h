@@ -30,7 +30,7 @@
 #ifndef MESHGATE_NODE_HASH_SIZES_H
 #define MESHGATE_NODE_HASH_SIZES_H
 
-#include "ep_node_detail.h"
+#include "hash_size.h"
 #include "handler.h"
 
 #include <sqlite3.h>

@@ -3,7 +3,6 @@
 
 #include "clock.h"
 #include "corescope_config.h"
-#include "ep_node_detail.h"
 #include "group_table.h"
 #include "path_parse.h"
 #include "json.h"

@@ -45,7 +45,7 @@
 #ifndef MESHGATE_NODE_RELAY_H
 #define MESHGATE_NODE_RELAY_H
 
-#include "ep_nodes.h"
+#include "node_fields.h"
 #include "handler.h"
 
 #include <sqlite3.h>

@@ -8,6 +8,7 @@
  * also proves that the summaries were used, so that it cannot pass by reading directly.
  */
 #include "ep_packets.h"
+#include "summaries.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
@@ -79,7 +80,7 @@ static void assert_same_answers(struct mg_test_ctx *t, struct mg_tx_summaries *s
 static void first_pass(struct mg_test_ctx *t, const char *db, struct mg_tx_summaries *s)
 {
     char err[512];
-    cr_assert_eq(mg_packets_summaries_open(db, 1000, s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(mg_summaries_open(db, 1000, s, err, sizeof err), 0, "%s", err);
     cr_assert(mg_tx_summary_lease_take(s, getpid(), 1));
     cr_assert_eq(mg_packets_summaries_pass(&t->db, s, getpid(), err, sizeof err), 0, "%s", err);
     mg_tx_summary_lease_release(s, getpid());

@@ -146,18 +146,6 @@ int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3
 int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
                               size_t errlen);
 
-/* Master, before forking: maps the summaries, sized from the database's transmissions (see
- * shm/tx_summary.h). 0, or -1 with err set. */
-int mg_packets_summaries_open(const char *db_path, int busy_timeout_ms, struct mg_tx_summaries *s,
-                              char *err, size_t errlen);
-
-/*
- * A worker's loop, each turn: starts the first pass (and the periodic re-validation) on the
- * worker's helper thread under a cold-gate permit when it is due and nobody else runs it, and
- * gives the permit and lease back when that pass is done. Cheap when there is nothing to do.
- */
-void mg_packets_summaries_tick(struct mg_env *env, int64_t now_ns);
-
 /*
  * The keys of /api/packets/{id}'s body (CoreScope's PacketDetailResponse) for transmission
  * tx_id, written into the open object j: "packet" as /api/packets?expand=observations lists

@@ -11,7 +11,7 @@
 #include "dispatch.h"
 #include "handler.h"
 #include "http.h"
-#include "ep_packets.h"
+#include "summaries.h"
 #include "jobs.h"
 #include "mem.h"
 #include "keys.h"
@@ -1348,7 +1348,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         choose_accepting(&w, now);
         update_slot_state(&w);
         if (!w.draining)
-            mg_packets_summaries_tick(&w.env, now);
+            mg_summaries_tick(&w.env, now);
         mg_mem_watch_tick(&w.mem, &w.db, now); /* between requests: no statement runs */
 
         int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "access_log.h"
 
-#include "config.h"
+#include "config_values.h"
 #include "json.h"
 #include "log.h"
 

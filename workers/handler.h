@@ -10,7 +10,7 @@
 #define MESHGATE_HANDLER_H
 
 #include "buf.h"
-#include "config.h"
+#include "config_values.h"
 #include "db.h"
 #include "http.h"
 #include "segment.h"

@@ -21,7 +21,7 @@
 #ifndef MESHGATE_JOBS_H
 #define MESHGATE_JOBS_H
 
-#include "config.h"
+#include "config_values.h"
 #include "db.h"
 
 #include <stdatomic.h>

@@ -2,6 +2,7 @@
 #include "upstream.h"
 
 #include "clock.h"
+#include "config.h"
 #include "dispatch.h"
 #include "gate_fifo.h"
 #include "log.h"

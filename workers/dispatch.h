@@ -8,6 +8,7 @@
 #define MESHGATE_DISPATCH_H
 
 #include "handler.h"
+#include "request_client.h"
 
 struct mg_dispatch_buffers {
     char *path; /* for the decoded path */
@@ -29,14 +30,6 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b);
  */
 unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
                      struct mg_response *res);
-
-/*
- * The client's address (netaddr.h form): the peer, or, when the peer is one of
- * MESHGATE_TRUSTED_PROXIES, what its X-Forwarded-For says (every such header line, read from
- * the right). True when X-Forwarded-For gave it.
- */
-bool mg_request_client(const struct mg_config *cfg, const struct mg_http_request *hr,
-                       const uint8_t peer[16], uint8_t addr[16]);
 
 /* Frees what dispatch kept for a parked request (the worker, when it closes a connection
  * whose request is parked). */

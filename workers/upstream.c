@@ -3,10 +3,10 @@
 
 #include "clock.h"
 #include "config.h"
-#include "dispatch.h"
 #include "gate_fifo.h"
 #include "log.h"
 #include "netaddr.h"
+#include "request_client.h"
 #include "stats.h"
 #include "upstream_gate.h"
 #include "upstream_http.h"

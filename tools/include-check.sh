@@ -8,9 +8,10 @@
 # one line per finding) on
 #   - an upward include: the folders are ordered, top to bottom,
 #       server -> workers/api -> workers/upstream -> workers/core -> workers/data -> shm
-#     and a file includes only its own folder or folders below it (workers/, before the rooms,
-#     counts as one folder between server and shm); tools/, tests/ and fuzz/ sit above all of
-#     them: they may include anything, and nothing else may include them;
+#     and a file includes only its own folder or folders below it (a file in workers/ itself,
+#     not yet in a room, sits just below workers/api: a room below that includes it fails, which
+#     says it is to be moved); tools/, tests/ and fuzz/ sit above all of them: they may include
+#     anything, and nothing else may include them;
 #   - an endpoint (workers/api/ep_*) including another endpoint's header;
 #   - a circle: modules (a folder's x.c with its x.h) that include each other, directly or
 #     through others;
@@ -94,7 +95,7 @@ BEGIN {
     td = dirof(target)
     if (!((d, td) in fcount)) { fpairs[++np] = d SUBSEP td }
     fcount[d, td]++
-    if ((file, target) in allowed) { used[file, target] = 1; next }
+    if ((file, target) in allowed) { used[file, target] = 1; lcount[d, td]++; next }
     # modules: the x.c and x.h of a folder are one; the circles are found between modules
     mf = module(file); mt = module(target)
     if (mf != mt && !((mf, mt) in medge)) {
@@ -130,10 +131,11 @@ function strong(v,    i, w, comp, n) {
     }
 }
 END {
-    print "include-check: folder graph (#include lines, from -> to):"
+    print "include-check: folder graph (#include lines, from -> to; listed: against the order, known)"
     for (i = 1; i <= np; i++) {
         split(fpairs[i], p, SUBSEP)
         lines[i] = sprintf("  %-18s -> %-18s %4d", p[1], p[2], fcount[p[1], p[2]])
+        if ((p[1], p[2]) in lcount) lines[i] = lines[i] sprintf("  (%d listed as left to untangle)", lcount[p[1], p[2]])
     }
     # sorted, so the output is stable (insertion sort: a few dozen pairs)
     for (i = 2; i <= np; i++) { v = lines[i]; for (j = i - 1; j >= 1 && lines[j] > v; j--) lines[j + 1] = lines[j]; lines[j + 1] = v }

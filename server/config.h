@@ -40,7 +40,7 @@ enum mg_config_kind {
     MG_CFG_ACCESS_LOG, /* enum mg_access_log: 0 (and the other false words), 1 (and the true
                           words), combined or json */
     MG_CFG_ADDRESS,    /* empty, or HOST:PORT as MESHGATE_LISTEN takes it, kept as text */
-    MG_CFG_ROUTES,     /* native routes by their template (workers/router.c), comma-separated */
+    MG_CFG_ROUTES,     /* native routes by their template (workers/api/router.c), comma-separated */
 };
 
 /*

@@ -62,7 +62,7 @@ struct mg_corescope_config {
     /* "areas", sorted by key (bytewise) */
     struct mg_corescope_area *areas;
     size_t area_count;
-    /* The three settings that hide nodes (workers/node_visibility.h applies them):
+    /* The three settings that hide nodes (workers/data/node_visibility.h applies them):
      * "geo_filter" present (an object) -> has_geo_filter, its polygon or box in geo_filter
      * (key NULL) and its bufferKm; "hiddenNamePrefixes" as written (empty ones dropped);
      * "nodeBlacklist" trimmed and lowercased (empty ones dropped). */

@@ -1014,7 +1014,7 @@ static int setup_signals(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-/* Tests only: MESHGATE_TEST_HOOKS (workers/test_hooks.h). */
+/* Tests only: MESHGATE_TEST_HOOKS (workers/core/test_hooks.h). */
 static enum mg_test_hooks test_hooks_from_environment(void)
 {
     const char *hooks = getenv("MESHGATE_TEST_HOOKS");

@@ -2,7 +2,7 @@
 /*
  * GET /api/config/{client,cache,regions,theme,map,geo-filter,areas,areas/polygons}: CoreScope's
  * front end asks these on every page. Each body was rendered from CoreScope's config.json
- * when the master read it (server/corescope_config.h); a request copies those bytes. Only
+ * when the master read it (workers/data/corescope_config.h); a request copies those bytes. Only
  * /regions reads the database: the configured regions plus every observer's IATA code that
  * is not among them (named by itself), as CoreScope answers.
  */

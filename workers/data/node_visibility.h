@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * node_visibility: the one predicate that decides which nodes an answer may show, from the
- * three settings of CoreScope's config.json that hide nodes (server/corescope_config.h):
+ * three settings of CoreScope's config.json that hide nodes (workers/data/corescope_config.h):
  *
  *   nodeBlacklist       keys (trimmed, lowercased) a node is hidden by;
  *   hiddenNamePrefixes  a node whose name starts with one is hidden (an owner opts out by

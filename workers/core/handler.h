@@ -68,7 +68,7 @@ void mg_outcome_decide(struct mg_outcome *o, enum mg_gate_id gate, enum mg_gate_
  * (at most 32 bytes with the NUL). */
 const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen);
 
-/* A request at one gate of the group (workers/admission.h), kept in its park. */
+/* A request at one gate of the group (workers/core/admission.h), kept in its park. */
 struct mg_gate_pass {
     int step; /* enum in admission.c */
     int place;

@@ -19,7 +19,7 @@
  * Without openat2 (Linux before 5.6) every file answers 500 with a message saying so.
  *
  * Memory: a file is never held whole per connection. The body is streamed by the worker
- * with sendfile() as the client reads it (workers/worker.c), under the send timeout, so a
+ * with sendfile() as the client reads it (workers/core/worker.c), under the send timeout, so a
  * connection costs its socket buffers whatever the file's size. The one exception is gzip:
  * a compressible file (text, JavaScript, JSON, SVG) of at most MG_STATIC_GZIP_MAX_BYTES, for
  * a client that accepts gzip and asks for no range, is compressed once for the group and its

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Fuzz target: the HTTP request-head parser (workers/http.c), fed as bytes arrive. The first
+ * Fuzz target: the HTTP request-head parser (workers/core/http.c), fed as bytes arrive. The first
  * two bytes choose the limits; the rest is the head. Checks: every string the parser returns
  * lies inside the buffer, the head length is within what was given, a complete head was
  * "incomplete" one byte earlier, and the query, header and percent-decoding helpers accept

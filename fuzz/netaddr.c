@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Fuzz target: address and proxy parsing (server/netaddr.c). The input is three parts
+ * Fuzz target: address and proxy parsing (shm/netaddr.c). The input is three parts
  * separated by newlines: a trusted-proxies list (MESHGATE_TRUSTED_PROXIES), the peer's
  * address, and X-Forwarded-For header lines (each further line is one more header). Checks:
  * a list that parses formats to text that parses back to the same list; an address that

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Fuzz target: query parameters (workers/params.c) as every endpoint reads them. The input
+ * Fuzz target: query parameters (workers/core/params.c) as every endpoint reads them. The input
  * is a raw query string; it is split and decoded as the dispatcher does, then parsed through a
  * table holding every kind of parameter. Checks: an accepted integer lies within its bounds (a
  * limit too), a refusal is a 400 whose body is valid JSON, a choice is one of the allowed

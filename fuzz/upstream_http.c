@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Fuzz target: the reverse proxy's HTTP (workers/upstream_http.c). The first byte chooses
+ * Fuzz target: the reverse proxy's HTTP (workers/upstream/upstream_http.c). The first byte chooses
  * the side and a few flags; the rest is what that side sends.
  *
  * Client side (even first byte): a request head and its body, as a client sends them. When

@@ -21,7 +21,7 @@
 #include "router.h"
 #include "scoreboard.h"
 #include "segment.h"
-#include "ep_packets.h"
+#include "summaries.h"
 #include "tx_summary.h"
 #include "upstream_gate.h"
 #include "wake.h"
@@ -515,8 +515,8 @@ static void open_summaries(struct master *m)
     mg_tx_summaries_destroy(&m->summaries); /* workers of the older generation keep theirs */
     if (!m->cfg.tx_summaries)
         return;
-    if (mg_packets_summaries_open(m->cfg.db_path, m->cfg.db_busy_timeout_ms, &m->summaries, err,
-                                  sizeof err) < 0)
+    if (mg_summaries_open(m->cfg.db_path, m->cfg.db_busy_timeout_ms, &m->summaries, err,
+                          sizeof err) < 0)
         mg_warn("%s: pages of /api/packets are read without summaries", err);
     else
         mg_info("transmission summaries: %llu records (%zu bytes mapped)",

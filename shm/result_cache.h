@@ -102,20 +102,20 @@ struct mg_result_cache {
     _Atomic uint64_t too_large;
     _Atomic uint64_t takeovers;
     _Atomic uint64_t reclaimed;
-    /* The relay table (workers/node_relay.c) shared through the cache: its passes over the
+    /* The relay table (workers/data/node_relay.c) shared through the cache: its passes over the
      * observations in the group, and the copies workers decoded from a stored one. */
     _Atomic uint64_t relay_builds;
     _Atomic uint64_t relay_copies;
-    /* The same for the node list's hash sizes (workers/node_hash_sizes.c). */
+    /* The same for the node list's hash sizes (workers/data/node_hash_sizes.c). */
     _Atomic uint64_t hash_size_builds;
     _Atomic uint64_t hash_size_copies;
-    /* The same for the region map of /api/nodes?region= (workers/region_map.c). */
+    /* The same for the region map of /api/nodes?region= (workers/data/region_map.c). */
     _Atomic uint64_t region_builds;
     _Atomic uint64_t region_copies;
-    /* The same for the neighbour graph (workers/neighbor_graph.c). */
+    /* The same for the neighbour graph (workers/data/neighbor_graph.c). */
     _Atomic uint64_t neighbor_builds;
     _Atomic uint64_t neighbor_copies;
-    /* Static files' compressed bodies (workers/static_files.c): compressions made, and
+    /* Static files' compressed bodies (workers/core/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
     _Atomic uint64_t static_gzip_hits;
@@ -161,7 +161,7 @@ struct mg_cache_pin {
  * mg_result_cache_copy, which unpins it; CLAIMED when the key is absent or expired (or its
  * builder is dead: a takeover); BUSY when a live build runs. count: the hit, miss or
  * coalesced counter grows (a request's first look; a request that follows a build looks
- * again without counting). workers/result_body.h copies into a buffer.
+ * again without counting). workers/data/result_body.h copies into a buffer.
  */
 enum mg_cache_outcome mg_result_cache_look(struct mg_cache_view *v, int pid, unsigned slot,
                                            const char *key, int64_t now, bool count,

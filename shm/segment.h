@@ -59,7 +59,7 @@
 #define MESHGATE_SEGMENT_H
 
 #include "client_limit.h"
-#include "config.h"
+#include "config_values.h"
 #include "conn_limit.h"
 #include "result_cache.h"
 

@@ -27,7 +27,7 @@
 #define MESHGATE_UPSTREAM_GATE_H
 
 #include "breaker.h"
-#include "config.h"
+#include "config_values.h"
 #include "gate_fifo.h"
 
 #include <stdatomic.h>

@@ -2,8 +2,8 @@
 /*
  * A connection that reports a fault (corruption, not a database, an I/O error) is closed and
  * opened again, and the request run again once; a fault that comes again has the worker
- * replaced (workers/db.h, mg_db_heal). The fault is injected with the test hook
- * X-Test-Db-Break (workers/test_hooks.h): every read of the file through the connection fails
+ * replaced (workers/data/db.h, mg_db_heal). The fault is injected with the test hook
+ * X-Test-Db-Break (workers/core/test_hooks.h): every read of the file through the connection fails
  * until it is closed, so without the heal the worker stays broken, as the workers beside a
  * live writer did (docs/architecture.md, "A live database").
  */

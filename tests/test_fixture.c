@@ -9,6 +9,7 @@
 
 #include "fixture.h"
 #include "harness.h"
+#include "time_parse.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -901,7 +902,7 @@ Test(fixture, freshen_leaves_the_source_alone_and_brings_newest_times_to_now)
     int64_t ms;
     const char *newest = query_text(db, "SELECT last_seen FROM nodes ORDER BY "
                                         "julianday(last_seen) DESC LIMIT 1");
-    cr_assert(mg_fixture_parse_rfc3339_ms(newest, strlen(newest), &ms), "%s", newest);
+    cr_assert(mg_rfc3339_parse_ms(newest, strlen(newest), &ms), "%s", newest);
     cr_assert_eq(ms, later * 1000, "newest nodes.last_seen is %s", newest);
     cr_assert(strncmp(newest, "2026-06-26T18:29:43", 19) == 0, "newest is %s", newest);
     cr_assert_str_eq(query_text(db, "SELECT max(first_seen) FROM transmissions"),
@@ -1021,7 +1022,7 @@ Test(fixture, rfc3339_parser_accepts_corescope_forms_only)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t ms = -1;
-        bool ok = mg_fixture_parse_rfc3339_ms(cases[i].text, strlen(cases[i].text), &ms);
+        bool ok = mg_rfc3339_parse_ms(cases[i].text, strlen(cases[i].text), &ms);
         cr_assert_eq(ok, cases[i].ok, "%s", cases[i].text);
         if (ok)
             cr_assert_eq(ms, cases[i].ms, "%s gave %" PRId64, cases[i].text, ms);

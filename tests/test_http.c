@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Tests for workers/http.c, table-driven in the manner of picohttpparser's tests. Every head
+ * Tests for workers/core/http.c, table-driven in the manner of picohttpparser's tests. Every head
  * is parsed from a heap copy of exactly its length, so AddressSanitizer reports any read past
  * the end of what the parser was given.
  */

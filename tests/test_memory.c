@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Memory budgets (workers/mem.h, docs/architecture.md "Memory"), on the real binary: a worker
+ * Memory budgets (workers/core/mem.h, docs/architecture.md "Memory"), on the real binary: a worker
  * gives back what a large response left (its buffers, the database pages it touched through
  * the memory map), and a helper thread opens its database connection only when its first job
  * comes, which /metrics shows. Each is read from outside: /proc/<worker>/status and /metrics.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Tests for server/netaddr.c: numeric addresses, lists of trusted networks, which address a
+ * Tests for shm/netaddr.c: numeric addresses, lists of trusted networks, which address a
  * request comes from behind proxies (X-Forwarded-For believed only from a trusted peer, walked
  * from the right), and the rate key that makes one IPv6 /64 one client.
  */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * The relay table (workers/node_relay.c) is built once per group: the real binary with 4
+ * The relay table (workers/data/node_relay.c) is built once per group: the real binary with 4
  * workers, requests spread over them on several connections, one pass over the observations
  * (relay_builds) and a copy decoded by every other worker (relay_copies); a worker killed -9
  * comes back with the group's copy and makes no pass of its own; the answers are those the
  * rows give. And when the table is too large for the cache, each worker builds its own. The
- * node list's hash sizes (workers/node_hash_sizes.c) are shared the same way
+ * node list's hash sizes (workers/data/node_hash_sizes.c) are shared the same way
  * (hash_size_builds, hash_size_copies), and so is the region map (region_builds,
  * region_copies), which no worker makes at its start.
  */

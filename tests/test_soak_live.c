@@ -5,7 +5,7 @@
  * kill -9 and SIGHUP now and then, and not one 5xx or SQLite error may come. Twice: as is
  * (the writer's closes deleted the -wal and -shm under workers that had lost their lock:
  * thousands of "database disk image is malformed" within a minute), and with a connection
- * fault injected into every 25th request, which the heal must answer (workers/db.h).
+ * fault injected into every 25th request, which the heal must answer (workers/data/db.h).
  */
 #include "harness.h"
 

@@ -8,6 +8,7 @@
  * also proves that the summaries were used, so that it cannot pass by reading directly.
  */
 #include "ep_packets.h"
+#include "summaries.h"
 #include "fixture.h"
 #include "harness.h"
 #include "clock.h"
@@ -82,7 +83,7 @@ static void assert_same_answers(struct mg_test_ctx *t, struct mg_tx_summaries *s
 static void first_pass(struct mg_test_ctx *t, const char *db, struct mg_tx_summaries *s)
 {
     char err[512];
-    cr_assert_eq(mg_packets_summaries_open(db, 1000, s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(mg_summaries_open(db, 1000, s, err, sizeof err), 0, "%s", err);
     cr_assert(mg_tx_summary_lease_take(s, getpid(), 1));
     cr_assert_eq(mg_packets_summaries_pass(&t->db, s, getpid(), err, sizeof err), 0, "%s", err);
     mg_tx_summary_lease_release(s, getpid());
@@ -364,7 +365,7 @@ Test(summaries, pass_never_joins_the_cold_line)
     struct mg_test_ctx t;
     cr_assert(mg_test_ctx_open(&t, db));
     struct mg_tx_summaries s;
-    cr_assert_eq(mg_packets_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(mg_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
     int fd = -1;
     struct mg_jobs *jobs = mg_jobs_start(&t.cfg, &t.db, 0, 1, &fd, NULL, 0, err, sizeof err);
     cr_assert(jobs, "%s", err);
@@ -380,7 +381,7 @@ Test(summaries, pass_never_joins_the_cold_line)
     struct mg_fifo_snapshot before, after;
     mg_fifo_gate_read(cold, getpid(), true, &before);
     for (int i = 0; i < 10; i++)
-        mg_packets_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, mg_monotonic_ns());
     mg_fifo_gate_read(cold, getpid(), true, &after);
     cr_assert_eq(after.waited, before.waited, "the pass joined the line: waited %llu",
                  (unsigned long long)after.waited);
@@ -393,13 +394,13 @@ Test(summaries, pass_never_joins_the_cold_line)
     /* A free permit: the next turn starts the pass; later turns collect it. */
     int64_t give_up = mg_monotonic_ns() + 120 * MG_NS_PER_SEC;
     while (mg_tx_summary_high_water(&s) < 0 && mg_monotonic_ns() < give_up) {
-        mg_packets_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, mg_monotonic_ns());
         usleep(10000);
     }
     cr_assert_geq(mg_tx_summary_high_water(&s), 0, "the pass never ran");
     /* Its job done, a later turn gives the permit back. */
     do {
-        mg_packets_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, mg_monotonic_ns());
         mg_fifo_gate_read(cold, getpid(), true, &after);
     } while (after.in_flight > 0 && mg_monotonic_ns() < give_up && usleep(10000) == 0);
     cr_assert_eq(after.in_flight, 0u, "the pass kept its permit");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * The proxy's HTTP as functions of bytes (workers/upstream_http.h), the breaker as a function
- * of time (shm/breaker.h), and which upstream routes are heavy: no socket, no clock.
+ * The proxy's HTTP as functions of bytes (workers/upstream/upstream_http.h), the breaker as a
+ * function of time (shm/breaker.h), and which upstream routes are heavy: no socket, no clock.
  */
 #include "breaker.h"
 #include "config.h"

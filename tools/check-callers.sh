@@ -20,6 +20,7 @@ SEAMS='
 mg_segment_attach          tests and the harness read a running server'"'"'s segment
 mg_segment_detach          tests and the harness read a running server'"'"'s segment
 mg_segment_lock_range      the test build'"'"'s X-Test-Stop-In-Lock, tests/test_stall.c
+mg_corescope_load_text     CoreScope'"'"'s config.json from memory: fuzz/corescope_config.c
 mg_shmdump_from_bytes      the dump of a segment copied to memory: tests, fuzz/shmdump.c
 mg_db_vm_steps             tests/test_cost.c: rows a request stepped
 mg_db_pages_fetched        tests/test_cost.c: pages a request read

@@ -96,8 +96,4 @@ int mg_fixture_generate(const char *path, const struct mg_fixture_options *opt, 
 int mg_fixture_freshen(const char *src, const char *dst, int64_t now_unix, char *err,
                        size_t errlen);
 
-/* Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)" (a space may replace the T) into
- * milliseconds since the epoch. Returns false for anything else. */
-bool mg_fixture_parse_rfc3339_ms(const char *text, size_t len, int64_t *ms);
-
 #endif

@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: ISC */
+#include "dispatch.h"
+
+#include "admission.h"
+#include "clock.h"
+#include "home_page.h"
+#include "jobs.h"
+#include "keys.h"
+#include "netaddr.h"
+#include "node_visibility.h"
+#include "params.h"
+#include "router.h"
+#include "scoreboard.h"
+#include "static_files.h"
+#include "stats.h"
+#include "test_hooks.h"
+#include "upstream.h"
+#include "upstream_http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+bool mg_dispatch_buffers_init(struct mg_dispatch_buffers *b, const struct mg_config *cfg)
+{
+    b->path_cap = (size_t)cfg->max_uri_bytes + 1;
+    b->query_cap = (size_t)cfg->max_uri_bytes * 2 + 2;
+    b->path = malloc(b->path_cap);
+    b->query = malloc(b->query_cap);
+    return b->path && b->query;
+}
+
+void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
+{
+    free(b->path);
+    free(b->query);
+    memset(b, 0, sizeof *b);
+}
+
+/*
+ * Admission of heavy requests, before their handler runs (and so before any gate of the
+ * handler's own, such as the cold-scan gate of reach reports): admission.c runs the gates of
+ * the route's list (router.c) that come before the handler, in order:
+ *
+ *   light       never touches the rate table or the line;
+ *   signed in   skips both: never waits in the line, never refused by it (counted bypassed);
+ *   anonymous   first the per-client rate limit (429 with Retry-After: the seconds until
+ *               the next request of that client would pass, rounded up), then the line: a
+ *               permit, or a place in it (parked: the request holds no worker while it
+ *               waits), or 503 when the line is full; a place that waits past the bound is
+ *               given up with 503. Both 503s carry Retry-After: 1 and no-store.
+ *
+ * The state lives in the request's park (req->park->admission), next to the handler's own,
+ * so a parked request resumes where it was. A permit is given back when the handler has
+ * answered (not while it is parked: a reach build keeps it), on every path; a worker that
+ * dies holding one is reclaimed by the master after waitpid (shm/reclaim.c).
+ */
+
+/* The anonymous line as route meets it: a request for the upstream needs no helper thread. */
+static const struct mg_gate_desc *anon_gate(unsigned route)
+{
+    return route == MG_ROUTE_UPSTREAM ? &mg_gate_anon_upstream : &mg_gate_anon_line;
+}
+
+/* The route's gates, before its handler: true when the handler may run now; false when res
+ * holds the answer or is parked (admission.c runs the list). */
+static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
+                  struct mg_response *res)
+{
+    bool heavy = req->park->admission.step == ADMIT_NEW && mg_route_is_heavy(route, env, req);
+    return mg_admission_admit(mg_route_gates(route), anon_gate(route), env, req, heavy, res);
+}
+
+/*
+ * Anonymous heavy work runs on the worker's anonymous helper thread, at a lower CPU priority
+ * (MESHGATE_ANON_NICE): the loop stays free for light and signed-in requests on its other
+ * connections, and a flood of anonymous scans yields the CPU to them. Routes whose handler
+ * puts its heavy part on a helper itself (own_jobs) get the anonymous helper as env->jobs;
+ * the others (/api/packets) are run whole there, on a copy of the request: the head's bytes
+ * stay where they are (a parked connection is not read, and the worker stops its helpers
+ * before it closes connections), the decoded path and query are copied out of the worker's
+ * dispatch buffers, which the next request reuses.
+ */
+struct mg_handler_job {
+    struct mg_job job; /* first: the thread hands this pointer back */
+    mg_handler_fn handler;
+    struct mg_env env;
+    struct mg_http_request http;
+    struct mg_request req;
+    struct mg_park park;
+    struct mg_response res;
+    int hold_ms;  /* tests only */
+    int db_break; /* tests only */
+    char *path;
+    char *query;
+};
+
+static void run_handler_job(struct mg_job *job, struct mg_db *db)
+{
+    struct mg_handler_job *h = (struct mg_handler_job *)job;
+    mg_test_hooks_before_work(db, h->hold_ms, h->db_break);
+    h->env.db = db;
+    mg_db_fault_take(NULL, 0);
+    h->handler(&h->env, &h->req, &h->res);
+    if (!h->res.parked && mg_db_heal(db, "the anonymous helper")) {
+        mg_response_reset(&h->res);
+        h->handler(&h->env, &h->req, &h->res);
+        mg_db_heal_retried(db, "the anonymous helper");
+    }
+    if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
+        mg_response_reset(&h->res);
+        mg_response_error(&h->res, 500, "the request could not be handled");
+    }
+}
+
+static void handler_job_free(struct mg_handler_job *h)
+{
+    if (!h)
+        return;
+    mg_response_free(&h->res);
+    free(h->path);
+    free(h->query);
+    free(h);
+}
+
+/* query_base, query_cap: the buffer req's query parameters point into. */
+static struct mg_handler_job *handler_job_new(const struct mg_env *env,
+                                              const struct mg_request *req, const char *query_base,
+                                              size_t query_cap, mg_handler_fn handler)
+{
+    struct mg_handler_job *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->path = strdup(req->path);
+    h->query = malloc(query_cap);
+    if (!h->path || !h->query) {
+        handler_job_free(h);
+        return NULL;
+    }
+    memcpy(h->query, query_base, query_cap);
+    h->job.run = run_handler_job;
+    h->job.owner = req->park;
+    h->job.under_permit = req->park->admission.step == ADMIT_HELD;
+    h->handler = handler;
+    h->env = *env;
+    h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */
+    h->http = *req->http;
+    h->req = *req;
+    h->req.http = &h->http;
+    h->req.path = h->path;
+    for (size_t i = 0; i < h->req.query.count; i++) {
+        struct mg_query_param *p = &h->req.query.param[i];
+        p->name = h->query + (p->name - query_base);
+        p->value = h->query + (p->value - query_base);
+    }
+    mg_params_parse_request(req->param_table, &h->req, NULL); /* into the copied query */
+    h->req.client_gone = NULL;
+    h->req.park = &h->park;
+    h->hold_ms = req->test_hold_ms;
+    h->db_break = mg_test_hooks_db_break(env, req);
+    mg_response_init(&h->res);
+    return h;
+}
+
+/* Runs the handler on the anonymous helper over the turns of the loop; true when res holds
+ * its answer, false when the request is parked meanwhile. */
+static bool offload(struct mg_env *env, struct mg_request *req, const char *query_base,
+                    size_t query_cap, mg_handler_fn handler, struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    if (!a->job) {
+        a->job = handler_job_new(env, req, query_base, query_cap, handler);
+        if (!a->job) {
+            mg_response_error(res, 500, "out of memory");
+            return true;
+        }
+    }
+    struct mg_handler_job *h = a->job;
+    if (!a->submitted)
+        a->submitted = mg_jobs_submit(env->anon_jobs, &h->job);
+    if (!a->submitted || !atomic_load(&h->job.done)) {
+        mg_park_woken(req, res, 0); /* the helper's eventfd: its job done, or a thread free */
+        return false;
+    }
+    res->status = h->res.status;
+    res->content_type = h->res.content_type;
+    res->no_store = h->res.no_store;
+    res->close = res->close || h->res.close;
+    struct mg_buf swap = res->body;
+    res->body = h->res.body;
+    h->res.body = swap;
+    swap = res->headers;
+    res->headers = h->res.headers;
+    h->res.headers = swap;
+    handler_job_free(h);
+    a->job = NULL;
+    return true;
+}
+
+/*
+ * How long a statement on the worker's loop waits for a writer's lock. A light request waits
+ * at most MG_LIGHT_BUSY_TIMEOUT_MS and then answers 503 with Retry-After, so a writer holding
+ * an exclusive lock (a rollback-journal database, locking_mode=EXCLUSIVE, a TRUNCATE
+ * checkpoint) holds no loop for the whole MESHGATE_DB_BUSY_TIMEOUT_MS; heavy work (on the
+ * helper threads, whose connections keep it, or signed-in on the loop) waits that long.
+ */
+static void set_busy_wait(struct mg_env *env, bool light)
+{
+    int ms = env->cfg->db_busy_timeout_ms;
+    if (light && ms > MG_LIGHT_BUSY_TIMEOUT_MS)
+        ms = MG_LIGHT_BUSY_TIMEOUT_MS;
+    if (env->db && env->db->conn && env->db->busy_timeout_ms != ms) {
+        mg_db_set_busy_timeout(env->db, ms);
+    }
+}
+
+/* What the scoreboard shows of the method (any other goes to the upstream). */
+static const char *slot_method(const struct mg_http_request *hr)
+{
+    return hr->method_id == MG_METHOD_HEAD  ? "HEAD"
+           : hr->method_id == MG_METHOD_GET ? "GET"
+                                            : "OTHER";
+}
+
+/* Whether the request will go to the upstream, judged before the credentials are. */
+static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
+                           const struct mg_dispatch_buffers *b)
+{
+    char param[MG_PATH_PARAM_MAX];
+    unsigned route = mg_path_has_encoded_slash(&hr->path)
+                         ? MG_ROUTE_NOT_FOUND
+                         : mg_route_match(b->path, param, sizeof param);
+    bool native = route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, route);
+    return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
+}
+
+/*
+ * The first turn of a request: method and body checks, percent-decoding, query, credentials,
+ * admin, route, and the scoreboard entry. Returns the route; *handler_out is NULL when res
+ * holds the answer already (an error, 404).
+ */
+static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                        struct mg_response *res, mg_handler_fn *handler_out)
+{
+    *handler_out = NULL;
+    req->park->preparations++;
+    const struct mg_http_request *hr = req->http;
+    const char *why = NULL;
+    /* With an upstream, what no native route answers goes there, whatever its method or
+     * body: those checks wait for the route (mg_upstream_applies). */
+    bool upstream = env->cfg->upstream[0] != '\0';
+    if (!upstream && hr->method_id == MG_METHOD_OTHER) {
+        mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
+                          (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
+        mg_response_header(res, "Allow: GET, HEAD");
+        /* A body we do not read would be taken for the next request. */
+        res->close = hr->content_length > 0 || hr->chunked;
+        return MG_ROUTE_BAD_REQUEST;
+    }
+    if (!upstream && (hr->content_length > 0 || hr->chunked)) {
+        mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
+        res->close = true;
+        return MG_ROUTE_BAD_REQUEST;
+    }
+    if (hr->path.len >= b->path_cap || hr->query.len * 2 + 2 > b->query_cap) {
+        mg_response_error(res, 414, "the request target is too long");
+        return MG_ROUTE_BAD_REQUEST;
+    }
+    if (mg_url_decode(hr->path.ptr, hr->path.len, b->path, b->path_cap, false) < 0) {
+        mg_response_error(res, 400, "the request path has a malformed percent-escape or a NUL");
+        return MG_ROUTE_BAD_REQUEST;
+    }
+    if (mg_query_parse(&req->query, hr->query.ptr, hr->query.len, b->query, b->query_cap, &why) <
+        0) {
+        mg_response_error(res, 400, "%s", why ? why : "the query string is malformed");
+        return MG_ROUTE_BAD_REQUEST;
+    }
+    /* Credentials: a key that is presented must be valid (never a silent downgrade to
+     * anonymous). Only the Bearer scheme and X-API-Key count; the key is never logged. */
+    const struct mg_str *auth = mg_http_header_get(hr, "Authorization");
+    const struct mg_str *api_key = mg_http_header_get(hr, "X-API-Key");
+    const char *key = NULL;
+    size_t key_len = 0;
+    if (auth && auth->len >= 6 && strncasecmp(auth->ptr, "Bearer", 6) == 0 &&
+        (auth->len == 6 || auth->ptr[6] == ' ' || auth->ptr[6] == '\t')) {
+        /* "Bearer" with no token is a credential that is not valid, not an anonymous
+         * request: key is then empty, and no key matches it. */
+        key = auth->ptr + 6;
+        key_len = auth->len - 6;
+        while (key_len && (*key == ' ' || *key == '\t'))
+            key++, key_len--;
+    } else if (api_key) {
+        key = api_key->ptr;
+        key_len = api_key->len;
+    }
+    req->park->outcome.key_number = 0;
+    if (key) {
+        int index = key_len ? mg_keys_find(&mg_api_keys, key, key_len) : -1;
+        /* A key meshgate does not know, on a request for the upstream, may be the
+         * upstream's own (CoreScope's X-API-Key): it goes up, and here it is anonymous. */
+        if (index < 0 && upstream && upstream_bound(env, hr, b))
+            key = NULL;
+        else if (index < 0) {
+            mg_counter_add(env->seg, MG_CTR_UNAUTHORIZED, 1);
+            mg_response_error(res, 401, "the API key is not valid");
+            mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
+                                    "error=\"invalid_token\"");
+            return MG_ROUTE_BAD_REQUEST;
+        }
+        if (key) {
+            req->signed_in = true;
+            req->park->outcome.key_number = (uint16_t)(index + 1);
+            mg_counter_add(env->seg, MG_CTR_SIGNED_IN, 1);
+        }
+    }
+    req->path = b->path;
+    uint8_t client[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, hr, req->peer, client);
+    req->admin = req->signed_in || mg_cidr_list_contains(&env->cfg->admin_networks, client);
+    /* An encoded slash is part of a segment, not a separator: decoded, "/api%2Fhealthz"
+     * would read as "/api/healthz", so a path that holds one matches no route (static files
+     * refuse it on their own, with 400). */
+    unsigned route = mg_path_has_encoded_slash(&hr->path)
+                         ? MG_ROUTE_NOT_FOUND
+                         : mg_route_match(b->path, req->path_param, sizeof req->path_param);
+    /* The admin pages do not exist for anyone else: the path goes on as any unknown one. */
+    if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
+        route = MG_ROUTE_NOT_FOUND;
+    mg_handler_fn handler = NULL;
+    if (upstream &&
+        mg_upstream_applies(env->cfg, hr,
+                            route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, route),
+                            mg_static_applies(env->cfg, b->path))) {
+        route = MG_ROUTE_UPSTREAM;
+        handler = mg_upstream_handle;
+    } else if (upstream && (hr->method_id == MG_METHOD_OTHER || hr->content_length > 0)) {
+        /* A native route (or a static file): the checks skipped above. */
+        if (hr->method_id == MG_METHOD_OTHER) {
+            mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
+                              (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
+            mg_response_header(res, "Allow: GET, HEAD");
+        } else {
+            mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
+        }
+        res->close = hr->content_length > 0 || hr->chunked;
+        return MG_ROUTE_BAD_REQUEST;
+    } else if (route != MG_ROUTE_NOT_FOUND) {
+        /* A route of one node answers 404 for a node the configuration hides. */
+        handler =
+            mg_node_visibility_guards(route) ? mg_node_visibility_guard : mg_routes[route].handler;
+    } else if (mg_upstream_is_websocket(hr)) {
+        /* No upstream and no live feed of meshgate's own: a page in its place would be
+         * fetched again by every open tab at each reconnect. */
+        mg_response_error(res, 404,
+                          "no live feed here: meshgate passes WebSocket upgrades to CoreScope's "
+                          "own server, and MESHGATE_UPSTREAM is not set");
+        return route;
+    } else if (mg_static_applies(env->cfg, b->path)) {
+        route = MG_ROUTE_STATIC;
+        handler = mg_static_serve;
+    } else if (mg_home_applies(env->cfg, b->path)) {
+        route = MG_ROUTE_STATIC;
+        handler = mg_home_serve;
+    } else {
+        mg_response_error(res, 404, "Not found");
+        return route;
+    }
+    *handler_out = handler;
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
+    if (slot) {
+        char shown[MG_SLOT_PATH_MAX];
+        snprintf(shown, sizeof shown, "%.*s", (int)hr->path.len, hr->path.ptr);
+        mg_slot_set_client(slot, req->client_addr);
+        mg_slot_begin_request(slot, slot_method(hr), shown, req->start_monotonic_ns);
+    }
+    mg_test_hooks_stop_in_lock(env, req);
+    return route;
+}
+
+/* What a parked request keeps of its preparation: the decoded path and query, copied out of
+ * the worker's buffers (which the next request reuses), and what was decided. */
+struct mg_prepared {
+    unsigned route;
+    mg_handler_fn handler;
+    bool signed_in;
+    bool admin;
+    struct mg_query query;
+    char path_param[MG_PATH_PARAM_MAX];
+    const char *method;
+    char shown[MG_SLOT_PATH_MAX];
+    char *path;
+    char *query_buf;
+    size_t query_cap;
+};
+
+static struct mg_prepared *keep_prepared(const struct mg_request *req,
+                                         const struct mg_dispatch_buffers *b, unsigned route,
+                                         mg_handler_fn handler)
+{
+    struct mg_prepared *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->path = strdup(req->path);
+    p->query_buf = malloc(b->query_cap);
+    if (!p->path || !p->query_buf) {
+        free(p->path);
+        free(p->query_buf);
+        free(p);
+        return NULL;
+    }
+    memcpy(p->query_buf, b->query, b->query_cap);
+    p->query_cap = b->query_cap;
+    p->query = req->query;
+    for (size_t i = 0; i < p->query.count; i++) {
+        p->query.param[i].name = p->query_buf + (req->query.param[i].name - b->query);
+        p->query.param[i].value = p->query_buf + (req->query.param[i].value - b->query);
+    }
+    p->route = route;
+    p->handler = handler;
+    p->signed_in = req->signed_in;
+    p->admin = req->admin;
+    memcpy(p->path_param, req->path_param, sizeof p->path_param);
+    p->method = slot_method(req->http);
+    snprintf(p->shown, sizeof p->shown, "%.*s", (int)req->http->path.len, req->http->path.ptr);
+    return p;
+}
+
+void mg_dispatch_forget(struct mg_park *park)
+{
+    struct mg_prepared *p = park->prepared;
+    if (!p)
+        return;
+    free(p->path);
+    free(p->query_buf);
+    free(p);
+    park->prepared = NULL;
+}
+
+/* A later turn of a parked request: as prepared. The scoreboard shows it again if another
+ * request of the worker took its place there meanwhile. */
+static void resume(struct mg_env *env, struct mg_request *req, const struct mg_prepared *p)
+{
+    req->path = p->path;
+    req->query = p->query;
+    memcpy(req->path_param, p->path_param, sizeof req->path_param);
+    req->signed_in = p->signed_in;
+    req->admin = p->admin;
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
+    if (slot && atomic_load(&slot->request_started_monotonic_ns) != req->start_monotonic_ns) {
+        mg_slot_set_client(slot, req->client_addr);
+        mg_slot_begin_request(slot, p->method, p->shown, req->start_monotonic_ns);
+    }
+}
+
+/*
+ * The handler on the loop's connection. A fault of the connection (db.h: corruption, not a
+ * database, an I/O error) closes and opens it again, and a request answered at its first turn
+ * is run again once on the new one (a parked one resumes on it).
+ */
+static void run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_fn handler,
+                        struct mg_response *res)
+{
+    mg_test_hooks_before_work(env->db, 0,
+                              req->park->turns <= 1 ? mg_test_hooks_db_break(env, req) : 0);
+    mg_db_fault_take(NULL, 0);
+    handler(env, req, res);
+    if (!mg_db_heal(env->db, "the loop") || res->parked || req->park->turns > 1)
+        return;
+    mg_response_reset(res);
+    handler(env, req, res);
+    mg_db_heal_retried(env->db, "the loop");
+}
+
+/* Admission, then the handler where its work runs: on the loop, or on the anonymous helper. */
+static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
+                const char *query_base, size_t query_cap, struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    /* The route's parameters, parsed once for its heavy check and its handler (params.h); a
+     * value its table refuses is answered 400 here, before any gate. */
+    if (!mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL, req,
+                                 res))
+        return;
+    if (admit(env, req, route, res) &&
+        (a->step == ADMIT_LIGHT ||
+         mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
+        set_busy_wait(env, a->step == ADMIT_LIGHT);
+        bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
+        if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
+            run_on_loop(env, req, handler, res);
+        } else if (mg_routes[route].own_jobs) {
+            struct mg_env anon_env = *env;
+            anon_env.jobs = env->anon_jobs;
+            run_on_loop(&anon_env, req, handler, res);
+        } else {
+            offload(env, req, query_base, query_cap, handler, res);
+        }
+    }
+    if (res->readmit) {
+        res->readmit = false;
+        if (res->parked && a->step == ADMIT_LIGHT)
+            a->step = ADMIT_NEW;
+    }
+    if (a->step == ADMIT_HELD && !res->parked) {
+        /* A request for the upstream keeps its permit until its response is relayed: the
+         * engine gives it back (upstream.c). */
+        if (res->upstream)
+            mg_upstream_keep_anon_permit(req->park, mg_admission_hand_over(&a->line));
+        else
+            mg_admission_release(anon_gate(route), &a->line, env, req, 0, 0);
+        a->step = ADMIT_DONE;
+    }
+}
+
+unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                     struct mg_response *res)
+{
+    struct mg_prepared *kept = req->park->prepared;
+    unsigned route;
+    mg_handler_fn handler;
+    if (kept) {
+        resume(env, req, kept);
+        route = kept->route;
+        handler = kept->handler;
+        run(env, req, route, handler, kept->query_buf, kept->query_cap, res);
+    } else {
+        route = prepare(env, req, b, res, &handler);
+        if (!handler)
+            return route;
+        run(env, req, route, handler, b->query, b->query_cap, res);
+        /* Parked: kept, so later turns resume (without memory, they prepare again). */
+        if (res->parked)
+            req->park->prepared = keep_prepared(req, b, route, handler);
+    }
+    /* A parked request is still in flight (waiting in a line, or worked on by a helper): the
+     * scoreboard goes on showing it until it is answered. */
+    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
+    if (slot && !res->parked)
+        mg_slot_end_request(slot);
+    if (!res->parked)
+        mg_dispatch_forget(req->park);
+    mg_test_hooks_turn_done(env);
+    return route;
+}
+
+bool mg_dispatch_was_light(const struct mg_park *park)
+{
+    return park->admission.step == ADMIT_LIGHT;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * dispatch: from a parsed request head to a filled response: method and body checks,
+ * percent-decoding, query parsing, routing, and the handler. The worker calls it for each
+ * request; tests call it in-process to exercise endpoints without sockets.
+ */
+#ifndef MESHGATE_DISPATCH_H
+#define MESHGATE_DISPATCH_H
+
+#include "handler.h"
+#include "request_client.h"
+
+struct mg_dispatch_buffers {
+    char *path; /* for the decoded path */
+    size_t path_cap;
+    char *query; /* for the decoded query parameters (twice the query's length is enough) */
+    size_t query_cap;
+};
+
+/* Allocates buffers sized for cfg's limits; false when out of memory. */
+bool mg_dispatch_buffers_init(struct mg_dispatch_buffers *b, const struct mg_config *cfg);
+void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b);
+
+/*
+ * Fills res for the request. req must have http, the start times, client_addr and
+ * accepts_gzip set; the rest is filled here. Returns the route id it was counted under
+ * (MG_ROUTE_NOT_FOUND, MG_ROUTE_BAD_REQUEST, or a row of the route table). A request is
+ * prepared (checked, decoded, routed, its client and credentials known, the scoreboard told)
+ * once, on its first turn; a parked request's later turns resume from what its park kept.
+ */
+unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                     struct mg_response *res);
+
+/* Frees what dispatch kept for a parked request (the worker, when it closes a connection
+ * whose request is parked). */
+void mg_dispatch_forget(struct mg_park *park);
+
+/* Whether the request of this park was admitted as light (tests of the cost classes). */
+bool mg_dispatch_was_light(const struct mg_park *park);
+
+#endif

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * handler: what an endpoint sees. A handler gets the worker's environment (configuration,
+ * segment, database), the request (decoded path, query, headers) and fills a response
+ * (status, body, extra headers). It never touches the socket: the worker reads the whole
+ * request before calling it and writes the response after it returns, so no handler (and no
+ * gate it takes) ever waits on a slow client.
+ */
+#ifndef MESHGATE_HANDLER_H
+#define MESHGATE_HANDLER_H
+
+#include "buf.h"
+#include "config_values.h"
+#include "db.h"
+#include "http.h"
+#include "segment.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_PATH_PARAM_MAX 128
+/* Room for the largest route's parameter struct (params.h; checked when it is parsed). */
+#define MG_PARAMS_BYTES 320
+
+struct mg_param_table;
+#define MG_PARK_BYTES 512
+
+struct mg_jobs;
+struct mg_tx_summaries;
+struct mg_handler_job;
+struct mg_prepared;
+
+/*
+ * What the admission gates did with a request, and who it was, for the access log. Written by
+ * dispatch (the per-client rate limit, the anonymous line, the signed-in key) and by the
+ * handlers that have a gate of their own (the cold gate of reach reports, the diagnostic gate
+ * of /api/perf?mem=1), in the park, so that it lasts over the turns of a parked request. A
+ * request may pass two gates (an anonymous cold reach report: the line, then the cold gate):
+ * the outcome is the last gate's verdict, and the wait is the sum of both waits.
+ */
+enum mg_gate_id {
+    MG_GATE_NONE = 0,   /* no gate asked (a light request, or one signed in) */
+    MG_GATE_RATE_LIMIT, /* the per-client rate limit of anonymous heavy requests */
+    MG_GATE_ANON_LINE,  /* the line of anonymous heavy requests */
+    MG_GATE_COLD,       /* the cold gate of reach reports */
+    MG_GATE_DIAG,       /* the diagnostic gate of /api/perf?mem=1 */
+    MG_GATE_UPSTREAM,   /* the upstream's gate (requests passed to MESHGATE_UPSTREAM) */
+    MG_GATE_BREAKER,    /* the upstream's breaker, while it fails fast */
+};
+enum mg_gate_verdict {
+    MG_VERDICT_NONE = 0, /* light: no gate */
+    MG_VERDICT_BYPASSED, /* heavy, signed in: the rate limit and the line were skipped */
+    MG_VERDICT_ADMITTED, /* at once */
+    MG_VERDICT_WAITED,   /* after waiting in line */
+    MG_VERDICT_REFUSED,
+};
+struct mg_outcome {
+    uint8_t gate;          /* enum mg_gate_id */
+    uint8_t verdict;       /* enum mg_gate_verdict */
+    uint16_t key_number;   /* the signed-in key's index in mg_api_keys + 1; 0: anonymous */
+    int64_t wait_since_ns; /* monotonic, while waiting in a line; 0 otherwise */
+    int64_t waited_ns;     /* time spent waiting in lines, all gates */
+};
+
+/* The request is waiting in gate's line (from now, unless it was already). */
+void mg_outcome_wait(struct mg_outcome *o, enum mg_gate_id gate, int64_t now_ns);
+/* gate decided: admitted (WAITED when it had waited in that line) or refused; a wait in
+ * progress ends. */
+void mg_outcome_decide(struct mg_outcome *o, enum mg_gate_id gate, enum mg_gate_verdict verdict,
+                       int64_t now_ns);
+/* "none", "bypassed", "admitted:anon-line", "waited:cold-gate", "refused:rate-limit", ...
+ * (at most 32 bytes with the NUL). */
+const char *mg_outcome_text(const struct mg_outcome *o, char *out, size_t outlen);
+
+/* A request at one gate of the group (workers/core/admission.h), kept in its park. */
+struct mg_gate_pass {
+    int step; /* enum in admission.c */
+    int place;
+    uint64_t ticket;
+    uint64_t token;
+    int64_t deadline_ns;
+    /* The caller's own reason the work may not start now (the upstream gate's reserve for
+     * signed-in clients): the place is passed over in line, like work whose helper is busy. */
+    bool held_back;
+};
+
+/*
+ * A request a handler cannot finish now (it waits in a gate's line, for another request's
+ * build, or for its own build on the worker's helper thread) is parked: the handler sets
+ * res->parked and returns; the worker keeps the connection and calls the handler again on
+ * its next turns with the same park, whose state the handler keeps in `state` (zeroed
+ * before the first call). Parking holds no worker: the loop serves other connections
+ * meanwhile.
+ */
+struct mg_park {
+    unsigned turns;        /* calls so far for this request */
+    unsigned head_parses;  /* times its head was parsed: 1, kept while it is parked */
+    unsigned preparations; /* times dispatch prepared it: 1, resumed while it is parked */
+    /* The anonymous line, kept by dispatch (the handler's state is its own): */
+    struct mg_admission {
+        int step;                   /* enum in dispatch.c */
+        struct mg_gate_pass line;   /* at the anonymous line */
+        char who[80];               /* "client path", as the line's records show it */
+        int64_t hold_until_ns;      /* tests only: see mg_env.test_hooks */
+        struct mg_handler_job *job; /* a handler run on the anonymous helper thread */
+        bool submitted;
+    } admission;
+    struct mg_outcome outcome; /* for the access log */
+    /* What it waits for, said again by whoever parks it on each turn (mg_park_woken); the
+     * worker zeroes it before each call. woken false: it is asked again every few ms (a
+     * group table on its way, a test hold). woken true: only when its worker is woken (its
+     * slot's eventfd: a gate's hand-off, the end of a build it follows, shm/wake.h; its
+     * helper's eventfd: a job done, a thread free), its client leaves, at until_ns (0:
+     * none), and at least once a second (a wake the code forgot; none is lost to a race). */
+    struct mg_park_wait {
+        bool woken;
+        int64_t until_ns;
+    } wait;
+    /* The request as dispatch prepared it on its first turn (decoded path and query, route,
+     * credentials), kept while it is parked so a later turn resumes without preparing it
+     * again; freed when it is answered (mg_dispatch_forget). */
+    struct mg_prepared *prepared;
+    _Alignas(16) unsigned char state[MG_PARK_BYTES];
+};
+
+struct mg_env {
+    const struct mg_config *cfg;
+    struct mg_segment *seg;
+    struct mg_db *db;
+    /* The group's per-transmission summaries (shm/tx_summary.h); NULL: none, read directly. */
+    struct mg_tx_summaries *summaries;
+    struct mg_jobs *jobs;      /* the worker's helper thread; NULL: run heavy work inline */
+    struct mg_jobs *anon_jobs; /* its helper for anonymous heavy work (lower priority) */
+    unsigned slot;
+    int pid;
+    /* The test build only (MESHGATE_TEST_HOOKS, workers/test_hooks.h; always off in
+     * production): how a heavy request that asks with X-Test-Hold-Ms is held after admission. */
+    enum mg_test_hooks {
+        MG_TEST_HOOKS_OFF = 0,
+        MG_TEST_HOOKS_PARK,
+        MG_TEST_HOOKS_BLOCK
+    } test_hooks;
+};
+
+struct mg_request {
+    const struct mg_http_request *http;
+    const char *path; /* percent-decoded */
+    struct mg_query query;
+    char path_param[MG_PATH_PARAM_MAX]; /* the {pubkey} of a templated route, decoded */
+    int64_t start_monotonic_ns;
+    int64_t start_realtime_ns;
+    bool accepts_gzip;
+    const char *client_addr; /* the peer, as text */
+    uint8_t peer[16];        /* the peer's address (netaddr.h form); all zero when unknown */
+    /* Asks, without reading, whether the client has gone away (for a handler that waits in
+     * a gate's line); NULL when there is no socket to ask (in-process tests). */
+    bool (*client_gone)(void *arg);
+    void *client_gone_arg;
+    struct mg_park *park; /* never NULL when a handler runs */
+    /* The connection's hold record in the per-client connection table (shm/conn_limit.h),
+     * plus one; 0: the connection is not counted there. */
+    uint32_t conn_hold_plus_one;
+    bool signed_in; /* it presented a valid API key */
+    /* Signed in, or its client (the peer, or behind a trusted proxy what X-Forwarded-For
+     * names) is in MESHGATE_ADMIN_NETWORKS: it may see the admin pages and client addresses. */
+    bool admin;
+    int test_hold_ms; /* tests only: X-Test-Hold-Ms, when test hooks are on */
+    /* The route's query parameters, parsed by dispatch through the route's table (params.h:
+     * read them with mg_params_get); param_table NULL: the route declares none. */
+    const struct mg_param_table *param_table;
+    _Alignas(max_align_t) unsigned char params[MG_PARAMS_BYTES];
+};
+
+struct mg_response {
+    int status;
+    const char *content_type;
+    struct mg_buf body;
+    struct mg_buf headers; /* extra header lines, each ending in CRLF */
+    bool no_store;         /* Cache-Control: no-store */
+    bool close;            /* close the connection after this response */
+    bool parked;           /* no response yet: call the handler again (see mg_park) */
+    /* A body streamed from a file rather than held in `body` (static files): the response
+     * owns file_fd until the worker takes it over to send file_length bytes from
+     * file_offset; -1: none. Reset, an error or free closes it. */
+    int file_fd;
+    uint64_t file_offset;
+    uint64_t file_length;
+    /* With parked: the request was admitted as light and has become heavy (a reach report
+     * it followed must now be built here); dispatch admits it again on its next turn. */
+    bool readmit;
+    /* Admitted for the upstream (upstream.h): the worker hands the connection to its proxy
+     * engine instead of writing a response. */
+    bool upstream;
+    /* The body (or the file) is gzip already: sent with Content-Encoding: gzip, never
+     * compressed again (static files' stored or precompressed bodies). */
+    bool gzipped;
+};
+
+typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+
+/* Parks the request until its worker is woken or until_ns (0: no deadline of its own); see
+ * mg_park.wait. */
+static inline void mg_park_woken(const struct mg_request *req, struct mg_response *res,
+                                 int64_t until_ns)
+{
+    res->parked = true;
+    req->park->wait.woken = true;
+    req->park->wait.until_ns = until_ns;
+}
+
+void mg_response_init(struct mg_response *res);
+void mg_response_reset(struct mg_response *res);
+void mg_response_free(struct mg_response *res);
+
+/* Makes the body file_length bytes of fd from file_offset, sent by the worker as the client
+ * reads them; the response owns fd from now on. */
+void mg_response_file(struct mg_response *res, int fd, uint64_t file_offset, uint64_t file_length);
+/* Closes the response's file, if any. */
+void mg_response_drop_file(struct mg_response *res);
+
+/* True for a Content-Type that gzip makes smaller (JSON, text, JavaScript, SVG). */
+bool mg_response_compressible(const char *content_type);
+/* Appends gzip (RFC 1952) of in to out; false when zlib fails or memory runs out. */
+bool mg_gzip(const struct mg_buf *in, struct mg_buf *out);
+
+/* Adds a header line ("Name: value"); the CRLF is added. */
+void mg_response_header(struct mg_response *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Starts a JSON body: status, Content-Type: application/json, no-store. */
+void mg_response_json(struct mg_response *res, int status);
+
+/* {"error":"<message>"} with the status, as every /api error is. */
+void mg_response_error(struct mg_response *res, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A failed read of the database by the endpoint that reads `what` ("the observers"): 503 with
+ * Retry-After: 1 while a writer holds the lock, otherwise 500 naming it (and a warning in the
+ * log). rc is the SQLite result code. */
+void mg_response_db_failure(struct mg_response *res, const char *what, int rc);
+/* The same, the 500 naming the connection's own message (sqlite3_errmsg: which table or
+ * column) when conn is not NULL. The one answer of every endpoint to a failed read. */
+void mg_response_db_failure_on(struct mg_response *res, const char *what, int rc, sqlite3 *conn);
+
+/*
+ * An admission refusal (invariant 6): status 429 or 503, Retry-After: seconds (>= 1),
+ * Cache-Control: no-store, {"error":"<message>","retryAfter":seconds}.
+ */
+void mg_response_refuse(struct mg_response *res, int status, int retry_after_s,
+                        const char *message);
+
+/* Writes status line, headers and (unless head_only) body into out. */
+void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool head_only,
+                           bool keep_alive, bool gzip_ok, int gzip_min_bytes);
+
+#endif

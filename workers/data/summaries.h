@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * summaries: maps the group's per-transmission summaries and runs their full pass in the
+ * background (see shm/tx_summary.h for the records, ep_packets.h for the pass and how a page
+ * reads them).
+ */
+#ifndef MESHGATE_SUMMARIES_H
+#define MESHGATE_SUMMARIES_H
+
+#include "handler.h"
+#include "tx_summary.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Master, before forking: maps the summaries, sized from the database's transmissions (see
+ * shm/tx_summary.h). 0, or -1 with err set. */
+int mg_summaries_open(const char *db_path, int busy_timeout_ms, struct mg_tx_summaries *s,
+                      char *err, size_t errlen);
+
+/*
+ * A worker's loop, each turn: starts the first pass (and the periodic re-validation) on the
+ * worker's helper thread under a cold-gate permit when it is due and nobody else runs it, and
+ * gives the permit and lease back when that pass is done. Cheap when there is nothing to do.
+ */
+void mg_summaries_tick(struct mg_env *env, int64_t now_ns);
+
+#endif

@@ -188,7 +188,9 @@ Test(server, four_times_more_busy_connections_than_workers_all_keep_getting_answ
     struct busy_arg a[CONNS];
     /* Shares, not counts: on a loaded machine every connection gets few answers, but a
      * connection starved behind the others gets far fewer than its share, and waits most of
-     * the run for one. */
+     * the run for one. The clients' own threads are scheduled too: at a load of 25 on 2 cores
+     * one of eight got 4.5 times fewer answers than the mean with nothing wrong in the server,
+     * so the share's bound is 10 times; a connection the server starves fails the gap. */
     enum { RUN_MS = 3000 };
     int64_t until = mg_test_now_ms() + RUN_MS;
     for (int i = 0; i < CONNS; i++) {
@@ -203,7 +205,7 @@ Test(server, four_times_more_busy_connections_than_workers_all_keep_getting_answ
     int share = total / CONNS;
     for (int i = 0; i < CONNS; i++) {
         cr_expect_geq(a[i].answered, 3, "connection %d got only %d answers", i, a[i].answered);
-        cr_expect_geq(a[i].answered * 4, share, "connection %d got %d answers, the mean is %d", i,
+        cr_expect_geq(a[i].answered * 10, share, "connection %d got %d answers, the mean is %d", i,
                       a[i].answered, share);
         cr_expect_lt(a[i].longest_gap_ms, RUN_MS / 2, "connection %d waited %d ms for an answer", i,
                      a[i].longest_gap_ms);

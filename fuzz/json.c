@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 /*
- * Fuzz target: the JSON writer (workers/core/json.c). The input is a program: each byte picks
+ * Fuzz target: the JSON writer (workers/data/json.c). The input is a program: each byte picks
  * the next call (open or close a container, a key, a string of the bytes that follow, an
  * integer, a double from eight bytes, true, false, null) and the writer's output must be one
  * valid JSON value whatever the strings hold (invalid UTF-8, control bytes, quotes). Doubles

@@ -83,7 +83,7 @@ int mg_agent_listen(const char *address, char *err, size_t errlen)
 {
     char host[MG_HOST_MAX];
     uint16_t port;
-    if (mg_config_parse_address(address, host, sizeof host, &port) < 0) {
+    if (mg_addr_parse_host_port(address, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "MESHGATE_AGENT_LISTEN=%s: must be HOST:PORT", address);
         return -1;
     }

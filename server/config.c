@@ -326,46 +326,9 @@ static int parse_bool(const char *s, bool *out)
 }
 
 /* HOST:PORT, [V6]:PORT, or :PORT. The host is checked by the listener when it resolves it. */
-int mg_config_parse_address(const char *s, char *host_out, size_t host_cap, uint16_t *port_out)
-{
-    const char *colon;
-    char host[MG_HOST_MAX];
-    if (s[0] == '[') {
-        const char *close = strchr(s, ']');
-        if (!close || close[1] != ':' || close == s + 1)
-            return -1;
-        size_t n = (size_t)(close - s - 1);
-        if (n >= sizeof host)
-            return -1;
-        memcpy(host, s + 1, n);
-        host[n] = '\0';
-        colon = close + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon)
-            return -1;
-        size_t n = (size_t)(colon - s);
-        if (n >= sizeof host || memchr(s, ':', n))
-            return -1;
-        memcpy(host, s, n);
-        host[n] = '\0';
-    }
-    for (const char *p = host; *p; p++)
-        if (isspace((unsigned char)*p) || *p == '/')
-            return -1;
-    int64_t port;
-    if (parse_int(colon + 1, 1, 65535, &port) < 0)
-        return -1;
-    if (strlen(host) >= host_cap)
-        return -1;
-    memcpy(host_out, host, strlen(host) + 1);
-    *port_out = (uint16_t)port;
-    return 0;
-}
-
 static int parse_listen(const char *s, struct mg_config *cfg)
 {
-    return mg_config_parse_address(s, cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port);
+    return mg_addr_parse_host_port(s, cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port);
 }
 
 static int parse_shm_name(const char *s, char *out, size_t outlen)
@@ -495,7 +458,7 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
             return fail(err, errlen, v, value, UPSTREAM_ACCEPTED);
         memcpy(text, hostport, n);
         text[n] = '\0';
-        if (*text && (mg_config_parse_address(text, host, sizeof host, &port) < 0 || !*host))
+        if (*text && (mg_addr_parse_host_port(text, host, sizeof host, &port) < 0 || !*host))
             return fail(err, errlen, v, value, UPSTREAM_ACCEPTED);
         memcpy(field, text, n + 1);
         return 0;
@@ -504,7 +467,7 @@ static int apply(struct mg_config *cfg, const struct mg_config_var *v, const cha
         char host[MG_HOST_MAX];
         uint16_t port;
         if (strlen(value) >= v->size ||
-            (*value && mg_config_parse_address(value, host, sizeof host, &port) < 0))
+            (*value && mg_addr_parse_host_port(value, host, sizeof host, &port) < 0))
             return fail(err, errlen, v, value,
                         "must be empty, HOST:PORT, [IPV6]:PORT or :PORT with a port from 1 to "
                         "65535");

@@ -89,10 +89,6 @@ int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);
  * MESHGATE_PUBLIC_DIR, when set, must name a directory meshgate can read (checked at start,
  * so a typo is not every static request answering 500). Returns 0, or -1 with the message.
  */
-/* HOST:PORT, [IPV6]:PORT or :PORT (empty host: every address) into host and port; -1 when
- * it is none of these. */
-int mg_config_parse_address(const char *s, char *host, size_t host_cap, uint16_t *port);
-
 int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen);
 
 /* Names MESHGATE_* variables in envp that no row of the table knows, each with the closest

@@ -74,7 +74,7 @@ static int check_upstream(const struct mg_config *cfg, char *err, size_t errlen)
         return 0;
     char host[MG_HOST_MAX], port_text[8];
     uint16_t port;
-    if (mg_config_parse_address(cfg->upstream, host, sizeof host, &port) < 0) {
+    if (mg_addr_parse_host_port(cfg->upstream, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "MESHGATE_UPSTREAM=%s: must be HOST:PORT", cfg->upstream);
         return MG_EXIT_CONFIG;
     }

@@ -2,9 +2,12 @@
 #include "netaddr.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -338,4 +341,50 @@ void mg_client_key(const uint8_t addr[MG_ADDR_BYTES], uint8_t key[MG_ADDR_BYTES]
     memmove(key, addr, MG_ADDR_BYTES);
     if (!mg_addr_is_v4(addr))
         memset(key + 8, 0, MG_ADDR_BYTES - 8);
+}
+
+/* The longest host a HOST:PORT may name (config_values.h's MG_HOST_MAX, with its NUL). */
+#define HOST_TEXT_MAX 256
+
+int mg_addr_parse_host_port(const char *s, char *host_out, size_t host_cap, uint16_t *port_out)
+{
+    const char *colon;
+    char host[HOST_TEXT_MAX];
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':' || close == s + 1)
+            return -1;
+        size_t n = (size_t)(close - s - 1);
+        if (n >= sizeof host)
+            return -1;
+        memcpy(host, s + 1, n);
+        host[n] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -1;
+        size_t n = (size_t)(colon - s);
+        if (n >= sizeof host || memchr(s, ':', n))
+            return -1;
+        memcpy(host, s, n);
+        host[n] = '\0';
+    }
+    for (const char *p = host; *p; p++)
+        if (isspace((unsigned char)*p) || *p == '/')
+            return -1;
+    /* The port: decimal digits alone, 1 to 65535. */
+    const char *digits = colon + 1;
+    if (!isdigit((unsigned char)digits[0]))
+        return -1;
+    errno = 0;
+    char *end;
+    long long port = strtoll(digits, &end, 10);
+    if (errno || *end || port < 1 || port > 65535)
+        return -1;
+    if (strlen(host) >= host_cap)
+        return -1;
+    memcpy(host_out, host, strlen(host) + 1);
+    *port_out = (uint16_t)port;
+    return 0;
 }

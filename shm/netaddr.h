@@ -67,6 +67,12 @@ bool mg_addr_parse(const char *text, size_t len, uint8_t out[MG_ADDR_BYTES]);
  * bytes as the IPv4 address); false (and out zeroed) for any other family. */
 bool mg_addr_from_sockaddr(const struct sockaddr *sa, uint8_t out[MG_ADDR_BYTES]);
 
+/* HOST:PORT, [IPV6]:PORT or :PORT (empty host: every address) into host and port, as the
+ * variables that name one read it (MESHGATE_LISTEN, MESHGATE_UPSTREAM); the host, at most 255
+ * bytes, is not resolved, but has no blank or '/'; the port is 1 to 65535 in decimal. -1 when
+ * it is none of these, or the host does not fit in host_cap. */
+int mg_addr_parse_host_port(const char *s, char *host, size_t host_cap, uint16_t *port);
+
 /* "1.2.3.4" or "2001:db8::1"; an IPv4-mapped address is shown as IPv4. 46 bytes always do. */
 void mg_addr_format(const uint8_t addr[MG_ADDR_BYTES], char *out, size_t outlen);
 

@@ -489,3 +489,43 @@ Test(netaddr, one_ipv6_64_is_one_key)
     mg_client_key(a, a);
     cr_expect_arr_eq(a, ka, MG_ADDR_BYTES, "keying in place differs");
 }
+
+/* ---- HOST:PORT ----------------------------------------------------------------------- */
+
+Test(netaddr, host_port_takes_a_name_an_ipv6_in_brackets_or_no_host)
+{
+    char host[64];
+    uint16_t port = 0;
+    cr_assert_eq(mg_addr_parse_host_port("localhost:8080", host, sizeof host, &port), 0);
+    cr_expect_str_eq(host, "localhost");
+    cr_expect_eq(port, 8080);
+    cr_assert_eq(mg_addr_parse_host_port("[::1]:1", host, sizeof host, &port), 0);
+    cr_expect_str_eq(host, "::1");
+    cr_expect_eq(port, 1);
+    cr_assert_eq(mg_addr_parse_host_port(":65535", host, sizeof host, &port), 0);
+    cr_expect_str_eq(host, "");
+    cr_expect_eq(port, 65535);
+}
+
+Test(netaddr, host_port_refuses_what_is_not_one)
+{
+    static const char *const bad[] = {
+        "localhost",  "::1:80",  "[]:80",    "[::1]80",  "[::1",     "a b:80", "a/b:80",  "host:0",
+        "host:65536", "host:-1", "host:+80", "host: 80", "host:80x", "host:",  "host:-0",
+    };
+    char host[64];
+    uint16_t port;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_eq(mg_addr_parse_host_port(bad[i], host, sizeof host, &port), -1, "\"%s\"",
+                     bad[i]);
+    char small[4];
+    cr_expect_eq(mg_addr_parse_host_port("abcd:80", small, sizeof small, &port), -1);
+    cr_expect_eq(mg_addr_parse_host_port("abc:80", small, sizeof small, &port), 0);
+    char longest[300];
+    memset(longest, 'a', 256);
+    snprintf(longest + 256, sizeof longest - 256, ":80");
+    char big[512];
+    cr_expect_eq(mg_addr_parse_host_port(longest, big, sizeof big, &port), -1, "a 256-byte host");
+    snprintf(longest + 255, sizeof longest - 255, ":80");
+    cr_expect_eq(mg_addr_parse_host_port(longest, big, sizeof big, &port), 0, "a 255-byte host");
+}

@@ -31,7 +31,9 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "node_read.h"
 #include "node_relay.h"
+#include "node_row.h"
 #include "params.h"
 #include "router.h"
 #include "time_parse.h"
@@ -92,19 +94,6 @@ int mg_node_flood_adverts(struct mg_db *db, const char *pubkey, int64_t now_ns, 
 }
 
 /* --- the handlers ----------------------------------------------------------------------- */
-
-bool mg_node_read_begin(struct mg_db *db)
-{
-    return sqlite3_get_autocommit(db->conn) &&
-           sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
-}
-
-void mg_node_read_end(struct mg_db *db, bool began)
-{
-    if (began && sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL) != SQLITE_OK &&
-        !sqlite3_get_autocommit(db->conn))
-        sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
-}
 
 /* The node statement for a WHERE clause (one parameter). */
 static sqlite3_stmt *node_statement(struct mg_db *db, const char *where)

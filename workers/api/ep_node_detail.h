@@ -8,7 +8,6 @@
 #define MESHGATE_EP_NODE_DETAIL_H
 
 #include "db.h"
-#include "ep_nodes.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,16 +23,6 @@
  * node's 20 newest transmissions (a node of 2 transmissions heard 800 times each wrote
  * 670 KB). */
 #define MG_NODE_DETAIL_LIGHT_OBSERVATIONS 32
-
-/* One read transaction around a node endpoint's statements (one snapshot): begun only when
- * none is open; end it with what begin returned. */
-bool mg_node_read_begin(struct mg_db *db);
-void mg_node_read_end(struct mg_db *db, bool began);
-
-/* The ids of the transmissions CoreScope files under pubkey (its decoded keys, resolved paths
- * and path hops only it can be; ep_node_health.c), by id, into *ids (to free); an SQLite
- * code. One pass over observations and one over transmissions. */
-int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n);
 
 /* Distinct flood ADVERTs of the node first seen in the 7 days before now_ns; an SQLite code. */
 int mg_node_flood_adverts(struct mg_db *db, const char *pubkey, int64_t now_ns, int64_t *count);

@@ -9,11 +9,11 @@
  *   - with an observation without resolved_path whose path_json has a hop that resolves to
  *     the key alone among the relays (repeaters and rooms): one of its 1-, 2- or 3-byte
  *     prefixes that no other relay shares (reach.h calls them its reliable tokens).
- * Each is read as CoreScope's store holds it (see ids_sql for their order): its observations
- * newest first, one per (observer, path); its "best" observation the first with the most hops.
- * Finding them reads every transmission and observation (no index serves these tests), so
- * the route is heavy: the busiest node of 2M observations costs 32.8M VM steps and 432 122
- * pages (docs/benchmarks.md), as much as /api/packets?region=.
+ * Each is read as CoreScope's store holds it (node_read.c's ids_sql gives their order): its
+ * observations newest first, one per (observer, path); its "best" observation the first with the
+ * most hops. Finding them reads every transmission and observation (no index serves these tests),
+ * so the route is heavy: the busiest node of 2M observations costs 32.8M VM steps and 432 122 pages
+ * (docs/benchmarks.md), as much as /api/packets?region=.
  *
  * Differences from CoreScope: observers' can_relay is always null (CoreScope reads it from
  * observer columns that no migration in ../shared has); observers with equal packet counts
@@ -21,10 +21,10 @@
  */
 #include "buf.h"
 #include "corescope_config.h"
-#include "ep_node_detail.h"
-#include "ep_nodes.h"
 #include "json.h"
 #include "log.h"
+#include "node_read.h"
+#include "node_row.h"
 #include "params.h"
 #include "router.h"
 
@@ -36,25 +36,6 @@
 #include <time.h>
 
 #define RECENT_PACKETS 20
-
-/*
- * The transmissions of the node, in the order CoreScope's store files them (it loads them by
- * id): one pass over observations and one over transmissions. ?1 the key, ?2..?4 quoted
- * upper-case hop tokens (or a text no path holds). %s: the path test alone without the
- * resolved_path column, else path_with_resolved.
- */
-static const char ids_sql[] =
-    "SELECT id FROM transmissions WHERE id IN (SELECT transmission_id FROM observations WHERE %s"
-    " UNION ALL SELECT id FROM transmissions WHERE instr(decoded_json, ?1) > 0"
-    " AND json_valid(decoded_json) AND (decoded_json ->> '$.pubKey' = ?1"
-    " OR decoded_json ->> '$.destPubKey' = ?1 OR decoded_json ->> '$.srcPubKey' = ?1))"
-    " ORDER BY id";
-#define PATH_TEST                                                                                  \
-    "path_json IS NOT NULL AND path_json NOT IN ('', '[]') AND (instr(upper(path_json), ?2) > 0"   \
-    " OR instr(upper(path_json), ?3) > 0 OR instr(upper(path_json), ?4) > 0)"
-static const char path_with_resolved[] =
-    "CASE WHEN coalesce(resolved_path, '') = '' THEN " PATH_TEST
-    " ELSE instr(resolved_path, '\"' || ?1 || '\"') > 0 END";
 
 static const char tx_sql[] = "SELECT raw_hex, hash, first_seen, route_type, payload_type,"
                              " decoded_json FROM transmissions WHERE id = ?1";
@@ -234,77 +215,6 @@ static int read_packet(sqlite3_stmt *tx, sqlite3_stmt *obs, int64_t id, struct p
     sqlite3_reset(tx);
     sqlite3_reset(obs);
     return rc;
-}
-
-/*
- * The quoted upper-case hop tokens ("EC", "EC34", "EC3433") that resolve to pubkey alone
- * among the relays; a token that does not is left as a text no path holds. An SQLite code.
- */
-static int hop_tokens(struct mg_db *db, const char *pubkey, char tokens[3][16])
-{
-    sqlite3_stmt *st = mg_db_prepare(
-        db, "SELECT count(*), max(lower(public_key)) FROM nodes WHERE (instr(lower(role),"
-            " 'repeater') > 0 OR instr(lower(role), 'room_server') > 0 OR lower(role) = 'room')"
-            " AND lower(public_key) LIKE ?1 || '%'");
-    if (!st)
-        return SQLITE_ERROR;
-    int rc = SQLITE_OK;
-    for (int i = 0; i < 3 && rc == SQLITE_OK; i++) {
-        size_t len = (size_t)(i + 1) * 2;
-        snprintf(tokens[i], 16, "\x01");
-        if (strlen(pubkey) < len)
-            continue;
-        char prefix[8];
-        snprintf(prefix, sizeof prefix, "%.*s", (int)len, pubkey);
-        sqlite3_bind_text(st, 1, prefix, -1, SQLITE_TRANSIENT);
-        if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            const char *only = (const char *)sqlite3_column_text(st, 1);
-            if (sqlite3_column_int64(st, 0) == 1 && only && strcmp(only, pubkey) == 0) {
-                snprintf(tokens[i], 16, "\"%s\"", prefix);
-                for (char *c = tokens[i]; *c; c++)
-                    if (*c >= 'a' && *c <= 'f')
-                        *c = (char)(*c - 32);
-            }
-            rc = SQLITE_OK;
-        }
-        sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-int mg_node_packet_ids(struct mg_db *db, const char *pubkey, int64_t **ids, size_t *n)
-{
-    char tokens[3][16];
-    int rc = hop_tokens(db, pubkey, tokens);
-    if (rc != SQLITE_OK)
-        return rc;
-    char sql[sizeof ids_sql + sizeof path_with_resolved];
-    snprintf(sql, sizeof sql, ids_sql,
-             db->schema.obs_resolved_path ? path_with_resolved : PATH_TEST);
-    sqlite3_stmt *st = mg_db_prepare(db, sql);
-    if (!st)
-        return SQLITE_ERROR;
-    sqlite3_bind_text(st, 1, pubkey, -1, SQLITE_STATIC);
-    for (int i = 0; i < 3; i++)
-        sqlite3_bind_text(st, 2 + i, tokens[i], -1, SQLITE_TRANSIENT);
-    size_t cap = 0;
-    *ids = NULL;
-    *n = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            int64_t *more = realloc(*ids, cap * sizeof **ids);
-            if (!more) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            *ids = more;
-        }
-        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 struct observer_row {
@@ -649,7 +559,7 @@ static int bulk_relays(struct mg_db *db, struct bulk *bk)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* The nodes' keys and reliable tokens (hop_tokens' rule), sorted for lookups. */
+/* The nodes' keys and reliable tokens (node_read.c's hop_tokens' rule), sorted for lookups. */
 static int bulk_tables(struct mg_db *db, struct bulk *bk, char **pks, size_t n)
 {
     int rc = bulk_relays(db, bk);

@@ -30,7 +30,6 @@
 #include "buf.h"
 #include "db.h"
 #include "handler.h"
-#include "node_fields.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,17 +104,6 @@ int mg_nodes_bind(sqlite3_stmt *st, const struct mg_nodes_query *q, int64_t now_
  * with a fraction that is not zero). Both buffers must hold 40 bytes.
  */
 void mg_nodes_last_heard_cutoff(int64_t now_s, int64_t window_s, char *cut, char *cut_glob);
-
-/* The columns of a node, for a SELECT list: those mg_nodes_write_node reads, in its order. */
-void mg_nodes_select_columns(const struct mg_db_schema *schema, struct mg_buf *out);
-
-/* The result column of a key in a node row (mg_nodes_select_columns); -1: none. */
-int mg_nodes_column(const struct mg_db_schema *schema, const char *name);
-
-/* Writes the node of st's current row (columns from 0, as mg_nodes_select_columns lists them)
- * as an object with keys in bytewise order, extra (may be NULL) merged in. */
-void mg_nodes_write_node(struct mg_json *j, sqlite3_stmt *st, const struct mg_db_schema *schema,
-                         const struct mg_node_field *extra);
 
 /* How many answers this thread has rendered from the database, not from its answer cache
  * (tests). */

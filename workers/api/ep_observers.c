@@ -32,12 +32,12 @@
  * An unknown observer has empty parts (CoreScope answers so too, not 404).
  */
 #include "cold_report.h"
-#include "ep_packets.h"
 #include "json.h"
 #include "node_visibility.h"
 #include "params.h"
 #include "result_cache.h"
 #include "router.h"
+#include "stored_array.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,8 +370,8 @@ static int write_recent(struct mg_json *j, sqlite3_stmt *st, struct mg_buf *tmp)
         for (int c = R_DECODED; c <= R_TIMESTAMP; c++) {
             if (c == R_RESOLVED) {
                 const char *text = (const char *)sqlite3_column_text(st, c);
-                mg_packets_write_stored_array(j, keys[c], text, (size_t)sqlite3_column_bytes(st, c),
-                                              tmp);
+                mg_stored_array_write(j, keys[c], text, (size_t)sqlite3_column_bytes(st, c), false,
+                                      tmp);
                 continue;
             }
             mg_json_key(j, keys[c]);

@@ -24,6 +24,7 @@
 #include "node_visibility.h"
 #include "params.h"
 #include "router.h"
+#include "stored_array.h"
 #include "table_stats.h"
 
 #include <ctype.h>
@@ -40,11 +41,6 @@
 #define LIST_SCAN_SHARE_DENOMINATOR 8
 
 /* --- parameters ----------------------------------------------------------------------- */
-
-static bool is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
 
 static const char *const orders[] = {"desc", "asc", NULL};
 static const char *const expands[] = {"observations", NULL};
@@ -524,193 +520,6 @@ int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3
     return w.ok ? w.n : -1;
 }
 
-/* --- stored JSON arrays ------------------------------------------------------------------ */
-
-static const char *skip_blanks(const char *p, const char *end)
-{
-    while (p < end && is_blank(*p))
-        p++;
-    return p;
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static bool read_u16(const char *p, const char *end, unsigned *out)
-{
-    if (end - p < 4)
-        return false;
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hex_value(p[i]);
-        if (h < 0)
-            return false;
-        v = v << 4 | (unsigned)h;
-    }
-    *out = v;
-    return true;
-}
-
-static void put_utf8(struct mg_buf *b, unsigned cp)
-{
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | cp >> 6);
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | cp >> 12);
-        u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        u[0] = (char)(0xF0 | cp >> 18);
-        u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-        u[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    mg_buf_append(b, u, n);
-}
-
-/*
- * Reads one JSON string starting after its opening quote; with out, appends the decoded
- * bytes (a lone surrogate escape becomes U+FFFD). Returns the position after the closing
- * quote, or NULL when the string is malformed.
- */
-static const char *read_string(const char *p, const char *end, struct mg_buf *out)
-{
-    while (p < end) {
-        const char *run = p;
-        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
-            p++;
-        if (out && p > run)
-            mg_buf_append(out, run, (size_t)(p - run));
-        if (p >= end)
-            break;
-        unsigned char c = (unsigned char)*p++;
-        if (c == '"')
-            return p;
-        if (c < 0x20)
-            return NULL;
-        if (p >= end)
-            return NULL;
-        char e = *p++;
-        unsigned cp;
-        switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-            cp = (unsigned char)e;
-            break;
-        case 'b':
-            cp = '\b';
-            break;
-        case 'f':
-            cp = '\f';
-            break;
-        case 'n':
-            cp = '\n';
-            break;
-        case 'r':
-            cp = '\r';
-            break;
-        case 't':
-            cp = '\t';
-            break;
-        case 'u':
-            if (!read_u16(p, end, &cp))
-                return NULL;
-            p += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned low;
-                if (end - p >= 6 && p[0] == '\\' && p[1] == 'u' && read_u16(p + 2, end, &low) &&
-                    low >= 0xDC00 && low <= 0xDFFF) {
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-                    p += 6;
-                } else {
-                    cp = 0xFFFD;
-                }
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                cp = 0xFFFD;
-            }
-            break;
-        default:
-            return NULL;
-        }
-        if (out)
-            put_utf8(out, cp);
-    }
-    return NULL;
-}
-
-/*
- * Walks text as a flat JSON array of strings and nulls. With j, writes it as a JSON array
- * (tmp holds each decoded string). Returns the number of elements, or -1 when text is not
- * such an array (then nothing has been written).
- */
-static long string_array_walk(const char *text, size_t len, struct mg_json *j, struct mg_buf *tmp)
-{
-    const char *p = text, *end = text + len;
-    p = skip_blanks(p, end);
-    if (p >= end || *p++ != '[')
-        return -1;
-    if (j)
-        mg_json_array_begin(j);
-    long count = 0;
-    p = skip_blanks(p, end);
-    if (p < end && *p == ']') {
-        p++;
-    } else {
-        for (;;) {
-            p = skip_blanks(p, end);
-            if (p < end && *p == '"') {
-                if (tmp)
-                    mg_buf_reset(tmp);
-                p = read_string(p + 1, end, j ? tmp : NULL);
-                if (!p)
-                    return -1;
-                if (j)
-                    mg_json_string_n(j, tmp->data ? tmp->data : "", tmp->len);
-            } else if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
-                p += 4;
-                if (j)
-                    mg_json_null(j);
-            } else {
-                return -1;
-            }
-            count++;
-            p = skip_blanks(p, end);
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == ']') {
-                p++;
-                break;
-            }
-            return -1;
-        }
-    }
-    if (skip_blanks(p, end) != end)
-        return -1;
-    if (j)
-        mg_json_array_end(j);
-    return count;
-}
-
 /* Column text, or NULL for SQL NULL (the type is read before any conversion). */
 static const char *column_text(sqlite3_stmt *st, int col, size_t *len)
 {
@@ -721,25 +530,6 @@ static const char *column_text(sqlite3_stmt *st, int col, size_t *len)
     const char *s = (const char *)sqlite3_column_text(st, col);
     *len = (size_t)sqlite3_column_bytes(st, col);
     return s ? s : "";
-}
-
-/* Writes a stored array when it is one: false (nothing written) when absent or malformed,
- * or empty and null_when_empty. */
-static bool write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
-                               bool null_when_empty, struct mg_buf *tmp)
-{
-    long n = text ? string_array_walk(text, len, NULL, NULL) : -1;
-    if (n < 0 || (n == 0 && null_when_empty))
-        return false;
-    mg_json_key(j, key);
-    string_array_walk(text, len, j, tmp);
-    return true;
-}
-
-bool mg_packets_write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
-                                   struct mg_buf *tmp)
-{
-    return write_stored_array(j, key, text, len, false, tmp);
 }
 
 static void write_text_or_null(struct mg_json *j, const char *key, const char *text, size_t len,
@@ -1235,7 +1025,7 @@ static void write_observation(struct packets_run *r, struct mg_json *j, sqlite3_
     write_text_or_null(j, "observer_id", observer_id, id_len, false);
     write_text_or_null(j, "observer_name", observer_name, name_len, false);
     write_text_or_null(j, "path_json", path, path_len, false);
-    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    mg_stored_array_write(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
     mg_json_key(j, "rssi");
     mg_db_json_column(j, st, O_RSSI);
     mg_json_key(j, "snr");
@@ -1368,7 +1158,7 @@ static bool scan_observations(struct packets_run *r, sqlite3_int64 tx_id, bool e
         n++;
         size_t path_len;
         const char *path = column_text(st, O_PATH_JSON, &path_len);
-        long hops = path ? string_array_walk(path, path_len, NULL, NULL) : 0;
+        long hops = path ? mg_stored_array_walk(path, path_len, NULL, NULL) : 0;
         if (hops < 0)
             hops = 0;
         sqlite3_int64 id = sqlite3_column_int64(st, O_ID);
@@ -1508,7 +1298,7 @@ static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt 
     }
 
     mg_json_object_begin(j); /* keys in bytewise order */
-    if (!write_stored_array(j, "_parsedPath", path, path_len, true, &r->tmp))
+    if (!mg_stored_array_write(j, "_parsedPath", path, path_len, true, &r->tmp))
         mg_json_kv_null(j, "_parsedPath");
     mg_json_key(j, "decoded_json");
     mg_db_json_column(j, page, P_DECODED);
@@ -1536,7 +1326,7 @@ static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt 
     mg_db_json_column(j, page, P_PAYLOAD_TYPE);
     mg_json_key(j, "raw_hex");
     mg_db_json_column(j, page, P_RAW_HEX);
-    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    mg_stored_array_write(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
     mg_json_key(j, "route_type");
     mg_db_json_column(j, page, P_ROUTE_TYPE);
     mg_json_key(j, "rssi");
@@ -2072,7 +1862,7 @@ static void write_detail_observation(struct packets_run *r, struct mg_json *j, s
     mg_json_key(j, "rssi");
     mg_db_json_column(j, st, O_RSSI);
     write_text_or_null(j, "path_json", path, path_len, false);
-    write_stored_array(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
+    mg_stored_array_write(j, "resolved_path", resolved, resolved_len, false, &r->tmp);
     if (direction && dir_len > 0)
         mg_json_kv_string(j, "direction", direction);
     if (raw && raw_len > 0) {
@@ -2160,7 +1950,7 @@ int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
     if (rc == SQLITE_OK) {
         size_t path_len = 0;
         const char *path = r.last_best ? column_text(r.last_best, B_PATH_JSON, &path_len) : NULL;
-        if (!write_stored_array(j, "path", path, path_len, false, &r.tmp)) {
+        if (!mg_stored_array_write(j, "path", path, path_len, false, &r.tmp)) {
             mg_json_key(j, "path");
             mg_json_array_begin(j);
             mg_json_array_end(j);

@@ -157,12 +157,6 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
  */
 int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j);
 
-/* Writes key and the stored JSON array of strings (or nulls) text, as /api/packets writes
- * resolved_path; false, with nothing written, when text is NULL or not such an array. tmp is
- * scratch space. */
-bool mg_packets_write_stored_array(struct mg_json *j, const char *key, const char *text, size_t len,
-                                   struct mg_buf *tmp);
-
 /* Tests: whether the last request of this thread answered every page row from a summary
  * (true), or read at least one directly. */
 bool mg_packets_last_used_summaries(void);

@@ -2,8 +2,10 @@
 #include "router.h"
 
 #include "admission.h"
+#include "node_visibility.h"
 #include "upstream.h"
 
+#include <ctype.h>
 #include <string.h>
 
 /*
@@ -480,4 +482,47 @@ unsigned mg_route_match(const char *path, char *param, size_t cap)
         if (match(mg_routes[i].template, path, param, cap))
             return i;
     return MG_ROUTE_NOT_FOUND;
+}
+
+/* ---- the routes of one node ---- */
+
+static const char node_route_prefix[] = "/api/nodes/:";
+
+bool mg_node_visibility_guards(unsigned route)
+{
+    return route < mg_route_table_len &&
+           strncmp(mg_routes[route].template, node_route_prefix, sizeof node_route_prefix - 1) == 0;
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res)
+{
+    char ignored[MG_PATH_PARAM_MAX];
+    unsigned route = mg_route_match(req->path, ignored, sizeof ignored);
+    if (!mg_node_visibility_guards(route))
+        return mg_response_error(res, 404, "Not found"); /* not reached: dispatch chose it */
+    if (mg_node_visibility_hides()) {
+        char key[MG_PATH_PARAM_MAX];
+        size_t n = strlen(req->path_param);
+        for (size_t i = 0; i <= n; i++)
+            key[i] = (char)tolower((unsigned char)req->path_param[i]);
+        /* Only the node's own page takes a short key (CoreScope's short links). */
+        bool short_key = strcmp(mg_routes[route].template, "/api/nodes/:pubkey") == 0 && n >= 8 &&
+                         n < 64 && is_hex(key, n);
+        bool hidden;
+        int rc = mg_node_key_hidden(env->db->conn, key, short_key, &hidden);
+        if (rc != SQLITE_OK)
+            return mg_response_db_failure(res, "the node", rc);
+        if (hidden)
+            return mg_response_error(res, 404, "Not found");
+    }
+    mg_routes[route].handler(env, req, res);
 }

@@ -69,6 +69,16 @@ unsigned mg_route_names(const char **out, unsigned cap);
 unsigned mg_route_by_template(const char *t, size_t n);
 
 /*
+ * The routes of one node (template "/api/nodes/:pubkey..."): dispatch runs them through the
+ * guard, so none can forget it. The guard answers 404 "Not found" when the key (lowercased),
+ * or for /api/nodes/{pubkey} the one node a short key of 8 to 63 hex digits names, is
+ * hidden (node_visibility.h); else it runs the route's handler.
+ */
+bool mg_node_visibility_guards(unsigned route);
+void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+
+/*
  * Finds the route for a decoded path; fills param (cap bytes) with the ":name" segment.
  * Returns the route id, or MG_ROUTE_NOT_FOUND.
  */

@@ -7,7 +7,6 @@
 #include "jobs.h"
 #include "keys.h"
 #include "netaddr.h"
-#include "node_visibility.h"
 #include "params.h"
 #include "router.h"
 #include "scoreboard.h"

@@ -2,7 +2,6 @@
 #include "node_visibility.h"
 
 #include "corescope_config.h"
-#include "router.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -266,23 +265,7 @@ bool mg_area_nodes_has(const struct mg_area_nodes *a, const char *key)
     return key && a->n && bsearch(&key, a->key, a->n, sizeof *a->key, by_key);
 }
 
-/* ---- the routes of one node ---- */
-
-static const char node_route_prefix[] = "/api/nodes/:";
-
-bool mg_node_visibility_guards(unsigned route)
-{
-    return route < mg_route_table_len &&
-           strncmp(mg_routes[route].template, node_route_prefix, sizeof node_route_prefix - 1) == 0;
-}
-
-static bool is_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isxdigit((unsigned char)s[i]))
-            return false;
-    return true;
-}
+/* ---- the node a key names ---- */
 
 /*
  * Whether the node the key names is hidden by its name: the node whose key is key, or (when
@@ -325,27 +308,8 @@ static int named_node_hidden(sqlite3 *conn, const char *key, bool by_prefix, boo
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+int mg_node_key_hidden(sqlite3 *conn, const char *key, bool by_prefix, bool *hidden)
 {
-    char ignored[MG_PATH_PARAM_MAX];
-    unsigned route = mg_route_match(req->path, ignored, sizeof ignored);
-    if (!mg_node_visibility_guards(route))
-        return mg_response_error(res, 404, "Not found"); /* not reached: dispatch chose it */
-    if (mg_node_visibility_hides()) {
-        char key[MG_PATH_PARAM_MAX];
-        size_t n = strlen(req->path_param);
-        for (size_t i = 0; i <= n; i++)
-            key[i] = (char)tolower((unsigned char)req->path_param[i]);
-        /* Only the node's own page takes a short key (CoreScope's short links). */
-        bool short_key = strcmp(mg_routes[route].template, "/api/nodes/:pubkey") == 0 && n >= 8 &&
-                         n < 64 && is_hex(key, n);
-        bool hidden = blacklisted(key);
-        int rc = hidden ? SQLITE_OK : named_node_hidden(env->db->conn, key, short_key, &hidden);
-        if (rc != SQLITE_OK)
-            return mg_response_db_failure(res, "the node", rc);
-        if (hidden)
-            return mg_response_error(res, 404, "Not found");
-    }
-    mg_routes[route].handler(env, req, res);
+    *hidden = blacklisted(key);
+    return *hidden ? SQLITE_OK : named_node_hidden(conn, key, by_prefix, hidden);
 }

@@ -14,7 +14,7 @@
  *   hidden (blacklist or prefix)  omitted from /api/nodes, /api/nodes/search,
  *                                 /api/nodes/bulk-health, /api/nodes/clock-skew, and as a
  *                                 candidate of /api/resolve-hops; every /api/nodes/{pubkey}...
- *                                 route answers 404 "Not found" for it (mg_node_visibility_guard).
+ *                                 route answers 404 "Not found" for it (mg_node_key_hidden).
  *   outside the geo_filter        omitted from /api/nodes only; found by search and
  *                                 described by its own routes.
  * Packets, paths, neighbours' lists and observers still name a hidden node (its rows are
@@ -33,8 +33,6 @@
  */
 #ifndef MESHGATE_NODE_VISIBILITY_H
 #define MESHGATE_NODE_VISIBILITY_H
-
-#include "handler.h"
 
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -82,13 +80,12 @@ bool mg_area_nodes_has(const struct mg_area_nodes *a, const char *key);
 void mg_area_nodes_free(struct mg_area_nodes *a);
 
 /*
- * The routes of one node (template "/api/nodes/:pubkey..."): dispatch runs them through the
- * guard, so none can forget it. The guard answers 404 "Not found" when the key (lowercased),
- * or for /api/nodes/{pubkey} the one node a short key of 8 to 63 hex digits names, is
- * hidden; else it runs the route's handler.
+ * Whether the node key (lowercased) names is hidden: the key is blacklisted, or the node whose
+ * key it is (by_prefix, when there is none: the one node whose key starts with it) is hidden
+ * by its name. A node not found is not hidden here (its route answers for it). An SQLite
+ * code; *hidden set. The routes of one node ask it before their handler runs (router.h,
+ * mg_node_visibility_guard).
  */
-bool mg_node_visibility_guards(unsigned route);
-void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
+int mg_node_key_hidden(sqlite3 *conn, const char *key, bool by_prefix, bool *hidden);
 
 #endif

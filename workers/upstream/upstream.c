@@ -3,7 +3,7 @@
 
 #include "admission.h"
 #include "clock.h"
-#include "config.h"
+#include "config_values.h"
 #include "gate_fifo.h"
 #include "log.h"
 #include "netaddr.h"
@@ -135,7 +135,7 @@ static bool resolve(struct mg_upstream *u, int64_t now)
     u->resolve_after_ns = now + 5 * MG_NS_PER_SEC;
     char host[MG_HOST_MAX], port_text[8];
     uint16_t port;
-    if (mg_config_parse_address(u->env->cfg->upstream, host, sizeof host, &port) < 0)
+    if (mg_addr_parse_host_port(u->env->cfg->upstream, host, sizeof host, &port) < 0)
         return false;
     snprintf(port_text, sizeof port_text, "%u", port);
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};

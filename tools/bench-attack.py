@@ -2,17 +2,24 @@
 # SPDX-License-Identifier: ISC
 """Issue 23's attacks on the heavy shape, with another client watching (docs/benchmarks.md).
 
-  tools/bench-attack.py [--db DB] [--peer-dir DIR] [--build DIR] [--seconds S] [--rounds N]
-                        [--scenarios LIST] [--json FILE]
+  tools/bench-attack.py [--db DB] [--peer-dir DIR] [--peer-port PORT] [--build DIR]
+                        [--seconds S] [--rounds N] [--scenarios LIST] [--json FILE]
+                        [--upstream-path PATHS] [--meshgate-env NAME=value]...
+
+  DB: default /tmp/attack/heavy.db, made by
+  build/meshgate-fixture --out /tmp/attack/heavy.db --observations 400000 --obs-per-tx 800 \
+    --observers 1000
 
 Starts CoreScope's own server (PEER_DIR/corescope-server, through
 ../shared/corescope/peer/run.sh) on a migrated copy of DB and meshgate (2 workers, every
 client anonymous: MESHGATE_ADMIN_NETWORKS elsewhere, everything else default) on the same
-copy with MESHGATE_UPSTREAM pointing at it. Then, ROUNDS times, one scenario after another,
+copy with MESHGATE_UPSTREAM pointing at it (--peer-port: one already running there, as
+CoreScope's server takes minutes to load the heavy shape). Then, ROUNDS times, one scenario after another,
 each for SECONDS after 2 s of warm-up, a victim client from 127.0.0.2
   - asks /api/healthz every 10 ms on one kept-alive connection (latency p50 / p95),
-  - asks an upstream route (/api/analytics/rf, which meshgate passes to CoreScope) every
-    second on a new connection, and
+  - asks each upstream route (routes meshgate passes to CoreScope: /api/analytics/rf, heavy,
+    so an anonymous request of it meets the rate limit and the anonymous line, and
+    /api/nodes/network-status, not heavy) every second on a new connection, and
   - opens a WebSocket through the tunnel every 2 s (/ws: the 101, then a ping answered by
     CoreScope's pong),
 while the attack runs:
@@ -28,7 +35,8 @@ while the attack runs:
   flood:PATH one anonymous client (127.0.0.1) with 16 connections asking PATH in a closed loop
              (build/meshgate-bench)
 Every address is on loopback; every process is started here, stopped by its pid and bounded
-in time. The report: per scenario, the medians over the rounds. Exit 2 (and a line saying
+in time. The report: per scenario, the medians over the rounds, the CPU that meshgate's
+processes and the victim used in the window, and each round's attack counts (with its CPU). Exit 2 (and a line saying
 which) when a victim's upstream request or WebSocket was refused, when its healthz failed or
 measured nothing, or when an attack did nothing.
 """
@@ -299,52 +307,44 @@ def send_some(holder, conn, data):
         return False
 
 
-def attack_slowloris(port, seconds):
-    """20 addresses, 64 connections each, a header line a second, a head that never ends."""
-    h = Holder(port, [f'127.0.0.{i}' for i in range(10, 30)], 64, 0.1)
-    h.stats['header_lines'] = 0
+def trickle(port, seconds, sources, per, head, piece, every, counted):
+    """PER connections from each of SOURCES send HEAD, then PIECE every EVERY seconds (counted
+    as COUNTED); what closes them (an answer's status, or none: shed) is counted, and each
+    one closed is opened again 100 ms later."""
+    h = Holder(port, sources, per, 0.1)
+    h.stats.update({counted: 0, 'answers': {}})
 
     def connected(h, conn):
-        if send_some(h, conn, b'GET /api/healthz HTTP/1.1\r\nHost: attack\r\n'):
-            conn['next'] = time.monotonic() + 1.0
+        if send_some(h, conn, head):
+            conn['next'] = time.monotonic() + every
 
     def data(h, conn, d):
-        h.close(conn, True)  # an answer (408) or a shed connection: open another
-
-    def tick(h, now):
-        for key in list(h.sel.get_map().values()):
-            conn = key.data
-            if conn['state'] == 'open' and conn['next'] <= now:
-                if send_some(h, conn, b'X-a: b\r\n'):
-                    h.stats['header_lines'] += 1
-                    conn['next'] = now + 1.0
-    return h.run(seconds, connected, data, tick)
-
-
-def attack_slowbody(port, seconds):
-    """6 POSTs to an upstream route from one address, a byte every 3 s."""
-    h = Holder(port, ['127.0.0.40'], 6, 0.1)
-    h.stats.update({'body_bytes': 0, 'answers': {}})
-
-    def connected(h, conn):
-        if send_some(h, conn, b'POST /api/decode HTTP/1.1\r\nHost: attack\r\n'
-                     b'Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n{'):
-            conn['next'] = time.monotonic() + 3.0
-
-    def data(h, conn, d):
-        if d.startswith(b'HTTP/1.1 '):
-            k = d[9:12].decode()
-            h.stats['answers'][k] = h.stats['answers'].get(k, 0) + 1
+        k = d[9:12].decode('latin-1') if d.startswith(b'HTTP/1.1 ') else 'closed, no answer'
+        h.stats['answers'][k] = h.stats['answers'].get(k, 0) + 1
         h.close(conn, True)
 
     def tick(h, now):
         for key in list(h.sel.get_map().values()):
             conn = key.data
             if conn['state'] == 'open' and conn['next'] <= now:
-                if send_some(h, conn, b' '):
-                    h.stats['body_bytes'] += 1
-                    conn['next'] = now + 3.0
+                if send_some(h, conn, piece):
+                    h.stats[counted] += 1
+                    conn['next'] = now + every
     return h.run(seconds, connected, data, tick)
+
+
+def attack_slowloris(port, seconds):
+    """20 addresses, 64 connections each, a header line a second, a head that never ends."""
+    return trickle(port, seconds, [f'127.0.0.{i}' for i in range(10, 30)], 64,
+                   b'GET /api/healthz HTTP/1.1\r\nHost: attack\r\n', b'X-a: b\r\n', 1.0,
+                   'header_lines')
+
+
+def attack_slowbody(port, seconds):
+    """6 POSTs to an upstream route from one address, a byte every 3 s."""
+    return trickle(port, seconds, ['127.0.0.40'], 6,
+                   b'POST /api/decode HTTP/1.1\r\nHost: attack\r\nContent-Type: '
+                   b'application/json\r\nContent-Length: 4096\r\n\r\n{', b' ', 3.0, 'body_bytes')
 
 
 def attack_websocket(port, seconds):
@@ -549,6 +549,11 @@ def group_cpu_s(pid):
     return total / tick
 
 
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def scenario(a, build, port, sc, mg_pid):
     me = os.path.abspath(__file__)
     total = a.warmup + a.seconds + 1
@@ -566,21 +571,26 @@ def scenario(a, build, port, sc, mg_pid):
     if atk:
         time.sleep(a.warmup)
     cpu0 = group_cpu_s(mg_pid)
+    ru0 = children_cpu_s()
     vic = subprocess.run([sys.executable, me, 'victim', '--port', str(port), '--seconds',
                           str(a.seconds), '--upstream-path', a.upstream_path],
                          stdout=subprocess.PIPE, text=True, timeout=a.seconds + 120)
     cpu = group_cpu_s(mg_pid) - cpu0
+    ru1 = children_cpu_s()
     attack = {}
     if atk:
         out, _ = atk.communicate(timeout=total + 60)
+        attack_cpu = children_cpu_s() - ru1
         attack = json.loads(out) if out.strip() else {'error': f'exit {atk.returncode}'}
         if sc.startswith('flood:'):
             st = (attack.get('streams') or [{}])[0]
             attack = {'sent': st.get('sent'), 'rps': st.get('rps'),
                       'errors': st.get('errors', {}).get('total'), **st.get('statuses', {})}
+        attack['cpu_cores'] = round(attack_cpu / total, 2)
     # the server settles: the attack's connections are gone before the next scenario
     time.sleep(1)
-    return {'victim': json.loads(vic.stdout), 'attack': attack, 'meshgate_cpu_s': cpu}
+    return {'victim': json.loads(vic.stdout), 'attack': attack, 'meshgate_cpu_s': cpu,
+            'victim_cpu_s': ru1 - ru0}
 
 
 def report(a, results, load):
@@ -602,7 +612,8 @@ def report(a, results, load):
         up_ms = [x for r in runs for x in r['victim']['upstream_ms']]
         ratio = p95 / idle95 if idle95 else float('nan')
         cpu = statistics.median(r['meshgate_cpu_s'] for r in runs) / a.seconds
-        rows.append((sc, p50, p95, ratio, cpu, n, err, up, pct(up_ms, 50), ws,
+        vcpu = statistics.median(r['victim_cpu_s'] for r in runs) / a.seconds
+        rows.append((sc, p50, p95, ratio, cpu, vcpu, n, err, up, pct(up_ms, 50), ws,
                      [r['attack'] for r in runs]))
         if n < 10 * len(runs):
             failures.append(f'{sc}: healthz measured nothing ({n} answers)')
@@ -617,12 +628,13 @@ def report(a, results, load):
     print(f'load averages (1, 5, 15 min) before: {load[0][0]:.1f} {load[0][1]:.1f} '
           f'{load[0][2]:.1f}; after: {load[-1][0]:.1f} {load[-1][1]:.1f} {load[-1][2]:.1f}')
     print(f'{a.rounds} rounds of {a.seconds:g} s; medians over the rounds\n')
-    print('| attack | healthz p50 / p95 ms | p95 / idle | meshgate CPU (cores) '
+    print('| attack | healthz p50 / p95 ms | p95 / idle | CPU (cores): meshgate, victim '
           '| healthz answers (failed) | upstream answers (p50 ms) | WebSockets '
           '| the attack, each round |')
     print('|---|---|---|---|---|---|---|---|')
-    for sc, p50, p95, ratio, cpu, n, err, up, up50, ws, atk in rows:
-        print(f'| {sc} | {p50:.2f} / {p95:.2f} | {ratio:.2f} | {cpu:.2f} | {n} ({err}) | '
+    for sc, p50, p95, ratio, cpu, vcpu, n, err, up, up50, ws, atk in rows:
+        print(f'| {sc} | {p50:.2f} / {p95:.2f} | {ratio:.2f} | {cpu:.2f}, {vcpu:.2f} '
+              f'| {n} ({err}) | '
               f'{", ".join(f"{k}: {v}" for k, v in sorted(up.items()))} ({up50:.0f}) | '
               f'{", ".join(f"{k}: {v}" for k, v in sorted(ws.items()))} | '
               f'{"; ".join(json.dumps(x, sort_keys=True) for x in atk)} |')

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: ISC */
 #include "shared_value.h"
 
+#include "config_values.h"
 #include "segment.h"
+#include "wake.h"
 
 #include <string.h>
 
@@ -69,10 +71,26 @@ void mg_shared_value_publish(struct mg_shared_value *v, int pid, const void *dat
     mg_shared_value_release(v, pid);
 }
 
+void mg_shared_value_wait_mark(struct mg_shared_value *v, unsigned slot)
+{
+    atomic_fetch_or(&v->waiters, 1u << (slot % 32));
+}
+
+/* After the lease's end: a waiter that marked before this sees its slot woken; one that marks
+ * after it finds the value (or the free lease) when it looks again. */
+static void wake_waiters(struct mg_shared_value *v)
+{
+    uint32_t marked = atomic_exchange(&v->waiters, 0);
+    for (unsigned slot = 0; marked && slot < MG_WORKERS_MAX; slot++)
+        if (marked & (1u << (slot % 32)))
+            mg_wake_slot(slot);
+}
+
 void mg_shared_value_release(struct mg_shared_value *v, int pid)
 {
     int32_t expected = pid;
     atomic_compare_exchange_strong(&v->lease_pid, &expected, 0);
+    wake_waiters(v);
 }
 
 bool mg_shared_value_reclaim(struct mg_shared_value *v, int pid)
@@ -86,5 +104,7 @@ bool mg_shared_value_reclaim(struct mg_shared_value *v, int pid)
         atomic_store(&v->computed_monotonic_ns, 0);
         atomic_store(&v->seq, seq + 1);
     }
+    if (freed)
+        wake_waiters(v);
     return freed;
 }

@@ -11,6 +11,11 @@
  *
  * The value is at most MG_SHARED_VALUE_MAX bytes, copied in and out under a sequence number
  * (odd while written), so readers never lock.
+ *
+ * A request parked on a worker's loop until the first value comes marks its slot in waiters
+ * (bit slot % 32; two slots sharing a bit only wake one needlessly) and looks once more; the
+ * lease's end (a value published, a computation that failed, the master's reclaim of a dead
+ * holder) wakes the marked slots through their eventfds (shm/wake.h), so no waiter polls.
  */
 #ifndef MESHGATE_SHARED_VALUE_H
 #define MESHGATE_SHARED_VALUE_H
@@ -29,7 +34,7 @@ struct mg_shared_value {
     _Atomic int64_t computed_monotonic_ns; /* 0: never computed */
     _Atomic uint64_t refreshes;
     uint32_t len;
-    uint32_t reserved;
+    _Atomic uint32_t waiters; /* slots (bit slot % 32) with a request parked for a value */
     char data[MG_SHARED_VALUE_MAX];
 };
 
@@ -43,14 +48,19 @@ long mg_shared_value_read(struct mg_shared_value *v, void *out, size_t cap, int6
 /* Takes the refresh lease when it is free or its holder is dead; true when taken. */
 bool mg_shared_value_try_lease(struct mg_shared_value *v, int pid, int64_t now_ns);
 
-/* Stores a freshly computed value and gives the lease back (len <= MG_SHARED_VALUE_MAX). */
+/* Stores a freshly computed value and gives the lease back (len <= MG_SHARED_VALUE_MAX),
+ * which wakes the waiters. */
 void mg_shared_value_publish(struct mg_shared_value *v, int pid, const void *data, size_t len,
                              int64_t now_ns);
 
-/* Gives the lease back without a value (the computation failed). */
+/* Marks slot as waiting for the lease's end (the waiter looks again after marking). */
+void mg_shared_value_wait_mark(struct mg_shared_value *v, unsigned slot);
+
+/* Gives the lease back without a value (the computation failed); wakes the waiters. */
 void mg_shared_value_release(struct mg_shared_value *v, int pid);
 
-/* Master, after reaping pid: frees a lease that pid held. Returns true when it did. */
+/* Master, after reaping pid: frees a lease that pid held (and wakes the waiters). Returns
+ * true when it did. */
 bool mg_shared_value_reclaim(struct mg_shared_value *v, int pid);
 
 #endif

@@ -726,3 +726,21 @@ int mg_test_shell(const char *cmd, char *out, size_t cap)
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+long mg_test_cpu_ms(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    char *stat = mg_test_read_file(path);
+    /* After the command name, which may hold spaces and parentheses: state, then 10 numbers
+     * before utime and stime (proc(5)). */
+    const char *p = stat ? strrchr(stat, ')') : NULL;
+    unsigned long utime = 0, stime = 0;
+    int got =
+        p ? sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime)
+          : 0;
+    free(stat);
+    if (got != 2)
+        return -1;
+    return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}

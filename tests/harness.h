@@ -143,4 +143,8 @@ void mg_test_sleep_ms(int ms);
  * ceiling is for a machine that is busy, and generous: a pass costs only the wait. */
 bool mg_test_wait_until(bool (*done)(void *arg), void *arg, int ceiling_ms, int poll_ms);
 
+/* The CPU time (user and system, all threads) process pid has used so far, in ms (the
+ * kernel's tick, 10 ms, is its precision); -1 when it cannot be read. */
+long mg_test_cpu_ms(int pid);
+
 #endif

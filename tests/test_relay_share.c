@@ -15,6 +15,7 @@
 #include "result_cache.h"
 #include "scoreboard.h"
 #include "segment.h"
+#include "stats.h"
 
 #include <criterion/criterion.h>
 #include <poll.h>
@@ -342,9 +343,11 @@ static bool readable(int fd, int ms)
 Test(relay_share, a_signed_in_request_waiting_for_the_table_parks_and_healthz_is_answered_meanwhile)
 {
     /* One worker, whose start-up pass lasts 15 s more (a test hook): a signed-in /api/nodes
-     * needs the table and waits for that pass. It parks: the loop answers healthz on another
-     * connection while the pass runs and the request still waits; then the request is
-     * answered from the pass's table (one pass). */
+     * needs the table and waits for that pass. It waits off the loop: the loop answers
+     * healthz on another connection while the pass runs and the request still waits, and
+     * makes no timer turns meanwhile (it asked a parked request again every 2 ms before
+     * the helper's end woke it); then the request is answered from the pass's table (one
+     * pass) as soon as it lands. */
     char dir[128], db[256], keys[300];
     mg_test_tmpdir(dir, sizeof dir);
     snprintf(db, sizeof db, "%s/relay.db", dir);
@@ -362,6 +365,9 @@ Test(relay_share, a_signed_in_request_waiting_for_the_table_parks_and_healthz_is
     const char *req = "GET /api/nodes HTTP/1.1\r\nHost: t\r\n"
                       "Authorization: Bearer relay-wait-0123456789abcdef\r\n"
                       "Connection: close\r\n\r\n";
+    uint64_t turns = mg_counter_get(&seg, MG_CTR_PARKED_TIMER_TURNS);
+    int worker = atomic_load(&seg.slots[0].pid);
+    long cpu = mg_test_cpu_ms(worker);
     cr_assert(mg_test_send(waiting, req, strlen(req)));
     /* Its worker has taken it up (its slot shows it) before healthz is asked. */
     int64_t t0 = mg_test_now_ms();
@@ -378,9 +384,25 @@ Test(relay_share, a_signed_in_request_waiting_for_the_table_parks_and_healthz_is
     cr_expect_eq(atomic_load(&c->relay_builds), 0,
                  "healthz was answered only after the pass (%lld ms)", (long long)took);
     cr_expect_not(readable(waiting, 0), "the signed-in request did not wait for the table");
-    /* Then it is answered, from the one pass, having parked. */
+    /* The table lands; the request is answered, from the one pass, having parked. */
+    struct counter_wait built = {&c->relay_builds, 1};
+    cr_assert(mg_test_wait_until(counter_reached, &built, 60000, 2), "the pass never ended");
+    int64_t landed = mg_test_now_ms();
+    int64_t waited = landed - t0;
+    uint64_t timer_turns = mg_counter_get(&seg, MG_CTR_PARKED_TIMER_TURNS) - turns;
+    long cpu_waiting = mg_test_cpu_ms(worker) - cpu;
+    /* The safety bound: a turn a second at most. */
+    cr_expect_leq(timer_turns, (uint64_t)(waited / 1000 + 2),
+                  "the loop turned %llu times on its timer while the request waited %lld ms",
+                  (unsigned long long)timer_turns, (long long)waited);
     struct mg_test_response r;
     cr_assert(mg_test_read_response(waiting, &r, false, 60000));
+    int64_t after = mg_test_now_ms() - landed;
+    cr_log_info("waited %lld ms for the table: %llu timer turns, worker CPU %ld ms, healthz "
+                "%lld ms, answered %lld ms after the pass",
+                (long long)waited, (unsigned long long)timer_turns, cpu_waiting, (long long)took,
+                (long long)after);
+    cr_expect_lt(after, 10000, "answered %lld ms after the table landed", (long long)after);
     cr_expect_eq(r.status, 200, "%s", r.body);
     char prepared[128] = "";
     mg_test_header(&r, "X-Test-Prepared", prepared, sizeof prepared);

@@ -20,6 +20,7 @@
 #include "segment.h"
 #include "shared_value.h"
 #include "stats.h"
+#include "wake.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -1116,6 +1117,44 @@ Test(shared_value, read_before_any_value_finds_none)
     int64_t age = -1;
     cr_assert_eq(mg_shared_value_read(&seg.values[0], buf, sizeof buf, 1000, &age), -1);
     cr_assert_eq(age, -1, "age written without a value");
+    mg_segment_detach(&seg);
+}
+
+/* A request parked on a loop for another worker's first value marks its slot; the lease's
+ * end (a value, a failure, the master's reclaim of a dead holder) wakes exactly the marked
+ * slots, once, so no waiter polls (group_value.h). */
+Test(shared_value, the_leases_end_wakes_the_slots_that_wait_for_a_value)
+{
+    struct mg_segment seg;
+    create_segment(&seg, new_name());
+    char why[128];
+    cr_assert(mg_wake_open(3, why, sizeof why), "%s", why);
+    struct mg_shared_value *v = &seg.values[MG_VALUE_STATS];
+    int me = (int)getpid();
+    cr_assert(mg_shared_value_try_lease(v, me, 1));
+    mg_shared_value_wait_mark(v, 2);
+    mg_shared_value_publish(v, me, "{}", 2, 5);
+    cr_expect_eq(mg_wake_take(2), 1, "the waiting slot was not woken by the value");
+    cr_expect_eq(mg_wake_take(1), 0, "a slot that did not wait was woken");
+    cr_expect_eq(mg_wake_take(0), 0, "the publisher's own slot was woken");
+    /* Marks are used up: the next lease's end wakes no one who did not mark again. */
+    cr_assert(mg_shared_value_try_lease(v, me, 6));
+    mg_shared_value_release(v, me);
+    cr_expect_eq(mg_wake_take(2), 0, "a used-up mark woke again");
+    /* A computation that failed wakes the waiters, which compute their own. */
+    cr_assert(mg_shared_value_try_lease(v, me, 7));
+    mg_shared_value_wait_mark(v, 1);
+    mg_shared_value_release(v, me);
+    cr_expect_eq(mg_wake_take(1), 1, "a failed computation left its waiter asleep");
+    /* The master's reclaim of a holder that died. */
+    const int killed = 424242;
+    atomic_store(&v->lease_pid, killed);
+    mg_shared_value_wait_mark(v, 0);
+    mg_shared_value_wait_mark(v, 2);
+    cr_assert(mg_shared_value_reclaim(v, killed));
+    cr_expect_eq(mg_wake_take(0), 1, "the reclaim left a waiter asleep");
+    cr_expect_eq(mg_wake_take(2), 1, "the reclaim left a waiter asleep");
+    mg_wake_close();
     mg_segment_detach(&seg);
 }
 

@@ -401,7 +401,8 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         bool pending = false;
         if (rc == SQLITE_OK && relays)
             rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
-        res->parked = pending; /* the relay table is on its way: asked again next turn */
+        if (pending) /* the relay table is on its way: woken when the helper has it */
+            mg_park_woken(req, res, 0);
         struct mg_buf relay_text;
         mg_buf_init(&relay_text);
         if (rc == SQLITE_OK && !pending) {

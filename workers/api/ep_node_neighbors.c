@@ -154,8 +154,8 @@ void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
         bool pending = false;
         int rc =
             mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
-        if (pending) {
-            res->parked = true;
+        if (pending) { /* woken when the helper's fetch is done */
+            mg_park_woken(req, res, 0);
             return;
         }
         if (rc != SQLITE_OK) {

@@ -612,7 +612,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
      * group's pass followed or run here (on a helper); a stale one is refreshed on the helper. */
     bool regions = q.regions.len > 0;
     /* On the loop (env->jobs: a helper to hand work to), a table another thread builds now
-     * is not waited for: the request parks and asks again next turn (pending). */
+     * is not waited for: the request parks until the helper has it (pending). */
     bool pending = false, *busy = env->jobs ? &pending : NULL;
     if (rc == SQLITE_OK && regions)
         rc = mg_region_map_keep(env, mg_monotonic_ns(), busy);
@@ -621,8 +621,8 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
-    if (pending) {
-        res->parked = true;
+    if (pending) { /* woken when the helper's fetch is done */
+        mg_park_woken(req, res, 0);
         mg_nodes_query_free(&q);
         return;
     }

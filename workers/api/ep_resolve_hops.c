@@ -386,8 +386,8 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
         held =
             (rc = mg_neighbor_graph_hold(env, cx.now_ms, env->jobs ? &busy : NULL)) == SQLITE_OK &&
             !busy;
-    if (busy) {
-        res->parked = true;
+    if (busy) { /* woken when the helper's fetch is done */
+        mg_park_woken(req, res, 0);
     } else if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
         struct mg_json j;

@@ -166,8 +166,8 @@ void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg
                                                compute_stats, body, sizeof body, waiting_since)
                    : mg_group_value_get(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS, compute_stats,
                                         body, sizeof body);
-    if (len == MG_GROUP_VALUE_PENDING) {
-        res->parked = true;
+    if (len == MG_GROUP_VALUE_PENDING) { /* woken by the value, or computes its own */
+        mg_park_woken(req, res, *waiting_since + MG_GROUP_VALUE_WAIT_NS);
         return;
     }
     if (len < 0) {

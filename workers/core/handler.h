@@ -107,14 +107,13 @@ struct mg_park {
         bool submitted;
     } admission;
     struct mg_outcome outcome; /* for the access log */
-    /* What it waits for, said again by whoever parks it on each turn (mg_park_woken); the
-     * worker zeroes it before each call. woken false: it is asked again every few ms (a
-     * group table on its way, a test hold). woken true: only when its worker is woken (its
-     * slot's eventfd: a gate's hand-off, the end of a build it follows, shm/wake.h; its
-     * helper's eventfd: a job done, a thread free), its client leaves, at until_ns (0:
+    /* When it is asked again, said by whoever parks it on each turn (mg_park_woken); the
+     * worker zeroes it before each call. A parked request is asked only when its worker is
+     * woken (its slot's eventfd, shm/wake.h: a gate's hand-off, the end of a build it
+     * follows, another worker's value published; its helper's eventfd: a job done, such as
+     * the fetch of a group table, or a thread free), its client leaves, at until_ns (0:
      * none), and at least once a second (a wake the code forgot; none is lost to a race). */
     struct mg_park_wait {
-        bool woken;
         int64_t until_ns;
     } wait;
     /* The request as dispatch prepared it on its first turn (decoded path and query, route,
@@ -206,7 +205,6 @@ static inline void mg_park_woken(const struct mg_request *req, struct mg_respons
                                  int64_t until_ns)
 {
     res->parked = true;
-    req->park->wait.woken = true;
     req->park->wait.until_ns = until_ns;
 }
 

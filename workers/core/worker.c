@@ -45,10 +45,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* How often a parked request that is not woken (mg_park.wait) is asked again: one that
- * waits for a group table another worker builds. */
+/* How often a parked request is asked again by a worker that has no wake of its own (one
+ * started without the master's table, shm/wake.h). */
 #define PARK_POLL_NS (2 * MG_NS_PER_MS)
-/* How long a woken one waits at most between two asks: no wake is lost (shm/gate_fifo.h),
+/* How long a parked request waits at most between two asks: no wake is lost (shm/wake.h),
  * so this only bounds one the code forgot. */
 #define PARK_SAFETY_NS MG_NS_PER_SEC
 /* The most of a file sent to one connection in one turn, so a fast reader of a large file
@@ -125,7 +125,7 @@ struct worker {
     bool yield_when_busy; /* stop accepting while a helper is busy (see the loop) */
     unsigned parked;      /* connections in CONN_PARKED */
     int wake_fd;          /* this slot's wake (shm/wake.h); -1: none */
-    bool wake_parked;     /* woken this turn: ask the parked requests that wait to be woken */
+    bool wake_parked;     /* woken this turn: ask the parked requests again */
     uint32_t *free_holds; /* this slot's free hold records of the connection table (a stack) */
     uint32_t free_hold_count;
     struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
@@ -569,8 +569,8 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
 
 /* A request read whole and never answered is logged all the same, with status saying why
  * (499: its client broke the connection before its turn; 503: the worker stopped past its
- * drain) and no bytes, then closed. */
-static void close_unanswered(struct worker *w, struct conn *c, int status)
+ * drain) and no bytes. */
+static void log_unanswered(struct worker *w, struct conn *c, int status)
 {
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
         struct mg_http_request hr;
@@ -584,6 +584,12 @@ static void close_unanswered(struct worker *w, struct conn *c, int status)
         int64_t us = parked ? (mg_monotonic_ns() - c->request_start_ns) / 1000 : 0;
         access_log(w, c, head, parked ? &c->park : NULL, status, 0, 0, us);
     }
+}
+
+/* Logged as unanswered (log_unanswered), then closed. */
+static void close_unanswered(struct worker *w, struct conn *c, int status)
+{
+    log_unanswered(w, c, status);
     conn_close(w, c);
 }
 
@@ -1209,20 +1215,14 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     return true;
 }
 
-/* Whether a parked request waits to be woken: it said so, and the worker has a wake (a
- * worker started without the master's table polls them all). */
-static bool waits_woken(const struct worker *w, const struct conn *c)
-{
-    return c->park.wait.woken && w->wake_fd >= 0;
-}
-
-/* Whether a parked request is asked on this turn: one that waits to be woken, only when its
- * worker was woken, its socket broke, or its own deadline or the safety bound came. */
+/* Whether a parked request is asked on this turn: only when its worker was woken, its
+ * socket broke, or its own deadline or the safety bound came (a worker started without the
+ * master's table, which has no wake, asks them all). */
 static bool park_due(const struct worker *w, const struct conn *c, bool woken, int64_t now)
 {
     const struct mg_park_wait *wait = &c->park.wait;
-    return !waits_woken(w, c) || woken || c->park_ask ||
-           (wait->until_ns && now >= wait->until_ns) || now - c->park_asked_ns >= PARK_SAFETY_NS;
+    return w->wake_fd < 0 || woken || c->park_ask || (wait->until_ns && now >= wait->until_ns) ||
+           now - c->park_asked_ns >= PARK_SAFETY_NS;
 }
 
 /* Serves one request of each connection whose head is complete, and asks each parked one
@@ -1281,13 +1281,13 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
             continue;
         }
         if (c->state == CONN_PARKED) {
-            /* One that waits to be woken costs no turn until it is (its slot's or its
-             * helper's eventfd), or its deadline comes; another is asked again soon. */
+            /* It costs no turn until it is woken (its slot's or its helper's eventfd), or
+             * its deadline comes; without a wake, it is asked again soon. */
             const struct mg_park_wait *wait = &c->park.wait;
             int64_t due = c->park_asked_ns + PARK_SAFETY_NS;
-            if (wait->woken && wait->until_ns && wait->until_ns < due)
+            if (wait->until_ns && wait->until_ns < due)
                 due = wait->until_ns;
-            if (!waits_woken(w, c) || c->park_ask)
+            if (w->wake_fd < 0 || c->park_ask)
                 due = c->park_ask ? now : now + PARK_POLL_NS;
             if (due < next_deadline)
                 next_deadline = due;
@@ -1395,6 +1395,12 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
  * upstream's exchanges. */
 static void shut_down(struct worker *w)
 {
+    /* Every request cut here has its line before the helpers are waited for: a job that
+     * outlasts the drain (heavy work runs on them) may outlast the master's patience too,
+     * and then the worker is killed. Closed only after: a job reads its request's head. */
+    for (struct conn *c = w->conns; c; c = c->next)
+        if (c->state == CONN_READY || c->state == CONN_PARKED)
+            log_unanswered(w, c, 503);
     mg_jobs_stop(w->jobs);
     mg_jobs_stop(w->anon_jobs);
     w->jobs = w->anon_jobs = w->env.jobs = w->env.anon_jobs = NULL;
@@ -1403,10 +1409,7 @@ static void shut_down(struct worker *w)
     w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
     while (w->conns)
-        if (w->conns->state == CONN_READY || w->conns->state == CONN_PARKED)
-            close_unanswered(w, w->conns, 503);
-        else
-            conn_close(w, w->conns);
+        conn_close(w, w->conns);
     bury_closed(w);
     mg_response_free(&w->res);
     mg_buf_free(&w->log_line);

@@ -381,15 +381,22 @@ static int fetch_on_helper(struct mg_group_table *g, struct mg_env *env, sqlite3
         take_either_copy(g, env, conn, now_ns);
         pthread_mutex_unlock(&g->lock);
     }
-    if (mg_process_table_exists(g->table, conn))
-        return SQLITE_OK;
     struct mg_group_rebuild *f = &g->fetch;
-    if (f->submitted && atomic_load(&f->job.done)) {
-        f->submitted = false;
-        if (f->rc != SQLITE_OK)
-            return f->rc; /* this request answers the failure; the next one tries again */
+    /* Twice at most: a fetch run at once (the file replaced: mg_jobs_submit) is done on
+     * return, and no helper's eventfd would wake the request for it. */
+    for (int round = 0; round < 2; round++) {
+        if (mg_process_table_exists(g->table, conn))
+            return SQLITE_OK;
+        if (f->submitted && atomic_load(&f->job.done)) {
+            f->submitted = false;
+            if (f->rc != SQLITE_OK)
+                return f->rc; /* this request answers the failure; the next one tries again */
+        }
+        if (round == 0)
+            submit(f, run_fetch, g, env, now_ns, now_realtime_ns);
     }
-    submit(f, run_fetch, g, env, now_ns, now_realtime_ns);
+    /* The request parks until the helper's eventfd says the fetch is done (or a thread is
+     * free for it, when none could take it now). */
     *pending = true;
     return SQLITE_OK;
 }

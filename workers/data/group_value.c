@@ -8,8 +8,6 @@
 
 #include <time.h>
 
-#define FIRST_VALUE_WAIT_NS (2 * MG_NS_PER_SEC)
-
 static long compute_and_publish(struct mg_env *env, struct mg_shared_value *v,
                                 mg_group_compute_fn compute, char *out, size_t cap)
 {
@@ -55,7 +53,7 @@ long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interva
         return len;
     /* No value yet and another worker computes it: wait for it a little. */
     struct mg_shared_value *v = &env->seg->values[id];
-    int64_t give_up = mg_monotonic_ns() + FIRST_VALUE_WAIT_NS;
+    int64_t give_up = mg_monotonic_ns() + MG_GROUP_VALUE_WAIT_NS;
     while (mg_monotonic_ns() < give_up) {
         struct timespec ts = {0, 2 * MG_NS_PER_MS};
         nanosleep(&ts, NULL);
@@ -76,10 +74,16 @@ long mg_group_value_get_parked(struct mg_env *env, enum mg_value_id id, int64_t 
     long len = get_or_lease(env, id, interval_ns, compute, out, cap, &none);
     if (!none)
         return len;
+    /* Woken when the holder's lease ends (shared_value.h): marked, then looked at again, so
+     * a value published in between is not missed. */
+    mg_shared_value_wait_mark(&env->seg->values[id], env->slot);
+    len = get_or_lease(env, id, interval_ns, compute, out, cap, &none);
+    if (!none)
+        return len;
     int64_t now = mg_monotonic_ns();
     if (*waiting_since_ns == 0)
         *waiting_since_ns = now;
-    if (now - *waiting_since_ns < FIRST_VALUE_WAIT_NS)
+    if (now - *waiting_since_ns < MG_GROUP_VALUE_WAIT_NS)
         return MG_GROUP_VALUE_PENDING;
     return compute(env, out, cap);
 }

@@ -9,6 +9,7 @@
 #ifndef MESHGATE_GROUP_VALUE_H
 #define MESHGATE_GROUP_VALUE_H
 
+#include "clock.h"
 #include "handler.h"
 #include "shared_value.h"
 
@@ -20,10 +21,14 @@ typedef long (*mg_group_compute_fn)(struct mg_env *env, char *out, size_t cap);
 long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
                         mg_group_compute_fn compute, char *out, size_t cap);
 
+/* How long a request waits for another worker's first value before it computes its own. */
+#define MG_GROUP_VALUE_WAIT_NS (2 * MG_NS_PER_SEC)
+
 /* As mg_group_value_get for a request on a worker's loop, which never waits there: when
- * there is no value and another worker computes it, MG_GROUP_VALUE_PENDING (the request
- * parks and asks again); *waiting_since_ns (0 on the first call, kept in the request's park)
- * bounds the wait as mg_group_value_get's, past which it computes on its own. */
+ * there is no value and another worker computes it, MG_GROUP_VALUE_PENDING: the request
+ * parks until the holder's lease ends (its slot is woken, shared_value.h) or
+ * *waiting_since_ns + MG_GROUP_VALUE_WAIT_NS; *waiting_since_ns (0 on the first call, kept in
+ * the request's park) bounds the wait, past which it computes on its own. */
 #define MG_GROUP_VALUE_PENDING (-2L)
 long mg_group_value_get_parked(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,
                                mg_group_compute_fn compute, char *out, size_t cap,

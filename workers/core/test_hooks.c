@@ -18,7 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const hook_vars[] = {"MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS"};
+static const char *const hook_vars[] = {"MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS",
+                                        "MESHGATE_TEST_SUMMARIES_TX_MS"};
 
 bool mg_test_hooks_var(const char *name, size_t n)
 {
@@ -176,6 +177,15 @@ void mg_test_hooks_relay_pass(const struct mg_env *env)
     const char *v = getenv("MESHGATE_TEST_RELAY_PASS_MS");
     long ms = v ? strtol(v, NULL, 10) : 0;
     sleep_ms(ms < 0 ? 0 : ms > 30000 ? 30000 : (int)ms);
+}
+
+void mg_test_hooks_summaries_tx(const struct mg_env *env)
+{
+    if (!env || env->test_hooks == MG_TEST_HOOKS_OFF)
+        return;
+    const char *v = getenv("MESHGATE_TEST_SUMMARIES_TX_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    sleep_ms(ms < 0 ? 0 : ms > 1000 ? 1000 : (int)ms);
 }
 
 void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park,

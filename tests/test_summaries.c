@@ -15,6 +15,9 @@
 #include "gate_fifo.h"
 #include "inproc.h"
 #include "jobs.h"
+#include "result_cache.h"
+#include "segment.h"
+#include "table_stats.h"
 #include "tx_summary.h"
 
 #include <criterion/criterion.h>
@@ -634,5 +637,56 @@ Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
     mg_jobs_stop(jobs);
     mg_tx_summaries_destroy(&s);
     mg_test_ctx_close(&t);
+    mg_test_rmdir(dir);
+}
+
+/* The real server, started on a database whose pass lasts (each transmission slowed by the
+ * test hook): the newest page is answered from summaries while the pass is still under way,
+ * which the group's table numbers show (building, no generation yet, the low-water mark above
+ * the oldest transmission, rows served from the table). */
+Test(summaries, the_newest_page_comes_from_summaries_before_the_pass_ends)
+{
+    char dir[128], db[256], err[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, sizeof db, "%s/start.db", dir);
+    generate(db, 21, 12000, 4); /* 3000 transmissions: 30 s at 10 ms each */
+    /* No rate limit: a page read directly is heavy, and it is asked in a loop. */
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_ANON_RATE=0", "MESHGATE_TEST_HOOKS=park",
+                         "MESHGATE_TEST_SUMMARIES_TX_MS=10", NULL};
+    struct mg_test_server srv;
+    cr_assert(mg_test_server_start(&srv, db, env));
+    struct mg_segment seg;
+    cr_assert_eq(mg_segment_attach(&seg, srv.shm_name, true, err, sizeof err), 0, "%s", err);
+    struct mg_table_stats *st = &seg.cache.cache->tables[MG_TABLE_summaries];
+    /* Asked until a page comes wholly from summaries (the first chunks cover the newest 50). */
+    int64_t t0 = mg_test_now_ms();
+    uint64_t served = 0;
+    while (mg_test_now_ms() - t0 < 60000) {
+        uint64_t before = atomic_load(&st->rows_served);
+        struct mg_test_response r;
+        cr_assert(mg_test_get(srv.port, "/api/packets?limit=50", NULL, &r));
+        cr_assert_eq(r.status, 200, "%s%s", r.head, r.body);
+        mg_test_response_free(&r);
+        served = atomic_load(&st->rows_served) - before;
+        if (served == 50)
+            break;
+        mg_test_sleep_ms(20);
+    }
+    cr_assert_eq(served, 50u, "the newest page never came from summaries");
+    cr_assert_eq(atomic_load(&st->generation), 0u, "the pass ended first");
+    cr_assert_eq(atomic_load(&st->building), 1u);
+    uint64_t low = atomic_load(&st->low_water);
+    cr_assert_gt(low, 1u, "the low-water mark is not shown, or the pass is done: %llu",
+                 (unsigned long long)low);
+    /* An old page is read directly meanwhile, and says so. */
+    uint64_t direct = atomic_load(&st->rows_direct);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(srv.port, "/api/packets?order=asc&limit=20", NULL, &r));
+    cr_assert_eq(r.status, 200);
+    mg_test_response_free(&r);
+    cr_assert_eq(atomic_load(&st->rows_direct), direct + 20);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
     mg_test_rmdir(dir);
 }

@@ -65,22 +65,29 @@ static void free_all(struct bodies *b)
         free(b->body[i]);
 }
 
-/* Every target answered directly and from summaries: the same bytes; the first target
- * (every transmission) answered wholly from summaries. */
-static void assert_same_answers(struct mg_test_ctx *t, struct mg_tx_summaries *s, const char *what)
+/* Each target answered directly and from what the summaries hold now: the same bytes. */
+static void assert_same_now(struct mg_test_ctx *t, struct mg_tx_summaries *s, const char *what)
 {
     struct bodies direct, summed;
     t->env.summaries = NULL;
     get_all(t, &direct);
     t->env.summaries = s;
-    int status = mg_test_ctx_get(t, targets[0]);
-    cr_assert_eq(status, 200);
-    cr_assert(mg_packets_last_used_summaries(), "%s: a page row was read directly", what);
     get_all(t, &summed);
     for (size_t i = 0; i < TARGETS; i++)
         cr_assert_str_eq(summed.body[i], direct.body[i], "%s: %s differs", what, targets[i]);
     free_all(&direct);
     free_all(&summed);
+}
+
+/* Every target answered directly and from summaries: the same bytes; the first target
+ * (every transmission) answered wholly from summaries. */
+static void assert_same_answers(struct mg_test_ctx *t, struct mg_tx_summaries *s, const char *what)
+{
+    t->env.summaries = s;
+    int status = mg_test_ctx_get(t, targets[0]);
+    cr_assert_eq(status, 200);
+    cr_assert(mg_packets_last_used_summaries(), "%s: a page row was read directly", what);
+    assert_same_now(t, s, what);
 }
 
 static void first_pass(struct mg_test_ctx *t, const char *db, struct mg_tx_summaries *s)
@@ -104,6 +111,27 @@ static void generate(const char *path, uint64_t seed, long observations, long ob
         o.observers = obs_per_tx + obs_per_tx / 4; /* each hears a transmission once at most */
     char err[512];
     cr_assert_eq(mg_fixture_generate(path, &o, err, sizeof err), 0, "%s", err);
+}
+
+/* A generated database in a new temporary directory, open, with empty summaries mapped. */
+static void open_generated(char dir[128], char db[256], uint64_t seed, long observations,
+                           long obs_per_tx, struct mg_test_ctx *t, struct mg_tx_summaries *s)
+{
+    char err[256];
+    mg_test_tmpdir(dir, 128);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, 256, "%s/summaries.db", dir);
+    generate(db, seed, observations, obs_per_tx);
+    cr_assert(mg_test_ctx_open(t, db));
+    cr_assert_eq(mg_summaries_open(db, 1000, s, err, sizeof err), 0, "%s", err);
+}
+
+/* Their end. */
+static void close_generated(const char *dir, struct mg_test_ctx *t, struct mg_tx_summaries *s)
+{
+    mg_tx_summaries_destroy(s);
+    mg_test_ctx_close(t);
+    mg_test_rmdir(dir);
 }
 
 static void check_generated(uint64_t seed, long observations, long obs_per_tx)
@@ -355,27 +383,32 @@ Test(summaries, lease_of_a_dead_holder_is_taken_over)
     mg_tx_summaries_destroy(&s);
 }
 
+/* A helper thread for the worker's ticks of t (summaries s), and one cold permit, for which a
+ * place in line waits at most wait_ms. */
+static struct mg_jobs *start_helper(struct mg_test_ctx *t, struct mg_tx_summaries *s,
+                                    int64_t wait_ms)
+{
+    char err[256];
+    int fd = -1;
+    struct mg_jobs *jobs = mg_jobs_start(&t->cfg, &t->db, 0, 1, &fd, NULL, 0, err, sizeof err);
+    cr_assert(jobs, "%s", err);
+    t->env.summaries = s;
+    t->env.jobs = jobs;
+    mg_fifo_gate_configure(t->seg.cold, getpid(), 1, 8, wait_ms * MG_NS_PER_MS);
+    return jobs;
+}
+
 /* The pass is background work: while the cold gate is busy it takes no place in the line
  * (no wait, no cancel, no refusal with no client behind them); it tries again on a later
  * turn, counted as background work, and runs under a permit once one is free. */
 Test(summaries, pass_never_joins_the_cold_line)
 {
-    char dir[128], db[256], err[256];
-    mg_test_tmpdir(dir, sizeof dir);
-    cr_assert(dir[0], "no temporary directory");
-    snprintf(db, sizeof db, "%s/summaries.db", dir);
-    generate(db, 3, 2000, 4);
+    char dir[128], db[256];
     struct mg_test_ctx t;
-    cr_assert(mg_test_ctx_open(&t, db));
     struct mg_tx_summaries s;
-    cr_assert_eq(mg_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
-    int fd = -1;
-    struct mg_jobs *jobs = mg_jobs_start(&t.cfg, &t.db, 0, 1, &fd, NULL, 0, err, sizeof err);
-    cr_assert(jobs, "%s", err);
-    t.env.summaries = &s;
-    t.env.jobs = jobs;
+    open_generated(dir, db, 3, 2000, 4, &t, &s);
+    struct mg_jobs *jobs = start_helper(&t, &s, 5000);
     struct mg_fifo_gate *cold = t.seg.cold;
-    mg_fifo_gate_configure(cold, getpid(), 1, 8, 5000 * MG_NS_PER_MS);
     uint64_t held = 0;
     int place = -1;
     uint64_t ticket = 0;
@@ -415,9 +448,7 @@ Test(summaries, pass_never_joins_the_cold_line)
     cr_assert_eq(after.waited, before.waited);
     cr_assert_eq(after.cancelled, before.cancelled);
     mg_jobs_stop(jobs);
-    mg_tx_summaries_destroy(&s);
-    mg_test_ctx_close(&t);
-    mg_test_rmdir(dir);
+    close_generated(dir, &t, &s);
 }
 
 /* --- newest first, in chunks ---------------------------------------------------------------- */
@@ -448,36 +479,17 @@ static void get_counted(struct mg_test_ctx *t, const char *target, uint64_t *ser
     *direct = atomic_load(&t->env.summaries->header->rows_direct) - d0;
 }
 
-/* Each target answered directly and from what the summaries hold now: the same bytes. */
-static void assert_same_now(struct mg_test_ctx *t, struct mg_tx_summaries *s, const char *what)
-{
-    struct bodies direct, summed;
-    t->env.summaries = NULL;
-    get_all(t, &direct);
-    t->env.summaries = s;
-    get_all(t, &summed);
-    for (size_t i = 0; i < TARGETS; i++)
-        cr_assert_str_eq(summed.body[i], direct.body[i], "%s: %s differs", what, targets[i]);
-    free_all(&direct);
-    free_all(&summed);
-}
-
 /* After the first chunk the newest page comes wholly from summaries while the oldest is read
  * directly; a page across the low-water mark takes each row from where it is and is the same
  * bytes as read directly, and so is every page at every step, while a writer appends between
  * chunks (the first chunk's high-water mark stays until an extension moves it). */
 Test(summaries, a_pass_newest_first_answers_across_its_low_water_mark)
 {
-    char dir[128], db[256], err[256];
-    mg_test_tmpdir(dir, sizeof dir);
-    cr_assert(dir[0], "no temporary directory");
-    snprintf(db, sizeof db, "%s/newest.db", dir);
-    generate(db, 13, 24000, 20);
+    char dir[128], db[256];
     struct mg_test_ctx t;
-    cr_assert(mg_test_ctx_open(&t, db));
-    mg_client_limit_init(&t.seg.clients, t.seg.clients.table->sets, 0, 1);
     struct mg_tx_summaries s;
-    cr_assert_eq(mg_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
+    open_generated(dir, db, 13, 24000, 20, &t, &s);
+    mg_client_limit_init(&t.seg.clients, t.seg.clients.table->sets, 0, 1);
     sqlite3 *w = open_writer(db);
     int64_t top = scalar(w, "SELECT max(id) FROM transmissions");
     int64_t bottom = scalar(w, "SELECT min(id) FROM transmissions");
@@ -529,9 +541,7 @@ Test(summaries, a_pass_newest_first_answers_across_its_low_water_mark)
     cr_assert_eq(atomic_load(&s.header->passes), 1u);
     assert_same_answers(&t, &s, "after the pass");
     sqlite3_close(w);
-    mg_tx_summaries_destroy(&s);
-    mg_test_ctx_close(&t);
-    mg_test_rmdir(dir);
+    close_generated(dir, &t, &s);
 }
 
 /* A first pass that fails goes on below its low-water mark when it is tried again, and what
@@ -539,13 +549,9 @@ Test(summaries, a_pass_newest_first_answers_across_its_low_water_mark)
 Test(summaries, a_failed_first_pass_goes_on_below_its_low_water_mark)
 {
     char dir[128], db[256], err[256];
-    mg_test_tmpdir(dir, sizeof dir);
-    snprintf(db, sizeof db, "%s/resume.db", dir);
-    generate(db, 17, 6000, 10);
     struct mg_test_ctx t;
-    cr_assert(mg_test_ctx_open(&t, db));
     struct mg_tx_summaries s;
-    cr_assert_eq(mg_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
+    open_generated(dir, db, 17, 6000, 10, &t, &s);
     cr_assert_not(chunk_of(&t, &s, 100));
     int64_t low = atomic_load(&s.header->low_water);
     /* Its lease lost mid-chunk (another process took it over). */
@@ -571,9 +577,7 @@ Test(summaries, a_failed_first_pass_goes_on_below_its_low_water_mark)
     cr_assert_eq(atomic_load(&s.header->chunks), 2u);
     struct mg_tx_summary sum;
     cr_assert(mg_tx_summary_read(&s, low, &sum));
-    mg_tx_summaries_destroy(&s);
-    mg_test_ctx_close(&t);
-    mg_test_rmdir(dir);
+    close_generated(dir, &t, &s);
 }
 
 /* A cold request that comes while the pass runs waits one chunk at most, never the pass: with
@@ -582,24 +586,14 @@ Test(summaries, a_failed_first_pass_goes_on_below_its_low_water_mark)
  * next chunk then waits for its permit, counted as background work. */
 Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
 {
-    char dir[128], db[256], err[256];
-    mg_test_tmpdir(dir, sizeof dir);
-    cr_assert(dir[0], "no temporary directory");
-    snprintf(db, sizeof db, "%s/slow.db", dir);
-    generate(db, 3, 8000, 4); /* 2000 transmissions: 20 s at 10 ms each */
-    setenv("MESHGATE_TEST_SUMMARIES_TX_MS", "10", 1);
+    char dir[128], db[256];
     struct mg_test_ctx t;
-    cr_assert(mg_test_ctx_open(&t, db));
-    t.env.test_hooks = MG_TEST_HOOKS_PARK;
     struct mg_tx_summaries s;
-    cr_assert_eq(mg_summaries_open(db, 1000, &s, err, sizeof err), 0, "%s", err);
-    int fd = -1;
-    struct mg_jobs *jobs = mg_jobs_start(&t.cfg, &t.db, 0, 1, &fd, NULL, 0, err, sizeof err);
-    cr_assert(jobs, "%s", err);
-    t.env.summaries = &s;
-    t.env.jobs = jobs;
+    open_generated(dir, db, 3, 8000, 4, &t, &s); /* 2000 transmissions: 20 s at 10 ms each */
+    setenv("MESHGATE_TEST_SUMMARIES_TX_MS", "10", 1);
+    t.env.test_hooks = MG_TEST_HOOKS_PARK;
+    struct mg_jobs *jobs = start_helper(&t, &s, 60000);
     struct mg_fifo_gate *cold = t.seg.cold;
-    mg_fifo_gate_configure(cold, getpid(), 1, 8, 60000 * MG_NS_PER_MS);
     /* The pass under way, its chunk holding the one permit. */
     struct mg_fifo_snapshot now;
     int64_t give_up = mg_monotonic_ns() + 60 * MG_NS_PER_SEC;
@@ -635,9 +629,7 @@ Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
     cr_assert_eq(after.background_busy, now.background_busy + 5);
     cr_assert(mg_fifo_gate_release(cold, getpid(), token));
     mg_jobs_stop(jobs);
-    mg_tx_summaries_destroy(&s);
-    mg_test_ctx_close(&t);
-    mg_test_rmdir(dir);
+    close_generated(dir, &t, &s);
 }
 
 /* The real server, started on a database whose pass lasts (each transmission slowed by the

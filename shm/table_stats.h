@@ -71,8 +71,11 @@ void mg_table_stats_bind(struct mg_table_stats *records);
 int64_t mg_table_pass_begin(enum mg_table_id id);
 /* It ended: ok with the table's size in bytes (0: unknown, the last size kept), or failed. */
 void mg_table_pass_end(enum mg_table_id id, int64_t began_ns, bool ok, uint64_t size_bytes);
-/* A table filled newest first (the summaries: a transmission id) now covers key and up. */
-void mg_table_low_water(enum mg_table_id id, uint64_t key);
+/* A table filled newest first in chunks, maybe by several processes in turn (the summaries):
+ * whether a pass is under way and the lowest key it covers (a transmission id), set outright
+ * after each chunk, so a pass left by processes that stopped (a reload) shows only until the
+ * next one's first chunk. */
+void mg_table_progress(enum mg_table_id id, bool building, uint64_t low_water);
 /* Rows a request answered from the table, and rows it read directly instead. */
 void mg_table_rows(enum mg_table_id id, uint64_t served, uint64_t direct);
 

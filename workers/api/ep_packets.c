@@ -1879,6 +1879,14 @@ static bool summarize(struct packets_run *r, struct mg_tx_summaries *s, sqlite3_
     return true;
 }
 
+/* The table numbers' building and lowWater, from the header. */
+static void show_progress(struct mg_tx_summaries *s)
+{
+    int64_t low = atomic_load(&s->header->low_water);
+    mg_table_progress(MG_TABLE_summaries, atomic_load(&s->header->cursor) >= 0,
+                      low < 0 ? 0 : (uint64_t)low);
+}
+
 /* Ends the pass under way: done (the low-water mark at the lowest transmission), or failed (a
  * first pass goes on below its low-water mark when it is tried again). */
 static void end_pass(struct mg_tx_summaries *s, bool ok)
@@ -1889,7 +1897,6 @@ static void end_pass(struct mg_tx_summaries *s, bool ok)
         int64_t cursor = atomic_load(&h->cursor);
         int64_t low = cursor == INT64_MAX ? 0 : cursor; /* no transmission: 0 */
         atomic_store(&h->low_water, low);
-        mg_table_low_water(MG_TABLE_summaries, (uint64_t)low);
         atomic_store(&h->passed_ns, now_ns);
         atomic_store(&h->pass_ms_last, (uint64_t)((now_ns - began) / 1000000));
         atomic_fetch_add(&h->passes, 1);
@@ -1898,6 +1905,7 @@ static void end_pass(struct mg_tx_summaries *s, bool ok)
     }
     atomic_store(&h->cursor, -1);
     mg_table_pass_end(MG_TABLE_summaries, began, ok, ok ? s->map_bytes : 0);
+    show_progress(s);
 }
 
 int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int pid,
@@ -1973,15 +1981,15 @@ int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int 
         if (high_water < 0)
             mg_tx_summary_publish(s, newest < 0 ? 0 : newest);
         atomic_store(&h->cursor, low);
-        if (atomic_load(&h->passes) == 0 && low != INT64_MAX) {
+        if (atomic_load(&h->passes) == 0 && low != INT64_MAX)
             atomic_store(&h->low_water, low);
-            mg_table_low_water(MG_TABLE_summaries, (uint64_t)low);
-        }
         atomic_store(&h->chunked_ns, mg_monotonic_ns());
         atomic_fetch_add(&h->chunks, 1);
         *finished = rc == SQLITE_DONE;
         if (*finished)
             end_pass(s, true);
+        else
+            show_progress(s);
     }
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);

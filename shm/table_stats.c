@@ -50,6 +50,14 @@ void mg_table_pass_end(enum mg_table_id id, int64_t began_ns, bool ok, uint64_t 
     atomic_fetch_sub_explicit(&t->building, 1, memory_order_relaxed);
 }
 
+void mg_table_progress(enum mg_table_id id, bool building, uint64_t low_water)
+{
+    if (!bound)
+        return;
+    atomic_store_explicit(&bound[id].building, building ? 1 : 0, memory_order_relaxed);
+    atomic_store_explicit(&bound[id].low_water, low_water, memory_order_relaxed);
+}
+
 void mg_table_rows(enum mg_table_id id, uint64_t served, uint64_t direct)
 {
     if (!bound)

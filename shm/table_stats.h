@@ -44,7 +44,9 @@ enum mg_table_id {
     X(rows_served, "rowsServed", "counter", "rows answered from the table")                        \
     X(rows_direct, "rowsDirect", "counter", "rows read directly from the database instead")        \
     X(failures, "failures", "counter", "passes that failed")                                       \
-    X(building, "building", "gauge", "passes under way now (background work, no permit)")
+    X(building, "building", "gauge", "passes under way now (background work, no permit)")          \
+    X(low_water, "lowWater", "gauge",                                                              \
+      "the lowest key covered from the newest up, for a table filled newest first (0: none)")
 
 struct mg_table_stats {
 #define MG_TABLE_STAT_FIELD(field, json, type, what) _Atomic uint64_t field;
@@ -69,6 +71,11 @@ void mg_table_stats_bind(struct mg_table_stats *records);
 int64_t mg_table_pass_begin(enum mg_table_id id);
 /* It ended: ok with the table's size in bytes (0: unknown, the last size kept), or failed. */
 void mg_table_pass_end(enum mg_table_id id, int64_t began_ns, bool ok, uint64_t size_bytes);
+/* A table filled newest first in chunks, maybe by several processes in turn (the summaries):
+ * whether a pass is under way and the lowest key it covers (a transmission id), set outright
+ * after each chunk, so a pass left by processes that stopped (a reload) shows only until the
+ * next one's first chunk. */
+void mg_table_progress(enum mg_table_id id, bool building, uint64_t low_water);
 /* Rows a request answered from the table, and rows it read directly instead. */
 void mg_table_rows(enum mg_table_id id, uint64_t served, uint64_t direct);
 

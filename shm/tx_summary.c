@@ -40,6 +40,8 @@ int mg_tx_summaries_create(struct mg_tx_summaries *s, uint64_t capacity, char *e
     s->header->record_size = sizeof(struct mg_tx_summary_record);
     s->header->capacity = capacity;
     atomic_store(&s->header->high_water, -1);
+    atomic_store(&s->header->low_water, -1);
+    atomic_store(&s->header->cursor, -1);
     return 0;
 }
 

@@ -22,9 +22,9 @@
  *
  * Who writes: the holder of the writer lease (a pid and a deadline in the header, taken by
  * compare-and-swap when free, expired, or held by a pid that no longer runs). Writers are:
- * the first pass (a worker's helper thread, under a cold-gate permit), the periodic full
- * re-validation (the same), and the incremental extension (an /api/packets request that
- * finds the high-water mark behind its snapshot: at most MG_TX_SUMMARY_EXTEND_ROWS rows).
+ * the first pass (a worker's helper thread, a chunk at a time under a cold-gate permit), the
+ * periodic full re-validation (the same), and the incremental extension (an /api/packets request
+ * that finds the high-water mark behind its snapshot: at most MG_TX_SUMMARY_EXTEND_ROWS rows).
  * Nobody waits for the lease: a request that cannot take it answers from what is there.
  *
  * Readers never lock: each record is written under a sequence number (odd while written),
@@ -32,7 +32,15 @@
  * dies mid-record leaves the number odd: readers treat the record as absent until it is
  * written again.
  *
- * The high-water mark H (-1 until the first pass is done): every observation with id <= H is
+ * The pass goes newest first, in chunks (MG_TX_SUMMARY_CHUNK_NS each, a permit and the lease
+ * taken per chunk and given back between them, each chunk its own snapshot): it walks the
+ * transmissions down from the newest of its first snapshot, and after each chunk the low-water
+ * mark L (the lowest transmission id it has reached) says that every transmission from L up
+ * has a record. A first pass that fails goes on below L when it is tried again. L only says how
+ * far the pass is (the reports show it): a reader checks each record by itself, as below, and a
+ * transmission below L simply has none yet.
+ *
+ * The high-water mark H (-1 until the first chunk is done): every observation with id <= H is
  * included in its transmission's record, and each record was computed from a snapshot that
  * holds every observation up to the H current when it was written (a writer only writes
  * from a snapshot newer than H). So a reader whose snapshot's newest observation is M, who
@@ -59,7 +67,9 @@
 #define MG_TX_SUMMARY_LEASE_NS (60 * 1000000000LL)
 /* A full pass re-validates every record this often (deleted or moved rows). */
 #define MG_TX_SUMMARY_REVALIDATE_NS (600 * 1000000000LL)
-/* A first pass that failed is tried again after this long. */
+/* A chunk of a pass stops after this long (one transmission at least). */
+#define MG_TX_SUMMARY_CHUNK_NS (20 * 1000000LL)
+/* A pass (a chunk) that failed is tried again after this long. */
 #define MG_TX_SUMMARY_RETRY_NS (5 * 1000000000LL)
 
 struct mg_tx_summary_record {
@@ -83,7 +93,7 @@ struct mg_tx_summary_header {
     uint32_t record_size;
     uint32_t reserved;
     uint64_t capacity;          /* records; a power of two */
-    _Atomic int64_t high_water; /* -1: no pass done yet */
+    _Atomic int64_t high_water; /* -1: no chunk done yet */
     _Atomic int32_t lease_pid;  /* 0: free */
     _Atomic int64_t lease_until_ns;
     _Atomic int64_t passed_ns;          /* CLOCK_MONOTONIC end of the last full pass, 0: none */
@@ -93,6 +103,12 @@ struct mg_tx_summary_header {
     _Atomic uint64_t extended_rows;     /* new observation rows folded in by extensions */
     _Atomic uint64_t rows_from_summary; /* page rows answered from a record */
     _Atomic uint64_t rows_direct;       /* page rows read directly */
+    /* The pass goes newest first, in chunks (see below). */
+    _Atomic int64_t low_water;     /* -1: none yet; else every transmission from it up is covered */
+    _Atomic int64_t cursor;        /* the pass under way goes on below this id; -1: none */
+    _Atomic int64_t pass_began_ns; /* CLOCK_MONOTONIC start of the pass under way */
+    _Atomic int64_t chunked_ns;    /* end of the last chunk that did not fail, 0: none */
+    _Atomic uint64_t chunks;       /* chunks run */
 };
 
 /* A process's view of the mapping. */

@@ -1669,10 +1669,49 @@ static bool summarize(struct packets_run *r, struct mg_tx_summaries *s, sqlite3_
     return true;
 }
 
-int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
-                              size_t errlen)
+/* The table numbers' building and lowWater, from the header. */
+static void show_progress(struct mg_tx_summaries *s)
 {
-    int64_t start_ns = mg_monotonic_ns(), began = mg_table_pass_begin(MG_TABLE_summaries);
+    int64_t low = atomic_load(&s->header->low_water);
+    mg_table_progress(MG_TABLE_summaries, atomic_load(&s->header->cursor) >= 0,
+                      low < 0 ? 0 : (uint64_t)low);
+}
+
+/* Ends the pass under way: done (the low-water mark at the lowest transmission), or failed (a
+ * first pass goes on below its low-water mark when it is tried again). */
+static void end_pass(struct mg_tx_summaries *s, bool ok)
+{
+    struct mg_tx_summary_header *h = s->header;
+    int64_t now_ns = mg_monotonic_ns(), began = atomic_load(&h->pass_began_ns);
+    if (ok) {
+        int64_t cursor = atomic_load(&h->cursor);
+        int64_t low = cursor == INT64_MAX ? 0 : cursor; /* no transmission: 0 */
+        atomic_store(&h->low_water, low);
+        atomic_store(&h->passed_ns, now_ns);
+        atomic_store(&h->pass_ms_last, (uint64_t)((now_ns - began) / 1000000));
+        atomic_fetch_add(&h->passes, 1);
+    } else {
+        atomic_store(&h->failed_ns, now_ns);
+    }
+    atomic_store(&h->cursor, -1);
+    mg_table_pass_end(MG_TABLE_summaries, began, ok, ok ? s->map_bytes : 0);
+    show_progress(s);
+}
+
+int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int pid,
+                               const struct mg_summaries_chunk *c, bool *finished, char *err,
+                               size_t errlen)
+{
+    struct mg_tx_summary_header *h = s->header;
+    *finished = false;
+    if (atomic_load(&h->cursor) < 0) {
+        /* A pass begins, at the newest transmission; a first one that failed goes on below
+         * its low-water mark. */
+        int64_t low = atomic_load(&h->low_water);
+        atomic_store(&h->pass_began_ns, mg_table_pass_begin(MG_TABLE_summaries));
+        atomic_store(&h->cursor, atomic_load(&h->passes) == 0 && low >= 0 ? low : INT64_MAX);
+    }
+    int64_t start_ns = mg_monotonic_ns();
     struct mg_env env = {.db = db, .summaries = s};
     struct mg_packets_filter f = {.limit = 1};
     struct packets_run r = {.env = &env, .f = &f};
@@ -1680,48 +1719,67 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
     /* The pass reads most of the file once: through the memory map those pages would be in
      * this worker's PSS (file-backed) while it runs, the whole file at the end; read() leaves
      * them in the kernel's page cache only. Its own page cache is bounded and given back at
-     * the end (docs/architecture.md, "Memory"). */
+     * the end of each chunk (docs/architecture.md, "Memory"). */
     mg_db_set_mmap(db, 0);
     mg_db_set_cache_kib(db, MG_DB_PASS_CACHE_KIB);
     bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     int64_t newest = newest_observation(&r);
-    int64_t high_water = mg_tx_summary_high_water(s);
-    r.observations = r.error ? NULL : prepare_summary_scan(&r);
-    sqlite3_stmt *txs =
-        r.observations ? mg_db_prepare(db, "SELECT id FROM transmissions ORDER BY id") : NULL;
+    int64_t high_water = mg_tx_summary_high_water(s), cursor = atomic_load(&h->cursor);
+    /* A writer only writes from a snapshot that holds every observation up to H. */
+    bool stale = !r.error && newest < high_water;
+    r.observations = r.error || stale ? NULL : prepare_summary_scan(&r);
+    sqlite3_stmt *txs = r.observations ? mg_db_prepare(db, "SELECT id FROM transmissions"
+                                                           " WHERE id < ? ORDER BY id DESC")
+                                       : NULL;
     if (r.observations && !txs)
         fail(&r, SQLITE_ERROR);
+    if (txs)
+        sqlite3_bind_int64(txs, 1, cursor);
     bool lost = false;
-    int64_t rows = 0, done = 0;
-    int rc = SQLITE_DONE;
-    while (txs && !r.error && !lost && (rc = sqlite3_step(txs)) == SQLITE_ROW) {
-        summarize(&r, s, sqlite3_column_int64(txs, 0), &rows);
-        if (++done % 256 == 0) {
-            int64_t now_ns = mg_monotonic_ns();
-            lost = atomic_load(&s->header->lease_pid) != pid;
-            mg_tx_summary_lease_renew(s, pid, now_ns);
-        }
+    int64_t rows = 0, done = 0, low = cursor;
+    int rc = SQLITE_ROW;
+    while (txs && !r.error && !lost && (c->max_tx <= 0 || done < c->max_tx)) {
+        if (done > 0 && c->budget_ns > 0 && mg_monotonic_ns() - start_ns >= c->budget_ns)
+            break;
+        if ((rc = sqlite3_step(txs)) != SQLITE_ROW)
+            break;
+        sqlite3_int64 tx_id = sqlite3_column_int64(txs, 0);
+        if (!summarize(&r, s, tx_id, &rows))
+            break;
+        low = tx_id;
+        done++;
+        if (c->each)
+            c->each(c->arg);
+        lost = atomic_load(&h->lease_pid) != pid;
+        mg_tx_summary_lease_renew(s, pid, mg_monotonic_ns());
     }
     if (txs && rc != SQLITE_ROW && rc != SQLITE_DONE)
         fail(&r, rc);
     sqlite3_finalize(txs);
     int status = 0;
-    if (r.error || lost || newest < high_water) {
+    if (r.error || lost || stale) {
         snprintf(err, errlen, "transmission summaries: the pass %s",
                  lost      ? "lost its lease"
                  : r.error ? sqlite3_errstr(r.error)
                            : "saw a snapshot older than the high-water mark");
-        atomic_store(&s->header->failed_ns, mg_monotonic_ns());
+        end_pass(s, false);
         status = -1;
-        mg_table_pass_end(MG_TABLE_summaries, began, false, 0);
     } else {
-        /* Observation ids start at 1: a database without any is covered up to 0. */
-        mg_tx_summary_publish(s, newest < 0 ? 0 : newest);
-        int64_t end_ns = mg_monotonic_ns();
-        atomic_store(&s->header->passed_ns, end_ns);
-        atomic_store(&s->header->pass_ms_last, (uint64_t)((end_ns - start_ns) / 1000000));
-        atomic_fetch_add(&s->header->passes, 1);
-        mg_table_pass_end(MG_TABLE_summaries, began, true, s->map_bytes);
+        /* Observation ids start at 1: a database without any is covered up to 0. The first
+         * chunk's records hold every observation of its snapshot; later ones only add
+         * records from newer snapshots, so H stays (extensions move it). */
+        if (high_water < 0)
+            mg_tx_summary_publish(s, newest < 0 ? 0 : newest);
+        atomic_store(&h->cursor, low);
+        if (atomic_load(&h->passes) == 0 && low != INT64_MAX)
+            atomic_store(&h->low_water, low);
+        atomic_store(&h->chunked_ns, mg_monotonic_ns());
+        atomic_fetch_add(&h->chunks, 1);
+        *finished = rc == SQLITE_DONE;
+        if (*finished)
+            end_pass(s, true);
+        else
+            show_progress(s);
     }
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
@@ -1731,6 +1789,17 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
     mg_db_set_mmap(db, MG_DB_MMAP_BYTES);
     (void)rows;
     return status;
+}
+
+int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
+                              size_t errlen)
+{
+    struct mg_summaries_chunk whole = {0};
+    bool finished = false;
+    while (!finished)
+        if (mg_packets_summaries_chunk(db, s, pid, &whole, &finished, err, errlen) != 0)
+            return -1;
+    return 0;
 }
 
 /* Rows of new observations read per statement of an extension. */

@@ -137,12 +137,27 @@ void mg_packets_sql(struct mg_db *db, const struct mg_packets_filter *f,
 int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3_stmt *st);
 
 /*
- * Per-transmission summaries (shm/tx_summary.h). A full pass computes every transmission's
- * record from one snapshot of db with the very code that answers a page directly, then
- * publishes the snapshot's newest observation id as the high-water mark; pid must hold the
- * writer lease (it is renewed as the pass goes, and the pass stops when it is lost). Returns
- * 0, or -1 with err set (nothing published).
+ * Per-transmission summaries (shm/tx_summary.h). A pass computes every transmission's record
+ * with the very code that answers a page directly, newest first, in chunks: a chunk goes on
+ * from the pass under way (or begins one) below its cursor in one snapshot of db, for at most
+ * budget_ns (one transmission at least; 0: no bound) and max_tx transmissions (0: no bound),
+ * then publishes how far it got (the low-water mark; the first chunk ever also publishes its
+ * snapshot's newest observation id as the high-water mark). each, when not NULL, is called
+ * with arg after each transmission (the test build's hook). pid must hold the writer lease
+ * (it is renewed as the chunk goes, and the chunk stops when it is lost). Returns 0 with
+ * *finished set when the chunk ended the pass, or -1 with err set (the pass ends, failed; a
+ * first pass is taken up again below its low-water mark).
  */
+struct mg_summaries_chunk {
+    int64_t budget_ns;
+    int64_t max_tx;
+    void (*each)(const void *arg);
+    const void *arg;
+};
+int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int pid,
+                               const struct mg_summaries_chunk *c, bool *finished, char *err,
+                               size_t errlen);
+/* A whole pass (or the rest of the one under way) at once, unbounded chunks: 0, or -1. */
 int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int pid, char *err,
                               size_t errlen);
 

@@ -18,7 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const hook_vars[] = {"MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS"};
+static const char *const hook_vars[] = {"MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS",
+                                        "MESHGATE_TEST_SUMMARIES_TX_MS"};
 
 bool mg_test_hooks_var(const char *name, size_t n)
 {
@@ -169,13 +170,24 @@ void mg_test_hooks_db_reopened(struct mg_db *db)
     }
 }
 
-void mg_test_hooks_relay_pass(const struct mg_env *env)
+/* Sleeps the milliseconds the variable name says (at most max), when the hooks are on. */
+static void sleep_for_var(const struct mg_env *env, const char *name, long max)
 {
     if (!env || env->test_hooks == MG_TEST_HOOKS_OFF)
         return;
-    const char *v = getenv("MESHGATE_TEST_RELAY_PASS_MS");
+    const char *v = getenv(name);
     long ms = v ? strtol(v, NULL, 10) : 0;
-    sleep_ms(ms < 0 ? 0 : ms > 30000 ? 30000 : (int)ms);
+    sleep_ms(ms < 0 ? 0 : ms > max ? (int)max : (int)ms);
+}
+
+void mg_test_hooks_relay_pass(const struct mg_env *env)
+{
+    sleep_for_var(env, "MESHGATE_TEST_RELAY_PASS_MS", 30000);
+}
+
+void mg_test_hooks_summaries_tx(const struct mg_env *env)
+{
+    sleep_for_var(env, "MESHGATE_TEST_SUMMARIES_TX_MS", 1000);
 }
 
 void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park,

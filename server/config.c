@@ -117,8 +117,9 @@ const struct mg_config_var mg_config_vars[] = {
      MG_RELOAD_LIVE},
     {"MESHGATE_REACH_CACHE_BYTES", MG_CFG_INT, FIELD(reach_cache_bytes), 4096, 1073741824,
      "16777216",
-     "shared memory for cached reach report bodies, split evenly among the "
-     "entries (a larger body is served but not cached)",
+     "shared memory for cached report bodies: one pool of 4 KiB pages all entries share, "
+     "each body taking as many as it needs (a body over a quarter of it is served but not "
+     "cached)",
      MG_RELOAD_RESTART},
     {"MESHGATE_API_KEYS_FILE", MG_CFG_PATH, FIELD(api_keys_file), 0, 0, "",
      "file of API keys (one a line) that sign clients in, readable by meshgate alone; "

@@ -25,7 +25,7 @@
  * No lock: every field is an atomic, and the only ownership (the probe) is a pid written by
  * compare-and-swap. A worker killed while it probes leaves probe_pid naming it; the master's
  * reclaim gives the probe back (the breaker opens again with open_until_ns = now, so the next
- * request probes). Races between two workers' verdicts can at worst open the breaker one
+ * worker to look probes). Races between two workers' verdicts can at worst open the breaker one
  * failure early or late; they never lose the probe. Time is a parameter of every call.
  */
 #ifndef MESHGATE_BREAKER_H
@@ -42,7 +42,7 @@ struct mg_breaker {
     _Atomic uint32_t state;     /* enum mg_breaker_state */
     _Atomic int64_t open_ns;    /* how long it stays open */
     _Atomic uint32_t failures;  /* in a row, while closed */
-    _Atomic int32_t probe_pid;  /* the worker whose request probes, while half-open */
+    _Atomic int32_t probe_pid;  /* the worker whose health probe is out, while half-open */
     _Atomic int64_t open_until_ns;
     /* counters: only grow */
     _Atomic uint64_t opened;     /* times it opened */
@@ -56,14 +56,15 @@ struct mg_breaker {
     _Atomic uint64_t opened_by[2]; /* the last failure's address when it last opened */
 };
 
-enum mg_breaker_verdict { MG_BREAKER_PASS = 0, MG_BREAKER_PROBE, MG_BREAKER_REFUSE };
+enum mg_breaker_verdict { MG_BREAKER_PASS = 0, MG_BREAKER_REFUSE };
 
 void mg_breaker_init(struct mg_breaker *b, uint32_t threshold, int64_t open_ns);
 /* Master, on reload. */
 void mg_breaker_configure(struct mg_breaker *b, uint32_t threshold, int64_t open_ns);
 
-/* May a client's request go to the upstream now? PASS while closed; otherwise REFUSE, with
- * *retry_ns (how long until the open time ends). Never PROBE: probes are meshgate's own. */
+/* May a client's request go to the upstream now? PASS while closed; otherwise (open or
+ * half-open) REFUSE, with *retry_ns (how long until the open time ends). A client's request
+ * never probes: the probe is meshgate's own health request (mg_breaker_take_probe). */
 enum mg_breaker_verdict mg_breaker_allow(struct mg_breaker *b, int pid, int64_t now_ns,
                                          int64_t *retry_ns);
 /* When a probe is due: open_until_ns while open, else INT64_MAX. */
@@ -76,7 +77,8 @@ void mg_breaker_success(struct mg_breaker *b, int pid, bool probe);
  * when this failure opened the breaker. */
 bool mg_breaker_failure(struct mg_breaker *b, int pid, bool probe, int64_t now_ns,
                         const uint8_t *addr);
-/* A probe that ended without a verdict (its client went away): the next request probes. */
+/* pid's health probe ended without a verdict (its worker drains): open with open_until_ns =
+ * now, so the next worker to look probes at once. */
 void mg_breaker_abandon(struct mg_breaker *b, int pid, int64_t now_ns);
 /* Master, after reaping pid: gives its probe back; true when it held one. */
 bool mg_breaker_reclaim(struct mg_breaker *b, int pid, int64_t now_ns);

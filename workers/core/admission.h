@@ -185,7 +185,8 @@ bool mg_admission_upstream_anon_claim(const struct mg_env *env);
 void mg_admission_upstream_anon_unclaim(const struct mg_env *env);
 
 /* The breaker (breaker row): whether a request may go to the upstream now (*retry_ns while
- * it is open), its verdicts (probe: the request or health request that probes), and its probe. */
+ * it is open), its verdicts (probe: meshgate's own health request, never a client's), and
+ * the probe. */
 enum mg_breaker_verdict mg_admission_breaker_allow(const struct mg_env *env, int64_t now_ns,
                                                    int64_t *retry_ns);
 void mg_admission_breaker_success(const struct mg_env *env, bool probe);

@@ -244,11 +244,11 @@ static void breaker_verdict(struct exchange *x, bool success)
     struct mg_upstream_shm *s = seg_of(x->u)->upstream;
     const struct mg_env *env = x->u->env;
     if (success) {
-        mg_admission_breaker_success(env, x->ticket.probe);
+        mg_admission_breaker_success(env, false);
     } else {
         mg_counter_add(seg_of(x->u), MG_CTR_UPSTREAM_FAILURES, 1);
         uint32_t run = atomic_load(&s->breaker.last_addr_run);
-        if (mg_admission_breaker_failure(env, x->ticket.probe, mg_monotonic_ns(), x->client_addr)) {
+        if (mg_admission_breaker_failure(env, false, mg_monotonic_ns(), x->client_addr)) {
             char who[64];
             mg_addr_format(x->client_addr, who, sizeof who);
             mg_warn("the upstream's breaker opened: the last failure was %s %s from %s (%u "
@@ -257,7 +257,6 @@ static void breaker_verdict(struct exchange *x, bool success)
                     x->u->env->cfg->upstream_health_path);
         }
     }
-    x->ticket.probe = false;
 }
 
 /* ---- the breaker's probe: a health request of meshgate's own ---- */
@@ -418,8 +417,6 @@ static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
         mg_admission_release_token(&mg_gate_anon_upstream, u->env, t->anon_token);
     if (t->tunnel)
         mg_admission_tunnel_close(u->env);
-    if (t->probe)
-        mg_admission_breaker_abandon(u->env, mg_monotonic_ns());
     mg_upstream_tunnel_share_give_back(u->env, t);
     memset(t, 0, sizeof *t);
 }

@@ -109,11 +109,9 @@ void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token)
 
 static void give_back(struct mg_env *env, struct mg_upstream_ticket *t)
 {
-    if (t->probe)
-        mg_admission_breaker_abandon(env, mg_monotonic_ns());
     if (t->tunnel)
         mg_admission_tunnel_close(env);
-    t->probe = t->tunnel = false;
+    t->tunnel = false;
     mg_upstream_tunnel_share_give_back(env, t);
 }
 
@@ -162,8 +160,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             return;
         }
         int64_t retry_ns = 0;
-        enum mg_breaker_verdict v = mg_admission_breaker_allow(env, now, &retry_ns);
-        if (v == MG_BREAKER_REFUSE) {
+        if (mg_admission_breaker_allow(env, now, &retry_ns) == MG_BREAKER_REFUSE) {
             mg_counter_add(env->seg, MG_CTR_UPSTREAM_502, 1);
             mg_outcome_decide(&req->park->outcome, MG_GATE_BREAKER, MG_VERDICT_REFUSED, now);
             int retry_s = (int)((retry_ns + MG_NS_PER_SEC - 1) / MG_NS_PER_SEC);
@@ -173,7 +170,6 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             res->close = hr->content_length > 0;
             return;
         }
-        t->probe = v == MG_BREAKER_PROBE;
         if (mg_upstream_is_websocket(hr)) {
             if (!tunnel_share_take(env, req, t)) {
                 give_back(env, t);

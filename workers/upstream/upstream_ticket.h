@@ -20,7 +20,6 @@ struct mg_upstream_ticket {
     uint64_t gate_token;       /* the upstream gate's permit, when gate_held */
     uint64_t anon_token;       /* the anonymous line's permit; 0: none */
     bool anon_claim;           /* one of the permits anonymous requests may hold */
-    bool probe;                /* this request probes the breaker */
     bool tunnel;               /* a WebSocket tunnel is counted for it */
     bool gate_held;
     uint32_t share_hold_plus_one; /* the tunnel is counted in this hold's client share; 0: not */

@@ -15,6 +15,7 @@
 import http.client
 import json
 import random
+import re
 import signal
 import sqlite3
 import sys
@@ -163,11 +164,16 @@ def targets(db):
     return out
 
 
+# The refusals of a FIFO line (shm/gates.h: anon_line, upstream): the line full, or a wait in it
+# that ran out. Both come with Retry-After.
+LINE_REFUSAL = re.compile(rb'^\{"error":"the (wait in the )?line for ')
+
+
 def load(port, db, key, out, threads, inject):
     urls = targets(db)
     lock = threading.Lock()
     stats = {"requests": 0, "status": {}, "conn_errors": 0, "injected": 0, "5xx": [],
-             "routes": len(urls)}
+             "line_refusals": 0, "routes": len(urls)}
 
     def client(idx):
         rnd = random.Random(idx)
@@ -195,7 +201,13 @@ def load(port, db, key, out, threads, inject):
                     samples = stats.setdefault("samples", {}).setdefault(str(r.status), [])
                     if r.status != 200 and len(samples) < 4:
                         samples.append([url, body[:120].decode("utf-8", "replace")])
-                    if r.status >= 500 and len(stats["5xx"]) < 50:
+                    # A line's refusal is load shed as designed (Retry-After, its own message),
+                    # counted like the cold gate's 429s; any other 5xx is a failure.
+                    refused = (r.status == 503 and r.getheader("Retry-After") is not None and
+                               LINE_REFUSAL.search(body) is not None)
+                    if refused:
+                        stats["line_refusals"] += 1
+                    elif r.status >= 500 and len(stats["5xx"]) < 50:
                         stats["5xx"].append([url, r.status, body[:200].decode("utf-8", "replace")])
                     elif r.status >= 500:
                         stats["5xx"].append(None)

@@ -9,7 +9,9 @@
 # THREADS clients (half signed in), with the background passes running, a worker killed with
 # -9 every KILL_EVERY seconds and the group reloaded by SIGHUP every HUP_EVERY seconds. At the
 # end it counts every 5xx and every SQLite error in the log and the writer, and fails (exit 2)
-# on any. Connections cut by a kill -9 or a reload are counted, not failures.
+# on any. Connections cut by a kill -9 or a reload are counted, not failures, and so are a
+# line's refusals (503 with Retry-After and the line's own message: load shed as designed,
+# like the cold gate's 429s).
 #
 #   SOAK_SECONDS=N    how long (default 1800)
 #   WORKERS=N         4 to 8 (default 4)
@@ -122,7 +124,7 @@ kills, hups, faults, unhealed, errors = (int(x or 0) for x in sys.argv[3:8])
 integrity, seconds, inject = sys.argv[8], int(sys.argv[9]), int(sys.argv[10])
 print(f"soak-live: {seconds} s: {load['requests']} requests over {load['routes']} targets "
       f"(status {dict(sorted(load['status'].items()))}), {load['conn_errors']} connections cut, "
-      f"{load['5xx_count']} 5xx; writer {writer['commits']} commits "
+      f"{load['5xx_count']} 5xx, {load.get('line_refusals', 0)} refusals of a line (503, Retry-After); writer {writer['commits']} commits "
       f"({writer['transmissions']} transmissions, {writer['observations']} observations, "
       f"{writer['node_updates']} node updates), checkpoints {writer['checkpoints']}, "
       f"{writer['reopens']} connections opened, {writer['errors']} errors; "

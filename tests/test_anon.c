@@ -707,38 +707,3 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }
-
-/* Issue 27, item 1: no request waits on the loop, signed in or not. A signed-in heavy request
- * runs whole on the worker's signed-in helper (at the worker's priority), so one that takes
- * long leaves healthz and the worker's other connections answered meanwhile. */
-Test(anon, signed_in_heavy_work_runs_on_a_helper_and_the_loop_stays_free, .init = make_dir,
-     .fini = remove_dir)
-{
-    /* One worker; "block" would stop its loop if the request ran there, as a long scan does. */
-    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TEST_HOOKS=block", keys_setting, NULL};
-    struct mg_test_server s;
-    cr_assert(mg_test_server_start(&s, NULL, env));
-    struct mg_segment seg;
-    attach(&s, &seg);
-    struct call heavy, c;
-    call_start(&heavy, s.port, "/api/packets", SIGNED_IN HOLD(8000));
-    /* The worker has taken it up (its slot shows it) before healthz is asked. */
-    int64_t t0 = mg_test_now_ms();
-    while (atomic_load(&seg.slots[0].request_started_monotonic_ns) == 0 &&
-           mg_test_now_ms() - t0 < WAIT_CEILING_MS)
-        mg_test_sleep_ms(2);
-    cr_assert_neq(atomic_load(&seg.slots[0].request_started_monotonic_ns), 0);
-    /* Shares of the hold, not fixed times, so that a loaded machine does not fail it. */
-    call_now(&c, s.port, "/api/healthz", NULL);
-    cr_expect_eq(c.status, 200);
-    cr_expect_lt(c.ms, 4000, "the worker's loop was held for %lld ms", (long long)c.ms);
-    call_now(&c, s.port, "/api/packets?limit=1", SIGNED_IN);
-    cr_expect_eq(c.status, 200, "%s", c.body);
-    cr_expect_lt(c.ms, 4000, "another signed-in heavy request waited %lld ms", (long long)c.ms);
-    call_join(&heavy);
-    cr_expect_eq(heavy.status, 200, "%s", heavy.body);
-    cr_expect(strstr(heavy.body, "\"packets\":["), "%s", heavy.body);
-    cr_expect_geq(heavy.ms, 7000, "the hold was not kept: %lld ms", (long long)heavy.ms);
-    mg_segment_detach(&seg);
-    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
-}

@@ -73,13 +73,11 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
 }
 
 /*
- * Heavy work never runs on the worker's loop. Anonymous heavy work runs on the worker's
- * anonymous helper thread, at a lower CPU priority (MESHGATE_ANON_NICE): the loop stays free
- * for light and signed-in requests on its other connections, and a flood of anonymous scans
- * yields the CPU to them; signed-in heavy work runs on the signed-in helpers, at the worker's
- * priority. Routes whose handler puts its heavy part on a helper itself (own_jobs) get the
- * anonymous helper as env->jobs (signed in, their own); the others (/api/packets) are run
- * whole on the helper, on a copy of the request: the head's bytes
+ * Anonymous heavy work runs on the worker's anonymous helper thread, at a lower CPU priority
+ * (MESHGATE_ANON_NICE): the loop stays free for light and signed-in requests on its other
+ * connections, and a flood of anonymous scans yields the CPU to them. Routes whose handler
+ * puts its heavy part on a helper itself (own_jobs) get the anonymous helper as env->jobs;
+ * the others (/api/packets) are run whole there, on a copy of the request: the head's bytes
  * stay where they are (a parked connection is not read, and the worker stops its helpers
  * before it closes connections), the decoded path and query are copied out of the worker's
  * dispatch buffers, which the next request reuses.
@@ -105,10 +103,10 @@ static void run_handler_job(struct mg_job *job, struct mg_db *db)
     h->env.db = db;
     mg_db_fault_take(NULL, 0);
     h->handler(&h->env, &h->req, &h->res);
-    if (!h->res.parked && mg_db_heal(db, "a helper")) {
+    if (!h->res.parked && mg_db_heal(db, "the anonymous helper")) {
         mg_response_reset(&h->res);
         h->handler(&h->env, &h->req, &h->res);
-        mg_db_heal_retried(db, "a helper");
+        mg_db_heal_retried(db, "the anonymous helper");
     }
     if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
         mg_response_reset(&h->res);
@@ -143,10 +141,7 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     memcpy(h->query, query_base, query_cap);
     h->job.run = run_handler_job;
     h->job.owner = req->park;
-    /* Signed-in work passes no gate: it may start a helper too (up to its pool's size), so
-     * it never waits behind another request's cold build. */
-    h->job.under_permit =
-        req->park->admission.step == ADMIT_HELD || req->park->admission.step == ADMIT_BYPASS;
+    h->job.under_permit = req->park->admission.step == ADMIT_HELD;
     h->handler = handler;
     h->env = *env;
     h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */
@@ -168,11 +163,10 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     return h;
 }
 
-/* Runs the handler on a helper of pool over the turns of the loop; true when res holds its
- * answer, false when the request is parked meanwhile. */
-static bool offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request *req,
-                    const char *query_base, size_t query_cap, mg_handler_fn handler,
-                    struct mg_response *res)
+/* Runs the handler on the anonymous helper over the turns of the loop; true when res holds
+ * its answer, false when the request is parked meanwhile. */
+static bool offload(struct mg_env *env, struct mg_request *req, const char *query_base,
+                    size_t query_cap, mg_handler_fn handler, struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
     if (!a->job) {
@@ -184,7 +178,7 @@ static bool offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request 
     }
     struct mg_handler_job *h = a->job;
     if (!a->submitted)
-        a->submitted = mg_jobs_submit(pool, &h->job);
+        a->submitted = mg_jobs_submit(env->anon_jobs, &h->job);
     if (!a->submitted || !atomic_load(&h->job.done)) {
         mg_park_woken(req, res, 0); /* the helper's eventfd: its job done, or a thread free */
         return false;
@@ -478,20 +472,7 @@ static void run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_f
     mg_db_heal_retried(env->db, "the loop");
 }
 
-/* The helpers the request's heavy work runs on, once admitted: the anonymous ones at their
- * lower priority, the signed-in ones at the worker's; NULL: on the loop (light work, a request
- * for the upstream, which the loop relays, or no helpers: in-process tests). */
-static struct mg_jobs *heavy_helpers(const struct mg_env *env, const struct mg_admission *a,
-                                     unsigned route)
-{
-    if (route == MG_ROUTE_UPSTREAM)
-        return NULL;
-    if (a->step == ADMIT_HELD || a->step == ADMIT_OFF)
-        return env->anon_jobs;
-    return a->step == ADMIT_BYPASS ? env->jobs : NULL;
-}
-
-/* Admission, then the handler where its work runs: on the loop (light), or on a helper. */
+/* Admission, then the handler where its work runs: on the loop, or on the anonymous helper. */
 static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
                 const char *query_base, size_t query_cap, struct mg_response *res)
 {
@@ -503,17 +484,17 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
         return;
     if (admit(env, req, route, res) &&
         (a->step == ADMIT_LIGHT ||
-         mg_test_hooks_hold(env, req, route, heavy_helpers(env, a, route) != NULL, res))) {
+         mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
-        struct mg_jobs *pool = heavy_helpers(env, a, route);
-        if (!pool) {
+        bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
+        if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
             run_on_loop(env, req, handler, res);
         } else if (mg_routes[route].own_jobs) {
-            struct mg_env own_env = *env;
-            own_env.jobs = pool;
-            run_on_loop(&own_env, req, handler, res);
+            struct mg_env anon_env = *env;
+            anon_env.jobs = env->anon_jobs;
+            run_on_loop(&anon_env, req, handler, res);
         } else {
-            offload(env, pool, req, query_base, query_cap, handler, res);
+            offload(env, req, query_base, query_cap, handler, res);
         }
     }
     if (res->readmit) {

@@ -133,6 +133,11 @@ const struct mg_config_var mg_config_vars[] = {
      "anonymous heavy requests that may wait in line for a permit; past it: 503", MG_RELOAD_LIVE},
     {"MESHGATE_ANON_WAIT_MS", MG_CFG_INT, FIELD(anon_wait_ms), 0, 60000, "2000",
      "longest wait in the anonymous line before 503 (ms); 0: no waiting", MG_RELOAD_LIVE},
+    {"MESHGATE_ANON_PER_CLIENT", MG_CFG_INT, FIELD(anon_per_client), 0, 256, "6",
+     "permits and places of the anonymous line one client (an IPv4 address, an IPv6 /64) may "
+     "hold together (default: a browser's six connections to a host); past it: 503 at once; "
+     "0: no share",
+     MG_RELOAD_LIVE},
     {"MESHGATE_ANON_RATE", MG_CFG_INT, FIELD(anon_rate), 0, 1000000, "300",
      "heavy requests a minute one anonymous client (an IPv4 address, an IPv6 /64) may make "
      "on average; past it: 429; 0: no limit",

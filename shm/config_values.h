@@ -69,6 +69,8 @@ struct mg_config {
     int32_t anon_concurrency; /* MG_CONFIG_AUTO until resolved; 0: no line (A/B only) */
     int32_t anon_queue;
     int32_t anon_wait_ms;
+    /* permits and places of the line one client may hold together; 0: no share */
+    int32_t anon_per_client;
     int32_t anon_rate; /* requests a minute per client; 0: no limit */
     int32_t anon_burst;
     int32_t anon_clients; /* entries of the rate table */

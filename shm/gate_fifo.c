@@ -31,12 +31,14 @@ static void fill(struct mg_fifo_record *r, int pid, unsigned slot, uint64_t id, 
 
 /* Under lock: a free holder record for a new permit, or NULL when the table is full. */
 static bool take_permit(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                        int64_t now, uint64_t *token)
+                        const uint8_t *owner, int64_t now, uint64_t *token)
 {
     for (unsigned i = 0; i < MG_FIFO_HOLDERS_MAX; i++) {
         if (g->holder[i].pid == 0) {
             *token = ++g->next_id;
             fill(&g->holder[i], pid, slot, *token, key, now);
+            if (owner)
+                memcpy(g->holder[i].owner, owner, MG_FIFO_OWNER_BYTES);
             g->in_flight++;
             uint32_t peak = atomic_load(&g->peak);
             if (g->in_flight > peak)
@@ -70,6 +72,18 @@ static uint32_t followers(const struct mg_fifo_gate *g)
     uint32_t n = 0;
     for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
         n += g->waiter[i].pid != 0 && g->waiter[i].follower;
+    return n;
+}
+
+/* Under lock: the permits and places (followers aside) that owner holds. */
+static uint32_t owned_by(const struct mg_fifo_gate *g, const uint8_t *owner)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < MG_FIFO_HOLDERS_MAX; i++)
+        n += g->holder[i].pid != 0 && !memcmp(g->holder[i].owner, owner, MG_FIFO_OWNER_BYTES);
+    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
+        n += g->waiter[i].pid != 0 && !g->waiter[i].follower &&
+             !memcmp(g->waiter[i].owner, owner, MG_FIFO_OWNER_BYTES);
     return n;
 }
 
@@ -159,12 +173,28 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
 int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
                             bool ready, uint64_t *token, int *place, uint64_t *ticket)
 {
+    return mg_fifo_gate_join_owned(g, pid, slot, key, ready, NULL, 0, token, place, ticket);
+}
+
+int mg_fifo_gate_join_owned(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            bool ready, const uint8_t *owner, uint32_t share, uint64_t *token,
+                            int *place, uint64_t *ticket)
+{
+    static const uint8_t nobody[MG_FIFO_OWNER_BYTES];
+    if (!owner || share == 0 || !memcmp(owner, nobody, sizeof nobody))
+        owner = NULL;
     int64_t now = mg_monotonic_ns();
     mg_lock_acquire(&g->lock, pid);
+    /* The owner's share is checked in the same step as the line's bound. */
+    if (owner && owned_by(g, owner) >= share) {
+        mg_lock_release(&g->lock, pid);
+        atomic_fetch_add(&g->refused_share, 1);
+        return MG_FIFO_REFUSED_SHARE;
+    }
     /* Places whose workers cannot run them, and followers, wait for something else than a
      * permit: a ready arrival goes ahead of them. */
     if (ready && oldest_ready_waiter(g) < 0 && permit_free(g) &&
-        take_permit(g, pid, slot, key, now, token)) {
+        take_permit(g, pid, slot, key, owner, now, token)) {
         mg_lock_release(&g->lock, pid);
         return MG_FIFO_ADMITTED;
     }
@@ -178,6 +208,8 @@ int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
         *ticket = ++g->next_id;
         fill(&g->waiter[at], pid, slot, *ticket, key, now);
         g->waiter[at].unready = !ready;
+        if (owner)
+            memcpy(g->waiter[at].owner, owner, MG_FIFO_OWNER_BYTES);
         g->waiting++;
     }
     mg_lock_release(&g->lock, pid);
@@ -212,7 +244,7 @@ int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
     if (!mine) {
         result = MG_FIFO_CANCELLED; /* not in line any more (reclaimed) */
     } else if (ready && oldest_ready_waiter(g) == place && permit_free(g) &&
-               take_permit(g, pid, slot, key, now, token)) {
+               take_permit(g, pid, slot, key, g->waiter[place].owner, now, token)) {
         leave_line(g, place);
         result = MG_FIFO_ADMITTED;
     } else if (now >= deadline) {
@@ -308,8 +340,8 @@ bool mg_fifo_gate_try_background(struct mg_fifo_gate *g, int pid, unsigned slot,
 {
     int64_t now = mg_monotonic_ns();
     mg_lock_acquire(&g->lock, pid);
-    bool taken =
-        oldest_ready_waiter(g) < 0 && permit_free(g) && take_permit(g, pid, slot, key, now, token);
+    bool taken = oldest_ready_waiter(g) < 0 && permit_free(g) &&
+                 take_permit(g, pid, slot, key, NULL, now, token);
     mg_lock_release(&g->lock, pid);
     atomic_fetch_add(taken ? &g->background : &g->background_busy, 1);
     return taken;

@@ -24,6 +24,12 @@
  *     permit is never held while its work waits for a helper, and the cap is the number of
  *     builds that run (docs/architecture.md, "A permit only for work that can run");
  *   - a permit is given back once: each admission has a token and only that token releases;
+ *   - one owner (a client's address, for the anonymous line) holds at most its share of the
+ *     permits and places together: a join given an owner and a share counts that owner's
+ *     permits and places (followers aside) and refuses at once past the share, in the same
+ *     step as the bound check, so a burst from one owner cannot overshoot its share either;
+ *     a place keeps its owner when it takes its permit. A join without an owner (share 0)
+ *     is counted by no one;
  *   - counters only grow (8);
  *   - a freed permit is handed to its next waiter, never polled for: whatever frees a
  *     permit or moves the line (release, a place that times out, is cancelled, steps aside
@@ -59,13 +65,15 @@
 #define MG_FIFO_HOLDERS_MAX 64
 #define MG_FIFO_WAITERS_MAX 256
 #define MG_FIFO_KEY_MAX 80
+#define MG_FIFO_OWNER_BYTES 16 /* a client's address key (mg_client_key); all zero: none */
 
 struct mg_fifo_record {
     int32_t pid; /* 0: free record */
     uint32_t slot;
     uint32_t follower; /* a place in line that waits for another's result, not a permit */
     uint32_t unready;  /* a place whose worker cannot run it now (its helper is busy) */
-    uint64_t id;       /* token of a holder, ticket of a waiter */
+    uint8_t owner[MG_FIFO_OWNER_BYTES]; /* whose share it counts against; all zero: none */
+    uint64_t id;                        /* token of a holder, ticket of a waiter */
     int64_t since_monotonic_ns;
     char key[MG_FIFO_KEY_MAX];
 };
@@ -90,6 +98,7 @@ struct mg_fifo_gate {
     _Atomic uint64_t waited;          /* requests that had to join the line */
     _Atomic uint64_t refused_full;    /* the line was full */
     _Atomic uint64_t refused_timeout; /* the wait ran out */
+    _Atomic uint64_t refused_share;   /* its owner held its share of permits and places */
     _Atomic uint64_t cancelled;       /* left the line (client gone) */
     _Atomic uint64_t reclaimed;       /* permits and places of dead workers given back */
     _Atomic uint64_t background;      /* permits taken by background work (try, no line) */
@@ -106,6 +115,8 @@ struct mg_fifo_gate {
     X(waited, "waited", "requests that joined the line")                                           \
     X(refused_full, "refusedFull", "requests refused because the line was full")                   \
     X(refused_timeout, "refusedTimeout", "requests refused because their wait ran out")            \
+    X(refused_share, "refusedShare",                                                               \
+      "requests refused at once because their client held its share of permits and places")        \
     X(cancelled, "cancelled", "places given up because the client went away")                      \
     X(reclaimed, "reclaimed", "permits and places of dead workers given back")                     \
     X(background, "background", "permits taken by background work, which never joins the line")    \
@@ -168,6 +179,7 @@ enum mg_fifo_result {
     MG_FIFO_REFUSED_FULL,
     MG_FIFO_REFUSED_TIMEOUT,
     MG_FIFO_CANCELLED,
+    MG_FIFO_REFUSED_SHARE, /* the owner holds its share (mg_fifo_gate_join_owned) */
 };
 
 void mg_fifo_gate_init(struct mg_fifo_gate *g, uint32_t cap, uint32_t queue_max, int64_t wait_ns);
@@ -213,6 +225,13 @@ int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
 int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
                             int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
                             uint64_t *token);
+/* The same again, for a caller that names the request's owner (owner, MG_FIFO_OWNER_BYTES)
+ * and the most permits and places together that owner may hold (share; 0 or owner NULL: no
+ * share): past it, REFUSED_SHARE at once (counted as refused_share). The others are this
+ * with no owner. */
+int mg_fifo_gate_join_owned(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
+                            bool ready, const uint8_t *owner, uint32_t share, uint64_t *token,
+                            int *place, uint64_t *ticket);
 void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket);
 
 /*

@@ -157,6 +157,7 @@ Test(anon, with_every_permit_held_anonymous_heavy_waits_while_signed_in_and_ligh
                          "MESHGATE_ANON_QUEUE=4",
                          "MESHGATE_ANON_WAIT_MS=20000",
                          "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_ANON_PER_CLIENT=0",
                          "MESHGATE_TEST_HOOKS=park",
                          keys_setting,
                          NULL};
@@ -210,13 +211,10 @@ Test(anon, with_every_permit_held_anonymous_heavy_waits_while_signed_in_and_ligh
 Test(anon, a_full_line_answers_503_with_retry_after_and_does_not_grow, .init = make_dir,
      .fini = remove_dir)
 {
-    const char *env[] = {"MESHGATE_WORKERS=4",
-                         "MESHGATE_ANON_CONCURRENCY=1",
-                         "MESHGATE_ANON_QUEUE=2",
-                         "MESHGATE_ANON_WAIT_MS=20000",
-                         "MESHGATE_ANON_RATE=0",
-                         "MESHGATE_TEST_HOOKS=park",
-                         NULL};
+    const char *env[] = {"MESHGATE_WORKERS=4",       "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=2",    "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",     "MESHGATE_ANON_PER_CLIENT=0",
+                         "MESHGATE_TEST_HOOKS=park", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_segment seg;
@@ -271,13 +269,10 @@ Test(anon, a_full_line_answers_503_with_retry_after_and_does_not_grow, .init = m
 Test(anon, thirty_at_once_against_two_permits_and_three_places_admit_five, .init = make_dir,
      .fini = remove_dir)
 {
-    const char *env[] = {"MESHGATE_WORKERS=4",
-                         "MESHGATE_ANON_CONCURRENCY=2",
-                         "MESHGATE_ANON_QUEUE=3",
-                         "MESHGATE_ANON_WAIT_MS=20000",
-                         "MESHGATE_ANON_RATE=0",
-                         "MESHGATE_TEST_HOOKS=park",
-                         NULL};
+    const char *env[] = {"MESHGATE_WORKERS=4",       "MESHGATE_ANON_CONCURRENCY=2",
+                         "MESHGATE_ANON_QUEUE=3",    "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",     "MESHGATE_ANON_PER_CLIENT=0",
+                         "MESHGATE_TEST_HOOKS=park", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_segment seg;
@@ -308,9 +303,13 @@ Test(anon, thirty_at_once_against_two_permits_and_three_places_admit_five, .init
 
 Test(anon, the_wait_in_line_is_bounded, .init = make_dir, .fini = remove_dir)
 {
-    const char *env[] = {"MESHGATE_ANON_CONCURRENCY=1", "MESHGATE_ANON_QUEUE=4",
-                         "MESHGATE_ANON_WAIT_MS=400",   "MESHGATE_ANON_RATE=0",
-                         "MESHGATE_TEST_HOOKS=park",    NULL};
+    const char *env[] = {"MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=4",
+                         "MESHGATE_ANON_WAIT_MS=400",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_ANON_PER_CLIENT=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_segment seg;
@@ -336,10 +335,10 @@ Test(anon, a_worker_killed_holding_an_anonymous_permit_gives_it_back, .init = ma
     /* The holder keeps its worker's anonymous helper busy, and with four workers against one
      * anonymous permit and one cold permit that worker leaves new connections to the others:
      * the waiter is surely read by another worker. */
-    const char *env[] = {"MESHGATE_WORKERS=4",          "MESHGATE_ANON_CONCURRENCY=1",
-                         "MESHGATE_REACH_COLD_MAX=1",   "MESHGATE_ANON_QUEUE=4",
-                         "MESHGATE_ANON_WAIT_MS=20000", "MESHGATE_ANON_RATE=0",
-                         "MESHGATE_TEST_HOOKS=park",    NULL};
+    const char *env[] = {
+        "MESHGATE_WORKERS=4",         "MESHGATE_ANON_CONCURRENCY=1", "MESHGATE_REACH_COLD_MAX=1",
+        "MESHGATE_ANON_QUEUE=4",      "MESHGATE_ANON_WAIT_MS=20000", "MESHGATE_ANON_RATE=0",
+        "MESHGATE_ANON_PER_CLIENT=0", "MESHGATE_TEST_HOOKS=park",    NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_segment seg;
@@ -471,6 +470,65 @@ Test(anon, x_forwarded_for_counts_only_from_a_trusted_proxy, .init = make_dir, .
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }
 
+/* One client (behind a trusted proxy, as the rate limit knows it) holds at most its share of
+ * the line's permits and places: past it, 503 at once, and another client still gets a place
+ * and its answer. */
+Test(anon, one_client_holds_only_its_share_of_the_line_and_another_is_answered, .init = make_dir,
+     .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=2",
+                         "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=8",
+                         "MESHGATE_ANON_PER_CLIENT=3",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TRUSTED_PROXIES=127.0.0.1",
+                         "MESHGATE_TEST_HOOKS=park",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+#define CLIENT_A "X-Forwarded-For: 198.51.100.1\r\n"
+#define CLIENT_B "X-Forwarded-For: 198.51.100.2\r\n"
+    struct call a[3], b;
+    call_start(&a[0], s.port, "/api/packets", CLIENT_A HOLD(1500));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
+    for (int i = 1; i < 3; i++)
+        call_start(&a[i], s.port, "/api/packets", CLIENT_A HOLD(200));
+    cr_assert(wait_for(&seg.anon->waiting, 2, WAIT_CEILING_MS), "a's share: a permit, 2 places");
+    for (int i = 0; i < 3; i++) {
+        struct call c;
+        call_now(&c, s.port, "/api/packets?limit=5", CLIENT_A);
+        expect_line_refusal(&c, "this address holds its share of the line");
+        cr_expect_lt(c.ms, 1000, "a refusal is immediate (%lld ms)", (long long)c.ms);
+        cr_expect_eq(seg.anon->waiting, 2, "a took more than its share");
+    }
+    call_start(&b, s.port, "/api/packets?limit=1", CLIENT_B);
+    cr_assert(wait_for(&seg.anon->waiting, 3, WAIT_CEILING_MS), "b waits in line");
+    cr_expect_eq(atomic_load(&seg.anon->refused_share), 3);
+    cr_expect_eq(atomic_load(&seg.anon->refused_full), 0);
+    struct mg_test_response m;
+    cr_assert(mg_test_get(s.port, "/metrics", NULL, &m));
+    cr_expect(strstr(m.body, "\nmeshgate_anon_line_refused_share_total 3\n"), "%s", m.body);
+    mg_test_response_free(&m);
+    for (int i = 0; i < 3; i++) {
+        call_join(&a[i]);
+        cr_expect_eq(a[i].status, 200, "%s", a[i].body);
+    }
+    call_join(&b);
+    cr_expect_eq(b.status, 200, "%d %s", b.status, b.body);
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 4);
+    /* The share is free again once a's requests are answered. */
+    struct call c;
+    call_now(&c, s.port, "/api/packets?limit=2", CLIENT_A);
+    cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
+#undef CLIENT_A
+#undef CLIENT_B
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
 Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make_dir,
      .fini = remove_dir)
 {
@@ -483,6 +541,7 @@ Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make
                          "MESHGATE_ANON_QUEUE=3",
                          "MESHGATE_ANON_WAIT_MS=20000",
                          "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_ANON_PER_CLIENT=0",
                          "MESHGATE_REACH_COLD_MAX=1",
                          "MESHGATE_REACH_COLD_QUEUE=2",
                          "MESHGATE_REACH_COLD_WAIT_MS=20000",
@@ -564,10 +623,15 @@ Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make
 Test(anon, warm_answers_and_refused_walks_do_not_wait_in_the_line, .init = make_dir,
      .fini = remove_dir)
 {
-    const char *env[] = {"MESHGATE_WORKERS=4",       "MESHGATE_ANON_CONCURRENCY=1",
-                         "MESHGATE_ANON_QUEUE=1",    "MESHGATE_ANON_WAIT_MS=20000",
-                         "MESHGATE_ANON_RATE=0",     "MESHGATE_PERF_MEM_COOLDOWN_MS=60000",
-                         "MESHGATE_TEST_HOOKS=park", NULL};
+    const char *env[] = {"MESHGATE_WORKERS=4",
+                         "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=1",
+                         "MESHGATE_ANON_WAIT_MS=20000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_ANON_PER_CLIENT=0",
+                         "MESHGATE_PERF_MEM_COOLDOWN_MS=60000",
+                         "MESHGATE_TEST_HOOKS=park",
+                         NULL};
     char db[256];
     snprintf(db, sizeof db, "%s/nodes.db", dir);
     char key[65];
@@ -660,8 +724,9 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
      .init = make_dir, .fini = remove_dir)
 {
     /* One worker; "block" would stop its loop if the request ran there. */
-    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_ANON_RATE=0", "MESHGATE_TEST_HOOKS=block",
-                         keys_setting, NULL};
+    const char *env[] = {
+        "MESHGATE_WORKERS=1",        "MESHGATE_ANON_RATE=0", "MESHGATE_ANON_PER_CLIENT=0",
+        "MESHGATE_TEST_HOOKS=block", keys_setting,           NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_segment seg;

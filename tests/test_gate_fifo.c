@@ -166,6 +166,58 @@ Test(gate_fifo, a_full_line_refuses_at_once_and_does_not_grow)
     }
 }
 
+/* One owner holds at most its share of permits and places together; past it the join is
+ * refused at once, while another owner still joins, and a place keeps its owner when it takes
+ * its permit. */
+Test(gate_fifo, one_owner_holds_at_most_its_share_and_another_still_joins)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    const uint8_t a[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1};
+    const uint8_t b[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 2};
+    pid_t me = getpid();
+    uint64_t token[4], ticket[4], t;
+    int place[4];
+    cr_assert_eq(
+        mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 3, &token[0], &place[0], &ticket[0]),
+        MG_FIFO_ADMITTED);
+    for (int i = 1; i < 3; i++)
+        cr_assert_eq(
+            mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 3, &token[i], &place[i], &ticket[i]),
+            MG_FIFO_QUEUED);
+    int64_t t0 = mg_monotonic_ns();
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 3, &t, &place[3], &ticket[3]),
+                 MG_FIFO_REFUSED_SHARE, "the owner took more than its share");
+    cr_expect_lt(mg_monotonic_ns() - t0, 50 * MG_NS_PER_MS, "a refusal must not wait");
+    cr_expect_eq(g->waiting, 2);
+    cr_expect_eq(atomic_load(&g->refused_share), 1);
+    cr_expect_eq(atomic_load(&g->refused_full), 0);
+    /* Another owner, and a join with no owner, still join the line. */
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 1, "b", true, b, 3, &t, &place[3], &ticket[3]),
+                 MG_FIFO_QUEUED, "another owner was refused");
+    int other;
+    uint64_t other_ticket;
+    cr_expect_eq(mg_fifo_gate_join(g, me, 1, "none", &t, &other, &other_ticket), MG_FIFO_QUEUED);
+    /* The permit passes to a's first place, which keeps its owner: a holds two, so one more
+     * joins and the next is refused. */
+    cr_assert(mg_fifo_gate_release(g, me, token[0]));
+    cr_assert_eq(mg_fifo_gate_poll(g, me, 0, "a", place[1], ticket[1], mg_monotonic_ns(),
+                                   mg_monotonic_ns() + MG_NS_PER_SEC, &token[1]),
+                 MG_FIFO_ADMITTED);
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 3, &t, &place[0], &ticket[0]),
+                 MG_FIFO_QUEUED);
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 3, &t, &place[3], &ticket[3]),
+                 MG_FIFO_REFUSED_SHARE, "a permit taken from the line lost its owner");
+    /* Given back, the share has room again. */
+    cr_assert(mg_fifo_gate_release(g, me, token[1]));
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 3, &t, &place[0], &ticket[0]),
+                 MG_FIFO_QUEUED);
+    cr_expect_eq(atomic_load(&g->refused_share), 2);
+    /* Share 0: no share. */
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 0, &t, &place[0], &ticket[0]),
+                 MG_FIFO_QUEUED);
+}
+
 Test(gate_fifo, a_wait_ends_at_its_bound)
 {
     struct mg_fifo_gate *g = shared(sizeof *g);

@@ -54,6 +54,12 @@ static struct mg_jobs *handler_helper(const struct mg_env *env)
 static const char anon_timed_out[] = "the wait in the line for anonymous heavy requests ran out; "
                                      "retry after Retry-After, or sign in with an API key";
 
+/* 503 like the full line, not 429: CoreScope's pages retry a 503 after its Retry-After and
+ * take a 429 as an error, and one page (analytics) asks for six heavy answers at once. */
+static const char anon_share[] = "this address holds its share of the line for anonymous heavy "
+                                 "requests (MESHGATE_ANON_PER_CLIENT); retry after Retry-After, "
+                                 "or sign in with an API key";
+
 const struct mg_gate_desc mg_gate_anon_line = {
     .id = MG_GATE_ANON_LINE,
     .kind = MG_GATE_KIND_LINE,
@@ -62,6 +68,7 @@ const struct mg_gate_desc mg_gate_anon_line = {
     .reserve_helper = true,
     MG_GATE_ROW_anon_line(REFUSAL),
     .when_timed_out = anon_timed_out,
+    .when_share = anon_share,
 };
 
 /* The anonymous line again, for a heavy route of the upstream: its work is the exchange, run
@@ -72,6 +79,7 @@ const struct mg_gate_desc mg_gate_anon_upstream = {
     .line = anon_line,
     MG_GATE_ROW_anon_line(REFUSAL),
     .when_timed_out = anon_timed_out,
+    .when_share = anon_share,
 };
 
 /* Requests for the upstream (upstream_route.c); the engine runs the exchange. */
@@ -173,10 +181,12 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
      * did; its work then waits for a helper. */
     bool ready = limits.cap == 0 || work_can_start(g, env, req, p);
     if (p->step == PASS_NEW) {
-        int r = mg_fifo_gate_join_ready(line, env->pid, env->slot, key, ready, &p->token, &p->place,
-                                        &p->ticket);
+        int r = mg_fifo_gate_join_owned(line, env->pid, env->slot, key, ready, p->owner, p->share,
+                                        &p->token, &p->place, &p->ticket);
         if (r == MG_FIFO_ADMITTED)
             return admitted(g, p, env, req);
+        if (r == MG_FIFO_REFUSED_SHARE)
+            return refused(g, p, req, res, g->retry_after_s, g->when_share, what);
         if (r != MG_FIFO_QUEUED)
             return refused(g, p, req, res, g->retry_after_s, g->when_full, what);
         int64_t now = mg_monotonic_ns();
@@ -404,7 +414,7 @@ bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns)
 /* The anonymous line's phase: off (its cap is 0: the work runs, on the anonymous helper), or
  * a place in it named by the client and the path, for the dump tool. */
 static void meet_anon_line(struct mg_env *env, struct mg_request *req,
-                           const uint8_t addr[MG_ADDR_BYTES])
+                           const uint8_t addr[MG_ADDR_BYTES], const uint8_t key[MG_ADDR_BYTES])
 {
     struct mg_admission *a = &req->park->admission;
     if (mg_admission_cap(&mg_gate_anon_line, env) == 0) {
@@ -417,6 +427,11 @@ static void meet_anon_line(struct mg_env *env, struct mg_request *req,
     mg_addr_format(addr, a->who, sizeof a->who);
     size_t used = strlen(a->who);
     snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
+    /* The client's share of the line: as the rate limit knows it (an IPv6 /64 is one). */
+    _Static_assert(sizeof a->line.owner == MG_ADDR_BYTES && MG_ADDR_BYTES == MG_FIFO_OWNER_BYTES,
+                   "an address key is a line's owner");
+    memcpy(a->line.owner, key, MG_ADDR_BYTES);
+    a->line.share = (uint32_t)env->cfg->anon_per_client;
     a->step = ADMIT_LINE;
 }
 
@@ -444,7 +459,7 @@ static bool first_turn(const enum mg_gate_row *list, struct mg_env *env, struct 
         if (*g == MG_GATE_ROW_rate_limit && !mg_admission_rate_limit(env, req, key, res))
             return false;
         if (*g == MG_GATE_ROW_anon_line)
-            meet_anon_line(env, req, addr);
+            meet_anon_line(env, req, addr, key);
         /* the others are met inside the handler's work */
     }
     return true;

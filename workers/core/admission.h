@@ -51,6 +51,7 @@ struct mg_gate_desc {
     const char *when_full;
     const char *when_timed_out;
     const char *when_cooling; /* DIAG: a walk ended moments ago */
+    const char *when_share;   /* LINE: the client holds its share of it (same status) */
 };
 
 /* The gates. */

@@ -83,6 +83,10 @@ struct mg_gate_pass {
     /* The caller's own reason the work may not start now (the upstream gate's reserve for
      * signed-in clients): the place is passed over in line, like work whose helper is busy. */
     bool held_back;
+    /* Whose share of the line the place counts against (the client's address key), and that
+     * share (0: none; shm/gate_fifo.h, mg_fifo_gate_join_owned). */
+    uint8_t owner[16];
+    uint32_t share;
 };
 
 /*

@@ -966,3 +966,69 @@ Test(bench, the_binary_exits_2_when_answers_nobody_asked_for_pass_the_limit, .fi
                               "missing:/api/no-such-thing:closed:1", NULL});
     cr_expect_eq(tool.status, 0, "a 404 the scenario asks for: %s", tool.err);
 }
+
+/* --- --per-second ----------------------------------------------------------------------------- */
+
+Test(bench, per_second_counts_each_second_of_the_window_by_outcome, .fini = stop_server)
+{
+    start_server();
+    cr_assert_eq(
+        parse((const char *[]){"--target", target_of(server.port), "--duration", "3",
+                               "--per-second", "--stream", "ok:/api/healthz:open:50", "--stream",
+                               "missing:/api/no-such-thing:closed:1:50", NULL}),
+        MG_BENCH_ARGS_OK, "%s", err);
+    cr_expect(cfg.per_second);
+    cr_assert_eq(mg_bench_run(&cfg, &rep, err, sizeof err), MG_BENCH_OK, "%s", err);
+    const struct mg_bench_stream_report *ok = stream_report("ok");
+    const struct mg_bench_stream_report *missing = stream_report("missing");
+    expect_honest("ok");
+    expect_honest("missing");
+    cr_expect_eq(ok->nseconds, 3, "a 3 s window has 3 seconds");
+    uint64_t sum_ok = 0, sum_missing = 0;
+    for (unsigned sec = 0; sec < ok->nseconds; sec++) {
+        /* 50 ticks a second: every second has answers, on any machine. */
+        cr_expect_gt(ok->per_second_200[sec], 0, "second %u has its 200s", sec);
+        cr_expect_eq(ok->per_second_not_200[sec], 0, "second %u: %s", sec, ok->first_error);
+        cr_expect_eq(missing->per_second_200[sec], 0);
+        sum_ok += ok->per_second_200[sec];
+        sum_missing += missing->per_second_not_200[sec];
+    }
+    /* Answers that came after the window are in no second; the rest are in exactly one. */
+    cr_expect_leq(sum_ok, ok->status_200);
+    cr_expect_geq(sum_ok + 10, ok->status_200, "at most a few answers after the window");
+    cr_expect_leq(sum_missing, missing->status_counts[404]);
+    cr_expect_gt(sum_missing, 0, "a 404 is counted as not 200");
+}
+
+Test(bench, per_second_is_rendered_only_when_asked_for, .fini = cleanup_run)
+{
+    cr_assert_eq(parse((const char *[]){"--stream", "a:/:closed:1", "--per-second", NULL}),
+                 MG_BENCH_ARGS_OK, "%s", err);
+    memset(&rep, 0, sizeof rep);
+    rep.nstreams = 1;
+    rep.streams[0].nseconds = 2;
+    rep.streams[0].per_second_200[0] = 1234;
+    rep.streams[0].per_second_200[1] = 5678;
+    rep.streams[0].per_second_not_200[1] = 9;
+    struct mg_buf text, json;
+    mg_buf_init(&text);
+    mg_buf_init(&json);
+    mg_bench_render_text(&cfg, &rep, &text);
+    mg_bench_render_json(&cfg, &rep, &json);
+    cr_expect(strstr(mg_buf_cstr(&text), "per second") &&
+                  strstr(text.data, "     0             1234         0\n") &&
+                  strstr(text.data, "     1             5678         9\n"),
+              "%s", text.data);
+    cr_expect(strstr(mg_buf_cstr(&json), "\"per_second\":{\"200\":[1234,5678],\"not_200\":[0,9]}"),
+              "%s", json.data);
+    cfg.per_second = false;
+    mg_buf_reset(&text);
+    mg_buf_reset(&json);
+    mg_bench_render_text(&cfg, &rep, &text);
+    mg_bench_render_json(&cfg, &rep, &json);
+    cr_expect_not(strstr(mg_buf_cstr(&text), "per second"), "%s", text.data);
+    cr_expect_not(strstr(mg_buf_cstr(&json), "per_second"), "%s", json.data);
+    mg_buf_free(&text);
+    mg_buf_free(&json);
+    memset(&rep, 0, sizeof rep);
+}

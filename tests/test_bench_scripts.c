@@ -181,6 +181,38 @@ Test(bench_scripts, upstream_script_runs_every_configuration, .init = make_db, .
         "upstream: {\"requests\":", "\"peak\":", "upstream 127.0.0.1:", NULL});
 }
 
+/* The first seconds after a start: a fresh meshgate for each path, its first 200 of
+ * /api/packets, then a series counted second by second (meshgate-bench --per-second). */
+Test(bench_scripts, startup_script_counts_each_second_after_the_first_answer, .init = make_db,
+     .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-startup.sh", args, NULL);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){
+        "### `/api/packets?limit=50`, 4 connections", "### `/api/nodes?limit=50`, 4 connections",
+        "first 200 of /api/packets?limit=50 after ",
+        "| second | meshgate 200s | CoreScope 200s | ratio |", "| 1 | ", "| 2 | ", NULL});
+    /* The packets series has answers in its first second: the first 200 came before it. */
+    const char *row = strstr(out, "| 1 | ");
+    unsigned long first = 0;
+    cr_expect(row && sscanf(row, "| 1 | %lu |", &first) == 1 && first > 0, "%s", out);
+}
+
+/* A series that measures anything but 200s is no series: the script stops, exit 2. */
+Test(bench_scripts, startup_script_fails_loudly_on_an_answer_other_than_200, .init = make_db,
+     .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-startup.sh", args, "PATHS='/api/no-such-thing'");
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"FAILED: stream s:", "404 x",
+                                   "bench-startup.sh: FAILED: meshgate-bench exited 2", NULL});
+    cr_expect_null(strstr(out, "| second |"), "no table of a failed series:\n%s", out);
+}
+
 /*
  * CoreScope's server is a side measured, not the subject: when it fails more answers than
  * the limit, its cell says how many and the script goes on. It is played here by the test

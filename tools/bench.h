@@ -62,6 +62,7 @@
 #define MG_BENCH_PAUSE_MAX_MS 600000u
 #define MG_BENCH_MAX_REQUESTS_MAX 20000000ull
 #define MG_BENCH_OUTSTANDING_MAX 65536u
+#define MG_BENCH_SECONDS_MAX 600 /* whole seconds of the longest window (--per-second) */
 
 /* Defaults. */
 #define MG_BENCH_DEFAULT_TARGET "127.0.0.1:8080"
@@ -119,6 +120,7 @@ struct mg_bench_config {
     bool max_outstanding_given;
     bool json;
     bool accept_chunked; /* --chunked: bodies in chunks are read (meshgate never sends them) */
+    bool per_second;     /* --per-second: the reports show the outcomes of each second */
     double max_unexpected_pct; /* --max-unexpected-pct; < 0: not checked */
     char label[MG_BENCH_LABEL_MAX + 1];
     char *command_line; /* malloc'd; the arguments, shell-quoted, as they were given */
@@ -232,7 +234,14 @@ struct mg_bench_stream_report {
     double rps;                          /* responses per second of elapsed_ns */
     struct mg_bench_latency latency;     /* every response */
     struct mg_bench_latency latency_200; /* 200 responses only */
-    int64_t *latencies_ns;               /* sorted; every response; malloc'd */
+    /* Outcomes of requests in the window by the second of the window they completed in
+     * (second i: from i to i + 1 s after the window opened): 200s, and every other status
+     * or error. Seconds past the window's last are not kept. nseconds: the window's whole
+     * and partial seconds. Kept always; rendered with --per-second. */
+    uint64_t per_second_200[MG_BENCH_SECONDS_MAX];
+    uint64_t per_second_not_200[MG_BENCH_SECONDS_MAX];
+    unsigned nseconds;
+    int64_t *latencies_ns; /* sorted; every response; malloc'd */
     size_t nlatencies;
     char first_error[160]; /* the first error seen, as a sentence */
 };

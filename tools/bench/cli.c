@@ -84,7 +84,7 @@ void mg_bench_usage(struct mg_buf *out)
         "                      [--header STREAM:'Name: value']... [--keys FILE]\n"
         "                      [--duration SECONDS] [--warmup SECONDS] [--timeout-ms MS]\n"
         "                      [--threads N] [--max-requests N] [--max-outstanding N]\n"
-        "                      [--label TEXT] [--json]\n"
+        "                      [--label TEXT] [--json] [--per-second]\n"
         "\n"
         "Sends streams of HTTP GET requests at one meshgate on this machine and reports, per\n"
         "stream: requests sent, responses by status, errors, exact latency percentiles and\n"
@@ -135,6 +135,9 @@ void mg_bench_usage(struct mg_buf *out)
         "  --json                one JSON object instead of the table\n"
         "  --chunked             read bodies sent in chunks (Transfer-Encoding: chunked), as\n"
         "                        other servers send them (CoreScope's); meshgate never does\n"
+        "  --per-second          also report, per stream, the 200s and the other outcomes\n"
+        "                        (statuses and errors) that completed in each whole second of\n"
+        "                        the window (answers after the window are in no second)\n"
         "  -h, --help            this text\n"
         "\n"
         "The report: the command line, the settings, then one row per stream:\n"
@@ -184,6 +187,7 @@ enum option_id {
     OPT_EXPECT,
     OPT_MAX_UNEXPECTED,
     OPT_CHUNKED,
+    OPT_PER_SECOND,
 };
 
 static const struct option_def {
@@ -206,14 +210,15 @@ static const struct option_def {
     {"--label", OPT_LABEL, true, false, "a text"},
     {"--json", OPT_JSON, false, false, NULL},
     {"--chunked", OPT_CHUNKED, false, false, NULL},
+    {"--per-second", OPT_PER_SECOND, false, false, NULL},
     {"--expect", OPT_EXPECT, true, true, "STREAM:LIST, e.g. cold:200,429"},
     {"--max-unexpected-pct", OPT_MAX_UNEXPECTED, true, false, "a percentage from 0 to 100"},
 };
 
 #define OPTIONS_ACCEPTED                                                                           \
     "accepted are --target, --stream, --header, --keys, --duration, --warmup, --timeout-ms, "      \
-    "--threads, --max-requests, --max-outstanding, --label, --json, --chunked, --expect, "         \
-    "--max-unexpected-pct and --help"
+    "--threads, --max-requests, --max-outstanding, --label, --json, --chunked, --per-second, "     \
+    "--expect, --max-unexpected-pct and --help"
 
 /* --stream: one more stream, whose name no other has. */
 static int add_stream(struct mg_bench_config *cfg, const char *value, char *err, size_t errlen)
@@ -356,6 +361,9 @@ static int apply_option(struct mg_bench_config *cfg, enum option_id id, const ch
         return 0;
     case OPT_CHUNKED:
         cfg->accept_chunked = true;
+        return 0;
+    case OPT_PER_SECOND:
+        cfg->per_second = true;
         return 0;
     case OPT_EXPECT:
         if (*nexpect_args >= MG_BENCH_MAX_STREAMS) {

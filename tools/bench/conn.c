@@ -207,6 +207,14 @@ void mg_bench_conn_finish(struct worker *w, struct conn *c, int status,
     if (sh->mode == MG_BENCH_OPEN)
         atomic_fetch_sub(&sh->plan->outstanding, 1);
     if (c->counted) {
+        int64_t since_open = now - w->run->measure_ns;
+        if (since_open >= 0 && since_open / MG_NS_PER_SEC < MG_BENCH_SECONDS_MAX) {
+            size_t second = (size_t)(since_open / MG_NS_PER_SEC);
+            if (status == 200)
+                t->per_second_200[second]++;
+            else
+                t->per_second_not_200[second]++;
+        }
         if (status > 0) {
             int64_t latency = now - c->start_ns;
             t->responses++;

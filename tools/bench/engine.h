@@ -123,6 +123,8 @@ struct tally {
     int64_t max_send_lag_ns;
     int64_t last_outcome_ns;
     struct samples ok, other; /* latencies of 200s and of every other response */
+    uint64_t per_second_200[MG_BENCH_SECONDS_MAX]; /* see mg_bench_stream_report */
+    uint64_t per_second_not_200[MG_BENCH_SECONDS_MAX];
     char first_error[160];
 };
 

@@ -16,8 +16,10 @@
  *                "overlong":N,
  *                "max_requests_reached":B,"max_send_lag_ms":N,"elapsed_s":N,"rps":N,
  *                "latency_ms":{"samples":N,"min":N,"p50":N,"p95":N,"p99":N,"max":N,
- *                              "mean":N},"latency_200_ms":{...same...}}]}
- *   Latencies are null when there are no samples.
+ *                              "mean":N},"latency_200_ms":{...same...},
+ *                "per_second":{"200":[N...],"not_200":[N...]}}]}
+ *   Latencies are null when there are no samples. "per_second" only with --per-second: one
+ *   number a second of the stream's elapsed window (mg_bench_stream_report).
  */
 #include "internal.h"
 
@@ -195,11 +197,37 @@ static void stream_notes(const struct mg_bench_config *cfg, const struct mg_benc
                       (double)sr->latency_200.max_ns / 1e6);
 }
 
+/* --per-second: a row a second of the window, two columns a stream (200s, and every other
+ * outcome), by the second each completed in. */
+static void render_per_second(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
+                              struct mg_buf *out)
+{
+    unsigned rows = 0;
+    for (unsigned s = 0; s < rep->nstreams; s++)
+        if (rep->streams[s].nseconds > rows)
+            rows = rep->streams[s].nseconds;
+    mg_buf_puts(out, "\nper second (outcomes completed in each second of the window):\n");
+    mg_buf_printf(out, "%6s", "second");
+    for (unsigned s = 0; s < rep->nstreams; s++)
+        mg_buf_printf(out, " %16.16s %9s", cfg->streams[s].name, "not_200");
+    mg_buf_putc(out, '\n');
+    for (unsigned sec = 0; sec < rows; sec++) {
+        mg_buf_printf(out, "%6u", sec);
+        for (unsigned s = 0; s < rep->nstreams; s++)
+            mg_buf_printf(out, " %16llu %9llu",
+                          (unsigned long long)rep->streams[s].per_second_200[sec],
+                          (unsigned long long)rep->streams[s].per_second_not_200[sec]);
+        mg_buf_putc(out, '\n');
+    }
+}
+
 void mg_bench_render_text(const struct mg_bench_config *cfg, const struct mg_bench_report *rep,
                           struct mg_buf *out)
 {
     int name_w = render_settings(cfg, rep, out);
     render_table(cfg, rep, out, name_w);
+    if (cfg->per_second)
+        render_per_second(cfg, rep, out);
     struct mg_buf notes;
     mg_buf_init(&notes);
     for (unsigned s = 0; s < rep->nstreams; s++)
@@ -323,6 +351,21 @@ void mg_bench_render_json(const struct mg_bench_config *cfg, const struct mg_ben
         mg_json_double_rounded(&j, sr->rps, 1);
         json_latency(&j, "latency_ms", &sr->latency);
         json_latency(&j, "latency_200_ms", &sr->latency_200);
+        if (cfg->per_second) {
+            mg_json_key(&j, "per_second");
+            mg_json_object_begin(&j);
+            mg_json_key(&j, "200");
+            mg_json_array_begin(&j);
+            for (unsigned sec = 0; sec < sr->nseconds; sec++)
+                mg_json_uint(&j, sr->per_second_200[sec]);
+            mg_json_array_end(&j);
+            mg_json_key(&j, "not_200");
+            mg_json_array_begin(&j);
+            for (unsigned sec = 0; sec < sr->nseconds; sec++)
+                mg_json_uint(&j, sr->per_second_not_200[sec]);
+            mg_json_array_end(&j);
+            mg_json_object_end(&j);
+        }
         mg_json_object_end(&j);
     }
     mg_json_array_end(&j);

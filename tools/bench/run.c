@@ -127,6 +127,10 @@ static int merge_stream(struct run *r, struct worker *workers, unsigned nworkers
             out->max_send_lag_ns = t->max_send_lag_ns;
         if (t->last_outcome_ns > last_outcome)
             last_outcome = t->last_outcome_ns;
+        for (unsigned sec = 0; sec < MG_BENCH_SECONDS_MAX; sec++) {
+            out->per_second_200[sec] += t->per_second_200[sec];
+            out->per_second_not_200[sec] += t->per_second_not_200[sec];
+        }
         if (!out->first_error[0] && t->first_error[0])
             snprintf(out->first_error, sizeof out->first_error, "%s", t->first_error);
     }
@@ -150,6 +154,9 @@ static int merge_stream(struct run *r, struct worker *workers, unsigned nworkers
             end = interrupted;
         out->elapsed_ns = end > r->measure_ns ? end - r->measure_ns : 0;
     }
+    out->nseconds = (unsigned)((out->elapsed_ns + MG_NS_PER_SEC - 1) / MG_NS_PER_SEC);
+    if (out->nseconds > MG_BENCH_SECONDS_MAX)
+        out->nseconds = MG_BENCH_SECONDS_MAX;
     out->rps = out->elapsed_ns > 0 ? (double)out->responses * 1e9 / (double)out->elapsed_ns : 0;
 
     size_t n_ok = 0, n_other = 0;

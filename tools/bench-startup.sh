@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: ISC
+# The first seconds after a start (issue 28, item 5). For each path (default
+# /api/packets?limit=50 and /api/nodes?limit=50) and each connection count (default 16 and
+# 64), in turn:
+#   1. meshgate (WORKERS workers, default 2) is started afresh on DB; the script asks
+#      /api/packets?limit=50 every 0.05 s until its first 200, then at once loads PATH with a
+#      closed loop of C kept-alive signed-in connections for SECONDS (default 30) and counts
+#      the 200s completed in each second (meshgate-bench --per-second); meshgate is stopped;
+#   2. with PEER_DIR (see bench-common.sh), CoreScope's server, started once at the beginning
+#      on the same migrated copy of DB, is loaded the same way right after (alternating in one
+#      run). Its load time is recorded: from its start to "ready":true on /api/healthz and to
+#      its first 200 of /api/packets?limit=50 (at most PEER_WAIT_S seconds, default 600; when
+#      it has not answered by then its series are all 0, said so). Its first series starts at
+#      its first answer; the later ones find it warm, which can only favour it.
+# Then one markdown table per (path, C): second by second meshgate's 200s, CoreScope's and
+# the ratio, and a line with the lowest ratio against the issue's bound (packets 5x, nodes
+# 10x). The load average is printed around each series, meshgate's group PSS after each.
+#
+# Every measured answer must be a 200: any other status fails the script (exit 2, with a line
+# naming it). Requests still unanswered 60 s after they were sent (either side) are no answer:
+# they count in no second, and each series' line says how many there were. The client signs in (a key file of the script's own) so the
+# per-client rate limit and the anonymous line never turn it away.
+#
+#   tools/bench-startup.sh DB [SECONDS] [CONNECTIONS...]
+#   PATHS="p1 p2"   the paths loaded (space-separated)
+#   WORKERS=N       meshgate's workers (default 2)
+#   BUSY=N          N busy loops (shell loops) run beside everything, to keep the cores busy
+#                   (default 0); they are started by the script and stopped by pid at its end
+#   PEER_WAIT_S=N   how long CoreScope's server may take to its first answer (default 600)
+#   PORT, MESHGATE_BUILD, BENCH_SMOKE, PEER_DIR: see tools/bench-common.sh (smoke: 2 s series,
+#   4 connections)
+#
+# Bounded: each series lasts SECONDS plus the timeout of what is still out; every process it
+# started (servers, busy loops) is stopped by pid on exit.
+set -euo pipefail
+db=${1:?usage: $0 DB [SECONDS] [CONNECTIONS...]}
+secs=${2:-30}
+shift $(($# < 2 ? $# : 2))
+conns=("$@")
+[ ${#conns[@]} -gt 0 ] || conns=(16 64)
+read -r -a paths <<<"${PATHS:-/api/packets?limit=50 /api/nodes?limit=50}"
+workers=${WORKERS:-2}
+busy=${BUSY:-0}
+peer_wait=${PEER_WAIT_S:-600}
+first_path='/api/packets?limit=50'
+. "$(dirname "$0")/bench-common.sh"
+if [ "$smoke" = 1 ]; then secs=2 conns=(4); fi
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# first_200 PORT SINCE CAP: asks $first_path every 0.05 s until a 200; prints the seconds
+# from SINCE ($EPOCHREALTIME) to it, or returns 1 after CAP seconds.
+first_200() {
+  local port=$1 since=$2 cap=$3 code
+  while :; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -m 60 -H "Authorization: Bearer $bench_key" \
+      "http://127.0.0.1:$port$first_path" || true)
+    if [ "$code" = 200 ]; then
+      elapsed "$since" "$EPOCHREALTIME"
+      return 0
+    fi
+    [ "$(elapsed "$since" "$EPOCHREALTIME" | cut -d. -f1)" -lt "$cap" ] || return 1
+    sleep 0.05
+  done
+}
+
+# series PORT PATH C SIDE: one closed-loop run with --per-second; prints one line: the 200s
+# of each second, then "| N" (requests unanswered within 60 s). Any status but 200 fails the
+# script (bench dies).
+series() {
+  local port=$1 path=$2 c=$3 side=$4 extra=() out
+  [ "$side" = corescope ] && extra=(--chunked)
+  out=$(max_unexpected=0 bench_port=$port bench --threads 2 --duration "$secs" --per-second \
+    --timeout-ms 60000 --expect s:200,err --stream "s:$path:closed:$c" --header "s:Authorization: Bearer $bench_key" \
+    "${extra[@]}") || exit 2
+  awk '/^per second/ { on = 1; next } on && $1 ~ /^[0-9]+$/ && NF == 3 { printf "%s ", $2 }
+       $1 == "s" && NF == 12 { err = $7 } END { printf "| %d\n", err }' <<<"$out"
+}
+
+# pss_mb PID: PSS of PID and its children, in MB.
+pss_mb() {
+  local p files=()
+  for p in "$1" $(pgrep -P "$1" || true); do files+=("/proc/$p/smaps_rollup"); done
+  awk '/^Pss:/ { kb += $2 } END { printf "%.1f", kb / 1024 }' "${files[@]}" 2>/dev/null || echo "?"
+}
+
+echo "bench-startup: $(basename "$db"), $workers workers, $secs s series, connections ${conns[*]}," \
+  "$busy busy loops, load average $(loadavg), $(date -u +%FT%TZ)"
+peer=0
+if peer_available; then
+  peer=1
+  db=$(migrated_copy "$db")
+fi
+for _ in $(seq "$busy"); do
+  (while :; do :; done) &
+  other_pids+=("$!")
+done
+
+peer_answered=0
+if [ $peer = 1 ]; then
+  cat "$db" >/dev/null
+  peer_port=$(free_port)
+  t0=$EPOCHREALTIME
+  bash "${PEER_RUN:-$(dirname "$0")/../../shared/corescope/peer/run.sh}" "$PEER_DIR" "$db" "$peer_port" \
+    >"$bench_tmp/peer.log" 2>&1 &
+  peer_pid=$!
+  other_pids+=("$peer_pid")
+  ready=
+  while :; do
+    kill -0 "$peer_pid" 2>/dev/null || { tail -20 "$bench_tmp/peer.log" >&2; die "CoreScope's server exited at start"; }
+    # 200 once its load is done ("ready":true; 503 before)
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' -m 30 "http://127.0.0.1:$peer_port/api/healthz" || true)" = 200 ]; then
+      ready=$(elapsed "$t0" "$EPOCHREALTIME")
+      break
+    fi
+    [ "$(elapsed "$t0" "$EPOCHREALTIME" | cut -d. -f1)" -lt "$peer_wait" ] || break
+    sleep 0.1
+  done
+  if [ -n "$ready" ] && first=$(first_200 "$peer_port" "$t0" "$peer_wait"); then
+    peer_answered=1
+    echo "CoreScope's server (pid $peer_pid): ready after $ready s, first 200 of $first_path after $first s (load average $(loadavg))"
+  else
+    echo "CoreScope's server (pid $peer_pid): NO ANSWER to $first_path within $peer_wait s (ready: ${ready:-no}); its series are 0"
+  fi
+fi
+
+for path in "${paths[@]}"; do
+  for c in "${conns[@]}"; do
+    before_load=$(loadavg)
+    cat "$db" >/dev/null # the same warm page cache for every start
+    t0=$EPOCHREALTIME
+    start_server "$db" MESHGATE_WORKERS="$workers"
+    up=$(elapsed "$t0" "$EPOCHREALTIME")
+    first=$(first_200 "$server_port" "$t0" 300) || die "meshgate gave no 200 of $first_path within 300 s"
+    mg=$(series "$server_port" "$path" "$c" meshgate)
+    mg_pss=$(pss_mb "$server_pid")
+    stop_server
+    echo
+    echo "### \`$path\`, $c connections"
+    echo
+    echo "meshgate: /api/healthz after $up s, first 200 of $first_path after $first s; group PSS after the series $mg_pss MB; load average $before_load, then $(loadavg); ${mg##*| } requests unanswered within 60 s"
+    cs=
+    if [ $peer_answered = 1 ]; then
+      [ "$smoke" = 1 ] || sleep 3
+      cs_load=$(loadavg)
+      cs=$(series "$peer_port" "$path" "$c" corescope)
+      echo "CoreScope's server: load average $cs_load, then $(loadavg); ${cs##*| } requests unanswered within 60 s; PSS $(pss_mb "$peer_pid") MB"
+    fi
+    bound=10
+    [[ $path == /api/packets* ]] && bound=5
+    echo
+    echo "| second | meshgate 200s | CoreScope 200s | ratio |"
+    echo "|---:|---:|---:|---:|"
+    awk -v mg="${mg% |*}" -v cs="${cs% |*}" -v peer=$peer -v bound=$bound '
+      BEGIN {
+        n = split(mg, m, " "); split(cs, k, " "); low = -1
+        for (i = 1; i <= n; i++) {
+          c = peer ? k[i] + 0 : 0
+          if (!peer) r = "—"
+          else if (c > 0) { v = m[i] / c; r = sprintf("%.1f×", v); if (low < 0 || v < low) low = v }
+          else r = (m[i] > 0 ? "∞" : "—")
+          printf "| %d | %d | %s | %s |\n", i, m[i], peer ? c : "—", r
+          tm += m[i]; tc += c
+        }
+        if (!peer) exit
+        printf "\nlowest ratio in a second: %s (bound %d×: %s); over the whole series %s\n",
+          low < 0 ? "none (CoreScope answered in no second)" : sprintf("%.1f×", low), bound,
+          (low < 0 || low >= bound) ? "met" : "NOT met", tc > 0 ? sprintf("%.1f×", tm / tc) : "∞"
+      }'
+  done
+done

@@ -27,6 +27,7 @@ mg_db_pages_fetched        tests/test_cost.c: pages a request read
 mg_cached_bytes_copied     tests/test_cost.c: bytes a cached answer copied
 mg_nodes_answers_rendered  tests/test_nodes_answers.c: renders counted
 mg_packets_last_used_summaries  tests/test_summaries.c: which path a request took
+mg_packets_summaries_pass  tests/test_summaries.c: a whole pass at once (the server runs it in chunks)
 mg_packets_totals_forget   tests: per-process table dropped to test its rebuild
 mg_neighbor_graph_forget   tests: per-process table dropped to test its rebuild
 mg_node_hash_sizes_forget  tests: per-process table dropped to test its rebuild

@@ -30,4 +30,19 @@ static inline int64_t mg_realtime_ns(void)
     return mg_clock_ns(CLOCK_REALTIME);
 }
 
+/* Days since 1970-01-01 to a civil (proleptic Gregorian) date, as H. Hinnant's days_from_civil
+ * inverted: no gmtime, no locale, no lock, so a signal handler may use it. */
+static inline void mg_civil_from_days(int64_t z, int64_t *year, int *month, int *day)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *year = yoe + era * 400 + (*month <= 2);
+}
+
 #endif

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "log.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -51,21 +53,6 @@ void mg_log_set_role(const char *role)
     snprintf(current_role, sizeof current_role, "%s", role);
 }
 
-/* Days since 1970-01-01 to a civil date (H. Hinnant's days_from_civil, inverted): no
- * gmtime, so a signal handler may use it. */
-static void civil_from_days(int64_t z, int *year, int *month, int *day)
-{
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *day = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *month = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *year = (int)(yoe + era * 400 + (*month <= 2));
-}
-
 static void put_digits(char *out, unsigned value, int width)
 {
     for (int i = width - 1; i >= 0; i--, value /= 10)
@@ -82,8 +69,9 @@ void mg_log_format_time(int64_t realtime_ns, char *out, size_t outlen)
     if (realtime_ns < 0)
         realtime_ns = 0;
     int64_t secs = realtime_ns / 1000000000;
-    int year, month, day;
-    civil_from_days(secs / 86400, &year, &month, &day);
+    int64_t year;
+    int month, day;
+    mg_civil_from_days(secs / 86400, &year, &month, &day);
     int64_t in_day = secs % 86400;
     memcpy(out, "0000-00-00T00:00:00.000Z", MG_LOG_TIME_MAX);
     put_digits(out, (unsigned)year % 10000, 4);

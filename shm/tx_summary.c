@@ -65,7 +65,7 @@ bool mg_tx_summary_lease_take(struct mg_tx_summaries *s, int pid, int64_t now_ns
      * them may write. */
     if (holder == pid)
         return false;
-    if (holder != 0 && !pid_gone(holder) && now_ns < atomic_load(&h->lease_until_ns))
+    if (holder != 0 && now_ns < atomic_load(&h->lease_until_ns) && !pid_gone(holder))
         return false;
     if (!atomic_compare_exchange_strong(&h->lease_pid, &holder, pid))
         return false;

@@ -72,6 +72,9 @@ Test(db_heal, a_broken_connection_is_opened_again_and_the_request_retried, .fini
     char *log = mg_test_wait_log(&server, "closed, opened again", 4, 10000);
     cr_expect_eq(mg_test_count(log, "closed, opened again"), 4, "%s", log ? log : "");
     cr_expect(log && strstr(log, "disk I/O error"), "the log names the fault:\n%s", log ? log : "");
+    /* A fault that heals is a warning: no line at error level for any of them. */
+    cr_expect(log && !strstr(log, " error: "), "a healed fault logged an error:\n%s",
+              log ? log : "");
     free(log);
     /* The worker with the faults, healed, in /api/healthz and /metrics. */
     char *body = NULL;

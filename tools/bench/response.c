@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include "clock.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -43,10 +44,7 @@ static void feed_chunked(struct worker *w, struct conn *c, const char *data, siz
         switch (c->chunk_step) {
         case CHUNK_SIZE:
         case CHUNK_EXTENSION: {
-            int v = ch >= '0' && ch <= '9'   ? ch - '0'
-                    : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                    : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                             : -1;
+            int v = mg_hex_digit((unsigned char)ch);
             if (c->chunk_step == CHUNK_SIZE && v >= 0) {
                 if (c->chunk_size >> 56) {
                     protocol_error(w, c, "a chunk size too large", now);

@@ -62,7 +62,8 @@ static bool count_active_roles(struct mg_db *db, const char *cutoff, struct role
         else if (strcmp(role, "sensor") == 0)
             rc->sensors += n;
     }
-    if (step != SQLITE_DONE)
+    /* A connection fault is the heal's to report (mg_db_heal: a warning when it heals). */
+    if (step != SQLITE_DONE && !mg_db_is_fault(step))
         mg_error("/api/stats: counting nodes by role: %s", sqlite3_errmsg(db->conn));
     sqlite3_finalize(st);
     return step == SQLITE_DONE;
@@ -93,8 +94,10 @@ static long compute_stats(struct mg_env *env, char *out, size_t cap)
     sqlite3_bind_text(st, 1, cutoff, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, (int64_t)now - 3600);
     sqlite3_bind_int64(st, 3, (int64_t)now - 86400);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        mg_error("/api/stats: counting rows: %s", sqlite3_errmsg(env->db->conn));
+    int step = sqlite3_step(st);
+    if (step != SQLITE_ROW) {
+        if (!mg_db_is_fault(step)) /* a fault is the heal's to report, as above */
+            mg_error("/api/stats: counting rows: %s", sqlite3_errmsg(env->db->conn));
         sqlite3_finalize(st);
         return -1;
     }

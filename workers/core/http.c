@@ -35,6 +35,8 @@
  */
 #include "http.h"
 
+#include "text.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -551,17 +553,6 @@ bool mg_http_has_token(const struct mg_str *value, const char *token)
     return false;
 }
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 enum decode_result { DECODE_OK, DECODE_BAD_ESCAPE, DECODE_NO_ROOM };
 
 /* Leaves dst NUL-terminated whatever the outcome, so a failed decode is never read as text. */
@@ -575,8 +566,8 @@ static enum decode_result decode(const char *src, size_t len, char *dst, size_t 
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)src[i];
         if (c == '%') {
-            int hi = len - i >= 3 ? hex_value((unsigned char)src[i + 1]) : -1;
-            int lo = len - i >= 3 ? hex_value((unsigned char)src[i + 2]) : -1;
+            int hi = len - i >= 3 ? mg_hex_digit((unsigned char)src[i + 1]) : -1;
+            int lo = len - i >= 3 ? mg_hex_digit((unsigned char)src[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 result = DECODE_BAD_ESCAPE;
                 break;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "hash_size.h"
 
+#include "text.h"
 #include "time_parse.h"
 
 #include <stdlib.h>
@@ -24,10 +25,7 @@ static int hex_byte(const char *s)
     int v = 0;
     for (int i = 0; i < 2; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
+        int d = mg_hex_digit((unsigned char)c);
         if (d < 0)
             return -1;
         v = v * 16 + d;

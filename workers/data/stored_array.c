@@ -6,6 +6,8 @@
  */
 #include "stored_array.h"
 
+#include "text.h"
+
 #include <string.h>
 
 static bool is_blank(char c)
@@ -20,24 +22,13 @@ static const char *skip_blanks(const char *p, const char *end)
     return p;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool read_u16(const char *p, const char *end, unsigned *out)
 {
     if (end - p < 4)
         return false;
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hex_value(p[i]);
+        int h = mg_hex_digit((unsigned char)p[i]);
         if (h < 0)
             return false;
         v = v << 4 | (unsigned)h;

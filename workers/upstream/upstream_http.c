@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "upstream_http.h"
 
+#include "text.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -345,10 +347,7 @@ long mg_chunked_feed(struct mg_chunked *c, const char *in, size_t len, char *out
         char ch = in[i];
         switch (c->state) {
         case CH_SIZE: {
-            int d = ch >= '0' && ch <= '9'   ? ch - '0'
-                    : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                    : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                             : -1;
+            int d = mg_hex_digit((unsigned char)ch);
             if (d >= 0) {
                 if (++c->digits > 15)
                     return -1;

@@ -82,8 +82,11 @@ Test(home, without_a_front_end_the_root_is_meshgates_own_page)
         url[e - u] = '\0';
         struct mg_test_response l;
         cr_assert(mg_test_get(s.port, url, NULL, &l), "%s", url);
-        /* 501 only where the database lacks what the route reads (this one has no scopes). */
-        cr_expect(l.status == 200 || (l.status == 501 && strstr(l.body, "not been migrated")),
+        /* 501 only where the database lacks what the route reads (this one has no scopes);
+         * 500 where CoreScope answers so for a table its ingestor has not created (this one
+         * has no observer_metrics, as CoreScope's own fixtures). */
+        cr_expect(l.status == 200 || (l.status == 501 && strstr(l.body, "not been migrated")) ||
+                      (l.status == 500 && strstr(l.body, "no such table: observer_metrics")),
                   "the page links %s, which answers %d: %s", url, l.status, l.body);
         mg_test_response_free(&l);
         links++;

@@ -208,6 +208,13 @@ const struct mg_route mg_routes[] = {
      .heavy_when = mg_node_paths_is_heavy,
      .own_jobs = true,
      .light_cases = paths_cases},
+    /* Observer metrics (ep_observer_metrics.c): a node's battery series. Heavy: the samples
+     * of the window (365 days every 5 minutes: 105 120 rows). */
+    {.template = "/api/nodes/:pubkey/battery",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_node_battery,
+     .params = &mg_node_battery_params},
     {.template = "/api/nodes/:pubkey/neighbors",
      .gates = mg_gates_cold,
      .cost = MG_COST_HEAVY,
@@ -262,6 +269,18 @@ const struct mg_route mg_routes[] = {
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_observers},
+    /* Observer metrics (ep_observer_metrics.c), before the :id routes. Heavy: the summary
+     * reads every sample of its window (any length), a series its observer's. */
+    {.template = "/api/observers/metrics/summary",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_metrics_summary,
+     .params = &mg_metrics_summary_params},
+    {.template = "/api/observers/:id/metrics",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_observer_metrics,
+     .params = &mg_observer_metrics_params},
     {.template = "/api/observers/clock-skew",
      .gates = mg_gates_cold,
      .cost = MG_COST_HEAVY,

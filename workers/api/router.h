@@ -100,6 +100,9 @@ extern const struct mg_param_table mg_bulk_health_params;
 extern const struct mg_param_table mg_fleet_clock_skew_params;
 extern const struct mg_param_table mg_perf_params;
 extern const struct mg_param_table mg_node_search_params;
+extern const struct mg_param_table mg_metrics_summary_params;
+extern const struct mg_param_table mg_observer_metrics_params;
+extern const struct mg_param_table mg_node_battery_params;
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
@@ -172,6 +175,13 @@ bool mg_observer_analytics_is_heavy(struct mg_env *env, const struct mg_request 
 void mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
                                    struct mg_response *res);
 bool mg_observer_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* The routes of the observer_metrics table (ep_observer_metrics.c). */
+void mg_handle_metrics_summary(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
+void mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
+void mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
 void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
                                 struct mg_response *res);

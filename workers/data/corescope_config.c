@@ -850,6 +850,9 @@ static int load_documents(struct mg_corescope_config *c, const char *name, json_
     double relay_hours = bounded_member(&l, thresholds, "relayActiveHours",
                                         "healthThresholds.relayActiveHours", "a number of hours");
     c->relay_active_hours = relay_hours > 0 ? relay_hours : 24; /* CoreScope's default */
+    json_t *battery = object_member(&l, root, "batteryThresholds", "batteryThresholds");
+    c->battery_low_mv = int_member(&l, battery, "lowMv", "batteryThresholds.lowMv");
+    c->battery_critical_mv = int_member(&l, battery, "criticalMv", "batteryThresholds.criticalMv");
     json_decref(root);
     json_decref(theme);
     if (l.failed) {

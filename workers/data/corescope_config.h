@@ -59,6 +59,9 @@ struct mg_corescope_config {
     /* healthThresholds.relayActiveHours (24 when absent): how recent a repeater's last relay
      * must be for relay_active (node_relay.h) */
     double relay_active_hours;
+    /* batteryThresholds.lowMv and .criticalMv as written (0 when absent: the battery route's
+     * defaults, 3300 and 3000, apply to a value of 0 or less, as CoreScope's) */
+    long long battery_low_mv, battery_critical_mv;
     /* "areas", sorted by key (bytewise) */
     struct mg_corescope_area *areas;
     size_t area_count;

@@ -29,9 +29,11 @@ static void fill(struct mg_fifo_record *r, int pid, unsigned slot, uint64_t id, 
     snprintf(r->key, sizeof r->key, "%s", key ? key : "");
 }
 
-/* Under lock: a free holder record for a new permit, or NULL when the table is full. */
+/* Under lock: a free holder record for a new permit, or NULL when the table is full. The
+ * permit keeps the round its place was served in; a request's permit moves the line's round
+ * on to it (background work, which is in no round, passes the round it finds). */
 static bool take_permit(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                        const uint8_t *owner, int64_t now, uint64_t *token)
+                        const uint8_t *owner, uint64_t round, int64_t now, uint64_t *token)
 {
     for (unsigned i = 0; i < MG_FIFO_HOLDERS_MAX; i++) {
         if (g->holder[i].pid == 0) {
@@ -39,6 +41,9 @@ static bool take_permit(struct mg_fifo_gate *g, int pid, unsigned slot, const ch
             fill(&g->holder[i], pid, slot, *token, key, now);
             if (owner)
                 memcpy(g->holder[i].owner, owner, MG_FIFO_OWNER_BYTES);
+            g->holder[i].round = round;
+            if (round > g->round)
+                g->round = round;
             g->in_flight++;
             uint32_t peak = atomic_load(&g->peak);
             if (g->in_flight > peak)
@@ -55,13 +60,20 @@ static bool permit_free(const struct mg_fifo_gate *g)
     return (g->cap == 0 || g->in_flight < g->cap) && g->in_flight < MG_FIFO_HOLDERS_MAX;
 }
 
-/* Under lock: the index of the oldest waiter for a permit whose work can run, or -1. */
-static int oldest_ready_waiter(const struct mg_fifo_gate *g)
+/* The line's order (gate_fifo.h, the fair hand-off): the lower round first, then the older
+ * ticket. One owner's rounds grow with its tickets, so its places keep their arrival order. */
+static bool served_before(const struct mg_fifo_record *a, const struct mg_fifo_record *b)
+{
+    return a->round != b->round ? a->round < b->round : a->id < b->id;
+}
+
+/* Under lock: the index of the next waiter for a permit whose work can run, or -1. */
+static int next_ready_waiter(const struct mg_fifo_gate *g)
 {
     int best = -1;
     for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
         if (g->waiter[i].pid != 0 && !g->waiter[i].follower && !g->waiter[i].unready &&
-            (best < 0 || g->waiter[i].id < g->waiter[best].id))
+            (best < 0 || served_before(&g->waiter[i], &g->waiter[best])))
             best = i;
     return best;
 }
@@ -75,16 +87,29 @@ static uint32_t followers(const struct mg_fifo_gate *g)
     return n;
 }
 
-/* Under lock: the permits and places (followers aside) that owner holds. */
-static uint32_t owned_by(const struct mg_fifo_gate *g, const uint8_t *owner)
+/* What one owner holds (the requests without an owner count as one owner, "nobody"). */
+struct owner_holds {
+    uint32_t n;     /* permits and places, followers aside */
+    uint64_t round; /* the round a new place of this owner is served in */
+};
+
+/* Under lock: what owner holds, and the round of its next place: the line's round, or the
+ * round after the owner's latest permit or place if that is later (gate_fifo.h). */
+static struct owner_holds owned_by(const struct mg_fifo_gate *g, const uint8_t *owner)
 {
-    uint32_t n = 0;
-    for (int i = 0; i < MG_FIFO_HOLDERS_MAX; i++)
-        n += g->holder[i].pid != 0 && !memcmp(g->holder[i].owner, owner, MG_FIFO_OWNER_BYTES);
-    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
-        n += g->waiter[i].pid != 0 && !g->waiter[i].follower &&
-             !memcmp(g->waiter[i].owner, owner, MG_FIFO_OWNER_BYTES);
-    return n;
+    struct owner_holds h = {0, g->round};
+    const struct mg_fifo_record *sets[2] = {g->holder, g->waiter};
+    const int counts[2] = {MG_FIFO_HOLDERS_MAX, MG_FIFO_WAITERS_MAX};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < counts[s]; i++) {
+            const struct mg_fifo_record *r = &sets[s][i];
+            if (r->pid == 0 || r->follower || memcmp(r->owner, owner, MG_FIFO_OWNER_BYTES))
+                continue;
+            h.n++;
+            if (r->round + 1 > h.round)
+                h.round = r->round + 1;
+        }
+    return h;
 }
 
 static void leave_line(struct mg_fifo_gate *g, int index)
@@ -111,11 +136,12 @@ static void wake_list_add(struct wake_list *l, uint32_t slot)
 }
 
 /*
- * Under lock: the hand-off (gate_fifo.h). Each free permit belongs to the oldest ready place
- * in line, which no later arrival overtakes (join admits at once only when no ready place
- * waits), so it is enough to wake the workers of the oldest ready places, one per free
- * permit; each takes its permit when its loop asks again (poll). A place that then finds
- * its work cannot run steps aside, and that step wakes the next in turn.
+ * Under lock: the hand-off (gate_fifo.h). Each free permit belongs to the next ready place
+ * in the line's order (served_before), which no later arrival overtakes (join admits at once
+ * only when no ready place waits), so it is enough to wake the workers of the next ready
+ * places, one per free permit; each takes its permit when its loop asks again (poll). A
+ * place that then finds its work cannot run steps aside, and that step wakes the next in
+ * turn.
  */
 static void pick_next(const struct mg_fifo_gate *g, struct wake_list *l)
 {
@@ -125,24 +151,27 @@ static void pick_next(const struct mg_fifo_gate *g, struct wake_list *l)
         free_permits = g->in_flight < g->cap ? g->cap - g->in_flight : 0;
     if (free_permits > WAKE_MAX)
         free_permits = WAKE_MAX;
-    /* The oldest ready places, and as many of the oldest unready ones: a place is unready
+    /* The next ready places, and as many of the next unready ones: a place is unready
      * for its worker's reason (a busy helper, which wakes that worker itself when it frees)
      * or for the group's (the upstream's reserve for signed-in clients, which frees with a
      * release): asked again, it takes the permit if it can run now and is passed over
      * otherwise. */
     for (int want_ready = 1; want_ready >= 0; want_ready--) {
-        uint64_t after = 0; /* tickets grow: the k-th oldest is the oldest after the k-1-th */
+        /* the order is total: the k-th is the first after the k-1-th */
+        const struct mg_fifo_record *after = NULL;
         for (uint32_t k = 0; k < free_permits; k++) {
             int best = -1;
-            for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++)
-                if (g->waiter[i].pid != 0 && !g->waiter[i].follower &&
-                    (bool)g->waiter[i].unready != (bool)want_ready && g->waiter[i].id > after &&
-                    (best < 0 || g->waiter[i].id < g->waiter[best].id))
+            for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++) {
+                const struct mg_fifo_record *w = &g->waiter[i];
+                if (w->pid != 0 && !w->follower && (bool)w->unready != (bool)want_ready &&
+                    (!after || served_before(after, w)) &&
+                    (best < 0 || served_before(w, &g->waiter[best])))
                     best = i;
+            }
             if (best < 0)
                 break;
-            after = g->waiter[best].id;
-            wake_list_add(l, g->waiter[best].slot);
+            after = &g->waiter[best];
+            wake_list_add(l, after->slot);
         }
     }
 }
@@ -185,16 +214,17 @@ int mg_fifo_gate_join_owned(struct mg_fifo_gate *g, int pid, unsigned slot, cons
         owner = NULL;
     int64_t now = mg_monotonic_ns();
     mg_lock_acquire(&g->lock, pid);
+    struct owner_holds holds = owned_by(g, owner ? owner : nobody);
     /* The owner's share is checked in the same step as the line's bound. */
-    if (owner && owned_by(g, owner) >= share) {
+    if (owner && holds.n >= share) {
         mg_lock_release(&g->lock, pid);
         atomic_fetch_add(&g->refused_share, 1);
         return MG_FIFO_REFUSED_SHARE;
     }
     /* Places whose workers cannot run them, and followers, wait for something else than a
      * permit: a ready arrival goes ahead of them. */
-    if (ready && oldest_ready_waiter(g) < 0 && permit_free(g) &&
-        take_permit(g, pid, slot, key, owner, now, token)) {
+    if (ready && next_ready_waiter(g) < 0 && permit_free(g) &&
+        take_permit(g, pid, slot, key, owner, holds.round, now, token)) {
         mg_lock_release(&g->lock, pid);
         return MG_FIFO_ADMITTED;
     }
@@ -208,6 +238,7 @@ int mg_fifo_gate_join_owned(struct mg_fifo_gate *g, int pid, unsigned slot, cons
         *ticket = ++g->next_id;
         fill(&g->waiter[at], pid, slot, *ticket, key, now);
         g->waiter[at].unready = !ready;
+        g->waiter[at].round = holds.round;
         if (owner)
             memcpy(g->waiter[at].owner, owner, MG_FIFO_OWNER_BYTES);
         g->waiting++;
@@ -243,8 +274,9 @@ int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
         g->waiter[place].unready = !ready;
     if (!mine) {
         result = MG_FIFO_CANCELLED; /* not in line any more (reclaimed) */
-    } else if (ready && oldest_ready_waiter(g) == place && permit_free(g) &&
-               take_permit(g, pid, slot, key, g->waiter[place].owner, now, token)) {
+    } else if (ready && next_ready_waiter(g) == place && permit_free(g) &&
+               take_permit(g, pid, slot, key, g->waiter[place].owner, g->waiter[place].round, now,
+                           token)) {
         leave_line(g, place);
         result = MG_FIFO_ADMITTED;
     } else if (now >= deadline) {
@@ -340,8 +372,8 @@ bool mg_fifo_gate_try_background(struct mg_fifo_gate *g, int pid, unsigned slot,
 {
     int64_t now = mg_monotonic_ns();
     mg_lock_acquire(&g->lock, pid);
-    bool taken = oldest_ready_waiter(g) < 0 && permit_free(g) &&
-                 take_permit(g, pid, slot, key, NULL, now, token);
+    bool taken = next_ready_waiter(g) < 0 && permit_free(g) &&
+                 take_permit(g, pid, slot, key, NULL, g->round, now, token);
     mg_lock_release(&g->lock, pid);
     atomic_fetch_add(taken ? &g->background : &g->background_busy, 1);
     return taken;

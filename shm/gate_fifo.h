@@ -14,10 +14,21 @@
  *
  * Invariants, each under the gate's lock:
  *   - in_flight <= cap (when cap > 0) and peak records the largest in_flight seen (1);
- *   - a waiter is admitted only when it is the oldest *ready* place in line and a permit is
- *     free: no later arrival that could run overtakes it (FIFO among the places whose
- *     workers can run them), and checking the bound and joining the line are one step, so a
- *     burst cannot overshoot queue_max;
+ *   - a waiter is admitted only when it is the next *ready* place in the line's order and a
+ *     permit is free, and checking the bound and joining the line are one step, so a burst
+ *     cannot overshoot queue_max. The order is fair between owners and FIFO within one: each
+ *     place is given a round when it joins, the line's round (that of the permit given last)
+ *     or, if later, the round after its owner's latest permit or place; places are served by
+ *     round, then by arrival. So a freed permit goes round-robin over the owners waiting:
+ *     an owner that joins while another holds permits and a line of places is served next,
+ *     not after all of them. One owner's rounds grow with its arrivals, so its places (and a
+ *     line whose places have no owner, which count as one owner) stay FIFO, and places of
+ *     equal rounds go by arrival;
+ *   - no starvation: a later arrival overtakes a place only with a lower round, and each
+ *     owner's rounds step by one per place, so a place of round r that joined when the line's
+ *     round was v is overtaken by at most r - v later places of each other owner. Each round
+ *     from v to r - 1 is one of its own owner's places, still held then (fewer than its share)
+ *     or given up by that owner; for an owner that held none, r = v and no one overtakes it;
  *   - a permit goes only to work that can run at once: a caller whose worker cannot start
  *     the work now (its helper thread is busy) joins or polls with ready false; it keeps
  *     its place, marked unready, and is passed over until it polls ready again. So a
@@ -34,11 +45,11 @@
  *   - a freed permit is handed to its next waiter, never polled for: whatever frees a
  *     permit or moves the line (release, a place that times out, is cancelled, steps aside
  *     unready or is admitted, reclaim, a raised cap) picks, in the same critical section, the
- *     oldest ready places, one per free permit, and after the lock wakes their workers
+ *     next ready places, one per free permit, and after the lock wakes their workers
  *     through their slots' eventfds (shm/wake.h). The permit is theirs from that moment: no
- *     later arrival overtakes them (the FIFO invariant above), so it stays free only until
+ *     later arrival overtakes them (the order invariant above), so it stays free only until
  *     their loops' next turn. A woken place whose work cannot run after all steps aside,
- *     which wakes the next in turn. As many of the oldest unready places are woken too: a
+ *     which wakes the next in turn. As many of the next unready places are woken too: a
  *     place unready for its worker's reason is also woken by its helper's eventfd, but one
  *     held back for the group's (the upstream's reserve for signed-in clients) can only
  *     learn at a release that it may go. So a parked waiter costs its worker nothing until
@@ -74,6 +85,7 @@ struct mg_fifo_record {
     uint32_t unready;  /* a place whose worker cannot run it now (its helper is busy) */
     uint8_t owner[MG_FIFO_OWNER_BYTES]; /* whose share it counts against; all zero: none */
     uint64_t id;                        /* token of a holder, ticket of a waiter */
+    uint64_t round; /* the round a place is served in (the fair hand-off), kept by its permit */
     int64_t since_monotonic_ns;
     char key[MG_FIFO_KEY_MAX];
 };
@@ -87,6 +99,7 @@ struct mg_fifo_gate {
     uint32_t in_flight;
     uint32_t waiting;
     uint64_t next_id;
+    uint64_t round; /* the round of the permit given last; a new owner's place joins in it */
     struct mg_fifo_record holder[MG_FIFO_HOLDERS_MAX];
     struct mg_fifo_record waiter[MG_FIFO_WAITERS_MAX];
     /* bumped on every release, cancel and reclaim; in-process waiters (mg_fifo_gate_acquire)

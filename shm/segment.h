@@ -70,7 +70,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 20u
+#define MG_SHM_LAYOUT_VERSION 21u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64

@@ -16,6 +16,7 @@
 #include "scoreboard.h"
 #include "segment.h"
 #include "stats.h"
+#include "upstream_proc.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -525,6 +526,82 @@ Test(anon, one_client_holds_only_its_share_of_the_line_and_another_is_answered, 
     cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
 #undef CLIENT_A
 #undef CLIENT_B
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+/* One anonymous client flooding a slow heavy route from 127.0.0.1: 16 connections, each
+ * asking again as soon as it is answered (after a refused one, 50 ms later). */
+#define FLOOD_CONNECTIONS 16
+struct flood {
+    int port;
+    _Atomic bool stop;
+    _Atomic int next; /* each request a new key: no answer is shared or cached */
+    _Atomic int answered, refused;
+    pthread_t thread[FLOOD_CONNECTIONS];
+};
+
+static void *flood_loop(void *p)
+{
+    struct flood *f = p;
+    while (!atomic_load(&f->stop)) {
+        char target[64];
+        snprintf(target, sizeof target, "/api/packets?limit=%d",
+                 100 + atomic_fetch_add(&f->next, 1));
+        struct mg_test_response r;
+        int status = 0;
+        if (mg_test_get(f->port, target, HOLD(2000), &r)) {
+            status = r.status;
+            mg_test_response_free(&r);
+        }
+        atomic_fetch_add(status == 200 ? &f->answered : &f->refused, 1);
+        if (status != 200)
+            mg_test_sleep_ms(50);
+    }
+    return NULL;
+}
+
+/* The fair hand-off (shm/gate_fifo.h): while one address keeps its whole share of the line
+ * (a permit held 2 s and five places, each 2 s of work), another address's anonymous heavy
+ * request is served next, within the wait (8 s), not after the flooder's five places (10 s)
+ * with a 503. */
+Test(anon, a_flood_from_one_address_does_not_keep_another_out_of_the_line, .init = make_dir,
+     .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=2",         "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_QUEUE=16",     "MESHGATE_ANON_PER_CLIENT=6",
+                         "MESHGATE_ANON_WAIT_MS=8000", "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",   NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct flood *f = calloc(1, sizeof *f);
+    cr_assert(f);
+    f->port = s.port;
+    for (int i = 0; i < FLOOD_CONNECTIONS; i++)
+        cr_assert_eq(pthread_create(&f->thread[i], NULL, flood_loop, f), 0);
+    /* The flooder holds its share: the permit and five places. */
+    cr_assert(wait_for(&seg.anon->waiting, 5, WAIT_CEILING_MS), "waiting %u", seg.anon->waiting);
+    cr_assert(wait_for64(&seg.anon->refused_share, 1, WAIT_CEILING_MS));
+    int fd = mg_test_connect_from("127.0.0.2", s.port);
+    cr_assert_geq(fd, 0);
+    const char req[] = "GET /api/packets?limit=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    int64_t start = mg_test_now_ms();
+    cr_assert(mg_test_send(fd, req, sizeof req - 1));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, WAIT_CEILING_MS), "no answer");
+    int64_t ms = mg_test_now_ms() - start;
+    close(fd);
+    cr_expect_eq(r.status, 200, "the other address got %d after %lld ms: %s", r.status,
+                 (long long)ms, r.body ? r.body : "");
+    mg_test_response_free(&r);
+    atomic_store(&f->stop, true);
+    for (int i = 0; i < FLOOD_CONNECTIONS; i++)
+        pthread_join(f->thread[i], NULL);
+    cr_expect_gt(atomic_load(&f->answered), 0, "the flooder was served too");
+    cr_expect_gt(atomic_load(&seg.anon->refused_share), 0, "the flood never reached its share");
+    free(f);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }

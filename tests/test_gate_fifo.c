@@ -198,6 +198,9 @@ Test(gate_fifo, one_owner_holds_at_most_its_share_and_another_still_joins)
     int other;
     uint64_t other_ticket;
     cr_expect_eq(mg_fifo_gate_join(g, me, 1, "none", &t, &other, &other_ticket), MG_FIFO_QUEUED);
+    /* They leave (they would be served before a's places: the fair hand-off, below). */
+    mg_fifo_gate_cancel(g, me, place[3], ticket[3]);
+    mg_fifo_gate_cancel(g, me, other, other_ticket);
     /* The permit passes to a's first place, which keeps its owner: a holds two, so one more
      * joins and the next is refused. */
     cr_assert(mg_fifo_gate_release(g, me, token[0]));
@@ -348,6 +351,85 @@ Test(gate_fifo, a_release_wakes_only_the_oldest_waiters_slot)
         cr_expect_eq(w[0] + w[1] + w[2] + w[3], 0);
     }
     mg_wake_close();
+}
+
+/* Which of n places takes the free permit when each is asked (-1: none). */
+static int admitted_place(struct mg_fifo_gate *g, const int *place, const uint64_t *ticket, int n,
+                          uint64_t *token)
+{
+    int64_t now = mg_monotonic_ns();
+    for (int i = 0; i < n; i++)
+        if (place[i] >= 0 &&
+            mg_fifo_gate_poll(g, getpid(), (unsigned)i + 1, "p", place[i], ticket[i], now,
+                              now + 10 * MG_NS_PER_SEC, token) == MG_FIFO_ADMITTED)
+            return i;
+    return -1;
+}
+
+/* The fair hand-off: a holds the permit and six places; b joins after them with two. Each
+ * freed permit goes round-robin over the owners: b's first place next, not after a's six;
+ * then a's and b's second places by arrival (equal rounds), then the rest of a's in order.
+ * The released permit's slot (1 + its index) is the one woken. */
+Test(gate_fifo, a_freed_permit_goes_round_robin_over_owners_not_to_the_oldest_place)
+{
+    char err[128];
+    cr_assert(mg_wake_open(12, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 16, 10 * MG_NS_PER_SEC);
+    const uint8_t a[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1};
+    const uint8_t b[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 2};
+    pid_t me = getpid();
+    uint64_t token, ticket[8];
+    int place[8];
+    cr_assert_eq(mg_fifo_gate_join_owned(g, me, 0, "a", true, a, 7, &token, &place[0], &ticket[0]),
+                 MG_FIFO_ADMITTED);
+    /* places 0-5: a's six; 6, 7: b's two */
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(mg_fifo_gate_join_owned(g, me, (unsigned)i + 1, "p", true, i < 6 ? a : b, 7,
+                                             &(uint64_t){0}, &place[i], &ticket[i]),
+                     MG_FIFO_QUEUED);
+    const int want[8] = {6, 0, 7, 1, 2, 3, 4, 5};
+    unsigned w[12];
+    take_wakes(w, 12);
+    for (int k = 0; k < 8; k++) {
+        cr_assert(mg_fifo_gate_release(g, me, token));
+        take_wakes(w, 12);
+        cr_expect_eq(w[want[k] + 1], 1, "release %d did not wake place %d's slot", k, want[k]);
+        int got = admitted_place(g, place, ticket, 8, &token);
+        cr_assert_eq(got, want[k], "release %d: place %d served, want %d", k, got, want[k]);
+        place[got] = -1;
+    }
+    cr_expect_eq(g->waiting, 0);
+    cr_assert(mg_fifo_gate_release(g, me, token));
+    mg_wake_close();
+}
+
+/* Places with no owner, and one owner's places, keep their arrival order whoever holds the
+ * permit: fairness only reorders between owners. */
+Test(gate_fifo, without_owners_or_with_one_owner_the_line_stays_fifo)
+{
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 16, 10 * MG_NS_PER_SEC);
+    const uint8_t a[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1};
+    pid_t me = getpid();
+    for (int owned = 0; owned < 2; owned++) {
+        uint64_t token, ticket[6];
+        int place[6];
+        cr_assert_eq(mg_fifo_gate_join_owned(g, me, 0, "h", true, owned ? a : NULL, 8, &token,
+                                             &place[0], &ticket[0]),
+                     MG_FIFO_ADMITTED);
+        for (int i = 0; i < 6; i++)
+            cr_assert_eq(mg_fifo_gate_join_owned(g, me, (unsigned)i + 1, "p", true,
+                                                 owned ? a : NULL, 8, &(uint64_t){0}, &place[i],
+                                                 &ticket[i]),
+                         MG_FIFO_QUEUED);
+        for (int k = 0; k < 6; k++) {
+            cr_assert(mg_fifo_gate_release(g, me, token));
+            cr_assert_eq(admitted_place(g, place, ticket, 6, &token), k, "owned %d", owned);
+            place[k] = -1;
+        }
+        cr_assert(mg_fifo_gate_release(g, me, token));
+    }
 }
 
 /* A holder killed with SIGKILL: reclaim hands its permit to the next in line and wakes that

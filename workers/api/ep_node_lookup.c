@@ -114,7 +114,8 @@ void mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE) {
-        qsort(roles, n, sizeof *roles, by_role);
+        if (n > 1) /* qsort of no array is undefined */
+            qsort(roles, n, sizeof *roles, by_role);
         mg_response_json(res, 200);
         struct mg_json j;
         mg_json_init(&j, &res->body);

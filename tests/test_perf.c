@@ -394,14 +394,19 @@ Test(perf, totals_are_the_sum_over_every_worker_process)
     mg_test_server_stop(&s, 5000);
 }
 
-/* CoreScope's literal routes beside /api/nodes/{pubkey} are not taken for a key: they go to
- * the upstream (or 404 without one), as CoreScope's server routes them. */
+/* CoreScope's literal routes beside /api/nodes/{pubkey} are not taken for a key: they are
+ * their own routes, as CoreScope's server routes them, and a path below them is no node's. */
 Test(routes, corescopes_literal_node_routes_are_not_keys)
 {
     char param[80];
-    cr_expect_eq(mg_route_match("/api/nodes/network-status", param, sizeof param),
+    unsigned status = mg_route_match("/api/nodes/network-status", param, sizeof param);
+    cr_assert_neq(status, MG_ROUTE_NOT_FOUND);
+    cr_expect_str_eq(mg_routes[status].template, "/api/nodes/network-status");
+    unsigned resolve = mg_route_match("/api/nodes/resolve", param, sizeof param);
+    cr_assert_neq(resolve, MG_ROUTE_NOT_FOUND);
+    cr_expect_str_eq(mg_routes[resolve].template, "/api/nodes/resolve");
+    cr_expect_eq(mg_route_match("/api/nodes/resolve/health", param, sizeof param),
                  MG_ROUTE_NOT_FOUND);
-    cr_expect_eq(mg_route_match("/api/nodes/resolve", param, sizeof param), MG_ROUTE_NOT_FOUND);
     unsigned detail = mg_route_match("/api/nodes/0123abcd", param, sizeof param);
     cr_assert_neq(detail, MG_ROUTE_NOT_FOUND);
     cr_expect_str_eq(mg_routes[detail].template, "/api/nodes/:pubkey");

@@ -272,6 +272,16 @@ static void tour(void)
     /* Without transmissions.scope_name there are no scopes to count: 501. */
     bool scopes = file_has_column("transmissions", "scope_name");
     get("/api/scope-stats?window=7d", scopes ? 200 : 501);
+    /* CoreScope's small routes (issue 26, misc). */
+    body = get("/api/nodes/network-status", 200);
+    cr_expect_eq(int_after(body, "total"), count_of("SELECT count(*) FROM nodes"));
+    cr_expect_eq(int_after(body, "active") + int_after(body, "degraded") +
+                     int_after(body, "silent"),
+                 count_of("SELECT count(*) FROM nodes"));
+    snprintf(target, sizeof target, "/api/nodes/resolve?prefix=%s", repeater);
+    body = get(target, 200);
+    cr_expect(strstr(body, repeater) && strstr(body, "\"ambiguous\":false"), "%s: %.300s", target,
+              body);
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -879,7 +879,9 @@ Test(upstream, corescope_front_end_renders_upstream_data_and_its_websocket_conne
     struct mg_test_server s;
     char setting[512];
     snprintf(setting, sizeof setting, "MESHGATE_PUBLIC_DIR=%s", public_dir);
-    const char *env[] = {setting, "MESHGATE_ACCESS_LOG=1", NULL};
+    /* write-sources is native; the Perf page asks the test upstream for it all the same. */
+    const char *env[] = {setting, "MESHGATE_ACCESS_LOG=1",
+                         "MESHGATE_UPSTREAM_PREFER=/api/perf/write-sources", NULL};
     start_meshgate(&s, up.port, env);
     char dir[128], cmd[1024];
     static char out[1 << 16];

@@ -60,8 +60,8 @@ static size_t pipelined(const char *target, char *body, size_t cap)
     return len;
 }
 
-/* The pooled clients ask /api/nodes/network-status; an answer is their own when it has
- * network-status's shape, not topology's (the attacker's). */
+/* The pooled clients ask /api/nodes/network-status (passed up: MESHGATE_UPSTREAM_PREFER); an answer
+ * is their own when it has network-status's shape, not topology's (the attacker's). */
 static void status_request(const struct mg_test_pooled_client *c, int round, char *out, size_t cap)
 {
     (void)c;
@@ -102,7 +102,9 @@ Test(upstream_corescope, smuggled_requests_never_reach_corescope_and_pooled_clie
 
     char setting[64];
     snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", cs.port);
-    const char *env[] = {setting, "MESHGATE_WORKERS=1", NULL};
+    /* network-status is native; the pooled clients ask CoreScope for it all the same. */
+    const char *env[] = {setting, "MESHGATE_WORKERS=1",
+                         "MESHGATE_UPSTREAM_PREFER=/api/nodes/network-status", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
 

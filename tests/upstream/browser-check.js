@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: ISC
 // The browser check of the proxy (issue 15): CoreScope's front end, served by meshgate in front
 // of the test upstream, in headless Chromium. The Perf page's Write Sources table reads
-// /api/perf/write-sources, which only the upstream answers: it must show the upstream's
-// source; and the live WebSocket every page opens must connect through meshgate's tunnel.
+// /api/perf/write-sources, which meshgate passes up (MESHGATE_UPSTREAM_PREFER in the test): it
+// must show the upstream's source; and the live WebSocket every page opens must connect through
+// meshgate's tunnel.
 //
 //   node tests/upstream/browser-check.js BASE_URL
 //

@@ -195,7 +195,7 @@ static void write_group_value(struct mg_json *j, const char *key, struct mg_shar
  *   plus group-value computations;
  * - hitRate: percent of answers served from a cache (fresh or stale), 1 decimal.
  */
-static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *size_key)
+void mg_perf_cache_figures(struct mg_segment *seg, struct mg_perf_cache *out)
 {
     int64_t now = mg_monotonic_ns();
     struct mg_cache_snapshot c;
@@ -207,21 +207,31 @@ static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *s
         size += atomic_load_explicit(&v->computed_monotonic_ns, memory_order_relaxed) != 0;
         refreshes += atomic_load_explicit(&v->refreshes, memory_order_relaxed);
     }
-    uint64_t hits = c.hits + mg_counter_get(seg, MG_CTR_GROUP_VALUE_HITS);
-    uint64_t stale = mg_counter_get(seg, MG_CTR_GROUP_VALUE_STALE_HITS);
-    uint64_t misses = c.misses + refreshes;
-    uint64_t served = hits + stale;
+    *out = (struct mg_perf_cache){
+        .size = size,
+        .hits = c.hits + mg_counter_get(seg, MG_CTR_GROUP_VALUE_HITS),
+        .stale = mg_counter_get(seg, MG_CTR_GROUP_VALUE_STALE_HITS),
+        .misses = c.misses + refreshes,
+        .recomputes = c.stored + refreshes,
+    };
+}
+
+static void write_cache(struct mg_json *j, struct mg_segment *seg, const char *size_key)
+{
+    struct mg_perf_cache c;
+    mg_perf_cache_figures(seg, &c);
+    uint64_t served = c.hits + c.stale;
 
     mg_json_key(j, "cache");
     mg_json_object_begin(j);
-    mg_json_kv_uint(j, size_key, size);
-    mg_json_kv_uint(j, "hits", hits);
-    mg_json_kv_uint(j, "misses", misses);
-    mg_json_kv_uint(j, "staleHits", stale);
-    mg_json_kv_uint(j, "recomputes", c.stored + refreshes);
+    mg_json_kv_uint(j, size_key, c.size);
+    mg_json_kv_uint(j, "hits", c.hits);
+    mg_json_kv_uint(j, "misses", c.misses);
+    mg_json_kv_uint(j, "staleHits", c.stale);
+    mg_json_kv_uint(j, "recomputes", c.recomputes);
     mg_json_key(j, "hitRate");
     mg_json_double_rounded(
-        j, served + misses ? 100.0 * (double)served / (double)(served + misses) : 0.0, 1);
+        j, served + c.misses ? 100.0 * (double)served / (double)(served + c.misses) : 0.0, 1);
     mg_json_object_end(j);
 }
 

@@ -131,6 +131,22 @@ static const char *const health_cases[] = {"/api/health", NULL};
 /* Light: a constant (CoreScope's answer without its ingestor's MQTT file). */
 static const char *const mqtt_status_cases[] = {"/api/mqtt/status", NULL};
 
+/* The small routes of CoreScope's server (issue 26, misc): light, one pass over nodes at most
+ * (network-status: every row of nodes; resolve: the key range of the prefix through the
+ * primary key's index, two rows at most). */
+static const char *const network_status_cases[] = {"/api/nodes/network-status", NULL};
+static const char *const node_resolve_cases[] = {"/api/nodes/resolve?prefix=0000",
+                                                 "/api/nodes/resolve?prefix={prefix}", NULL};
+/* Light: the file's header (three pragmas), a stat of the -wal and the segment; /proc of the
+ * group's processes; a constant. No table is read. */
+static const char *const perf_sqlite_cases[] = {"/api/perf/sqlite", NULL};
+static const char *const perf_io_cases[] = {"/api/perf/io", NULL};
+static const char *const perf_write_sources_cases[] = {"/api/perf/write-sources", NULL};
+/* Light: meshgate's OpenAPI description, rendered once per process from this table, copied;
+ * the page that shows it is a constant (0 VM steps). */
+static const char *const spec_cases[] = {"/api/spec", NULL};
+static const char *const docs_cases[] = {"/api/docs", NULL};
+
 const struct mg_route mg_routes[] = {
     {.template = "/api/healthz",
      .gates = mg_gates_light,
@@ -170,6 +186,18 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = fleet_skew_cases,
      .params = &mg_fleet_clock_skew_params},
+    /* The small routes of issue 26 (misc): before /api/nodes/:pubkey, as in CoreScope. */
+    {.template = "/api/nodes/network-status",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_network_status,
+     .light_cases = network_status_cases},
+    {.template = "/api/nodes/resolve",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_node_resolve,
+     .light_cases = node_resolve_cases,
+     .params = &mg_node_resolve_params},
     {.template = "/api/nodes/:pubkey",
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,
@@ -334,6 +362,22 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = perf_cases,
      .params = &mg_perf_params},
+    /* The Perf page's disk cards (issue 26, misc): light. */
+    {.template = "/api/perf/sqlite",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_perf_sqlite,
+     .light_cases = perf_sqlite_cases},
+    {.template = "/api/perf/io",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_perf_io,
+     .light_cases = perf_io_cases},
+    {.template = "/api/perf/write-sources",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_perf_write_sources,
+     .light_cases = perf_write_sources_cases},
     /* CoreScope's configuration, its health and its scopes (issue 14, h14a). */
     {.template = "/api/config/client",
      .gates = mg_gates_light,
@@ -395,6 +439,17 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = scope_cases,
      .params = &mg_scope_stats_params},
+    /* meshgate's own API description (issue 26, misc). */
+    {.template = "/api/spec",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_spec,
+     .light_cases = spec_cases},
+    {.template = "/api/docs",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_docs,
+     .light_cases = docs_cases},
     {.template = "/server-status",
      .gates = mg_gates_light,
      .cost = MG_COST_LIGHT,

@@ -199,4 +199,26 @@ void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
 void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 
+/* The small routes of CoreScope's server (issue 26, misc). */
+extern const struct mg_param_table mg_node_resolve_params;
+void mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+void mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
+/* /api/perf/{sqlite,io,write-sources} (ep_perf_io.c). */
+void mg_handle_perf_sqlite(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_perf_io(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_perf_write_sources(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
+/* The group's answer caches as /api/perf counts them (ep_perf.c): the shared result cache and
+ * the group values; served = hits + stale. */
+struct mg_perf_cache {
+    uint64_t size, hits, stale, misses, recomputes;
+};
+void mg_perf_cache_figures(struct mg_segment *seg, struct mg_perf_cache *out);
+/* /api/spec and /api/docs: meshgate's OpenAPI description of this table (ep_openapi.c). */
+void mg_handle_spec(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+void mg_handle_docs(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+
 #endif

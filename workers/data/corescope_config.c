@@ -853,6 +853,25 @@ static int load_documents(struct mg_corescope_config *c, const char *name, json_
     json_t *battery = object_member(&l, root, "batteryThresholds", "batteryThresholds");
     c->battery_low_mv = int_member(&l, battery, "lowMv", "batteryThresholds.lowMv");
     c->battery_critical_mv = int_member(&l, battery, "criticalMv", "batteryThresholds.criticalMv");
+    static const struct {
+        const char *key, *path;
+        double def;
+        size_t offset;
+    } ages[] = {
+        {"infraDegradedHours", "healthThresholds.infraDegradedHours", 24,
+         offsetof(struct mg_corescope_config, infra_degraded_ms)},
+        {"infraSilentHours", "healthThresholds.infraSilentHours", 72,
+         offsetof(struct mg_corescope_config, infra_silent_ms)},
+        {"nodeDegradedHours", "healthThresholds.nodeDegradedHours", 1,
+         offsetof(struct mg_corescope_config, node_degraded_ms)},
+        {"nodeSilentHours", "healthThresholds.nodeSilentHours", 24,
+         offsetof(struct mg_corescope_config, node_silent_ms)},
+    };
+    for (size_t i = 0; i < sizeof ages / sizeof ages[0]; i++) {
+        double v = bounded_member(&l, thresholds, ages[i].key, ages[i].path, "a number of hours");
+        *(int64_t *)((char *)c + ages[i].offset) =
+            (int64_t)((v > 0 ? v : ages[i].def) * 3600000.0); /* truncated, as Go's int() */
+    }
     json_decref(root);
     json_decref(theme);
     if (l.failed) {

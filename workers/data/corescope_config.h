@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum mg_corescope_body {
     MG_CS_CACHE,
@@ -62,6 +63,10 @@ struct mg_corescope_config {
     /* batteryThresholds.lowMv and .criticalMv as written (0 when absent: the battery route's
      * defaults, 3300 and 3000, apply to a value of 0 or less, as CoreScope's) */
     long long battery_low_mv, battery_critical_mv;
+    /* healthThresholds' degraded and silent ages, ms, as CoreScope's GetHealthMs (truncated
+     * like its int()): repeaters and rooms use the infra pair, every other role the node pair
+     * (defaults 24 h / 72 h and 1 h / 24 h). */
+    int64_t infra_degraded_ms, infra_silent_ms, node_degraded_ms, node_silent_ms;
     /* "areas", sorted by key (bytewise) */
     struct mg_corescope_area *areas;
     size_t area_count;

@@ -149,42 +149,37 @@ static int region_keys(struct mg_db *db, const char *codes, char ***keys, size_t
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW || !*filter)
         return rc == SQLITE_ROW ? SQLITE_OK : rc;
+    /* Distinct keys only: a region's transmissions name a few thousand keys many times. */
     st = mg_db_prepare(
-        db,
-        "WITH tx(id) AS MATERIALIZED (SELECT DISTINCT transmission_id FROM observations"
-        " WHERE observer_idx IN (" REGION_OBSERVERS "))"
-        " SELECT CASE WHEN json_type(decoded_json, '$.pubKey') = 'text'"
-        " THEN decoded_json ->> '$.pubKey' END,"
-        " CASE WHEN json_type(decoded_json, '$.public_key') = 'text'"
-        " THEN decoded_json ->> '$.public_key' END FROM transmissions"
-        " WHERE id IN (SELECT id FROM tx) AND json_valid(decoded_json) UNION ALL"
-        " SELECT obs.id, NULL FROM observations o JOIN observers obs ON obs.rowid = o.observer_idx"
-        " WHERE o.transmission_id IN (SELECT id FROM tx)");
+        db, "WITH tx(id) AS MATERIALIZED (SELECT DISTINCT transmission_id FROM observations"
+            " WHERE observer_idx IN (" REGION_OBSERVERS ")),"
+            " named(id, d) AS (SELECT id, decoded_json FROM transmissions"
+            " WHERE id IN (SELECT id FROM tx) AND json_valid(decoded_json))"
+            " SELECT DISTINCT k FROM (SELECT CASE WHEN json_type(d, '$.pubKey') = 'text'"
+            " THEN d ->> '$.pubKey' END AS k FROM named UNION ALL"
+            " SELECT CASE WHEN json_type(d, '$.public_key') = 'text' THEN d ->> '$.public_key'"
+            " END FROM named UNION ALL SELECT obs.id FROM observations o JOIN observers obs"
+            " ON obs.rowid = o.observer_idx WHERE o.transmission_id IN (SELECT id FROM tx))"
+            " WHERE k IS NOT NULL AND k <> ''");
     if (!st)
         return sqlite3_errcode(db->conn);
     sqlite3_bind_text(st, 1, codes, -1, SQLITE_STATIC);
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        for (int col = 0; col < 2 && rc == SQLITE_ROW; col++) {
-            const unsigned char *k = sqlite3_column_text(st, col);
-            if (!k || !*k)
-                continue;
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 256;
-                char **more = realloc(*keys, cap * sizeof *more);
-                if (!more) {
-                    rc = SQLITE_NOMEM;
-                    break;
-                }
-                *keys = more;
-            }
-            if (!((*keys)[*n] = strdup((const char *)k)))
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 256;
+            char **more = realloc(*keys, cap * sizeof *more);
+            if (!more) {
                 rc = SQLITE_NOMEM;
-            else
-                (*n)++;
+                break;
+            }
+            *keys = more;
         }
-        if (rc != SQLITE_ROW)
+        if (!((*keys)[*n] = strdup((const char *)sqlite3_column_text(st, 0)))) {
+            rc = SQLITE_NOMEM;
             break;
+        }
+        (*n)++;
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;

@@ -76,10 +76,13 @@ static const char *const paths_cases[] = {"/api/nodes/{companion}/paths", NULL};
 static const char *const fleet_skew_cases[] = {"/api/nodes/clock-skew", NULL};
 /* The Analytics page's roles, hash sizes and collisions (CoreScope recomputes each every 5
  * minutes). Roles: a cold report, heavy to build (the fleet clock skew's passes over every
- * ADVERT's observations, then one over nodes), light when warm (0 steps). */
+ * ADVERT's observations, then one over nodes; at 2M observations 114 s on a machine at load
+ * 22 on 2 cores), light when warm (0 steps; 11 ms, 743 bytes). */
 static const char *const analytics_roles_cases[] = {"/api/analytics/roles", NULL};
 /* Collisions: a cold report, heavy to build (a pass over nodes with the group's hash sizes;
- * with a region, one over the region's observations), light when warm (0 steps). */
+ * with a region, one over the region's observations: at 2M observations 12.9 s, with
+ * region=SJC 130 s, its query 4.3 s of CPU, on a machine at load 22 on 2 cores), light when
+ * warm (0 steps; 683 KB copied from the shared cache in 0.16 s). */
 static const char *const hash_collisions_cases[] = {
     "/api/analytics/hash-collisions", "/api/analytics/hash-collisions?region=SJC,OAK", NULL};
 /* Cold reports, one per window: heavy to build (the window's transmissions through

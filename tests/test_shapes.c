@@ -261,6 +261,12 @@ static void tour(void)
     cr_expect_eq(mg_test_ctx_get(&s.t, "/api/nodes/clock-skew"), 200, "%s",
                  (const char *)s.t.res.body.data);
     cr_expect(s.t.res.body.data[0] == '[', "the fleet is a list");
+    /* The Analytics page's roles: every node counted once. */
+    body = get("/api/analytics/roles", 200);
+    cr_expect_eq(int_after(body, "totalNodes"), count_of("SELECT count(*) FROM nodes"));
+    body = get("/api/analytics/hash-collisions", 200);
+    cr_expect_eq(int_after(body, "total_nodes"), count_of("SELECT count(*) FROM nodes"));
+    get("/api/analytics/hash-collisions?region=SJC", 200);
     snprintf(target, sizeof target, "/api/nodes/%s/clock-skew", repeater);
     int skew_status = mg_test_ctx_get(&s.t, target);
     cr_expect(skew_status == 200 || skew_status == 404, "%s: %d %s", target, skew_status,

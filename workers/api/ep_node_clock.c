@@ -13,7 +13,9 @@
  *      /health), their medians summed up: median, mean, last, the recent window (the last 5
  *      or those within an hour of the latest, whichever is fewer) that decides the severity,
  *      drift (Theil-Sen over up to 200 points), and the 10 latest ADVERTs' evidence.
- * Steps 1 and 2 read every ADVERT's observations, so the route is heavy.
+ * Steps 1 and 2 read every ADVERT's observations, so the route is heavy. The fleet's list
+ * (/api/nodes/clock-skew) and the Analytics page's roles (/api/analytics/roles, the fleet's
+ * figures by role) are built from the same engine, below.
  *
  * Differences from CoreScope: equal times are ordered by id where CoreScope's sort leaves
  * them in any order; a hash is the one stored (CoreScope's store recomputes some).
@@ -458,10 +460,39 @@ static void kv_double(struct mg_json *j, const char *key, double v)
     mg_json_double(j, v);
 }
 
+/* What /api/analytics/roles takes of a node's skew (the roles section below). */
+struct role_skew {
+    char *key;
+    const char *severity; /* a literal */
+    double recent, last;  /* recentMedianSkewSec, lastSkewSec as the fleet writes them */
+};
+struct role_skews {
+    struct role_skew *s;
+    size_t n, cap;
+};
+
 /* Step 4, written as CoreScope's NodeClockSkew (its fields in declaration order). */
 struct fleet_names {
-    const char *name, *role; /* NULL or "": left out */
+    const char *name, *role;    /* NULL or "": left out */
+    struct role_skews *collect; /* not NULL: the figures are kept here, nothing is written */
 };
+
+static bool collect_skew(struct role_skews *c, const char *pubkey, const char *severity,
+                         double recent, double last)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        struct role_skew *more = realloc(c->s, cap * sizeof *more);
+        if (!more)
+            return false;
+        c->s = more, c->cap = cap;
+    }
+    char *key = strdup(pubkey);
+    if (!key)
+        return false;
+    c->s[c->n++] = (struct role_skew){key, severity, round_to(recent, 1), round_to(last, 1)};
+    return true;
+}
 
 static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct engine *e,
                             const struct index_entry *g, struct advert_skew *adv, size_t n,
@@ -543,6 +574,11 @@ static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct 
             drift_per_day = 0;
     }
 
+    if (fleet && fleet->collect) {
+        bool kept = collect_skew(fleet->collect, pubkey, severity, recent, last_skew);
+        free(all), free(pairs), free(ev), free(good), free(vals);
+        return kept;
+    }
     mg_json_object_begin(j);
     mg_json_kv_string(j, "pubkey", pubkey);
     kv_double(j, "meanSkewSec", round_to(mean, 1));
@@ -960,8 +996,11 @@ static void filings_free(struct filings *fl)
 }
 
 /* The fleet's answer into body, its nodes in area (a key of the configuration's areas, ""
- * for all); an SQLite code. A node the configuration hides is left out (node_visibility.h). */
-static int fleet_body(struct mg_db *db, const char *area_key, struct mg_buf *body)
+ * for all); an SQLite code. A node the configuration hides is left out (node_visibility.h).
+ * With collect, nothing is written: every node's figures, hidden ones too, are kept there in
+ * key order (the roles' count, which CoreScope takes from its unfiltered fleet). */
+static int fleet_body(struct mg_db *db, const char *area_key, struct mg_buf *body,
+                      struct role_skews *collect)
 {
     struct mg_area_nodes area;
     int area_rc = mg_area_nodes_load(db->conn, area_key, &area);
@@ -1012,11 +1051,12 @@ static int fleet_body(struct mg_db *db, const char *area_key, struct mg_buf *bod
             if (rc == SQLITE_OK && n_adv &&
                 (!mg_area_nodes_filter(&area) || mg_area_nodes_has(&area, fl.f[i].key))) {
                 sqlite3_bind_text(node, 1, fl.f[i].key, -1, SQLITE_STATIC);
-                struct fleet_names names = {NULL, NULL};
+                struct fleet_names names = {NULL, NULL, collect};
                 if (sqlite3_step(node) == SQLITE_ROW)
-                    names = (struct fleet_names){(const char *)sqlite3_column_text(node, 0),
-                                                 (const char *)sqlite3_column_text(node, 1)};
-                if (!mg_node_hidden(fl.f[i].key, names.name) &&
+                    names =
+                        (struct fleet_names){(const char *)sqlite3_column_text(node, 0),
+                                             (const char *)sqlite3_column_text(node, 1), collect};
+                if ((collect || !mg_node_hidden(fl.f[i].key, names.name)) &&
                     !write_node_skew(&j, fl.f[i].key, &e, g, adv, n_adv, &names))
                     rc = SQLITE_NOMEM;
                 sqlite3_reset(node);
@@ -1040,7 +1080,7 @@ static int fleet_body(struct mg_db *db, const char *area_key, struct mg_buf *bod
 static void fleet_build(struct mg_cold_build *b, struct mg_db *db)
 {
     bool began = mg_node_read_begin(db);
-    int rc = fleet_body(db, (const char *)b->args, &b->body);
+    int rc = fleet_body(db, (const char *)b->args, &b->body, NULL);
     mg_node_read_end(db, began);
     mg_cold_result(b, rc, "the ADVERTs");
 }
@@ -1101,4 +1141,212 @@ void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req
     fleet_key(req, key, sizeof key);
     const char *area = fleet_area(req);
     mg_cold_report_serve(env, req, res, &fleet_report, key, area, strlen(area) + 1);
+}
+
+/* ---- the roles ------------------------------------------------------------------------------ */
+
+/*
+ * GET /api/analytics/roles: the nodes table by role (trimmed and lowercased, "unknown" for
+ * none), each role's clock-skew posture from the fleet's figures above: how many of its nodes
+ * have a skew, the mean and median of their absolute recent skew (the last one where the
+ * recent median is 0), rounded to 2 places, and how many are ok, warning, critical, absurd or
+ * without a clock (a bimodal clock counts only as a skew). Largest population first, then by
+ * role. As CoreScope's, every node counts, hidden ones too (the nodes table and the fleet's
+ * figures unfiltered), and the route takes no parameter. The fleet's passes make it heavy: a
+ * cold report, kept by the shared cache (MESHGATE_REACH_CACHE_TTL_MS, 5 minutes by default:
+ * CoreScope recomputes it every 5 minutes).
+ */
+struct role_bucket {
+    char *role;
+    int64_t nodes, with_skew, ok, warning, critical, absurd, no_clock;
+    double *abs;
+    size_t n_abs;
+};
+
+static int by_skew_key(const void *a, const void *b)
+{
+    return strcmp(((const struct role_skew *)a)->key, ((const struct role_skew *)b)->key);
+}
+
+static int by_population(const void *a, const void *b)
+{
+    const struct role_bucket *x = a, *y = b;
+    if (x->nodes != y->nodes)
+        return x->nodes > y->nodes ? -1 : 1;
+    return strcmp(x->role, y->role);
+}
+
+/* CoreScope's role: trimmed of white space, lowercased, "unknown" when empty. */
+static char *normal_role(const unsigned char *raw)
+{
+    const char *s = raw ? (const char *)raw : "";
+    while (*s == ' ' || (*s >= '\t' && *s <= '\r'))
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || (s[n - 1] >= '\t' && s[n - 1] <= '\r')))
+        n--;
+    if (!n)
+        return strdup("unknown");
+    char *r = strndup(s, n);
+    for (size_t i = 0; r && i < n; i++)
+        r[i] = r[i] >= 'A' && r[i] <= 'Z' ? (char)(r[i] + 32) : r[i];
+    return r;
+}
+
+static struct role_bucket *bucket_of(struct role_bucket **list, size_t *n, char *role)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*list)[i].role, role) == 0) {
+            free(role);
+            return &(*list)[i];
+        }
+    struct role_bucket *more = realloc(*list, (*n + 1) * sizeof *more);
+    if (!more) {
+        free(role);
+        return NULL;
+    }
+    *list = more;
+    more[*n] = (struct role_bucket){.role = role};
+    return &more[(*n)++];
+}
+
+static bool count_skew(struct role_bucket *b, const struct role_skew *s, size_t nodes)
+{
+    if (!b->abs && !(b->abs = malloc((nodes ? nodes : 1) * sizeof *b->abs)))
+        return false;
+    b->with_skew++;
+    b->abs[b->n_abs++] = fabs(s->recent) != 0 ? fabs(s->recent) : fabs(s->last);
+    int64_t *count = strcmp(s->severity, "ok") == 0         ? &b->ok
+                     : strcmp(s->severity, "warning") == 0  ? &b->warning
+                     : strcmp(s->severity, "critical") == 0 ? &b->critical
+                     : strcmp(s->severity, "absurd") == 0   ? &b->absurd
+                     : strcmp(s->severity, "no_clock") == 0 ? &b->no_clock
+                                                            : NULL;
+    if (count)
+        (*count)++;
+    return true;
+}
+
+static void write_roles(struct mg_json *j, struct role_bucket *buckets, size_t n)
+{
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += buckets[i].nodes;
+    if (n > 1)
+        qsort(buckets, n, sizeof *buckets, by_population);
+    mg_json_object_begin(j);
+    mg_json_kv_int(j, "totalNodes", total);
+    mg_json_key(j, "roles");
+    mg_json_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        const struct role_bucket *b = &buckets[i];
+        double mean = 0, median = 0;
+        if (b->n_abs) {
+            mean = (double)(int64_t)(mean_of(b->abs, b->n_abs) * 100 + 0.5) / 100;
+            median = (double)(int64_t)(median_of(b->abs, b->n_abs) * 100 + 0.5) / 100;
+        }
+        mg_json_object_begin(j);
+        mg_json_kv_string(j, "role", b->role);
+        mg_json_kv_int(j, "nodeCount", b->nodes);
+        mg_json_kv_int(j, "withSkew", b->with_skew);
+        kv_double(j, "meanAbsSkewSec", mean);
+        kv_double(j, "medianAbsSkewSec", median);
+        mg_json_kv_int(j, "okCount", b->ok);
+        mg_json_kv_int(j, "warningCount", b->warning);
+        mg_json_kv_int(j, "criticalCount", b->critical);
+        mg_json_kv_int(j, "absurdCount", b->absurd);
+        mg_json_kv_int(j, "noClockCount", b->no_clock);
+        mg_json_object_end(j);
+    }
+    mg_json_array_end(j);
+    mg_json_object_end(j);
+}
+
+/* The roles' answer into body; an SQLite code. */
+static int roles_body(struct mg_db *db, struct mg_buf *body)
+{
+    struct role_skews skews = {0};
+    struct mg_buf scratch;
+    mg_buf_init(&scratch);
+    int rc = fleet_body(db, "", &scratch, &skews);
+    mg_buf_free(&scratch);
+    if (skews.n > 1) /* already in key order; sorted again so the search never depends on it */
+        qsort(skews.s, skews.n, sizeof *skews.s, by_skew_key);
+    size_t n_nodes = 0;
+    sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK) {
+        st = mg_db_prepare(db, "SELECT count(*) FROM nodes");
+        rc = st && sqlite3_step(st) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db->conn);
+        n_nodes = rc == SQLITE_OK ? (size_t)sqlite3_column_int64(st, 0) : 0;
+        sqlite3_finalize(st);
+        st = rc == SQLITE_OK ? mg_db_prepare(db, "SELECT public_key, role FROM nodes") : NULL;
+        if (rc == SQLITE_OK && !st)
+            rc = sqlite3_errcode(db->conn);
+    }
+    struct role_bucket *buckets = NULL;
+    size_t n_buckets = 0;
+    while (rc == SQLITE_OK) {
+        int step = sqlite3_step(st);
+        if (step != SQLITE_ROW) {
+            rc = step == SQLITE_DONE ? SQLITE_OK : step;
+            break;
+        }
+        struct role_bucket *b = NULL;
+        char *role = normal_role(sqlite3_column_text(st, 1));
+        if (!role || !(b = bucket_of(&buckets, &n_buckets, role))) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        b->nodes++;
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        struct role_skew want = {.key = (char *)(key ? key : "")};
+        const struct role_skew *s =
+            skews.n ? bsearch(&want, skews.s, skews.n, sizeof *skews.s, by_skew_key) : NULL;
+        if (s && !count_skew(b, s, n_nodes))
+            rc = SQLITE_NOMEM;
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK) {
+        struct mg_json j;
+        mg_json_init(&j, body);
+        write_roles(&j, buckets, n_buckets);
+        mg_buf_putc(body, '\n');
+    }
+    for (size_t i = 0; i < n_buckets; i++)
+        free(buckets[i].role), free(buckets[i].abs);
+    free(buckets);
+    for (size_t i = 0; i < skews.n; i++)
+        free(skews.s[i].key);
+    free(skews.s);
+    return rc;
+}
+
+static void roles_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    bool began = mg_node_read_begin(db);
+    int rc = roles_body(db, &b->body);
+    mg_node_read_end(db, began);
+    mg_cold_result(b, rc, "the roles");
+}
+
+static const struct mg_cold_report roles_report = {
+    .name = "role analytics",
+    .not_found = "Not found",
+    .bad_request = "bad request",
+    .build = roles_build,
+};
+
+/* One answer for the group: it depends on no parameter and no configuration. */
+static const char roles_key[] = "analytics|roles";
+
+bool mg_analytics_roles_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    (void)req;
+    return mg_cold_report_is_heavy(env, roles_key);
+}
+
+void mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
+{
+    mg_cold_report_serve(env, req, res, &roles_report, roles_key, "", 1);
 }

@@ -142,6 +142,16 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* The Analytics page's roles, hash sizes and collisions (ep_node_clock.c for the roles, a
+ * summary of the fleet's clock skew): cold reports, heavy unless warm in the shared cache. */
+void mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
+bool mg_analytics_roles_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* ep_analytics_hash.c: the hash collisions. */
+extern const struct mg_param_table mg_hash_collisions_params;
+void mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
+bool mg_hash_collisions_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req);

@@ -125,7 +125,7 @@ struct mg_counters {
     _Atomic uint64_t value[MG_CTR_COUNT];
 };
 
-#define MG_ROUTES_MAX 64 /* the route table and the four counted extras (router.h) */
+#define MG_ROUTES_MAX 128 /* the route table and the four counted extras (router.h) */
 #define MG_ROUTE_NAME_MAX 48
 #define MG_HIST_SUB_BUCKETS 8
 #define MG_HIST_BUCKETS 320 /* covers up to 2^40 us (12 days) */

@@ -394,6 +394,16 @@ Test(perf, totals_are_the_sum_over_every_worker_process)
     mg_test_server_stop(&s, 5000);
 }
 
+/* Every route of the table and the counted extras fit the segment's route section: the names are
+ * copied up to MG_ROUTES_MAX, so a route past it would be counted nowhere. */
+Test(routes, every_route_and_extra_fits_the_segments_route_section)
+{
+    const char *names[MG_ROUTES_MAX + 64];
+    unsigned n = mg_route_names(names, MG_ROUTES_MAX + 64);
+    cr_assert_leq(n, MG_ROUTES_MAX, "%u routes and extras, MG_ROUTES_MAX is %d", n, MG_ROUTES_MAX);
+    cr_assert_str_eq(names[n - 1], "(tunnel)");
+}
+
 /* CoreScope's literal routes beside /api/nodes/{pubkey} are not taken for a key: they are
  * their own routes, as CoreScope's server routes them, and a path below them is no node's. */
 Test(routes, corescopes_literal_node_routes_are_not_keys)

@@ -461,7 +461,9 @@ static bool slot_busy(void *arg)
 }
 
 /* A request still parked when the worker stops past its drain is closed unanswered, and the
- * log says so: its line, status 503, no bytes. */
+ * log says so: its line, status 503, no bytes. Its work runs on a helper (signed-in heavy
+ * work, held 30 s there) that outlasts the drain: the line is written before the worker
+ * waits for its helpers, which the master's kill past the deadline cuts short. */
 Test(access_log, a_request_cut_at_the_drain_deadline_has_its_line, .init = make_dir,
      .fini = remove_dir)
 {

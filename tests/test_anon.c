@@ -35,6 +35,7 @@ TestSuite(anon, .timeout = 90);
 #define KEY "operator-0123456789abcdef"
 #define SIGNED_IN "Authorization: Bearer " KEY "\r\n"
 #define HOLD(ms) "X-Test-Hold-Ms: " #ms "\r\n"
+#define OTHER_KEY "second-operator-0123456789abcdef"
 
 static char dir[128], keys_setting[300];
 
@@ -59,6 +60,7 @@ struct call {
     char cache_control[32];
     char body[512];
     int64_t ms;
+    int64_t end_ms; /* mg_test_now_ms when it ended; 0: running */
     pthread_t thread;
 };
 
@@ -76,7 +78,8 @@ static void *run_call(void *p)
         snprintf(c->body, sizeof c->body, "%s", r.body ? r.body : "");
         mg_test_response_free(&r);
     }
-    c->ms = mg_test_now_ms() - start;
+    c->end_ms = mg_test_now_ms();
+    c->ms = c->end_ms - start;
     return NULL;
 }
 
@@ -859,6 +862,127 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
     call_join(&heavy);
     cr_expect_eq(heavy.status, 200, "%s", heavy.body);
     cr_expect(strstr(heavy.body, "\"packets\":["), "%s", heavy.body);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+/* Issue 27, item 1: no request waits on the loop, signed in or not. A signed-in heavy request
+ * runs whole on the worker's signed-in helper (at the worker's priority), so one that takes
+ * long leaves healthz and the worker's other connections answered meanwhile. */
+Test(anon, signed_in_heavy_work_runs_on_a_helper_and_the_loop_stays_free, .init = make_dir,
+     .fini = remove_dir)
+{
+    /* One worker; "block" would stop its loop if the request ran there, as a long scan does. */
+    char keys[300];
+    mg_test_write_keys_file(dir, KEY "\n" OTHER_KEY, keys, sizeof keys);
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TEST_HOOKS=block", keys, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call heavy, c;
+    call_start(&heavy, s.port, "/api/packets", SIGNED_IN HOLD(8000));
+    /* The worker has taken it up (its slot shows it) before healthz is asked. */
+    int64_t t0 = mg_test_now_ms();
+    while (atomic_load(&seg.slots[0].request_started_monotonic_ns) == 0 &&
+           mg_test_now_ms() - t0 < WAIT_CEILING_MS)
+        mg_test_sleep_ms(2);
+    cr_assert_neq(atomic_load(&seg.slots[0].request_started_monotonic_ns), 0);
+    /* Shares of the hold, not fixed times, so that a loaded machine does not fail it. */
+    call_now(&c, s.port, "/api/healthz", NULL);
+    cr_expect_eq(c.status, 200);
+    cr_expect_lt(c.ms, 4000, "the worker's loop was held for %lld ms", (long long)c.ms);
+    /* Another client's (its own key: one key's requests run one at a time, see below). */
+    call_now(&c, s.port, "/api/packets?limit=1", "Authorization: Bearer " OTHER_KEY "\r\n");
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    cr_expect_lt(c.ms, 4000, "another signed-in heavy request waited %lld ms", (long long)c.ms);
+    call_join(&heavy);
+    cr_expect_eq(heavy.status, 200, "%s", heavy.body);
+    cr_expect(strstr(heavy.body, "\"packets\":["), "%s", heavy.body);
+    cr_expect_geq(heavy.ms, 7000, "the hold was not kept: %lld ms", (long long)heavy.ms);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+/* The signed-in helpers' jobs in hand on slot 0, at most, read until every call is done. */
+struct busy_watch {
+    struct mg_segment *seg;
+    struct call *calls;
+    int n;
+    uint32_t most;
+};
+
+static bool calls_done_watching(void *arg)
+{
+    struct busy_watch *w = arg;
+    uint32_t busy = atomic_load(&w->seg->slots[0].helpers_busy) & 0xffffu;
+    w->most = busy > w->most ? busy : w->most;
+    for (int i = 0; i < w->n; i++)
+        if (w->calls[i].end_ms == 0)
+            return false;
+    return true;
+}
+
+/* Issue 27, item 1: a signed-in client's heavy work is bounded on the helpers as its answers
+ * are: one request of its key runs on a worker's helpers at a time (dispatch.c, client_jobs),
+ * the next parked until that answer is taken, and woken then. Another key's request, and
+ * healthz, are answered meanwhile. */
+Test(anon, a_signed_in_client_runs_one_heavy_request_on_the_helpers_at_a_time, .init = make_dir,
+     .fini = remove_dir)
+{
+    char keys[300];
+    mg_test_write_keys_file(dir, KEY "\n" OTHER_KEY, keys, sizeof keys);
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TX_SUMMARIES=0",
+                         "MESHGATE_TEST_HOOKS=block", keys, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    enum { HOLD_MS = 2500, N = 3 };
+    /* The start-up's own work on the signed-in helpers (the group's tables) is over first. */
+    int64_t t0 = mg_test_now_ms();
+    while (atomic_load(&seg.slots[0].helpers_busy) != 0 && mg_test_now_ms() - t0 < WAIT_CEILING_MS)
+        mg_test_sleep_ms(5);
+    struct call mine[N], c;
+    memset(mine, 0, sizeof mine);
+    for (int i = 0; i < N; i++)
+        call_start(&mine[i], s.port, "/api/packets", SIGNED_IN HOLD(2500));
+    /* The first is on a helper: another client's request and healthz do not wait for it. */
+    t0 = mg_test_now_ms();
+    while ((atomic_load(&seg.slots[0].helpers_busy) & 0xffffu) == 0 &&
+           mg_test_now_ms() - t0 < WAIT_CEILING_MS)
+        mg_test_sleep_ms(2);
+    cr_assert_neq(atomic_load(&seg.slots[0].helpers_busy) & 0xffffu, 0, "no job on a helper");
+    call_now(&c, s.port, "/api/healthz", NULL);
+    cr_expect_eq(c.status, 200);
+    cr_expect_lt(c.ms, HOLD_MS / 2, "healthz waited %lld ms", (long long)c.ms);
+    call_now(&c, s.port, "/api/packets?limit=1", "Authorization: Bearer " OTHER_KEY "\r\n");
+    cr_expect_eq(c.status, 200, "%s", c.body);
+    cr_expect_lt(c.ms, HOLD_MS / 2, "another key's request waited %lld ms", (long long)c.ms);
+    /* The client's own: one at a time, each after the one before. */
+    struct busy_watch watch = {&seg, mine, N, 0};
+    cr_assert(mg_test_wait_until(calls_done_watching, &watch, 4 * WAIT_CEILING_MS, 5));
+    int64_t ms[N];
+    for (int i = 0; i < N; i++) {
+        call_join(&mine[i]);
+        cr_expect_eq(mine[i].status, 200, "%s", mine[i].body);
+        ms[i] = mine[i].end_ms;
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            int64_t t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    }
+    /* Jobs in hand on the signed-in helpers (a refresh of the worker's own may add one). */
+    cr_expect_lt(watch.most, N, "%u of the client's jobs on the helpers at once", watch.most);
+    /* Each after the one before, woken when that answer was taken: a request left to the
+     * safety bound (asked again a second after the job's end woke it) would start 1 s late. */
+    for (int i = 1; i < N; i++) {
+        cr_expect_geq(ms[i] - ms[i - 1], HOLD_MS - 300, "answers %d and %d %lld ms apart", i - 1, i,
+                      (long long)(ms[i] - ms[i - 1]));
+        cr_expect_lt(ms[i] - ms[i - 1], HOLD_MS + 700, "answers %d and %d %lld ms apart", i - 1, i,
+                     (long long)(ms[i] - ms[i - 1]));
+    }
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }

@@ -73,11 +73,13 @@ static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
 }
 
 /*
- * Anonymous heavy work runs on the worker's anonymous helper thread, at a lower CPU priority
- * (MESHGATE_ANON_NICE): the loop stays free for light and signed-in requests on its other
- * connections, and a flood of anonymous scans yields the CPU to them. Routes whose handler
- * puts its heavy part on a helper itself (own_jobs) get the anonymous helper as env->jobs;
- * the others (/api/packets) are run whole there, on a copy of the request: the head's bytes
+ * Heavy work never runs on the worker's loop. Anonymous heavy work runs on the worker's
+ * anonymous helper thread, at a lower CPU priority (MESHGATE_ANON_NICE): the loop stays free
+ * for light and signed-in requests on its other connections, and a flood of anonymous scans
+ * yields the CPU to them; signed-in heavy work runs on the signed-in helpers, at the worker's
+ * priority. Routes whose handler puts its heavy part on a helper itself (own_jobs) get the
+ * anonymous helper as env->jobs (signed in, their own); the others (/api/packets) are run
+ * whole on the helper, on a copy of the request: the head's bytes
  * stay where they are (a parked connection is not read, and the worker stops its helpers
  * before it closes connections), the decoded path and query are copied out of the worker's
  * dispatch buffers, which the next request reuses.
@@ -94,7 +96,54 @@ struct mg_handler_job {
     int db_break; /* tests only */
     char *path;
     char *query;
+    unsigned key_number; /* the signed-in client it counts against (client_jobs); 0: none */
 };
+
+/*
+ * A client's work on this worker's helpers is bounded like its answers: a signed-in client
+ * (by its key: the rate limit and the line do not judge it) has at most CLIENT_JOBS_MAX
+ * requests run whole on a helper at once, from the hand-over until the loop takes the answer
+ * out of the job. Its further heavy requests park meanwhile (no thread, no memory), woken
+ * when that answer is taken (client_jobs_release), and that answer then waits on its
+ * connection, counted in the client's MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT (worker.c). So a
+ * client that never reads holds at most its unread share plus the one answer that crossed
+ * it, as when its work ran on the loop one request at a time (tests/test_memory.c), and
+ * other clients' requests never wait behind its work. An anonymous client is bounded by its
+ * share of the anonymous line (MESHGATE_ANON_PER_CLIENT). The counts are the worker's own
+ * (this process; keys are numbered by the master's reload, which replaces the workers).
+ */
+#define CLIENT_JOBS_MAX 1
+static struct {
+    uint8_t in_hand; /* jobs handed over or holding an answer not taken yet */
+    bool waiting;    /* a request of the key parked for its turn: wake it at the release */
+} client_jobs[MG_KEYS_MAX + 1];
+
+/* Takes a place for key_number's next job (always, for 0: not counted); false when it holds
+ * CLIENT_JOBS_MAX already, and then its release wakes the worker's parked requests. */
+static bool client_jobs_take(unsigned key_number)
+{
+    if (key_number == 0 || key_number > MG_KEYS_MAX)
+        return true;
+    if (client_jobs[key_number].in_hand >= CLIENT_JOBS_MAX) {
+        client_jobs[key_number].waiting = true;
+        return false;
+    }
+    client_jobs[key_number].in_hand++;
+    return true;
+}
+
+/* Gives key_number's place back; a request of the key parked for it is woken through pool's
+ * eventfd (its turn may come later in this turn of the loop, or on the next). */
+static void client_jobs_release(unsigned key_number, struct mg_jobs *pool)
+{
+    if (key_number == 0 || key_number > MG_KEYS_MAX || client_jobs[key_number].in_hand == 0)
+        return;
+    client_jobs[key_number].in_hand--;
+    if (client_jobs[key_number].waiting) {
+        client_jobs[key_number].waiting = false;
+        mg_jobs_wake(pool);
+    }
+}
 
 static void run_handler_job(struct mg_job *job, struct mg_db *db)
 {
@@ -103,10 +152,10 @@ static void run_handler_job(struct mg_job *job, struct mg_db *db)
     h->env.db = db;
     mg_db_fault_take(NULL, 0);
     h->handler(&h->env, &h->req, &h->res);
-    if (!h->res.parked && mg_db_heal(db, "the anonymous helper")) {
+    if (!h->res.parked && mg_db_heal(db, "a helper")) {
         mg_response_reset(&h->res);
         h->handler(&h->env, &h->req, &h->res);
-        mg_db_heal_retried(db, "the anonymous helper");
+        mg_db_heal_retried(db, "a helper");
     }
     if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
         mg_response_reset(&h->res);
@@ -142,6 +191,10 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     h->job.run = run_handler_job;
     h->job.owner = req->park;
     h->job.under_permit = req->park->admission.step == ADMIT_HELD;
+    /* Signed-in work passes no gate (its client's turn bounds it: client_jobs): it may start
+     * a helper too (up to its pool's size), so it never waits behind another request's cold
+     * build, and it does not make the worker leave new connections to others. */
+    h->job.no_gate = req->park->admission.step == ADMIT_BYPASS;
     h->handler = handler;
     h->env = *env;
     h->env.jobs = h->env.anon_jobs = NULL; /* the handler runs there already */
@@ -163,22 +216,37 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     return h;
 }
 
-/* Runs the handler on the anonymous helper over the turns of the loop; true when res holds
- * its answer, false when the request is parked meanwhile. */
-static bool offload(struct mg_env *env, struct mg_request *req, const char *query_base,
-                    size_t query_cap, mg_handler_fn handler, struct mg_response *res)
+/* Runs the handler on a helper of pool over the turns of the loop; true when res holds its
+ * answer, false when the request is parked meanwhile (for its client's turn, a thread, or
+ * its job). */
+static bool offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request *req,
+                    const char *query_base, size_t query_cap, mg_handler_fn handler,
+                    struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
     if (!a->job) {
+        unsigned key = a->step == ADMIT_BYPASS ? req->park->outcome.key_number : 0;
+        if (!client_jobs_take(key)) {
+            if (req->client_gone && req->client_gone(req->client_gone_arg)) {
+                /* It waited for its client's turn, and nobody will read the answer. */
+                mg_response_error(res, 503, "the client went away");
+                res->close = true;
+                return true;
+            }
+            mg_park_woken(req, res, 0); /* client_jobs_release wakes it */
+            return false;
+        }
         a->job = handler_job_new(env, req, query_base, query_cap, handler);
         if (!a->job) {
+            client_jobs_release(key, pool);
             mg_response_error(res, 500, "out of memory");
             return true;
         }
+        a->job->key_number = key;
     }
     struct mg_handler_job *h = a->job;
     if (!a->submitted)
-        a->submitted = mg_jobs_submit(env->anon_jobs, &h->job);
+        a->submitted = mg_jobs_submit(pool, &h->job);
     if (!a->submitted || !atomic_load(&h->job.done)) {
         mg_park_woken(req, res, 0); /* the helper's eventfd: its job done, or a thread free */
         return false;
@@ -193,6 +261,7 @@ static bool offload(struct mg_env *env, struct mg_request *req, const char *quer
     swap = res->headers;
     res->headers = h->res.headers;
     h->res.headers = swap;
+    client_jobs_release(h->key_number, pool);
     handler_job_free(h);
     a->job = NULL;
     return true;
@@ -472,7 +541,20 @@ static void run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_f
     mg_db_heal_retried(env->db, "the loop");
 }
 
-/* Admission, then the handler where its work runs: on the loop, or on the anonymous helper. */
+/* The helpers the request's heavy work runs on, once admitted: the anonymous ones at their
+ * lower priority, the signed-in ones at the worker's; NULL: on the loop (light work, a request
+ * for the upstream, which the loop relays, or no helpers: in-process tests). */
+static struct mg_jobs *heavy_helpers(const struct mg_env *env, const struct mg_admission *a,
+                                     unsigned route)
+{
+    if (route == MG_ROUTE_UPSTREAM)
+        return NULL;
+    if (a->step == ADMIT_HELD || a->step == ADMIT_OFF)
+        return env->anon_jobs;
+    return a->step == ADMIT_BYPASS ? env->jobs : NULL;
+}
+
+/* Admission, then the handler where its work runs: on the loop (light), or on a helper. */
 static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
                 const char *query_base, size_t query_cap, struct mg_response *res)
 {
@@ -484,17 +566,17 @@ static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_h
         return;
     if (admit(env, req, route, res) &&
         (a->step == ADMIT_LIGHT ||
-         mg_test_hooks_hold(env, req, route, a->step == ADMIT_HELD || a->step == ADMIT_OFF, res))) {
+         mg_test_hooks_hold(env, req, route, heavy_helpers(env, a, route) != NULL, res))) {
         set_busy_wait(env, a->step == ADMIT_LIGHT);
-        bool anonymous_heavy = a->step == ADMIT_HELD || a->step == ADMIT_OFF;
-        if (!anonymous_heavy || !env->anon_jobs || route == MG_ROUTE_UPSTREAM) {
+        struct mg_jobs *pool = heavy_helpers(env, a, route);
+        if (!pool) {
             run_on_loop(env, req, handler, res);
         } else if (mg_routes[route].own_jobs) {
-            struct mg_env anon_env = *env;
-            anon_env.jobs = env->anon_jobs;
-            run_on_loop(&anon_env, req, handler, res);
+            struct mg_env own_env = *env;
+            own_env.jobs = pool;
+            run_on_loop(&own_env, req, handler, res);
         } else {
-            offload(env, req, query_base, query_cap, handler, res);
+            offload(env, pool, req, query_base, query_cap, handler, res);
         }
     }
     if (res->readmit) {

@@ -36,6 +36,7 @@ struct mg_jobs {
     unsigned max_threads;
     unsigned idle;    /* started (or starting) and not running a job */
     unsigned in_hand; /* jobs queued or running */
+    unsigned no_gate; /* of those, with no_gate */
     /* Requests that hold a permit for work on this pool (see mg_jobs_reserve). */
     const void *reserved[MG_JOBS_THREADS_MAX];
     unsigned reserved_count;
@@ -85,10 +86,14 @@ static void *run(void *arg)
         mg_db_heal(&h->db, "a helper");
         /* Heavy work leaves pages in the cache, the map and this thread's arena. */
         mg_mem_release(&h->db);
-        atomic_store(&job->done, 1);
+        bool no_gate = job->no_gate; /* the loop may free the job once it is done */
         pthread_mutex_lock(&j->mutex);
         j->idle++;
         j->in_hand--;
+        j->no_gate -= no_gate;
+        /* Done once this thread is counted idle: the loop that sees it answers, and the
+         * client's next job finds the thread rather than starting another. */
+        atomic_store(&job->done, 1);
         if (j->busy_word)
             atomic_fetch_sub(j->busy_word, 1u << j->busy_shift);
         uint64_t one = 1;
@@ -265,7 +270,7 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
     bool taken = available(j, job->owner);
     /* Every job in hand has a thread: start one when none is idle, for work under a permit,
      * or the pool's first (helpers start with their first job). */
-    if (taken && j->idle <= j->queued && !job->under_permit && j->threads > 0) {
+    if (taken && j->idle <= j->queued && !job->under_permit && !job->no_gate && j->threads > 0) {
         taken = false;
     } else if (taken && j->idle <= j->queued) {
         char err[1200];
@@ -290,6 +295,7 @@ bool mg_jobs_submit(struct mg_jobs *j, struct mg_job *job)
         atomic_store(&job->done, 0);
         j->queue[j->queued++] = job;
         j->in_hand++;
+        j->no_gate += job->no_gate;
         if (j->busy_word)
             atomic_fetch_add(j->busy_word, 1u << j->busy_shift);
         /* Every waiting thread: the one counted idle for this job may be still starting. */
@@ -315,9 +321,16 @@ bool mg_jobs_hand_over(struct mg_jobs *j, struct mg_job *job, struct mg_db *db)
 bool mg_jobs_busy(struct mg_jobs *j)
 {
     pthread_mutex_lock(&j->mutex);
-    bool busy = j->in_hand > 0 || j->reserved_count > 0;
+    bool busy = j->in_hand > j->no_gate || j->reserved_count > 0;
     pthread_mutex_unlock(&j->mutex);
     return busy;
+}
+
+void mg_jobs_wake(struct mg_jobs *j)
+{
+    uint64_t one = 1;
+    if (j && write(j->event_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        mg_warn("jobs: cannot signal the loop: %s", strerror(errno));
 }
 
 unsigned mg_jobs_threads(struct mg_jobs *j)

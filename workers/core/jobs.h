@@ -40,6 +40,10 @@ struct mg_job {
      * without one (the row counts' refresh, anonymous work with the line off, builds with no
      * cap) waits for an idle thread, as it did before the pools. */
     bool under_permit;
+    /* No gate bounds it (a signed-in request run whole: its client's turn does, dispatch.c):
+     * a thread is started for it as for work under a permit, and it does not make the pool
+     * busy (mg_jobs_busy counts what the gates bound). */
+    bool no_gate;
 };
 
 struct mg_jobs;
@@ -86,8 +90,12 @@ bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
 bool mg_jobs_hand_over(struct mg_jobs *jobs, struct mg_job *job, struct mg_db *db);
 
 /* True while a job is pending or running, or a thread is reserved (the worker then leaves
- * new connections to others). */
+ * new connections to others); jobs with no_gate are not counted. */
 bool mg_jobs_busy(struct mg_jobs *jobs);
+
+/* Makes the pool's eventfd readable as a job's end does, so the loop asks its parked requests
+ * again (one waits for what the loop has just given back); nothing for NULL. */
+void mg_jobs_wake(struct mg_jobs *jobs);
 
 /* Threads started so far. */
 unsigned mg_jobs_threads(struct mg_jobs *jobs);

@@ -45,8 +45,8 @@ static void sleep_ms(int ms)
         ;
 }
 
-bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route,
-                        bool anonymous_admitted, struct mg_response *res)
+bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route, bool on_helpers,
+                        struct mg_response *res)
 {
     if (env->test_hooks == MG_TEST_HOOKS_OFF)
         return true;
@@ -57,12 +57,12 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
         ms = ms * 10 + (h->ptr[i] - '0');
     ms = ms > 30000 ? 30000 : ms;
     req->test_hold_ms = ms;
-    /* Held on a helper instead: a reach report inside its build, an anonymous request run
-     * on the anonymous helper inside its job. */
+    /* Held on a helper instead: a reach report inside its build, a heavy request run whole
+     * on a helper (anonymous or signed in) inside its job. */
     if (route >= mg_route_table_len)
         return true; /* the upstream: the test upstream is slow on its own */
-    bool on_helper = mg_routes[route].handler == mg_handle_reach ||
-                     (env->anon_jobs && anonymous_admitted && !mg_routes[route].own_jobs);
+    bool on_helper =
+        mg_routes[route].handler == mg_handle_reach || (on_helpers && !mg_routes[route].own_jobs);
     if (ms == 0 || on_helper)
         return true;
     int64_t now = mg_monotonic_ns();

@@ -569,8 +569,8 @@ static void access_log(struct worker *w, struct conn *c, const struct mg_http_re
 
 /* A request read whole and never answered is logged all the same, with status saying why
  * (499: its client broke the connection before its turn; 503: the worker stopped past its
- * drain) and no bytes, then closed. */
-static void close_unanswered(struct worker *w, struct conn *c, int status)
+ * drain) and no bytes. */
+static void log_unanswered(struct worker *w, struct conn *c, int status)
 {
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
         struct mg_http_request hr;
@@ -584,6 +584,12 @@ static void close_unanswered(struct worker *w, struct conn *c, int status)
         int64_t us = parked ? (mg_monotonic_ns() - c->request_start_ns) / 1000 : 0;
         access_log(w, c, head, parked ? &c->park : NULL, status, 0, 0, us);
     }
+}
+
+/* Logged as unanswered (log_unanswered), then closed. */
+static void close_unanswered(struct worker *w, struct conn *c, int status)
+{
+    log_unanswered(w, c, status);
     conn_close(w, c);
 }
 
@@ -1389,6 +1395,12 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
  * upstream's exchanges. */
 static void shut_down(struct worker *w)
 {
+    /* Every request cut here has its line before the helpers are waited for: a job that
+     * outlasts the drain (heavy work runs on them) may outlast the master's patience too,
+     * and then the worker is killed. Closed only after: a job reads its request's head. */
+    for (struct conn *c = w->conns; c; c = c->next)
+        if (c->state == CONN_READY || c->state == CONN_PARKED)
+            log_unanswered(w, c, 503);
     mg_jobs_stop(w->jobs);
     mg_jobs_stop(w->anon_jobs);
     w->jobs = w->anon_jobs = w->env.jobs = w->env.anon_jobs = NULL;
@@ -1397,10 +1409,7 @@ static void shut_down(struct worker *w)
     w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
     while (w->conns)
-        if (w->conns->state == CONN_READY || w->conns->state == CONN_PARKED)
-            close_unanswered(w, w->conns, 503);
-        else
-            conn_close(w, w->conns);
+        conn_close(w, w->conns);
     bury_closed(w);
     mg_response_free(&w->res);
     mg_buf_free(&w->log_line);

@@ -14,8 +14,8 @@
  *
  *   X-Test-Hold-Ms: N        a heavy request is held N ms (at most 30000) after admission,
  *                            with whatever admission gave it: on the helper thread that runs
- *                            it (a reach build, an anonymous heavy request), else parked
- *                            (park) or blocking its worker as a long scan would (block);
+ *                            it (a reach build, a heavy request run whole on a helper), else
+ *                            parked (park) or blocking its worker as a long scan would (block);
  *   MESHGATE_TEST_RELAY_PASS_MS=N (the worker's environment): each pass of the relay table
  *                            (node_relay.h) lasts N ms more (at most 30000);
  *   MESHGATE_TEST_SUMMARIES_TX_MS=N (the worker's environment): each transmission the
@@ -59,8 +59,8 @@ void mg_test_hooks_init(struct mg_env *env);
 void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req);
 void mg_test_hooks_turn_done(struct mg_env *env);
 
-/* X-Test-Hold-Ms for a heavy request of route; anonymous_admitted: it holds the anonymous
- * line's permit (or the line is off), so it will run on the anonymous helper. Sets
+/* X-Test-Hold-Ms for a heavy request of route; on_helpers: its work runs on a helper (an
+ * anonymous request admitted by the line, or one signed in), not on the loop. Sets
  * req->test_hold_ms for work held on a helper. True when the handler may run now (always,
  * with the hooks off); false when res is parked (held on the loop). */
 bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route,
@@ -94,7 +94,7 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
 #define mg_test_hooks_init(env) ((void)0)
 #define mg_test_hooks_stop_in_lock(env, req) ((void)0)
 #define mg_test_hooks_turn_done(env) ((void)0)
-#define mg_test_hooks_hold(env, req, route, anonymous_admitted, res) true
+#define mg_test_hooks_hold(env, req, route, on_helpers, res) true
 #define mg_test_hooks_db_break(env, req) 0
 #define mg_test_hooks_before_work(db, hold_ms, db_break) ((void)0)
 #define mg_test_hooks_db_reopened(db) ((void)0)

@@ -64,6 +64,12 @@ bool mg_node_relay_exist(sqlite3 *conn);
 /* Whether a request can have the table at once: this process has one, or the group's copy is
  * stored (a copy and a decode, no pass). */
 bool mg_node_relay_available(struct mg_env *env);
+/* The list's (mg_node_relay_fields with detail false), which reads only a node's own entry:
+ * as available and keep, but the table is not needed (nor waited for) while the group's
+ * probe says no node key and no path text can make one (a short key, a long hop). */
+bool mg_node_relay_list_available(struct mg_env *env);
+int mg_node_relay_keep_list(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns,
+                            bool *pending);
 /* Before a request reads the table: when there is none, the group's copy is taken, or the
  * group's build followed or claimed and run; a stale one is refreshed the same way on env's
  * helper, without waiting for another worker's build. On the loop (env->jobs set) nothing

@@ -372,23 +372,43 @@ struct probe {
     bool needed; /* some node key or path text is such that the list may need the table */
 };
 
-static const char probe_sql[] =
+static const char probe_keys_sql[] =
     "SELECT EXISTS (SELECT 1 FROM nodes WHERE role IN ('repeater', 'room')"
-    " AND (public_key IS NULL OR length(public_key) < 7))"
-    " OR EXISTS (SELECT 1 FROM observations"
-    " WHERE path_json GLOB '*\"[^\"][^\"][^\"][^\"][^\"][^\"][^\"]*')";
+    " AND (public_key IS NULL OR length(public_key) < 7))";
+static const char probe_paths_sql[] = "SELECT path_json FROM observations";
+
+/* Whether s (n bytes) has a quote followed by 7 characters that are not one. */
+static bool long_text(const unsigned char *s, int n)
+{
+    int run = -1; /* characters since the last quote; -1: none yet */
+    for (int i = 0; i < n; i++)
+        if (s[i] == '"')
+            run = 0;
+        else if (run >= 0 && ++run >= 7)
+            return true;
+    return false;
+}
+
+static int probe_step(sqlite3 *conn, const char *sql, bool paths, bool *needed)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(conn, sql, -1, &st, NULL);
+    while (rc == SQLITE_OK && !*needed && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        *needed = paths ? long_text(sqlite3_column_text(st, 0), sqlite3_column_bytes(st, 0))
+                        : sqlite3_column_int(st, 0) != 0;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
 
 static void *probe_build(sqlite3 *conn, void *arg, int *rc)
 {
     (void)arg;
     struct probe *p = calloc(1, sizeof *p);
-    sqlite3_stmt *st = NULL;
-    *rc = p ? sqlite3_prepare_v2(conn, probe_sql, -1, &st, NULL) : SQLITE_NOMEM;
-    if (*rc == SQLITE_OK && (*rc = sqlite3_step(st)) == SQLITE_ROW) {
-        p->needed = sqlite3_column_int(st, 0) != 0;
-        *rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
+    *rc = p ? probe_step(conn, probe_keys_sql, false, &p->needed) : SQLITE_NOMEM;
+    if (*rc == SQLITE_OK)
+        *rc = probe_step(conn, probe_paths_sql, true, &p->needed);
     if (*rc != SQLITE_OK) {
         free(p);
         return NULL;

@@ -38,7 +38,11 @@
  * sorted array, looked up per node row). A worker with no copy yet serves all else at once;
  * a request that needs the table is heavy and takes the group's copy, or waits for the
  * group's build, or claims and runs it. A table too large for the cache (or the cache turned
- * off) makes each process build its own, as before. The counts are those at the table's
+ * off) makes each process build its own, as before. The list reads only a node's own entry,
+ * which no row has while no repeater's or room's key is under 7 characters and no path text is
+ * 7 or more (real hops are 1 to 3 bytes): a probe of the paths, made and shared the same way
+ * at the start (a fraction of the pass), lets the list answer without the table until then
+ * (mg_node_relay_keep_list). The counts are those at the table's
  * build, up to the interval old (CoreScope's list is as old; its detail is computed per
  * request).
  */

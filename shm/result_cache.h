@@ -106,6 +106,9 @@ struct mg_result_cache {
      * observations in the group, and the copies workers decoded from a stored one. */
     _Atomic uint64_t relay_builds;
     _Atomic uint64_t relay_copies;
+    /* The same for its probe: whether the node list needs the table at all. */
+    _Atomic uint64_t relay_probe_builds;
+    _Atomic uint64_t relay_probe_copies;
     /* The same for the node list's hash sizes (workers/data/node_hash_sizes.c). */
     _Atomic uint64_t hash_size_builds;
     _Atomic uint64_t hash_size_copies;
@@ -226,6 +229,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the observations that built the relay table (node_relay.h)")                    \
     X(relay_copies, "relayCopies",                                                                 \
       "relay tables a worker took from the group's copy in the cache")                             \
+    X(relay_probe_builds, "relayProbeBuilds",                                                      \
+      "reads of the paths telling whether the node list needs the relay table (node_relay.c)")     \
+    X(relay_probe_copies, "relayProbeCopies",                                                      \
+      "relay probes a worker took from the group's copy in the cache")                             \
     X(hash_size_builds, "hashSizeBuilds",                                                          \
       "passes over the week's ADVERTs that built the hash-size table (node_hash_sizes.h)")         \
     X(hash_size_copies, "hashSizeCopies",                                                          \

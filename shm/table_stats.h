@@ -24,6 +24,7 @@
 #define MG_TABLE_LIST(X)                                                                           \
     X(summaries, "summaries", "the transmission summaries of /api/packets (tx_summary.h)")         \
     X(relay, "relay", "the relay table of /api/nodes (node_relay.h)")                              \
+    X(relay_probe, "relay_probe", "whether /api/nodes needs the relay table (node_relay.c)")       \
     X(neighbors, "neighbors", "the neighbour graph (neighbor_graph.h)")                            \
     X(hash_sizes, "hash_sizes", "the node list's hash sizes (node_hash_sizes.h)")                  \
     X(regions, "regions", "the region map of ?region= (region_map.h)")

@@ -8,6 +8,8 @@
 #include "harness.h"
 #include "inproc.h"
 
+#include "clock.h"
+#include "node_relay.h"
 #include "region_map.h"
 #include "router.h"
 
@@ -775,6 +777,71 @@ Test(nodes, a_region_request_is_heavy_only_until_the_process_or_group_has_a_regi
     cr_expect(f.t.light, "a fresh map answers a region as a light request");
     cr_expect_str_eq(keys_of(&f, "/api/nodes?region=ALL"), "n1,n2,n3,n4,n5");
     cr_expect(f.t.light, "ALL is no region");
+    close_fixture(&f);
+}
+
+/* --- the relay table's probe (node_relay.c) ---------------------------------------------- */
+
+#define RELAY_KEY_A "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+#define RELAY_KEY_B "b1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+
+/* A repeater and a room with whole keys; every path of hops of 1 to 3 bytes. */
+static const char relay_probe_data[] =
+    "INSERT INTO nodes (public_key, name, role, last_seen, first_seen) VALUES"
+    " ('" RELAY_KEY_A "', 'A', 'repeater', '2026-05-05T00:00:00Z', '2026-04-05'),"
+    " ('" RELAY_KEY_B "', 'B', 'room', '2026-05-04T00:00:00Z', '2026-04-04');"
+    "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type, payload_type) VALUES"
+    " (1, '01', 'h1', '2026-05-17T00:00:00Z', 1, 2), (2, '02', 'h2', '2026-05-17T01:00:00Z', 1, 2);"
+    "INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp) VALUES"
+    " (1, 1, '[\"A1\",\"b1\"]', 1), (1, 1, '[\"A1B2C3\"]', 2), (2, 1, '[ \"a1\" , \"b1\" ]', 3);";
+
+static void exec_on(const char *db, const char *sql)
+{
+    sqlite3 *conn;
+    cr_assert_eq(sqlite3_open(db, &conn), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(conn, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(conn));
+    sqlite3_close(conn);
+}
+
+Test(nodes, the_list_waits_for_no_relay_table_while_no_key_can_be_a_hop)
+{
+    /* The list reads only a node's own entry (a hop equal to its whole key): with every hop
+     * shorter than every key, it is answered without the table (no pass), light once the
+     * probe is known, and byte for byte as the table answers it. */
+    struct fixture f;
+    open_fixture(&f, relay_probe_data);
+    char *before = strdup(get_ok(&f, "/api/nodes"));
+    cr_expect_not(mg_node_relay_exist(f.t.db.conn), "the list made the relay pass");
+    cr_expect(strstr(before, "\"relay_count_24h\":0"), "%s", before);
+    cr_expect_str_eq(get_ok(&f, "/api/nodes"), before);
+    cr_expect(f.t.light, "the list is heavy while the relay pass has not run");
+    cr_assert_eq(mg_node_relay_keep(&f.t.env, mg_monotonic_ns(), mg_realtime_ns(), NULL),
+                 SQLITE_OK);
+    cr_assert(mg_node_relay_exist(f.t.db.conn));
+    cr_expect_str_eq(get_ok(&f, "/api/nodes"), before, "the table answers otherwise");
+    free(before);
+
+    /* A path that names A by its whole key (7 characters or more): the list needs the table,
+     * and is answered from it (A's last relay: under its key or its first byte, a1). */
+    exec_on(f.db,
+            "UPDATE observations SET path_json = '[\"A1\",\"" RELAY_KEY_A "\"]' WHERE id = 2");
+    mg_node_relay_forget(&f.t.env);
+    const char *after = get_ok(&f, "/api/nodes");
+    cr_expect(mg_node_relay_exist(f.t.db.conn), "the list did not wait for the table");
+    cr_expect(strstr(after, "\"last_relayed\":\"2026-05-17T01:00:00Z\""), "%s", after);
+    close_fixture(&f);
+}
+
+Test(nodes, a_short_node_key_makes_the_list_wait_for_the_relay_table)
+{
+    /* A key of 2 characters can equal a 1-byte hop: the list's fields need the table. */
+    struct fixture f;
+    open_fixture(&f, relay_probe_data);
+    exec_on(f.db, "UPDATE nodes SET public_key = 'a1' WHERE name = 'A'");
+    const char *b = get_ok(&f, "/api/nodes");
+    cr_expect(mg_node_relay_exist(f.t.db.conn), "the list answered without the table");
+    cr_expect(strstr(b, "\"relay_count_24h\":0"), "%s", b);
+    cr_expect(strstr(b, "\"last_relayed\":\"2026-05-17T01:00:00Z\""), "%s", b);
     close_fixture(&f);
 }
 

@@ -417,6 +417,46 @@ Test(relay_share, a_signed_in_request_waiting_for_the_table_parks_and_healthz_is
     mg_test_rmdir(dir);
 }
 
+Test(relay_share, the_list_is_answered_at_once_while_the_pass_runs_when_no_key_can_be_a_hop)
+{
+    /* Two workers, the relay pass 20 s longer (a test hook); DD relayed only by its first
+     * byte, so no hop is a whole key: the group's probe (one read of the paths, made once)
+     * says the list needs no table, and /api/nodes?limit=50 is answered while the pass still
+     * runs, the same bytes as once the table is there. */
+    char dir[128], db[256], keys[300];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, "UPDATE observations SET path_json = '[\"DD\"]' WHERE transmission_id = 5;");
+    mg_test_write_keys_file(dir, "relay-probe-0123456789abcdef", keys, sizeof keys);
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_TEST_HOOKS=park",
+                         "MESHGATE_TEST_RELAY_PASS_MS=20000", keys, NULL};
+    const char *auth = "Authorization: Bearer relay-probe-0123456789abcdef\r\n";
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    struct mg_test_response r;
+    cr_assert(mg_test_get(s.port, "/api/nodes?limit=50", auth, &r));
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    cr_expect_eq(atomic_load(&c->relay_builds), 0, "the list waited for the relay pass");
+    char *before = strdup(r.body);
+    mg_test_response_free(&r);
+    cr_expect_eq(json_int_at(listed(before, KEY_DD), "relay_count_24h"), 0);
+    cr_expect(json_is_at(listed(before, KEY_AA), "relay_active", "false"), "%s", before);
+    cr_expect_eq(atomic_load(&c->relay_probe_builds), 1, "one probe for the group");
+    struct counter_wait built = {&c->relay_builds, 1};
+    cr_assert(mg_test_wait_until(counter_reached, &built, 120000, 10), "the pass never ended");
+    /* Answered as the table answers it, once the workers have it. */
+    free(spread(s.port, "/api/nodes?limit=50", 4, before));
+    cr_expect_eq(atomic_load(&c->relay_builds), 1, "one pass");
+    cr_expect_eq(atomic_load(&c->relay_probe_builds), 1, "one probe");
+    free(before);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
 /* ---- the node list's hash sizes, the same way (node_hash_sizes.h) ------------------------- */
 
 /* BB's ADVERT (transmission 4) names BB and says 2-byte hashes (path byte 0x40). */

@@ -620,7 +620,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
     if (rc == SQLITE_OK && !pending)
-        rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
+        rc = mg_node_relay_keep_list(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
     if (pending) { /* woken when the helper's fetch is done */
         mg_park_woken(req, res, 0);
         mg_nodes_query_free(&q);
@@ -706,7 +706,7 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_available(env))
+    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env))
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);

@@ -313,6 +313,17 @@ bool mg_group_table_available(struct mg_group_table *g, struct mg_env *env)
     return false;
 }
 
+bool mg_group_table_take(struct mg_group_table *g, struct mg_env *env)
+{
+    sqlite3 *conn = env->db->conn;
+    if (!mg_process_table_exists(g->table, conn) && group_shared(g, env) &&
+        pthread_mutex_trylock(&g->lock) == 0) {
+        take_either_copy(g, env, conn, mg_monotonic_ns());
+        pthread_mutex_unlock(&g->lock);
+    }
+    return mg_process_table_exists(g->table, conn);
+}
+
 void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
 {
     sqlite3 *conn = env->db->conn;

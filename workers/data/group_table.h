@@ -94,6 +94,9 @@ bool mg_group_table_available(struct mg_group_table *g, struct mg_env *env);
  * (env->jobs NULL) or with pending NULL it waits. An SQLite code. */
 int mg_group_table_keep(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
                         int64_t now_realtime_ns, bool *pending);
+/* This process's table, or the group's copy taken now when one is stored (a copy and a
+ * decode; never a wait, nor a pass): whether this process has one. */
+bool mg_group_table_take(struct mg_group_table *g, struct mg_env *env);
 /* Drops this process's table and (env not NULL) the group's copy (tests). */
 void mg_group_table_forget(struct mg_group_table *g, struct mg_env *env);
 

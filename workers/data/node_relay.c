@@ -355,6 +355,141 @@ static struct mg_group_table group =
                         .copies = offsetof(struct mg_result_cache, relay_copies),
                         .stats = MG_TABLE_relay);
 
+/* ---- whether the list needs the table: the long-hop probe ---------------------------------- */
+
+/*
+ * The list reads a node's own entry only (a hop equal to its whole key; mg_node_relay_fields),
+ * and real paths hold hops of 1 to 3 bytes (2 to 6 hex digits) while keys are 64: with no
+ * repeater's or room's key under 7 characters (or none) and no path holding a text of 7 or
+ * more, no list row has an entry, whatever the table says, and the list's fields are those of
+ * a node with none. The probe finds that out by one read of path_json (no JSON, no sort: a
+ * fraction of the pass), once per group and copied as the table is, so the list is answered
+ * while the pass runs. It errs only towards "needed": any JSON text of 7 characters or more in
+ * any observation's path (any payload type, not just each transmission's longest path), or
+ * anything else between two quotes (spaces, commas), counts.
+ */
+struct probe {
+    bool needed; /* some node key or path text is such that the list may need the table */
+};
+
+static const char probe_keys_sql[] =
+    "SELECT EXISTS (SELECT 1 FROM nodes WHERE role IN ('repeater', 'room')"
+    " AND (public_key IS NULL OR length(public_key) < 7))";
+static const char probe_paths_sql[] = "SELECT path_json FROM observations";
+
+/* Whether s (n bytes) has a quote followed by 7 characters that are not one. */
+static bool long_text(const unsigned char *s, int n)
+{
+    int run = -1; /* characters since the last quote; -1: none yet */
+    for (int i = 0; i < n; i++)
+        if (s[i] == '"')
+            run = 0;
+        else if (run >= 0 && ++run >= 7)
+            return true;
+    return false;
+}
+
+static int probe_step(sqlite3 *conn, const char *sql, bool paths, bool *needed)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(conn, sql, -1, &st, NULL);
+    while (rc == SQLITE_OK && !*needed && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        *needed = paths ? long_text(sqlite3_column_text(st, 0), sqlite3_column_bytes(st, 0))
+                        : sqlite3_column_int(st, 0) != 0;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void *probe_build(sqlite3 *conn, void *arg, int *rc)
+{
+    (void)arg;
+    struct probe *p = calloc(1, sizeof *p);
+    *rc = p ? probe_step(conn, probe_keys_sql, false, &p->needed) : SQLITE_NOMEM;
+    if (*rc == SQLITE_OK)
+        *rc = probe_step(conn, probe_paths_sql, true, &p->needed);
+    if (*rc != SQLITE_OK) {
+        free(p);
+        return NULL;
+    }
+    mg_debug("node relay: the list %s the table", p->needed ? "needs" : "does not need");
+    return p;
+}
+
+#define PROBE_MAGIC 0x504c474dU /* "MGLP" */
+#define PROBE_VERSION 1U
+
+struct probe_body {
+    uint32_t magic, version, needed, reserved;
+    int64_t built_ns;
+};
+
+static void probe_encode(const void *table, int64_t built_ns, struct mg_buf *out)
+{
+    struct probe_body b = {PROBE_MAGIC, PROBE_VERSION, ((const struct probe *)table)->needed, 0,
+                           built_ns};
+    mg_buf_append(out, &b, sizeof b);
+}
+
+static void *probe_decode(const void *data, size_t len, int64_t *built_ns)
+{
+    struct probe_body b;
+    if (len != sizeof b)
+        return NULL;
+    memcpy(&b, data, sizeof b);
+    struct probe *p = b.magic == PROBE_MAGIC && b.version == PROBE_VERSION && b.needed <= 1
+                          ? calloc(1, sizeof *p)
+                          : NULL;
+    if (p) {
+        p->needed = b.needed;
+        *built_ns = b.built_ns;
+    }
+    return p;
+}
+
+static struct mg_process_table probes = MG_PROCESS_TABLE_INIT(MG_NODE_RELAY_INTERVAL_NS, free);
+
+static struct mg_group_table probe_group =
+    MG_GROUP_TABLE_INIT(.table = &probes, .name = "relayprobe", .what = "node relay probe",
+                        .version = PROBE_VERSION, .build = probe_build, .encode = probe_encode,
+                        .decode = probe_decode,
+                        .builds = offsetof(struct mg_result_cache, relay_probe_builds),
+                        .copies = offsetof(struct mg_result_cache, relay_probe_copies),
+                        .stats = MG_TABLE_relay_probe);
+
+/* Whether this process's probe says the list does not need the table. */
+static bool probe_settles(void)
+{
+    mg_process_table_read_begin(&probes);
+    const struct probe *p = mg_process_table_current(&probes);
+    bool settles = p && !p->needed;
+    mg_process_table_read_end(&probes);
+    return settles;
+}
+
+bool mg_node_relay_list_available(struct mg_env *env)
+{
+    if (mg_group_table_available(&group, env))
+        return true;
+    if (!mg_process_table_exists(&probes, env->db->conn))
+        mg_group_table_take(&probe_group, env);
+    return probe_settles();
+}
+
+int mg_node_relay_keep_list(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns,
+                            bool *pending)
+{
+    if (!mg_group_table_available(&group, env)) {
+        int rc = mg_group_table_keep(&probe_group, env, now_ns, now_realtime_ns, pending);
+        if (rc != SQLITE_OK || (pending && *pending))
+            return rc;
+        if (probe_settles()) /* the table's pass, under way, is not waited for */
+            return SQLITE_OK;
+    }
+    return mg_group_table_keep(&group, env, now_ns, now_realtime_ns, pending);
+}
+
 bool mg_node_relay_available(struct mg_env *env)
 {
     return mg_group_table_available(&group, env);
@@ -363,6 +498,8 @@ bool mg_node_relay_available(struct mg_env *env)
 void mg_node_relay_adopt(struct mg_env *env)
 {
     mg_group_table_adopt(&group, env);
+    if (!mg_process_table_exists(&relays, env->db->conn))
+        mg_group_table_adopt(&probe_group, env);
 }
 
 bool mg_node_relay_exist(sqlite3 *conn)
@@ -378,6 +515,7 @@ int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_
 void mg_node_relay_forget(struct mg_env *env)
 {
     mg_group_table_forget(&group, env);
+    mg_group_table_forget(&probe_group, env);
 }
 
 void mg_node_relay_read_begin(void)
@@ -428,13 +566,14 @@ static void write_scopes(struct mg_buf *out, const struct entry *a, const struct
 void mg_node_relay_fields(struct mg_node_fields *f, const char *pubkey, bool detail,
                           int64_t now_realtime_ns, struct mg_buf *text)
 {
-    mg_table_rows(MG_TABLE_relay, 1, 0);
     char key[MG_PATH_PARAM_MAX];
     size_t len = 0;
     for (; pubkey && pubkey[len] && len + 1 < sizeof key; len++)
         key[len] = (char)tolower((unsigned char)pubkey[len]);
     key[len] = '\0';
     const struct table *t = mg_process_table_current(&relays);
+    /* no table: the list's row, answered as the probe says (mg_node_relay_keep_list) */
+    mg_table_rows(t ? MG_TABLE_relay : MG_TABLE_relay_probe, 1, 0);
     const struct entry *own = find(t, key), *first = NULL;
     if (len > 2) {
         char prefix[3] = {key[0], key[1], '\0'};

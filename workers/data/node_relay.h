@@ -38,7 +38,11 @@
  * sorted array, looked up per node row). A worker with no copy yet serves all else at once;
  * a request that needs the table is heavy and takes the group's copy, or waits for the
  * group's build, or claims and runs it. A table too large for the cache (or the cache turned
- * off) makes each process build its own, as before. The counts are those at the table's
+ * off) makes each process build its own, as before. The list reads only a node's own entry,
+ * which no row has while no repeater's or room's key is under 7 characters and no path text is
+ * 7 or more (real hops are 1 to 3 bytes): a probe of the paths, made and shared the same way
+ * at the start (a fraction of the pass), lets the list answer without the table until then
+ * (mg_node_relay_keep_list). The counts are those at the table's
  * build, up to the interval old (CoreScope's list is as old; its detail is computed per
  * request).
  */
@@ -64,6 +68,12 @@ bool mg_node_relay_exist(sqlite3 *conn);
 /* Whether a request can have the table at once: this process has one, or the group's copy is
  * stored (a copy and a decode, no pass). */
 bool mg_node_relay_available(struct mg_env *env);
+/* The list's (mg_node_relay_fields with detail false), which reads only a node's own entry:
+ * as available and keep, but the table is not needed (nor waited for) while the group's
+ * probe says no node key and no path text can make one (a short key, a long hop). */
+bool mg_node_relay_list_available(struct mg_env *env);
+int mg_node_relay_keep_list(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns,
+                            bool *pending);
 /* Before a request reads the table: when there is none, the group's copy is taken, or the
  * group's build followed or claimed and run; a stale one is refreshed the same way on env's
  * helper, without waiting for another worker's build. On the loop (env->jobs set) nothing

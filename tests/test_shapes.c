@@ -272,6 +272,17 @@ static void tour(void)
     /* Without transmissions.scope_name there are no scopes to count: 501. */
     bool scopes = file_has_column("transmissions", "scope_name");
     get("/api/scope-stats?window=7d", scopes ? 200 : 501);
+    /* The Analytics page's RF report: every transmission, and each observation CoreScope's
+     * store keeps (one per observer and path) plus one for a transmission without any. */
+    body = get("/api/analytics/rf", 200);
+    cr_expect_eq(int_after(body, "totalTransmissions"),
+                 count_of("SELECT count(*) FROM transmissions"));
+    cr_expect_eq(int_after(body, "totalAllPackets"),
+                 count_of("SELECT count(*) FROM (SELECT 1 FROM observations o LEFT JOIN observers"
+                          " ob ON ob.rowid = o.observer_idx GROUP BY o.transmission_id,"
+                          " coalesce(ob.id, ''), coalesce(o.path_json, ''))") +
+                     count_of("SELECT count(*) FROM transmissions t WHERE NOT EXISTS (SELECT 1"
+                              " FROM observations o WHERE o.transmission_id = t.id)"));
     get("/metrics", 200);
     get("/server-status", 200);
 }

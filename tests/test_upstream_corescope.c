@@ -102,7 +102,9 @@ Test(upstream_corescope, smuggled_requests_never_reach_corescope_and_pooled_clie
 
     char setting[64];
     snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", cs.port);
-    const char *env[] = {setting, "MESHGATE_WORKERS=1", NULL};
+    /* meshgate serves /api/analytics/rf itself: preferred, it stays CoreScope's. */
+    const char *env[] = {setting, "MESHGATE_WORKERS=1",
+                         "MESHGATE_UPSTREAM_PREFER=" UPSTREAM_ANALYTICS, NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
 

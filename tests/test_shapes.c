@@ -283,6 +283,13 @@ static void tour(void)
                           " coalesce(ob.id, ''), coalesce(o.path_json, ''))") +
                      count_of("SELECT count(*) FROM transmissions t WHERE NOT EXISTS (SELECT 1"
                               " FROM observations o WHERE o.transmission_id = t.id)"));
+    body = get("/api/analytics/channels", 200);
+    cr_expect_eq(
+        int_after(body, "activeChannels"),
+        count_of("SELECT count(DISTINCT coalesce(CAST(json_extract(decoded_json,"
+                 " '$.channelHash') AS TEXT), json_extract(decoded_json, '$.channel_hash'),"
+                 " '?')) FROM transmissions WHERE payload_type = 5 AND"
+                 " json_valid(decoded_json) AND json_type(decoded_json) = 'object'"));
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -7,21 +7,19 @@
  * about 500 points), packet sizes (25 bins) and payload types of the distinct transmissions,
  * distinct transmissions per hour, and the time the observations span.
  *
- * The observations are CoreScope's store's: every transmission (oldest first_seen first) with
- * its observations (newest first), one per observer and path (CoreScope's store keeps the
- * newest of copies with the same observer and path_json).
- *   no region   (none given, "ALL", or codes no observer has): every transmission whose
- *               first_seen is in the window, with all its observations; one without any counts
- *               once by its first_seen. area= keeps the transmissions whose ADVERT names a
- *               node inside the area (decoded public_key, else pubKey).
- *   region      the observations of the observers whose IATA is one of the codes, each whose
- *               own time is in the window; area= as above, but an observation it drops still
- *               counts in totalAllPackets (as CoreScope's loop counts it first).
- * Every answer is a cold report (cold_report.h) keyed by its parameters and the minute, so it
- * is at most CoreScope's default cache time (60 s) old. Ties CoreScope leaves to Go's map
- * order (payload types and types of equal count) are broken by type and name; with a region
- * the scatter's points come in transmission order, where CoreScope's come observer by
- * observer in no fixed order.
+ * The observations are CoreScope's store's: every transmission (oldest first_seen first, then
+ * by id) with its observations (newest first), one per observer and path (CoreScope's store keeps
+ * the newest of copies with the same observer and path_json). no region   (none given, "ALL", or
+ * codes no observer has): every transmission whose first_seen is in the window, with all its
+ * observations; one without any counts once by its first_seen. area= keeps the transmissions whose
+ * ADVERT names a node inside the area (decoded public_key, else pubKey). region      the
+ * observations of the observers whose IATA is one of the codes, each whose own time is in the
+ * window; area= as above, but an observation it drops still counts in totalAllPackets (as
+ * CoreScope's loop counts it first). Every answer is a cold report (cold_report.h) keyed by its
+ * parameters and the minute, so it is at most CoreScope's default cache time (60 s) old. Ties
+ * CoreScope leaves to Go's map order (payload types and types of equal count) are broken by type
+ * and name; with a region the scatter's points come in transmission order, where CoreScope's come
+ * observer by observer in no fixed order.
  */
 #include "cold_report.h"
 #include "corescope_config.h"
@@ -31,6 +29,7 @@
 #include "params.h"
 #include "result_cache.h"
 #include "router.h"
+#include "sha256.h"
 #include "time_parse.h"
 
 #include <ctype.h>
@@ -862,9 +861,7 @@ static int rf_scan(struct mg_db *db, const struct analytics_args *a,
                   "SELECT t.id, t.first_seen, t.payload_type, length(CAST(t.raw_hex AS BLOB)), %s,"
                   " o.id, ob.id, o.path_json, o.snr, o.rssi,"
                   " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch'), o.timestamp"
-                  " FROM (SELECT t.*, (SELECT max(n.timestamp) FROM observations n"
-                  " WHERE n.transmission_id = t.id) AS newest FROM transmissions t) t"
-                  " %s JOIN observations o ON o.transmission_id = t.id"
+                  " FROM transmissions t %s JOIN observations o ON o.transmission_id = t.id"
                   " LEFT JOIN observers ob ON ob.rowid = o.observer_idx",
                   by_area ? ADVERT_NODE_SQL : "NULL", r->regional ? "" : "LEFT");
     const struct mg_cs_window *w = &a->window;
@@ -886,10 +883,9 @@ static int rf_scan(struct mg_db *db, const struct analytics_args *a,
             mg_buf_puts(&sql, " AND t.first_seen <= strftime('%Y-%m-%dT%H:%M:%S', :until + 86400,"
                               " 'unixepoch')");
     }
-    /* CoreScope's store reads rows by first_seen, then newest observation first, and files
-     * each transmission where its first row comes: among equal first_seen, the one heard
-     * last comes first. */
-    mg_buf_puts(&sql, " ORDER BY t.first_seen, t.newest DESC, t.id, o.timestamp DESC, o.id");
+    /* CoreScope's store loads transmissions by id, each with its observations newest first,
+     * then sorts them by first_seen (as text), keeping id order among equals. */
+    mg_buf_puts(&sql, " ORDER BY t.first_seen, t.id, o.timestamp DESC, o.id");
     sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
     mg_buf_free(&sql);
     if (!st)
@@ -1012,4 +1008,384 @@ void mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
     if (!analytics_args(req, res, "rf", &a, key, sizeof key))
         return;
     mg_cold_report_serve(env, req, res, &rf_report, key, &a, sizeof a);
+}
+
+/* ---- /api/analytics/channels ---- */
+
+/*
+ * The group text (GRP_TXT) transmissions, oldest first_seen first, in the window (by
+ * first_seen), heard by an observer of the region when one is named, sent by a node of the
+ * area when one is named; each decoded as CoreScope decodes it (a decoded_json that is not a
+ * JSON object, or whose type, channel, channel_hash, text, sender or decryptionStatus is not a
+ * string, is skipped).
+ */
+enum chan_col {
+    CH_FIRST_SEEN,
+    CH_NODE,
+    CH_DOC,
+    CH_BAD_FIELDS,
+    CH_CHANNEL,
+    CH_HASH_TYPE,
+    CH_HASH,
+    CH_HASH2,
+    CH_TEXT,
+    CH_SENDER,
+    CH_STATUS,
+};
+
+static const char channels_columns[] =
+    "SELECT t.first_seen, %s, CASE WHEN t.d IS NULL THEN NULL ELSE json_type(t.d) END,"
+    " coalesce(json_type(t.d, '$.type') NOT IN ('text', 'null'), 0)"
+    " + coalesce(json_type(t.d, '$.channel') NOT IN ('text', 'null'), 0)"
+    " + coalesce(json_type(t.d, '$.channel_hash') NOT IN ('text', 'null'), 0)"
+    " + coalesce(json_type(t.d, '$.text') NOT IN ('text', 'null'), 0)"
+    " + coalesce(json_type(t.d, '$.sender') NOT IN ('text', 'null'), 0)"
+    " + coalesce(json_type(t.d, '$.decryptionStatus') NOT IN ('text', 'null'), 0),"
+    " json_extract(t.d, '$.channel'), json_type(t.d, '$.channelHash'),"
+    " json_extract(t.d, '$.channelHash'), json_extract(t.d, '$.channel_hash'),"
+    " json_extract(t.d, '$.text'), json_extract(t.d, '$.sender'),"
+    " json_extract(t.d, '$.decryptionStatus')"
+    " FROM (SELECT t.*, CASE WHEN json_valid(t.decoded_json) THEN t.decoded_json END AS d"
+    " FROM transmissions t WHERE t.payload_type = 5";
+
+/* Go's strconv.Atoi: an optional sign and decimal digits, in range. */
+static bool go_atoi(const char *s, int64_t *out)
+{
+    return s && *s && mg_parse_atoi(s, out);
+}
+
+/* CoreScope's "chN" placeholder name. */
+static bool placeholder_name(const char *name)
+{
+    int64_t ignored;
+    return strncmp(name, "ch", 2) == 0 && go_atoi(name + 2, &ignored);
+}
+
+/* Whether name (with its "#") hashes to the channel hash byte, as the firmware derives it. */
+static bool name_matches_hash(const char *name, const char *hash)
+{
+    int64_t expected;
+    if (!go_atoi(hash, &expected))
+        return false;
+    struct mg_buf full;
+    mg_buf_init(&full);
+    if (name[0] != '#')
+        mg_buf_putc(&full, '#');
+    mg_buf_puts(&full, name);
+    uint8_t h1[MG_SHA256_BYTES], h2[MG_SHA256_BYTES];
+    mg_sha256(full.data ? full.data : "", full.len, h1);
+    mg_buf_free(&full);
+    mg_sha256(h1, 16, h2);
+    return (int64_t)h2[0] == expected;
+}
+
+/* The channel hash as CoreScope's text of channelHash (a number as Go formats it). */
+static void channel_hash_text(sqlite3_stmt *st, struct mg_buf *out)
+{
+    const char *type = (const char *)sqlite3_column_text(st, CH_HASH_TYPE);
+    if (!type || strcmp(type, "null") == 0)
+        return;
+    if (strcmp(type, "true") == 0 || strcmp(type, "false") == 0) {
+        mg_buf_puts(out, type); /* Go's %v of a bool */
+        return;
+    }
+    if (strcmp(type, "integer") == 0 || strcmp(type, "real") == 0) {
+        char num[40];
+        double v = sqlite3_column_double(st, CH_HASH);
+        if (v == (double)(int64_t)v && v > -1e18 && v < 1e18)
+            snprintf(num, sizeof num, "%lld", (long long)v);
+        else
+            mg_json_format_double(v, num, sizeof num);
+        mg_buf_puts(out, num);
+        return;
+    }
+    const char *text = (const char *)sqlite3_column_text(st, CH_HASH);
+    mg_buf_puts(out, text ? text : "");
+}
+
+struct channels {
+    struct tallies chans, senders, chan_senders, timeline;
+    int64_t *lengths;
+    size_t lengths_len, lengths_cap;
+    bool failed;
+};
+
+static bool set_text(char **field, const char *value)
+{
+    char *copy = strdup(value ? value : "");
+    if (!copy)
+        return false;
+    free(*field);
+    *field = copy;
+    return true;
+}
+
+static void channels_row(struct channels *c, sqlite3_stmt *st)
+{
+    const char *doc = (const char *)sqlite3_column_text(st, CH_DOC);
+    if (!doc || (strcmp(doc, "object") != 0 && strcmp(doc, "null") != 0))
+        return; /* Go's json.Unmarshal fails */
+    if (sqlite3_column_int64(st, CH_BAD_FIELDS) > 0)
+        return;
+    const char *first_seen = (const char *)sqlite3_column_text(st, CH_FIRST_SEEN);
+    const char *channel = (const char *)sqlite3_column_text(st, CH_CHANNEL);
+    const char *text = (const char *)sqlite3_column_text(st, CH_TEXT);
+    const char *sender = (const char *)sqlite3_column_text(st, CH_SENDER);
+    const char *status = (const char *)sqlite3_column_text(st, CH_STATUS);
+    struct mg_buf hash, name;
+    mg_buf_init(&hash);
+    mg_buf_init(&name);
+    channel_hash_text(st, &hash);
+    if (!hash.len) {
+        const char *h2 = (const char *)sqlite3_column_text(st, CH_HASH2);
+        mg_buf_puts(&hash, h2 ? h2 : "");
+    }
+    if (!hash.len)
+        mg_buf_putc(&hash, '?');
+    const char *h = mg_buf_cstr(&hash);
+    if (channel && channel[0])
+        mg_buf_puts(&name, channel);
+    else
+        mg_buf_printf(&name, "ch%s", h);
+    bool encrypted = !(text && text[0]) && !(sender && sender[0]);
+    const char *n = mg_buf_cstr(&name);
+    if (n[0] && !(strncmp(n, "ch", 2) == 0 && strcmp(n + 2, h) == 0) &&
+        !(status && strcmp(status, "decrypted") == 0) && !name_matches_hash(n, h)) {
+        mg_buf_reset(&name);
+        mg_buf_printf(&name, "ch%s", h);
+        n = mg_buf_cstr(&name);
+        encrypted = true;
+    }
+    struct tally *ch = tallies_get(&c->chans, h, hash.len);
+    if (!ch || hash.failed || name.failed) {
+        c->failed = true;
+        goto done;
+    }
+    if (ch->n == 0) {
+        ch->encrypted = encrypted;
+        c->failed |= !set_text(&ch->name, n);
+    } else if (placeholder_name(ch->name) && !placeholder_name(n)) {
+        c->failed |= !set_text(&ch->name, n);
+    }
+    ch->n++;
+    c->failed |= !set_text(&ch->last_activity, first_seen);
+    if (!encrypted)
+        ch->encrypted = false;
+    if (sender && sender[0]) {
+        struct mg_buf pair;
+        mg_buf_init(&pair);
+        mg_buf_printf(&pair, "%s\x1f%s", h, sender);
+        struct tally *p = pair.failed ? NULL : tallies_get(&c->chan_senders, pair.data, pair.len);
+        mg_buf_free(&pair);
+        struct tally *s = tallies_get(&c->senders, sender, strlen(sender));
+        if (!p || !s) {
+            c->failed = true;
+            goto done;
+        }
+        if (p->n++ == 0)
+            ch->senders++;
+        s->n++;
+    }
+    if (text && text[0]) {
+        if (c->lengths_len == c->lengths_cap) {
+            size_t cap = c->lengths_cap ? c->lengths_cap * 2 : 256;
+            int64_t *grown = realloc(c->lengths, cap * sizeof *grown);
+            if (!grown) {
+                c->failed = true;
+                goto done;
+            }
+            c->lengths = grown, c->lengths_cap = cap;
+        }
+        c->lengths[c->lengths_len++] = (int64_t)strlen(text);
+    }
+    if (first_seen && strlen(first_seen) >= 13) {
+        struct mg_buf key;
+        mg_buf_init(&key);
+        mg_buf_append(&key, first_seen, 13);
+        mg_buf_printf(&key, "|%s", n);
+        struct tally *t = key.failed ? NULL : tallies_get(&c->timeline, key.data, key.len);
+        mg_buf_free(&key);
+        if (t)
+            t->n++;
+        else
+            c->failed = true;
+    }
+done:
+    mg_buf_free(&hash);
+    mg_buf_free(&name);
+}
+
+static int by_messages_then_hash(const void *a, const void *b)
+{
+    return by_count_then_key(a, b); /* messages are n, the hash the key */
+}
+
+static void channels_write(struct channels *c, struct mg_buf *body)
+{
+    int64_t decryptable = 0;
+    for (size_t i = 0; i < c->chans.len; i++)
+        decryptable += !c->chans.e[i].encrypted;
+    struct mg_json j;
+    mg_json_init(&j, body);
+    mg_json_object_begin(&j); /* a Go map: keys in bytewise order */
+    mg_json_kv_int(&j, "activeChannels", (int64_t)c->chans.len);
+    mg_json_key(&j, "channelTimeline");
+    mg_json_array_begin(&j);
+    if (c->timeline.len > 1) /* by hour, then channel: the key is "hour|channel" */
+        qsort(c->timeline.e, c->timeline.len, sizeof *c->timeline.e, by_key);
+    for (size_t i = 0; i < c->timeline.len; i++) {
+        const struct tally *t = &c->timeline.e[i];
+        mg_json_object_begin(&j);
+        mg_json_kv_string(&j, "channel", t->key + 14);
+        mg_json_kv_int(&j, "count", t->n);
+        mg_json_key(&j, "hour");
+        mg_json_string_n(&j, t->key, 13);
+        mg_json_object_end(&j);
+    }
+    mg_json_array_end(&j);
+    mg_json_key(&j, "channels");
+    mg_json_array_begin(&j);
+    if (c->chans.len > 1)
+        qsort(c->chans.e, c->chans.len, sizeof *c->chans.e, by_messages_then_hash);
+    for (size_t i = 0; i < c->chans.len; i++) {
+        const struct tally *t = &c->chans.e[i];
+        mg_json_object_begin(&j);
+        mg_json_kv_bool(&j, "encrypted", t->encrypted);
+        mg_json_kv_string(&j, "hash", t->key);
+        mg_json_kv_string(&j, "lastActivity", t->last_activity ? t->last_activity : "");
+        mg_json_kv_int(&j, "messages", t->n);
+        mg_json_kv_string(&j, "name", t->name ? t->name : "");
+        mg_json_kv_int(&j, "senders", t->senders);
+        mg_json_object_end(&j);
+    }
+    mg_json_array_end(&j);
+    mg_json_kv_int(&j, "decryptable", decryptable);
+    mg_json_key(&j, "msgLengths");
+    mg_json_array_begin(&j);
+    for (size_t i = 0; i < c->lengths_len; i++)
+        mg_json_int(&j, c->lengths[i]);
+    mg_json_array_end(&j);
+    mg_json_key(&j, "topSenders");
+    mg_json_array_begin(&j);
+    if (c->senders.len > 1)
+        qsort(c->senders.e, c->senders.len, sizeof *c->senders.e, by_count_then_key);
+    for (size_t i = 0; i < c->senders.len && i < 15; i++) {
+        mg_json_object_begin(&j);
+        mg_json_kv_int(&j, "count", c->senders.e[i].n);
+        mg_json_kv_string(&j, "name", c->senders.e[i].key);
+        mg_json_object_end(&j);
+    }
+    mg_json_array_end(&j);
+    mg_json_object_end(&j);
+    mg_buf_putc(body, '\n');
+}
+
+static int channels_body(struct mg_db *db, const struct analytics_args *a, struct mg_buf *body)
+{
+    bool regional = false;
+    int rc = region_has_observers(db, a->region, &regional);
+    struct mg_area_nodes area;
+    memset(&area, 0, sizeof area);
+    if (rc == SQLITE_OK && a->area[0])
+        rc = mg_area_nodes_load(db->conn, a->area, &area);
+    if (rc != SQLITE_OK) {
+        mg_area_nodes_free(&area);
+        return rc;
+    }
+    bool by_area = mg_area_nodes_filter(&area);
+    const struct mg_cs_window *w = &a->window;
+    struct mg_buf sql;
+    mg_buf_init(&sql);
+    mg_buf_printf(&sql, channels_columns, by_area ? ADVERT_NODE_SQL : "NULL");
+    if (w->has_since)
+        mg_buf_puts(&sql, " AND t.first_seen >= strftime('%Y-%m-%dT%H:%M:%S', :since - 86400,"
+                          " 'unixepoch')");
+    if (w->has_until)
+        mg_buf_puts(&sql, " AND t.first_seen <= strftime('%Y-%m-%dT%H:%M:%S', :until + 86400,"
+                          " 'unixepoch')");
+    if (regional) {
+        mg_buf_puts(&sql, " AND EXISTS (SELECT 1 FROM observations o WHERE o.transmission_id ="
+                          " t.id AND o.observer_idx IN (SELECT rowid FROM observers WHERE"
+                          " upper(trim(iata)) IN ");
+        sql_codes(&sql, a->region);
+        mg_buf_puts(&sql, "))");
+    }
+    /* CoreScope's list of a payload type's transmissions is in load order: by id. */
+    mg_buf_puts(&sql, ") t ORDER BY t.id");
+    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
+    mg_buf_free(&sql);
+    if (!st) {
+        mg_area_nodes_free(&area);
+        return sqlite3_errcode(db->conn) ? sqlite3_errcode(db->conn) : SQLITE_NOMEM;
+    }
+    int i_since = sqlite3_bind_parameter_index(st, ":since");
+    int i_until = sqlite3_bind_parameter_index(st, ":until");
+    if (i_since)
+        sqlite3_bind_int64(st, i_since, w->since_s);
+    if (i_until)
+        sqlite3_bind_int64(st, i_until, w->until_s);
+    if (regional)
+        bind_codes(st, (i_since ? 1 : 0) + (i_until ? 1 : 0) + 1, a->region);
+    struct channels c;
+    memset(&c, 0, sizeof c);
+    while (!c.failed && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!mg_cs_window_holds_text(w, (const char *)sqlite3_column_text(st, CH_FIRST_SEEN)))
+            continue;
+        if (by_area) {
+            const char *node = (const char *)sqlite3_column_text(st, CH_NODE);
+            if (!node || !node[0] || !mg_area_nodes_has(&area, node))
+                continue;
+        }
+        channels_row(&c, st);
+    }
+    sqlite3_finalize(st);
+    mg_area_nodes_free(&area);
+    if (c.failed || c.chans.failed || c.senders.failed || c.timeline.failed)
+        rc = SQLITE_NOMEM;
+    else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+        channels_write(&c, body);
+    }
+    tallies_free(&c.chans);
+    tallies_free(&c.senders);
+    tallies_free(&c.chan_senders);
+    tallies_free(&c.timeline);
+    free(c.lengths);
+    return rc;
+}
+
+static void channels_build(struct mg_cold_build *b, struct mg_db *db)
+{
+    const struct analytics_args *a = (const struct analytics_args *)b->args;
+    bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    int rc = channels_body(db, a, &b->body);
+    if (in_transaction)
+        sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
+    mg_cold_result(b, rc, "the group texts");
+}
+
+static const struct mg_cold_report channels_report = {
+    .name = "channel analytics",
+    .not_found = "Not found",
+    .bad_request = "bad request",
+    .build = channels_build,
+};
+
+bool mg_analytics_channels_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    struct analytics_args a;
+    char key[ANALYTICS_KEY_BYTES];
+    if (!analytics_args(req, NULL, "channels", &a, key, sizeof key))
+        return false;
+    return mg_cold_report_is_heavy(env, key);
+}
+
+void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res)
+{
+    struct analytics_args a;
+    char key[ANALYTICS_KEY_BYTES];
+    if (!analytics_args(req, res, "channels", &a, key, sizeof key))
+        return;
+    mg_cold_report_serve(env, req, res, &channels_report, key, &a, sizeof a);
 }

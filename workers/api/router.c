@@ -82,6 +82,9 @@ static const char *const fleet_skew_cases[] = {"/api/nodes/clock-skew", NULL};
 static const char *const analytics_rf_cases[] = {
     "/api/analytics/rf", "/api/analytics/rf?window=7d",
     "/api/analytics/rf?region=SJC,OAK&area=bogus&from=2026-01-01T00:00:00Z", NULL};
+static const char *const analytics_channels_cases[] = {
+    "/api/analytics/channels", "/api/analytics/channels?window=7d",
+    "/api/analytics/channels?region=SJC,OAK&from=2026-01-01T00:00:00Z", NULL};
 static const char *const scope_cases[] = {"/api/scope-stats", "/api/scope-stats?window=1h",
                                           "/api/scope-stats?window=7d", NULL};
 /* Light: the body is computed at most once per 10 s for the group; the request that would
@@ -230,6 +233,14 @@ const struct mg_route mg_routes[] = {
      .heavy_when = mg_analytics_rf_is_heavy,
      .own_jobs = true,
      .light_cases = analytics_rf_cases,
+     .params = &mg_analytics_window_params},
+    {.template = "/api/analytics/channels",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_channels,
+     .heavy_when = mg_analytics_channels_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_channels_cases,
      .params = &mg_analytics_window_params},
     /* Heavy: every request reads transmissions and observations. */
     {.template = "/api/packets",

@@ -39,8 +39,11 @@
 #include <string.h>
 #include <time.h>
 
-/* CoreScope's analytics cache time (its rfCacheTTL default, 60 s): a key names the minute. */
+/* How old an answer may be, as CoreScope's: a filtered one is kept 60 s (its rfCacheTTL
+ * default), the unfiltered one is recomputed every 300 s (its analytics recomputers' default
+ * interval). A key names its interval. */
 #define ANALYTICS_CACHE_S 60
+#define ANALYTICS_DEFAULT_SHAPE_S 300
 #define REGION_TEXT_MAX 80
 #define AREA_KEY_MAX 48
 /* A key's room: longer than the cache's keys (such a report is built, not kept), so that
@@ -134,9 +137,11 @@ static bool analytics_args(const struct mg_request *req, struct mg_response *res
     mg_cs_window_parse(p->window, p->from, p->to, now, &a->window);
     char wkey[64];
     mg_cs_window_key(&a->window, wkey, sizeof wkey);
+    int64_t interval = !a->region[0] && !a->area[0] && mg_cs_window_is_zero(&a->window)
+                           ? ANALYTICS_DEFAULT_SHAPE_S
+                           : ANALYTICS_CACHE_S;
     snprintf(key, cap, "%s|%s|%s|%s|%lu|%lld", prefix, a->region, a->area, wkey,
-             a->area[0] ? mg_corescope_current()->generation : 0UL,
-             (long long)(now / ANALYTICS_CACHE_S));
+             a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)(now / interval));
     return true;
 }
 
@@ -1370,15 +1375,6 @@ static const struct mg_cold_report channels_report = {
     .bad_request = "bad request",
     .build = channels_build,
 };
-
-bool mg_analytics_channels_is_heavy(struct mg_env *env, const struct mg_request *req)
-{
-    struct analytics_args a;
-    char key[ANALYTICS_KEY_BYTES];
-    if (!analytics_args(req, NULL, "channels", &a, key, sizeof key))
-        return false;
-    return mg_cold_report_is_heavy(env, key);
-}
 
 void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res)

@@ -194,7 +194,6 @@ void mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
 bool mg_analytics_rf_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res);
-bool mg_analytics_channels_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 

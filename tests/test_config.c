@@ -327,7 +327,8 @@ static bool samples_for(const struct mg_config_var *v, struct samples *s)
         add_valid(s, "/api/nodes/:pubkey");
         add_valid(s, "/api/nodes/:pubkey, /api/observers/:id");
         add_bad(s, "/api/nodes/abc");
-        add_bad(s, "/api/analytics/rf");
+        add_valid(s, "/api/analytics/rf");
+        add_bad(s, "/api/analytics/nothing");
         add_bad(s, "/api/nodes/:pubkey,nothing");
         return true;
     case MG_CFG_ADDRESS:

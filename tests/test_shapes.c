@@ -8,6 +8,7 @@
  * 500 for a column the schema lacks), and its figures must agree with what this suite counts
  * in the file with its own SQL.
  */
+#include "client_limit.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
@@ -157,6 +158,9 @@ static void tour(void)
 {
     cr_assert(mg_test_ctx_open(&s.t, s.db), "cannot serve %s", s.db);
     s.open = true;
+    /* The tour checks answers, not admission: one client asks for every heavy route in turn,
+     * more than the anonymous rate limit's burst (the refusals have suites of their own). */
+    mg_client_limit_set_rate(&s.t.seg.clients, 0, 0);
     char repeater[80], observer[80], hash[40], name[120], channel_hash[40], target[512];
     text_of(repeater, sizeof repeater,
             "SELECT public_key FROM nodes WHERE role = 'repeater'"
@@ -288,6 +292,24 @@ static void tour(void)
     body = get(target, 200);
     cr_expect(strstr(body, repeater) && strstr(body, "\"ambiguous\":false"), "%s: %.300s", target,
               body);
+    /* The Analytics page's RF report: every transmission, and each observation CoreScope's
+     * store keeps (one per observer and path) plus one for a transmission without any. */
+    body = get("/api/analytics/rf", 200);
+    cr_expect_eq(int_after(body, "totalTransmissions"),
+                 count_of("SELECT count(*) FROM transmissions"));
+    cr_expect_eq(int_after(body, "totalAllPackets"),
+                 count_of("SELECT count(*) FROM (SELECT 1 FROM observations o LEFT JOIN observers"
+                          " ob ON ob.rowid = o.observer_idx GROUP BY o.transmission_id,"
+                          " coalesce(ob.id, ''), coalesce(o.path_json, ''))") +
+                     count_of("SELECT count(*) FROM transmissions t WHERE NOT EXISTS (SELECT 1"
+                              " FROM observations o WHERE o.transmission_id = t.id)"));
+    body = get("/api/analytics/channels", 200);
+    cr_expect_eq(
+        int_after(body, "activeChannels"),
+        count_of("SELECT count(DISTINCT coalesce(CAST(json_extract(decoded_json,"
+                 " '$.channelHash') AS TEXT), json_extract(decoded_json, '$.channel_hash'),"
+                 " '?')) FROM transmissions WHERE payload_type = 5 AND"
+                 " json_valid(decoded_json) AND json_type(decoded_json) = 'object'"));
     get("/metrics", 200);
     get("/server-status", 200);
 }

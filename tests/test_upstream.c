@@ -590,7 +590,9 @@ Test(upstream, anonymous_analytics_pass_the_rate_limit_and_signed_in_clients_byp
     struct upstream_proc up = {0};
     upstream_start(&up, 0, NULL);
     struct mg_test_server s;
-    const char *env[] = {setting, "MESHGATE_ANON_RATE=1", "MESHGATE_ANON_BURST=2", NULL};
+    /* The analytics routes meshgate serves natively stay the upstream's when preferred. */
+    const char *env[] = {setting, "MESHGATE_ANON_RATE=1", "MESHGATE_ANON_BURST=2",
+                         "MESHGATE_UPSTREAM_PREFER=" UPSTREAM_ANALYTICS, NULL};
     start_meshgate(&s, up.port, env);
     char retry[16];
     cr_expect_eq(get_status_and_retry(s.port, "/api/analytics/rf", NULL, 0), 200);

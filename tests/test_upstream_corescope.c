@@ -102,9 +102,11 @@ Test(upstream_corescope, smuggled_requests_never_reach_corescope_and_pooled_clie
 
     char setting[64];
     snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", cs.port);
-    /* network-status is native; the pooled clients ask CoreScope for it all the same. */
+    /* network-status and /api/analytics/rf are native; preferred, the pooled clients and the
+     * attack still reach CoreScope. */
     const char *env[] = {setting, "MESHGATE_WORKERS=1",
-                         "MESHGATE_UPSTREAM_PREFER=/api/nodes/network-status", NULL};
+                         "MESHGATE_UPSTREAM_PREFER=/api/nodes/network-status," UPSTREAM_ANALYTICS,
+                         NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
 

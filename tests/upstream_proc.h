@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* MESHGATE_UPSTREAM_PREFER for the tests whose example of a proxied analytics route is one
+ * meshgate now serves itself: the default (the node detail) and those routes. */
+#define UPSTREAM_ANALYTICS "/api/nodes/:pubkey,/api/analytics/rf"
+
 struct mg_test_upstream {
     pid_t pid;
     int port;

@@ -88,6 +88,11 @@ static const char *const hash_collisions_cases[] = {
 /* Cold reports, one per window: heavy to build (the window's transmissions through
  * idx_transmissions_first_seen: 7d at 2M observations 1.7-2.1 s, 16.8M VM steps, 64 149
  * pages), light when warm (0 steps). */
+/* The Analytics page's signal reports (ep_analytics_rf.c): light when warm in the shared
+ * cache (a copy out of the segment); a build reads every observation. */
+static const char *const analytics_rf_cases[] = {
+    "/api/analytics/rf", "/api/analytics/rf?window=7d",
+    "/api/analytics/rf?region=SJC,OAK&area=bogus&from=2026-01-01T00:00:00Z", NULL};
 static const char *const scope_cases[] = {"/api/scope-stats", "/api/scope-stats?window=1h",
                                           "/api/scope-stats?window=7d", NULL};
 /* Light: the body is computed at most once per 10 s for the group; the request that would
@@ -278,6 +283,24 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = hash_collisions_cases,
      .params = &mg_hash_collisions_params},
+    /* The Analytics page's signal reports (ep_analytics_rf.c), where CoreScope's router has
+     * them: cold reports of every observation (docs/benchmarks.md), light when warm. */
+    {.template = "/api/analytics/rf",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_rf,
+     .heavy_when = mg_analytics_rf_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_rf_cases,
+     .params = &mg_analytics_window_params},
+    /* Always heavy, though a cold report: its answer lists every message's length, 352 KB
+     * warm at 2M observations (a light answer renders at most 64 KiB). */
+    {.template = "/api/analytics/channels",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_channels,
+     .own_jobs = true,
+     .params = &mg_analytics_window_params},
     /* Heavy: every request reads transmissions and observations. */
     {.template = "/api/packets",
      .gates = mg_gates_heavy,

@@ -103,6 +103,8 @@ extern const struct mg_param_table mg_node_search_params;
 extern const struct mg_param_table mg_metrics_summary_params;
 extern const struct mg_param_table mg_observer_metrics_params;
 extern const struct mg_param_table mg_node_battery_params;
+/* The Analytics page's signal reports' region, area and time window (ep_analytics_rf.c). */
+extern const struct mg_param_table mg_analytics_window_params;
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
@@ -206,6 +208,12 @@ void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
 void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
+/* The Analytics page's signal reports (ep_analytics_rf.c): cold reports, heavy unless warm. */
+void mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
+bool mg_analytics_rf_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
 void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 

@@ -494,7 +494,10 @@ def main():
                     'MESHGATE_WORKERS': '2', 'MESHGATE_ADMIN_NETWORKS': '10.255.255.0/24',
                     'MESHGATE_UPSTREAM': f'127.0.0.1:{peer_port}',
                     'MESHGATE_SHM_NAME': f'/meshgate-attack-{os.getpid()}',
-                    'MESHGATE_LOG_LEVEL': 'error'})
+                    'MESHGATE_LOG_LEVEL': 'error',
+                    # The upstream routes are measured as the upstream's: meshgate serves some
+                    # of them itself (rf, network-status), so they are preferred to CoreScope.
+                    'MESHGATE_UPSTREAM_PREFER': a.upstream_path})
         for kv in a.meshgate_env:
             k, _, v = kv.partition('=')
             env[k] = v

@@ -4,7 +4,8 @@
  * (on top of shm/shared_value). The worker that finds the value stale and takes the lease
  * recomputes it; the others serve the value they find, however stale, meanwhile. Only when
  * there is no value at all does a worker wait (bounded), and past that it computes on its
- * own.
+ * own: a helper thread asleep on the lease word until the holder's lease ends, a request on
+ * a loop parked until its slot is woken; neither polls.
  */
 #ifndef MESHGATE_GROUP_VALUE_H
 #define MESHGATE_GROUP_VALUE_H

@@ -2,7 +2,7 @@
 #include "result_cache.h"
 
 #include "clock.h"
-#include "segment.h"
+#include "process.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 
 #include "config_values.h"
 #include "lock.h"
-#include "segment.h"
+#include "process.h"
 #include "wake.h"
 
 #include <string.h>

@@ -3,6 +3,7 @@
 
 #include "group_value.h"
 #include "clock.h"
+#include "db.h"
 #include "jobs.h"
 #include "stats.h"
 

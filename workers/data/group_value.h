@@ -11,7 +11,7 @@
 #define MESHGATE_GROUP_VALUE_H
 
 #include "clock.h"
-#include "handler.h"
+#include "env.h"
 #include "shared_value.h"
 
 /* Computes the value into out (at most MG_SHARED_VALUE_MAX bytes); returns its length or -1. */

@@ -4,7 +4,7 @@
 #include "group_value.h"
 #include "clock.h"
 #include "db.h"
-#include "jobs.h"
+#include "job.h"
 #include "stats.h"
 
 #include <stdatomic.h>

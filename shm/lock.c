@@ -16,6 +16,7 @@
 static mg_lock_watch_fn watch_fn;
 static void *watch_arg;
 static _Atomic uint64_t wake_calls;
+static _Atomic uint64_t futex_waits;
 
 uint64_t mg_lock_wake_calls(void)
 {
@@ -27,10 +28,16 @@ static long futex(void *word, int op, uint32_t val, const struct timespec *ts, u
     return syscall(SYS_futex, word, op, val, ts, NULL, bitset);
 }
 
+uint64_t mg_futex_wait_calls(void)
+{
+    return atomic_load_explicit(&futex_waits, memory_order_relaxed);
+}
+
 void mg_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline_ns)
 {
     if (mg_monotonic_ns() >= deadline_ns)
         return;
+    atomic_fetch_add_explicit(&futex_waits, 1, memory_order_relaxed);
     /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline (no FUTEX_CLOCK_REALTIME),
      * so a change of the wall clock never stretches a wait (invariant 3). */
     struct timespec ts = {deadline_ns / MG_NS_PER_SEC, deadline_ns % MG_NS_PER_SEC};

@@ -79,6 +79,9 @@ void mg_lock_test_stop_inside(const void *lo, const void *hi);
 
 /* Wake-up system calls made by this process's unlocks so far (for tests). */
 uint64_t mg_lock_wake_calls(void);
+/* Sleeps (mg_futex_wait calls that reached the kernel) in this process so far: a waiter's
+ * wake-ups, for tests that show it does not poll. */
+uint64_t mg_futex_wait_calls(void);
 
 /* Waits on a 32-bit shared word while it equals expected, until deadline (CLOCK_MONOTONIC
  * ns) or a wake; returns at once when the deadline has passed. */

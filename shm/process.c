@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -101,4 +102,60 @@ int mg_self_pid(void)
         atomic_store_explicit(&self_pid, pid, memory_order_relaxed);
     }
     return pid;
+}
+
+uint64_t mg_process_start_ticks(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces and ')'; fields restart after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    /* starttime is field 22; after ')' comes field 3. */
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p + 1, ' ');
+    }
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+bool mg_process_alive(int pid, uint64_t start_ticks)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return false;
+    if (start_ticks) {
+        uint64_t now_ticks = mg_process_start_ticks(pid);
+        if (now_ticks && now_ticks != start_ticks)
+            return false; /* the pid was reused by another process */
+    }
+    return true;
+}
+
+bool mg_process_is_meshgate(int pid, uint64_t start_ticks)
+{
+    if (pid <= 0)
+        return false;
+    /* EPERM: another user's process, which cannot be the master of a segment we may open
+     * (it is created 0600). */
+    if (kill(pid, 0) < 0)
+        return false;
+    if (!mg_process_alive(pid, start_ticks))
+        return false;
+    char theirs[32], ours[32];
+    if (!mg_process_comm(pid, theirs, sizeof theirs))
+        return true; /* /proc does not say (hidepid): assume the worst, it may be one */
+    if (strcmp(theirs, "meshgate") == 0)
+        return true;
+    return mg_process_comm(getpid(), ours, sizeof ours) && strcmp(theirs, ours) == 0;
 }

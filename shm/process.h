@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum mg_process_state {
     MG_PROCESS_GONE = 0, /* no such pid, or a zombie: it will never run again */
@@ -35,5 +36,13 @@ bool mg_process_comm(int pid, char *out, size_t cap);
  * kept, forgotten in a child at fork. For readers asked thousands of times a second
  * (/api/healthz's gates). */
 int mg_self_pid(void);
+
+/* Start time of a process in clock ticks since boot (from /proc), 0 when unknown. */
+uint64_t mg_process_start_ticks(int pid);
+/* True when pid runs and, if start_ticks is not 0, is the process that started then. */
+bool mg_process_alive(int pid, uint64_t start_ticks);
+/* True when pid is a running meshgate that may be the master a header names: alive as
+ * above, one we may signal, and with meshgate's command name (or this program's). */
+bool mg_process_is_meshgate(int pid, uint64_t start_ticks);
 
 #endif

@@ -2,7 +2,7 @@
 #include "result_cache.h"
 
 #include "clock.h"
-#include "segment.h"
+#include "process.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,10 @@
 #include <unistd.h>
 
 #define CANCEL_POLL_NS (20 * MG_NS_PER_MS)
+/* A waiter without a cancel function sleeps until the build ends (wake_seq) or this long:
+ * only a builder that died before the master reclaimed its build (which wakes too) is found
+ * by the timeout, when the look after it asks whether the builder lives. */
+#define SAFETY_WAIT_NS (5 * MG_NS_PER_SEC)
 
 void mg_result_cache_init(struct mg_cache_view *v, uint32_t entries, uint32_t pages, int64_t ttl_ns)
 {
@@ -233,7 +237,8 @@ enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid,
             mg_result_cache_look(v, pid, slot, key, now, false, pin, build_id);
         if (r != MG_CACHE_BUSY || now >= deadline || (cancel && cancel(cancel_arg)))
             return r;
-        int64_t until = now + CANCEL_POLL_NS < deadline ? now + CANCEL_POLL_NS : deadline;
+        int64_t step = cancel ? CANCEL_POLL_NS : SAFETY_WAIT_NS;
+        int64_t until = now + step < deadline ? now + step : deadline;
         mg_futex_wait(&v->cache->wake_seq, seq, until);
     }
 }

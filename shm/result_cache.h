@@ -182,8 +182,10 @@ bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key)
 /*
  * Waits (until deadline, CLOCK_MONOTONIC) for the build of key to end, then looks again (not
  * counted): HIT (pinned, as mg_result_cache_look), CLAIMED (the build was abandoned or its
- * builder died: the caller builds now), or BUSY (the deadline passed). cancel is asked every
- * few milliseconds.
+ * builder died: the caller builds now), or BUSY (the deadline passed). The waiter sleeps on
+ * wake_seq, which every build's end (stored, abandoned, reclaimed) bumps and wakes; cancel
+ * (NULL: none) is asked every few milliseconds, and without it the wait wakes only on a
+ * build's end or every few seconds, to ask whether the builder still lives.
  */
 enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid, unsigned slot,
                                                const char *key, int64_t deadline,

@@ -61,6 +61,7 @@
 #include "client_limit.h"
 #include "config_values.h"
 #include "conn_limit.h"
+#include "process.h"
 #include "result_cache.h"
 
 #include <stdatomic.h>
@@ -225,14 +226,6 @@ int mg_segment_unlink(const char *name);
 
 void mg_segment_set_state(struct mg_segment *seg, enum mg_server_state state);
 const char *mg_server_state_name(uint32_t state);
-
-/* Start time of a process in clock ticks since boot (from /proc), 0 when unknown. */
-uint64_t mg_process_start_ticks(int pid);
-/* True when pid runs and, if start_ticks is not 0, is the process that started then. */
-bool mg_process_alive(int pid, uint64_t start_ticks);
-/* True when pid is a running meshgate that may be the master a header names: alive as
- * above, one we may signal, and with meshgate's command name (or this program's). */
-bool mg_process_is_meshgate(int pid, uint64_t start_ticks);
 
 /* A replica copy's lag (replica_copy_realtime_ns above): true with *lag_ms, at least 0; false
  * when the server does not serve a replica. */

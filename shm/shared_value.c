@@ -2,7 +2,8 @@
 #include "shared_value.h"
 
 #include "config_values.h"
-#include "segment.h"
+#include "lock.h"
+#include "process.h"
 #include "wake.h"
 
 #include <string.h>
@@ -76,10 +77,24 @@ void mg_shared_value_wait_mark(struct mg_shared_value *v, unsigned slot)
     atomic_fetch_or(&v->waiters, 1u << (slot % 32));
 }
 
+/* The lease word as a futex word (the same 32 bits, as the lock's owner word is one). */
+static _Atomic uint32_t *lease_word(struct mg_shared_value *v)
+{
+    return (_Atomic uint32_t *)(void *)&v->lease_pid;
+}
+
+void mg_shared_value_wait_lease(struct mg_shared_value *v, int32_t holder, int64_t deadline_ns)
+{
+    mg_futex_wait(lease_word(v), (uint32_t)holder, deadline_ns);
+}
+
 /* After the lease's end: a waiter that marked before this sees its slot woken; one that marks
- * after it finds the value (or the free lease) when it looks again. */
+ * after it finds the value (or the free lease) when it looks again. A thread asleep on the
+ * lease word (mg_shared_value_wait_lease) wakes, and finds the word changed if it was about to
+ * sleep. */
 static void wake_waiters(struct mg_shared_value *v)
 {
+    mg_futex_wake_all(lease_word(v));
     uint32_t marked = atomic_exchange(&v->waiters, 0);
     for (unsigned slot = 0; marked && slot < MG_WORKERS_MAX; slot++)
         if (marked & (1u << (slot % 32)))

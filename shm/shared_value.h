@@ -15,7 +15,9 @@
  * A request parked on a worker's loop until the first value comes marks its slot in waiters
  * (bit slot % 32; two slots sharing a bit only wake one needlessly) and looks once more; the
  * lease's end (a value published, a computation that failed, the master's reclaim of a dead
- * holder) wakes the marked slots through their eventfds (shm/wake.h), so no waiter polls.
+ * holder) wakes the marked slots through their eventfds (shm/wake.h), so no waiter polls. A
+ * helper thread, which may block, sleeps on the lease word itself (a futex), which the same
+ * lease's end wakes.
  */
 #ifndef MESHGATE_SHARED_VALUE_H
 #define MESHGATE_SHARED_VALUE_H
@@ -55,6 +57,11 @@ void mg_shared_value_publish(struct mg_shared_value *v, int pid, const void *dat
 
 /* Marks slot as waiting for the lease's end (the waiter looks again after marking). */
 void mg_shared_value_wait_mark(struct mg_shared_value *v, unsigned slot);
+
+/* Blocks while holder (as read before the caller's last look) holds the lease, until the
+ * lease ends (publish, release, reclaim: each wakes the sleepers) or deadline_ns
+ * (CLOCK_MONOTONIC); returns at once when the lease already changed hands. */
+void mg_shared_value_wait_lease(struct mg_shared_value *v, int32_t holder, int64_t deadline_ns);
 
 /* Gives the lease back without a value (the computation failed); wakes the waiters. */
 void mg_shared_value_release(struct mg_shared_value *v, int pid);

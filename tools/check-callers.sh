@@ -39,6 +39,7 @@ mg_node_relay_exist        tests: whether the table was built
 mg_process_table_file_looks  tests/test_reach_gate.c: the file check alone
 mg_jobs_threads            tests/test_reach_gate.c: helper threads started
 mg_lock_wake_calls         tests/test_lock.c: wake-ups made
+mg_futex_wait_calls        tests/test_result_cache.c: sleeps of a build follower
 mg_conn_limit_clients      tests/test_conn_limit.c: clients tracked
 mg_fifo_gate_acquire       tests/test_gate_fifo.c: the blocking form of the gate
 mg_keys_match              tests/test_keys.c: the key comparison alone

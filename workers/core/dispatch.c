@@ -300,7 +300,8 @@ static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
     unsigned route = mg_path_has_encoded_slash(&hr->path)
                          ? MG_ROUTE_NOT_FOUND
                          : mg_route_match(b->path, param, sizeof param);
-    bool native = route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, route);
+    bool native =
+        route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, mg_routes[route].template);
     return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
 }
 
@@ -399,7 +400,8 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     mg_handler_fn handler = NULL;
     if (upstream &&
         mg_upstream_applies(env->cfg, hr,
-                            route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, route),
+                            route != MG_ROUTE_NOT_FOUND &&
+                                !mg_upstream_prefers(env->cfg, mg_routes[route].template),
                             mg_static_applies(env->cfg, b->path))) {
         route = MG_ROUTE_UPSTREAM;
         handler = mg_upstream_handle;

@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "config_values.h"
 #include "db.h"
+#include "env.h"
 #include "http.h"
 #include "segment.h"
 
@@ -125,25 +126,6 @@ struct mg_park {
      * again; freed when it is answered (mg_dispatch_forget). */
     struct mg_prepared *prepared;
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
-};
-
-struct mg_env {
-    const struct mg_config *cfg;
-    struct mg_segment *seg;
-    struct mg_db *db;
-    /* The group's per-transmission summaries (shm/tx_summary.h); NULL: none, read directly. */
-    struct mg_tx_summaries *summaries;
-    struct mg_jobs *jobs;      /* the worker's helper thread; NULL: run heavy work inline */
-    struct mg_jobs *anon_jobs; /* its helper for anonymous heavy work (lower priority) */
-    unsigned slot;
-    int pid;
-    /* The test build only (MESHGATE_TEST_HOOKS, workers/test_hooks.h; always off in
-     * production): how a heavy request that asks with X-Test-Hold-Ms is held after admission. */
-    enum mg_test_hooks {
-        MG_TEST_HOOKS_OFF = 0,
-        MG_TEST_HOOKS_PARK,
-        MG_TEST_HOOKS_BLOCK
-    } test_hooks;
 };
 
 struct mg_request {

@@ -23,30 +23,12 @@
 
 #include "config_values.h"
 #include "db.h"
+#include "job.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct mg_job;
-typedef void (*mg_job_fn)(struct mg_job *job, struct mg_db *db);
-
-struct mg_job {
-    mg_job_fn run;
-    _Atomic int done;  /* set by the thread when run has returned */
-    const void *owner; /* the request it is for (its park); NULL: the worker's own work */
-    /* It runs under a gate's permit: a thread is started for it when none is idle. Work
-     * without one (the row counts' refresh, anonymous work with the line off, builds with no
-     * cap) waits for an idle thread, as it did before the pools. */
-    bool under_permit;
-    /* No gate bounds it (a signed-in request run whole: its client's turn does, dispatch.c):
-     * a thread is started for it as for work under a permit, and it does not make the pool
-     * busy (mg_jobs_busy counts what the gates bound). */
-    bool no_gate;
-};
-
-struct mg_jobs;
 
 /* Threads a pool may have: the largest cap a gate may have, and two for work without one. */
 #define MG_JOBS_THREADS_MAX 66
@@ -77,21 +59,6 @@ struct mg_jobs *mg_jobs_start(const struct mg_config *cfg, struct mg_db *like, i
 bool mg_jobs_available(struct mg_jobs *jobs, const void *owner);
 bool mg_jobs_reserve(struct mg_jobs *jobs, const void *owner);
 void mg_jobs_unreserve(struct mg_jobs *jobs, const void *owner);
-
-/* Hands job to a thread, starting one when none is idle and the job is under a permit; false
- * when none can take it (try again later). Taking the job ends its owner's reservation. When
- * the database file was replaced since the worker opened it (not a replica copy), a thread
- * cannot open the file the worker serves: the job then runs at once on like (the loop's
- * connection) and is done on return, until the reload replaces the worker. */
-bool mg_jobs_submit(struct mg_jobs *jobs, struct mg_job *job);
-
-/* Hands job over (mg_jobs_submit), or, where there is no helper (jobs NULL: in-process tests),
- * runs it here on db and marks it done. False when no thread can take it now. */
-bool mg_jobs_hand_over(struct mg_jobs *jobs, struct mg_job *job, struct mg_db *db);
-
-/* True while a job is pending or running, or a thread is reserved (the worker then leaves
- * new connections to others); jobs with no_gate are not counted. */
-bool mg_jobs_busy(struct mg_jobs *jobs);
 
 /* Makes the pool's eventfd readable as a job's end does, so the loop asks its parked requests
  * again (one waits for what the loop has just given back); nothing for NULL. */

@@ -31,7 +31,7 @@
 #define MESHGATE_COLD_REPORT_H
 
 #include "handler.h"
-#include "jobs.h"
+#include "job.h"
 
 #include <stdbool.h>
 #include <stddef.h>

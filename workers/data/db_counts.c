@@ -3,7 +3,8 @@
 
 #include "group_value.h"
 #include "clock.h"
-#include "jobs.h"
+#include "db.h"
+#include "job.h"
 #include "stats.h"
 
 #include <stdatomic.h>

@@ -12,7 +12,7 @@
 #ifndef MESHGATE_DB_COUNTS_H
 #define MESHGATE_DB_COUNTS_H
 
-#include "handler.h"
+#include "env.h"
 
 #include <stdbool.h>
 #include <stdint.h>

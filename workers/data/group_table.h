@@ -21,7 +21,7 @@
 
 #include "buf.h"
 #include "handler.h"
-#include "jobs.h"
+#include "job.h"
 #include "process_table.h"
 #include "table_stats.h"
 

@@ -6,7 +6,10 @@
 #include "segment.h"
 #include "stats.h"
 
-#include <time.h>
+#include <stdatomic.h>
+
+/* How long a waiting helper sleeps at most between two looks (group_value.h). */
+#define GROUP_VALUE_SAFETY_NS (500 * MG_NS_PER_MS)
 
 static long compute_and_publish(struct mg_env *env, struct mg_shared_value *v,
                                 mg_group_compute_fn compute, char *out, size_t cap)
@@ -51,19 +54,25 @@ long mg_group_value_get(struct mg_env *env, enum mg_value_id id, int64_t interva
     long len = get_or_lease(env, id, interval_ns, compute, out, cap, &none);
     if (!none)
         return len;
-    /* No value yet and another worker computes it: wait for it a little. */
+    /* No value yet and another worker computes it: sleep until its lease ends (the holder
+     * read before each look, so an end between the look and the sleep is not missed), for a
+     * bounded time. The safety step only finds a holder that died before the master's
+     * reclaim (which wakes too): try_lease takes a dead holder's lease. */
     struct mg_shared_value *v = &env->seg->values[id];
     int64_t give_up = mg_monotonic_ns() + MG_GROUP_VALUE_WAIT_NS;
-    while (mg_monotonic_ns() < give_up) {
-        struct timespec ts = {0, 2 * MG_NS_PER_MS};
-        nanosleep(&ts, NULL);
-        len = mg_shared_value_read(v, out, cap, mg_monotonic_ns(), NULL);
+    for (;;) {
+        int32_t holder = atomic_load(&v->lease_pid);
+        int64_t now = mg_monotonic_ns();
+        len = mg_shared_value_read(v, out, cap, now, NULL);
         if (len >= 0)
             return len;
-        if (mg_shared_value_try_lease(v, env->pid, mg_monotonic_ns()))
+        if (mg_shared_value_try_lease(v, env->pid, now))
             return compute_and_publish(env, v, compute, out, cap);
+        if (now >= give_up)
+            return compute(env, out, cap);
+        int64_t step = now + GROUP_VALUE_SAFETY_NS;
+        mg_shared_value_wait_lease(v, holder, step < give_up ? step : give_up);
     }
-    return compute(env, out, cap);
 }
 
 long mg_group_value_get_parked(struct mg_env *env, enum mg_value_id id, int64_t interval_ns,

@@ -4,13 +4,14 @@
  * (on top of shm/shared_value). The worker that finds the value stale and takes the lease
  * recomputes it; the others serve the value they find, however stale, meanwhile. Only when
  * there is no value at all does a worker wait (bounded), and past that it computes on its
- * own.
+ * own: a helper thread asleep on the lease word until the holder's lease ends, a request on
+ * a loop parked until its slot is woken; neither polls.
  */
 #ifndef MESHGATE_GROUP_VALUE_H
 #define MESHGATE_GROUP_VALUE_H
 
 #include "clock.h"
-#include "handler.h"
+#include "env.h"
 #include "shared_value.h"
 
 /* Computes the value into out (at most MG_SHARED_VALUE_MAX bytes); returns its length or -1. */

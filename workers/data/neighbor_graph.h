@@ -37,7 +37,7 @@
 
 #include "buf.h"
 #include "db.h"
-#include "handler.h"
+#include "env.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -31,7 +31,7 @@
 #define MESHGATE_NODE_HASH_SIZES_H
 
 #include "hash_size.h"
-#include "handler.h"
+#include "env.h"
 
 #include <sqlite3.h>
 #include <stdbool.h>

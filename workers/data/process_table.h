@@ -10,8 +10,6 @@
 #ifndef MESHGATE_PROCESS_TABLE_H
 #define MESHGATE_PROCESS_TABLE_H
 
-#include "jobs.h"
-
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>

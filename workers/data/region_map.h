@@ -33,7 +33,7 @@
 #ifndef MESHGATE_REGION_MAP_H
 #define MESHGATE_REGION_MAP_H
 
-#include "handler.h"
+#include "env.h"
 
 #include <sqlite3.h>
 #include <stdbool.h>

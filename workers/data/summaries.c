@@ -9,7 +9,7 @@
 #include "admission.h"
 #include "clock.h"
 #include "ep_packets.h"
-#include "jobs.h"
+#include "job.h"
 #include "log.h"
 #include "segment.h"
 #include "test_hooks.h"

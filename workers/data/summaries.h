@@ -7,7 +7,7 @@
 #ifndef MESHGATE_SUMMARIES_H
 #define MESHGATE_SUMMARIES_H
 
-#include "handler.h"
+#include "env.h"
 #include "tx_summary.h"
 
 #include <stddef.h>

@@ -102,9 +102,9 @@ bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_reque
                          bool native_route, bool static_route);
 void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path);
-/* The native route (an index of mg_routes) goes to the upstream instead
- * (MESHGATE_UPSTREAM_PREFER) while one is set. */
-bool mg_upstream_prefers(const struct mg_config *cfg, unsigned route);
+/* The native route whose template is route_template (its row of the route table) goes to the
+ * upstream instead (MESHGATE_UPSTREAM_PREFER) while one is set. */
+bool mg_upstream_prefers(const struct mg_config *cfg, const char *route_template);
 void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token);
 
 #endif

@@ -28,7 +28,6 @@
 #include "conn_limit.h"
 #include "gate_fifo.h"
 #include "netaddr.h"
-#include "router.h"
 #include "stats.h"
 #include "upstream_gate.h"
 #include "upstream_http.h"
@@ -88,13 +87,14 @@ bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path)
     return false;
 }
 
-bool mg_upstream_prefers(const struct mg_config *cfg, unsigned route)
+bool mg_upstream_prefers(const struct mg_config *cfg, const char *route_template)
 {
-    if (!cfg->upstream[0] || route >= mg_route_table_len)
+    if (!cfg->upstream[0])
         return false;
+    size_t len = strlen(route_template);
     for (const char *p = cfg->upstream_prefer; *p;) {
         size_t n = strcspn(p, ", ");
-        if (n > 0 && mg_route_by_template(p, n) == route)
+        if (n > 0 && n == len && memcmp(p, route_template, n) == 0)
             return true;
         p += n;
         p += strspn(p, ", ");

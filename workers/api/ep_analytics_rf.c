@@ -29,10 +29,10 @@
 #include "params.h"
 #include "result_cache.h"
 #include "router.h"
-#include "sha256.h"
 #include "time_parse.h"
 
 #include <ctype.h>
+#include <sha2.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1077,10 +1077,16 @@ static bool name_matches_hash(const char *name, const char *hash)
     if (name[0] != '#')
         mg_buf_putc(&full, '#');
     mg_buf_puts(&full, name);
-    uint8_t h1[MG_SHA256_BYTES], h2[MG_SHA256_BYTES];
-    mg_sha256(full.data ? full.data : "", full.len, h1);
+    /* SHA-256 from libmd (sha2.h), which libbsd already brings. */
+    uint8_t h1[SHA256_DIGEST_LENGTH], h2[SHA256_DIGEST_LENGTH];
+    SHA2_CTX sha;
+    SHA256Init(&sha);
+    SHA256Update(&sha, (const uint8_t *)(full.data ? full.data : ""), full.len);
+    SHA256Final(h1, &sha);
     mg_buf_free(&full);
-    mg_sha256(h1, 16, h2);
+    SHA256Init(&sha);
+    SHA256Update(&sha, h1, 16);
+    SHA256Final(h2, &sha);
     return (int64_t)h2[0] == expected;
 }
 

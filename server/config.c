@@ -115,6 +115,12 @@ const struct mg_config_var mg_config_vars[] = {
      "1: pages of /api/packets read per-transmission summaries the group keeps (built once "
      "under the cold-scan gate); 0: every page reads its observations",
      MG_RELOAD_LIVE},
+    {"MESHGATE_STATE_DIR", MG_CFG_PATH, FIELD(state_dir), 0, 0, "",
+     "directory (absolute, ours, writable; never the database's) where the group's derived "
+     "tables (relay table and probe, hash sizes, region map, neighbour graph) are kept across "
+     "restarts, keyed by the database's first rows and highest ids, and served from the "
+     "start as stale copies while their passes run again; empty: none",
+     MG_RELOAD_RESTART},
     {"MESHGATE_REACH_CACHE_BYTES", MG_CFG_INT, FIELD(reach_cache_bytes), 4096, 1073741824,
      "16777216",
      "shared memory for cached report bodies: one pool of 4 KiB pages all entries share, "
@@ -576,6 +582,39 @@ int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t er
         return 0;
     if (why)
         snprintf(err, errlen, "MESHGATE_PUBLIC_DIR=%s: %s", cfg->public_dir, why);
+    return -1;
+}
+
+int mg_config_check_state_dir(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    const char *dir = cfg->state_dir;
+    if (!dir[0])
+        return 0;
+    struct stat st, db;
+    char db_dir[MG_PATH_MAX];
+    snprintf(db_dir, sizeof db_dir, "%s", cfg->db_path);
+    char *slash = strrchr(db_dir, '/');
+    if (slash)
+        *(slash == db_dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(db_dir, sizeof db_dir, ".");
+    const char *why = NULL;
+    if (dir[0] != '/')
+        why = "must be an absolute path to a directory (or empty: no state kept)";
+    else if (stat(dir, &st) < 0)
+        snprintf(err, errlen, "MESHGATE_STATE_DIR=%s: must be an existing directory (%s)", dir,
+                 strerror(errno));
+    else if (!S_ISDIR(st.st_mode))
+        why = "must be a directory (or empty: no state kept), not a file";
+    else if (access(dir, R_OK | W_OK | X_OK) < 0)
+        snprintf(err, errlen, "MESHGATE_STATE_DIR=%s: must be a directory meshgate may write (%s)",
+                 dir, strerror(errno));
+    else if (stat(db_dir, &db) == 0 && db.st_dev == st.st_dev && db.st_ino == st.st_ino)
+        why = "must not be the database's directory (meshgate writes nothing there)";
+    else
+        return 0;
+    if (why)
+        snprintf(err, errlen, "MESHGATE_STATE_DIR=%s: %s", dir, why);
     return -1;
 }
 

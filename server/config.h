@@ -91,6 +91,10 @@ int mg_config_resolve(struct mg_config *cfg, char *warning, size_t warnlen);
  */
 int mg_config_check_public_dir(const struct mg_config *cfg, char *err, size_t errlen);
 
+/* MESHGATE_STATE_DIR, when set, must name a directory meshgate can write that is not the
+ * database's (checked at start). Returns 0, or -1 with the message. */
+int mg_config_check_state_dir(const struct mg_config *cfg, char *err, size_t errlen);
+
 /* Names MESHGATE_* variables in envp that no row of the table knows, each with the closest
  * known name; returns how many. Only the test build knows its hooks' MESHGATE_TEST_*
  * variables (workers/test_hooks.h). The start and --check refuse any (exit 78);

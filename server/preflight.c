@@ -17,6 +17,11 @@ static int check_public_dir(const struct mg_config *cfg, char *err, size_t errle
     return mg_config_check_public_dir(cfg, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
 }
 
+static int check_state_dir(const struct mg_config *cfg, char *err, size_t errlen)
+{
+    return mg_config_check_state_dir(cfg, err, errlen) < 0 ? MG_EXIT_CONFIG : 0;
+}
+
 static void guarded_in_public_dir(const char *path, const char *what, void *arg)
 {
     (void)arg;
@@ -94,6 +99,7 @@ static int check_upstream(const struct mg_config *cfg, char *err, size_t errlen)
 const struct mg_preflight_step mg_preflight_steps[] = {
     {"MESHGATE_PUBLIC_DIR", check_public_dir, false},
     {"MESHGATE_DB", check_database, false},
+    {"MESHGATE_STATE_DIR", check_state_dir, false},
     {"MESHGATE_API_KEYS_FILE", check_api_keys, false},
     {"MESHGATE_CORESCOPE_CONFIG", check_corescope_config, false},
     {"MESHGATE_PUBLIC_DIR", check_public_dir_contents, true},

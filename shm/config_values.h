@@ -65,6 +65,8 @@ struct mg_config {
     int32_t reach_cache_bytes;
     /* /api/packets: per-transmission summaries shared by the group (1), or none (0) */
     int32_t tx_summaries;
+    /* where the group's derived tables are kept across restarts (state_file.h); empty: not */
+    char state_dir[MG_PATH_MAX];
     /* anonymous heavy requests: their line, and the per-client rate limit */
     int32_t anon_concurrency; /* MG_CONFIG_AUTO until resolved; 0: no line (A/B only) */
     int32_t anon_queue;

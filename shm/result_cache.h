@@ -122,6 +122,14 @@ struct mg_result_cache {
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
     _Atomic uint64_t static_gzip_hits;
+    /* The group tables kept across restarts (MESHGATE_STATE_DIR, workers/data/state_file.h):
+     * files put into the cache at a start, refused by reason, written after a pass. */
+    _Atomic uint64_t state_loaded;
+    _Atomic uint64_t state_rejected_bad;
+    _Atomic uint64_t state_rejected_unsafe;
+    _Atomic uint64_t state_rejected_other_db;
+    _Atomic uint64_t state_written;
+    _Atomic uint64_t state_write_failures;
     /* What each shared table reports (table_stats.h), kept here with the group's counters. */
     struct mg_table_stats tables[MG_TABLE_COUNT];
 };
@@ -248,7 +256,17 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
     X(neighbor_copies, "neighborCopies",                                                           \
       "neighbour graphs a worker took from the group's copy in the cache")                         \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
-    X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
+    X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")   \
+    X(state_loaded, "stateLoaded",                                                                 \
+      "group tables taken from MESHGATE_STATE_DIR at a start, served until their pass ends")       \
+    X(state_rejected_bad, "stateRejectedBad",                                                      \
+      "state files rejected: magic, format, version, size or checksum (state_file.h)")             \
+    X(state_rejected_unsafe, "stateRejectedUnsafe",                                                \
+      "state files refused: not a regular file of ours, or writable by group or others")           \
+    X(state_rejected_other_db, "stateRejectedOtherDb",                                             \
+      "state files rejected: another database's, or one with fewer rows (replaced)")               \
+    X(state_written, "stateWritten", "group tables written to MESHGATE_STATE_DIR after a pass")    \
+    X(state_write_failures, "stateWriteFailures", "group tables that could not be written there")
 
 /* The cache's state at one moment (mg_result_cache_read). */
 struct mg_cache_snapshot {

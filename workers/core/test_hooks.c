@@ -19,7 +19,8 @@
 #include <time.h>
 
 static const char *const hook_vars[] = {"MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS",
-                                        "MESHGATE_TEST_SUMMARIES_TX_MS"};
+                                        "MESHGATE_TEST_SUMMARIES_TX_MS",
+                                        "MESHGATE_TEST_GROUP_PASS_MS"};
 
 bool mg_test_hooks_var(const char *name, size_t n)
 {
@@ -183,6 +184,11 @@ static void sleep_for_var(const struct mg_env *env, const char *name, long max)
 void mg_test_hooks_relay_pass(const struct mg_env *env)
 {
     sleep_for_var(env, "MESHGATE_TEST_RELAY_PASS_MS", 30000);
+}
+
+void mg_test_hooks_group_pass(const struct mg_env *env)
+{
+    sleep_for_var(env, "MESHGATE_TEST_GROUP_PASS_MS", 30000);
 }
 
 void mg_test_hooks_summaries_tx(const struct mg_env *env)

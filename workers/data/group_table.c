@@ -5,7 +5,10 @@
 #include "log.h"
 #include "result_body.h"
 #include "segment.h"
+#include "state_file.h"
+#include "test_hooks.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +71,7 @@ static void *counted_build(sqlite3 *conn, void *arg, int *rc)
     struct build_arg *a = arg;
     int64_t began = mg_table_pass_begin(a->g->stats);
     void *t = a->g->build(conn, &a->pass, rc);
+    mg_test_hooks_group_pass(a->pass.env);
     if (t && a->pass.env && a->pass.env->seg)
         atomic_fetch_add(counter(a->pass.env, a->g->builds), 1);
     size_t size = 0;
@@ -151,6 +155,29 @@ static bool take_copy(struct mg_group_table *g, struct mg_env *env, sqlite3 *con
     return took;
 }
 
+/* The state directory (state_file.h), when one is set and the group shares its tables. */
+static const char *state_dir(struct mg_group_table *g, const struct mg_env *env)
+{
+    return group_shared(g, env) && env->cfg && env->cfg->state_dir[0] ? env->cfg->state_dir : NULL;
+}
+
+/* After the group's pass: its body kept in the state directory, under the database's key as
+ * read before the pass (the table covers at least those rows). */
+static void keep_state(struct mg_group_table *g, struct mg_env *env, const char *dir,
+                       const struct mg_state_key *k, int64_t realtime_ns, const struct mg_buf *body)
+{
+    char why[PATH_MAX + 160];
+    if (mg_state_write(dir, g->name, g->version, k, realtime_ns, body->data, body->len, why,
+                       sizeof why) == 0) {
+        atomic_fetch_add(&env->seg->cache.cache->state_written, 1);
+        mg_debug("%s: kept in %s (%zu bytes)", g->what, dir, body->len);
+        return;
+    }
+    atomic_fetch_add(&env->seg->cache.cache->state_write_failures, 1);
+    if (!atomic_exchange(&g->state_warned, true))
+        mg_warn("%s: not kept across restarts (MESHGATE_STATE_DIR): %s", g->what, why);
+}
+
 /* The pass for the group, with key claimed (build_id); the table is stored for the others and
  * installed here. Not under the cold-scan gate: the claim already makes it one pass at a time
  * in the group, and a permit held through a start-up pass (that a writer's lock may stall)
@@ -165,6 +192,9 @@ static int build_for_group(struct mg_group_table *g, struct mg_env *env, sqlite3
     struct mg_buf body;
     mg_buf_init(&body);
     struct build_arg arg = {g, {now_realtime_ns, env}, &body, built_ns};
+    const char *dir = state_dir(g, env);
+    struct mg_state_key state_key;
+    bool keyed = dir && mg_state_key_read(conn, &state_key) == SQLITE_OK;
     void *t = counted_build(conn, &arg, &rc);
     if (!t) {
         mg_buf_free(&body);
@@ -179,8 +209,10 @@ static int build_for_group(struct mg_group_table *g, struct mg_env *env, sqlite3
             mg_warn("%s: the table's %zu bytes are more than the result cache stores (%zu, a"
                     " quarter of MESHGATE_REACH_CACHE_BYTES): each worker builds its own",
                     g->what, body.len, most);
-        mg_result_cache_store_uncounted(v, env->pid, build_id, body.data, body.len,
-                                        mg_monotonic_ns());
+        bool stored = mg_result_cache_store_uncounted(v, env->pid, build_id, body.data, body.len,
+                                                      mg_monotonic_ns());
+        if (stored && keyed) /* what the cache cannot hold is not kept either */
+            keep_state(g, env, dir, &state_key, now_realtime_ns, &body);
     }
     mg_debug("%s: built the group's table (%zu bytes)", g->what, body.len);
     mg_buf_free(&body);
@@ -324,9 +356,126 @@ bool mg_group_table_take(struct mg_group_table *g, struct mg_env *env)
     return mg_process_table_exists(g->table, conn);
 }
 
+/* ---- a start with a state file: the last run's table as the group's stale copy ------------ */
+
+/* How long a worker's start waits for another that reads the state file (a read and a decode). */
+#define STATE_WAIT_NS (30 * MG_NS_PER_SEC)
+
+/* The state file's outcome counted and said (once per group: one worker reads it). */
+static void state_outcome(struct mg_group_table *g, struct mg_env *env, enum mg_state_outcome o,
+                          const char *why, size_t len, int64_t built_realtime_ns)
+{
+    struct mg_result_cache *c = env->seg->cache.cache;
+    switch (o) {
+    case MG_STATE_NONE:
+        return;
+    case MG_STATE_LOADED:
+        atomic_fetch_add(&c->state_loaded, 1);
+        mg_info("%s: took the table kept in %s (%zu bytes, built %lld s ago): served while its"
+                " pass runs again",
+                g->what, env->cfg->state_dir, len,
+                (long long)((mg_realtime_ns() - built_realtime_ns) / MG_NS_PER_SEC));
+        return;
+    case MG_STATE_BAD:
+        atomic_fetch_add(&c->state_rejected_bad, 1);
+        break;
+    case MG_STATE_UNSAFE:
+        atomic_fetch_add(&c->state_rejected_unsafe, 1);
+        break;
+    case MG_STATE_OTHER_DB:
+        atomic_fetch_add(&c->state_rejected_other_db, 1);
+        break;
+    case MG_STATE_ERROR:
+        mg_warn("%s: the state file cannot be read: %s", g->what, why);
+        return;
+    }
+    mg_info("%s: the state file is rejected and ignored (the pass builds the table): %s", g->what,
+            why);
+}
+
+/* Under the state's claim: the state file's table, when it is this database's, stored in the
+ * cache under prev, the last interval's key: a stale copy (older than the interval), taken as
+ * the group's by every worker and refreshed by the first request that reads it, as the last
+ * interval's copy is (mg_group_table_keep). Its body is re-encoded with such a build time. */
+static void load_state(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn, const char *dir,
+                       const char *prev, int64_t now)
+{
+    struct mg_state_key db;
+    char why[PATH_MAX + 160] = "";
+    int rc = mg_state_key_read(conn, &db);
+    if (rc != SQLITE_OK) { /* a table whose key cannot be checked is not used */
+        mg_debug("%s: no state file read: the database has no key (%s)", g->what,
+                 rc == SQLITE_NOTFOUND ? "no rows" : sqlite3_errstr(rc));
+        return;
+    }
+    struct mg_cache_view *v = &env->seg->cache;
+    struct mg_buf body, stale;
+    mg_buf_init(&body);
+    mg_buf_init(&stale);
+    int64_t built_realtime = 0, ignored;
+    enum mg_state_outcome o =
+        mg_state_read(dir, g->name, g->version, &db, mg_result_cache_max_body(v->cache), &body,
+                      &built_realtime, why, sizeof why);
+    void *t = o == MG_STATE_LOADED ? g->decode(body.data, body.len, &ignored) : NULL;
+    if (o == MG_STATE_LOADED && !t) {
+        o = MG_STATE_BAD;
+        snprintf(why, sizeof why, "%s/%s.v%u: its body is not a table", dir, g->name, g->version);
+    }
+    if (t) {
+        g->encode(t, now - g->table->interval_ns - 1, &stale);
+        g->table->free_table(t);
+        uint64_t id = 0;
+        struct mg_buf none;
+        mg_buf_init(&none);
+        enum mg_cache_outcome c =
+            stale.failed ? MG_CACHE_BUSY
+                         : mg_result_cache_relook(v, env->pid, env->slot, prev, now, &none, &id);
+        mg_buf_free(&none);
+        if (c != MG_CACHE_CLAIMED) /* the group has a copy already */
+            o = MG_STATE_NONE;
+        else if (!mg_result_cache_store_uncounted(v, env->pid, id, stale.data, stale.len,
+                                                  mg_monotonic_ns()))
+            o = MG_STATE_NONE; /* no room now: the pass builds it */
+    }
+    state_outcome(g, env, o, why, body.len, built_realtime);
+    mg_buf_free(&body);
+    mg_buf_free(&stale);
+}
+
+/* At a worker's start, with a state directory and no copy in the group's cache: one worker
+ * (the claim of "<name>|v<version>|state" makes it one per group) reads the state file while
+ * the others starting wait for it, so every worker starts with the table it kept. */
+static void seed_from_state(struct mg_group_table *g, struct mg_env *env, sqlite3 *conn)
+{
+    const char *dir = state_dir(g, env);
+    if (!dir)
+        return;
+    struct mg_cache_view *v = &env->seg->cache;
+    char key[MG_CACHE_KEY_MAX], prev[MG_CACHE_KEY_MAX], mark[MG_CACHE_KEY_MAX];
+    int64_t now = mg_monotonic_ns(), period = period_of(g, now);
+    group_key(g, conn, period, key);
+    group_key(g, conn, period - 1, prev);
+    if (mg_result_cache_warm(v, env->pid, key, now) || mg_result_cache_warm(v, env->pid, prev, now))
+        return;
+    snprintf(mark, sizeof mark, "%s|v%u|state", g->name, g->version);
+    struct mg_buf out;
+    mg_buf_init(&out);
+    uint64_t id = 0;
+    enum mg_cache_outcome o = mg_result_cache_relook(v, env->pid, env->slot, mark, now, &out, &id);
+    if (o == MG_CACHE_BUSY)
+        o = mg_result_cache_wait(v, env->pid, env->slot, mark, mg_monotonic_ns() + STATE_WAIT_NS,
+                                 NULL, NULL, &out, &id);
+    if (o == MG_CACHE_CLAIMED) {
+        load_state(g, env, conn, dir, prev, now);
+        mg_result_cache_store_uncounted(v, env->pid, id, "1", 1, mg_monotonic_ns());
+    }
+    mg_buf_free(&out);
+}
+
 void mg_group_table_adopt(struct mg_group_table *g, struct mg_env *env)
 {
     sqlite3 *conn = env->db->conn;
+    seed_from_state(g, env, conn);
     int64_t now = mg_monotonic_ns();
     if (!group_shared(g, env)) {
         if (g->lazy)

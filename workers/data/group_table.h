@@ -15,6 +15,12 @@
  * (MESHGATE_REACH_CACHE_TTL_MS=0), makes each process build its own (on the helper too). The passes
  * and the copies are counted in the result cache's counters named by builds and copies
  * (result_cache.h: MG_CACHE_COUNTER_LIST). A worker killed -9 comes back with the group's copy.
+ *
+ * With MESHGATE_STATE_DIR, the group's pass also writes its body to a state file
+ * (state_file.h), and a start with no copy in the cache takes it from there (one worker reads
+ * it, the others wait for that): stored under the last interval's key with a build time older
+ * than the interval, it is a stale copy every worker serves at once while the first request
+ * that reads it has the pass run again, as with the last interval's copy.
  */
 #ifndef MESHGATE_GROUP_TABLE_H
 #define MESHGATE_GROUP_TABLE_H
@@ -68,7 +74,8 @@ struct mg_group_table {
      * group's pass (the loop never decodes it). */
     bool lazy;
     /* state */
-    atomic_bool too_large; /* set once a table was too large: this process builds its own */
+    atomic_bool too_large;    /* set once a table was too large: this process builds its own */
+    atomic_bool state_warned; /* set once a table could not be written to MESHGATE_STATE_DIR */
     pthread_mutex_t lock;
     struct mg_group_rebuild rebuild, fetch;
 };

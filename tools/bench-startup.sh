@@ -28,6 +28,11 @@
 #   BUSY=N          N busy loops (shell loops) run beside everything, to keep the cores busy
 #                   (default 0); they are started by the script and stopped by pid at its end
 #   PEER_WAIT_S=N   how long CoreScope's server may take to its first answer (default 600)
+#   STATE_DIR=DIR   every start keeps its tables in DIR (MESHGATE_STATE_DIR, an existing
+#                   directory of this user's, mode 0700): before the first series meshgate is
+#                   started once and stopped when DIR holds the hash sizes and the relay probe
+#                   or table (hashsizes.v1, relayprobe.v1 or relay.v1; at most STATE_WAIT_S,
+#                   default 900), so each series' start finds them (a restart with them)
 #   PORT, MESHGATE_BUILD, BENCH_SMOKE, PEER_DIR: see tools/bench-common.sh (smoke: 2 s series,
 #   4 connections)
 #
@@ -43,6 +48,10 @@ read -r -a paths <<<"${PATHS:-/api/packets?limit=50 /api/nodes?limit=50}"
 workers=${WORKERS:-2}
 busy=${BUSY:-0}
 peer_wait=${PEER_WAIT_S:-600}
+state_dir=${STATE_DIR:-}
+state_wait=${STATE_WAIT_S:-900}
+state_env=()
+[ -z "$state_dir" ] || state_env=(MESHGATE_STATE_DIR="$state_dir")
 first_path='/api/packets?limit=50'
 . "$(dirname "$0")/bench-common.sh"
 if [ "$smoke" = 1 ]; then secs=2 conns=(4); fi
@@ -98,6 +107,19 @@ for _ in $(seq "$busy"); do
   other_pids+=("$!")
 done
 
+# kept: the state files a start would take (the hash sizes, and the relay probe or table).
+kept() { [ -s "$state_dir/hashsizes.v1" ] && { [ -s "$state_dir/relayprobe.v1" ] || [ -s "$state_dir/relay.v1" ]; }; }
+if [ -n "$state_dir" ] && ! kept; then
+  t0=$EPOCHREALTIME
+  start_server "$db" MESHGATE_WORKERS="$workers" "${state_env[@]}"
+  until kept; do
+    [ "$(elapsed "$t0" "$EPOCHREALTIME" | cut -d. -f1)" -lt "$state_wait" ] || die "no state kept in $state_dir within $state_wait s"
+    sleep 1
+  done
+  stop_server
+  echo "state kept in $state_dir after $(elapsed "$t0" "$EPOCHREALTIME") s: $(cd "$state_dir" && ls -l | awk 'NR > 1 { printf "%s (%s B) ", $9, $5 }')"
+fi
+
 peer_answered=0
 if [ $peer = 1 ]; then
   cat "$db" >/dev/null
@@ -131,7 +153,7 @@ for path in "${paths[@]}"; do
     before_load=$(loadavg)
     cat "$db" >/dev/null # the same warm page cache for every start
     t0=$EPOCHREALTIME
-    start_server "$db" MESHGATE_WORKERS="$workers"
+    start_server "$db" MESHGATE_WORKERS="$workers" "${state_env[@]}"
     up=$(elapsed "$t0" "$EPOCHREALTIME")
     first=$(first_200 "$server_port" "$t0" 300) || die "meshgate gave no 200 of $first_path within 300 s"
     mg=$(series "$server_port" "$path" "$c" meshgate)

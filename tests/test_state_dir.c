@@ -8,12 +8,16 @@
  * built. A file flipped by one byte, writable by others, another database's or one covering
  * more rows than the database has is rejected with its reason in the log, and the server
  * serves as without it; a state directory that is missing or the database's own stops the
- * start (exit 78). The database is never written.
+ * start (exit 78). The database is never written. And in process, the file itself: read back
+ * as written, or refused for another version, fewer rows, another first row, a size over the
+ * cap, a symbolic link, a cut.
  */
 #include "harness.h"
 
+#include "buf.h"
 #include "result_cache.h"
 #include "segment.h"
+#include "state_file.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -309,4 +313,70 @@ Test(state_dir, a_missing_state_dir_or_the_databases_own_stops_the_start_with_ex
         cr_expect(strstr(out, cases[i].message), "%s: %s", cases[i].setting, out);
     }
     mg_test_rmdir(p.dir);
+}
+
+/* ---- the file itself, in process (state_file.h) ------------------------------------------- */
+
+Test(state_dir, a_state_file_reads_back_only_whole_ours_and_for_its_database)
+{
+    char dir[128], path[300], link[300], why[512];
+    mg_test_tmpdir(dir, sizeof dir);
+    struct mg_state_key k = {.first_tx_id = 1,
+                             .first_obs_id = 1,
+                             .first_obs_tx = 1,
+                             .first_obs_time = 7,
+                             .tx_high = 10,
+                             .obs_high = 40};
+    snprintf(k.first_tx_hash, sizeof k.first_tx_hash, "06001f5d97f8ed9e");
+    const char body[] = "the table's own encoding";
+    cr_assert_eq(mg_state_write(dir, "hashsizes", 1, &k, 123, body, sizeof body, why, sizeof why),
+                 0, "%s", why);
+    snprintf(path, sizeof path, "%s/hashsizes.v1", dir);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0600);
+
+    struct mg_buf b;
+    mg_buf_init(&b);
+    int64_t built = 0;
+    /* The database grew since: a stale copy, the same bytes. */
+    struct mg_state_key grown = k;
+    grown.tx_high = 11;
+    grown.obs_high = 45;
+    cr_expect_eq(mg_state_read(dir, "hashsizes", 1, &grown, 1 << 20, &b, &built, why, sizeof why),
+                 MG_STATE_LOADED, "%s", why);
+    cr_expect_eq(b.len, sizeof body);
+    cr_expect(b.len == sizeof body && memcmp(b.data, body, sizeof body) == 0);
+    cr_expect_eq(built, 123);
+    mg_buf_reset(&b);
+    /* Another version, another table: no file. */
+    cr_expect_eq(mg_state_read(dir, "hashsizes", 2, &k, 1 << 20, &b, &built, why, sizeof why),
+                 MG_STATE_NONE);
+    /* Fewer rows, another first row. */
+    struct mg_state_key fewer = k;
+    fewer.obs_high = 39;
+    cr_expect_eq(mg_state_read(dir, "hashsizes", 1, &fewer, 1 << 20, &b, &built, why, sizeof why),
+                 MG_STATE_OTHER_DB);
+    cr_expect(strstr(why, "fewer rows"), "%s", why);
+    struct mg_state_key other = k;
+    other.first_obs_time = 8;
+    cr_expect_eq(mg_state_read(dir, "hashsizes", 1, &other, 1 << 20, &b, &built, why, sizeof why),
+                 MG_STATE_OTHER_DB);
+    cr_expect(strstr(why, "another database's"), "%s", why);
+    /* Larger than the cap. */
+    cr_expect_eq(mg_state_read(dir, "hashsizes", 1, &k, 4, &b, &built, why, sizeof why),
+                 MG_STATE_BAD);
+    /* A symbolic link to it. */
+    snprintf(link, sizeof link, "%s/relay.v1", dir);
+    cr_assert_eq(symlink(path, link), 0);
+    cr_expect_eq(mg_state_read(dir, "relay", 1, &k, 1 << 20, &b, &built, why, sizeof why),
+                 MG_STATE_UNSAFE, "%s", why);
+    /* Cut short: its length is not the header's. */
+    cr_assert_eq(truncate(path, st.st_size - 1), 0);
+    cr_expect_eq(mg_state_read(dir, "hashsizes", 1, &k, 1 << 20, &b, &built, why, sizeof why),
+                 MG_STATE_BAD);
+    cr_expect(strstr(why, "length"), "%s", why);
+    cr_expect_eq(b.len, 0, "a rejected file's bytes were kept");
+    mg_buf_free(&b);
+    mg_test_rmdir(dir);
 }

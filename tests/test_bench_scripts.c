@@ -200,6 +200,21 @@ Test(bench_scripts, startup_script_counts_each_second_after_the_first_answer, .i
     cr_expect(row && sscanf(row, "| 1 | %lu |", &first) == 1 && first > 0, "%s", out);
 }
 
+/* STATE_DIR: a first start fills the directory, and each series' start takes its tables. */
+Test(bench_scripts, startup_script_keeps_the_tables_in_a_state_dir, .init = make_db,
+     .fini = remove_db)
+{
+    char args[1024], state[200], env[400];
+    snprintf(args, sizeof args, "'%s'", db);
+    snprintf(state, sizeof state, "%s/state", dir);
+    cr_assert_eq(mkdir(state, 0700), 0);
+    snprintf(env, sizeof env, "PATHS='/api/nodes?limit=50' STATE_DIR='%s'", state);
+    int rc = smoke("bench-startup.sh", args, env);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"state kept in ", "hashsizes.v1 (",
+                                   "### `/api/nodes?limit=50`, 4 connections", "| 1 | ", NULL});
+}
+
 /* A series that measures anything but 200s is no series: the script stops, exit 2. */
 Test(bench_scripts, startup_script_fails_loudly_on_an_answer_other_than_200, .init = make_db,
      .fini = remove_db)

@@ -189,7 +189,7 @@ for path in "${paths[@]}"; do
         if (!peer) exit
         printf "\nlowest ratio in a second: %s (bound %d×: %s); over the whole series %s\n",
           low < 0 ? "none (CoreScope answered in no second)" : sprintf("%.1f×", low), bound,
-          (low < 0 || low >= bound) ? "met" : "NOT met", tc > 0 ? sprintf("%.1f×", tm / tc) : "∞"
+          (low < 0 ? "not measured" : (low >= bound ? "met" : "NOT met")), (tc > 0 ? sprintf("%.1f×", tm / tc) : "∞")
       }'
   done
 done

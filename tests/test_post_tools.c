@@ -16,6 +16,7 @@
  *                 there, without one they answer 403.
  */
 #include "corescope_config.h"
+#include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
 #include "router.h"
@@ -250,6 +251,70 @@ Test(post_tools, methods_are_matched_as_corescopes_router_does)
     /* A GET route refuses a body it does not read. */
     cr_expect_eq(mg_test_ctx_request(&fx.t, "GET", "/api/healthz", "x"), 413);
     cr_expect(fx.t.res.close);
+}
+
+/* ---- CoreScope's own answers on its real database ---- */
+
+#define FIXTURE_MIGRATED_DB MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture-migrated.db"
+#define EXPECTED MESHGATE_SOURCE_DIR "/tests/corescope-post-tools.json"
+
+/* Each recorded request of set answers CoreScope's status, and its body where CoreScope's is
+ * JSON (compared as JSON, object keys in any order, arrays in theirs). */
+static void expect_recorded(json_t *expected, const char *set)
+{
+    json_t *list = json_object_get(expected, set);
+    cr_assert(json_is_array(list), "%s has no \"%s\"", EXPECTED, set);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const char *method = json_string_value(json_object_get(e, "method"));
+        const char *path = json_string_value(json_object_get(e, "path"));
+        const char *body = json_string_value(json_object_get(e, "body")); /* NULL: none */
+        int want = (int)json_integer_value(json_object_get(e, "status"));
+        int status = mg_test_ctx_request(&fx.t, method, path, body);
+        const char *got = (const char *)fx.t.res.body.data;
+        cr_expect_eq(status, want, "%s %s %s: %d, CoreScope %d: %.300s", method, path,
+                     body ? body : "", status, want, got);
+        json_t *answer = json_object_get(e, "answer");
+        if (status != want || json_is_string(answer))
+            continue; /* CoreScope's plain-text answers (its router's 405) differ on purpose */
+        json_error_t err;
+        json_t *mine = json_loads(got, 0, &err);
+        cr_assert_not_null(mine, "%s %s: not JSON (%s): %.300s", method, path, err.text, got);
+        char *w = json_dumps(answer, JSON_SORT_KEYS | JSON_COMPACT);
+        char *g = json_dumps(mine, JSON_SORT_KEYS | JSON_COMPACT);
+        cr_expect_str_eq(g, w, "%s %s %s", method, path, body ? body : "");
+        free(w);
+        free(g);
+        json_decref(mine);
+    }
+}
+
+Test(post_tools, answers_equal_corescopes_on_its_database)
+{
+    if (access(FIXTURE_MIGRATED_DB, R_OK) != 0 || access(EXPECTED, R_OK) != 0)
+        cr_skip_test("%s not present: this test compares with CoreScope's answers on its real "
+                     "database (../shared, see ../shared/data/README.md)",
+                     FIXTURE_MIGRATED_DB);
+    json_error_t jerr;
+    json_t *expected = json_load_file(EXPECTED, 0, &jerr);
+    cr_assert_not_null(expected, "%s: %s", EXPECTED, jerr.text);
+    /* Freshened to the time of the recording: the observations' times are the recorded ones. */
+    int64_t now = json_integer_value(json_object_get(expected, "now"));
+    cr_assert_gt(now, 0);
+    mg_test_tmpdir(fx.dir, sizeof fx.dir);
+    snprintf(fx.db, sizeof fx.db, "%s/fresh.db", fx.dir);
+    char err[512] = "";
+    cr_assert_eq(mg_fixture_freshen(FIXTURE_MIGRATED_DB, fx.db, now, err, sizeof err), 0,
+                 "freshening: %s", err);
+    configure(NULL);
+    cr_assert(mg_test_ctx_open(&fx.t, fx.db));
+    fx.open = true;
+    expect_recorded(expected, "observations");
+    expect_recorded(expected, "keyed");
+    expect_recorded(expected, "methods");
+    json_decref(expected);
 }
 
 /* ---- the real binary ---- */

@@ -1956,8 +1956,8 @@ static bool pair_seen(struct packets_run *r, size_t n)
     return false;
 }
 
-/* "observation_count" and "observations" of the detail: one per observer and path. */
-/* The detail's "observation_count" and "observations" keys; bare: the array alone. */
+/* "observation_count" and "observations" of the detail: one per observer and path; bare: the
+ * array alone. */
 static int write_detail_observations(struct packets_run *r, struct mg_json *j, sqlite3_stmt *row,
                                      bool bare)
 {

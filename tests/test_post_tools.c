@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -258,8 +259,49 @@ Test(post_tools, methods_are_matched_as_corescopes_router_does)
 #define FIXTURE_MIGRATED_DB MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture-migrated.db"
 #define EXPECTED MESHGATE_SOURCE_DIR "/tests/corescope-post-tools.json"
 
-/* Each recorded request of set answers CoreScope's status, and its body where CoreScope's is
- * JSON (compared as JSON, object keys in any order, arrays in theirs). */
+/*
+ * The one difference in the recording: CoreScope's store did not load the newest
+ * transmission's one observation (its /api/healthz said loadedObs 499 of the file's 500; the
+ * missing one is transmission 1's, 06001f5d97f8ed9e, the last row of its load), so it answers
+ * [] for that hash; meshgate lists the observation the file holds. Checked as that.
+ */
+static bool newest_transmission(const char *hash)
+{
+    return strcasecmp(hash, "06001f5d97f8ed9e") == 0;
+}
+
+/* mine and CoreScope's answers compared as JSON (object keys in any order, arrays in theirs),
+ * a batch's results key by key. */
+static void expect_same_json(json_t *mine, json_t *answer, const char *what)
+{
+    json_t *results = json_object_get(answer, "results");
+    if (json_is_object(results)) {
+        json_t *got = json_object_get(mine, "results");
+        cr_expect_eq(json_object_size(got), json_object_size(results), "%s", what);
+        const char *key;
+        json_t *want;
+        json_object_foreach(results, key, want)
+        {
+            json_t *have = json_object_get(got, key);
+            if (newest_transmission(key)) {
+                cr_expect_eq(json_array_size(want), 0, "%s: %s", what, key);
+                cr_expect_eq(json_array_size(have), 1, "%s: %s", what, key);
+                continue;
+            }
+            expect_same_json(have, want, key);
+        }
+        return;
+    }
+    char *w = json_dumps(answer, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+    char *g = json_dumps(mine, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+    cr_expect_str_eq(g ? g : "(none)", w ? w : "(none)", "%s", what);
+    free(w);
+    free(g);
+}
+
+/* Each recorded request of set answers CoreScope's status and body. A recorded answer that
+ * is not JSON is CoreScope's front end, not its API (a GET of a POST-only path falls through
+ * to its index.html, 200): meshgate answers 405 with Allow there, on purpose. */
 static void expect_recorded(json_t *expected, const char *set)
 {
     json_t *list = json_object_get(expected, set);
@@ -272,21 +314,21 @@ static void expect_recorded(json_t *expected, const char *set)
         const char *path = json_string_value(json_object_get(e, "path"));
         const char *body = json_string_value(json_object_get(e, "body")); /* NULL: none */
         int want = (int)json_integer_value(json_object_get(e, "status"));
+        json_t *answer = json_object_get(e, "answer");
         int status = mg_test_ctx_request(&fx.t, method, path, body);
         const char *got = (const char *)fx.t.res.body.data;
+        if (json_is_string(answer)) {
+            cr_expect_eq(status, 405, "%s %s: %d", method, path, status);
+            continue;
+        }
         cr_expect_eq(status, want, "%s %s %s: %d, CoreScope %d: %.300s", method, path,
                      body ? body : "", status, want, got);
-        json_t *answer = json_object_get(e, "answer");
-        if (status != want || json_is_string(answer))
-            continue; /* CoreScope's plain-text answers (its router's 405) differ on purpose */
         json_error_t err;
         json_t *mine = json_loads(got, 0, &err);
         cr_assert_not_null(mine, "%s %s: not JSON (%s): %.300s", method, path, err.text, got);
-        char *w = json_dumps(answer, JSON_SORT_KEYS | JSON_COMPACT);
-        char *g = json_dumps(mine, JSON_SORT_KEYS | JSON_COMPACT);
-        cr_expect_str_eq(g, w, "%s %s %s", method, path, body ? body : "");
-        free(w);
-        free(g);
+        char what[256];
+        snprintf(what, sizeof what, "%s %s %.100s", method, path, body ? body : "");
+        expect_same_json(mine, answer, what);
         json_decref(mine);
     }
 }

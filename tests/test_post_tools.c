@@ -533,9 +533,20 @@ Test(post_bodies, api_key_routes_go_to_the_upstream_when_there_is_one)
     struct mg_test_server s;
     char setting[64];
     snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", up.port);
-    const char *env[] = {"MESHGATE_WORKERS=1", setting, NULL};
+    const char *env[] = {"MESHGATE_WORKERS=1", setting, "MESHGATE_UPSTREAM_PREFER=/api/stats",
+                         NULL};
     start_server(&s, env);
+    /* A path whose route is native refuses other methods itself; one whose route is preferred
+     * to the upstream passes them up with it. */
+    int fd = mg_test_connect(s.port);
+    const char *post_nodes = "POST /api/nodes HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+                             "Connection: close\r\n\r\n{}";
+    cr_assert(mg_test_send(fd, post_nodes, strlen(post_nodes)));
+    cr_expect_eq(read_status(fd, CEILING_MS, NULL), 405);
+    close(fd);
     const char *heads[] = {
+        "POST /api/stats HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n"
+        "\r\n{}",
         "POST /api/packets HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n"
         "\r\n{}",
         "PUT /api/config/geo-filter HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
@@ -543,7 +554,7 @@ Test(post_bodies, api_key_routes_go_to_the_upstream_when_there_is_one)
         "GET /api/backup HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
-        int fd = mg_test_connect(s.port);
+        fd = mg_test_connect(s.port);
         cr_assert(mg_test_send(fd, heads[i], strlen(heads[i])));
         cr_expect_eq(read_status(fd, CEILING_MS, NULL), 200, "%s", heads[i]);
         close(fd);
@@ -552,6 +563,8 @@ Test(post_bodies, api_key_routes_go_to_the_upstream_when_there_is_one)
     cr_expect_eq(mg_test_count(log, "POST /api/packets "), 1, "%s", log ? log : "");
     cr_expect_eq(mg_test_count(log, "PUT /api/config/geo-filter "), 1, "%s", log ? log : "");
     cr_expect_eq(mg_test_count(log, "GET /api/backup "), 1, "%s", log ? log : "");
+    cr_expect_eq(mg_test_count(log, "POST /api/stats "), 1, "%s", log ? log : "");
+    cr_expect_eq(mg_test_count(log, "POST /api/nodes "), 0, "%s", log ? log : "");
     free(log);
     cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
     mg_test_upstream_stop(&up);

@@ -307,14 +307,28 @@ static unsigned route_of(const struct mg_http_request *hr, const char *path, cha
 }
 
 /* Whether meshgate answers route itself when there is an upstream: not a route CoreScope
- * keeps behind its API key, nor one MESHGATE_UPSTREAM_PREFER gives the upstream. A path
- * that has native routes of other methods only (allow) is answered here too: 405. */
-static bool native_with_upstream(struct mg_env *env, unsigned route, const char *allow)
+ * keeps behind its API key, nor one MESHGATE_UPSTREAM_PREFER gives the upstream. */
+static bool route_native(struct mg_env *env, unsigned route)
 {
-    if (route == MG_ROUTE_NOT_FOUND)
-        return allow != NULL;
-    return !mg_routes[route].upstream_first &&
+    return route != MG_ROUTE_NOT_FOUND && !mg_routes[route].upstream_first &&
            !mg_upstream_prefers(env->cfg, mg_routes[route].template);
+}
+
+/* The same for a request of route (the request's method), or, when the path has routes of
+ * other methods only (allow), whether one of those is native: then its other methods are
+ * answered here too (405); else they go up with it. */
+static bool native_with_upstream(struct mg_env *env, unsigned route, const char *allow,
+                                 const char *path)
+{
+    if (route != MG_ROUTE_NOT_FOUND || !allow)
+        return route_native(env, route);
+    static const char *const methods[] = {"GET", "POST", "PUT"};
+    char param[MG_PATH_PARAM_MAX];
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (route_native(env, mg_route_match_method(methods[i], strlen(methods[i]), path, param,
+                                                    sizeof param, NULL)))
+            return true;
+    return false;
 }
 
 /* Whether the request will go to the upstream, judged before the credentials are. */
@@ -324,7 +338,7 @@ static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
     char param[MG_PATH_PARAM_MAX];
     const char *allow;
     unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
-    return mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow),
+    return mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
                                mg_static_applies(env->cfg, b->path));
 }
 
@@ -340,7 +354,7 @@ size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr
     char param[MG_PATH_PARAM_MAX];
     const char *allow;
     unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
-    if (upstream && !native_with_upstream(env, route, allow))
+    if (upstream && !native_with_upstream(env, route, allow, b->path))
         return upstream_cap;
     if (route == MG_ROUTE_NOT_FOUND || mg_routes[route].body_max == 0)
         return 0;
@@ -458,8 +472,9 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler = NULL;
-    if (upstream && mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow),
-                                        mg_static_applies(env->cfg, b->path))) {
+    if (upstream &&
+        mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
+                            mg_static_applies(env->cfg, b->path))) {
         route = MG_ROUTE_UPSTREAM;
         handler = mg_upstream_handle;
     } else if (route == MG_ROUTE_NOT_FOUND && (allow || hr->method_id == MG_METHOD_OTHER)) {

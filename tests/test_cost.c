@@ -422,8 +422,9 @@ static void walk(const char *db, bool every_case_light)
             int light_runs = 0;
             for (int round = 1; round <= 2 || (light_runs == 0 && round <= 5); round++) {
                 struct measured m = run(&t, target);
-                cr_expect_eq(m.status, 200, "%s answered %d: %.300s", target, m.status,
-                             t.res.body.data);
+                /* CoreScope's API-key routes answer 403 without an upstream (ep_keyed.c). */
+                cr_expect_eq(m.status, mg_routes[i].upstream_first ? 403 : 200,
+                             "%s answered %d: %.300s", target, m.status, t.res.body.data);
                 if (!m.light)
                     continue;
                 light_runs++;

@@ -310,6 +310,20 @@ static void tour(void)
                  " '$.channelHash') AS TEXT), json_extract(decoded_json, '$.channel_hash'),"
                  " '?')) FROM transmissions WHERE payload_type = 5 AND"
                  " json_valid(decoded_json) AND json_type(decoded_json) = 'object'"));
+    /* CoreScope's POST tools and API-key routes (issue 26, posttools): the batch lists the
+     * newest transmission's observations as its detail counts them. */
+    snprintf(target, sizeof target, "/api/packets/%s", hash);
+    long long heard = int_after(get(target, 200), "observation_count");
+    char batch[128];
+    snprintf(batch, sizeof batch, "{\"hashes\":[\"%s\",\"none\"]}", hash);
+    int status = mg_test_ctx_request(&s.t, "POST", "/api/packets/observations", batch);
+    body = s.t.res.body.data ? s.t.res.body.data : "";
+    cr_assert_eq(status, 200, "POST /api/packets/observations: %d %.300s", status, body);
+    cr_expect(strstr(body, "\"none\":[]"), "%.300s", body);
+    int listed = mg_test_count(body, "\"timestamp\":");
+    cr_expect(listed == heard || (listed == 0 && heard == 1), "%d listed, %lld heard: %.300s",
+              listed, heard, body);
+    cr_expect_eq(mg_test_ctx_request(&s.t, "POST", "/api/perf/reset", NULL), 403);
     get("/metrics", 200);
     get("/server-status", 200);
 }

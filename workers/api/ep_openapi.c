@@ -28,6 +28,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The route's path and method (a template may start with its method: router.h). */
+static const char *path_of(const struct mg_route *r)
+{
+    return mg_route_path((unsigned)(r - mg_routes));
+}
+
 static bool self(const struct mg_route *r)
 {
     return strcmp(r->template, "/api/spec") == 0 || strcmp(r->template, "/api/docs") == 0;
@@ -141,7 +147,7 @@ static void write_responses(struct mg_json *j, const struct mg_route *r)
     mg_json_kv_string(j, "description", "the answer");
     mg_json_key(j, "content");
     mg_json_object_begin(j);
-    mg_json_key(j, content_type_of(r->template));
+    mg_json_key(j, content_type_of(path_of(r)));
     mg_json_object_begin(j);
     mg_json_object_end(j);
     mg_json_object_end(j);
@@ -184,21 +190,27 @@ static void write_responses(struct mg_json *j, const struct mg_route *r)
     mg_json_object_end(j);
 }
 
+/* The operation of r under its path's object: "get", "post" or "put". */
 static void write_operation(struct mg_json *j, const struct mg_route *r, const char *path)
 {
-    mg_json_object_begin(j);
-    mg_json_key(j, "get");
+    const char *method = mg_route_method((unsigned)(r - mg_routes));
+    char key[8];
+    size_t k = 0;
+    for (; method[k] && k + 1 < sizeof key; k++)
+        key[k] = (char)(method[k] - 'A' + 'a');
+    key[k] = '\0';
+    mg_json_key(j, key);
     mg_json_object_begin(j);
     char summary[272], tag[64];
-    snprintf(summary, sizeof summary, "GET %s", path);
+    snprintf(summary, sizeof summary, "%s %s", method, path);
     mg_json_kv_string(j, "summary", summary);
     mg_json_kv_string(j, "description", cost_text(r));
-    tag_of(r->template, tag, sizeof tag);
+    tag_of(path_of(r), tag, sizeof tag);
     mg_json_key(j, "tags");
     mg_json_array_begin(j);
     mg_json_string(j, tag);
     mg_json_array_end(j);
-    const char *colon = strchr(r->template, ':');
+    const char *colon = strchr(path_of(r), ':');
     if (colon || (r->params && r->params->count)) {
         mg_json_key(j, "parameters");
         mg_json_array_begin(j);
@@ -237,7 +249,6 @@ static void write_operation(struct mg_json *j, const struct mg_route *r, const c
     }
     write_responses(j, r);
     mg_json_object_end(j);
-    mg_json_object_end(j);
 }
 
 /* The tags in bytewise order, each once. */
@@ -252,7 +263,7 @@ static void write_tags(struct mg_json *j)
             char tag[64];
             if (self(&mg_routes[i]))
                 continue;
-            tag_of(mg_routes[i].template, tag, sizeof tag);
+            tag_of(path_of(&mg_routes[i]), tag, sizeof tag);
             if (strcmp(tag, last) > 0 && (!next[0] || strcmp(tag, next) < 0))
                 snprintf(next, sizeof next, "%s", tag);
         }
@@ -284,12 +295,19 @@ static void render(struct mg_buf *b)
     mg_json_object_begin(&j);
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const struct mg_route *r = &mg_routes[i];
-        if (self(r))
+        bool written = false; /* with an earlier route of the same path */
+        for (unsigned e = 0; e < i && !written; e++)
+            written = strcmp(mg_route_path(e), mg_route_path(i)) == 0;
+        if (self(r) || written)
             continue;
         char path[256];
-        openapi_path(r->template, path, sizeof path);
+        openapi_path(path_of(r), path, sizeof path);
         mg_json_key(&j, path);
-        write_operation(&j, r, path);
+        mg_json_object_begin(&j);
+        for (unsigned o = i; o < mg_route_table_len; o++)
+            if (strcmp(mg_route_path(o), mg_route_path(i)) == 0)
+                write_operation(&j, &mg_routes[o], path);
+        mg_json_object_end(&j);
     }
     mg_json_object_end(&j);
     write_tags(&j);

@@ -8,6 +8,7 @@
  *                                 oldest first: a JSON array, or null when there is none.
  *   GET /api/traces/{hash}        every observation of the transmission, oldest first.
  *   GET /api/iata-coords          CoreScope's built-in airport coordinates (no database).
+ *   POST /api/packets/observations  the observations of a batch of hashes (below).
  * Each reads through an index: transmissions by hash (UNIQUE) or id (the primary key),
  * observations by idx_observations_transmission_id, first_seen by
  * idx_transmissions_first_seen.
@@ -22,7 +23,10 @@
 #include "router.h"
 
 #include <ctype.h>
+#include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* CoreScope's test for a hash in a path: 16 hex digits once lowercased. */
 static bool is_hash(const char *s)
@@ -270,4 +274,124 @@ void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
     mg_json_object_end(&j);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+}
+
+/*
+ * POST /api/packets/observations: {"hashes": [...]} to {"results": {hash: observations}}, as
+ * CoreScope's handleBatchObservations. Its body as CoreScope's decoder reads it: the first
+ * JSON value (what follows is not read), an object whose key folds to "hashes" (the last
+ * such) holding null or an array of strings (a null entry is ""), or null; anything else is
+ * 400 "invalid JSON body". More than MG_BATCH_OBSERVATIONS_MAX entries: 400 "too many hashes
+ * (max 200)". Each hash (lowercased, as CoreScope's store looks it up) gets its
+ * transmission's observations as /api/packets/{id} lists them, [] for none; the results keep
+ * each hash once, in bytewise order (a Go map's). One read transaction. Heavy: 200 hashes of
+ * transmissions heard 800 times are 160,000 observations.
+ */
+struct batch_hash {
+    const char *text;
+    size_t len;
+};
+
+static int batch_hash_cmp(const void *a, const void *b)
+{
+    const struct batch_hash *x = a, *y = b;
+    int c = memcmp(x->text, y->text, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The hashes of the body into out (at most MG_BATCH_OBSERVATIONS_MAX; *count may say more);
+ * false when the body is not what CoreScope's decoder takes. */
+static bool batch_hashes(json_t *root, struct batch_hash *out, size_t *count)
+{
+    *count = 0;
+    if (json_is_null(root))
+        return true;
+    if (!json_is_object(root))
+        return false;
+    json_t *list = NULL;
+    const char *key;
+    json_t *value;
+    json_object_foreach(root, key, value) if (strcasecmp(key, "hashes") == 0) list = value;
+    if (!list || json_is_null(list))
+        return true;
+    if (!json_is_array(list))
+        return false;
+    size_t i;
+    json_array_foreach(list, i, value)
+    {
+        if (!json_is_string(value) && !json_is_null(value))
+            return false;
+        if (i < MG_BATCH_OBSERVATIONS_MAX)
+            out[i] = json_is_string(value)
+                         ? (struct batch_hash){json_string_value(value), json_string_length(value)}
+                         : (struct batch_hash){"", 0};
+    }
+    *count = json_array_size(list);
+    return true;
+}
+
+/* The transmission of a hash, lowercased: 0 with *id, SQLITE_NOTFOUND, or the failure. */
+static int id_of_lower_hash(struct mg_db *db, const struct batch_hash *h, int64_t *id)
+{
+    sqlite3_stmt *st = mg_db_prepare(db, "SELECT id FROM transmissions WHERE hash = lower(?1)"
+                                         " LIMIT 1");
+    if (!st)
+        return SQLITE_ERROR;
+    sqlite3_bind_text(st, 1, h->text, (int)h->len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+}
+
+void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res)
+{
+    json_error_t err;
+    json_t *root = json_loadb(req->body.ptr ? req->body.ptr : "", req->body.len,
+                              JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, &err);
+    struct batch_hash h[MG_BATCH_OBSERVATIONS_MAX];
+    size_t count = 0;
+    if (!root || !batch_hashes(root, h, &count)) {
+        json_decref(root);
+        return mg_response_error(res, 400, "invalid JSON body");
+    }
+    if (count > MG_BATCH_OBSERVATIONS_MAX) {
+        json_decref(root);
+        return mg_response_error(res, 400, "too many hashes (max %d)", MG_BATCH_OBSERVATIONS_MAX);
+    }
+    qsort(h, count, sizeof *h, batch_hash_cmp);
+    bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    mg_response_json(res, 200);
+    struct mg_json j;
+    mg_json_init(&j, &res->body);
+    mg_json_object_begin(&j);
+    mg_json_key(&j, "results");
+    mg_json_object_begin(&j);
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < count && rc == SQLITE_OK; i++) {
+        if (i > 0 && batch_hash_cmp(&h[i - 1], &h[i]) == 0)
+            continue;
+        mg_json_key(&j, h[i].text); /* no NUL inside: the parser refuses \u0000 */
+        int64_t id = 0;
+        rc = id_of_lower_hash(env->db, &h[i], &id);
+        if (rc == SQLITE_OK)
+            rc = mg_packets_observations(env, id, &j);
+        if (rc == SQLITE_NOTFOUND) {
+            mg_json_array_begin(&j);
+            mg_json_array_end(&j);
+            rc = SQLITE_OK;
+        }
+    }
+    mg_json_object_end(&j);
+    mg_json_object_end(&j);
+    mg_buf_putc(&res->body, '\n');
+    if (in_transaction)
+        sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
+    json_decref(root);
+    if (rc != SQLITE_OK) {
+        mg_buf_reset(&res->body);
+        mg_response_db_failure(res, "the observations", rc);
+    }
 }

@@ -1956,8 +1956,10 @@ static bool pair_seen(struct packets_run *r, size_t n)
     return false;
 }
 
-/* "observation_count" and "observations" of the detail: one per observer and path. */
-static int write_detail_observations(struct packets_run *r, struct mg_json *j, sqlite3_stmt *row)
+/* "observation_count" and "observations" of the detail: one per observer and path; bare: the
+ * array alone. */
+static int write_detail_observations(struct packets_run *r, struct mg_json *j, sqlite3_stmt *row,
+                                     bool bare)
 {
     sqlite3_stmt *st = prepare_statement(r, MG_PACKETS_SQL_DETAIL_OBSERVATIONS);
     if (!st)
@@ -1986,8 +1988,10 @@ static int write_detail_observations(struct packets_run *r, struct mg_json *j, s
     mg_json_array_end(&lj);
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE && !list.failed) {
-        mg_json_kv_int(j, "observation_count", kept ? (int64_t)kept : 1);
-        mg_json_key(j, "observations");
+        if (!bare) {
+            mg_json_kv_int(j, "observation_count", kept ? (int64_t)kept : 1);
+            mg_json_key(j, "observations");
+        }
         mg_json_raw(j, list.data, list.len);
         rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
@@ -1997,20 +2001,42 @@ static int write_detail_observations(struct packets_run *r, struct mg_json *j, s
     return rc;
 }
 
+/* The run of one transmission's detail: its row stepped into *row (SQLITE_OK), or
+ * SQLITE_NOTFOUND, or the failure. */
+static int detail_open(struct packets_run *r, int64_t tx_id, sqlite3_stmt **row)
+{
+    run_init(r);
+    *row = prepare_statement(r, MG_PACKETS_SQL_ROW);
+    r->observations = prepare_statement(r, MG_PACKETS_SQL_OBSERVATIONS);
+    r->best = prepare_statement(r, MG_PACKETS_SQL_BEST);
+    int rc = r->error ? r->error : SQLITE_OK;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(*row, 1, tx_id);
+        rc = sqlite3_step(*row);
+        rc = rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
+    }
+    return rc;
+}
+
+int mg_packets_observations(struct mg_env *env, int64_t tx_id, struct mg_json *j)
+{
+    struct mg_packets_filter f = {.limit = 1, .expand_observations = true};
+    struct packets_run r = {.env = env, .f = &f};
+    sqlite3_stmt *row = NULL;
+    int rc = detail_open(&r, tx_id, &row);
+    if (rc == SQLITE_OK)
+        rc = write_detail_observations(&r, j, row, true);
+    sqlite3_finalize(row);
+    run_free(&r);
+    return rc;
+}
+
 int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
 {
     struct mg_packets_filter f = {.limit = 1, .expand_observations = true};
     struct packets_run r = {.env = env, .f = &f};
-    run_init(&r);
-    sqlite3_stmt *row = prepare_statement(&r, MG_PACKETS_SQL_ROW);
-    r.observations = prepare_statement(&r, MG_PACKETS_SQL_OBSERVATIONS);
-    r.best = prepare_statement(&r, MG_PACKETS_SQL_BEST);
-    int rc = r.error ? r.error : SQLITE_OK;
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(row, 1, tx_id);
-        rc = sqlite3_step(row);
-        rc = rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
-    }
+    sqlite3_stmt *row = NULL;
+    int rc = detail_open(&r, tx_id, &row);
     if (rc == SQLITE_OK) {
         mg_json_key(j, "packet");
         if (!write_packet(&r, j, row))
@@ -2024,7 +2050,7 @@ int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
             mg_json_array_begin(j);
             mg_json_array_end(j);
         }
-        rc = write_detail_observations(&r, j, row);
+        rc = write_detail_observations(&r, j, row, false);
     }
     sqlite3_finalize(row);
     run_free(&r);

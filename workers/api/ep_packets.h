@@ -172,6 +172,10 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
  */
 int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j);
 
+/* The "observations" array of that detail alone (POST /api/packets/observations), as a value
+ * written into j. Same codes. */
+int mg_packets_observations(struct mg_env *env, int64_t tx_id, struct mg_json *j);
+
 /* Tests: whether the last request of this thread answered every page row from a summary
  * (true), or read at least one directly. */
 bool mg_packets_last_used_summaries(void);

@@ -163,6 +163,16 @@ static const char *const perf_write_sources_cases[] = {"/api/perf/write-sources"
 static const char *const spec_cases[] = {"/api/spec", NULL};
 static const char *const docs_cases[] = {"/api/docs", NULL};
 
+/* CoreScope's API-key routes without an upstream: a fixed answer, no database. */
+static const char *const key_post_packets_cases[] = {"POST /api/packets", NULL};
+static const char *const key_perf_reset_cases[] = {"POST /api/perf/reset", NULL};
+static const char *const key_geo_filter_cases[] = {"PUT /api/config/geo-filter", NULL};
+static const char *const key_prune_cases[] = {"POST /api/admin/prune-geo-filter", NULL};
+static const char *const key_prune_status_cases[] = {"/api/admin/prune-geo-filter/status", NULL};
+static const char *const key_affinity_cases[] = {"/api/debug/affinity", NULL};
+static const char *const key_dropped_cases[] = {"/api/dropped-packets", NULL};
+static const char *const key_backup_cases[] = {"/api/backup", NULL};
+
 const struct mg_route mg_routes[] = {
     {.template = "/api/healthz",
      .gates = mg_gates_light,
@@ -500,6 +510,65 @@ const struct mg_route mg_routes[] = {
      .cost = MG_COST_LIGHT,
      .handler = mg_handle_docs,
      .light_cases = docs_cases},
+    /* CoreScope's POST tools and API-key routes (issue 26, item 1: posttools). A POST tool
+     * reads its JSON body (Content-Length, at most body_max bytes: CoreScope's own limit
+     * where it has one, else a bound of ours above what its front end sends); an API-key
+     * route goes to the upstream when there is one, else answers as CoreScope's without a
+     * key (ep_keyed.c). Heavy: a batch of up to 200 hashes, each a walk of its
+     * observations (800 each on the heavy shape). */
+    {.template = "POST /api/packets/observations",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_batch_observations,
+     .body_max = MG_BATCH_OBSERVATIONS_BODY_MAX},
+    {.template = "POST /api/packets",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_post_packets_cases,
+     .upstream_first = true},
+    {.template = "POST /api/perf/reset",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_perf_reset_cases,
+     .upstream_first = true},
+    {.template = "PUT /api/config/geo-filter",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_geo_filter_cases,
+     .upstream_first = true},
+    {.template = "POST /api/admin/prune-geo-filter",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_prune_cases,
+     .upstream_first = true},
+    {.template = "/api/admin/prune-geo-filter/status",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_prune_status_cases,
+     .upstream_first = true},
+    {.template = "/api/debug/affinity",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_affinity_cases,
+     .upstream_first = true},
+    {.template = "/api/dropped-packets",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_dropped_cases,
+     .upstream_first = true},
+    {.template = "/api/backup",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_key_protected,
+     .light_cases = key_backup_cases,
+     .upstream_first = true},
     {.template = "/server-status",
      .gates = mg_gates_light,
      .cost = MG_COST_LIGHT,
@@ -605,6 +674,65 @@ unsigned mg_route_match(const char *path, char *param, size_t cap)
     for (unsigned i = 0; i < mg_route_table_len; i++)
         if (match(mg_routes[i].template, path, param, cap))
             return i;
+    return MG_ROUTE_NOT_FOUND;
+}
+
+/* The length of the method word a template starts with (0: a plain path, GET and HEAD). */
+static size_t template_method_len(const char *tmpl)
+{
+    return tmpl[0] == '/' ? 0 : strcspn(tmpl, " ");
+}
+
+const char *mg_route_method(unsigned route)
+{
+    if (route >= mg_route_table_len)
+        return "GET";
+    const char *t = mg_routes[route].template;
+    size_t n = template_method_len(t);
+    return n == 4 && memcmp(t, "POST", 4) == 0  ? "POST"
+           : n == 3 && memcmp(t, "PUT", 3) == 0 ? "PUT"
+           : n                                  ? "OTHER"
+                                                : "GET";
+}
+
+const char *mg_route_path(unsigned route)
+{
+    if (route >= mg_route_table_len)
+        return "";
+    const char *t = mg_routes[route].template;
+    size_t n = template_method_len(t);
+    return n ? t + n + 1 : t;
+}
+
+unsigned mg_route_match_method(const char *method, size_t method_len, const char *path, char *param,
+                               size_t cap, const char **allow)
+{
+    /* Which methods the path has: GET (with HEAD) 1, POST 2, PUT 4. */
+    static const char *const allow_text[8] = {
+        NULL,  "GET, HEAD",      "POST",      "GET, HEAD, POST",
+        "PUT", "GET, HEAD, PUT", "POST, PUT", "GET, HEAD, POST, PUT"};
+    bool get = (method_len == 3 && memcmp(method, "GET", 3) == 0) ||
+               (method_len == 4 && memcmp(method, "HEAD", 4) == 0);
+    unsigned have = 0;
+    if (cap)
+        param[0] = '\0';
+    for (unsigned i = 0; i < mg_route_table_len; i++) {
+        const char *t = mg_routes[i].template;
+        size_t n = template_method_len(t);
+        if (!match(n ? t + n + 1 : t, path, param, cap))
+            continue;
+        if (n ? n == method_len && memcmp(t, method, n) == 0 : get) {
+            if (allow)
+                *allow = NULL;
+            return i;
+        }
+        const char *m = mg_route_method(i);
+        have |= strcmp(m, "GET") == 0 ? 1u : strcmp(m, "POST") == 0 ? 2u : 4u;
+    }
+    if (cap)
+        param[0] = '\0';
+    if (allow)
+        *allow = allow_text[have];
     return MG_ROUTE_NOT_FOUND;
 }
 

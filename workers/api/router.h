@@ -43,7 +43,20 @@ struct mg_route {
     const struct mg_param_table *params;
     /* Its gates in the order its requests meet them: its cost class's list (admission.h). */
     const enum mg_gate_row *gates;
+    /* A route of another method than GET and HEAD has its method before its path in the
+     * template ("POST /api/decode"): only that method matches it. body_max: the most bytes of
+     * request body it reads (Content-Length only; 0: it reads none, and a request with a
+     * body is refused with 413 and close); the worker reads the body whole before the route
+     * is run (worker.c: the body deadline), so no handler waits on a client. */
+    size_t body_max;
+    /* CoreScope's API-key routes (its requireAPIKey): with MESHGATE_UPSTREAM set they go
+     * there always; without, the handler answers as CoreScope does (ep_keyed.c). */
+    bool upstream_first;
 };
+
+/* The method of a route's template ("GET" for a plain path) and its path. */
+const char *mg_route_method(unsigned route);
+const char *mg_route_path(unsigned route);
 
 /* The gates of route, in order (mg_route.gates; the upstream's for MG_ROUTE_UPSTREAM). */
 const enum mg_gate_row *mg_route_gates(unsigned route);
@@ -79,10 +92,17 @@ void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
 
 /*
- * Finds the route for a decoded path; fills param (cap bytes) with the ":name" segment.
+ * Finds the GET route for a decoded path; fills param (cap bytes) with the ":name" segment.
  * Returns the route id, or MG_ROUTE_NOT_FOUND.
  */
 unsigned mg_route_match(const char *path, char *param, size_t cap);
+/*
+ * The route for a request's method (as sent: HEAD is GET's) and decoded path, or
+ * MG_ROUTE_NOT_FOUND; then *allow (when not NULL) says which methods the path has
+ * ("GET, HEAD", "POST", ...; NULL: none), for a 405.
+ */
+unsigned mg_route_match_method(const char *method, size_t method_len, const char *path, char *param,
+                               size_t cap, const char **allow);
 
 /* The routes' parameter tables (params.h), each declared beside its handler. */
 extern const struct mg_param_table mg_nodes_params;
@@ -235,6 +255,16 @@ struct mg_perf_cache {
     uint64_t size, hits, stale, misses, recomputes;
 };
 void mg_perf_cache_figures(struct mg_segment *seg, struct mg_perf_cache *out);
+/* CoreScope's API-key routes without an upstream (ep_keyed.c): 403 as CoreScope's without a
+ * key configured, 403 naming meshgate read-only with one. */
+void mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
+/* POST /api/packets/observations (ep_packet_detail.c): the observations of a batch of hashes;
+ * heavy. */
+#define MG_BATCH_OBSERVATIONS_MAX 200
+#define MG_BATCH_OBSERVATIONS_BODY_MAX 65536
+void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
 /* /api/spec and /api/docs: meshgate's OpenAPI description of this table (ep_openapi.c). */
 void mg_handle_spec(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_docs(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -292,17 +292,105 @@ static const char *slot_method(const struct mg_http_request *hr)
                                             : "OTHER";
 }
 
+/* The route of the request's method and decoded path (router.h), and *allow the methods the
+ * path has when none is the request's. */
+static unsigned route_of(const struct mg_http_request *hr, const char *path, char *param,
+                         size_t cap, const char **allow)
+{
+    *allow = NULL;
+    if (mg_path_has_encoded_slash(&hr->path)) {
+        if (cap)
+            param[0] = '\0';
+        return MG_ROUTE_NOT_FOUND;
+    }
+    return mg_route_match_method(hr->method.ptr, hr->method.len, path, param, cap, allow);
+}
+
+/* Whether meshgate answers route itself when there is an upstream: not a route CoreScope
+ * keeps behind its API key, nor one MESHGATE_UPSTREAM_PREFER gives the upstream. */
+static bool route_native(struct mg_env *env, unsigned route)
+{
+    return route != MG_ROUTE_NOT_FOUND && !mg_routes[route].upstream_first &&
+           !mg_upstream_prefers(env->cfg, mg_routes[route].template);
+}
+
+/* The same for a request of route (the request's method), or, when the path has routes of
+ * other methods only (allow), whether one of those is native: then its other methods are
+ * answered here too (405); else they go up with it. */
+static bool native_with_upstream(struct mg_env *env, unsigned route, const char *allow,
+                                 const char *path)
+{
+    if (route != MG_ROUTE_NOT_FOUND || !allow)
+        return route_native(env, route);
+    static const char *const methods[] = {"GET", "POST", "PUT"};
+    char param[MG_PATH_PARAM_MAX];
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (route_native(env, mg_route_match_method(methods[i], strlen(methods[i]), path, param,
+                                                    sizeof param, NULL)))
+            return true;
+    return false;
+}
+
 /* Whether the request will go to the upstream, judged before the credentials are. */
 static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
                            const struct mg_dispatch_buffers *b)
 {
     char param[MG_PATH_PARAM_MAX];
-    unsigned route = mg_path_has_encoded_slash(&hr->path)
-                         ? MG_ROUTE_NOT_FOUND
-                         : mg_route_match(b->path, param, sizeof param);
-    bool native =
-        route != MG_ROUTE_NOT_FOUND && !mg_upstream_prefers(env->cfg, mg_routes[route].template);
-    return mg_upstream_applies(env->cfg, hr, native, mg_static_applies(env->cfg, b->path));
+    const char *allow;
+    unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
+    return mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
+                               mg_static_applies(env->cfg, b->path));
+}
+
+size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr,
+                            struct mg_dispatch_buffers *b, bool *native)
+{
+    *native = false;
+    bool upstream = env->cfg->upstream[0] != '\0';
+    size_t upstream_cap = upstream ? (size_t)env->cfg->upstream_max_body_bytes : 0;
+    if (hr->path.len >= b->path_cap ||
+        mg_url_decode(hr->path.ptr, hr->path.len, b->path, b->path_cap, false) < 0)
+        return upstream_cap; /* refused by dispatch, or the upstream's to judge */
+    char param[MG_PATH_PARAM_MAX];
+    const char *allow;
+    unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
+    if (upstream && !native_with_upstream(env, route, allow, b->path))
+        return upstream_cap;
+    if (route == MG_ROUTE_NOT_FOUND || mg_routes[route].body_max == 0)
+        return 0;
+    *native = true;
+    return mg_routes[route].body_max;
+}
+
+/* A request whose body is not read (none is expected, or it is framed in a way or of a size
+ * the route does not take) is answered now, and the connection closes after it: the body
+ * would be taken for the next request. Returns true when res holds that answer. */
+static bool refuse_body(const struct mg_http_request *hr, unsigned route, struct mg_response *res)
+{
+    size_t max = route < mg_route_table_len ? mg_routes[route].body_max : 0;
+    if (max == 0) {
+        if (hr->content_length <= 0 && !hr->chunked)
+            return false;
+        if (route < mg_route_table_len && mg_routes[route].upstream_first)
+            return false; /* answered without its body (mg_handle_key_protected closes) */
+        mg_response_error(res, 413, "%s requests to this path must not carry a body",
+                          mg_route_method(route));
+    } else if (hr->chunked) {
+        mg_response_error(res, 411,
+                          "send the request body with a Content-Length (at most %zu bytes), "
+                          "not chunked",
+                          max);
+    } else if (hr->content_length > 0 && (uint64_t)hr->content_length > max) {
+        mg_response_error(res, 413, "the request body is larger than this route takes (%zu bytes)",
+                          max);
+    } else {
+        const struct mg_str *expect = mg_http_header_get(hr, "Expect");
+        if (!expect || mg_http_has_token(expect, "100-continue"))
+            return false;
+        mg_response_error(res, 417, "the only expectation this server meets is 100-continue");
+    }
+    res->close = true;
+    return true;
 }
 
 /*
@@ -320,19 +408,6 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     /* With an upstream, what no native route answers goes there, whatever its method or
      * body: those checks wait for the route (mg_upstream_applies). */
     bool upstream = env->cfg->upstream[0] != '\0';
-    if (!upstream && hr->method_id == MG_METHOD_OTHER) {
-        mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
-                          (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
-        mg_response_header(res, "Allow: GET, HEAD");
-        /* A body we do not read would be taken for the next request. */
-        res->close = hr->content_length > 0 || hr->chunked;
-        return MG_ROUTE_BAD_REQUEST;
-    }
-    if (!upstream && (hr->content_length > 0 || hr->chunked)) {
-        mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
-        res->close = true;
-        return MG_ROUTE_BAD_REQUEST;
-    }
     if (hr->path.len >= b->path_cap || hr->query.len * 2 + 2 > b->query_cap) {
         mg_response_error(res, 414, "the request target is too long");
         return MG_ROUTE_BAD_REQUEST;
@@ -391,30 +466,32 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     /* An encoded slash is part of a segment, not a separator: decoded, "/api%2Fhealthz"
      * would read as "/api/healthz", so a path that holds one matches no route (static files
      * refuse it on their own, with 400). */
-    unsigned route = mg_path_has_encoded_slash(&hr->path)
-                         ? MG_ROUTE_NOT_FOUND
-                         : mg_route_match(b->path, req->path_param, sizeof req->path_param);
+    const char *allow;
+    unsigned route = route_of(hr, b->path, req->path_param, sizeof req->path_param, &allow);
     /* The admin pages do not exist for anyone else: the path goes on as any unknown one. */
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler = NULL;
     if (upstream &&
-        mg_upstream_applies(env->cfg, hr,
-                            route != MG_ROUTE_NOT_FOUND &&
-                                !mg_upstream_prefers(env->cfg, mg_routes[route].template),
+        mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
                             mg_static_applies(env->cfg, b->path))) {
         route = MG_ROUTE_UPSTREAM;
         handler = mg_upstream_handle;
-    } else if (upstream && (hr->method_id == MG_METHOD_OTHER || hr->content_length > 0)) {
-        /* A native route (or a static file): the checks skipped above. */
-        if (hr->method_id == MG_METHOD_OTHER) {
-            mg_response_error(res, 405, "method %.*s is not allowed: use GET or HEAD",
-                              (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr);
-            mg_response_header(res, "Allow: GET, HEAD");
-        } else {
-            mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
-        }
+    } else if (route == MG_ROUTE_NOT_FOUND && (allow || hr->method_id == MG_METHOD_OTHER)) {
+        /* The path has routes of other methods only, or the method is none of a static
+         * file's or the home page's. */
+        mg_response_error(res, 405, "method %.*s is not allowed: use %s",
+                          (int)(hr->method.len > 32 ? 32 : hr->method.len), hr->method.ptr,
+                          !allow || strcmp(allow, "GET, HEAD") == 0 ? "GET or HEAD" : allow);
+        mg_response_header(res, "Allow: %s", allow ? allow : "GET, HEAD");
+        /* A body we do not read would be taken for the next request. */
         res->close = hr->content_length > 0 || hr->chunked;
+        return MG_ROUTE_BAD_REQUEST;
+    } else if (route == MG_ROUTE_NOT_FOUND && (hr->content_length > 0 || hr->chunked)) {
+        mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
+        res->close = true;
+        return MG_ROUTE_BAD_REQUEST;
+    } else if (route != MG_ROUTE_NOT_FOUND && refuse_body(hr, route, res)) {
         return MG_ROUTE_BAD_REQUEST;
     } else if (route != MG_ROUTE_NOT_FOUND) {
         /* A route of one node answers 404 for a node the configuration hides. */

@@ -35,6 +35,16 @@ unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispa
  * whose request is parked). */
 void mg_dispatch_forget(struct mg_park *park);
 
+/*
+ * How many bytes of body the worker reads whole before it dispatches the request of head hr
+ * (0: none; a request whose Content-Length is above it is refused by dispatch, with close,
+ * without its body being read): the body_max of the native route it is for (*native true), or
+ * MESHGATE_UPSTREAM_MAX_BODY_BYTES for a request that goes to the upstream. b is the worker's
+ * dispatch buffers (its path is decoded there).
+ */
+size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr,
+                            struct mg_dispatch_buffers *b, bool *native);
+
 /* Whether the request of this park was admitted as light (tests of the cost classes). */
 bool mg_dispatch_was_light(const struct mg_park *park);
 

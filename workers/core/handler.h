@@ -130,6 +130,10 @@ struct mg_park {
 
 struct mg_request {
     const struct mg_http_request *http;
+    /* The request's body, read whole by the worker (Content-Length bytes) for a route that
+     * reads one (router.h: body_max); len 0 otherwise. It stays in the connection's buffer
+     * until the request is answered. */
+    struct mg_str body;
     const char *path; /* percent-decoded */
     struct mg_query query;
     char path_param[MG_PATH_PARAM_MAX]; /* the {pubkey} of a templated route, decoded */

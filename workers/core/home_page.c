@@ -23,7 +23,9 @@ static void route_links(struct mg_buf *b)
     mg_buf_puts(b, "<ul class=\"routes\">\n");
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *t = mg_routes[i].template;
-        if (mg_routes[i].admin_only || strchr(t, ':'))
+        /* Not linked: a route of another method than GET, nor one of CoreScope's API-key
+         * routes (403 here without an upstream). */
+        if (mg_routes[i].admin_only || strchr(t, ':') || t[0] != '/' || mg_routes[i].upstream_first)
             continue;
         char query[96];
         mg_params_sample_query(mg_routes[i].params, &tm, query, sizeof query);

@@ -753,6 +753,9 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     struct mg_request req;
     memset(&req, 0, sizeof req);
     req.http = hr;
+    /* A body read whole (body_to_read) follows its head in the buffer. */
+    if (hr->content_length > 0 && c->in.len - hr->head_len >= (uint64_t)hr->content_length)
+        req.body = (struct mg_str){c->in.data + hr->head_len, (size_t)hr->content_length};
     req.start_monotonic_ns = c->request_start_ns;
     req.start_realtime_ns = mg_realtime_ns();
     req.accepts_gzip = ae && mg_http_has_token(ae, "gzip");
@@ -803,8 +806,10 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     /* The path for the slow log: the target as sent, without the query. */
     char raw_path[MG_SLOW_PATH_MAX];
     snprintf(raw_path, sizeof raw_path, "%.*s", (int)hr->path.len, hr->path.ptr);
+    /* A body a native route read goes with its head; one that was not read closes the
+     * connection (dispatch: res->close). */
     respond(w, c, hr, &c->park, route, hr->method_id == MG_METHOD_HEAD, req.accepts_gzip,
-            c->request_start_ns, raw_path, hr->head_len);
+            c->request_start_ns, raw_path, hr->head_len + (res->close ? 0 : req.body.len));
 }
 
 /*
@@ -825,16 +830,38 @@ static int64_t body_deadline(const struct worker *w, const struct conn *c, size_
 }
 
 /*
- * With an upstream, a request's body (Content-Length bytes, up to
- * MESHGATE_UPSTREAM_MAX_BODY_BYTES) is read whole before the request is handled: nothing
- * is admitted (no upstream permit, no gate) for a client still sending, and a body that
- * misses its deadline (body_deadline) is answered 408. A larger body is refused by
- * admission (413) without being read.
+ * A request's body (Content-Length bytes, up to what dispatch says its route takes: a native
+ * route's body_max, or MESHGATE_UPSTREAM_MAX_BODY_BYTES for the upstream) is read whole
+ * before the request is handled: nothing is admitted (no gate, no permit, no handler) for a
+ * client still sending, the connection holds one of its address's
+ * MESHGATE_MAX_CONNS_PER_CLIENT places meanwhile, and a body that misses its deadline
+ * (body_deadline) is answered 408 and closed. A larger body, or a chunked one, is refused by
+ * dispatch (413, 411) without being read, and the connection closes. A native route's client
+ * that asked for it (Expect: 100-continue, HTTP/1.1) is told to send the body once its head
+ * is taken.
  */
-static bool body_to_read(const struct worker *w, const struct mg_http_request *hr)
+static bool body_to_read(struct worker *w, const struct mg_http_request *hr, bool *native)
 {
-    return w->upstream && hr->content_length > 0 &&
-           hr->content_length <= w->env.cfg->upstream_max_body_bytes;
+    *native = false;
+    if (hr->content_length <= 0)
+        return false;
+    size_t cap = mg_dispatch_body_cap(&w->env, hr, &w->bufs, native);
+    return (uint64_t)hr->content_length <= cap;
+}
+
+/* "100 Continue" for a client that waits for it before it sends its body (RFC 9110, 10.1.1).
+ * Sent once, before any byte of the body has come; a short send is let go: the client sends
+ * its body after a wait of its own. */
+static void send_continue(struct worker *w, struct conn *c, const struct mg_http_request *hr)
+{
+    const struct mg_str *expect = mg_http_header_get(hr, "Expect");
+    if (!expect || hr->minor_version < 1 || !mg_http_has_token(expect, "100-continue") ||
+        c->in.len != hr->head_len)
+        return;
+    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    ssize_t n = send(c->fd, line, sizeof line - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0)
+        mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, (uint64_t)n);
 }
 
 /* Parses what has arrived; a complete head becomes READY, a bad one is answered. */
@@ -845,11 +872,14 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now)
     const char *why = NULL;
     enum mg_http_result r =
         mg_http_parse_request(c->in.data, c->in.len, &w->limits, &hr, &status, &why);
-    if (r == MG_HTTP_OK && c->state != CONN_BODY && body_to_read(w, &hr) &&
+    bool native = false;
+    if (r == MG_HTTP_OK && c->state != CONN_BODY && body_to_read(w, &hr, &native) &&
         c->in.len < hr.head_len + (size_t)hr.content_length) {
         c->state = CONN_BODY;
         c->body_start_ns = now;
         c->body_end = hr.head_len + (size_t)hr.content_length;
+        if (native)
+            send_continue(w, c, &hr);
     }
     if (r == MG_HTTP_OK && c->state == CONN_BODY) {
         if (c->in.len < c->body_end) {

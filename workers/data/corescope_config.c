@@ -846,6 +846,7 @@ static int load_documents(struct mg_corescope_config *c, const char *name, json_
     load_strings(&l, root, "nodeBlacklist", &c->blacklist, &c->blacklist_count, keep_key);
     load_strings(&l, root, "observerBlacklist", &c->observer_blacklist,
                  &c->observer_blacklist_count, keep_key);
+    c->api_key_set = string_member(&l, root, "apiKey", "apiKey")[0] != '\0';
     json_t *thresholds = object_member(&l, root, "healthThresholds", "healthThresholds");
     double relay_hours = bounded_member(&l, thresholds, "relayActiveHours",
                                         "healthThresholds.relayActiveHours", "a number of hours");

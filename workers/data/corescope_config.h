@@ -84,6 +84,9 @@ struct mg_corescope_config {
     /* "observerBlacklist", as nodeBlacklist (node_visibility.h applies it to observers) */
     char **observer_blacklist;
     size_t observer_blacklist_count;
+    /* "apiKey" is set (a non-empty string): CoreScope's API-key routes are open there to a
+     * client with the key (ep_keyed.c); meshgate keeps no copy of the key. */
+    bool api_key_set;
     /* Different for every load in this process: what is derived from a configuration (the
      * visibility rules) is rebuilt when it changes. */
     unsigned long generation;

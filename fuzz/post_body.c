@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * Fuzz target: the JSON bodies of meshgate's POST routes (POST /api/packets/observations, its
+ * reader of CoreScope's {"hashes": [...]}): the input is the body, sent whole with its
+ * Content-Length as the worker hands it over, dispatched in-process on a small CoreScope
+ * database (tests/inproc.c). Checks: the answer is 200 or 400, and valid JSON.
+ */
+#include "harness.h"
+#include "inproc.h"
+#include "json_check.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char rows[] =
+    "INSERT INTO observers (rowid, id, name, iata) VALUES (1, 'AAAA01', 'Alpha', 'SFO');"
+    "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type, payload_type,"
+    " decoded_json) VALUES (1, '11', 'abcdef0000000001', '2026-05-01T00:00:00Z', 1, 4,"
+    " '{\"type\":\"ADVERT\"}');"
+    "INSERT INTO observations (transmission_id, observer_idx, direction, snr, rssi, path_json,"
+    " timestamp) VALUES (1, 1, 'rx', 1.5, -80, '[\"AA\"]', 1779041349);";
+
+static struct mg_test_ctx *ctx;
+static char dir[128];
+
+static void remove_database(void)
+{
+    mg_test_ctx_close(ctx);
+    mg_test_rmdir(dir);
+}
+
+static void open_ctx(void)
+{
+    static struct mg_test_ctx t;
+    char path[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/fuzz.db", dir);
+    if (!dir[0] || mg_test_make_db(path, true, rows) != 0 || !mg_test_ctx_open(&t, path)) {
+        fprintf(stderr, "fuzz-post_body: no test database in %s\n", dir);
+        abort();
+    }
+    t.seg.clients.table->per_minute = 0; /* no rate limit between runs */
+    ctx = &t;
+    atexit(remove_database);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!ctx)
+        open_ctx();
+    if (size > 65536)
+        return 0;
+    /* mg_test_ctx_request takes a C string: the input up to a NUL (a body with a NUL is the
+     * same to the JSON reader, which refuses it). */
+    char *body = malloc(size + 1);
+    memcpy(body, data, size);
+    body[size] = '\0';
+    int status = mg_test_ctx_request(ctx, "POST", "/api/packets/observations", body);
+    const char *answer = (const char *)ctx->res.body.data;
+    if (status != 200 && status != 400) {
+        fprintf(stderr, "fuzz-post_body: status %d: %.300s\n", status, answer);
+        abort();
+    }
+    if (!json_is_valid(answer, ctx->res.body.len)) {
+        fprintf(stderr, "fuzz-post_body: answer is not valid JSON: %.300s\n", answer);
+        abort();
+    }
+    free(body);
+    return 0;
+}

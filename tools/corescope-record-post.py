@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: ISC
+"""Records CoreScope's server's answers to requests with a method and a body, for a test to
+compare with (tests/corescope-post-tools.json).
+
+usage: tools/corescope-record-post.py OUT.json BASE_URL NOW COMMENT REQUESTS.json
+
+REQUESTS.json is {SET: [[METHOD, PATH, BODY or null], ...], ...}. Each request is sent once,
+with its body (Content-Type: application/json) and no API key; OUT holds {"_comment": COMMENT,
+"now": NOW, SET: [{"method", "path", "body", "status", "answer"}, ...]}, where answer is the
+response body as JSON when it is JSON, else as text. NOW is the time the server's copy was
+freshened to (a test freshens its own copy to the same time).
+"""
+import json
+import sys
+import urllib.error
+import urllib.request
+
+
+def ask(base, method, path, body):
+    data = body.encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            status, text = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read()
+    text = text.decode("utf-8", "replace")
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = text
+    return {"method": method, "path": path, "body": body, "status": status, "answer": answer}
+
+
+def main():
+    if len(sys.argv) != 6:
+        sys.exit(__doc__)
+    out, base, now, comment = sys.argv[1], sys.argv[2].rstrip("/"), int(sys.argv[3]), sys.argv[4]
+    with open(sys.argv[5], encoding="utf-8") as f:
+        sets = json.load(f)
+    result = {"_comment": comment, "now": now}
+    for name, requests in sets.items():
+        result[name] = [ask(base, m, p, b) for m, p, b in requests]
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -120,22 +120,10 @@ static bool graph_args(const struct mg_request *req, struct mg_response *res, st
         for (size_t i = 0; i <= n; i++)
             a->role[i] = (char)tolower((unsigned char)p->role[i]);
     }
-    if (p->region.text) {
-        struct mg_list_item items[MG_PARAM_LIST_MAX];
-        int n = mg_param_list_split(p->region.text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
-        size_t used = 0;
-        for (int i = 0; i < n && i < MG_PARAM_LIST_MAX; i++) {
-            if (used + items[i].len + 2 > sizeof a->region) {
-                if (res)
-                    mg_response_error(res, 400, "region: at most 79 bytes of codes");
-                return false;
-            }
-            if (used)
-                a->region[used++] = ',';
-            for (size_t k = 0; k < items[i].len; k++)
-                a->region[used++] = (char)toupper((unsigned char)items[i].ptr[k]);
-        }
-        a->region[used] = '\0';
+    if (p->region.text && !mg_param_list_codes(p->region.text, a->region, sizeof a->region)) {
+        if (res)
+            mg_response_error(res, 400, "region: at most 79 bytes of codes");
+        return false;
     }
     /* The configuration's generation: what it hides is in the answer. */
     snprintf(key, KEY_BYTES, "ngraph|%lld|%.17g|%s|%s|%lu|%lld", (long long)a->min_count,

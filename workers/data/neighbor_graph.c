@@ -1426,22 +1426,35 @@ static int answer(const struct graph *gc, const struct mg_neighbor_query *q, str
     return rc;
 }
 
+/* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep), held for
+ * reading (mg_process_table_read_end when done); none (in-process tests, a graph dropped
+ * meanwhile): this process's own pass, here. NULL with *rc set when there is none. */
+static const struct graph *read_current(struct mg_db *db, int64_t now_ms, int *rc)
+{
+    struct mg_group_build_arg arg = {now_ms * 1000000, NULL};
+    *rc = mg_process_table_exists(&graphs, db->conn)
+              ? SQLITE_OK
+              : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    if (*rc != SQLITE_OK)
+        return NULL;
+    mg_process_table_read_begin(&graphs);
+    const struct graph *g = mg_process_table_current(&graphs);
+    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
+    if (!g) {
+        mg_process_table_read_end(&graphs);
+        *rc = SQLITE_ERROR;
+    }
+    return g;
+}
+
 int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
                              struct mg_buf *body)
 {
-    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
-     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
-    struct mg_group_build_arg arg = {q->now_ms * 1000000, NULL};
-    int rc =
-        mg_process_table_exists(&graphs, db->conn)
-            ? SQLITE_OK
-            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    if (rc != SQLITE_OK)
+    int rc;
+    const struct graph *g = read_current(db, q->now_ms, &rc);
+    if (!g)
         return rc;
-    mg_process_table_read_begin(&graphs);
-    const struct graph *g = mg_process_table_current(&graphs);
-    rc = g ? answer(g, q, body) : SQLITE_ERROR;
-    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
+    rc = answer(g, q, body);
     mg_process_table_read_end(&graphs);
     return rc;
 }
@@ -1651,17 +1664,11 @@ static int whole(struct mg_db *db, const struct graph *g, const struct mg_neighb
 int mg_neighbor_graph_whole(struct mg_db *db, const struct mg_neighbor_graph_query *q,
                             struct mg_buf *body)
 {
-    struct mg_group_build_arg arg = {q->now_ms * 1000000, NULL};
-    int rc =
-        mg_process_table_exists(&graphs, db->conn)
-            ? SQLITE_OK
-            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    if (rc != SQLITE_OK)
+    int rc;
+    const struct graph *g = read_current(db, q->now_ms, &rc);
+    if (!g)
         return rc;
-    mg_process_table_read_begin(&graphs);
-    const struct graph *g = mg_process_table_current(&graphs);
-    rc = g ? whole(db, g, q, body) : SQLITE_ERROR;
-    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
+    rc = whole(db, g, q, body);
     mg_process_table_read_end(&graphs);
     return rc;
 }

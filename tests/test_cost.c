@@ -91,6 +91,7 @@ static const char *const heavy_targets[] = {
     "/api/analytics/roles",
     "/api/analytics/hash-collisions",
     "/api/analytics/hash-collisions?region=SJC",
+    "/api/analytics/neighbor-graph",
     "/api/packets/timestamps?since={day_ago}",
     "/api/observers",
     "/api/observers/{observer}",

@@ -324,6 +324,13 @@ static void tour(void)
     cr_expect(listed == heard || (listed == 0 && heard == 1), "%d listed, %lld heard: %.300s",
               listed, heard, body);
     cr_expect_eq(mg_test_ctx_request(&s.t, "POST", "/api/perf/reset", NULL), 403);
+    /* The Analytics page's neighbour graph: as many edges as it counts, each of them read from
+     * the group's graph. */
+    body = get("/api/analytics/neighbor-graph?min_count=1&min_score=0", 200);
+    long long graph_edges = int_after(body, "total_edges");
+    cr_expect_geq(graph_edges, 0, "%.300s", body);
+    cr_expect_eq(mg_test_count(body, "\"bidirectional\":true"), graph_edges);
+    get("/api/analytics/neighbor-graph", 200);
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -108,22 +108,10 @@ static bool analytics_args(const struct mg_request *req, struct mg_response *res
     const struct analytics_params *p = mg_params_get(&mg_analytics_window_params, req, res, &own);
     if (!p)
         return false;
-    if (p->region.text) {
-        struct mg_list_item items[MG_PARAM_LIST_MAX];
-        int n = mg_param_list_split(p->region.text, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
-        size_t used = 0;
-        for (int i = 0; i < n && i < MG_PARAM_LIST_MAX; i++) {
-            if (used + items[i].len + 2 > sizeof a->region) {
-                if (res)
-                    mg_response_error(res, 400, "region: at most 79 bytes of codes");
-                return false;
-            }
-            if (used)
-                a->region[used++] = ',';
-            for (size_t k = 0; k < items[i].len; k++)
-                a->region[used++] = (char)toupper((unsigned char)items[i].ptr[k]);
-        }
-        a->region[used] = '\0';
+    if (p->region.text && !mg_param_list_codes(p->region.text, a->region, sizeof a->region)) {
+        if (res)
+            mg_response_error(res, 400, "region: at most 79 bytes of codes");
+        return false;
     }
     if (p->area && mg_corescope_area(mg_corescope_current(), p->area)) {
         if (strlen(p->area) >= sizeof a->area) {

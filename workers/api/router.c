@@ -88,6 +88,11 @@ static const char *const hash_collisions_cases[] = {
 /* Cold reports, one per window: heavy to build (the window's transmissions through
  * idx_transmissions_first_seen: 7d at 2M observations 1.7-2.1 s, 16.8M VM steps, 64 149
  * pages), light when warm (0 steps). */
+/* The Analytics page's neighbour graph (ep_neighbor_graph.c): light when warm in the shared
+ * cache, a walk of the group's graph's edges when built. */
+static const char *const neighbor_graph_cases[] = {
+    "/api/analytics/neighbor-graph", "/api/analytics/neighbor-graph?min_count=1&min_score=0",
+    "/api/analytics/neighbor-graph?region=SJC,OAK&role=repeater", NULL};
 /* The Analytics page's signal reports (ep_analytics_rf.c): light when warm in the shared
  * cache (a copy out of the segment); a build reads every observation. */
 static const char *const analytics_rf_cases[] = {
@@ -311,6 +316,16 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_analytics_channels,
      .own_jobs = true,
      .params = &mg_analytics_window_params},
+    /* The Analytics page's subpaths and neighbour graph (ep_neighbor_graph.c), where
+     * CoreScope's router has them: cold reports, light when warm (neighbor_graph_cases). */
+    {.template = "/api/analytics/neighbor-graph",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_neighbor_graph,
+     .heavy_when = mg_neighbor_graph_is_heavy,
+     .own_jobs = true,
+     .light_cases = neighbor_graph_cases,
+     .params = &mg_neighbor_graph_params},
     /* Heavy: every request reads transmissions and observations. */
     {.template = "/api/packets",
      .gates = mg_gates_heavy,

@@ -237,6 +237,12 @@ void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *r
 void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 
+/* The Analytics page's neighbour graph (ep_neighbor_graph.c): a cold report of the group's
+ * neighbour graph, heavy unless warm. */
+extern const struct mg_param_table mg_neighbor_graph_params;
+void mg_handle_neighbor_graph(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+bool mg_neighbor_graph_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* The small routes of CoreScope's server (issue 26, misc). */
 extern const struct mg_param_table mg_node_resolve_params;
 void mg_handle_network_status(struct mg_env *env, const struct mg_request *req,

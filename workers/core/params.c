@@ -67,6 +67,24 @@ int mg_param_list_split(const char *list, unsigned flags, struct mg_list_item *i
     return n;
 }
 
+bool mg_param_list_codes(const char *list, char *out, size_t cap)
+{
+    struct mg_list_item items[MG_PARAM_LIST_MAX];
+    int n = mg_param_list_split(list, MG_LIST_SKIP_ALL, items, MG_PARAM_LIST_MAX);
+    size_t used = 0;
+    for (int i = 0; i < n && i < MG_PARAM_LIST_MAX; i++) {
+        if (used + items[i].len + 2 > cap)
+            return false;
+        if (used)
+            out[used++] = ',';
+        for (size_t k = 0; k < items[i].len; k++)
+            out[used++] = (char)toupper((unsigned char)items[i].ptr[k]);
+    }
+    if (cap)
+        out[used] = '\0';
+    return true;
+}
+
 static bool refuse(struct mg_response *res, const struct mg_param *p, const char *value)
 {
     if (res) {

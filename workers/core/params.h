@@ -119,6 +119,10 @@ void mg_params_sample_query(const struct mg_param_table *t, const struct tm *tm,
  * with MG_LIST_SKIP_ALL, "ALL" dropped); returns how many there are (may exceed cap). */
 int mg_param_list_split(const char *list, unsigned flags, struct mg_list_item *items, int cap);
 
+/* A region list's codes (split as MG_LIST_SKIP_ALL), uppercased, comma-separated into out
+ * (cap bytes); false when they do not fit. */
+bool mg_param_list_codes(const char *list, char *out, size_t cap);
+
 /* The raw value (NULL when absent or empty). */
 const char *mg_param_str(const struct mg_request *req, const char *name);
 

@@ -6,6 +6,7 @@
 #include "hop_nodes.h"
 #include "json.h"
 #include "log.h"
+#include "node_visibility.h"
 #include "path_parse.h"
 #include "process_table.h"
 #include "reach.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define SATURATION 100.0
@@ -180,6 +182,7 @@ struct graph {
     struct ints *candidates; /* by prefix index: node indexes that can relay */
     struct ints listeners;   /* ids of observers that do not relay */
     struct order order;      /* of the observation being filed */
+    int64_t rejected_far;    /* upserts dropped as too far apart (CoreScope's count) */
     bool oom;
 };
 
@@ -502,8 +505,10 @@ static bool too_far(struct graph *g, long a, long b)
 static void upsert(struct graph *g, long a, long b, const char *prefix, long observer,
                    const double *snr, int64_t ts_ms)
 {
-    if (too_far(g, a, b))
+    if (too_far(g, a, b)) {
+        g->rejected_far++;
         return;
+    }
     bool fresh;
     struct edge *e = edge_of(g, a, b, true, &fresh);
     if (!e)
@@ -1174,12 +1179,13 @@ static void *graph_build(sqlite3 *conn, void *arg, int *rc)
 /* ---- the group's copy: the graph as a body of the shared result cache ---------------------- */
 
 #define BODY_MAGIC 0x424e474dU /* "MGNB" */
-#define BODY_VERSION 1U
+#define BODY_VERSION 2U
 
 struct body_head {
     uint32_t magic, version;
     int64_t built_ns; /* CLOCK_MONOTONIC, the same in every process */
     uint64_t ids, edge_keys, nodes, edges;
+    int64_t rejected_far;
 };
 
 /* An edge's numbers as the body holds them. */
@@ -1215,8 +1221,8 @@ static void put_ints(struct mg_buf *out, const struct ints *l)
 static void encode(const void *table, int64_t built_ns, struct mg_buf *out)
 {
     const struct graph *g = table;
-    struct body_head h = {BODY_MAGIC,     BODY_VERSION, built_ns,  g->ids.n,
-                          g->edge_keys.n, g->n_nodes,   g->n_edges};
+    struct body_head h = {BODY_MAGIC,     BODY_VERSION, built_ns,   g->ids.n,
+                          g->edge_keys.n, g->n_nodes,   g->n_edges, g->rejected_far};
     mg_buf_append(out, &h, sizeof h);
     put_strings(out, &g->ids);
     put_strings(out, &g->edge_keys);
@@ -1324,6 +1330,7 @@ static void *decode(const void *data, size_t len, int64_t *built_ns)
         graph_release(g);
         return NULL;
     }
+    g->rejected_far = h.rejected_far;
     *built_ns = h.built_ns;
     return g;
 }
@@ -1419,22 +1426,35 @@ static int answer(const struct graph *gc, const struct mg_neighbor_query *q, str
     return rc;
 }
 
+/* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep), held for
+ * reading (mg_process_table_read_end when done); none (in-process tests, a graph dropped
+ * meanwhile): this process's own pass, here. NULL with *rc set when there is none. */
+static const struct graph *read_current(struct mg_db *db, int64_t now_ms, int *rc)
+{
+    struct mg_group_build_arg arg = {now_ms * 1000000, NULL};
+    *rc = mg_process_table_exists(&graphs, db->conn)
+              ? SQLITE_OK
+              : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    if (*rc != SQLITE_OK)
+        return NULL;
+    mg_process_table_read_begin(&graphs);
+    const struct graph *g = mg_process_table_current(&graphs);
+    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
+    if (!g) {
+        mg_process_table_read_end(&graphs);
+        *rc = SQLITE_ERROR;
+    }
+    return g;
+}
+
 int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
                              struct mg_buf *body)
 {
-    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
-     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
-    struct mg_group_build_arg arg = {q->now_ms * 1000000, NULL};
-    int rc =
-        mg_process_table_exists(&graphs, db->conn)
-            ? SQLITE_OK
-            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    if (rc != SQLITE_OK)
+    int rc;
+    const struct graph *g = read_current(db, q->now_ms, &rc);
+    if (!g)
         return rc;
-    mg_process_table_read_begin(&graphs);
-    const struct graph *g = mg_process_table_current(&graphs);
-    rc = g ? answer(g, q, body) : SQLITE_ERROR;
-    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
+    rc = answer(g, q, body);
     mg_process_table_read_end(&graphs);
     return rc;
 }
@@ -1469,4 +1489,186 @@ double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms
     if (count)
         *count = e->count;
     return edge_score(e, now_ms) * (with_confidence ? edge_confidence(e) : 1.0);
+}
+
+/* ---- the whole graph (CoreScope's /api/analytics/neighbor-graph) --------------------------- */
+
+/* The region's observers (ids as stored, CoreScope's region set) flagged by graph id into
+ * flags (ids bytes); *filter when the region names any observer (then an edge none of whose
+ * observers is flagged is left out, as CoreScope's). An SQLite code. */
+static int region_flags(struct mg_db *db, const struct graph *g, const char *codes,
+                        unsigned char *flags, bool *filter)
+{
+    *filter = false;
+    sqlite3_stmt *st =
+        mg_db_prepare(db, "SELECT id FROM observers WHERE id IS NOT NULL"
+                          " AND instr(',' || ?1 || ',', ',' || upper(trim(iata)) || ',') > 0"
+                          " AND instr(iata, ',') = 0 AND trim(iata) <> ''");
+    if (!st)
+        return sqlite3_errcode(db->conn);
+    sqlite3_bind_text(st, 1, codes, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *filter = true;
+        long id =
+            strings_id((struct strings *)&g->ids, (const char *)sqlite3_column_text(st, 0), false);
+        if (id >= 0)
+            flags[id] = 1;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* A node entry's name and role (CoreScope's node map: the nodes, then observers as "observer"). */
+static const struct node *node_of_text(const struct graph *g, long id)
+{
+    long ni = node_index(g, id);
+    return ni >= 0 ? &g->nodes[ni] : NULL;
+}
+
+/* Hidden as CoreScope's graph hides an end: its key blacklisted, or a node of the table whose
+ * name starts with a hidden prefix (an observer's name is not looked at). */
+static bool end_hidden(const struct graph *g, long id)
+{
+    if (id < 0)
+        return false;
+    const struct node *n = node_of_text(g, id);
+    bool table_node = n && strcmp(n->role, "observer") != 0;
+    return mg_node_hidden(text_of(g, id), table_node ? n->name : NULL);
+}
+
+static bool role_is(const struct graph *g, long id, const char *role)
+{
+    const struct node *n = id >= 0 ? node_of_text(g, id) : NULL;
+    return n && strcasecmp(n->role, role) == 0;
+}
+
+/* The edge's ends as CoreScope's answer names them: an ambiguous edge's are its known end and
+ * "prefix:<hop>", the smaller first, the unknown one (-1) replaced by the pseudo key. */
+static void edge_ends(const struct graph *g, const struct edge *e, long *source, long *target)
+{
+    if (!e->ambiguous) {
+        *source = e->a, *target = e->b;
+        return;
+    }
+    bool pseudo_first = e->pseudo >= 0 && strcmp(text_of(g, e->a), text_of(g, e->pseudo)) > 0;
+    *source = pseudo_first ? e->pseudo : e->a;
+    *target = e->pseudo;
+}
+
+static int whole(struct mg_db *db, const struct graph *g, const struct mg_neighbor_graph_query *q,
+                 struct mg_buf *body)
+{
+    size_t ids = g->ids.n ? g->ids.n : 1;
+    unsigned char *region = calloc(ids, 1), *listed = calloc(ids, 1),
+                  *kept = calloc(g->n_edges ? g->n_edges : 1, 1);
+    int64_t *neighbours = calloc(ids, sizeof *neighbours);
+    long *nodes = calloc(ids, sizeof *nodes);
+    int rc = region && listed && kept && neighbours && nodes ? SQLITE_OK : SQLITE_NOMEM;
+    bool by_region = false;
+    if (rc == SQLITE_OK && q->region && q->region[0])
+        rc = region_flags(db, g, q->region, region, &by_region);
+    size_t n_nodes = 0, n_edges = 0, ambiguous = 0;
+    for (size_t i = 0; rc == SQLITE_OK && i < g->n_edges; i++) {
+        const struct edge *e = &g->edges[i];
+        if (!e->alive || e->count < q->min_count || edge_score(e, q->now_ms) < q->min_score)
+            continue;
+        long source, target;
+        edge_ends(g, e, &source, &target);
+        long b = e->ambiguous ? -1 : e->b; /* CoreScope's NodeB: none when ambiguous */
+        if (q->role && q->role[0] && !role_is(g, source, q->role) && !role_is(g, b, q->role))
+            continue;
+        if (by_region) {
+            bool heard = false;
+            for (size_t k = 0; !heard && k < e->observers.n; k++)
+                heard = region[e->observers.v[k]] != 0;
+            if (!heard)
+                continue;
+        }
+        if (end_hidden(g, source) || end_hidden(g, b))
+            continue;
+        kept[i] = 1;
+        n_edges++;
+        ambiguous += e->ambiguous;
+        neighbours[source]++;
+        if (target >= 0)
+            neighbours[target]++;
+        long ends[2] = {source, b}; /* the nodes, in order of first sight */
+        for (int k = 0; k < 2; k++) {
+            long id = ends[k];
+            if (id >= 0 && !listed[id] && text_of(g, id)[0] &&
+                strncmp(text_of(g, id), "prefix:", 7) != 0) {
+                listed[id] = 1;
+                nodes[n_nodes++] = id;
+            }
+        }
+    }
+    if (rc == SQLITE_OK) {
+        struct mg_json j;
+        mg_json_init(&j, body);
+        mg_json_object_begin(&j);
+        mg_json_key(&j, "nodes");
+        mg_json_array_begin(&j);
+        for (size_t m = 0; m < n_nodes; m++) {
+            const struct node *n = node_of_text(g, nodes[m]);
+            mg_json_object_begin(&j);
+            mg_json_kv_string(&j, "pubkey", text_of(g, nodes[m]));
+            mg_json_kv_string(&j, "name", n ? n->name : "");
+            mg_json_kv_string(&j, "role", n ? n->role : "");
+            mg_json_kv_int(&j, "neighbor_count", neighbours[nodes[m]]);
+            mg_json_object_end(&j);
+        }
+        mg_json_array_end(&j);
+        mg_json_key(&j, "edges");
+        mg_json_array_begin(&j);
+        for (size_t i = 0; i < g->n_edges; i++) {
+            if (!kept[i])
+                continue;
+            const struct edge *e = &g->edges[i];
+            long source, target;
+            edge_ends(g, e, &source, &target);
+            mg_json_object_begin(&j);
+            mg_json_kv_string(&j, "source", text_of(g, source));
+            mg_json_kv_string(&j, "target", text_of(g, target));
+            mg_json_kv_int(&j, "weight", e->count);
+            mg_json_kv_double(&j, "score", edge_score(e, q->now_ms));
+            mg_json_kv_bool(&j, "bidirectional", true);
+            if (e->snr_count)
+                mg_json_kv_double(&j, "avg_snr", e->snr_sum / (double)e->snr_count);
+            else
+                mg_json_kv_null(&j, "avg_snr");
+            mg_json_kv_bool(&j, "ambiguous", e->ambiguous);
+            mg_json_object_end(&j);
+        }
+        mg_json_array_end(&j);
+        mg_json_key(&j, "stats");
+        mg_json_object_begin(&j);
+        mg_json_kv_int(&j, "total_nodes", (int64_t)n_nodes);
+        mg_json_kv_int(&j, "total_edges", (int64_t)n_edges);
+        mg_json_kv_int(&j, "ambiguous_edges", (int64_t)ambiguous);
+        mg_json_kv_double(&j, "avg_cluster_size",
+                          n_nodes ? (double)(n_edges * 2) / (double)n_nodes : 0.0);
+        mg_json_kv_int(&j, "rejected_edges_geo_far", g->rejected_far);
+        mg_json_object_end(&j);
+        mg_json_object_end(&j);
+        mg_buf_putc(body, '\n');
+    }
+    free(region);
+    free(listed);
+    free(kept);
+    free(neighbours);
+    free(nodes);
+    return rc;
+}
+
+int mg_neighbor_graph_whole(struct mg_db *db, const struct mg_neighbor_graph_query *q,
+                            struct mg_buf *body)
+{
+    int rc;
+    const struct graph *g = read_current(db, q->now_ms, &rc);
+    if (!g)
+        return rc;
+    rc = whole(db, g, q, body);
+    mg_process_table_read_end(&graphs);
+    return rc;
 }

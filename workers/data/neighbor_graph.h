@@ -57,7 +57,7 @@ struct mg_neighbor_query {
  * Built once per group (group_table.h), as the relay table: one worker makes the pass (one pass
  * over observations with their transmissions and observers: 28 to 41 s at 2M observations on
  * a loaded machine) and stores the graph, serialized, in the shared result cache under
- * "neighbors|v1|<device>:<inode>|<interval number>"; every other worker that needs it decodes
+ * "neighbors|v2|<device>:<inode>|<interval number>"; every other worker that needs it decodes
  * its copy from there (neighbor_builds, neighbor_copies). Only a worker's start that finds the
  * group's copy takes it (a worker killed -9 comes back with it); none builds at its start. A
  * graph too large for the cache is logged once and each worker builds its own.
@@ -79,6 +79,30 @@ int mg_neighbor_graph_keep(struct mg_env *env, int64_t now_ms, bool *pending);
  * here); an SQLite code. Each node's report costs a walk of the edges. */
 int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
                              struct mg_buf *body);
+/*
+ * The whole graph as CoreScope's /api/analytics/neighbor-graph gives it, from this process's
+ * graph (as mg_neighbor_graph_answer): the edges (not ambiguous ones' merged halves) with
+ * count >= min_count and score >= min_score; with role, those with an end (an ambiguous
+ * edge's known end only when it sorts before its "prefix:<hop>") whose node's role is role
+ * (any case); with region (IATA codes, uppercased, comma-separated) naming any observer, those
+ * one of whose observers is one of the region's (ids as stored against the graph's lowercased
+ * ones, as CoreScope compares them); without an edge one of whose ends is hidden
+ * (node_visibility.h: its key, or a node's name). An ambiguous edge's target is
+ * "prefix:<hop>". The nodes are the kept edges' ends in order of first sight (CoreScope's
+ * come in Go's map order, as do its edges), each with its name and role (CoreScope's node
+ * map: the nodes table, then observers as "observer") and how many kept edges name it.
+ * rejected_edges_geo_far counts the build's upserts dropped for ends over 500 km apart. Costs
+ * a walk of the edges; an SQLite code.
+ */
+struct mg_neighbor_graph_query {
+    int64_t min_count;
+    double min_score;
+    const char *role;   /* lowercased; NULL or "": any */
+    const char *region; /* NULL or "": none */
+    int64_t now_ms;
+};
+int mg_neighbor_graph_whole(struct mg_db *db, const struct mg_neighbor_graph_query *q,
+                            struct mg_buf *body);
 /* Drops this process's graph and (env not NULL) the group's copy (tests). */
 void mg_neighbor_graph_forget(struct mg_env *env);
 

@@ -118,6 +118,9 @@ struct mg_result_cache {
     /* The same for the neighbour graph (workers/data/neighbor_graph.c). */
     _Atomic uint64_t neighbor_builds;
     _Atomic uint64_t neighbor_copies;
+    /* The same for the node usefulness scores (workers/data/node_usefulness.c). */
+    _Atomic uint64_t usefulness_builds;
+    _Atomic uint64_t usefulness_copies;
     /* Static files' compressed bodies (workers/core/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
@@ -247,6 +250,10 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the observations that built the neighbour graph (neighbor_graph.h)")            \
     X(neighbor_copies, "neighborCopies",                                                           \
       "neighbour graphs a worker took from the group's copy in the cache")                         \
+    X(usefulness_builds, "usefulnessBuilds",                                                       \
+      "reads of neighbor_edges that scored the nodes' usefulness (node_usefulness.h)")             \
+    X(usefulness_copies, "usefulnessCopies",                                                       \
+      "usefulness scores a worker took from the group's copy in the cache")                        \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
     X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")
 

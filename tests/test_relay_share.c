@@ -7,8 +7,8 @@
  * rows give. And when the table is too large for the cache, each worker builds its own. The
  * node list's hash sizes (workers/data/node_hash_sizes.c) are shared the same way
  * (hash_size_builds, hash_size_copies), and so are the usefulness scores (usefulness_builds,
- * usefulness_copies) and the region map (region_builds, region_copies), which no worker makes
- * at its start.
+ * usefulness_copies), the multi-byte capability (multibyte_builds, multibyte_copies) and the region
+ * map (region_builds, region_copies), which no worker makes at its start.
  */
 #include "harness.h"
 
@@ -566,8 +566,9 @@ Test(relay_share, usefulness_one_pass_for_four_workers_and_a_respawned_worker_co
     attach(&s, &seg);
     struct mg_result_cache *c = seg.cache.cache;
     /* One worker scores the nodes at its start, on a thread of its own. */
-    struct counter_wait built = {&c->usefulness_builds, 1};
+    struct counter_wait built = {&c->usefulness_builds, 1}, inferred = {&c->multibyte_builds, 1};
     cr_assert(mg_test_wait_until(counter_reached, &built, 60000, 10), "no start-up build");
+    cr_assert(mg_test_wait_until(counter_reached, &inferred, 60000, 10), "no multi-byte build");
     char *list = NULL;
     for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
         char *again = spread(s.port, "/api/nodes", 8, list);
@@ -579,6 +580,10 @@ Test(relay_share, usefulness_one_pass_for_four_workers_and_a_respawned_worker_co
     cr_expect_eq(atomic_load(&c->usefulness_builds), 1, "one pass for the group");
     cr_expect_geq(atomic_load(&c->usefulness_copies), readers - 1,
                   "each other worker that served took the group's copy (%u served)", readers);
+    /* So is the multi-byte capability (node_multibyte.h): every node "unknown" here. */
+    cr_expect_eq(atomic_load(&c->multibyte_builds), 1, "one multi-byte pass for the group");
+    cr_expect_geq(atomic_load(&c->multibyte_copies), readers - 1);
+    cr_expect(json_str_at_eq(listed(list, KEY_DD), "multi_byte_status", "unknown"));
     const char *bb = listed(list, KEY_BB), *aa = listed(list, KEY_AA);
     cr_expect(fabs(json_double_at(bb, "bridge_score") - 1) < 1e-12 &&
                   fabs(json_double_at(bb, "coverage_score") - 1) < 1e-12 &&

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * The usefulness axes of repeaters and rooms on /api/nodes and /api/nodes/{pubkey}
- * (workers/data/node_usefulness.c): on a small database whose neighbor_edges rows give scores
- * worked out here by hand (shortest paths, betweenness, harmonic reach and cut vertices of a
- * graph drawn in the comment), and on CoreScope's migrated end-to-end database freshened into
- * a private copy, against what CoreScope's own server answered for the same copy
+ * (workers/data/node_usefulness.c) and every node's multi-byte capability
+ * (workers/data/node_multibyte.c): on small databases whose rows give answers worked out here by
+ * hand (shortest paths, betweenness, harmonic reach and cut vertices of a graph drawn in the
+ * comment; ADVERTs and paths of each capability), and on CoreScope's migrated end-to-end database
+ * freshened into a private copy, against what CoreScope's own server answered for the same copy
  * (tests/corescope-usefulness.json; how it was recorded: its _comment). Without ../shared
  * those skip and say why.
  */
@@ -221,6 +222,130 @@ Test(usefulness, keys_in_order_and_a_database_without_edges_grades_every_repeate
     }
 }
 
+/* ---- multi-byte capability, worked out by hand ----------------------------------------------- */
+
+#define K1 KEY("b1b10000")
+#define K2 KEY("b2b20000")
+#define K3 KEY("b3b30000")
+#define K4 KEY("b4b40000")
+#define K5 KEY("b5b50000")
+#define K6 KEY("b6b60000")
+#define K7 KEY("b7b70000")
+#define DAYS_AGO(n) "strftime('%Y-%m-%dT%H:%M:%SZ', 'now', '-" n " days')"
+
+/*
+ * ADVERTs (header 11: flood ADVERT; the path byte's top bits the hash size, 41: 2 bytes, 81: 3,
+ * 01: 1; header 12 with path byte 00: a direct zero-hop one), and paths (15: a flood text
+ * message, 21: a TRACE; path byte 42: 2-byte hops):
+ *   K1  an ADVERT of this week said 2 bytes               confirmed, advert, 2
+ *   K2  2 bytes 30 days ago, 1 byte yesterday (newest)    unknown, "", 1
+ *   K3  3 bytes 30 days ago, nothing since                confirmed, advert, 3
+ *   K4  its first 2 bytes a hop of a 2-byte text message  suspected, path, 2
+ *   K5  its first 2 bytes a hop of a TRACE only           unknown
+ *   K6  a hop of an observation shorter than the longest  unknown
+ *   K7  2 bytes 30 days ago, a zero-hop one yesterday     confirmed, advert, 2
+ */
+static const char multibyte_rows[] =
+    "INSERT INTO nodes (public_key, name, role) VALUES ('" K1 "', 'K1', 'repeater'),"
+    " ('" K2 "', 'K2', 'repeater'), ('" K3 "', 'K3', 'companion'), ('" K4 "', 'K4', 'repeater'),"
+    " ('" K5 "', 'K5', 'repeater'), ('" K6 "', 'K6', 'room'), ('" K7 "', 'K7', 'sensor');"
+    "INSERT INTO transmissions (id, raw_hex, hash, first_seen, route_type, payload_type,"
+    " decoded_json) VALUES"
+    " (1, '1141aa', 'h1', " DAYS_AGO(
+        "1") ", 1, 4, '{\"pubKey\":\"" K1 "\"}'),"
+             " (2, '1141aa', 'h2', " DAYS_AGO(
+                 "30") ", 1, 4, '{\"pubKey\":\"" K2 "\"}'),"
+                       " (3, '1101aa', 'h3', " DAYS_AGO(
+                           "1") ", 1, 4, '{\"pubKey\":\"" K2 "\"}'),"
+                                " (4, '1181aa', 'h4', " DAYS_AGO(
+                                    "30") ", 1, 4, '{\"public_key\":\"" K3 "\"}'),"
+                                          " (5, '1542b4b4e0e0', 'h5', " DAYS_AGO(
+                                              "2") ", 1, 5, NULL),"
+                                                   " (6, '2142b5b5e0e0', 'h6', " DAYS_AGO(
+                                                       "2") ", 1, 8, NULL),"
+                                                            " (7, '1542e0e0e1e1', 'h7', " DAYS_AGO(
+                                                                "2") ", 1, 5, NULL),"
+                                                                     " (8, '1141aa', "
+                                                                     "'h8', " DAYS_AGO(
+                                                                         "30") ", 1, 4, "
+                                                                               "'{\"pubKey\":\"" K7
+                                                                               "\"}'),"
+                                                                               " (9, '1200aa', "
+                                                                               "'h9', " DAYS_AGO(
+                                                                                   "1") ", 2, 4, "
+                                                                                        "'{"
+                                                                                        "\"pubKey\""
+                                                                                        ":\"" K7
+                                                                                        "\"}');"
+                                                                                        "INSERT "
+                                                                                        "INTO "
+                                                                                        "observatio"
+                                                                                        "ns "
+                                                                                        "(transmiss"
+                                                                                        "ion_id, "
+                                                                                        "observer_"
+                                                                                        "idx, "
+                                                                                        "path_json,"
+                                                                                        " timestamp"
+                                                                                        ") VALUES"
+                                                                                        " (5, 1, "
+                                                                                        "'["
+                                                                                        "\"B4B4\","
+                                                                                        "\"e0e0\"]'"
+                                                                                        ", 1), (6, "
+                                                                                        "1, "
+                                                                                        "'["
+                                                                                        "\"b5b5\","
+                                                                                        "\"e0e0\"]'"
+                                                                                        ", 2),"
+                                                                                        " (7, 1, "
+                                                                                        "'["
+                                                                                        "\"b6b6\"]'"
+                                                                                        ", 3), (7, "
+                                                                                        "1, "
+                                                                                        "'["
+                                                                                        "\"e0e0\","
+                                                                                        "\"e1e1\"]'"
+                                                                                        ", 4);";
+
+static void expect_multibyte(const char *node, const char *key, const char *status,
+                             const char *evidence, int size)
+{
+    cr_assert_not_null(node, "%.8s: no node", key);
+    cr_expect(json_str_at_eq(node, "multi_byte_status", status) &&
+                  json_str_at_eq(node, "multi_byte_evidence", evidence) &&
+                  json_int_at(node, "multi_byte_max_hash_size") == size,
+              "%.8s: want %s, \"%s\", %d: %.700s", key, status, evidence, size, node);
+}
+
+Test(usefulness, multi_byte_capability_of_every_node_worked_out_by_hand)
+{
+    mg_test_tmpdir(fx.dir, sizeof fx.dir);
+    snprintf(fx.db, sizeof fx.db, "%s/small.db", fx.dir);
+    cr_assert_eq(mg_test_make_db(fx.db, true, multibyte_rows), 0);
+    defaults();
+    cr_assert(mg_test_ctx_open(&fx.t, fx.db));
+    fx.open = true;
+    const struct {
+        const char *key, *status, *evidence;
+        int size;
+    } want[] = {
+        {K1, "confirmed", "advert", 2}, {K2, "unknown", "", 1}, {K3, "confirmed", "advert", 3},
+        {K4, "suspected", "path", 2},   {K5, "unknown", "", 1}, {K6, "unknown", "", 1},
+        {K7, "confirmed", "advert", 2},
+    };
+    const char *list = get("/api/nodes?limit=50");
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        expect_multibyte(listed(list, want[i].key), want[i].key, want[i].status, want[i].evidence,
+                         want[i].size);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char target[128];
+        snprintf(target, sizeof target, "/api/nodes/%s", want[i].key);
+        expect_multibyte(json_get(get(target), "node"), want[i].key, want[i].status,
+                         want[i].evidence, want[i].size);
+    }
+}
+
 /* ---- CoreScope's answers on its fixture ------------------------------------------------------ */
 
 static void need_shared(void)
@@ -231,8 +356,10 @@ static void need_shared(void)
                      FIXTURE_MIGRATED_DB);
 }
 
-static const char *const fields[] = {"bridge_score",     "coverage_score",   "redundancy_score",
-                                     "usefulness_score", "usefulness_grade", NULL};
+static const char *const fields[] = {
+    "bridge_score",        "coverage_score",           "redundancy_score",
+    "usefulness_score",    "usefulness_grade",         "multi_byte_status",
+    "multi_byte_evidence", "multi_byte_max_hash_size", NULL};
 
 /* The node's usefulness fields against CoreScope's: the same present, numbers within 1e-9
  * (the edges decay with the time each server scored them, a factor every weight shares, which

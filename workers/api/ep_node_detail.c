@@ -13,9 +13,8 @@
  *          - hash_size, hash_size_inconsistent, hash_sizes_seen: from the path byte of its
  *            ADVERTs of the last 7 days (mg_node_hash_sizes);
  *          - multi_byte_status, multi_byte_evidence, multi_byte_max_hash_size: "confirmed",
- *            "advert" when one of those ADVERTs used 2 or more bytes. CoreScope's other
- *            verdicts ("suspected" from paths, "unknown") need every path of the network
- *            and are not given;
+ *            "advert" when one of those ADVERTs used 2 or more bytes, else the group's table
+ *            (node_multibyte.h);
  *          - flood_advert_count_7d: distinct flood ADVERTs (route_type 1) first seen in the
  *            last 7 days, of its newest MG_NODE_FLOOD_ADVERT_ROWS ADVERTs since the day
  *            before;
@@ -31,6 +30,7 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "node_multibyte.h"
 #include "node_read.h"
 #include "node_relay.h"
 #include "node_row.h"
@@ -405,6 +405,9 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         if (rc == SQLITE_OK && relays && !pending) /* as the list: scored before it answers */
             rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
                                          env->jobs ? &pending : NULL);
+        if (rc == SQLITE_OK && !pending) /* every node: its multi-byte capability */
+            rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
+                                        env->jobs ? &pending : NULL);
         if (pending) /* the relay table is on its way: woken when the helper has it */
             mg_park_woken(req, res, 0);
         struct mg_buf relay_text;
@@ -414,6 +417,9 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
             mg_node_fields_init(&x);
             mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);
             mg_node_hash_fields(&x, &hs);
+            mg_node_multibyte_read_begin();
+            mg_node_multibyte_fields(&x, pubkey, &hs);
+            mg_node_multibyte_read_end();
             mg_node_relay_read_begin();
             mg_node_usefulness_read_begin();
             if (relays) { /* relay activity (node_relay.h), usefulness (node_usefulness.h) */
@@ -451,8 +457,9 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
  */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_relay_available(env) || !mg_node_usefulness_available(env))
-        return true; /* a repeater's detail builds the relay table, or scores the nodes */
+    if (!mg_node_relay_available(env) || !mg_node_usefulness_available(env) ||
+        !mg_node_multibyte_available(env))
+        return true; /* the detail builds the relay table, scores the nodes, or their capability */
     /* Its transmissions, and their observations (each written), counted one past the bound. */
     sqlite3_stmt *st = mg_db_prepare(
         env->db,

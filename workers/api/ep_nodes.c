@@ -28,6 +28,7 @@
 #include "log.h"
 #include "node_hash_sizes.h"
 #include "node_relay.h"
+#include "node_multibyte.h"
 #include "node_row.h"
 #include "node_usefulness.h"
 #include "node_visibility.h"
@@ -527,8 +528,11 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
         struct mg_node_fields fields;
         mg_node_fields_init(&fields);
         const char *key = (const char *)sqlite3_column_text(page, key_col);
-        if (mg_node_hash_sizes_lookup(key, &hs))
+        bool sized = mg_node_hash_sizes_lookup(key, &hs);
+        if (sized)
             mg_node_hash_fields(&fields, &hs);
+        /* multi-byte capability beyond what the week's ADVERTs confirm (node_multibyte.h) */
+        mg_node_multibyte_fields(&fields, key, sized ? &hs : NULL);
         /* relay activity from this process's table (node_relay.h) */
         if (role_col >= 0 &&
             mg_node_relay_role((const char *)sqlite3_column_text(page, role_col))) {
@@ -588,6 +592,7 @@ static int answer_stamps(sqlite3 *conn, const struct mg_nodes_query *q, int64_t 
     /* what the configuration hides and its areas (fixed in a worker; tests load others) */
     out->v[6] = mg_corescope_current()->generation;
     out->v[7] = mg_node_usefulness_generation();
+    out->v[8] = mg_node_multibyte_generation();
     return SQLITE_OK;
 }
 
@@ -631,6 +636,9 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
      * parks while the helper gets them (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
+    /* Likewise the multi-byte capability (node_multibyte.h). */
+    if (rc == SQLITE_OK && !pending)
+        rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
     if (pending) { /* woken when the helper's fetch is done */
         mg_park_woken(req, res, 0);
         mg_nodes_query_free(&q);
@@ -641,6 +649,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     mg_node_hash_sizes_read_begin();
     mg_node_relay_read_begin();
     mg_node_usefulness_read_begin();
+    mg_node_multibyte_read_begin();
     if (rc == SQLITE_OK) {
         total_st = cached_statement(env->db, &q, MG_NODES_SQL_TOTAL);
         page = total_st ? cached_statement(env->db, &q, MG_NODES_SQL_PAGE) : NULL;
@@ -687,6 +696,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (began && run_once(conn, &cache.commit, "COMMIT") != SQLITE_OK &&
         !sqlite3_get_autocommit(conn))
         sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_node_multibyte_read_end();
     mg_node_usefulness_read_end();
     mg_node_relay_read_end();
     mg_node_hash_sizes_read_end();
@@ -719,7 +729,7 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env) ||
-        !mg_node_usefulness_available(env))
+        !mg_node_usefulness_available(env) || !mg_node_multibyte_available(env))
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);

@@ -314,6 +314,8 @@ static void normalize(struct score *s, size_t n, size_t field)
 /* Bridge (Brandes) and coverage (harmonic reach) from one shortest-path pass per source. */
 static bool bridge_and_coverage(const struct adjacency *g, struct score *s, size_t n)
 {
+    if (n == 0)
+        return true;
     double *dist = malloc(n * sizeof *dist), *sigma = malloc(n * sizeof *sigma),
            *delta = malloc(n * sizeof *delta);
     size_t *stack = malloc(n * sizeof *stack), *pred = malloc((g->at[n] + 1) * sizeof *pred),
@@ -381,6 +383,8 @@ static bool bridge_and_coverage(const struct adjacency *g, struct score *s, size
  * the pairs its removal from its component disconnects. */
 static bool redundancy(const struct adjacency *g, struct score *s, size_t n)
 {
+    if (n == 0)
+        return true;
     size_t *disc = calloc(n, sizeof *disc), *low = calloc(n, sizeof *low),
            *size = calloc(n, sizeof *size), *parent = malloc(n * sizeof *parent),
            *next = malloc(n * sizeof *next), *cut = calloc(n, sizeof *cut),

@@ -19,10 +19,11 @@
  *
  * Built once per group (group_table.h) every MG_NODE_MULTIBYTE_INTERVAL_NS (CoreScope's analytics
  * interval): one pass over the ADVERTs, one over every transmission's path byte, and for the
- * multi-byte ones their longest observation (by transmission id, indexed); stored in the shared
- * result cache under "multibyte|v1|<device>:<inode>|<interval number>" and copied by the other
- * workers (multibyte_builds, multibyte_copies). CoreScope infers before it serves, so a request
- * that needs it while its worker has none is heavy and parks while the helper gets it.
+ * multi-byte ones their longest observation (by transmission id, indexed): 88 s at 2M
+ * observations on the loaded machine, while an ASan build ran (152 KB for 2 000 nodes); stored in
+ * the shared result cache under "multibyte|v1|<device>:<inode>|<interval number>" and copied by the
+ * other workers (multibyte_builds, multibyte_copies). CoreScope infers before it serves, so a
+ * request that needs it while its worker has none is heavy and parks while the helper gets it.
  */
 #ifndef MESHGATE_NODE_MULTIBYTE_H
 #define MESHGATE_NODE_MULTIBYTE_H

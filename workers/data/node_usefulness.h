@@ -35,8 +35,9 @@
  * other worker decodes its copy from there (usefulness_builds, usefulness_copies). CoreScope
  * scores before it serves; so a request that needs the scores while its worker has none is
  * heavy and parks while the worker's helper takes the group's copy or makes or follows the
- * group's pass (a read of neighbor_edges, a few thousand rows, and the scoring:
- * O(V (E + V) log V)). A stale copy is served while the helper refreshes it.
+ * group's pass (a read of neighbor_edges and the scoring, O(V (E + V) log V): 30 s for the 2M
+ * shape's 2 000 nodes and 10 380 rows on the loaded machine, while an ASan build ran; 174 KB).
+ * A stale copy is served while the helper refreshes it.
  */
 #ifndef MESHGATE_NODE_USEFULNESS_H
 #define MESHGATE_NODE_USEFULNESS_H

@@ -118,6 +118,12 @@ struct mg_result_cache {
     /* The same for the neighbour graph (workers/data/neighbor_graph.c). */
     _Atomic uint64_t neighbor_builds;
     _Atomic uint64_t neighbor_copies;
+    /* The same for the node usefulness scores (workers/data/node_usefulness.c). */
+    _Atomic uint64_t usefulness_builds;
+    _Atomic uint64_t usefulness_copies;
+    /* The same for the nodes' multi-byte capability (workers/data/node_multibyte.c). */
+    _Atomic uint64_t multibyte_builds;
+    _Atomic uint64_t multibyte_copies;
     /* Static files' compressed bodies (workers/core/static_files.c): compressions made, and
      * answers given from a stored one. */
     _Atomic uint64_t static_gzips;
@@ -255,6 +261,14 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
       "passes over the observations that built the neighbour graph (neighbor_graph.h)")            \
     X(neighbor_copies, "neighborCopies",                                                           \
       "neighbour graphs a worker took from the group's copy in the cache")                         \
+    X(usefulness_builds, "usefulnessBuilds",                                                       \
+      "reads of neighbor_edges that scored the nodes' usefulness (node_usefulness.h)")             \
+    X(usefulness_copies, "usefulnessCopies",                                                       \
+      "usefulness scores a worker took from the group's copy in the cache")                        \
+    X(multibyte_builds, "multibyteBuilds",                                                         \
+      "passes over the ADVERTs and paths that inferred multi-byte capability (node_multibyte.h)")  \
+    X(multibyte_copies, "multibyteCopies",                                                         \
+      "multi-byte capability tables a worker took from the group's copy in the cache")             \
     X(static_gzips, "staticGzips", "static files compressed (once per version while cached)")      \
     X(static_gzip_hits, "staticGzipHits", "static files answered with a stored compressed body")   \
     X(state_loaded, "stateLoaded",                                                                 \

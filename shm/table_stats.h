@@ -3,7 +3,8 @@
  * table_stats: what every shared table reports, the same set for each, in every output
  * (/metrics, /api/perf, /server-status, meshgate-shm): the transmission summaries
  * (tx_summary.h), the relay table (node_relay.h), the neighbour graph (neighbor_graph.h), the
- * node list's hash sizes (node_hash_sizes.h) and the region map (region_map.h).
+ * node list's hash sizes (node_hash_sizes.h), the region map (region_map.h), the usefulness
+ * scores (node_usefulness.h) and the multi-byte capability (node_multibyte.h).
  *
  * The tables are listed once (MG_TABLE_LIST) and so are their numbers (MG_TABLE_STAT_LIST);
  * every output walks both lists (tests/test_counter_lists.c fails when one misses a table or
@@ -27,7 +28,9 @@
     X(relay_probe, "relay_probe", "whether /api/nodes needs the relay table (node_relay.c)")       \
     X(neighbors, "neighbors", "the neighbour graph (neighbor_graph.h)")                            \
     X(hash_sizes, "hash_sizes", "the node list's hash sizes (node_hash_sizes.h)")                  \
-    X(regions, "regions", "the region map of ?region= (region_map.h)")
+    X(regions, "regions", "the region map of ?region= (region_map.h)")                             \
+    X(usefulness, "usefulness", "the nodes' usefulness scores (node_usefulness.h)")                \
+    X(multibyte, "multibyte", "the nodes' multi-byte capability (node_multibyte.h)")
 
 enum mg_table_id {
 #define MG_TABLE_ENUM(id, name, what) MG_TABLE_##id,

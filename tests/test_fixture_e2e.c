@@ -388,7 +388,9 @@ FIXTURE_TEST(nodes_lists_all_200_with_sorted_keys_newest_first)
         json_keys(n,
                   ",hash_sizes_seen,multi_byte_evidence,multi_byte_max_hash_size,"
                   "multi_byte_status,last_relayed,relay_active,relay_count_1h,relay_count_24h,"
-                  "traffic_share_score,transported_scopes,unscoped_relay_count_24h,",
+                  "traffic_share_score,transported_scopes,unscoped_relay_count_24h,"
+                  "bridge_score,coverage_score,redundancy_score,usefulness_grade,"
+                  "usefulness_score,",
                   keys, sizeof keys);
         if (strcmp(keys, node_keys) != 0 && bad_keys++ == 0)
             cr_expect_str_eq(keys, node_keys, "node %d's keys", count);

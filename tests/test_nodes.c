@@ -111,15 +111,22 @@ Test(nodes, one_node_answer_is_exact_with_keys_sorted_and_envelope_in_fixed_orde
     cr_expect_str_eq(
         get_ok(&f, "/api/nodes"),
         "{\"nodes\":[{\"advert_count\":61,\"battery_mv\":3712,"
+        /* a repeater's usefulness: in no neighbour edge (node_usefulness.h) */
+        "\"bridge_score\":0,\"coverage_score\":0,"
         "\"first_seen\":\"2026-03-17T21:47:58.081Z\",\"foreign\":true,\"hash_size\":null,"
         "\"hash_size_inconsistent\":false,\"last_heard\":\"2026-05-17T18:13:27Z\","
         "\"last_seen\":\"2026-05-17T18:13:27Z\",\"lat\":37.888,\"lon\":-122.268,"
+        /* every node's multi-byte capability (node_multibyte.h) */
+        "\"multi_byte_evidence\":\"\",\"multi_byte_max_hash_size\":1,\"multi_byte_status\":"
+        "\"unknown\","
         "\"name\":\"KN6PLV \\u003cOxford \\u0026 Co\\u003e\","
         "\"public_key\":\"988396af0ff369c2178a8c2a303661bf26193257136ed4452b6eadd9547011e9\","
         /* a repeater's relay activity: none (node_relay.h) */
-        "\"relay_active\":false,\"relay_count_1h\":0,\"relay_count_24h\":0,"
+        "\"redundancy_score\":0,\"relay_active\":false,\"relay_count_1h\":0,"
+        "\"relay_count_24h\":0,"
         "\"role\":\"repeater\",\"temperature_c\":21.5,\"traffic_share_score\":0,"
-        "\"unscoped_relay_count_24h\":0}],\"total\":1,"
+        "\"unscoped_relay_count_24h\":0,\"usefulness_grade\":\"F\",\"usefulness_score\":0}],"
+        "\"total\":1,"
         "\"counts\":{\"companions\":0,\"repeaters\":1,\"rooms\":0,\"sensors\":0}}\n");
     cr_expect_str_eq(f.t.res.content_type, "application/json");
     cr_expect(f.t.res.no_store, "no Cache-Control: no-store");
@@ -137,13 +144,19 @@ Test(nodes, migrated_schema_adds_default_scope_at_its_sorted_place)
         " 'room', '2026-05-17T18:00:00Z', '2026-05-01T00:00:00Z', 2, 0, '#bay', 2, 'advert');");
     cr_expect_str_eq(
         get_ok(&f, "/api/nodes"),
-        "{\"nodes\":[{\"advert_count\":2,\"battery_mv\":null,\"default_scope\":\"#bay\","
+        "{\"nodes\":[{\"advert_count\":2,\"battery_mv\":null,\"bridge_score\":0,"
+        "\"coverage_score\":0,\"default_scope\":\"#bay\","
         "\"first_seen\":\"2026-05-01T00:00:00Z\","
         "\"foreign\":false,\"hash_size\":null,\"hash_size_inconsistent\":false,"
         "\"last_heard\":\"2026-05-17T18:00:00Z\",\"last_seen\":\"2026-05-17T18:00:00Z\","
-        "\"lat\":null,\"lon\":null,\"name\":\"N\",\"public_key\":\"k1\",\"relay_active\":false,"
+        "\"lat\":null,\"lon\":null,"
+        "\"multi_byte_evidence\":\"\",\"multi_byte_max_hash_size\":1,\"multi_byte_status\":"
+        "\"unknown\","
+        "\"name\":\"N\",\"public_key\":\"k1\","
+        "\"redundancy_score\":0,\"relay_active\":false,"
         "\"relay_count_1h\":0,\"relay_count_24h\":0,\"role\":\"room\","
-        "\"temperature_c\":null,\"traffic_share_score\":0,\"unscoped_relay_count_24h\":0}],"
+        "\"temperature_c\":null,\"traffic_share_score\":0,\"unscoped_relay_count_24h\":0,"
+        "\"usefulness_grade\":\"F\",\"usefulness_score\":0}],"
         "\"total\":1,"
         "\"counts\":{\"companions\":0,\"repeaters\":0,\"rooms\":1,\"sensors\":0}}\n");
     close_fixture(&f);
@@ -158,6 +171,8 @@ Test(nodes, null_columns_are_null_and_a_null_foreign_advert_is_false)
                      "{\"nodes\":[{\"advert_count\":null,\"battery_mv\":null,\"first_seen\":null,"
                      "\"foreign\":false,\"hash_size\":null,\"hash_size_inconsistent\":false,"
                      "\"last_heard\":null,\"last_seen\":null,\"lat\":null,\"lon\":null,"
+                     "\"multi_byte_evidence\":\"\",\"multi_byte_max_hash_size\":1,\"multi_byte_"
+                     "status\":\"unknown\","
                      "\"name\":null,\"public_key\":\"k1\",\"role\":null,\"temperature_c\":null}],"
                      "\"total\":1,\"counts\":{\"companions\":0,\"repeaters\":0,\"rooms\":0,"
                      "\"sensors\":0}}\n");

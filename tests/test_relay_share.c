@@ -6,8 +6,9 @@
  * comes back with the group's copy and makes no pass of its own; the answers are those the
  * rows give. And when the table is too large for the cache, each worker builds its own. The
  * node list's hash sizes (workers/data/node_hash_sizes.c) are shared the same way
- * (hash_size_builds, hash_size_copies), and so is the region map (region_builds,
- * region_copies), which no worker makes at its start.
+ * (hash_size_builds, hash_size_copies), and so are the usefulness scores (usefulness_builds,
+ * usefulness_copies), the multi-byte capability (multibyte_builds, multibyte_copies) and the region
+ * map (region_builds, region_copies), which no worker makes at its start.
  */
 #include "harness.h"
 
@@ -18,6 +19,7 @@
 #include "stats.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -535,6 +537,68 @@ Test(relay_share, hash_sizes_one_pass_for_four_workers_and_a_respawned_worker_co
 
     /* A worker killed -9 comes back with the group's copy, before any request. */
     respawn_takes_the_copy(&seg, s.port, &c->hash_size_builds, &c->hash_size_copies, "/api/nodes",
+                           list);
+    free(list);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* Neighbour edges AA-BB and BB-DD of equal weight (count 100, a last_seen to come): BB lies on
+ * the one path between AA and DD (bridge 1), reaches both at distance 3 (coverage 1) and
+ * separates them (redundancy 1); AA and DD reach BB at 3 and each other at 6: coverage
+ * (1/3 + 1/6) / (2/3) = 0.75. */
+static const char usefulness_edges[] =
+    "INSERT INTO neighbor_edges (node_a, node_b, count, last_seen) VALUES"
+    " ('" KEY_AA "', '" KEY_BB "', 100, '2099-01-01T00:00:00Z'),"
+    " ('" KEY_DD "', '" KEY_BB "', 100, '2099-01-01T00:00:00Z');";
+
+Test(relay_share, usefulness_one_pass_for_four_workers_and_a_respawned_worker_copies_it)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/relay.db", dir);
+    make_db(db, usefulness_edges);
+    const char *env[] = {"MESHGATE_WORKERS=4", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct mg_result_cache *c = seg.cache.cache;
+    /* One worker scores the nodes at its start, on a thread of its own. */
+    struct counter_wait built = {&c->usefulness_builds, 1}, inferred = {&c->multibyte_builds, 1};
+    cr_assert(mg_test_wait_until(counter_reached, &built, 60000, 10), "no start-up build");
+    cr_assert(mg_test_wait_until(counter_reached, &inferred, 60000, 10), "no multi-byte build");
+    char *list = NULL;
+    for (int round = 0; round < 20 && served(&seg) < seg.slot_count; round++) {
+        char *again = spread(s.port, "/api/nodes", 8, list);
+        free(list);
+        list = again;
+    }
+    cr_assert_geq(served(&seg), 2, "the requests reached one worker only");
+    unsigned readers = served(&seg);
+    cr_expect_eq(atomic_load(&c->usefulness_builds), 1, "one pass for the group");
+    cr_expect_geq(atomic_load(&c->usefulness_copies), readers - 1,
+                  "each other worker that served took the group's copy (%u served)", readers);
+    /* So is the multi-byte capability (node_multibyte.h): every node "unknown" here. */
+    cr_expect_eq(atomic_load(&c->multibyte_builds), 1, "one multi-byte pass for the group");
+    cr_expect_geq(atomic_load(&c->multibyte_copies), readers - 1);
+    cr_expect(json_str_at_eq(listed(list, KEY_DD), "multi_byte_status", "unknown"));
+    const char *bb = listed(list, KEY_BB), *aa = listed(list, KEY_AA);
+    cr_expect(fabs(json_double_at(bb, "bridge_score") - 1) < 1e-12 &&
+                  fabs(json_double_at(bb, "coverage_score") - 1) < 1e-12 &&
+                  fabs(json_double_at(bb, "redundancy_score") - 1) < 1e-12 &&
+                  fabs(json_double_at(bb, "usefulness_score") - 0.8) < 1e-12 &&
+                  json_str_at_eq(bb, "usefulness_grade", "A"),
+              "BB: %.600s", bb);
+    cr_expect(json_is_at(aa, "bridge_score", "0") &&
+                  fabs(json_double_at(aa, "coverage_score") - 0.75) < 1e-12 &&
+                  json_str_at_eq(aa, "usefulness_grade", "D"),
+              "AA: %.600s", aa);
+    cr_expect(metric_is(s.port, "meshgate_reach_cache_usefulness_builds_total", 1));
+
+    /* A worker killed -9 comes back with the group's copy, before any request. */
+    respawn_takes_the_copy(&seg, s.port, &c->usefulness_builds, &c->usefulness_copies, "/api/nodes",
                            list);
     free(list);
     mg_segment_detach(&seg);

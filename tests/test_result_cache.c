@@ -569,7 +569,9 @@ static bool relay_stored(void *arg)
     bool stored = r.status == 200 &&
                   metric(r.body, "meshgate_reach_cache_relay_builds_total") >= 1 &&
                   metric(r.body, "meshgate_reach_cache_hash_size_builds_total") >= 1 &&
-                  metric(r.body, "meshgate_reach_cache_relay_probe_builds_total") >= 1;
+                  metric(r.body, "meshgate_reach_cache_relay_probe_builds_total") >= 1 &&
+                  metric(r.body, "meshgate_reach_cache_usefulness_builds_total") >= 1 &&
+                  metric(r.body, "meshgate_reach_cache_multibyte_builds_total") >= 1;
     mg_test_response_free(&r);
     return stored;
 }
@@ -596,8 +598,8 @@ Test(result_cache, a_report_larger_than_an_entrys_share_of_the_pool_is_a_hit_the
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, db, env));
     size_t share = 524288 / 128, pool_max = 524288 / MG_CACHE_POOL_SHARE;
-    /* The relay and hash-size tables the first worker builds at its start (group_table.h)
-     * are stored first. */
+    /* The relay, hash-size, usefulness and multi-byte tables the first worker builds at its
+     * start (group_table.h) are stored first. */
     struct relay_wait rw = {s.port};
     cr_assert(mg_test_wait_until(relay_stored, &rw, 60000, 20), "no relay or hash-size table");
 
@@ -624,7 +626,8 @@ Test(result_cache, a_report_larger_than_an_entrys_share_of_the_pool_is_a_hit_the
     /* The group's tables' runs first (in the order their builds ended: they lie end to end
      * from page 0), then the report's. */
     static const char *const tables[] = {"\"key\":\"relay|", "\"key\":\"hashsizes|",
-                                         "\"key\":\"relayprobe|"};
+                                         "\"key\":\"relayprobe|", "\"key\":\"usefulness|",
+                                         "\"key\":\"multibyte|"};
     enum { TABLES = sizeof tables / sizeof tables[0] };
     unsigned first_page[TABLES], pages[TABLES], before = 0;
     for (int i = 0; i < TABLES; i++) {

@@ -150,6 +150,15 @@ static long long int_after(const char *body, const char *key)
     return strtoll(p + strlen(quoted), NULL, 10);
 }
 
+static double double_after(const char *body, const char *key)
+{
+    char quoted[96];
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
+    const char *p = strstr(body, quoted);
+    cr_assert(p, "no %s in %.600s", key, body);
+    return strtod(p + strlen(quoted), NULL);
+}
+
 /*
  * Every endpoint, with every parameter that reads a column, on the database at s.db; the
  * figures that the file decides are checked against the suite's own counts.
@@ -180,6 +189,9 @@ static void tour(void)
     cr_expect_eq(strstr(body, "\"default_scope\":") != NULL, scope,
                  "default_scope in a node: %d, the column in the file: %d", !scope, scope);
     cr_expect(strstr(body, "configured_scope") == NULL, "a key no CoreScope has");
+    /* Every repeater and room (those with relay fields) has its usefulness grade. */
+    cr_expect_eq(mg_test_count(body, "\"usefulness_grade\":"),
+                 mg_test_count(body, "\"relay_active\":"), "%.600s", body);
     static const char *const node_queries[] = {
         "sortBy=name",       "sortBy=packetCount", "role=repeater",  "search=a",
         "before=2100-01-01", "lastHeard=30d",      "region=SJC,OAK", "offset=5&limit=3",
@@ -256,6 +268,13 @@ static void tour(void)
         file_has_column("transmissions", "scope_name") &&
             count_of("SELECT count(*) FROM transmissions WHERE from_pubkey = %Q", repeater) > 0,
         "%s: %.300s", target, body);
+    if (repeater[0]) {
+        double bridge = double_after(body, "bridge_score"),
+               score = double_after(body, "usefulness_score");
+        cr_expect(bridge >= 0 && bridge <= 1 && score >= 0 && score <= 1 &&
+                      strstr(body, "\"usefulness_grade\":\""),
+                  "%s: %.600s", target, body);
+    }
     snprintf(target, sizeof target, "/api/nodes/%.8s", repeater);
     get(target, 200);
     get("/api/nodes/search?q=a", 200);

@@ -13,17 +13,16 @@
  *          - hash_size, hash_size_inconsistent, hash_sizes_seen: from the path byte of its
  *            ADVERTs of the last 7 days (mg_node_hash_sizes);
  *          - multi_byte_status, multi_byte_evidence, multi_byte_max_hash_size: "confirmed",
- *            "advert" when one of those ADVERTs used 2 or more bytes. CoreScope's other
- *            verdicts ("suspected" from paths, "unknown") need every path of the network
- *            and are not given;
+ *            "advert" when one of those ADVERTs used 2 or more bytes, else the group's table
+ *            (node_multibyte.h);
  *          - flood_advert_count_7d: distinct flood ADVERTs (route_type 1) first seen in the
  *            last 7 days, of its newest MG_NODE_FLOOD_ADVERT_ROWS ADVERTs since the day
  *            before;
  *          - recentAdverts: its 20 newest transmissions (by id), each with its observation
  *            count, the fields of its observation with the longest path, and every
  *            observation, newest first.
- * CoreScope's relay and usefulness fields (relay_active, relay_count_*, *_score,
- * usefulness_grade) come from its in-memory analysis of every path and are not given.
+ * A repeater's or room's relay activity (node_relay.h) and usefulness axes
+ * (node_usefulness.h) come from the group's tables.
  */
 #include "ep_node_detail.h"
 
@@ -31,9 +30,11 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "node_multibyte.h"
 #include "node_read.h"
 #include "node_relay.h"
 #include "node_row.h"
+#include "node_usefulness.h"
 #include "params.h"
 #include "router.h"
 #include "time_parse.h"
@@ -401,6 +402,12 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         bool pending = false;
         if (rc == SQLITE_OK && relays)
             rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
+        if (rc == SQLITE_OK && relays && !pending) /* as the list: scored before it answers */
+            rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
+                                         env->jobs ? &pending : NULL);
+        if (rc == SQLITE_OK && !pending) /* every node: its multi-byte capability */
+            rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
+                                        env->jobs ? &pending : NULL);
         if (pending) /* the relay table is on its way: woken when the helper has it */
             mg_park_woken(req, res, 0);
         struct mg_buf relay_text;
@@ -410,9 +417,16 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
             mg_node_fields_init(&x);
             mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);
             mg_node_hash_fields(&x, &hs);
+            mg_node_multibyte_read_begin();
+            mg_node_multibyte_fields(&x, pubkey, &hs);
+            mg_node_multibyte_read_end();
             mg_node_relay_read_begin();
-            if (relays) /* relay activity (node_relay.h) */
+            mg_node_usefulness_read_begin();
+            if (relays) { /* relay activity (node_relay.h), usefulness (node_usefulness.h) */
                 mg_node_relay_fields(&x, pubkey, true, req->start_realtime_ns, &relay_text);
+                mg_node_usefulness_fields(&x, pubkey, mg_node_relay_traffic(pubkey));
+            }
+            mg_node_usefulness_read_end();
             mg_node_relay_read_end();
             mg_response_json(res, 200);
             struct mg_json j;
@@ -443,8 +457,9 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
  */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_relay_available(env)) /* a repeater's detail builds the relay table */
-        return true;
+    if (!mg_node_relay_available(env) || !mg_node_usefulness_available(env) ||
+        !mg_node_multibyte_available(env))
+        return true; /* the detail builds the relay table, scores the nodes, or their capability */
     /* Its transmissions, and their observations (each written), counted one past the bound. */
     sqlite3_stmt *st = mg_db_prepare(
         env->db,

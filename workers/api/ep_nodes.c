@@ -28,7 +28,9 @@
 #include "log.h"
 #include "node_hash_sizes.h"
 #include "node_relay.h"
+#include "node_multibyte.h"
 #include "node_row.h"
+#include "node_usefulness.h"
 #include "node_visibility.h"
 #include "params.h"
 #include "region_map.h"
@@ -526,11 +528,18 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
         struct mg_node_fields fields;
         mg_node_fields_init(&fields);
         const char *key = (const char *)sqlite3_column_text(page, key_col);
-        if (mg_node_hash_sizes_lookup(key, &hs))
+        bool sized = mg_node_hash_sizes_lookup(key, &hs);
+        if (sized)
             mg_node_hash_fields(&fields, &hs);
+        /* multi-byte capability beyond what the week's ADVERTs confirm (node_multibyte.h) */
+        mg_node_multibyte_fields(&fields, key, sized ? &hs : NULL);
         /* relay activity from this process's table (node_relay.h) */
-        if (role_col >= 0 && mg_node_relay_role((const char *)sqlite3_column_text(page, role_col)))
+        if (role_col >= 0 &&
+            mg_node_relay_role((const char *)sqlite3_column_text(page, role_col))) {
             mg_node_relay_fields(&fields, key, false, now_s * 1000000000LL, &relay_text);
+            /* and the usefulness axes (node_usefulness.h) */
+            mg_node_usefulness_fields(&fields, key, mg_node_relay_traffic(key));
+        }
         mg_nodes_write_node(&j, page, schema, fields.field);
     }
     mg_buf_free(&relay_text);
@@ -555,8 +564,8 @@ static int write_answer(struct mg_response *res, sqlite3_stmt *page,
  * The stamps of everything an answer is derived from besides its query (answer_cache.h), in
  * the read transaction: the database's data version (SQLITE_FCNTL_DATA_VERSION: it moves
  * with every commit of another connection, the ingestor's), the role counts' time, the hash sizes'
- * and relay activity's tables, the region map when the query has a region, and the request's
- * second (relay_active and the lastHeard cutoff are decided at it). A source
+ * and relay activity's tables, the usefulness scores, the region map when the query has a region,
+ * and the request's second (relay_active and the lastHeard cutoff are decided at it). A source
  * added to the node list (a per-process table, a column of another table read through the page)
  * adds its stamp here, or the answer cache would serve answers without it. An SQLite code.
  */
@@ -582,6 +591,8 @@ static int answer_stamps(sqlite3 *conn, const struct mg_nodes_query *q, int64_t 
     out->v[5] = (uint64_t)now_s;
     /* what the configuration hides and its areas (fixed in a worker; tests load others) */
     out->v[6] = mg_corescope_current()->generation;
+    out->v[7] = mg_node_usefulness_generation();
+    out->v[8] = mg_node_multibyte_generation();
     return SQLITE_OK;
 }
 
@@ -621,6 +632,13 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_relay_keep_list(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
+    /* The usefulness scores: CoreScope scores before it serves; so, with none, the request
+     * parks while the helper gets them (mg_nodes_is_heavy). */
+    if (rc == SQLITE_OK && !pending)
+        rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
+    /* Likewise the multi-byte capability (node_multibyte.h). */
+    if (rc == SQLITE_OK && !pending)
+        rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
     if (pending) { /* woken when the helper's fetch is done */
         mg_park_woken(req, res, 0);
         mg_nodes_query_free(&q);
@@ -630,6 +648,8 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
         mg_region_map_read_begin();
     mg_node_hash_sizes_read_begin();
     mg_node_relay_read_begin();
+    mg_node_usefulness_read_begin();
+    mg_node_multibyte_read_begin();
     if (rc == SQLITE_OK) {
         total_st = cached_statement(env->db, &q, MG_NODES_SQL_TOTAL);
         page = total_st ? cached_statement(env->db, &q, MG_NODES_SQL_PAGE) : NULL;
@@ -676,6 +696,8 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (began && run_once(conn, &cache.commit, "COMMIT") != SQLITE_OK &&
         !sqlite3_get_autocommit(conn))
         sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+    mg_node_multibyte_read_end();
+    mg_node_usefulness_read_end();
     mg_node_relay_read_end();
     mg_node_hash_sizes_read_end();
     if (regions)
@@ -706,7 +728,8 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env))
+    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env) ||
+        !mg_node_usefulness_available(env) || !mg_node_multibyte_available(env))
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);

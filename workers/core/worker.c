@@ -8,6 +8,8 @@
 #include "db.h"
 #include "db_counts.h"
 #include "node_hash_sizes.h"
+#include "node_multibyte.h"
+#include "node_usefulness.h"
 #include "neighbor_graph.h"
 #include "node_relay.h"
 #include "dispatch.h"
@@ -1495,6 +1497,10 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     mg_region_map_adopt(&w.env);
     /* And the neighbour graph's copy, when the group has one (neighbor_graph.h). */
     mg_neighbor_graph_adopt(&w.env);
+    /* And the usefulness scores (node_usefulness.h): the group's copy, or its pass on a thread. */
+    mg_node_usefulness_adopt(&w.env);
+    /* And the multi-byte capability (node_multibyte.h), the same way. */
+    mg_node_multibyte_adopt(&w.env);
     mg_response_init(&w.res);
     mg_buf_init(&w.log_line);
     listen_start(&w);

@@ -31,7 +31,7 @@
 #define MG_ANSWER_CACHE_BODY_MAX_BYTES (2 * 1024 * 1024)
 #define MG_ANSWER_CACHE_TOTAL_MAX_BYTES (3 * 1024 * 1024)
 #define MG_ANSWER_CACHE_KEY_MAX_BYTES 512
-#define MG_ANSWER_STAMPS 8
+#define MG_ANSWER_STAMPS 9
 
 /* What an answer was derived from; unused stamps stay 0. */
 struct mg_answer_stamps {

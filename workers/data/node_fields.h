@@ -21,10 +21,10 @@ struct mg_node_field {
     const char *json;
 };
 
-/* Up to 20 extra fields, kept in key order whatever order they are added in. */
+/* Up to 24 extra fields, kept in key order whatever order they are added in. */
 struct mg_node_fields {
-    char text[20][96];
-    struct mg_node_field field[21]; /* NULL-key ended */
+    char text[24][96];
+    struct mg_node_field field[25]; /* NULL-key ended */
     size_t n;
 };
 void mg_node_fields_init(struct mg_node_fields *f);

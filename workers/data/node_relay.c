@@ -563,6 +563,39 @@ static void write_scopes(struct mg_buf *out, const struct entry *a, const struct
     mg_json_array_end(&j);
 }
 
+/* The greatest count of non-ADVERT transmissions filed under one hop key, of t (its
+ * generation's, kept per thread). */
+static int64_t most_filed(const struct table *t)
+{
+    static _Thread_local uint64_t generation;
+    static _Thread_local int64_t most;
+    uint64_t now = mg_process_table_generation(&relays);
+    if (generation != now) {
+        most = 0;
+        for (size_t i = 0; i < t->count; i++)
+            if (t->entries[i].filed > most)
+                most = t->entries[i].filed;
+        generation = now;
+    }
+    return most;
+}
+
+double mg_node_relay_traffic(const char *pubkey)
+{
+    char key[MG_PATH_PARAM_MAX];
+    size_t len = 0;
+    for (; pubkey && pubkey[len] && len + 1 < sizeof key; len++)
+        key[len] = (char)tolower((unsigned char)pubkey[len]);
+    key[len] = '\0';
+    const struct table *t = mg_process_table_current(&relays);
+    const struct entry *own = find(t, key);
+    if (!own || own->filed <= 0 || t->non_adverts <= 0)
+        return 0;
+    double share = (double)own->filed / (double)t->non_adverts,
+           most = (double)most_filed(t) / (double)t->non_adverts;
+    return (share > 1 ? 1 : share) / (most > 1 ? 1 : most);
+}
+
 void mg_node_relay_fields(struct mg_node_fields *f, const char *pubkey, bool detail,
                           int64_t now_realtime_ns, struct mg_buf *text)
 {

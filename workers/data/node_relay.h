@@ -24,8 +24,8 @@
  *     itself a hop gets zero counts, relay_active false and no last_relayed there, while its
  *     detail counts its 1-byte hop. meshgate answers the same way.
  * CoreScope's other usefulness fields (bridge_score, coverage_score, redundancy_score,
- * usefulness_score, usefulness_grade) come from its in-memory neighbour graph and are not
- * answered (README.md, "Node fields CoreScope has and meshgate does not give").
+ * usefulness_score, usefulness_grade) are node_usefulness.h's; their traffic axis is the
+ * traffic_share_score over the greatest of any hop key (mg_node_relay_traffic).
  *
  * Why a table, built once per group: the counts need every observation's path (the longest one
  * of each transmission), a scan (6.9 s at 2M observations on a loaded machine;
@@ -100,5 +100,9 @@ bool mg_node_relay_role(const char *role);
  */
 void mg_node_relay_fields(struct mg_node_fields *f, const char *pubkey, bool detail,
                           int64_t now_realtime_ns, struct mg_buf *scopes);
+
+/* CoreScope's traffic axis of the node's usefulness (between read_begin and read_end): its
+ * traffic_share_score over the greatest share of any hop key; 0 without a table. */
+double mg_node_relay_traffic(const char *pubkey);
 
 #endif

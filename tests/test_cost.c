@@ -91,6 +91,8 @@ static const char *const heavy_targets[] = {
     "/api/analytics/roles",
     "/api/analytics/hash-collisions",
     "/api/analytics/hash-collisions?region=SJC",
+    "/api/analytics/topology",
+    "/api/analytics/distance",
     "/api/packets/timestamps?since={day_ago}",
     "/api/observers",
     "/api/observers/{observer}",

@@ -310,6 +310,16 @@ static void tour(void)
                  " '$.channelHash') AS TEXT), json_extract(decoded_json, '$.channel_hash'),"
                  " '?')) FROM transmissions WHERE payload_type = 5 AND"
                  " json_valid(decoded_json) AND json_type(decoded_json) = 'object'"));
+    /* The Analytics page's topology and distance: every transmission's longest path counted
+     * once, the longest of them the maximum. */
+    body = get("/api/analytics/topology", 200);
+    cr_expect_eq(int_after(body, "maxHops"),
+                 count_of("SELECT coalesce(max(json_array_length(path_json)), 0) FROM"
+                          " observations WHERE json_valid(path_json) AND json_type(path_json) ="
+                          " 'array'"));
+    body = get("/api/analytics/distance", 200);
+    cr_expect(strstr(body, "\"summary\":{\"avgDist\":"), "%.300s", body);
+    get("/api/analytics/distance?region=SJC", 200);
     get("/metrics", 200);
     get("/server-status", 200);
 }

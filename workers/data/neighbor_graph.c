@@ -1439,6 +1439,36 @@ int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q
     return rc;
 }
 
+int mg_neighbor_graph_hold_db(struct mg_db *db, int64_t now_ms)
+{
+    struct mg_group_build_arg arg = {now_ms * 1000000, NULL};
+    int rc =
+        mg_process_table_exists(&graphs, db->conn)
+            ? SQLITE_OK
+            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    if (rc != SQLITE_OK)
+        return rc;
+    mg_process_table_read_begin(&graphs);
+    if (!mg_process_table_current(&graphs)) {
+        mg_process_table_read_end(&graphs);
+        return SQLITE_ERROR;
+    }
+    mg_table_rows(MG_TABLE_neighbors, 1, 0);
+    return SQLITE_OK;
+}
+
+void mg_neighbor_graph_each_edge(int64_t now_ms, mg_neighbor_edge_fn *fn, void *arg)
+{
+    const struct graph *g = mg_process_table_current(&graphs);
+    for (size_t i = 0; g && i < g->n_edges; i++) {
+        const struct edge *e = &g->edges[i];
+        if (!e->alive || e->ambiguous || e->b < 0)
+            continue;
+        fn(arg, text_of(g, e->a), text_of(g, e->b), edge_score(e, now_ms) * edge_confidence(e),
+           e->count);
+    }
+}
+
 int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
 {
     int rc = mg_neighbor_graph_keep(env, now_ms, busy);

@@ -44,6 +44,7 @@
 #include "neighbor_graph.h"
 #include "node_visibility.h"
 #include "params.h"
+#include "region_codes.h"
 #include "path_parse.h"
 #include "router.h"
 
@@ -300,11 +301,11 @@ struct resolver {
     bool failed;
 };
 
-static const struct mg_hop_nodes *sort_nodes;
-static int by_lower(const void *a, const void *b)
+static int by_lower(const void *a, const void *b, void *arg)
 {
+    const struct mg_hop_nodes *nodes = arg;
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    int c = strcmp(sort_nodes->v[x].lower, sort_nodes->v[y].lower);
+    int c = strcmp(nodes->v[x].lower, nodes->v[y].lower);
     return c ? c : (x > y) - (x < y);
 }
 
@@ -434,9 +435,7 @@ static int resolver_load(struct resolver *r, struct mg_db *db, int64_t now_ms)
         r->by_lower[i] = i;
         r->key_id[i] = texts_id(&r->keys, r->nodes.v[i].lower, strlen(r->nodes.v[i].lower), true);
     }
-    sort_nodes = &r->nodes;
-    qsort(r->by_lower, n, sizeof *r->by_lower, by_lower);
-    sort_nodes = NULL;
+    qsort_r(r->by_lower, n, sizeof *r->by_lower, by_lower, &r->nodes);
     if (!n)
         return SQLITE_OK;
     rc = mg_neighbor_graph_hold_db(db, now_ms);
@@ -650,49 +649,6 @@ struct scan_tx {
 
 typedef int scan_fn(void *arg, const struct scan_tx *tx);
 
-/* Whether any observer has one of the codes (CoreScope filters nothing otherwise). */
-static void sql_codes(struct mg_buf *sql, const char *codes)
-{
-    mg_buf_puts(sql, "(");
-    for (const char *p = codes; *p; p++)
-        if (p == codes || p[-1] == ',')
-            mg_buf_puts(sql, p == codes ? "?" : ",?");
-    mg_buf_puts(sql, ")");
-}
-
-static int bind_codes(sqlite3_stmt *st, int first, const char *codes)
-{
-    int i = first;
-    for (const char *p = codes; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        sqlite3_bind_text(st, i++, p, (int)n, SQLITE_TRANSIENT);
-        p += n + (comma ? 1 : 0);
-    }
-    return i;
-}
-
-static int region_known(struct mg_db *db, const char *codes, bool *known)
-{
-    *known = false;
-    if (!codes[0])
-        return SQLITE_OK;
-    struct mg_buf sql;
-    mg_buf_init(&sql);
-    mg_buf_puts(&sql, "SELECT 1 FROM observers WHERE upper(trim(iata)) IN ");
-    sql_codes(&sql, codes);
-    mg_buf_puts(&sql, " LIMIT 1");
-    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
-    mg_buf_free(&sql);
-    if (!st)
-        return SQLITE_NOMEM;
-    bind_codes(st, 1, codes);
-    int rc = sqlite3_step(st);
-    *known = rc == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 static const char scan_sql[] =
     "SELECT t.id, t.first_seen, coalesce(t.hash, ''),"
     " CASE WHEN instr(t.decoded_json, 'pubKey') > 0 AND json_valid(t.decoded_json)"
@@ -703,14 +659,6 @@ static const char scan_sql[] =
     " THEN json_array_length(o.path_json) ELSE 0 END, %s"
     " FROM transmissions t LEFT JOIN observations o ON o.transmission_id = t.id"
     " LEFT JOIN observers ob ON ob.rowid = o.observer_idx WHERE 1";
-
-#define AREA_NODE_SQL                                                                              \
-    "CASE WHEN json_valid(t.decoded_json) THEN (CASE WHEN"                                         \
-    " json_type(t.decoded_json, '$.public_key') = 'text' AND"                                      \
-    " json_extract(t.decoded_json, '$.public_key') <> ''"                                          \
-    " THEN json_extract(t.decoded_json, '$.public_key')"                                           \
-    " WHEN json_type(t.decoded_json, '$.pubKey') = 'text'"                                         \
-    " THEN json_extract(t.decoded_json, '$.pubKey') END) END"
 
 static char *dup_col(sqlite3_stmt *st, int col)
 {
@@ -732,12 +680,12 @@ static int scan(struct mg_db *db, const struct mg_cs_window *w, const char *code
     if (codes[0]) {
         mg_buf_puts(&region, "o.observer_idx IN (SELECT rowid FROM observers WHERE"
                              " upper(trim(iata)) IN ");
-        sql_codes(&region, codes);
+        mg_region_codes_sql(&region, codes);
         mg_buf_puts(&region, ")");
     } else {
         mg_buf_puts(&region, "0");
     }
-    mg_buf_printf(&sql, scan_sql, with_area ? AREA_NODE_SQL : "NULL", mg_buf_cstr(&region));
+    mg_buf_printf(&sql, scan_sql, with_area ? MG_ADVERT_NODE_SQL : "NULL", mg_buf_cstr(&region));
     mg_buf_free(&region);
     if (w && w->has_since)
         mg_buf_puts(&sql, " AND t.first_seen >= strftime('%Y-%m-%dT%H:%M:%S', :since - 86400,"
@@ -751,7 +699,7 @@ static int scan(struct mg_db *db, const struct mg_cs_window *w, const char *code
     if (!st)
         return sqlite3_errcode(db->conn) ? sqlite3_errcode(db->conn) : SQLITE_NOMEM;
     if (codes[0])
-        bind_codes(st, 1, codes);
+        mg_region_codes_bind(st, 1, codes);
     int i_since = sqlite3_bind_parameter_index(st, ":since");
     int i_until = sqlite3_bind_parameter_index(st, ":until");
     if (i_since)
@@ -991,8 +939,11 @@ static void pairmap_free(struct pairmap *m)
     free(m->v);
 }
 
-/* Sorting with the report in hand (qsort has no argument). */
-static const struct topology *sorting;
+/* What the comparators read: the report, and the reach entries the hop groups index. */
+struct sort_ctx {
+    const struct topology *t;
+    const struct obs_hop *reach;
+};
 
 static int freq_cmp(int64_t ca, int64_t cb, const char *ta, const char *tb)
 {
@@ -1005,14 +956,16 @@ struct freq {
     long hop;
     int64_t count;
 };
-static int by_freq(const void *a, const void *b)
+static int by_freq(const void *a, const void *b, void *arg)
 {
+    const struct topology *sorting = ((const struct sort_ctx *)arg)->t;
     const struct freq *x = a, *y = b;
     return freq_cmp(x->count, y->count, sorting->hops.s[x->hop], sorting->hops.s[y->hop]);
 }
 
-static int by_pair_freq(const void *a, const void *b)
+static int by_pair_freq(const void *a, const void *b, void *arg)
 {
+    const struct topology *sorting = ((const struct sort_ctx *)arg)->t;
     const struct pair_count *x = a, *y = b;
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
@@ -1021,8 +974,9 @@ static int by_pair_freq(const void *a, const void *b)
 }
 
 /* An observer's reach entries: by observer, then distance, count (most first), hop. */
-static int by_reach(const void *a, const void *b)
+static int by_reach(const void *a, const void *b, void *arg)
 {
+    const struct topology *sorting = ((const struct sort_ctx *)arg)->t;
     const struct obs_hop *x = a, *y = b;
     int c = strcmp(sorting->observers.s[x->observer], sorting->observers.s[y->observer]);
     if (c)
@@ -1033,8 +987,9 @@ static int by_reach(const void *a, const void *b)
 }
 
 /* By hop, then nearest first, then observer id. */
-static int by_hop_then_dist(const void *a, const void *b)
+static int by_hop_then_dist(const void *a, const void *b, void *arg)
 {
+    const struct topology *sorting = ((const struct sort_ctx *)arg)->t;
     const struct obs_hop *x = a, *y = b;
     int c = strcmp(sorting->hops.s[x->hop], sorting->hops.s[y->hop]);
     if (c)
@@ -1047,17 +1002,20 @@ static int by_hop_then_dist(const void *a, const void *b)
 struct hop_group { /* the entries of one hop in by_hop_then_dist order */
     size_t first, n;
 };
-static const struct obs_hop *sorting_reach;
-static int by_observers_then_hop(const void *a, const void *b)
+static int by_observers_then_hop(const void *a, const void *b, void *arg)
 {
+    const struct topology *sorting = ((const struct sort_ctx *)arg)->t;
+    const struct obs_hop *sorting_reach = ((const struct sort_ctx *)arg)->reach;
     const struct hop_group *x = a, *y = b;
     if (x->n != y->n)
         return x->n > y->n ? -1 : 1;
     return strcmp(sorting->hops.s[sorting_reach[x->first].hop],
                   sorting->hops.s[sorting_reach[y->first].hop]);
 }
-static int by_nearest_then_hop(const void *a, const void *b)
+static int by_nearest_then_hop(const void *a, const void *b, void *arg)
 {
+    const struct topology *sorting = ((const struct sort_ctx *)arg)->t;
+    const struct obs_hop *sorting_reach = ((const struct sort_ctx *)arg)->reach;
     const struct hop_group *x = a, *y = b;
     const struct obs_hop *p = &sorting_reach[x->first], *q = &sorting_reach[y->first];
     if (p->min != q->min)
@@ -1285,12 +1243,11 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
 
     int rc = failed ? SQLITE_NOMEM : SQLITE_OK;
     if (rc == SQLITE_OK) {
-        sorting = t;
-        sorting_reach = reach;
+        struct sort_ctx sx = {t, reach};
         if (n_fl > 1)
-            qsort(fl, n_fl, sizeof *fl, by_freq);
+            qsort_r(fl, n_fl, sizeof *fl, by_freq, &sx);
         if (n_merged > 1)
-            qsort(pairs, n_merged, sizeof *pairs, by_pair_freq);
+            qsort_r(pairs, n_merged, sizeof *pairs, by_pair_freq, &sx);
 
         struct mg_json j;
         mg_json_init(&j, body);
@@ -1299,7 +1256,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
 
         /* the reach by hop: its observers nearest first */
         if (n_reach > 1)
-            qsort(reach, n_reach, sizeof *reach, by_hop_then_dist);
+            qsort_r(reach, n_reach, sizeof *reach, by_hop_then_dist, &sx);
         struct hop_group *groups = malloc((n_reach + 1) * sizeof *groups);
         size_t n_groups = 0;
         for (size_t i = 0; groups && i < n_reach; i++) {
@@ -1312,7 +1269,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         mg_json_key(&j, "bestPathList");
         mg_json_array_begin(&j);
         if (groups && n_groups > 1)
-            qsort(groups, n_groups, sizeof *groups, by_nearest_then_hop);
+            qsort_r(groups, n_groups, sizeof *groups, by_nearest_then_hop, &sx);
         for (size_t g = 0; groups && g < n_groups && g < 50; g++) {
             const struct obs_hop *e = &reach[groups[g].first];
             mg_json_object_begin(&j);
@@ -1374,7 +1331,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         mg_json_key(&j, "multiObsNodes");
         mg_json_array_begin(&j);
         if (groups && n_groups > 1)
-            qsort(groups, n_groups, sizeof *groups, by_observers_then_hop);
+            qsort_r(groups, n_groups, sizeof *groups, by_observers_then_hop, &sx);
         for (size_t g = 0, shown = 0; groups && g < n_groups && shown < 50; g++) {
             if (groups[g].n < 2)
                 continue;
@@ -1436,7 +1393,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         mg_json_array_end(&j);
 
         if (n_reach > 1)
-            qsort(reach, n_reach, sizeof *reach, by_reach);
+            qsort_r(reach, n_reach, sizeof *reach, by_reach, &sx);
         mg_json_key(&j, "perObserverReach");
         mg_json_object_begin(&j);
         for (size_t i = 0; i < n_reach;) {
@@ -1531,8 +1488,6 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         mg_json_kv_int(&j, "uniqueNodes", unique_nodes);
         mg_json_object_end(&j);
         mg_buf_putc(body, '\n');
-        sorting = NULL;
-        sorting_reach = NULL;
         if (body->failed)
             rc = SQLITE_NOMEM;
     }
@@ -1551,7 +1506,7 @@ static int topology_body(struct mg_db *db, const struct topo_args *a, int64_t no
     memset(&t, 0, sizeof t);
     t.args = a;
     t.now_ms = now_ms;
-    int rc = region_known(db, a->region, &t.regional);
+    int rc = mg_region_codes_known(db, a->region, &t.regional);
     if (rc == SQLITE_OK && a->area[0])
         rc = mg_area_nodes_load(db->conn, a->area, &t.area);
     t.by_area = mg_area_nodes_filter(&t.area);
@@ -1809,8 +1764,6 @@ static int by_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const struct distance *dsorting;
-
 struct link {  /* a pair of nodes' hops */
     long a, b; /* nodes, a's key <= b's */
     size_t best;
@@ -1819,8 +1772,9 @@ struct link {  /* a pair of nodes' hops */
     size_t n_snr, cap_snr;
 };
 
-static int by_link_dist(const void *x, const void *y)
+static int by_link_dist(const void *x, const void *y, void *arg)
 {
+    const struct distance *dsorting = arg;
     const struct link *p = x, *q = y;
     double a = dsorting->hops[p->best].dist, b = dsorting->hops[q->best].dist;
     if (a != b)
@@ -2014,9 +1968,8 @@ static int distance_write(struct distance *d, struct mg_buf *body)
         mg_json_kv_int(&j, "totalPaths", (int64_t)d->n_paths);
         mg_json_object_end(&j);
 
-        dsorting = d;
         if (n_links > 1)
-            qsort(links, n_links, sizeof *links, by_link_dist);
+            qsort_r(links, n_links, sizeof *links, by_link_dist, d);
         mg_json_key(&j, "topHops");
         mg_json_array_begin(&j);
         for (size_t i = 0; i < n_links && i < 20; i++) {
@@ -2079,7 +2032,6 @@ static int distance_write(struct distance *d, struct mg_buf *body)
         mg_json_array_end(&j);
         mg_json_object_end(&j);
         mg_buf_putc(body, '\n');
-        dsorting = NULL;
         if (body->failed)
             rc = SQLITE_NOMEM;
     }
@@ -2097,7 +2049,7 @@ static int distance_body(struct mg_db *db, const struct topo_args *a, int64_t no
 {
     struct distance d;
     memset(&d, 0, sizeof d);
-    int rc = region_known(db, a->region, &d.regional);
+    int rc = mg_region_codes_known(db, a->region, &d.regional);
     if (rc == SQLITE_OK && a->area[0])
         rc = mg_area_nodes_load(db->conn, a->area, &d.area);
     d.by_area = mg_area_nodes_filter(&d.area);

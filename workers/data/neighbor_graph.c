@@ -1419,35 +1419,9 @@ static int answer(const struct graph *gc, const struct mg_neighbor_query *q, str
     return rc;
 }
 
-int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
-                             struct mg_buf *body)
+/* Takes the read hold of this process's graph; SQLITE_ERROR (nothing held) without one. */
+static int hold_current(void)
 {
-    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
-     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
-    struct mg_group_build_arg arg = {q->now_ms * 1000000, NULL};
-    int rc =
-        mg_process_table_exists(&graphs, db->conn)
-            ? SQLITE_OK
-            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    if (rc != SQLITE_OK)
-        return rc;
-    mg_process_table_read_begin(&graphs);
-    const struct graph *g = mg_process_table_current(&graphs);
-    rc = g ? answer(g, q, body) : SQLITE_ERROR;
-    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
-    mg_process_table_read_end(&graphs);
-    return rc;
-}
-
-int mg_neighbor_graph_hold_db(struct mg_db *db, int64_t now_ms)
-{
-    struct mg_group_build_arg arg = {now_ms * 1000000, NULL};
-    int rc =
-        mg_process_table_exists(&graphs, db->conn)
-            ? SQLITE_OK
-            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    if (rc != SQLITE_OK)
-        return rc;
     mg_process_table_read_begin(&graphs);
     if (!mg_process_table_current(&graphs)) {
         mg_process_table_read_end(&graphs);
@@ -1455,6 +1429,29 @@ int mg_neighbor_graph_hold_db(struct mg_db *db, int64_t now_ms)
     }
     mg_table_rows(MG_TABLE_neighbors, 1, 0);
     return SQLITE_OK;
+}
+
+int mg_neighbor_graph_hold_db(struct mg_db *db, int64_t now_ms)
+{
+    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
+     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
+    struct mg_group_build_arg arg = {now_ms * 1000000, NULL};
+    int rc =
+        mg_process_table_exists(&graphs, db->conn)
+            ? SQLITE_OK
+            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    return rc == SQLITE_OK ? hold_current() : rc;
+}
+
+int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
+                             struct mg_buf *body)
+{
+    int rc = mg_neighbor_graph_hold_db(db, q->now_ms);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = answer(mg_process_table_current(&graphs), q, body);
+    mg_process_table_read_end(&graphs);
+    return rc;
 }
 
 void mg_neighbor_graph_each_edge(int64_t now_ms, mg_neighbor_edge_fn *fn, void *arg)
@@ -1474,13 +1471,7 @@ int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
     int rc = mg_neighbor_graph_keep(env, now_ms, busy);
     if (rc != SQLITE_OK || (busy && *busy))
         return rc;
-    mg_process_table_read_begin(&graphs);
-    if (!mg_process_table_current(&graphs)) {
-        mg_process_table_read_end(&graphs);
-        return SQLITE_ERROR;
-    }
-    mg_table_rows(MG_TABLE_neighbors, 1, 0);
-    return SQLITE_OK;
+    return hold_current();
 }
 
 void mg_neighbor_graph_release(void)

@@ -16,10 +16,11 @@
  * A transmission's path is CoreScope's display observation's: the one with the most hops, the
  * newest of those (its store keeps observations newest first); its SNR and observer are that
  * observation's. Transmissions come oldest first_seen first, then by id. A hop is resolved to a
- * node as CoreScope's resolveWithContext does (hop_nodes.h for the candidates; the neighbour
- * graph, neighbor_graph.h, for the affinity tier): the topology with one context gathered from
- * every transmission of the report (senders, observers whose id is hex, hops naming one relay
- * only), the distance with each transmission's own.
+ * node as CoreScope's resolveWithContext does (hop_nodes.h for the candidates; for the affinity
+ * tier the graph CoreScope's server resolves with, the persisted neighbor_edges table it loads
+ * and reloads every minute, not the graph it builds for the neighbour routes): the topology
+ * with one context gathered from every transmission of the report (senders, observers whose id
+ * is hex, hops naming one relay only), the distance with each transmission's own.
  *
  * Filters: a window on first_seen (the topology only); region: the transmissions heard by an
  * observer whose IATA is one of the codes (codes no observer has: no filter); area: the
@@ -34,7 +35,8 @@
  * the observers' list, which observer is a hop's nearest among equals, and so which entries
  * make a top-N cut), meshgate breaks ties by hop text, observer id, or transmission order.
  * CoreScope answers the distance's first request 202 {"status":"building"} while it builds its
- * index; meshgate's request waits (parked) for the build and answers 200.
+ * index; meshgate's request waits (parked) for the build and answers 200. A path's hash is the
+ * stored one; CoreScope's store gives a few transmissions another (seen on the fixture).
  */
 #include "cold_report.h"
 #include "corescope_config.h"
@@ -47,6 +49,7 @@
 #include "region_codes.h"
 #include "path_parse.h"
 #include "router.h"
+#include "time_parse.h"
 
 #include <ctype.h>
 #include <float.h>
@@ -280,6 +283,63 @@ static void texts_free(struct texts *t)
         }                                                                                          \
     } while (0)
 
+/* A small open-addressing map of two longs to an index. */
+struct pairmap {
+    long (*k)[2];
+    size_t *v;
+    size_t n, slots;
+};
+
+static size_t pair_hash(long a, long b)
+{
+    uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)b + 0x632be59bd9b4e019ULL);
+    h ^= h >> 29;
+    return (size_t)(h * 0xbf58476d1ce4e5b9ULL);
+}
+
+/* The index stored for (a, b), or the one given (stored) when new; SIZE_MAX out of memory. */
+static size_t pairmap_get(struct pairmap *m, long a, long b, size_t fresh, bool *made)
+{
+    *made = false;
+    if ((m->n + 1) * 2 > m->slots) {
+        size_t slots = m->slots ? m->slots * 2 : 1024;
+        long(*k)[2] = malloc(slots * sizeof *k);
+        size_t *v = malloc(slots * sizeof *v);
+        if (!k || !v) {
+            free(k), free(v);
+            return SIZE_MAX;
+        }
+        for (size_t i = 0; i < slots; i++)
+            v[i] = SIZE_MAX;
+        for (size_t i = 0; i < m->slots; i++) {
+            if (m->v[i] == SIZE_MAX)
+                continue;
+            size_t h = pair_hash(m->k[i][0], m->k[i][1]) & (slots - 1);
+            while (v[h] != SIZE_MAX)
+                h = (h + 1) & (slots - 1);
+            k[h][0] = m->k[i][0], k[h][1] = m->k[i][1], v[h] = m->v[i];
+        }
+        free(m->k), free(m->v);
+        m->k = k, m->v = v, m->slots = slots;
+    }
+    size_t h = pair_hash(a, b) & (m->slots - 1);
+    while (m->v[h] != SIZE_MAX) {
+        if (m->k[h][0] == a && m->k[h][1] == b)
+            return m->v[h];
+        h = (h + 1) & (m->slots - 1);
+    }
+    m->k[h][0] = a, m->k[h][1] = b, m->v[h] = fresh;
+    m->n++;
+    *made = true;
+    return fresh;
+}
+
+static void pairmap_free(struct pairmap *m)
+{
+    free(m->k);
+    free(m->v);
+}
+
 /* ---- hop resolution, as CoreScope's resolveWithContext ---- */
 
 struct adj {
@@ -391,14 +451,87 @@ static void add_adj(struct resolver *r, long node, long other, double weighted, 
     r->adj[node][r->adj_n[node]++] = (struct adj){other, weighted, count};
 }
 
-static void on_edge(void *arg, const char *a, const char *b, double weighted, int64_t count)
+/* Go's parseTimestamp of a persisted edge's last_seen: RFC 3339 or "2006-01-02 15:04:05" (UTC);
+ * anything else is the zero time (an edge scoring 0). */
+static int64_t edge_time_ms(const char *s)
 {
-    struct resolver *r = arg;
-    long na = node_of_lower(r, a), nb = node_of_lower(r, b);
-    if (na >= 0)
-        add_adj(r, na, texts_id(&r->keys, b, strlen(b), true), weighted, count);
-    if (nb >= 0)
-        add_adj(r, nb, texts_id(&r->keys, a, strlen(a), true), weighted, count);
+    int64_t ms;
+    size_t n = s ? strlen(s) : 0;
+    struct mg_rfc3339_shape shape;
+    if (n == 19 && s[10] == ' ') {
+        char iso[24];
+        snprintf(iso, sizeof iso, "%.10sT%.8sZ", s, s + 11);
+        return mg_rfc3339_parse_ms(iso, strlen(iso), &ms) ? ms : INT64_MIN / 2;
+    }
+    if (n && mg_rfc3339_parse_shaped(s, n, &ms, &shape) && shape.separator == 'T' &&
+        shape.zone != 'z')
+        return ms;
+    return INT64_MIN / 2;
+}
+
+struct stored_edge {
+    long a, b; /* key ids, a's text <= b's */
+    int64_t count, last_ms;
+};
+
+/* CoreScope's resolver reads the graph its server loads from neighbor_edges (and reloads every
+ * minute): each row an edge (its two keys as stored, in text order; a pair stored both ways
+ * sums its counts and keeps the later time), without observers. A relay whose lowercased key
+ * is one end gets the edge, the other end as stored. */
+static int load_edges(struct resolver *r, struct mg_db *db)
+{
+    sqlite3_stmt *st =
+        mg_db_prepare(db, "SELECT node_a, node_b, count, last_seen FROM neighbor_edges"
+                          " WHERE node_a IS NOT NULL AND node_b IS NOT NULL AND count IS NOT NULL");
+    if (!st)
+        return sqlite3_errcode(db->conn) ? sqlite3_errcode(db->conn) : SQLITE_NOMEM;
+    struct stored_edge *v = NULL;
+    size_t n = 0, cap = 0;
+    struct pairmap seen = {0};
+    bool made;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *a = (const char *)sqlite3_column_text(st, 0);
+        const char *b = (const char *)sqlite3_column_text(st, 1);
+        if (!a || !b)
+            continue;
+        if (strcmp(a, b) > 0) {
+            const char *t = a;
+            a = b, b = t;
+        }
+        long ia = texts_id(&r->keys, a, strlen(a), true),
+             ib = texts_id(&r->keys, b, strlen(b), true);
+        int64_t count = sqlite3_column_int64(st, 2);
+        int64_t last = edge_time_ms((const char *)sqlite3_column_text(st, 3));
+        size_t at = ia < 0 || ib < 0 ? SIZE_MAX : pairmap_get(&seen, ia, ib, n, &made);
+        if (at == SIZE_MAX) {
+            r->failed = true;
+            break;
+        }
+        if (made) {
+            GROW(v, n, cap, r->failed);
+            if (r->failed)
+                break;
+            v[n++] = (struct stored_edge){ia, ib, count, last};
+        } else {
+            v[at].count += count;
+            v[at].last_ms = last > v[at].last_ms ? last : v[at].last_ms;
+        }
+    }
+    sqlite3_finalize(st);
+    pairmap_free(&seen);
+    for (size_t i = 0; !r->failed && i < n; i++) {
+        double w = mg_neighbor_graph_weight(v[i].count, v[i].last_ms, 0, r->now_ms);
+        long na = node_of_lower(r, r->keys.s[v[i].a]), nb = node_of_lower(r, r->keys.s[v[i].b]);
+        if (na >= 0)
+            add_adj(r, na, v[i].b, w, v[i].count);
+        if (nb >= 0)
+            add_adj(r, nb, v[i].a, w, v[i].count);
+    }
+    free(v);
+    if (r->failed)
+        return SQLITE_NOMEM;
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 static void resolver_free(struct resolver *r)
@@ -438,12 +571,8 @@ static int resolver_load(struct resolver *r, struct mg_db *db, int64_t now_ms)
     qsort_r(r->by_lower, n, sizeof *r->by_lower, by_lower, &r->nodes);
     if (!n)
         return SQLITE_OK;
-    rc = mg_neighbor_graph_hold_db(db, now_ms);
-    if (rc != SQLITE_OK)
-        return rc;
-    mg_neighbor_graph_each_edge(now_ms, on_edge, r);
-    mg_neighbor_graph_release();
-    return r->failed || r->keys.failed ? SQLITE_NOMEM : SQLITE_OK;
+    rc = load_edges(r, db);
+    return rc == SQLITE_OK && r->keys.failed ? SQLITE_NOMEM : rc;
 }
 
 /* A context: key ids (lowercased), each once; in_set marks them for the topology's. */
@@ -880,63 +1009,6 @@ static int topology_tx(void *arg, const struct scan_tx *tx)
         t->hop_ids[t->n_hop_ids++] = id;
     }
     return 0;
-}
-
-/* A small open-addressing map of two longs to an index. */
-struct pairmap {
-    long (*k)[2];
-    size_t *v;
-    size_t n, slots;
-};
-
-static size_t pair_hash(long a, long b)
-{
-    uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)b + 0x632be59bd9b4e019ULL);
-    h ^= h >> 29;
-    return (size_t)(h * 0xbf58476d1ce4e5b9ULL);
-}
-
-/* The index stored for (a, b), or the one given (stored) when new; SIZE_MAX out of memory. */
-static size_t pairmap_get(struct pairmap *m, long a, long b, size_t fresh, bool *made)
-{
-    *made = false;
-    if ((m->n + 1) * 2 > m->slots) {
-        size_t slots = m->slots ? m->slots * 2 : 1024;
-        long(*k)[2] = malloc(slots * sizeof *k);
-        size_t *v = malloc(slots * sizeof *v);
-        if (!k || !v) {
-            free(k), free(v);
-            return SIZE_MAX;
-        }
-        for (size_t i = 0; i < slots; i++)
-            v[i] = SIZE_MAX;
-        for (size_t i = 0; i < m->slots; i++) {
-            if (m->v[i] == SIZE_MAX)
-                continue;
-            size_t h = pair_hash(m->k[i][0], m->k[i][1]) & (slots - 1);
-            while (v[h] != SIZE_MAX)
-                h = (h + 1) & (slots - 1);
-            k[h][0] = m->k[i][0], k[h][1] = m->k[i][1], v[h] = m->v[i];
-        }
-        free(m->k), free(m->v);
-        m->k = k, m->v = v, m->slots = slots;
-    }
-    size_t h = pair_hash(a, b) & (m->slots - 1);
-    while (m->v[h] != SIZE_MAX) {
-        if (m->k[h][0] == a && m->k[h][1] == b)
-            return m->v[h];
-        h = (h + 1) & (m->slots - 1);
-    }
-    m->k[h][0] = a, m->k[h][1] = b, m->v[h] = fresh;
-    m->n++;
-    *made = true;
-    return fresh;
-}
-
-static void pairmap_free(struct pairmap *m)
-{
-    free(m->k);
-    free(m->v);
 }
 
 /* What the comparators read: the report, and the reach entries the hop groups index. */
@@ -2098,23 +2170,9 @@ static const struct mg_cold_report distance_report = {
 
 /* ---- the handlers ---- */
 
-/* A build reads the neighbour graph: the group's is taken first (parked meanwhile). */
 static void serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
                   const struct mg_cold_report *report, const char *key, const struct topo_args *a)
 {
-    if (mg_cold_report_is_heavy(env, key)) {
-        bool pending = false;
-        int rc =
-            mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
-        if (pending) {
-            mg_park_woken(req, res, 0);
-            return;
-        }
-        if (rc != SQLITE_OK) {
-            mg_response_db_failure(res, "the neighbour graph", rc);
-            return;
-        }
-    }
     mg_cold_report_serve(env, req, res, report, key, a, sizeof *a);
 }
 

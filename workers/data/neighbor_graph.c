@@ -1419,9 +1419,31 @@ static int answer(const struct graph *gc, const struct mg_neighbor_query *q, str
     return rc;
 }
 
-/* Takes the read hold of this process's graph; SQLITE_ERROR (nothing held) without one. */
-static int hold_current(void)
+int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
+                             struct mg_buf *body)
 {
+    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
+     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
+    struct mg_group_build_arg arg = {q->now_ms * 1000000, NULL};
+    int rc =
+        mg_process_table_exists(&graphs, db->conn)
+            ? SQLITE_OK
+            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
+    if (rc != SQLITE_OK)
+        return rc;
+    mg_process_table_read_begin(&graphs);
+    const struct graph *g = mg_process_table_current(&graphs);
+    rc = g ? answer(g, q, body) : SQLITE_ERROR;
+    mg_table_rows(MG_TABLE_neighbors, g != NULL, 0);
+    mg_process_table_read_end(&graphs);
+    return rc;
+}
+
+int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
+{
+    int rc = mg_neighbor_graph_keep(env, now_ms, busy);
+    if (rc != SQLITE_OK || (busy && *busy))
+        return rc;
     mg_process_table_read_begin(&graphs);
     if (!mg_process_table_current(&graphs)) {
         mg_process_table_read_end(&graphs);
@@ -1431,47 +1453,11 @@ static int hold_current(void)
     return SQLITE_OK;
 }
 
-int mg_neighbor_graph_hold_db(struct mg_db *db, int64_t now_ms)
+double mg_neighbor_graph_weight(int64_t count, int64_t last_ms, int64_t observers, int64_t now_ms)
 {
-    /* The graph the request's turn on the loop made sure of (mg_neighbor_graph_keep); none
-     * (in-process tests, a graph dropped meanwhile): this process's own pass, here. */
-    struct mg_group_build_arg arg = {now_ms * 1000000, NULL};
-    int rc =
-        mg_process_table_exists(&graphs, db->conn)
-            ? SQLITE_OK
-            : mg_process_table_refresh(&graphs, db->conn, mg_monotonic_ns(), graph_build, &arg);
-    return rc == SQLITE_OK ? hold_current() : rc;
-}
-
-int mg_neighbor_graph_answer(struct mg_db *db, const struct mg_neighbor_query *q,
-                             struct mg_buf *body)
-{
-    int rc = mg_neighbor_graph_hold_db(db, q->now_ms);
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = answer(mg_process_table_current(&graphs), q, body);
-    mg_process_table_read_end(&graphs);
-    return rc;
-}
-
-void mg_neighbor_graph_each_edge(int64_t now_ms, mg_neighbor_edge_fn *fn, void *arg)
-{
-    const struct graph *g = mg_process_table_current(&graphs);
-    for (size_t i = 0; g && i < g->n_edges; i++) {
-        const struct edge *e = &g->edges[i];
-        if (!e->alive || e->ambiguous || e->b < 0)
-            continue;
-        fn(arg, text_of(g, e->a), text_of(g, e->b), edge_score(e, now_ms) * edge_confidence(e),
-           e->count);
-    }
-}
-
-int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
-{
-    int rc = mg_neighbor_graph_keep(env, now_ms, busy);
-    if (rc != SQLITE_OK || (busy && *busy))
-        return rc;
-    return hold_current();
+    struct edge e = {.count = count, .last_ms = last_ms};
+    e.observers.n = observers > 0 ? (size_t)observers : 0;
+    return edge_score(&e, now_ms) * edge_confidence(&e);
 }
 
 void mg_neighbor_graph_release(void)

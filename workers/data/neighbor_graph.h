@@ -87,15 +87,9 @@ void mg_neighbor_graph_forget(struct mg_env *env);
  * when done (only after SQLITE_OK without *busy). */
 int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy);
 void mg_neighbor_graph_release(void);
-/* As hold, on a helper (a cold report's build): the graph the request's turn made sure of
- * (mg_neighbor_graph_keep), else this process's own pass here. An SQLite code; release after
- * SQLITE_OK. */
-int mg_neighbor_graph_hold_db(struct mg_db *db, int64_t now_ms);
-/* Between hold and release: every resolved edge, its two lowercased keys, its score times its
- * confidence (as mg_neighbor_graph_edge_score with it) and its count. */
-typedef void mg_neighbor_edge_fn(void *arg, const char *a, const char *b, double weighted,
-                                 int64_t count);
-void mg_neighbor_graph_each_edge(int64_t now_ms, mg_neighbor_edge_fn *fn, void *arg);
+/* CoreScope's Score times its Confidence of an edge seen count times, last at last_ms, by
+ * observers distinct observers (the persisted neighbor_edges rows have none: 1/3). */
+double mg_neighbor_graph_weight(int64_t count, int64_t last_ms, int64_t observers, int64_t now_ms);
 /* Between hold and release: the score (CoreScope's Score, times its Confidence when asked) of
  * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */
 double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,

@@ -94,7 +94,9 @@ static const char *const analytics_rf_cases[] = {
     "/api/analytics/rf", "/api/analytics/rf?window=7d",
     "/api/analytics/rf?region=SJC,OAK&area=bogus&from=2026-01-01T00:00:00Z", NULL};
 /* The Analytics page's topology and distance tabs (ep_analytics_topo.c): light when warm in
- * the shared cache; a build reads every transmission's observations and the neighbour graph. */
+ * the shared cache (a copy out of the segment); a build reads every transmission's
+ * observations (cold, on a loaded machine: the 200k-observation default shape 11.8 s and 4.2 s,
+ * the heavy shape 3.3 s and 0.5 s; warm 0.1 s for the topology's 3.9 MB, 2 ms for 173 KB). */
 static const char *const analytics_topology_cases[] = {
     "/api/analytics/topology", "/api/analytics/topology?window=7d",
     "/api/analytics/topology?region=SJC,OAK&area=bogus&from=2026-01-01T00:00:00Z", NULL};

@@ -92,6 +92,8 @@ static const char *const heavy_targets[] = {
     "/api/analytics/hash-collisions",
     "/api/analytics/hash-collisions?region=SJC",
     "/api/analytics/neighbor-graph",
+    "/api/analytics/topology",
+    "/api/analytics/distance",
     "/api/packets/timestamps?since={day_ago}",
     "/api/observers",
     "/api/observers/{observer}",

@@ -350,6 +350,16 @@ static void tour(void)
     cr_expect_geq(graph_edges, 0, "%.300s", body);
     cr_expect_eq(mg_test_count(body, "\"bidirectional\":true"), graph_edges);
     get("/api/analytics/neighbor-graph", 200);
+    /* The Analytics page's topology and distance: every transmission's longest path counted
+     * once, the longest of them the maximum. */
+    body = get("/api/analytics/topology", 200);
+    cr_expect_eq(int_after(body, "maxHops"),
+                 count_of("SELECT coalesce(max(json_array_length(path_json)), 0) FROM"
+                          " observations WHERE json_valid(path_json) AND json_type(path_json) ="
+                          " 'array'"));
+    body = get("/api/analytics/distance", 200);
+    cr_expect(strstr(body, "\"summary\":{\"avgDist\":"), "%.300s", body);
+    get("/api/analytics/distance?region=SJC", 200);
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -16,7 +16,7 @@
 
 /* MESHGATE_UPSTREAM_PREFER for the tests whose example of a proxied analytics route is one
  * meshgate now serves itself: the default (the node detail) and those routes. */
-#define UPSTREAM_ANALYTICS "/api/nodes/:pubkey,/api/analytics/rf"
+#define UPSTREAM_ANALYTICS "/api/nodes/:pubkey,/api/analytics/rf,/api/analytics/topology"
 
 struct mg_test_upstream {
     pid_t pid;

@@ -52,9 +52,10 @@ run() { # label, what the client may answer, what the flood may answer; then the
   if [ $direct = 1 ]; then
     bench_port=$upstream_port
   else
-    # meshgate serves /api/analytics/rf itself: preferred, it stays the upstream's to answer.
+    # meshgate serves /api/analytics/rf and topology itself: preferred, they stay the
+    # upstream's to answer.
     start_server "$db" MESHGATE_UPSTREAM=127.0.0.1:$upstream_port \
-      MESHGATE_UPSTREAM_PREFER=/api/analytics/rf "$@"
+      MESHGATE_UPSTREAM_PREFER=/api/analytics/rf,/api/analytics/topology "$@"
     bench_port=
   fi
   echo "### $label"

@@ -27,6 +27,7 @@
 #include "json.h"
 #include "node_visibility.h"
 #include "params.h"
+#include "region_codes.h"
 #include "result_cache.h"
 #include "router.h"
 #include "time_parse.h"
@@ -487,59 +488,6 @@ static void seen_copies_free(struct seen_copies *s)
     free(s->slot);
 }
 
-/* The SQL of an ADVERT's node as CoreScope's area filter reads it (public_key, else pubKey). */
-#define ADVERT_NODE_SQL                                                                            \
-    "CASE WHEN json_valid(t.decoded_json) THEN (CASE WHEN"                                         \
-    " json_type(t.decoded_json, '$.public_key') = 'text' AND"                                      \
-    " json_extract(t.decoded_json, '$.public_key') <> ''"                                          \
-    " THEN json_extract(t.decoded_json, '$.public_key')"                                           \
-    " WHEN json_type(t.decoded_json, '$.pubKey') = 'text'"                                         \
-    " THEN json_extract(t.decoded_json, '$.pubKey') END) END"
-
-/* Binds the region's codes at ?1.. of st, after first - 1 others; returns the next index. */
-static int bind_codes(sqlite3_stmt *st, int first, const char *codes)
-{
-    int i = first;
-    for (const char *p = codes; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        sqlite3_bind_text(st, i++, p, (int)n, SQLITE_TRANSIENT);
-        p += n + (comma ? 1 : 0);
-    }
-    return i;
-}
-
-static void sql_codes(struct mg_buf *sql, const char *codes)
-{
-    mg_buf_puts(sql, "(");
-    for (const char *p = codes; *p; p++)
-        if (p == codes || p[-1] == ',')
-            mg_buf_puts(sql, p == codes ? "?" : ",?");
-    mg_buf_puts(sql, ")");
-}
-
-/* Whether any observer has one of the codes (CoreScope filters nothing otherwise). */
-static int region_has_observers(struct mg_db *db, const char *codes, bool *has)
-{
-    *has = false;
-    if (!codes[0])
-        return SQLITE_OK;
-    struct mg_buf sql;
-    mg_buf_init(&sql);
-    mg_buf_puts(&sql, "SELECT 1 FROM observers WHERE upper(trim(iata)) IN ");
-    sql_codes(&sql, codes);
-    mg_buf_puts(&sql, " LIMIT 1");
-    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
-    mg_buf_free(&sql);
-    if (!st)
-        return SQLITE_NOMEM;
-    bind_codes(st, 1, codes);
-    int rc = sqlite3_step(st);
-    *has = rc == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 /* ---- /api/analytics/rf ---- */
 
 static const char *const payload_type_names[] = {
@@ -856,12 +804,12 @@ static int rf_scan(struct mg_db *db, const struct analytics_args *a,
                   " strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', o.timestamp, 'unixepoch'), o.timestamp"
                   " FROM transmissions t %s JOIN observations o ON o.transmission_id = t.id"
                   " LEFT JOIN observers ob ON ob.rowid = o.observer_idx",
-                  by_area ? ADVERT_NODE_SQL : "NULL", r->regional ? "" : "LEFT");
+                  by_area ? MG_ADVERT_NODE_SQL : "NULL", r->regional ? "" : "LEFT");
     const struct mg_cs_window *w = &a->window;
     if (r->regional) {
         mg_buf_puts(&sql, " WHERE o.observer_idx IN (SELECT rowid FROM observers WHERE"
                           " upper(trim(iata)) IN ");
-        sql_codes(&sql, a->region);
+        mg_region_codes_sql(&sql, a->region);
         mg_buf_puts(&sql, ")");
         if (w->has_since) /* the newest copy is the one kept: an older one is older still */
             mg_buf_puts(&sql, " AND o.timestamp >= :since");
@@ -884,7 +832,7 @@ static int rf_scan(struct mg_db *db, const struct analytics_args *a,
     if (!st)
         return sqlite3_errcode(db->conn) ? sqlite3_errcode(db->conn) : SQLITE_NOMEM;
     if (r->regional)
-        bind_codes(st, 1, a->region);
+        mg_region_codes_bind(st, 1, a->region);
     int i_since = sqlite3_bind_parameter_index(st, ":since");
     int i_until = sqlite3_bind_parameter_index(st, ":until");
     if (i_since)
@@ -953,7 +901,7 @@ static int rf_body(struct mg_db *db, const struct analytics_args *a, struct mg_b
     struct rf r;
     memset(&r, 0, sizeof r);
     mg_buf_init(&r.copies.text);
-    int rc = region_has_observers(db, a->region, &r.regional);
+    int rc = mg_region_codes_known(db, a->region, &r.regional);
     struct mg_area_nodes area;
     memset(&area, 0, sizeof area);
     if (rc == SQLITE_OK && a->area[0])
@@ -1282,7 +1230,7 @@ static void channels_write(struct channels *c, struct mg_buf *body)
 static int channels_body(struct mg_db *db, const struct analytics_args *a, struct mg_buf *body)
 {
     bool regional = false;
-    int rc = region_has_observers(db, a->region, &regional);
+    int rc = mg_region_codes_known(db, a->region, &regional);
     struct mg_area_nodes area;
     memset(&area, 0, sizeof area);
     if (rc == SQLITE_OK && a->area[0])
@@ -1295,7 +1243,7 @@ static int channels_body(struct mg_db *db, const struct analytics_args *a, struc
     const struct mg_cs_window *w = &a->window;
     struct mg_buf sql;
     mg_buf_init(&sql);
-    mg_buf_printf(&sql, channels_columns, by_area ? ADVERT_NODE_SQL : "NULL");
+    mg_buf_printf(&sql, channels_columns, by_area ? MG_ADVERT_NODE_SQL : "NULL");
     if (w->has_since)
         mg_buf_puts(&sql, " AND t.first_seen >= strftime('%Y-%m-%dT%H:%M:%S', :since - 86400,"
                           " 'unixepoch')");
@@ -1306,7 +1254,7 @@ static int channels_body(struct mg_db *db, const struct analytics_args *a, struc
         mg_buf_puts(&sql, " AND EXISTS (SELECT 1 FROM observations o WHERE o.transmission_id ="
                           " t.id AND o.observer_idx IN (SELECT rowid FROM observers WHERE"
                           " upper(trim(iata)) IN ");
-        sql_codes(&sql, a->region);
+        mg_region_codes_sql(&sql, a->region);
         mg_buf_puts(&sql, "))");
     }
     /* CoreScope's list of a payload type's transmissions is in load order: by id. */
@@ -1324,7 +1272,7 @@ static int channels_body(struct mg_db *db, const struct analytics_args *a, struc
     if (i_until)
         sqlite3_bind_int64(st, i_until, w->until_s);
     if (regional)
-        bind_codes(st, (i_since ? 1 : 0) + (i_until ? 1 : 0) + 1, a->region);
+        mg_region_codes_bind(st, (i_since ? 1 : 0) + (i_until ? 1 : 0) + 1, a->region);
     struct channels c;
     memset(&c, 0, sizeof c);
     while (!c.failed && (rc = sqlite3_step(st)) == SQLITE_ROW) {

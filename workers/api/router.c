@@ -98,6 +98,15 @@ static const char *const neighbor_graph_cases[] = {
 static const char *const analytics_rf_cases[] = {
     "/api/analytics/rf", "/api/analytics/rf?window=7d",
     "/api/analytics/rf?region=SJC,OAK&area=bogus&from=2026-01-01T00:00:00Z", NULL};
+/* The Analytics page's topology and distance tabs (ep_analytics_topo.c): light when warm in
+ * the shared cache (a copy out of the segment); a build reads every transmission's
+ * observations (cold, on a loaded machine: the 200k-observation default shape 11.8 s and 4.2 s,
+ * the heavy shape 3.3 s and 0.5 s; warm 0.1 s for the topology's 3.9 MB, 2 ms for 173 KB). */
+static const char *const analytics_topology_cases[] = {
+    "/api/analytics/topology", "/api/analytics/topology?window=7d",
+    "/api/analytics/topology?region=SJC,OAK&area=bogus&from=2026-01-01T00:00:00Z", NULL};
+static const char *const analytics_distance_cases[] = {
+    "/api/analytics/distance", "/api/analytics/distance?region=SJC,OAK&area=bogus", NULL};
 static const char *const scope_cases[] = {"/api/scope-stats", "/api/scope-stats?window=1h",
                                           "/api/scope-stats?window=7d", NULL};
 /* Light: the body is computed at most once per 10 s for the group; the request that would
@@ -326,6 +335,23 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = neighbor_graph_cases,
      .params = &mg_neighbor_graph_params},
+    /* The Analytics page's topology and distance (ep_analytics_topo.c): cold reports. */
+    {.template = "/api/analytics/topology",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_topology,
+     .heavy_when = mg_analytics_topology_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_topology_cases,
+     .params = &mg_analytics_window_params},
+    {.template = "/api/analytics/distance",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_distance,
+     .heavy_when = mg_analytics_distance_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_distance_cases,
+     .params = &mg_analytics_distance_params},
     /* Heavy: every request reads transmissions and observations. */
     {.template = "/api/packets",
      .gates = mg_gates_heavy,

@@ -234,6 +234,15 @@ void mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
 bool mg_analytics_rf_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res);
+/* The Analytics page's topology and distance tabs (ep_analytics_topo.c): cold reports, heavy
+ * unless warm. */
+extern const struct mg_param_table mg_analytics_distance_params;
+void mg_handle_analytics_topology(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
+bool mg_analytics_topology_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_analytics_distance(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
+bool mg_analytics_distance_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 

@@ -1473,6 +1473,13 @@ int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy)
     return SQLITE_OK;
 }
 
+double mg_neighbor_graph_weight(int64_t count, int64_t last_ms, int64_t observers, int64_t now_ms)
+{
+    struct edge e = {.count = count, .last_ms = last_ms};
+    e.observers.n = observers > 0 ? (size_t)observers : 0;
+    return edge_score(&e, now_ms) * edge_confidence(&e);
+}
+
 void mg_neighbor_graph_release(void)
 {
     mg_process_table_read_end(&graphs);

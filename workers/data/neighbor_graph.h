@@ -111,6 +111,9 @@ void mg_neighbor_graph_forget(struct mg_env *env);
  * when done (only after SQLITE_OK without *busy). */
 int mg_neighbor_graph_hold(struct mg_env *env, int64_t now_ms, bool *busy);
 void mg_neighbor_graph_release(void);
+/* CoreScope's Score times its Confidence of an edge seen count times, last at last_ms, by
+ * observers distinct observers (the persisted neighbor_edges rows have none: 1/3). */
+double mg_neighbor_graph_weight(int64_t count, int64_t last_ms, int64_t observers, int64_t now_ms);
 /* Between hold and release: the score (CoreScope's Score, times its Confidence when asked) of
  * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */
 double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,

@@ -161,6 +161,18 @@ static const char *const perf_write_sources_cases[] = {"/api/perf/write-sources"
 /* Light: meshgate's OpenAPI description, rendered once per process from this table, copied;
  * the page that shows it is a constant (0 VM steps). */
 static const char *const spec_cases[] = {"/api/spec", NULL};
+/* Node analytics (ep_node_analytics.c): a cold report, heavy to build (the node's packets as
+ * /health finds them, and its clock skew: every ADVERT's observations), light when warm (0
+ * steps). Mobile RX coverage (ep_rx_coverage.c): with CoreScope's default clientRxCoverage
+ * off, a constant 404 (0 steps); with it on, heavy (the box's receptions; the leaderboard, a
+ * cold report, the window's newest 500 000), light when the leaderboard is warm. */
+static const char *const node_analytics_cases[] = {"/api/nodes/{node}/analytics",
+                                                   "/api/nodes/{node}/analytics?days=365", NULL};
+static const char *const node_rx_coverage_cases[] = {
+    "/api/nodes/{node}/rx-coverage?bbox=-90,-180,90,180&z=18", NULL};
+static const char *const rx_coverage_cases[] = {
+    "/api/rx-coverage?bbox=-90,-180,90,180&z=18&days=30&node={node}&rx={node}", NULL};
+static const char *const rx_leaderboard_cases[] = {"/api/rx-leaderboard?days=30&limit=100", NULL};
 static const char *const docs_cases[] = {"/api/docs", NULL};
 
 const struct mg_route mg_routes[] = {
@@ -214,6 +226,38 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_node_resolve,
      .light_cases = node_resolve_cases,
      .params = &mg_node_resolve_params},
+    /* Node analytics and mobile RX coverage (issue 26: ep_node_analytics.c, ep_rx_coverage.c;
+     * classes above), before /api/nodes/:pubkey, as in CoreScope's router. */
+    {.template = "/api/nodes/:pubkey/analytics",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_node_analytics,
+     .heavy_when = mg_node_analytics_is_heavy,
+     .own_jobs = true,
+     .light_cases = node_analytics_cases,
+     .params = &mg_node_analytics_params},
+    {.template = "/api/nodes/:pubkey/rx-coverage",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_node_rx_coverage,
+     .heavy_when = mg_rx_coverage_is_heavy,
+     .light_cases = node_rx_coverage_cases,
+     .params = &mg_node_rx_coverage_params},
+    {.template = "/api/rx-coverage",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_rx_coverage,
+     .heavy_when = mg_rx_coverage_is_heavy,
+     .light_cases = rx_coverage_cases,
+     .params = &mg_rx_coverage_params},
+    {.template = "/api/rx-leaderboard",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_rx_leaderboard,
+     .heavy_when = mg_rx_leaderboard_is_heavy,
+     .own_jobs = true,
+     .light_cases = rx_leaderboard_cases,
+     .params = &mg_rx_leaderboard_params},
     {.template = "/api/nodes/:pubkey",
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,

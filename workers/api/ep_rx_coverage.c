@@ -42,14 +42,13 @@
 #include "buf.h"
 #include "cold_report.h"
 #include "corescope_config.h"
+#include "hexgrid.h"
 #include "json.h"
 #include "node_visibility.h"
 #include "params.h"
 #include "router.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,121 +58,6 @@
 #define CELL_NODE_CAP 25
 #define LEADERBOARD_RES 13
 #define LEADERBOARD_SCAN_CAP 500000
-#define EARTH_R 6378137.0
-#define MAX_LAT 85.05112878
-/* 28 px hexes: half of it times Web Mercator's metres per pixel at zoom 0 (156543.03392),
- * the product written out so that it rounds once, as Go's constant arithmetic does. */
-#define HEX_SIZE_Z0 2191602.47488
-#define DEG_TO_RAD 0.017453292519943295769236907684886
-
-/* ---- the hex grid ---------------------------------------------------------------------- */
-
-static double hex_size(int res)
-{
-    return HEX_SIZE_Z0 / pow(2, res);
-}
-
-struct cell {
-    int res;
-    long long q, r;
-};
-
-static struct cell cell_at(double lat, double lon, int res)
-{
-    if (lat > MAX_LAT)
-        lat = MAX_LAT;
-    else if (lat < -MAX_LAT)
-        lat = -MAX_LAT;
-    double size = hex_size(res);
-    double x = EARTH_R * lon * M_PI / 180;
-    double y = EARTH_R * log(tan(M_PI / 4 + lat * M_PI / 360));
-    double fq = (sqrt(3) / 3 * x - 1.0 / 3 * y) / size, fr = (2.0 / 3 * y) / size;
-    /* cube rounding */
-    double cx = fq, cz = fr, cy = -cx - cz;
-    double rx = round(cx), ry = round(cy), rz = round(cz);
-    double dx = fabs(rx - cx), dy = fabs(ry - cy), dz = fabs(rz - cz);
-    if (dx > dy && dx > dz)
-        rx = -ry - rz;
-    else if (dy > dz)
-        ry = -rx - rz;
-    else
-        rz = -rx - ry;
-    return (struct cell){res, (long long)rx, (long long)rz};
-}
-
-static void cell_id(const struct cell *c, char *out, size_t cap)
-{
-    snprintf(out, cap, "%d:%lld:%lld", c->res, c->q, c->r);
-}
-
-/* The six corners and the first again, [lon, lat]. */
-static void write_ring(struct mg_json *j, const struct cell *c)
-{
-    double size = hex_size(c->res);
-    double cx = size * (sqrt(3) * (double)c->q + sqrt(3) / 2 * (double)c->r);
-    double cy = size * (1.5 * (double)c->r);
-    double ring[6][2];
-    for (int i = 0; i < 6; i++) {
-        double ang = DEG_TO_RAD * (double)(60 * i - 30);
-        double x = cx + size * cos(ang), y = cy + size * sin(ang);
-        ring[i][0] = x / EARTH_R * 180 / M_PI;
-        ring[i][1] = (2 * atan(exp(y / EARTH_R)) - M_PI / 2) * 180 / M_PI;
-    }
-    mg_json_array_begin(j);
-    for (int i = 0; i <= 6; i++) {
-        mg_json_array_begin(j);
-        mg_json_double(j, ring[i % 6][0]);
-        mg_json_double(j, ring[i % 6][1]);
-        mg_json_array_end(j);
-    }
-    mg_json_array_end(j);
-}
-
-/* ---- parameters -------------------------------------------------------------------------- */
-
-/* Go's strconv.ParseFloat of a trimmed text: false when malformed or out of range. */
-static bool parse_float(const char *s, size_t len, double *out)
-{
-    while (len && isspace((unsigned char)*s))
-        s++, len--;
-    while (len && isspace((unsigned char)s[len - 1]))
-        len--;
-    char text[64];
-    if (len == 0 || len >= sizeof text)
-        return false;
-    memcpy(text, s, len);
-    text[len] = '\0';
-    if (strchr(text, '(')) /* strtod's "nan(...)": not Go's */
-        return false;
-    char *end;
-    errno = 0;
-    *out = strtod(text, &end);
-    return *end == '\0' && !(errno == ERANGE && isinf(*out));
-}
-
-struct bbox {
-    double min_lat, min_lon, max_lat, max_lon;
-};
-
-static bool parse_bbox(const char *s, struct bbox *b)
-{
-    double v[4];
-    int n = 0;
-    for (const char *p = s ? s : "";; n++) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n >= 4 || !parse_float(p, len, &v[n]))
-            return false;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    if (n != 3)
-        return false;
-    *b = (struct bbox){v[0], v[1], v[2], v[3]};
-    return true;
-}
-
 /* Go's strconv.Atoi of the value (trimmed when trim), else def. */
 static int64_t atoi_default(const struct mg_request *req, const char *name, bool trim, int64_t def)
 {
@@ -266,7 +150,7 @@ struct row {
     bool has_snr;
     char *heard; /* lowercased; "" for none */
     char *rx_at; /* "" for none */
-    struct cell cell;
+    struct mg_hex_cell cell;
     char id[48]; /* "res:q:r" */
     size_t order;
 };
@@ -323,8 +207,8 @@ static int read_rows(sqlite3_stmt *st, struct rows *rs, int res)
         r->heard = lower_dup(sqlite3_column_text(st, 4));
         const unsigned char *at = sqlite3_column_text(st, 5);
         r->rx_at = strdup(at ? (const char *)at : "");
-        r->cell = cell_at(r->lat, r->lon, res);
-        cell_id(&r->cell, r->id, sizeof r->id);
+        r->cell = mg_hex_cell_at(r->lat, r->lon, res);
+        mg_hex_cell_id(&r->cell, r->id, sizeof r->id);
         r->order = rs->n++;
         if (!r->heard || !r->rx_at)
             return SQLITE_NOMEM;
@@ -500,7 +384,7 @@ static bool write_feature(struct mg_json *j, const struct rows *rs, size_t first
     mg_json_kv_string(j, "type", "Polygon");
     mg_json_key(j, "coordinates");
     mg_json_array_begin(j);
-    write_ring(j, &r[first].cell);
+    mg_hex_write_ring(j, &r[first].cell);
     mg_json_array_end(j);
     mg_json_object_end(j);
     mg_json_key(j, "properties");
@@ -628,8 +512,8 @@ void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req
         plain(res, 404, "404 page not found");
         return;
     }
-    struct bbox b;
-    if (!parse_bbox(mg_param_str(req, "bbox"), &b)) {
+    double b[4]; /* minLat, minLon, maxLat, maxLon */
+    if (!mg_hex_parse_bbox(mg_param_str(req, "bbox"), b)) {
         plain(res, 400, "bbox required as minLat,minLon,maxLat,maxLon");
         return;
     }
@@ -645,17 +529,21 @@ void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req
                                     " client_receptions WHERE heard_key IN (?1, ?2, ?3)")
            : NULL;
     int rc = stats ? SQLITE_OK : SQLITE_ERROR;
+    if (rc != SQLITE_OK) { /* no client_receptions: CoreScope's query fails too */
+        sqlite3_finalize(st);
+        finish(res, rc);
+        return;
+    }
     bind_candidates(st, 1, pubkey);
     bind_candidates(stats, 1, pubkey);
-    sqlite3_bind_double(st, 4, b.min_lat);
-    sqlite3_bind_double(st, 5, b.max_lat);
-    sqlite3_bind_double(st, 6, b.min_lon);
-    sqlite3_bind_double(st, 7, b.max_lon);
+    sqlite3_bind_double(st, 4, b[0]);
+    sqlite3_bind_double(st, 5, b[2]);
+    sqlite3_bind_double(st, 6, b[1]);
+    sqlite3_bind_double(st, 7, b[3]);
     mg_response_json(res, 200);
     struct mg_json j;
     mg_json_init(&j, &res->body);
-    if (rc == SQLITE_OK)
-        rc = coverage(env->db, st, zoom_res(req), &j);
+    rc = coverage(env->db, st, zoom_res(req), &j);
     if (rc == SQLITE_OK && sqlite3_step(stats) == SQLITE_ROW) {
         /* omitted when 0, as CoreScope's omitempty; a failure here reads as 0 there too */
         int64_t count = sqlite3_column_int64(stats, 0), clients = sqlite3_column_int64(stats, 1);
@@ -674,8 +562,8 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
 {
     if (!enabled(res))
         return;
-    struct bbox b;
-    if (!parse_bbox(mg_param_str(req, "bbox"), &b)) {
+    double b[4]; /* minLat, minLon, maxLat, maxLon */
+    if (!mg_hex_parse_bbox(mg_param_str(req, "bbox"), b)) {
         plain(res, 400, "bbox required as minLat,minLon,maxLat,maxLon");
         return;
     }
@@ -692,10 +580,14 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
     mg_buf_puts(&sql, " AND rx_at >= ?9");
     sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(env->db, mg_buf_cstr(&sql));
     mg_buf_free(&sql);
-    sqlite3_bind_double(st, 1, b.min_lat);
-    sqlite3_bind_double(st, 2, b.max_lat);
-    sqlite3_bind_double(st, 3, b.min_lon);
-    sqlite3_bind_double(st, 4, b.max_lon);
+    if (!st) { /* no client_receptions: CoreScope's query fails too */
+        finish(res, SQLITE_ERROR);
+        return;
+    }
+    sqlite3_bind_double(st, 1, b[0]);
+    sqlite3_bind_double(st, 2, b[2]);
+    sqlite3_bind_double(st, 3, b[1]);
+    sqlite3_bind_double(st, 4, b[3]);
     if (node)
         bind_candidates(st, 5, node);
     if (rx) {
@@ -712,7 +604,7 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
     mg_response_json(res, 200);
     struct mg_json j;
     mg_json_init(&j, &res->body);
-    int rc = st ? coverage(env->db, st, zoom_res(req), &j) : SQLITE_ERROR;
+    int rc = coverage(env->db, st, zoom_res(req), &j);
     finish(res, rc);
     sqlite3_finalize(st);
 }
@@ -721,7 +613,7 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
 
 struct lb_row {
     char *pk, *name, *heard;
-    struct cell cell;
+    struct mg_hex_cell cell;
 };
 
 struct lb_entry {
@@ -807,8 +699,8 @@ static int lb_read(struct mg_db *db, const char *since, struct lb_row **out, siz
         r->pk = strdup((const char *)sqlite3_column_text(st, 0));
         r->name = strdup((const char *)sqlite3_column_text(st, 1));
         r->heard = strdup((const char *)sqlite3_column_text(st, 4));
-        r->cell =
-            cell_at(sqlite3_column_double(st, 2), sqlite3_column_double(st, 3), LEADERBOARD_RES);
+        r->cell = mg_hex_cell_at(sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
+                                 LEADERBOARD_RES);
         if (!r->pk || !r->name || !r->heard) {
             rc = SQLITE_NOMEM;
             break;

@@ -28,7 +28,8 @@
  * ADVERT's observations, so the report is a cold report (cold_report.h): built at most `cap`
  * at a time for the group, shared through the result cache (CoreScope computes it on every
  * request from memory; the cache keeps it MESHGATE_REACH_CACHE_TTL_MS), built once for
- * identical concurrent requests; light when warm.
+ * identical concurrent requests. It stays heavy when warm: the answer lists every packet's
+ * SNR and the clock skew's samples, more than a light answer may write for a busy node.
  *
  * Differences from CoreScope: where CoreScope's order is that of a Go map (packet types,
  * heatmap cells) or an unstable sort's among equal counts (observers, peers), meshgate's is
@@ -668,13 +669,6 @@ static bool read_args(const struct mg_request *req, struct analytics_args *a,
     a->days = p ? (int)p->days : 7;
     snprintf(key, REPORT_KEY_MAX, "analytics|%s|%d", a->pubkey, a->days);
     return true;
-}
-
-bool mg_node_analytics_is_heavy(struct mg_env *env, const struct mg_request *req)
-{
-    struct analytics_args a;
-    char key[REPORT_KEY_MAX];
-    return read_args(req, &a, key) && mg_cold_report_is_heavy(env, key);
 }
 
 void mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,

@@ -161,13 +161,13 @@ static const char *const perf_write_sources_cases[] = {"/api/perf/write-sources"
 /* Light: meshgate's OpenAPI description, rendered once per process from this table, copied;
  * the page that shows it is a constant (0 VM steps). */
 static const char *const spec_cases[] = {"/api/spec", NULL};
-/* Node analytics (ep_node_analytics.c): a cold report, heavy to build (the node's packets as
- * /health finds them, and its clock skew: every ADVERT's observations), light when warm (0
- * steps). Mobile RX coverage (ep_rx_coverage.c): with CoreScope's default clientRxCoverage
- * off, a constant 404 (0 steps); with it on, heavy (the box's receptions; the leaderboard, a
- * cold report, the window's newest 500 000), light when the leaderboard is warm. */
-static const char *const node_analytics_cases[] = {"/api/nodes/{node}/analytics",
-                                                   "/api/nodes/{node}/analytics?days=365", NULL};
+/* Node analytics (ep_node_analytics.c) is a cold report (the node's packets as /health finds
+ * them, and its clock skew: every ADVERT's observations), shared by the group, but declares no
+ * warm case: its answer lists every packet's SNR and the clock skew's samples (a busy node's
+ * runs past what a light answer may write), so the route stays heavy. Mobile RX coverage
+ * (ep_rx_coverage.c): with CoreScope's default clientRxCoverage off, a constant 404 (0 steps); with
+ * it on, heavy (the box's receptions; the leaderboard, a cold report, the window's newest 500 000),
+ * light when the leaderboard is warm. */
 static const char *const node_rx_coverage_cases[] = {
     "/api/nodes/{node}/rx-coverage?bbox=-90,-180,90,180&z=18", NULL};
 static const char *const rx_coverage_cases[] = {
@@ -232,9 +232,7 @@ const struct mg_route mg_routes[] = {
      .gates = mg_gates_cold,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_node_analytics,
-     .heavy_when = mg_node_analytics_is_heavy,
      .own_jobs = true,
-     .light_cases = node_analytics_cases,
      .params = &mg_node_analytics_params},
     {.template = "/api/nodes/:pubkey/rx-coverage",
      .gates = mg_gates_heavy,

@@ -152,11 +152,10 @@ bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *r
 /* A node's /clock-skew answer ("\n"-ended) into body; *none when it has none. An SQLite code
  * (ep_node_clock.c; node analytics carry it too). */
 int mg_node_skew_body(struct mg_db *db, const char *pubkey, struct mg_buf *body, bool *none);
-/* Node analytics (ep_node_analytics.c): a cold report, heavy unless warm in the shared cache.
- * Mobile RX coverage (ep_rx_coverage.c): CoreScope's opt-in clientRxCoverage routes. */
+/* Node analytics (ep_node_analytics.c): a cold report, always heavy (router.c). Mobile RX coverage
+ * (ep_rx_coverage.c): CoreScope's opt-in clientRxCoverage routes. */
 void mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
-bool mg_node_analytics_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req,
                                 struct mg_response *res);
 void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,

@@ -33,7 +33,7 @@
  * receptions, then key), observer-blacklisted companions left out, blacklisted or hidden
  * names blanked. It is a cold report (cold_report.h), shared by the group; the coverage maps
  * depend on the view's box and are heavy requests. With the feature off all three are a
- * constant 404: light.
+ * constant 404 (the front end then asks none of them), classed heavy all the same.
  *
  * Differences from CoreScope: a cell's corners come from the C library's tan, atan, log and
  * exp, which may differ from Go's in the last bit of a coordinate; a score is summed in cell
@@ -135,12 +135,6 @@ static bool enabled(struct mg_response *res)
         return true;
     plain(res, 404, "404 page not found");
     return false;
-}
-
-bool mg_rx_coverage_is_heavy(struct mg_env *env, const struct mg_request *req)
-{
-    (void)env, (void)req;
-    return mg_corescope_current()->client_rx_coverage;
 }
 
 /* ---- the coverage -------------------------------------------------------------------------- */
@@ -865,14 +859,4 @@ void mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
     char key[64];
     lb_args_of(req, &a, key, sizeof key);
     mg_cold_report_serve(env, req, res, &leaderboard_report, key, &a, sizeof a);
-}
-
-bool mg_rx_leaderboard_is_heavy(struct mg_env *env, const struct mg_request *req)
-{
-    if (!mg_corescope_current()->client_rx_coverage || !lb_tables(env->db))
-        return false;
-    struct lb_args a;
-    char key[64];
-    lb_args_of(req, &a, key, sizeof key);
-    return mg_cold_report_is_heavy(env, key);
 }

@@ -161,18 +161,6 @@ static const char *const perf_write_sources_cases[] = {"/api/perf/write-sources"
 /* Light: meshgate's OpenAPI description, rendered once per process from this table, copied;
  * the page that shows it is a constant (0 VM steps). */
 static const char *const spec_cases[] = {"/api/spec", NULL};
-/* Node analytics (ep_node_analytics.c) is a cold report (the node's packets as /health finds
- * them, and its clock skew: every ADVERT's observations), shared by the group, but declares no
- * warm case: its answer lists every packet's SNR and the clock skew's samples (a busy node's
- * runs past what a light answer may write), so the route stays heavy. Mobile RX coverage
- * (ep_rx_coverage.c): with CoreScope's default clientRxCoverage off, a constant 404 (0 steps); with
- * it on, heavy (the box's receptions; the leaderboard, a cold report, the window's newest 500 000),
- * light when the leaderboard is warm. */
-static const char *const node_rx_coverage_cases[] = {
-    "/api/nodes/{node}/rx-coverage?bbox=-90,-180,90,180&z=18", NULL};
-static const char *const rx_coverage_cases[] = {
-    "/api/rx-coverage?bbox=-90,-180,90,180&z=18&days=30&node={node}&rx={node}", NULL};
-static const char *const rx_leaderboard_cases[] = {"/api/rx-leaderboard?days=30&limit=100", NULL};
 static const char *const docs_cases[] = {"/api/docs", NULL};
 
 const struct mg_route mg_routes[] = {
@@ -226,8 +214,15 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_node_resolve,
      .light_cases = node_resolve_cases,
      .params = &mg_node_resolve_params},
-    /* Node analytics and mobile RX coverage (issue 26: ep_node_analytics.c, ep_rx_coverage.c;
-     * classes above), before /api/nodes/:pubkey, as in CoreScope's router. */
+    /* Node analytics and mobile RX coverage (issue 26), before /api/nodes/:pubkey, as in
+     * CoreScope's router. Node analytics (ep_node_analytics.c) is a cold report (the node's packets
+     * as /health finds them, and its clock skew: every ADVERT's observations), shared by the group,
+     * but declares no warm case: its answer lists every packet's SNR and the clock skew's samples
+     * (a busy node's runs past what a light answer may write), so the route stays heavy. Mobile RX
+     * coverage (ep_rx_coverage.c) is heavy too: with clientRxCoverage on, the maps read the view's
+     * receptions and the leaderboard (a cold report) the window's newest 500 000; with it off
+     * (CoreScope's default, and the front end's: it then asks none of them) each answers a constant
+     * 404, which passes the heavy gates all the same. */
     {.template = "/api/nodes/:pubkey/analytics",
      .gates = mg_gates_cold,
      .cost = MG_COST_HEAVY,
@@ -238,23 +233,17 @@ const struct mg_route mg_routes[] = {
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_node_rx_coverage,
-     .heavy_when = mg_rx_coverage_is_heavy,
-     .light_cases = node_rx_coverage_cases,
      .params = &mg_node_rx_coverage_params},
     {.template = "/api/rx-coverage",
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_rx_coverage,
-     .heavy_when = mg_rx_coverage_is_heavy,
-     .light_cases = rx_coverage_cases,
      .params = &mg_rx_coverage_params},
     {.template = "/api/rx-leaderboard",
      .gates = mg_gates_cold,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_rx_leaderboard,
-     .heavy_when = mg_rx_leaderboard_is_heavy,
      .own_jobs = true,
-     .light_cases = rx_leaderboard_cases,
      .params = &mg_rx_leaderboard_params},
     {.template = "/api/nodes/:pubkey",
      .gates = mg_gates_heavy,

@@ -162,8 +162,6 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 void mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
-bool mg_rx_coverage_is_heavy(struct mg_env *env, const struct mg_request *req);
-bool mg_rx_leaderboard_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* The Analytics page's roles, hash sizes and collisions (ep_node_clock.c for the roles, a
  * summary of the fleet's clock skew): cold reports, heavy unless warm in the shared cache. */
 void mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,

@@ -260,6 +260,15 @@ static void tour(void)
     get("/api/nodes/" /* a key in no table */
         "0000000000000000000000000000000000000000000000000000000000000000/reach",
         404);
+    /* Node analytics: the repeater's packets add up; CoreScope's opt-in RX coverage is off
+     * (its default): 404 on every shape. */
+    snprintf(target, sizeof target, "/api/nodes/%s/analytics?days=365", repeater);
+    body = get(target, 200);
+    cr_expect(strstr(body, "\"computedStats\":{") && strstr(body, "\"days\":365"), "%s: %.300s",
+              target, body);
+    cr_expect_eq(mg_test_ctx_get(&s.t, "/api/rx-leaderboard"), 404);
+    snprintf(target, sizeof target, "/api/nodes/%s/rx-coverage?bbox=-90,-180,90,180", repeater);
+    cr_expect_eq(mg_test_ctx_get(&s.t, target), 404);
     /* Node detail and search (scope_name in recentAdverts only with its column). */
     snprintf(target, sizeof target, "/api/nodes/%s", repeater);
     body = get(target, 200);

@@ -485,13 +485,13 @@ Test(upstream, upstream_down_then_up_again_through_the_breaker)
     attach(&s, &seg);
     char retry[16];
     for (int i = 0; i < 3; i++) {
-        cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", retry, sizeof retry), 502);
+        cr_expect_eq(get_status_and_retry(s.port, UPSTREAM_ONLY, retry, sizeof retry), 502);
         cr_expect_str_eq(retry, "1");
     }
     cr_assert_eq(atomic_load(&seg.upstream->breaker.state), MG_BREAKER_OPEN);
     uint64_t connects = mg_counter_get(&seg, MG_CTR_UPSTREAM_CONNECTS);
     /* Open: 502 at once, and the upstream is not even asked. */
-    cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", retry, sizeof retry), 502);
+    cr_expect_eq(get_status_and_retry(s.port, UPSTREAM_ONLY, retry, sizeof retry), 502);
     cr_expect_eq(mg_counter_get(&seg, MG_CTR_UPSTREAM_CONNECTS), connects);
     cr_expect_geq(atomic_load(&seg.upstream->breaker.fast_fails), 1);
     /* Native routes answer, and healthz says what the upstream is doing. */
@@ -507,7 +507,7 @@ Test(upstream, upstream_down_then_up_again_through_the_breaker)
     int status = 0;
     int64_t give_up = mg_test_now_ms() + CEILING_MS;
     while (status != 200 && mg_test_now_ms() < give_up) {
-        status = get_status_and_retry(s.port, "/api/rx-leaderboard", NULL, 0);
+        status = get_status_and_retry(s.port, UPSTREAM_ONLY, NULL, 0);
         if (status != 200)
             mg_test_sleep_ms(50);
     }
@@ -600,14 +600,14 @@ Test(upstream, anonymous_analytics_pass_the_rate_limit_and_signed_in_clients_byp
     cr_expect_eq(get_status_and_retry(s.port, "/api/analytics/topology", retry, sizeof retry), 429);
     cr_expect_gt(atoi(retry), 0);
     /* Light upstream routes are not limited; signed-in clients are not either. */
-    cr_expect_eq(get_status_and_retry(s.port, "/api/rx-leaderboard", NULL, 0), 200);
+    cr_expect_eq(get_status_and_retry(s.port, UPSTREAM_ONLY, NULL, 0), 200);
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/api/analytics/topology",
                           "Authorization: Bearer upstream-test-key-0123456789\r\n", &r));
     cr_expect_eq(r.status, 200);
     mg_test_response_free(&r);
     /* A key meshgate does not know is the upstream's to judge: it goes up, anonymous here. */
-    cr_assert(mg_test_get(s.port, "/api/rx-leaderboard", "X-API-Key: corescope-own-key\r\n", &r));
+    cr_assert(mg_test_get(s.port, UPSTREAM_ONLY, "X-API-Key: corescope-own-key\r\n", &r));
     cr_expect_eq(r.status, 200);
     mg_test_response_free(&r);
     mg_test_server_stop(&s, 10000);
@@ -712,7 +712,7 @@ Test(upstream, a_websocket_is_echoed_through_the_tunnel_while_other_requests_are
         cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
         cr_expect_eq(r.status, 200);
         mg_test_response_free(&r);
-        cr_assert(mg_test_get(s.port, "/api/rx-leaderboard", NULL, &r));
+        cr_assert(mg_test_get(s.port, UPSTREAM_ONLY, NULL, &r));
         cr_expect_eq(r.status, 200);
         mg_test_response_free(&r);
     }
@@ -739,8 +739,7 @@ Test(upstream, without_an_upstream_other_methods_get_405_and_unknown_paths_404)
                                    "Connection: close\r\n\r\n{}"),
                  405);
     cr_expect_eq(
-        status_of(s.port,
-                  "GET /api/rx-leaderboard HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        status_of(s.port, "GET " UPSTREAM_ONLY " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
         404);
     mg_test_server_stop(&s, 10000);
     /* With one, a native route still refuses other methods itself. */

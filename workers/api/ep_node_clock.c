@@ -683,8 +683,9 @@ static bool write_node_skew(struct mg_json *j, const char *pubkey, const struct 
     return true;
 }
 
-/* The node's answer into body; *none when it has no ADVERT with samples. An SQLite code. */
-static int node_skew_body(struct mg_db *db, const char *pubkey, struct mg_buf *body, bool *none)
+/* The node's answer into body; *none when it has no ADVERT with samples. An SQLite code.
+ * Node analytics (ep_node_analytics.c) carry it too. */
+int mg_node_skew_body(struct mg_db *db, const char *pubkey, struct mg_buf *body, bool *none)
 {
     struct engine e = {0};
     struct index_entry *g = NULL;
@@ -736,7 +737,7 @@ static void node_skew_build(struct mg_cold_build *b, struct mg_db *db)
 {
     bool began = mg_node_read_begin(db);
     bool none = false;
-    int rc = node_skew_body(db, (const char *)b->args, &b->body, &none);
+    int rc = mg_node_skew_body(db, (const char *)b->args, &b->body, &none);
     mg_node_read_end(db, began);
     mg_cold_result(b, rc, "the ADVERTs");
     if (rc == SQLITE_OK && none)

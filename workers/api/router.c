@@ -238,6 +238,37 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_node_resolve,
      .light_cases = node_resolve_cases,
      .params = &mg_node_resolve_params},
+    /* Node analytics and mobile RX coverage (issue 26), before /api/nodes/:pubkey, as in
+     * CoreScope's router. Node analytics (ep_node_analytics.c) is a cold report (the node's packets
+     * as /health finds them, and its clock skew: every ADVERT's observations), shared by the group,
+     * but declares no warm case: its answer lists every packet's SNR and the clock skew's samples
+     * (a busy node's runs past what a light answer may write), so the route stays heavy. Mobile RX
+     * coverage (ep_rx_coverage.c) is heavy too: with clientRxCoverage on, the maps read the view's
+     * receptions and the leaderboard (a cold report) the window's newest 500 000; with it off
+     * (CoreScope's default, and the front end's: it then asks none of them) each answers a constant
+     * 404, which passes the heavy gates all the same. */
+    {.template = "/api/nodes/:pubkey/analytics",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_node_analytics,
+     .own_jobs = true,
+     .params = &mg_node_analytics_params},
+    {.template = "/api/nodes/:pubkey/rx-coverage",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_node_rx_coverage,
+     .params = &mg_node_rx_coverage_params},
+    {.template = "/api/rx-coverage",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_rx_coverage,
+     .params = &mg_rx_coverage_params},
+    {.template = "/api/rx-leaderboard",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_rx_leaderboard,
+     .own_jobs = true,
+     .params = &mg_rx_leaderboard_params},
     {.template = "/api/nodes/:pubkey",
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,

@@ -125,6 +125,11 @@ extern const struct mg_param_table mg_observer_metrics_params;
 extern const struct mg_param_table mg_node_battery_params;
 /* The Analytics page's signal reports' region, area and time window (ep_analytics_rf.c). */
 extern const struct mg_param_table mg_analytics_window_params;
+/* Node analytics and mobile RX coverage (ep_node_analytics.c, ep_rx_coverage.c). */
+extern const struct mg_param_table mg_node_analytics_params;
+extern const struct mg_param_table mg_node_rx_coverage_params;
+extern const struct mg_param_table mg_rx_coverage_params;
+extern const struct mg_param_table mg_rx_leaderboard_params;
 
 /* The endpoints (one file per family). */
 void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
@@ -164,6 +169,19 @@ bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
  * (answered 400 before any work). */
 bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* A node's /clock-skew answer ("\n"-ended) into body; *none when it has none. An SQLite code
+ * (ep_node_clock.c; node analytics carry it too). */
+int mg_node_skew_body(struct mg_db *db, const char *pubkey, struct mg_buf *body, bool *none);
+/* Node analytics (ep_node_analytics.c): a cold report, always heavy (router.c). Mobile RX coverage
+ * (ep_rx_coverage.c): CoreScope's opt-in clientRxCoverage routes. */
+void mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
+void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
+void mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
 /* The Analytics page's roles, hash sizes and collisions (ep_node_clock.c for the roles, a
  * summary of the fleet's clock skew): cold reports, heavy unless warm in the shared cache. */
 void mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,

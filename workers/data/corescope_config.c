@@ -854,6 +854,9 @@ static int load_documents(struct mg_corescope_config *c, const char *name, json_
     json_t *battery = object_member(&l, root, "batteryThresholds", "batteryThresholds");
     c->battery_low_mv = int_member(&l, battery, "lowMv", "batteryThresholds.lowMv");
     c->battery_critical_mv = int_member(&l, battery, "criticalMv", "batteryThresholds.criticalMv");
+    c->client_rx_coverage =
+        bool_member(&l, object_member(&l, root, "clientRxCoverage", "clientRxCoverage"), "enabled",
+                    "clientRxCoverage.enabled");
     static const struct {
         const char *key, *path;
         double def;

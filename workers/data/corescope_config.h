@@ -63,6 +63,9 @@ struct mg_corescope_config {
     /* batteryThresholds.lowMv and .criticalMv as written (0 when absent: the battery route's
      * defaults, 3300 and 3000, apply to a value of 0 or less, as CoreScope's) */
     long long battery_low_mv, battery_critical_mv;
+    /* clientRxCoverage.enabled (false when absent): CoreScope's opt-in mobile RX coverage
+     * routes (ep_rx_coverage.c) answer 404 without it */
+    bool client_rx_coverage;
     /* healthThresholds' degraded and silent ages, ms, as CoreScope's GetHealthMs (truncated
      * like its int()): repeaters and rooms use the infra pair, every other role the node pair
      * (defaults 24 h / 72 h and 1 h / 24 h). */

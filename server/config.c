@@ -239,6 +239,29 @@ const struct mg_config_var mg_config_vars[] = {
      "the client reads; past it the connection is cut (ms); WebSocket tunnels are bounded by "
      "MESHGATE_UPSTREAM_TUNNEL_IDLE_MS instead",
      MG_RELOAD_LIVE},
+    {"MESHGATE_LIVE_CLIENTS", MG_CFG_INT, FIELD(live_clients), 0, 1000000, "1024",
+     "WebSocket clients of meshgate's own live feed open at once in the whole server (used "
+     "without MESHGATE_UPSTREAM, or with MESHGATE_UPSTREAM_WEBSOCKETS=0); past it: 503; 0: no "
+     "live feed of meshgate's (404)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_LIVE_PER_CLIENT", MG_CFG_INT, FIELD(live_per_client), 0, 1000000, "16",
+     "live feed clients one client address (as MESHGATE_MAX_CONNS_PER_CLIENT counts it) may "
+     "hold at once; past it: 503; 0: no share",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_LIVE_POLL_MS", MG_CFG_INT, FIELD(live_poll_ms), 20, 60000, "1000",
+     "how often the one watcher of the group asks the database whether it changed (PRAGMA "
+     "data_version) and reads the new observations for the live feed (ms; CoreScope's "
+     "-poll-ms)",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_LIVE_ORIGINS", MG_CFG_STRING, FIELD(live_origins), 0, 0, "",
+     "origins (comma-separated, compared whole) of other sites' pages allowed to open the live "
+     "feed, as CoreScope's corsAllowedOrigins; a page of the same host, or a client that sends "
+     "no Origin, is always allowed; \"*\" is not honoured; others: 403",
+     MG_RELOAD_LIVE},
+    {"MESHGATE_LIVE_PING_MS", MG_CFG_INT, FIELD(live_ping_ms), 100, 3600000, "30000",
+     "a live feed client is sent a ping this often; one that sends nothing (no pong either) "
+     "for twice this is closed with a close frame (ms)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_TRUSTED_PROXIES", MG_CFG_CIDRS, FIELD(trusted_proxies_text), 0, 0, "",
      "addresses and networks (e.g. \"127.0.0.1, 10.0.0.0/8, ::1\") of reverse proxies whose "
      "X-Forwarded-For names the client; empty: the peer is always the client",

@@ -96,6 +96,11 @@ struct mg_config {
     int32_t upstream_websockets_per_client; /* tunnels of one counted client address; 0: no share */
     int32_t upstream_tunnel_idle_ms;        /* a tunnel silent this long is closed */
     int32_t upstream_relay_timeout_ms;      /* a whole proxied exchange, tunnels aside */
+    int32_t live_clients;    /* the live feed's WebSocket clients in the group; 0: no feed */
+    int32_t live_per_client; /* of them, one counted client address's; 0: no share */
+    int32_t live_poll_ms;    /* how often the watcher asks the database for new rows */
+    int32_t live_ping_ms;    /* a client silent this long is pinged; twice this: closed */
+    char live_origins[512];  /* cross-origin pages allowed to open the live feed */
     /* X-Forwarded-For is believed only from these peers */
     char trusted_proxies_text[MG_CIDRS_TEXT_MAX];
     struct mg_cidr_list trusted_proxies;

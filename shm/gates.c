@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: ISC */
 #include "gates.h"
+#include "live_ring.h"
 
 #include "result_cache.h"
 #include "shared_value.h"
@@ -167,6 +168,14 @@ static unsigned no_reclaim(struct mg_segment *seg, unsigned slot, int pid, int64
 #define slots_lock no_lock
 #define slots_reclaim no_reclaim
 #define values_lock no_lock
+#define live_lock no_lock
+
+/* The live feed's lease and the slot's WebSocket clients. */
+static unsigned live_reclaim(struct mg_segment *seg, unsigned slot, int pid, int64_t now_ns)
+{
+    (void)now_ns;
+    return mg_live_ring_reclaim(seg->live, slot, pid);
+}
 
 /* A refresh lease of each shared value. */
 static unsigned values_reclaim(struct mg_segment *seg, unsigned slot, int pid, int64_t now_ns)

@@ -86,7 +86,8 @@ struct mg_conn_snapshot {
     X(slow, "slow", "")                                                                            \
     X(values, "values", "")                                                                        \
     X(cache, "cache cacheentries cachepages", "result cache")                                      \
-    X(slots, "slots", "")
+    X(slots, "slots", "")                                                                          \
+    X(live, "live liveslots", "")
 
 enum mg_gate_row {
 #define MG_GATE_ROW_ENUM(name, ...) MG_GATE_ROW_##name,

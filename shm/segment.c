@@ -7,6 +7,7 @@
 #include "conn_limit.h"
 #include "gate_diag.h"
 #include "gate_fifo.h"
+#include "live_ring.h"
 #include "process.h"
 #include "result_cache.h"
 #include "scoreboard.h"
@@ -46,13 +47,15 @@ enum {
     SEC_CONN_SETS,
     SEC_CONN_HOLDS,
     SEC_UPSTREAM,
+    SEC_LIVE,
+    SEC_LIVE_SLOTS,
     SEC_COUNT
 };
 
 static const char *const section_names[SEC_COUNT] = {
-    "config",  "counters",   "routes",       "slow",       "values",    "diag",
-    "cold",    "cache",      "cacheentries", "cachepages", "slots",     "anon",
-    "clients", "clientsets", "conns",        "connsets",   "connholds", "upstream"};
+    "config", "counters",     "routes",     "slow",     "values", "diag",     "cold",
+    "cache",  "cacheentries", "cachepages", "slots",    "anon",   "clients",  "clientsets",
+    "conns",  "connsets",     "connholds",  "upstream", "live",   "liveslots"};
 static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_config),       sizeof(struct mg_counters),
     sizeof(struct mg_route_stats),  sizeof(struct mg_slow_ring),
@@ -62,7 +65,8 @@ static const size_t section_record_sizes[SEC_COUNT] = {
     sizeof(struct mg_slot),         sizeof(struct mg_fifo_gate),
     sizeof(struct mg_client_table), sizeof(struct mg_client_set),
     sizeof(struct mg_conn_table),   sizeof(struct mg_conn_set),
-    sizeof(struct mg_conn_hold),    sizeof(struct mg_upstream_shm)};
+    sizeof(struct mg_conn_hold),    sizeof(struct mg_upstream_shm),
+    sizeof(struct mg_live_ring),    sizeof(struct mg_live_slot)};
 
 static size_t align_up(size_t n)
 {
@@ -90,7 +94,9 @@ static size_t layout(struct mg_shm_header *h, uint32_t slot_count, uint32_t rout
                                         1,
                                         conn_sets,
                                         conn_holds,
-                                        1};
+                                        1,
+                                        1,
+                                        MG_LIVE_SLOTS};
     size_t off = align_up(sizeof *h);
     h->section_count = SEC_COUNT;
     for (int i = 0; i < SEC_COUNT; i++) {
@@ -249,6 +255,13 @@ int mg_segment_validate(void *base, size_t size, struct mg_segment *seg, char *e
         return -1;
     }
     seg->upstream = ptr[SEC_UPSTREAM];
+    seg->live = ptr[SEC_LIVE];
+    seg->live_slots = ptr[SEC_LIVE_SLOTS];
+    if (h->sections[SEC_LIVE_SLOTS].record_count != MG_LIVE_SLOTS) {
+        snprintf(err, errlen, "segment live ring has %llu slots, this build expects %u",
+                 (unsigned long long)h->sections[SEC_LIVE_SLOTS].record_count, MG_LIVE_SLOTS);
+        return -1;
+    }
     seg->conns.table = ptr[SEC_CONNS];
     seg->conns.sets = ptr[SEC_CONN_SETS];
     seg->conns.holds = ptr[SEC_CONN_HOLDS];
@@ -669,6 +682,7 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     mg_conn_limit_init(&seg->conns, conn_sets, slot_count, holds_per_slot,
                        (uint32_t)cfg->max_conns_per_client);
     mg_upstream_shm_init(seg->upstream, cfg);
+    mg_live_ring_init(seg->live, seg->live_slots, (uint32_t)cfg->live_clients);
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

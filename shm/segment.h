@@ -35,6 +35,8 @@
  *   connholds  per connection a worker can hold (shm/conn_limit.h)
  *   upstream   the upstream's FIFO gate, breaker and WebSocket     (workers; the master on
  *              tunnel counts (shm/upstream_gate.h)                  reap)
+ *   live       the live feed's ring: its header (lease, high-water (the watcher; workers their
+ *   liveslots  ids, clients) and its events (shm/live_ring.h)      clients; the master on reap)
  *
  * A gate added later gets a section of its own at the end; the section table lets the
  * dump tool find and check each one, and the layout version changes whenever a record does.
@@ -71,7 +73,7 @@
 #include <sys/stat.h>
 
 #define MG_SHM_MAGIC "MESHGATE"
-#define MG_SHM_LAYOUT_VERSION 21u
+#define MG_SHM_LAYOUT_VERSION 22u
 #define MG_SHM_SECTIONS_MAX 24
 #define MG_VERSION_MAX 32
 #define MG_RATE_SECONDS 64
@@ -130,6 +132,8 @@ struct mg_shared_value;
 struct mg_diag_gate;
 struct mg_fifo_gate;
 struct mg_upstream_shm;
+struct mg_live_ring;
+struct mg_live_slot;
 
 /* The values the group computes at most once per interval (see shared_value.h). */
 enum mg_value_id { MG_VALUE_DB_COUNTS = 0, MG_VALUE_STATS, MG_VALUE_COUNT };
@@ -164,6 +168,8 @@ struct mg_segment {
     struct mg_client_view clients;    /* the per-client rate table */
     struct mg_conn_view conns;        /* open connections per client address */
     struct mg_upstream_shm *upstream; /* the upstream's gate, breaker and tunnels */
+    struct mg_live_ring *live;        /* the live feed's ring (shm/live_ring.h) */
+    struct mg_live_slot *live_slots;
     /* What validation found, kept in this process's memory: the header up to its first
      * mutable field and the tables' sizes. The segment is never trusted over these. */
     unsigned char header_fixed[offsetof(struct mg_shm_header, created_realtime_ns)];

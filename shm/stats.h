@@ -97,6 +97,26 @@
       "from the client")                                                                           \
     X(UPSTREAM_TUNNELS_CLOSED_DRAIN, "upstream_tunnels_closed_drain",                              \
       "WebSocket tunnels closed by a drain (SIGTERM, SIGHUP)")                                     \
+    X(LIVE_EVENTS, "live_events",                                                                  \
+      "events the live feed's watcher wrote into the ring (one per new observation)")              \
+    X(LIVE_EVENTS_OVERSIZE, "live_events_oversize",                                                \
+      "new observations left out of the live feed because their message exceeds a ring slot")      \
+    X(LIVE_WATCH_STEPS, "live_watch_steps",                                                        \
+      "times the live feed's watcher found the database changed and read its new rows")            \
+    X(LIVE_CLIENTS, "live_clients", "WebSocket clients of meshgate's own live feed opened")        \
+    X(LIVE_CLIENTS_REFUSED, "live_clients_refused",                                                \
+      "live feed upgrades refused with 503 because MESHGATE_LIVE_CLIENTS were open")               \
+    X(LIVE_CLIENTS_OVER_SHARE, "live_clients_over_share",                                          \
+      "live feed upgrades refused with 503 because their address held MESHGATE_LIVE_PER_CLIENT")   \
+    X(LIVE_FRAMES_SENT, "live_frames_sent", "live feed messages queued to clients")                \
+    X(LIVE_DROPPED_SLOW, "live_dropped_slow",                                                      \
+      "live feed clients dropped with a close frame for falling a whole ring behind")              \
+    X(LIVE_CLOSED_IDLE, "live_closed_idle",                                                        \
+      "live feed clients closed for sending nothing (no pong) for twice MESHGATE_LIVE_PING_MS")    \
+    X(LIVE_CLOSED_BAD_FRAME, "live_closed_bad_frame",                                              \
+      "live feed clients closed for a malformed, unmasked or oversized frame")                     \
+    X(LIVE_CLOSED_DRAIN, "live_closed_drain",                                                      \
+      "live feed clients closed with a close frame by a drain (SIGTERM, SIGHUP)")                  \
     X(UPSTREAM_RELAY_TIMEOUTS, "upstream_relay_timeouts",                                          \
       "proxied exchanges cut at MESHGATE_UPSTREAM_RELAY_TIMEOUT_MS (a client reading too slowly)") \
     X(BODY_TIMEOUTS, "body_timeouts",                                                              \

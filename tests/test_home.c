@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * `/` without a front end (issue 27, item 8): meshgate's own small page, and a WebSocket
- * upgrade with no upstream to pass it to answered 404, never with a page (item 9).
+ * upgrade with no upstream to pass it to and no live feed of meshgate's own
+ * (MESHGATE_LIVE_CLIENTS=0) answered 404, never with a page (item 9).
  */
 #include "harness.h"
 
@@ -45,7 +46,8 @@ static void expect_websocket_refused(int port, const char *path)
 Test(home, without_a_front_end_the_root_is_meshgates_own_page)
 {
     struct mg_test_server s;
-    cr_assert(mg_test_server_start(&s, NULL, (const char *[]){"MESHGATE_WORKERS=1", NULL}));
+    cr_assert(mg_test_server_start(
+        &s, NULL, (const char *[]){"MESHGATE_WORKERS=1", "MESHGATE_LIVE_CLIENTS=0", NULL}));
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/", NULL, &r));
     cr_expect_eq(r.status, 200, "%s", r.body);
@@ -121,8 +123,9 @@ Test(home, a_websocket_upgrade_without_an_upstream_never_gets_the_front_ends_pag
     fclose(f);
     snprintf(setting, sizeof setting, "MESHGATE_PUBLIC_DIR=%s", public);
     struct mg_test_server s;
-    cr_assert(
-        mg_test_server_start(&s, NULL, (const char *[]){setting, "MESHGATE_WORKERS=1", NULL}));
+    cr_assert(mg_test_server_start(
+        &s, NULL,
+        (const char *[]){setting, "MESHGATE_WORKERS=1", "MESHGATE_LIVE_CLIENTS=0", NULL}));
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/", NULL, &r));
     cr_expect_eq(r.status, 200);

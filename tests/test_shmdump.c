@@ -346,13 +346,13 @@ static bool json_check(const char *text, size_t len, struct json_scan *s)
 
 static void assert_documented_shape(const char *json, size_t len)
 {
-    static const char *const in_order[] = {"segment",    "config", "counters", "routes",
-                                           "slow",       "values", "tables",   "gates",
-                                           "scoreboard", "workers"};
+    static const char *const in_order[] = {"segment", "config",     "counters", "routes",
+                                           "slow",    "values",     "tables",   "gates",
+                                           "live",    "scoreboard", "workers"};
     struct json_scan s;
     cr_assert(json_check(json, len, &s), "not valid JSON near offset %td: %.60s", s.p - json, s.p);
-    cr_assert_eq(s.top_count, 10, "%d top-level keys", s.top_count);
-    for (int i = 0; i < 10; i++)
+    cr_assert_eq(s.top_count, 11, "%d top-level keys", s.top_count);
+    for (int i = 0; i < 11; i++)
         cr_assert_str_eq(s.top_keys[i], in_order[i]);
 }
 

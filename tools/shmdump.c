@@ -110,6 +110,7 @@
 #include "gates.h"
 #include "result_cache.h"
 #include "json.h"
+#include "live_ring.h"
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
@@ -1129,6 +1130,19 @@ static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
                   s.anon_held_back);
 }
 
+/* The live feed's ring and clients (shm/live_ring.h). */
+static void text_live(const struct mg_shmdump *d, struct mg_buf *out)
+{
+    struct mg_live_snapshot l;
+    mg_live_ring_read(d->seg.live, &l);
+    mg_buf_printf(out,
+                  "\nlive feed\n  clients %" PRIu32 " of %" PRIu32 " (peak %" PRIu32
+                  "); ring %" PRIu32 " of %" PRIu32 " events, %" PRIu64
+                  " written; watcher pid %d, high-water observation %" PRId64 "\n",
+                  l.clients_open, l.clients_cap, l.clients_peak, l.fill, l.slots, l.events,
+                  (int)l.writer_pid, l.hw_obs);
+}
+
 static void text_scoreboard(const struct mg_shmdump *d, struct mg_buf *out)
 {
     /* Apache wraps its scoreboard line every 64 workers. */
@@ -1198,6 +1212,7 @@ void mg_shmdump_render_text(const struct mg_shmdump *d, struct mg_buf *out)
     text_anon(d, out);
     text_conn_cap(d, out);
     text_upstream(d, out);
+    text_live(d, out);
     text_scoreboard(d, out);
 }
 
@@ -1554,6 +1569,23 @@ static void json_upstream(struct mg_json *j, const struct mg_shmdump *d)
     mg_json_object_end(j);
 }
 
+static void json_live(struct mg_json *j, const struct mg_shmdump *d)
+{
+    struct mg_live_snapshot l;
+    mg_live_ring_read(d->seg.live, &l);
+    mg_json_key(j, "live");
+    mg_json_object_begin(j);
+    mg_json_kv_uint(j, "clients", l.clients_open);
+    mg_json_kv_uint(j, "clients_cap", l.clients_cap);
+    mg_json_kv_uint(j, "clients_peak", l.clients_peak);
+    mg_json_kv_uint(j, "ring_fill", l.fill);
+    mg_json_kv_uint(j, "ring_slots", l.slots);
+    mg_json_kv_uint(j, "events", l.events);
+    mg_json_kv_int(j, "watcher_pid", l.writer_pid);
+    mg_json_kv_int(j, "high_water_observation", l.hw_obs);
+    mg_json_object_end(j);
+}
+
 static void json_gates(struct mg_json *j, const struct mg_shmdump *d)
 {
     struct mg_diag_snapshot g;
@@ -1615,6 +1647,7 @@ void mg_shmdump_render_json(const struct mg_shmdump *d, struct mg_buf *out)
     json_values(&j, d);
     json_tables(&j, d);
     json_gates(&j, d);
+    json_live(&j, d);
     json_workers(&j, d);
     mg_json_object_end(&j);
 }

@@ -28,6 +28,7 @@
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "gates.h"
+#include "live_ring.h"
 #include "result_cache.h"
 #include "router.h"
 #include "scoreboard.h"
@@ -257,6 +258,21 @@ static void write_server(struct mg_buf *b, const struct mg_segment *seg, int64_t
     mg_buf_puts(b, "\",commit=\"");
     put_escaped(b, mg_build_commit(), true);
     mg_buf_puts(b, "\"} 1\n");
+}
+
+/* The live feed's ring and clients (its counters are group counters, above). */
+static void write_live(struct mg_buf *b, const struct mg_segment *seg)
+{
+    struct mg_live_snapshot l;
+    mg_live_ring_read(seg->live, &l);
+    single_uint(b, "meshgate_live_clients_open", "gauge",
+                "WebSocket clients of meshgate's own live feed open now", l.clients_open);
+    single_uint(b, "meshgate_live_clients_cap", "gauge",
+                "live feed clients allowed at once (MESHGATE_LIVE_CLIENTS)", l.clients_cap);
+    single_uint(b, "meshgate_live_ring_fill", "gauge",
+                "events the live feed's ring holds now (at most its slots)", l.fill);
+    single_uint(b, "meshgate_live_ring_slots", "gauge", "events the live feed's ring can hold",
+                l.slots);
 }
 
 static void write_database(struct mg_buf *b, struct mg_env *env)
@@ -509,4 +525,5 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_tables(b, env);
     write_database(b, env);
     write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
+    write_live(b, seg);
 }

@@ -20,6 +20,7 @@
 #include "gates_json.h"
 #include "admission.h"
 #include "jobs.h"
+#include "live_ring.h"
 #include "log.h"
 #include "result_cache.h"
 #include "perf_mem.h"
@@ -29,7 +30,9 @@
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
+#include "upstream_gate.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,9 +598,12 @@ void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct m
     mg_json_object_begin(&j);
     mg_json_object_end(&j);
     write_cache(&j, seg, "entries");
+    /* CoreScope's hub's clients: the live feed's, and the tunnels to the upstream's. */
     mg_json_key(&j, "websocket");
     mg_json_object_begin(&j);
-    mg_json_kv_int(&j, "clients", 0);
+    mg_json_kv_uint(&j, "clients",
+                    (uint64_t)atomic_load(&seg->live->clients_open) +
+                        atomic_load(&seg->upstream->tunnels_open));
     mg_json_object_end(&j);
     mg_json_kv_null(&j, "packetStore");
 

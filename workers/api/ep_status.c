@@ -11,6 +11,7 @@
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "gates.h"
+#include "live_ring.h"
 #include "rates.h"
 #include "result_cache.h"
 #include "router.h"
@@ -200,6 +201,13 @@ static void section_gates(struct mg_buf *b, struct mg_segment *seg, int64_t now)
             mg_counter_get(seg, MG_CTR_UPSTREAM_502), mg_counter_get(seg, MG_CTR_UPSTREAM_504));
     }
     mg_buf_puts(b, "</table>\n");
+    struct mg_live_snapshot live;
+    mg_live_ring_read(seg->live, &live);
+    mg_buf_printf(b,
+                  "<p id=\"live\">live feed: %u of %u clients (peak %u); ring %u of %u events, "
+                  "%" PRIu64 " written, %" PRIu64 " clients dropped for falling behind</p>\n",
+                  live.clients_open, live.clients_cap, live.clients_peak, live.fill, live.slots,
+                  live.events, mg_counter_get(seg, MG_CTR_LIVE_DROPPED_SLOW));
     mg_buf_puts(b, "<table id=\"holders\"><tr><th></th><th>worker</th><th>pid</th><th>key</th>"
                    "<th>for</th></tr>\n");
     records(b, "holds a permit", seg->cold, MG_FIFO_HOLDERS, now);

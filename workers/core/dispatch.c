@@ -6,6 +6,7 @@
 #include "home_page.h"
 #include "jobs.h"
 #include "keys.h"
+#include "live.h"
 #include "netaddr.h"
 #include "params.h"
 #include "router.h"
@@ -338,6 +339,8 @@ static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
     char param[MG_PATH_PARAM_MAX];
     const char *allow;
     unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
+    if (route == MG_ROUTE_NOT_FOUND && mg_live_applies(env->cfg, hr))
+        return false; /* meshgate's own live feed */
     return mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
                                mg_static_applies(env->cfg, b->path));
 }
@@ -472,7 +475,8 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
         route = MG_ROUTE_NOT_FOUND;
     mg_handler_fn handler = NULL;
-    if (upstream &&
+    bool live = route == MG_ROUTE_NOT_FOUND && mg_live_applies(env->cfg, hr);
+    if (upstream && !live &&
         mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
                             mg_static_applies(env->cfg, b->path))) {
         route = MG_ROUTE_UPSTREAM;
@@ -497,12 +501,15 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         /* A route of one node answers 404 for a node the configuration hides. */
         handler =
             mg_node_visibility_guards(route) ? mg_node_visibility_guard : mg_routes[route].handler;
+    } else if (live) {
+        route = MG_ROUTE_TUNNEL;
+        handler = mg_live_handshake;
     } else if (mg_upstream_is_websocket(hr)) {
         /* No upstream and no live feed of meshgate's own: a page in its place would be
          * fetched again by every open tab at each reconnect. */
         mg_response_error(res, 404,
-                          "no live feed here: meshgate passes WebSocket upgrades to CoreScope's "
-                          "own server, and MESHGATE_UPSTREAM is not set");
+                          "no live feed here: MESHGATE_LIVE_CLIENTS is 0 and MESHGATE_UPSTREAM "
+                          "is not set");
         return route;
     } else if (mg_static_applies(env->cfg, b->path)) {
         route = MG_ROUTE_STATIC;

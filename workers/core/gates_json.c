@@ -6,6 +6,7 @@
 #include "gate_diag.h"
 #include "gate_fifo.h"
 #include "gates.h"
+#include "live_ring.h"
 #include "process.h"
 #include "result_cache.h"
 #include "stats.h"
@@ -225,6 +226,21 @@ void mg_gates_json(struct mg_json *j, const struct mg_segment *seg, bool full, b
 #define COUNTER_JSON(field, json, what) mg_json_kv_uint(j, json, all.conn_cap.field);
         MG_CONN_COUNTER_LIST(COUNTER_JSON)
 #undef COUNTER_JSON
+        mg_json_object_end(j);
+    }
+    if (full) {
+        /* The live feed (shm/live_ring.h): /api/perf only. */
+        struct mg_live_snapshot l;
+        mg_live_ring_read(seg->live, &l);
+        mg_json_key(j, "liveFeed");
+        mg_json_object_begin(j);
+        mg_json_kv_uint(j, "cap", l.clients_cap);
+        mg_json_kv_uint(j, "clients", l.clients_open);
+        mg_json_kv_uint(j, "clientsPeak", l.clients_peak);
+        mg_json_kv_uint(j, "events", l.events);
+        mg_json_kv_uint(j, "ringFill", l.fill);
+        mg_json_kv_uint(j, "ringSlots", l.slots);
+        mg_json_kv_int(j, "watcherPid", l.writer_pid);
         mg_json_object_end(j);
     }
     mg_json_key(j, "perfMem");

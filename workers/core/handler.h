@@ -184,6 +184,12 @@ struct mg_response {
     /* The body (or the file) is gzip already: sent with Content-Encoding: gzip, never
      * compressed again (static files' stored or precompressed bodies). */
     bool gzipped;
+    /* A live feed handshake accepted (live.h): the worker answers 101 with live_accept as
+     * Sec-WebSocket-Accept and keeps the connection as a WebSocket client; live_shared: it
+     * took one of its address's MESHGATE_LIVE_PER_CLIENT. */
+    bool live;
+    bool live_shared;
+    char live_accept[32];
 };
 
 typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,

@@ -51,6 +51,8 @@ void mg_response_reset(struct mg_response *res)
     res->readmit = false;
     res->upstream = false;
     res->gzipped = false;
+    res->live = false;
+    res->live_shared = false;
 }
 
 void mg_response_free(struct mg_response *res)

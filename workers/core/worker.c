@@ -19,6 +19,8 @@
 #include "jobs.h"
 #include "mem.h"
 #include "keys.h"
+#include "live_ring.h"
+#include "live_watch.h"
 #include "log.h"
 #include "netaddr.h"
 #include "reclaim.h"
@@ -29,6 +31,7 @@
 #include "test_hooks.h"
 #include "upstream.h"
 #include "wake.h"
+#include "websocket.h"
 #include "table_stats.h"
 
 #include <arpa/inet.h>
@@ -58,6 +61,12 @@
 #define FILE_CHUNK_BYTES (1024 * 1024)
 /* Connections closed at once for their client's cap, at most, in one call to accept_some. */
 #define CAPPED_PER_ACCEPT 64
+/* A live feed client's unsent frames at most: past it, it takes no more events until it
+ * reads, and is dropped when the ring laps it (shm/live_ring.h). */
+#define LIVE_OUT_MAX (256 * 1024)
+/* What a live feed client may have sent that is not a whole frame yet: a frame is at most
+ * 14 bytes of head and MG_WS_MESSAGE_MAX of payload. */
+#define LIVE_IN_MAX 1024
 
 enum conn_state {
     CONN_IDLE,    /* kept alive, waiting for the first byte of a request */
@@ -67,6 +76,18 @@ enum conn_state {
     CONN_PARKED,  /* its handler waits (a gate, a build): called again when woken (park.wait) */
     CONN_WRITING, /* a response is being sent */
     CONN_PROXIED, /* the upstream engine has the socket (upstream.h) until it calls back */
+    CONN_LIVE,    /* a WebSocket client of the live feed (live.h) */
+};
+
+/* A live feed client's state (CONN_LIVE). */
+struct live_client {
+    uint64_t next_seq; /* the ring's next event to send it */
+    int64_t heard_ns;  /* when it last sent a frame */
+    int64_t start_ns;  /* when it was upgraded */
+    bool pinged;       /* a ping went since it was last heard */
+    bool closing;      /* its close frame is queued: closed once sent (or at deadline_ns) */
+    bool shared;       /* it holds one of its address's MESHGATE_LIVE_PER_CLIENT */
+    struct mg_ws_reader reader;
 };
 
 struct conn {
@@ -97,6 +118,7 @@ struct conn {
     struct mg_http_request *parked_head;
     /* While proxied: a copy of its head (the engine took its bytes), for the access log. */
     struct kept_head *proxied_head;
+    struct live_client live;
     char peer[64];
     uint8_t peer_addr[16]; /* netaddr.h form */
     struct conn *prev, *next;
@@ -143,6 +165,13 @@ struct worker {
     size_t unread_bytes;
     uint64_t send_timeouts_unlogged;
     int64_t send_timeout_logged_ns;
+    /* The live feed: its watcher while this worker holds the lease, its clients here, the
+     * ring's head when they were last given events, and one event's copy. */
+    struct mg_live_watch *live_watch;
+    unsigned live_clients;
+    uint64_t live_head_seen;
+    bool live_backlog; /* a client took less than there was: give it more when it drains */
+    char *live_event;
 };
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
@@ -173,6 +202,14 @@ static void conn_close(struct worker *w, struct conn *c)
     c->proxied_head = NULL;
     w->unread_bytes -= c->unread_counted;
     c->unread_counted = 0;
+    if (c->state == CONN_LIVE) {
+        mg_live_client_close(w->env.seg->live, w->env.slot);
+        if (c->live.shared && c->hold >= 0)
+            mg_admission_tunnel_share_close(&w->env, (uint32_t)c->hold);
+        w->live_clients--;
+        mg_route_record(w->env.seg, MG_ROUTE_TUNNEL, 101,
+                        (mg_monotonic_ns() - c->live.start_ns) / 1000);
+    }
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -401,6 +438,8 @@ static int accept_some(struct worker *w, int64_t now, int max)
 
 static void conn_parse(struct worker *w, struct conn *c, int64_t now);
 static bool conn_send(struct worker *w, struct conn *c, int64_t now);
+static void live_begin(struct worker *w, struct conn *c, const struct mg_http_request *hr,
+                       const struct mg_response *res, int64_t now);
 
 /* Counts what c's out buffer holds unsent in the worker's unread_bytes. */
 static void count_unread(struct worker *w, struct conn *c)
@@ -446,7 +485,9 @@ static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
     return open;
 }
 
-static bool conn_send(struct worker *w, struct conn *c, int64_t now)
+/* Sends what out holds: 1 when all of it went, 0 when the socket is full, -1 when the client
+ * is gone (the caller closes). */
+static int send_out(struct worker *w, struct conn *c)
 {
     while (c->out_sent < c->out.len) {
         ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent, MSG_NOSIGNAL);
@@ -457,10 +498,19 @@ static bool conn_send(struct worker *w, struct conn *c, int64_t now)
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            set_interest(w, c, EPOLLOUT);
-            return true;
-        }
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    }
+    return 1;
+}
+
+static bool conn_send(struct worker *w, struct conn *c, int64_t now)
+{
+    int sent = send_out(w, c);
+    if (sent == 0) {
+        set_interest(w, c, EPOLLOUT);
+        return true;
+    }
+    if (sent < 0) {
         conn_close(w, c); /* the client is gone */
         return false;
     }
@@ -802,6 +852,10 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         mg_upstream_run(w->upstream, now);
         return;
     }
+    if (res->live) {
+        live_begin(w, c, hr, res, now);
+        return;
+    }
     if (route == MG_ROUTE_BAD_REQUEST)
         mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
 
@@ -990,6 +1044,202 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     conn_flush(w, c, now);
 }
 
+/* ---- The live feed's clients (CONN_LIVE, live.h) ---- */
+
+/* The kernel's send buffer of a live client: what it may hold unread is bounded here and in
+ * LIVE_OUT_MAX, so a client that stops reading falls behind the ring and is dropped. */
+#define LIVE_SNDBUF_BYTES (64 * 1024)
+
+static void live_deadline(struct worker *w, struct conn *c)
+{
+    int64_t ping = (int64_t)w->env.cfg->live_ping_ms * MG_NS_PER_MS;
+    if (!c->live.closing)
+        c->deadline_ns = c->live.heard_ns + (c->live.pinged ? 2 * ping : ping);
+}
+
+/* Sends what is queued; false when the connection was closed. A closing client's side is
+ * shut once its close frame is out; it is closed when it ends its own (or at its deadline). */
+static bool live_flush(struct worker *w, struct conn *c)
+{
+    int sent = send_out(w, c);
+    if (sent == 0) {
+        set_interest(w, c, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+        count_unread(w, c);
+        return true;
+    }
+    if (sent < 0) {
+        conn_close(w, c);
+        return false;
+    }
+    mg_buf_reset(&c->out);
+    c->out_sent = 0;
+    mg_buf_shrink(&c->out, MG_MEM_CONN_BUF_KEEP_BYTES);
+    count_unread(w, c);
+    if (c->live.closing)
+        shutdown(c->fd, SHUT_WR);
+    else if (c->live.next_seq < mg_live_head(w->env.seg->live))
+        w->live_backlog = true; /* it drained while behind: the next pump gives it more */
+    set_interest(w, c, EPOLLIN | EPOLLRDHUP);
+    return true;
+}
+
+/* Queues a close frame with code (-1: none); the client is closed once it is out. */
+static void live_close_code(struct worker *w, struct conn *c, int code)
+{
+    if (c->live.closing)
+        return;
+    if (code < 0)
+        mg_ws_frame_append(&c->out, MG_WS_CLOSE, NULL, 0);
+    else
+        mg_ws_close_append(&c->out, (uint16_t)code);
+    c->live.closing = true;
+    /* Its close frame goes out, and its side ends, within MESHGATE_SEND_TIMEOUT_MS. */
+    c->deadline_ns = mg_monotonic_ns() + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+    live_flush(w, c);
+}
+
+/* The whole frames a client sent: pings answered, a close echoed, a bad frame closed. */
+static void live_frames(struct worker *w, struct conn *c, int64_t now)
+{
+    size_t off = 0;
+    while (off < c->in.len) {
+        struct mg_ws_frame f;
+        uint16_t code = 0;
+        enum mg_ws_read_result r = mg_ws_read(&c->live.reader, (const uint8_t *)c->in.data + off,
+                                              c->in.len - off, &f, &code);
+        if (r == MG_WS_MORE)
+            break;
+        if (r == MG_WS_FAIL) {
+            mg_counter_add(w->env.seg, MG_CTR_LIVE_CLOSED_BAD_FRAME, 1);
+            mg_buf_reset(&c->in);
+            live_close_code(w, c, code);
+            return;
+        }
+        off += f.used;
+        c->live.heard_ns = now;
+        c->live.pinged = false;
+        if (f.opcode == MG_WS_PING) {
+            mg_ws_frame_append(&c->out, MG_WS_PONG, f.payload, f.payload_len);
+        } else if (f.opcode == MG_WS_CLOSE) {
+            /* Its status code echoed (RFC 6455, 5.5.1); none: an empty close. */
+            mg_buf_reset(&c->in);
+            live_close_code(w, c, f.payload_len >= 2 ? f.payload[0] << 8 | f.payload[1] : -1);
+            return;
+        }
+    }
+    mg_buf_consume(&c->in, off);
+    live_deadline(w, c);
+    if (c->out.len > c->out_sent)
+        live_flush(w, c);
+}
+
+static void live_readable(struct worker *w, struct conn *c, int64_t now)
+{
+    for (;;) {
+        if (c->in.len >= LIVE_IN_MAX)
+            break; /* whole frames are read out below; a frame is never this long */
+        if (!mg_buf_reserve(&c->in, LIVE_IN_MAX)) {
+            conn_close(w, c);
+            return;
+        }
+        size_t room = LIVE_IN_MAX - c->in.len;
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
+        if (n > 0) {
+            if (c->live.closing)
+                continue; /* after a close, what it sends is dropped */
+            c->in.len += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        conn_close(w, c); /* it ended its side, or broke it */
+        return;
+    }
+    if (!c->live.closing)
+        live_frames(w, c, now);
+}
+
+/* The handshake was accepted (live.h): 101, then the connection is a live client that gets
+ * the events written from now on. */
+static void live_begin(struct worker *w, struct conn *c, const struct mg_http_request *hr,
+                       const struct mg_response *res, int64_t now)
+{
+    mg_buf_reset(&c->out);
+    c->out_sent = 0;
+    mg_buf_printf(&c->out,
+                  "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+                  res->live_accept);
+    if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF)
+        access_log(w, c, hr, &c->park, 101, c->out.len, 0, (now - c->request_start_ns) / 1000);
+    mg_buf_consume(&c->in, hr->head_len);
+    int sndbuf = LIVE_SNDBUF_BYTES;
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    c->requests++;
+    c->state = CONN_LIVE;
+    memset(&c->live, 0, sizeof c->live);
+    c->live.next_seq = mg_live_head(w->env.seg->live);
+    c->live.heard_ns = c->live.start_ns = now;
+    c->live.shared = res->live_shared;
+    w->live_clients++;
+    live_deadline(w, c);
+    if (live_flush(w, c) && c->in.len > 0)
+        live_frames(w, c, now);
+}
+
+/* Gives every live client the events written since it was last given some: each event is
+ * copied out of the ring once per worker. A client with LIVE_OUT_MAX unsent takes no more;
+ * one the ring has lapped is sent a close frame (1008) and dropped. */
+static void live_pump(struct worker *w, int64_t now)
+{
+    struct mg_segment *seg = w->env.seg;
+    uint64_t head = mg_live_head(seg->live);
+    if (w->live_clients == 0 || (head == w->live_head_seen && !w->live_backlog))
+        return;
+    w->live_head_seen = head;
+    w->live_backlog = false;
+    uint64_t low = head;
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state != CONN_LIVE || c->live.closing || c->live.next_seq >= head)
+            continue;
+        if (head - c->live.next_seq > MG_LIVE_SLOTS) {
+            mg_counter_add(seg, MG_CTR_LIVE_DROPPED_SLOW, 1);
+            live_close_code(w, c, MG_WS_CLOSE_POLICY);
+        } else if (c->out.len - c->out_sent < LIVE_OUT_MAX && c->live.next_seq < low) {
+            low = c->live.next_seq;
+        }
+    }
+    uint64_t frames = 0;
+    for (uint64_t seq = low; seq < head; seq++) {
+        size_t len = 0;
+        enum mg_live_read_result got =
+            mg_live_read(seg->live, seg->live_slots, seq, w->live_event, &len);
+        for (struct conn *c = w->conns, *next; c; c = next) {
+            next = c->next;
+            if (c->state != CONN_LIVE || c->live.closing || c->live.next_seq != seq)
+                continue;
+            if (got == MG_LIVE_LOST) {
+                mg_counter_add(seg, MG_CTR_LIVE_DROPPED_SLOW, 1);
+                live_close_code(w, c, MG_WS_CLOSE_POLICY);
+            } else if (got == MG_LIVE_OK && c->out.len - c->out_sent < LIVE_OUT_MAX) {
+                mg_ws_frame_append(&c->out, MG_WS_TEXT, w->live_event, len);
+                c->live.next_seq++;
+                frames++;
+            }
+        }
+    }
+    mg_counter_add(seg, MG_CTR_LIVE_FRAMES_SENT, frames);
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state == CONN_LIVE && c->out.len > c->out_sent)
+            live_flush(w, c);
+    }
+    (void)now;
+}
+
 #define DRAIN_IDLE_GRACE_NS (500 * MG_NS_PER_MS)
 #define SEND_TIMEOUT_LOG_NS (10 * MG_NS_PER_SEC)
 
@@ -1029,6 +1279,19 @@ static void conn_timeout(struct worker *w, struct conn *c)
     case CONN_BODY:
         respond_body_timeout(w, c);
         return;
+    case CONN_LIVE:
+        if (c->live.closing)
+            break;
+        if (c->live.pinged) {
+            mg_counter_add(w->env.seg, MG_CTR_LIVE_CLOSED_IDLE, 1);
+            live_close_code(w, c, MG_WS_CLOSE_GOING_AWAY);
+        } else {
+            mg_ws_frame_append(&c->out, MG_WS_PING, NULL, 0);
+            c->live.pinged = true;
+            live_deadline(w, c);
+            live_flush(w, c);
+        }
+        return;
     case CONN_READY:
     case CONN_PARKED:
     case CONN_PROXIED:
@@ -1053,6 +1316,16 @@ static void begin_drain(struct worker *w, int64_t now)
     w->listen_fd = -1;
     mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
     mg_upstream_drain(w->upstream, now);
+    /* The live feed: its clients get a close frame (1001), and the lease goes to a worker
+     * that stays. */
+    mg_live_watch_stop(&w->live_watch, &w->env);
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->state == CONN_LIVE && !c->live.closing) {
+            mg_counter_add(w->env.seg, MG_CTR_LIVE_CLOSED_DRAIN, 1);
+            live_close_code(w, c, MG_WS_CLOSE_GOING_AWAY);
+        }
+    }
     /* A kept-alive connection between requests may have its next request on the way, or
      * unread in its buffer: closing now would reset it. It gets DRAIN_IDLE_GRACE_NS to send
      * it, answered with Connection: close as every answer while draining; one that sends
@@ -1075,7 +1348,7 @@ static void update_slot_state(struct worker *w)
         writing |= c->state == CONN_WRITING;
         reading |= c->state == CONN_READING || c->state == CONN_BODY || c->state == CONN_READY;
         writing |= c->state == CONN_PARKED || c->state == CONN_PROXIED;
-        idle |= c->state == CONN_IDLE;
+        idle |= c->state == CONN_IDLE || c->state == CONN_LIVE;
     }
     mg_slot_set_state(w->slot, w->parked || mg_upstream_active(w->upstream) ? MG_SLOT_HANDLING
                                : writing                                    ? MG_SLOT_WRITING
@@ -1236,6 +1509,11 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
         epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &wev);
     /* This slot's hold records of the connection table, all free: the master cleared them
      * when it reaped the slot's last worker. */
+    w->live_event = malloc(MG_LIVE_EVENT_MAX);
+    if (!w->live_event) {
+        mg_error("cannot set up the live feed: out of memory");
+        return false;
+    }
     uint32_t holds = seg->conns.table->holds_per_slot;
     w->free_holds = calloc(holds ? holds : 1, sizeof *w->free_holds);
     if (!w->free_holds) {
@@ -1401,7 +1679,12 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             (void *)c == &w->wake_fd || c->closed)
             continue;
         uint32_t ev = events[i].events;
-        if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        if (c->state == CONN_LIVE) {
+            if ((ev & EPOLLOUT) && !live_flush(w, c))
+                continue;
+            if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+                live_readable(w, c, now);
+        } else if (c->state == CONN_WRITING && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
             conn_flush(w, c, now);
         } else if ((c->state == CONN_IDLE || c->state == CONN_READING || c->state == CONN_BODY) &&
                    (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
@@ -1440,8 +1723,10 @@ static void shut_down(struct worker *w)
     mg_upstream_free(w->upstream);
     w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
+    mg_live_watch_stop(&w->live_watch, &w->env);
     while (w->conns)
         conn_close(w, w->conns);
+    free(w->live_event);
     bury_closed(w);
     mg_response_free(&w->res);
     mg_buf_free(&w->log_line);
@@ -1532,6 +1817,9 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         if (n == 0 && timeout_ms > 0 && w.parked > 0)
             mg_counter_add(w.env.seg, MG_CTR_PARKED_TIMER_TURNS, 1);
         handle_events(&w, events, n, mg_monotonic_ns());
+        live_pump(&w, mg_monotonic_ns());
+        if (!w.draining)
+            mg_live_watch_tick(&w.live_watch, &w.env, mg_monotonic_ns());
         if (getppid() != w.master_pid)
             begin_drain(&w, mg_monotonic_ns());
     }

@@ -40,8 +40,6 @@ static int by_key(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void emit(struct mg_json *j, json_t *v);
-
 static void emit_object(struct mg_json *j, json_t *obj)
 {
     size_t n = json_object_size(obj), i = 0;
@@ -53,14 +51,15 @@ static void emit_object(struct mg_json *j, json_t *obj)
     mg_json_object_begin(j);
     for (i = 0; i < n; i++) {
         mg_json_key(j, keys[i]);
-        emit(j, json_object_get(obj, keys[i]));
+        mg_corescope_json_emit(j, json_object_get(obj, keys[i]));
     }
     mg_json_object_end(j);
     free(keys);
 }
 
-static void emit(struct mg_json *j, json_t *v)
+void mg_corescope_json_emit(struct mg_json *j, void *value)
 {
+    json_t *v = value;
     size_t i;
     json_t *e;
     switch (json_typeof(v)) {
@@ -69,7 +68,7 @@ static void emit(struct mg_json *j, json_t *v)
         break;
     case JSON_ARRAY:
         mg_json_array_begin(j);
-        json_array_foreach(v, i, e) emit(j, e);
+        json_array_foreach(v, i, e) mg_corescope_json_emit(j, e);
         mg_json_array_end(j);
         break;
     case JSON_STRING:
@@ -160,7 +159,7 @@ static void kv_value_or_null(struct mg_json *j, const char *key, json_t *v)
 {
     mg_json_key(j, key);
     if (v)
-        emit(j, v);
+        mg_corescope_json_emit(j, v);
     else
         mg_json_null(j);
 }
@@ -196,7 +195,7 @@ static void render_cache(struct loader *l, json_t *root, struct mg_json *j)
 {
     json_t *ttl = object_member(l, root, "cacheTTL", "cacheTTL");
     if (ttl)
-        emit(j, ttl);
+        mg_corescope_json_emit(j, ttl);
     else {
         mg_json_object_begin(j);
         mg_json_object_end(j);
@@ -327,7 +326,7 @@ static void render_client(struct loader *l, json_t *root, struct mg_json *j)
     render_health_thresholds(l, root, j);
     json_t *map = migrated_map(l, root);
     mg_json_key(j, "map");
-    emit(j, map);
+    mg_corescope_json_emit(j, map);
     json_decref(map);
     /* Written even when absent (null), as CoreScope's encoder does. */
     kv_value_or_null(j, "tiles", object_member(l, root, "tiles", "tiles"));
@@ -369,7 +368,7 @@ static void render_client(struct loader *l, json_t *root, struct mg_json *j)
     mg_json_object_begin(j);
     mg_json_key(j, "disabledTabs");
     if (tabs)
-        emit(j, tabs);
+        mg_corescope_json_emit(j, tabs);
     else {
         mg_json_array_begin(j);
         mg_json_array_end(j);
@@ -494,7 +493,7 @@ static void render_theme(struct loader *l, json_t *root, json_t *theme_file, str
             m = merged(parts[i].defaults, a, b);
         }
         mg_json_key(j, parts[i].key);
-        emit(j, m);
+        mg_corescope_json_emit(j, m);
         json_decref(m);
     }
     mg_json_object_end(j);

@@ -112,6 +112,11 @@ int mg_corescope_load_text(struct mg_corescope_config *c, const char *name, cons
                            size_t errlen);
 void mg_corescope_free(struct mg_corescope_config *c);
 
+/* Writes a parsed JSON value as CoreScope's encoder writes a decoded document: objects with
+ * their keys in bytewise order (v is a jansson json_t *). */
+struct mg_json;
+void mg_corescope_json_emit(struct mg_json *j, void *v);
+
 /* The area of that key; NULL when the file has none. */
 const struct mg_corescope_area *mg_corescope_area(const struct mg_corescope_config *c,
                                                   const char *key);

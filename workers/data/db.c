@@ -90,7 +90,8 @@ static int authorize(void *arg, int action, const char *a, const char *b, const 
                   strcmp(a, "freelist_count") == 0 || strcmp(a, "query_only") == 0 ||
                   strcmp(a, "busy_timeout") == 0 || strcmp(a, "journal_mode") == 0 ||
                   strcmp(a, "cache_size") == 0 || strcmp(a, "mmap_size") == 0 ||
-                  strcmp(a, "temp_store") == 0 || strcmp(a, "schema_version") == 0))
+                  strcmp(a, "temp_store") == 0 || strcmp(a, "schema_version") == 0 ||
+                  strcmp(a, "data_version") == 0))
             return SQLITE_OK;
         return SQLITE_DENY;
     default:

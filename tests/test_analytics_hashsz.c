@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: ISC */
+/*
+ * The Analytics page's hash sizes (/api/analytics/hash-sizes, workers/api/ep_analytics_hashsz.c)
+ * on CoreScope's real migrated end-to-end database, freshened into a private copy whose newest
+ * times are the top of the current hour, with CoreScope's config.example.json:
+ *   - equal to CoreScope's own answers, recorded in tests/corescope-analytics-hashsz.json (how:
+ *     its _comment) on a copy freshened to another hour: the recorded hours and times are moved
+ *     by the whole hours between, and the lists whose ties CoreScope leaves to Go's map order
+ *     are put in meshgate's order (multiByteNodes by packets then key, multiByteCapability by
+ *     status, name then key; topHops by count then hex, the hops of the last count, where
+ *     CoreScope cuts the list at 50 in map order, compared by count only);
+ *   - worked out from the data with the test's own SQL: totals, sizes, every node's capability.
+ * Without ../shared every test skips and says why.
+ */
+#include "corescope_config.h"
+#include "fixture.h"
+#include "harness.h"
+#include "inproc.h"
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FIXTURE_MIGRATED_DB MESHGATE_SOURCE_DIR "/../shared/data/corescope-e2e-fixture-migrated.db"
+#define EXAMPLE_CONFIG MESHGATE_SOURCE_DIR "/../shared/corescope/server/config.example.json"
+#define EXPECTED MESHGATE_SOURCE_DIR "/tests/corescope-analytics-hashsz.json"
+
+static struct {
+    char dir[128];
+    char db[256];
+    char config[256];
+    struct mg_test_ctx t;
+    bool open;
+    json_t *expected;
+    int64_t now;
+} fx;
+
+static void cleanup(void)
+{
+    if (fx.open)
+        mg_test_ctx_close(&fx.t);
+    fx.open = false;
+    mg_corescope_free(&mg_corescope);
+    json_decref(fx.expected);
+    fx.expected = NULL;
+    if (fx.dir[0])
+        mg_test_rmdir(fx.dir);
+    fx.dir[0] = '\0';
+}
+
+TestSuite(analytics_hashsz, .fini = cleanup, .timeout = 120);
+
+static void start(void)
+{
+    if (access(FIXTURE_MIGRATED_DB, R_OK) != 0 || access(EXAMPLE_CONFIG, R_OK) != 0)
+        cr_skip_test("%s or %s not present: these tests compare with CoreScope's answers on its "
+                     "real database and example configuration (../shared, see "
+                     "../shared/data/README.md)",
+                     FIXTURE_MIGRATED_DB, EXAMPLE_CONFIG);
+    mg_test_tmpdir(fx.dir, sizeof fx.dir);
+    cr_assert(fx.dir[0], "no temporary directory under /tmp");
+    snprintf(fx.db, sizeof fx.db, "%s/fresh.db", fx.dir);
+    fx.now = (int64_t)time(NULL) / 3600 * 3600;
+    char err[512] = "";
+    cr_assert_eq(mg_fixture_freshen(FIXTURE_MIGRATED_DB, fx.db, fx.now, err, sizeof err), 0,
+                 "freshening: %s", err);
+    json_error_t jerr;
+    snprintf(fx.config, sizeof fx.config, "%s/config.json", fx.dir);
+    json_t *root = json_load_file(EXAMPLE_CONFIG, 0, &jerr);
+    cr_assert_not_null(root, "%s: %s", EXAMPLE_CONFIG, jerr.text);
+    cr_assert_eq(json_dump_file(root, fx.config, 0), 0);
+    json_decref(root);
+    mg_corescope_free(&mg_corescope);
+    cr_assert_eq(mg_corescope_load(&mg_corescope, fx.config, err, sizeof err), 0, "%s", err);
+    cr_assert(mg_test_ctx_open(&fx.t, fx.db));
+    fx.open = true;
+}
+
+static void reopen_after(const char *sql)
+{
+    mg_test_ctx_close(&fx.t);
+    fx.open = false;
+    sqlite3 *db;
+    cr_assert_eq(mg_test_sqlite_open(fx.db, &db), SQLITE_OK);
+    char *err = NULL;
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+    sqlite3_close(db);
+    cr_assert(mg_test_ctx_open(&fx.t, fx.db));
+    fx.open = true;
+}
+
+static long long count_of(const char *sql)
+{
+    sqlite3 *db;
+    cr_assert_eq(mg_test_sqlite_open(fx.db, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+static json_t *get(const char *target, int want)
+{
+    int status = mg_test_ctx_get(&fx.t, target);
+    const char *body = (const char *)fx.t.res.body.data;
+    cr_assert_eq(status, want, "GET %s: %d, want %d: %.300s", target, status, want, body);
+    json_error_t jerr;
+    json_t *v = json_loadb(body, fx.t.res.body.len, 0, &jerr);
+    cr_assert_not_null(v, "GET %s: not JSON (%s): %.300s", target, jerr.text, body);
+    return v;
+}
+
+/* ---- CoreScope's recorded answers, moved to this copy's hour and put in meshgate's order ---- */
+
+/* text (RFC 3339, or its first 13 characters) moved by hours, the rest of it kept. */
+static json_t *moved(const char *text, int64_t hours)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    int fields = sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                        &tm.tm_hour, &tm.tm_min, &tm.tm_sec);
+    if (fields < 4)
+        return json_string(text);
+    tm.tm_year -= 1900, tm.tm_mon -= 1;
+    time_t t = timegm(&tm) + (time_t)(hours * 3600);
+    gmtime_r(&t, &tm);
+    char out[64];
+    size_t head = fields == 6 ? 19 : 13;
+    strftime(out, sizeof out, fields == 6 ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%dT%H", &tm);
+    snprintf(out + strlen(out), sizeof out - strlen(out), "%s",
+             strlen(text) > head ? text + head : "");
+    return json_string(out);
+}
+
+static void move_field(json_t *list, const char *field, int64_t hours)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const char *s = json_string_value(json_object_get(e, field));
+        if (s && s[0])
+            json_object_set_new(e, field, moved(s, hours));
+    }
+}
+
+static json_int_t int_of(json_t *e, const char *k)
+{
+    return json_integer_value(json_object_get(e, k));
+}
+
+static const char *text_of(json_t *e, const char *k)
+{
+    const char *s = json_string_value(json_object_get(e, k));
+    return s ? s : "";
+}
+
+static int by_packets(const void *x, const void *y)
+{
+    json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    if (int_of(a, "packets") != int_of(b, "packets"))
+        return int_of(a, "packets") > int_of(b, "packets") ? -1 : 1;
+    return strcmp(text_of(a, "pubkey"), text_of(b, "pubkey"));
+}
+
+static int status_rank(json_t *e)
+{
+    const char *s = text_of(e, "status");
+    return strcmp(s, "confirmed") == 0 ? 0 : strcmp(s, "suspected") == 0 ? 1 : 2;
+}
+
+static int by_status(const void *x, const void *y)
+{
+    json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    if (status_rank(a) != status_rank(b))
+        return status_rank(a) - status_rank(b);
+    int c = strcasecmp(text_of(a, "name"), text_of(b, "name"));
+    return c ? c : strcmp(text_of(a, "pubkey"), text_of(b, "pubkey"));
+}
+
+static int by_count(const void *x, const void *y)
+{
+    json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    if (int_of(a, "count") != int_of(b, "count"))
+        return int_of(a, "count") > int_of(b, "count") ? -1 : 1;
+    return strcmp(text_of(a, "hex"), text_of(b, "hex"));
+}
+
+static void sort_list(json_t *list, int (*cmp)(const void *, const void *))
+{
+    size_t n = json_array_size(list);
+    json_t **v = calloc(n + 1, sizeof *v);
+    cr_assert_not_null(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(list, i));
+    qsort(v, n, sizeof *v, cmp);
+    json_array_clear(list);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, v[i]);
+    free(v);
+}
+
+/* topHops: the hops of the last count leave the list (CoreScope cuts among them in map
+ * order); their count stays, as a number of entries. */
+static void cut_last_count(json_t *answer)
+{
+    json_t *top = json_object_get(answer, "topHops");
+    sort_list(top, by_count);
+    size_t n = json_array_size(top);
+    if (n < 50)
+        return;
+    json_int_t last = int_of(json_array_get(top, n - 1), "count");
+    size_t keep = n;
+    while (keep > 0 && int_of(json_array_get(top, keep - 1), "count") == last)
+        keep--;
+    while (json_array_size(top) > keep)
+        json_array_remove(top, keep);
+    json_object_set_new(answer, "topHopsOfLastCount", json_integer((json_int_t)(n - keep)));
+}
+
+static void canonical(json_t *answer)
+{
+    sort_list(json_object_get(answer, "multiByteNodes"), by_packets);
+    sort_list(json_object_get(answer, "multiByteCapability"), by_status);
+    cut_last_count(answer);
+}
+
+static void expect_recorded(const char *target)
+{
+    json_t *want = json_deep_copy(json_object_get(json_object_get(fx.expected, "answers"), target));
+    cr_assert_not_null(want, "%s: nothing recorded for %s", EXPECTED, target);
+    int64_t recorded_now = json_integer_value(json_object_get(fx.expected, "now"));
+    cr_assert_eq(recorded_now % 3600, 0, "the recording's copy is not at the top of an hour");
+    int64_t shift = (fx.now - recorded_now) / 3600;
+    move_field(json_object_get(want, "hourly"), "hour", shift);
+    move_field(json_object_get(want, "multiByteNodes"), "lastSeen", shift);
+    move_field(json_object_get(want, "multiByteCapability"), "lastSeen", shift);
+    json_t *got = get(target, 200);
+    /* the keys in CoreScope's order: its maps' keys sorted */
+    const char *prev = "";
+    const char *key;
+    json_t *v;
+    json_object_foreach(got, key, v)
+    {
+        cr_expect_gt(strcmp(key, prev), 0, "%s: %s after %s", target, key, prev);
+        prev = key;
+    }
+    canonical(want);
+    canonical(got);
+    json_object_foreach(want, key, v)
+    {
+        json_t *g = json_object_get(got, key);
+        if (!json_equal(v, g)) {
+            char *gs = json_dumps(g, JSON_COMPACT), *ws = json_dumps(v, JSON_COMPACT);
+            cr_expect_fail("GET %s: %s differs from CoreScope's\n got: %.2000s\nwant: %.2000s",
+                           target, key, gs ? gs : "(none)", ws);
+            free(gs), free(ws);
+        }
+    }
+    cr_expect_eq(json_object_size(got), json_object_size(want), "%s: keys", target);
+    json_decref(got);
+    json_decref(want);
+}
+
+Test(analytics_hashsz, answers_equal_corescopes_on_the_freshened_fixture)
+{
+    start();
+    json_error_t jerr;
+    fx.expected = json_load_file(EXPECTED, 0, &jerr);
+    cr_assert_not_null(fx.expected, "%s: %s", EXPECTED, jerr.text);
+    const char *target;
+    json_t *answer;
+    int compared = 0;
+    json_object_foreach(json_object_get(fx.expected, "answers"), target, answer)
+    {
+        expect_recorded(target);
+        compared++;
+    }
+    cr_expect_gt(compared, 0);
+}
+
+/* ---- worked out from the data ---- */
+
+/* A transmission's hash size from its raw path byte (after 4 transport bytes for route types 0
+ * and 3), in SQL: the path byte's high hex digit over 4, plus 1. */
+#define TX_SIZE                                                                                    \
+    "(((instr('0123456789ABCDEF', upper(substr(t.raw_hex, CASE WHEN (instr('0123456789ABCDEF',"    \
+    " upper(substr(t.raw_hex, 2, 1))) - 1) % 4 IN (0, 3) THEN 11 ELSE 3 END, 1))) - 1) / 4) + 1)"
+/* Transmissions with a path: some observation's path_json has a hop. */
+#define WITH_PATH                                                                                  \
+    " EXISTS (SELECT 1 FROM observations o WHERE o.transmission_id = t.id AND"                     \
+    " json_valid(o.path_json) AND json_array_length(o.path_json) > 0)"
+
+Test(analytics_hashsz, totals_and_sizes_are_those_of_the_data)
+{
+    start();
+    json_t *a = get("/api/analytics/hash-sizes", 200);
+    long long total =
+        count_of("SELECT count(*) FROM transmissions t WHERE" WITH_PATH " AND " TX_SIZE " <= 3");
+    cr_assert_gt(total, 0);
+    cr_expect_eq(int_of(a, "total"), total);
+    json_t *dist = json_object_get(a, "distribution");
+    for (int s = 1; s <= 3; s++) {
+        char sql[1024], name[2] = {(char)('0' + s), 0};
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM transmissions t WHERE" WITH_PATH " AND %s = %d", TX_SIZE, s);
+        cr_expect_eq(int_of(dist, name), count_of(sql), "distribution[%s]", name);
+    }
+    json_int_t per_hour = 0;
+    size_t i;
+    json_t *h;
+    json_array_foreach(json_object_get(a, "hourly"), i, h) per_hour +=
+        int_of(h, "1") + int_of(h, "2") + int_of(h, "3");
+    cr_expect_eq(per_hour, total);
+    /* every node once in the capability list; a confirmed one announced 2 or more bytes */
+    json_t *cap = json_object_get(a, "multiByteCapability");
+    cr_expect_eq((long long)json_array_size(cap), count_of("SELECT count(*) FROM nodes"));
+    json_t *e;
+    json_array_foreach(cap, i, e)
+    {
+        const char *status = text_of(e, "status");
+        if (strcmp(status, "unknown") != 0)
+            cr_expect_geq(int_of(e, "maxHashSize"), 2, "%s", text_of(e, "pubkey"));
+        cr_expect_str_eq(text_of(e, "evidence"), strcmp(status, "confirmed") == 0   ? "advert"
+                                                 : strcmp(status, "suspected") == 0 ? "path"
+                                                                                    : "");
+    }
+    /* the top hop is met as often as the data's most frequent hop of the best paths can be:
+     * no more than its count over every observation's path */
+    json_t *top = json_array_get(json_object_get(a, "topHops"), 0);
+    cr_assert_not_null(top);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM observations o, json_each(o.path_json) j WHERE"
+             " json_valid(o.path_json) AND j.value = '%s'",
+             text_of(top, "hex"));
+    cr_expect_leq(int_of(top, "count"), count_of(sql));
+    cr_expect_eq(int_of(top, "size"), (json_int_t)(strlen(text_of(top, "hex")) + 1) / 2);
+    json_decref(a);
+}
+
+/* A node that ADVERTs through a 2-byte path is a multi-byte node and confirmed; a repeater whose
+ * 2-byte prefix is a hop of a 2-byte path of a non-TRACE packet is suspected. */
+Test(analytics_hashsz, adverts_confirm_and_paths_suspect)
+{
+    start();
+    char sql[4096];
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO nodes (public_key, name, role, last_seen, first_seen) VALUES"
+        " ('abcd%060d', 'Confirmed', 'repeater', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),"
+        " ('fedc%060d', 'Suspect', 'repeater', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');"
+        /* FLOOD ADVERT (header 0x11), path byte 0x41: 2-byte hashes, one hop */
+        "INSERT INTO transmissions (raw_hex, hash, first_seen, route_type, payload_type,"
+        " decoded_json) VALUES ('1141AAAA00', 'hs-advert', strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ',"
+        " %lld, 'unixepoch'), 1, 4, '{\"pubKey\":\"abcd%060d\",\"name\":\"Confirmed\"}'),"
+        /* FLOOD TXT_MSG (0x09), 2-byte path through FEDC */
+        " ('0941FEDC00', 'hs-text', strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', %lld, 'unixepoch'), 1,"
+        " 2, NULL);"
+        "INSERT INTO observations (transmission_id, observer_idx, path_json, timestamp)"
+        " SELECT id, 1, CASE hash WHEN 'hs-advert' THEN '[\"AAAA\"]' ELSE '[\"FEDC\"]' END, %lld"
+        " FROM transmissions WHERE hash IN ('hs-advert', 'hs-text');",
+        0, 0, (long long)fx.now - 60, 0, (long long)fx.now - 60, (long long)fx.now - 60);
+    reopen_after(sql);
+    json_t *a = get("/api/analytics/hash-sizes", 200);
+    bool confirmed = false, suspected = false, listed = false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(a, "multiByteCapability"), i, e)
+    {
+        if (strncmp(text_of(e, "pubkey"), "abcd", 4) == 0)
+            confirmed =
+                strcmp(text_of(e, "status"), "confirmed") == 0 && int_of(e, "maxHashSize") == 2;
+        if (strncmp(text_of(e, "pubkey"), "fedc", 4) == 0)
+            suspected =
+                strcmp(text_of(e, "status"), "suspected") == 0 && int_of(e, "maxHashSize") == 2;
+    }
+    json_array_foreach(json_object_get(a, "multiByteNodes"), i,
+                       e) if (strncmp(text_of(e, "pubkey"), "abcd", 4) == 0) listed =
+        int_of(e, "hashSize") == 2 && int_of(e, "packets") == 1 &&
+        strcmp(text_of(e, "name"), "Confirmed") == 0 && strcmp(text_of(e, "role"), "repeater") == 0;
+    cr_expect(confirmed, "the ADVERT's node is confirmed with 2 bytes");
+    cr_expect(suspected, "the hop's node is suspected with 2 bytes");
+    cr_expect(listed, "the ADVERT's node is a multi-byte node");
+    /* the FEDC hop names its repeater */
+    bool named = false;
+    json_array_foreach(json_object_get(a, "topHops"), i,
+                       e) if (strcmp(text_of(e, "hex"), "FEDC") == 0) named =
+        strcmp(text_of(e, "name"), "Suspect") == 0 && int_of(e, "size") == 2;
+    cr_expect(named, "the hop FEDC is the repeater Suspect's");
+    json_decref(a);
+}
+
+/* A region no observer has still filters no transmission; a list of codes too long for a key is
+ * refused. */
+Test(analytics_hashsz, regions_filter_as_corescopes)
+{
+    start();
+    json_t *all = get("/api/analytics/hash-sizes", 200),
+           *none = get("/api/analytics/hash-sizes?region=ZZZ", 200);
+    cr_expect_eq(int_of(none, "total"), int_of(all, "total"));
+    json_t *sjc = get("/api/analytics/hash-sizes?region=SJC", 200);
+    cr_expect_lt(int_of(sjc, "total"), int_of(all, "total"));
+    cr_expect_gt(int_of(sjc, "total"), 0);
+    char target[400] = "/api/analytics/hash-sizes?region=";
+    for (int i = 0; i < 30; i++)
+        strcat(target, "ABCD,");
+    json_t *e = get(target, 400);
+    cr_expect(json_is_string(json_object_get(e, "error")));
+    json_decref(e);
+    json_decref(all), json_decref(none), json_decref(sjc);
+}

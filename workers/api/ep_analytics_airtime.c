@@ -23,8 +23,10 @@
 #include "corescope_window.h"
 #include "json.h"
 #include "params.h"
+#include "path_parse.h"
 #include "router.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 
 #define AIRTIME_CACHE_S 60
 #define AIRTIME_KEY_BYTES 200
+#define MG_AIRTIME_HOPS_MAX 64
 
 struct airtime_params {
     int window;
@@ -168,14 +171,76 @@ static int by_share(const void *x, const void *y)
     return c ? c : (a->type < b->type ? -1 : a->type > b->type);
 }
 
-/* Each transmission with its payload type, first_seen, bytes and distinct relays. */
+/* Each transmission with a payload type (by id), with the resolved path of each of its
+ * observations kept as CoreScope's store keeps them (one per observer and path, the newest:
+ * max() makes the row's resolved_path that copy's). */
 #define AIRTIME_SQL                                                                                \
-    "SELECT t.payload_type, t.first_seen, length(t.raw_hex) / 2, (SELECT count(DISTINCT"           \
-    " lower(j.value)) FROM (SELECT o.resolved_path FROM observations o LEFT JOIN observers ob"     \
-    " ON ob.rowid = o.observer_idx WHERE o.transmission_id = t.id GROUP BY coalesce(ob.id, ''),"   \
-    " coalesce(o.path_json, '')) k, json_each(k.resolved_path) j WHERE"                            \
-    " json_valid(k.resolved_path) AND json_type(k.resolved_path) = 'array' AND j.type = 'text'"    \
-    " AND j.value <> '') FROM transmissions t WHERE t.payload_type IS NOT NULL"
+    "SELECT t.id, t.payload_type, t.first_seen, length(t.raw_hex) / 2, k.rp FROM transmissions t"  \
+    " LEFT JOIN (SELECT o.transmission_id AS tid, o.resolved_path AS rp, max(o.timestamp)"         \
+    " FROM observations o LEFT JOIN observers ob ON ob.rowid = o.observer_idx"                     \
+    " GROUP BY o.transmission_id, coalesce(ob.id, ''), coalesce(o.path_json, '')) k"               \
+    " ON k.tid = t.id WHERE t.payload_type IS NOT NULL"
+
+/* The distinct relays of one transmission: keys, lowercased, in a growing list. */
+struct relays {
+    char **key;
+    size_t n, cap;
+    bool failed;
+};
+
+static void relays_add(struct relays *r, const char *resolved_path)
+{
+    if (!resolved_path || !resolved_path[0])
+        return;
+    char buf[8192];
+    char *hops[MG_AIRTIME_HOPS_MAX];
+    int n = mg_path_split(resolved_path, buf, sizeof buf, hops, MG_AIRTIME_HOPS_MAX);
+    for (int i = 0; i < n && i < MG_AIRTIME_HOPS_MAX; i++) {
+        if (!hops[i] || !hops[i][0])
+            continue;
+        for (char *c = hops[i]; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+        bool seen = false;
+        for (size_t k = 0; k < r->n && !seen; k++)
+            seen = strcmp(r->key[k], hops[i]) == 0;
+        if (seen)
+            continue;
+        if (r->n == r->cap) {
+            size_t cap = r->cap ? r->cap * 2 : 16;
+            char **more = realloc(r->key, cap * sizeof *more);
+            if (!more) {
+                r->failed = true;
+                return;
+            }
+            r->key = more, r->cap = cap;
+        }
+        if (!(r->key[r->n] = strdup(hops[i]))) {
+            r->failed = true;
+            return;
+        }
+        r->n++;
+    }
+}
+
+static void relays_reset(struct relays *r)
+{
+    for (size_t k = 0; k < r->n; k++)
+        free(r->key[k]);
+    r->n = 0;
+}
+
+/* One transmission's count and score into its bucket. */
+static bool airtime_add(struct share *s, int64_t type, int64_t bytes, int64_t relays,
+                        const struct preset *p)
+{
+    struct bucket *b = bucket_of(s, type);
+    if (!b)
+        return false;
+    int64_t score = time_on_air_ns(bytes, p) * relays;
+    b->count++, s->total_count++;
+    b->score += score, s->total_score += score;
+    return true;
+}
 
 static int airtime_body(struct mg_db *db, const struct airtime_args *a, struct mg_buf *body)
 {
@@ -190,6 +255,7 @@ static int airtime_body(struct mg_db *db, const struct airtime_args *a, struct m
     if (w->has_until)
         mg_buf_puts(&sql, " AND t.first_seen <= strftime('%Y-%m-%dT%H:%M:%S', :until + 86400,"
                           " 'unixepoch')");
+    mg_buf_puts(&sql, " ORDER BY t.id");
     sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
     mg_buf_free(&sql);
     if (!st)
@@ -202,21 +268,36 @@ static int airtime_body(struct mg_db *db, const struct airtime_args *a, struct m
         sqlite3_bind_int64(st, i_until, w->until_s);
     struct preset p = preset_of(mg_corescope_current());
     struct share s = {0};
+    struct relays r = {0};
+    int64_t cur = -1, type = 0, bytes = 0;
+    bool in = false;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!mg_cs_window_holds_text(w, (const char *)sqlite3_column_text(st, 1)))
-            continue;
-        struct bucket *b = bucket_of(&s, sqlite3_column_int64(st, 0));
-        if (!b) {
+    for (;;) {
+        rc = sqlite3_step(st);
+        int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -2;
+        if (id != cur && cur != -1 && in && !airtime_add(&s, type, bytes, (int64_t)r.n, &p)) {
             rc = SQLITE_NOMEM;
             break;
         }
-        int64_t score =
-            time_on_air_ns(sqlite3_column_int64(st, 2), &p) * sqlite3_column_int64(st, 3);
-        b->count++, s.total_count++;
-        b->score += score, s.total_score += score;
+        if (rc != SQLITE_ROW)
+            break;
+        if (id != cur) {
+            cur = id;
+            relays_reset(&r);
+            type = sqlite3_column_int64(st, 1);
+            bytes = sqlite3_column_int64(st, 3);
+            in = mg_cs_window_holds_text(w, (const char *)sqlite3_column_text(st, 2));
+        }
+        if (in)
+            relays_add(&r, (const char *)sqlite3_column_text(st, 4));
+        if (r.failed) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
     }
     sqlite3_finalize(st);
+    relays_reset(&r);
+    free(r.key);
     if (rc != SQLITE_DONE) {
         free(s.b);
         return rc == SQLITE_ROW ? SQLITE_NOMEM : rc;

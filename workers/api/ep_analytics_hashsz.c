@@ -67,7 +67,7 @@ static const struct mg_param hashsz_param_list[] = {
     {.name = "region",
      .kind = MG_PARAM_LIST,
      P(region),
-     .flags = MG_LIST_SKIP_ALL,
+     .flags = MG_LIST_SKIP_ALL | MG_LIST_KEEP_EMPTY, /* "ALL" alone is still a region given */
      .corescope = "IATA codes trimmed and uppercased; ALL and blanks dropped; codes no observer "
                   "has: no transmission filter (a given region still sorts nodes by home region); "
                   "meshgate: 400 past 79 bytes of codes (a cache key's room)"},
@@ -906,7 +906,7 @@ static int region_has_observers(struct mg_db *db, const char *codes, bool *has)
     *has = false;
     if (!codes[0])
         return SQLITE_OK;
-    sqlite3_stmt *st = mg_db_prepare(db, "SELECT 1 FROM observers WHERE instr(?1, ',') = 0 AND"
+    sqlite3_stmt *st = mg_db_prepare(db, "SELECT 1 FROM observers WHERE instr(iata, ',') = 0 AND"
                                          " instr(',' || ?1 || ',', ',' || upper(trim(iata)) ||"
                                          " ',') > 0 LIMIT 1");
     if (!st)

@@ -176,7 +176,7 @@ static int by_share(const void *x, const void *y)
  * max() makes the row's resolved_path that copy's). */
 #define AIRTIME_SQL                                                                                \
     "SELECT t.id, t.payload_type, t.first_seen, length(t.raw_hex) / 2, k.rp FROM transmissions t"  \
-    " LEFT JOIN (SELECT o.transmission_id AS tid, o.resolved_path AS rp, max(o.timestamp)"         \
+    " LEFT JOIN (SELECT o.transmission_id AS tid, %s AS rp, max(o.timestamp)"                      \
     " FROM observations o LEFT JOIN observers ob ON ob.rowid = o.observer_idx"                     \
     " GROUP BY o.transmission_id, coalesce(ob.id, ''), coalesce(o.path_json, '')) k"               \
     " ON k.tid = t.id WHERE t.payload_type IS NOT NULL"
@@ -247,7 +247,8 @@ static int airtime_body(struct mg_db *db, const struct airtime_args *a, struct m
     const struct mg_cs_window *w = &a->window;
     struct mg_buf sql;
     mg_buf_init(&sql);
-    mg_buf_puts(&sql, AIRTIME_SQL);
+    /* Without the column (an older schema) no observation names a relay, as CoreScope. */
+    mg_buf_printf(&sql, AIRTIME_SQL, db->schema.obs_resolved_path ? "o.resolved_path" : "NULL");
     /* first_seen as text a day wider than the window (the exact test is on the parsed time) */
     if (w->has_since)
         mg_buf_puts(&sql, " AND t.first_seen >= strftime('%Y-%m-%dT%H:%M:%S', :since - 86400,"

@@ -369,6 +369,16 @@ static void tour(void)
     body = get("/api/analytics/distance", 200);
     cr_expect(strstr(body, "\"summary\":{\"avgDist\":"), "%.300s", body);
     get("/api/analytics/distance?region=SJC", 200);
+    /* Hash sizes, relay airtime, the Audio Lab (issue 26): the transmissions with a path by
+     * hash size, every transmission with a payload type in the airtime share. */
+    body = get("/api/analytics/hash-sizes", 200);
+    cr_expect(strstr(body, "\"multiByteCapability\":["), "%.300s", body);
+    get("/api/analytics/hash-sizes?region=SJC", 200);
+    body = get("/api/analytics/relay-airtime-share", 200);
+    cr_expect_eq(int_after(body, "total_count"),
+                 count_of("SELECT count(*) FROM transmissions WHERE payload_type IS NOT NULL"));
+    body = get("/api/audio-lab/buckets", 200);
+    cr_expect(strstr(body, "{\"buckets\":{\""), "%.300s", body);
     get("/metrics", 200);
     get("/server-status", 200);
 }

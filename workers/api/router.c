@@ -85,6 +85,15 @@ static const char *const analytics_roles_cases[] = {"/api/analytics/roles", NULL
  * warm (0 steps; 683 KB copied from the shared cache in 0.16 s). */
 static const char *const hash_collisions_cases[] = {
     "/api/analytics/hash-collisions", "/api/analytics/hash-collisions?region=SJC,OAK", NULL};
+/* Hash sizes (ep_analytics_hashsz.c): a cold report of every observation, light when warm. */
+static const char *const hash_sizes_cases[] = {"/api/analytics/hash-sizes",
+                                               "/api/analytics/hash-sizes?region=SJC,OAK",
+                                               "/api/analytics/hash-sizes?area=bogus", NULL};
+/* Relay airtime share (ep_analytics_airtime.c) and the Audio Lab's buckets (ep_audio_lab.c):
+ * cold reports of every observation or transmission, light when warm. */
+static const char *const relay_airtime_cases[] = {
+    "/api/analytics/relay-airtime-share", "/api/analytics/relay-airtime-share?window=7d", NULL};
+static const char *const audio_lab_cases[] = {"/api/audio-lab/buckets", NULL};
 /* Cold reports, one per window: heavy to build (the window's transmissions through
  * idx_transmissions_first_seen: 7d at 2M observations 1.7-2.1 s, 16.8M VM steps, 64 149
  * pages), light when warm (0 steps). */
@@ -330,6 +339,16 @@ const struct mg_route mg_routes[] = {
      .heavy_when = mg_analytics_roles_is_heavy,
      .own_jobs = true,
      .light_cases = analytics_roles_cases},
+    /* The hash sizes tab (ep_analytics_hashsz.c), where CoreScope's router has it: a cold
+     * report of every observation, light when warm. */
+    {.template = "/api/analytics/hash-sizes",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_hash_sizes,
+     .heavy_when = mg_hash_sizes_is_heavy,
+     .own_jobs = true,
+     .light_cases = hash_sizes_cases,
+     .params = &mg_hash_sizes_params},
     {.template = "/api/analytics/hash-collisions",
      .gates = mg_gates_cold,
      .cost = MG_COST_HEAVY,
@@ -383,6 +402,16 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = analytics_distance_cases,
      .params = &mg_analytics_distance_params},
+    /* The relay airtime share (ep_analytics_airtime.c), last of the Analytics routes as in
+     * CoreScope's router: a cold report of every observation's resolved path. */
+    {.template = "/api/analytics/relay-airtime-share",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_relay_airtime,
+     .heavy_when = mg_relay_airtime_is_heavy,
+     .own_jobs = true,
+     .light_cases = relay_airtime_cases,
+     .params = &mg_relay_airtime_params},
     /* Heavy: every request reads transmissions and observations. */
     {.template = "/api/packets",
      .gates = mg_gates_heavy,
@@ -423,6 +452,14 @@ const struct mg_route mg_routes[] = {
      .cost = MG_COST_LIGHT,
      .handler = mg_handle_iata_coords,
      .light_cases = iata_cases},
+    /* The Audio Lab's sample packets (ep_audio_lab.c): a cold report of every transmission. */
+    {.template = "/api/audio-lab/buckets",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_audio_lab,
+     .heavy_when = mg_audio_lab_is_heavy,
+     .own_jobs = true,
+     .light_cases = audio_lab_cases},
     /* Heavy: packetsLastHour counts the last hour's observations (11 600 index rows in the
      * busiest hour of the 2M database; it grows with traffic). */
     {.template = "/api/observers",

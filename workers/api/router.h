@@ -192,6 +192,19 @@ extern const struct mg_param_table mg_hash_collisions_params;
 void mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
                                struct mg_response *res);
 bool mg_hash_collisions_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* The hash sizes tab (ep_analytics_hashsz.c): a cold report, heavy unless warm. */
+extern const struct mg_param_table mg_hash_sizes_params;
+void mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *req,
+                          struct mg_response *res);
+bool mg_hash_sizes_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* The relay airtime share (ep_analytics_airtime.c) and the Audio Lab's buckets
+ * (ep_audio_lab.c): cold reports, heavy unless warm. */
+extern const struct mg_param_table mg_relay_airtime_params;
+void mg_handle_relay_airtime(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
+bool mg_relay_airtime_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_audio_lab(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+bool mg_audio_lab_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req);

@@ -875,6 +875,12 @@ static int load_documents(struct mg_corescope_config *c, const char *name, json_
         *(int64_t *)((char *)c + ages[i].offset) =
             (int64_t)((v > 0 ? v : ages[i].def) * 3600000.0); /* truncated, as Go's int() */
     }
+    json_t *analytics = object_member(&l, root, "analytics", "analytics");
+    json_t *lora = object_member(&l, analytics, "loraPreset", "analytics.loraPreset");
+    c->lora_freq_hz = number_member(&l, lora, "freq", "analytics.loraPreset.freq");
+    c->lora_bw_khz = number_member(&l, lora, "bw", "analytics.loraPreset.bw");
+    c->lora_sf = int_member(&l, lora, "sf", "analytics.loraPreset.sf");
+    c->lora_cr = int_member(&l, lora, "cr", "analytics.loraPreset.cr");
     json_decref(root);
     json_decref(theme);
     if (l.failed) {

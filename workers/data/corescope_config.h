@@ -70,6 +70,10 @@ struct mg_corescope_config {
      * like its int()): repeaters and rooms use the infra pair, every other role the node pair
      * (defaults 24 h / 72 h and 1 h / 24 h). */
     int64_t infra_degraded_ms, infra_silent_ms, node_degraded_ms, node_silent_ms;
+    /* analytics.loraPreset's freq, bw, sf and cr as written (0 when absent): the relay airtime
+     * share's PHY preset (ep_analytics_airtime.c puts CoreScope's defaults in their place) */
+    double lora_freq_hz, lora_bw_khz;
+    long long lora_sf, lora_cr;
     /* "areas", sorted by key (bytewise) */
     struct mg_corescope_area *areas;
     size_t area_count;

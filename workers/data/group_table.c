@@ -521,7 +521,8 @@ static void submit(struct mg_group_rebuild *r, void (*run)(struct mg_job *, stru
     if (r->submitted && !atomic_load(&r->job.done))
         return;
     r->g = g;
-    r->env = env;
+    r->env_copy = *env; /* the job runs after the request's env may be gone */
+    r->env = &r->env_copy;
     r->now_ns = now_ns;
     r->now_realtime_ns = now_realtime_ns;
     r->rc = SQLITE_OK;

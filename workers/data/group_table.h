@@ -45,7 +45,9 @@ struct mg_group_table;
 struct mg_group_rebuild {
     struct mg_job job; /* first: the thread hands this pointer back */
     struct mg_group_table *g;
-    struct mg_env *env;
+    struct mg_env *env; /* &env_copy: the job outlives the request's env (dispatch.c gives an
+                         * own_jobs route a copy on its stack) */
+    struct mg_env env_copy;
     int64_t now_ns, now_realtime_ns;
     int rc; /* the fetch's, on the helper */
     bool submitted;

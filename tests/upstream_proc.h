@@ -16,7 +16,8 @@
 
 /* MESHGATE_UPSTREAM_PREFER for the tests whose example of a proxied analytics route is one
  * meshgate now serves itself: the default (the node detail) and those routes. */
-#define UPSTREAM_ANALYTICS "/api/nodes/:pubkey,/api/nodes/:pubkey/analytics,/api/analytics/rf,/api/analytics/topology"
+#define UPSTREAM_ANALYTICS                                                                         \
+    "/api/nodes/:pubkey,/api/nodes/:pubkey/analytics,/api/analytics/rf,/api/analytics/topology"
 /* A light route of the upstream that meshgate never serves itself (CoreScope has no such
  * path either; the test upstream answers every path), for the tests of proxied requests. */
 #define UPSTREAM_ONLY "/api/only-the-upstream"

@@ -56,8 +56,10 @@ static void remove_db(void)
 
 static void start(struct mg_test_server *s)
 {
-    /* No summaries' pass: it would run on the helper thread these tests count. */
-    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TX_SUMMARIES=0", keys_setting, NULL};
+    /* No summaries' pass: it would run on the helper thread these tests count; no live
+     * feed: its watcher holds a connection of its own in the lease holder (live_watch.h). */
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_TX_SUMMARIES=0", "MESHGATE_LIVE_CLIENTS=0",
+                         keys_setting, NULL};
     cr_assert(mg_test_server_start(s, db_path, env));
 }
 

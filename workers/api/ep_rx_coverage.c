@@ -129,9 +129,14 @@ static void plain(struct mg_response *res, int status, const char *text)
     mg_buf_putc(&res->body, '\n');
 }
 
+bool mg_rx_coverage_served(void)
+{
+    return mg_corescope_current()->client_rx_coverage;
+}
+
 static bool enabled(struct mg_response *res)
 {
-    if (mg_corescope_current()->client_rx_coverage)
+    if (mg_rx_coverage_served())
         return true;
     plain(res, 404, "404 page not found");
     return false;

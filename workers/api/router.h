@@ -52,6 +52,9 @@ struct mg_route {
     /* CoreScope's API-key routes (its requireAPIKey): with MESHGATE_UPSTREAM set they go
      * there always; without, the handler answers as CoreScope does (ep_keyed.c). */
     bool upstream_first;
+    /* A route CoreScope serves only when its config.json turns a feature on: whether it is
+     * on now (NULL: always). The home page links it only then. */
+    bool (*served)(void);
 };
 
 /* The method of a route's template ("GET" for a plain path) and its path. */
@@ -180,6 +183,7 @@ void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req
                                 struct mg_response *res);
 void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
+bool mg_rx_coverage_served(void);
 void mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
 /* The Analytics page's roles, hash sizes and collisions (ep_node_clock.c for the roles, a

@@ -24,8 +24,9 @@ static void route_links(struct mg_buf *b)
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *t = mg_routes[i].template;
         /* Not linked: a route of another method than GET, nor one of CoreScope's API-key
-         * routes (403 here without an upstream). */
-        if (mg_routes[i].admin_only || strchr(t, ':') || t[0] != '/' || mg_routes[i].upstream_first)
+         * routes (403 here without an upstream), nor one whose feature config.json leaves off. */
+        if (mg_routes[i].admin_only || strchr(t, ':') || t[0] != '/' ||
+            mg_routes[i].upstream_first || (mg_routes[i].served && !mg_routes[i].served()))
             continue;
         char query[96];
         mg_params_sample_query(mg_routes[i].params, &tm, query, sizeof query);

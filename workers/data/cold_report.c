@@ -139,6 +139,16 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
         mg_response_json(res, 200);
         return;
     }
+    if (found == MG_CACHE_CLAIMED && !req->signed_in && mg_dispatch_was_light(req->park)) {
+        /* Admitted light (its heavy check found the report warm or being built) and now it
+         * would build: the key moved in between (a report keyed by the minute, one that
+         * expired). Cold work goes through the anonymous line: start over, heavy. */
+        give_up_claim(env, st);
+        memset(st, 0, sizeof *st);
+        res->readmit = true;
+        park(req, res, mg_monotonic_ns());
+        return;
+    }
     if (found == MG_CACHE_CLAIMED) {
         st->step = GATE;
         return;

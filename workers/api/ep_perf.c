@@ -556,7 +556,8 @@ static uint64_t rss_bytes(int pid)
  * - eventLoop: {} (a worker's loop lag is not measured; the object stays so the Perf page
  *   renders);
  * - cache: as /api/perf's, with CoreScope's "entries" for its size;
- * - websocket.clients 0: meshgate serves no WebSocket; packetStore null, as in /api/perf;
+ * - websocket.clients: the live feed's clients and the tunnels to the upstream's; packetStore
+ *   null, as in /api/perf;
  * - perf: the group's requests and mean time, the slow requests in the ring (over 100 ms) and
  *   the last 5 of them, oldest first.
  */

@@ -115,8 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * the gates' own bounds (a few seconds). */
     for (int turn = 0;; turn++) {
         park.turns++;
-        mg_dispatch(&ctx->env, &req, &ctx->bufs, &ctx->res);
-        if (!ctx->res.parked)
+        if ((turn ? mg_dispatch_resume(&ctx->env, &req, &ctx->bufs, &ctx->res)
+                  : mg_dispatch(&ctx->env, &req, &ctx->bufs, &ctx->res)) != MG_PARK)
             break;
         if (turn > 20000) {
             fprintf(stderr, "fuzz-request: still parked after 20000 turns\n");

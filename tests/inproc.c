@@ -125,11 +125,12 @@ int mg_test_ctx_request(struct mg_test_ctx *t, const char *method, const char *t
     /* A parked request is asked again, as the worker's loop would. */
     for (;;) {
         park.turns++;
-        mg_dispatch(&t->env, &req, &t->bufs, &t->res);
+        enum mg_turn turn = park.turns > 1 ? mg_dispatch_resume(&t->env, &req, &t->bufs, &t->res)
+                                           : mg_dispatch(&t->env, &req, &t->bufs, &t->res);
         /* The turn that answers says: a request admitted light may be admitted again,
          * heavy (cold_report.c, when the report it found warm is gone). */
         t->light = mg_dispatch_was_light(&park);
-        if (!t->res.parked)
+        if (turn != MG_PARK)
             break;
         mg_response_reset(&t->res);
         struct timespec ts = {0, 1000000};

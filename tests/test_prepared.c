@@ -10,8 +10,10 @@
 
 #include "clock.h"
 #include "gate_fifo.h"
+#include "result_body.h"
 
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,8 +66,9 @@ Test(prepared, a_parked_request_resumes_as_prepared_whatever_the_buffers_hold_la
     mg_test_request_init(&req, &packets, &park);
     park.turns = 1;
     mg_response_reset(&t.res);
-    unsigned route = mg_dispatch(&t.env, &req, &t.bufs, &t.res);
-    cr_assert(t.res.parked, "the request did not wait in line");
+    enum mg_turn turn = mg_dispatch(&t.env, &req, &t.bufs, &t.res);
+    unsigned route = park.route;
+    cr_assert_eq(turn, MG_PARK, "the request did not wait in line");
     cr_assert_not_null(park.prepared, "nothing was kept of its preparation");
     /* Another request used the worker's buffers meanwhile, and the head reads otherwise. */
     memset(t.bufs.path, 'x', t.bufs.path_cap - 1);
@@ -73,14 +76,15 @@ Test(prepared, a_parked_request_resumes_as_prepared_whatever_the_buffers_hold_la
     req.http = &health;
     for (uint32_t i = 0; i < line->cap; i++)
         mg_fifo_gate_release(line, 999999, tokens[i]);
-    unsigned again = route;
-    for (int turn = 2; t.res.parked && turn < 1000; turn++) {
-        park.turns = (unsigned)turn;
+    for (unsigned n = 2; turn == MG_PARK && n < 1000; n++) {
+        park.turns = n;
         mg_response_reset(&t.res);
-        again = mg_dispatch(&t.env, &req, &t.bufs, &t.res);
+        turn = mg_dispatch_resume(&t.env, &req, &t.bufs, &t.res);
     }
-    cr_expect_not(t.res.parked);
-    cr_expect_eq(again, route, "a later turn was routed again");
+    cr_expect_eq(turn, MG_DONE);
+    cr_expect_eq(park.route, route, "a later turn was routed again");
+    cr_expect_eq(park.dispatches, 1, "a later turn entered dispatch from the top");
+    cr_expect_eq(park.preparations, 1, "a later turn was prepared again");
     cr_expect_eq(t.res.status, 200, "%.*s", (int)t.res.body.len, t.res.body.data);
     cr_expect(t.res.body.len && strstr(mg_buf_cstr(&t.res.body), "\"packets\""),
               "not the packets page: %.*s", (int)t.res.body.len, t.res.body.data);
@@ -101,12 +105,64 @@ Test(prepared, a_parked_request_is_parsed_and_prepared_once_however_many_turns_i
     cr_expect_eq(r.status, 200, "%d %s", r.status, r.body);
     char counts[96] = "";
     cr_assert(mg_test_header(&r, "X-Test-Prepared", counts, sizeof counts), "%s", r.head);
-    unsigned turns = 0, heads = 0, preparations = 0;
-    cr_assert_eq(sscanf(counts, "turns=%u heads=%u preparations=%u", &turns, &heads, &preparations),
-                 3, "%s", counts);
+    unsigned turns = 0, heads = 0, preparations = 0, dispatches = 0, admissions = 0;
+    cr_assert_eq(sscanf(counts, "turns=%u heads=%u preparations=%u dispatches=%u admissions=%u",
+                        &turns, &heads, &preparations, &dispatches, &admissions),
+                 5, "%s", counts);
     cr_expect_gt(turns, 1, "the request was not parked: %s", counts);
     cr_expect_eq(heads, 1, "its head was parsed again while parked: %s", counts);
     cr_expect_eq(preparations, 1, "it was prepared again while parked: %s", counts);
+    /* Woken, it continues at its work (its helper's job): it enters dispatch once and passes
+     * its route's gates (the rate limit, the anonymous line) once. */
+    cr_expect_eq(dispatches, 1, "it entered dispatch from the top again when woken: %s", counts);
+    cr_expect_eq(admissions, 1, "it passed its route's gates again when woken: %s", counts);
     mg_test_response_free(&r);
     cr_expect_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
+/* A request admitted light (its cold report was being built by another) whose work turns
+ * heavy (that build was given up: it must build the report itself) is admitted again, heavy,
+ * in the same turn (MG_READMIT_HEAVY): it passes its route's gates once more, the anonymous
+ * line's permit is taken once, and it is answered without another turn or dispatch. */
+Test(prepared, a_request_whose_work_turns_heavy_is_admitted_again_in_the_same_turn, .init = make_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_gt(t.seg.config->reach_cache_ttl_ms, 0);
+    /* Another worker builds the report: the request is light and follows that build. */
+    uint64_t other = 0;
+    struct mg_buf none;
+    mg_buf_init(&none);
+    cr_assert_eq(mg_result_cache_lookup(&t.seg.cache, getpid(), 1, "observers|clock-skew",
+                                        mg_monotonic_ns(), &none, &other),
+                 MG_CACHE_CLAIMED);
+    mg_buf_free(&none);
+    uint64_t acquired = atomic_load(&t.seg.anon->acquired);
+    struct mg_http_request hr;
+    parse("GET /api/observers/clock-skew HTTP/1.1\r\nHost: t\r\n\r\n", &hr);
+    struct mg_park park;
+    struct mg_request req;
+    mg_test_request_init(&req, &hr, &park);
+    park.turns = 1;
+    mg_response_reset(&t.res);
+    enum mg_turn turn = mg_dispatch(&t.env, &req, &t.bufs, &t.res);
+    cr_assert_eq(turn, MG_PARK, "it did not follow the other build: %d %.*s", t.res.status,
+                 (int)t.res.body.len, t.res.body.data);
+    cr_assert(mg_dispatch_was_light(&park));
+    cr_expect_eq(park.admissions, 1);
+    /* The other build is given up: the follower must build the report now. */
+    mg_result_cache_abandon(&t.seg.cache, getpid(), other);
+    park.turns = 2;
+    mg_response_reset(&t.res);
+    turn = mg_dispatch_resume(&t.env, &req, &t.bufs, &t.res);
+    cr_expect_eq(turn, MG_DONE, "not answered on the turn it was admitted again");
+    cr_expect_eq(t.res.status, 200, "%.*s", (int)t.res.body.len, t.res.body.data);
+    cr_expect_not(mg_dispatch_was_light(&park), "not admitted again as heavy");
+    cr_expect_eq(park.admissions, 2, "its gates were passed %u times", park.admissions);
+    cr_expect_eq(park.dispatches, 1);
+    cr_expect_eq(atomic_load(&t.seg.anon->acquired), acquired + 1,
+                 "the anonymous line's permit was not taken once");
+    cr_expect_null(park.prepared, "what was kept is freed once answered");
+    mg_test_ctx_close(&t);
 }

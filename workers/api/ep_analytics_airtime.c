@@ -370,12 +370,12 @@ bool mg_relay_airtime_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_relay_airtime(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res)
+enum mg_turn mg_handle_relay_airtime(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res)
 {
     struct airtime_args a;
     char key[AIRTIME_KEY_BYTES];
     if (!airtime_args(req, res, &a, key, sizeof key))
-        return;
-    mg_cold_report_serve(env, req, res, &airtime_report, key, &a, sizeof a);
+        return MG_DONE;
+    return mg_cold_report_serve(env, req, res, &airtime_report, key, &a, sizeof a);
 }

@@ -605,13 +605,13 @@ bool mg_hash_collisions_is_heavy(struct mg_env *env, const struct mg_request *re
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res)
+enum mg_turn mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res)
 {
     struct collisions_args a;
     if (!collisions_args_of(req, &a)) {
         mg_response_error(res, 400, "region: at most %zu bytes of codes", sizeof a.codes - 1);
-        return;
+        return MG_DONE;
     }
     char key[MG_COLD_ARGS_BYTES + 64];
     collisions_key(&a, key, sizeof key);
@@ -624,13 +624,12 @@ void mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
             mg_node_hash_sizes_keep(env, mg_monotonic_ns(), req->start_realtime_ns / 1000000000LL,
                                     env->jobs ? &pending : NULL);
         if (pending) {
-            mg_park_woken(req, res, 0);
-            return;
+            return mg_park_until(req, 0);
         }
         if (rc != SQLITE_OK) {
             mg_response_db_failure(res, "the hash sizes", rc);
-            return;
+            return MG_DONE;
         }
     }
-    mg_cold_report_serve(env, req, res, &collisions_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &collisions_report, key, &a, sizeof a);
 }

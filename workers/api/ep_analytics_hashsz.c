@@ -997,12 +997,13 @@ bool mg_hash_sizes_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res)
 {
     struct hashsz_args a;
     char key[HASHSZ_KEY_BYTES];
     if (!hashsz_args(req, res, &a, key, sizeof key))
-        return;
+        return MG_DONE;
     /* The capability reads the group's table of the week's hash sizes: taken or built first on
      * the helper when this process has none (the request parks meanwhile; node_hash_sizes.h). */
     if (mg_cold_report_is_heavy(env, key)) {
@@ -1011,13 +1012,12 @@ void mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *req, stru
             mg_node_hash_sizes_keep(env, mg_monotonic_ns(), req->start_realtime_ns / 1000000000LL,
                                     env->jobs ? &pending : NULL);
         if (pending) {
-            mg_park_woken(req, res, 0);
-            return;
+            return mg_park_until(req, 0);
         }
         if (rc != SQLITE_OK) {
             mg_response_db_failure(res, "the hash sizes", rc);
-            return;
+            return MG_DONE;
         }
     }
-    mg_cold_report_serve(env, req, res, &hashsz_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &hashsz_report, key, &a, sizeof a);
 }

@@ -941,14 +941,14 @@ bool mg_analytics_rf_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res)
+enum mg_turn mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res)
 {
     struct analytics_args a;
     char key[ANALYTICS_KEY_BYTES];
     if (!analytics_args(req, res, "rf", &a, key, sizeof key))
-        return;
-    mg_cold_report_serve(env, req, res, &rf_report, key, &a, sizeof a);
+        return MG_DONE;
+    return mg_cold_report_serve(env, req, res, &rf_report, key, &a, sizeof a);
 }
 
 /* ---- /api/analytics/channels ---- */
@@ -1318,12 +1318,12 @@ static const struct mg_cold_report channels_report = {
     .build = channels_build,
 };
 
-void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res)
+enum mg_turn mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res)
 {
     struct analytics_args a;
     char key[ANALYTICS_KEY_BYTES];
     if (!analytics_args(req, res, "channels", &a, key, sizeof key))
-        return;
-    mg_cold_report_serve(env, req, res, &channels_report, key, &a, sizeof a);
+        return MG_DONE;
+    return mg_cold_report_serve(env, req, res, &channels_report, key, &a, sizeof a);
 }

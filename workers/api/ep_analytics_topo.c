@@ -2170,12 +2170,6 @@ static const struct mg_cold_report distance_report = {
 
 /* ---- the handlers ---- */
 
-static void serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
-                  const struct mg_cold_report *report, const char *key, const struct topo_args *a)
-{
-    mg_cold_report_serve(env, req, res, report, key, a, sizeof *a);
-}
-
 bool mg_analytics_topology_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     struct topo_args a;
@@ -2185,13 +2179,14 @@ bool mg_analytics_topology_is_heavy(struct mg_env *env, const struct mg_request 
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_analytics_topology(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res)
+enum mg_turn mg_handle_analytics_topology(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res)
 {
     struct topo_args a;
     char key[TOPO_KEY_BYTES];
-    if (topology_args(req, res, &a, key, sizeof key))
-        serve(env, req, res, &topology_report, key, &a);
+    if (!topology_args(req, res, &a, key, sizeof key))
+        return MG_DONE;
+    return mg_cold_report_serve(env, req, res, &topology_report, key, &a, sizeof a);
 }
 
 bool mg_analytics_distance_is_heavy(struct mg_env *env, const struct mg_request *req)
@@ -2203,11 +2198,12 @@ bool mg_analytics_distance_is_heavy(struct mg_env *env, const struct mg_request 
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_analytics_distance(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res)
+enum mg_turn mg_handle_analytics_distance(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res)
 {
     struct topo_args a;
     char key[TOPO_KEY_BYTES];
-    if (distance_args(req, res, &a, key, sizeof key))
-        serve(env, req, res, &distance_report, key, &a);
+    if (!distance_args(req, res, &a, key, sizeof key))
+        return MG_DONE;
+    return mg_cold_report_serve(env, req, res, &distance_report, key, &a, sizeof a);
 }

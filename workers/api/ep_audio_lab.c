@@ -178,10 +178,11 @@ bool mg_audio_lab_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_audio_lab(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_audio_lab(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res)
 {
     char key[128];
     audio_lab_key(env, key, sizeof key);
     unsigned char none = 0;
-    mg_cold_report_serve(env, req, res, &audio_lab_report, key, &none, sizeof none);
+    return mg_cold_report_serve(env, req, res, &audio_lab_report, key, &none, sizeof none);
 }

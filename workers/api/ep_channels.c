@@ -265,12 +265,13 @@ static int list_channels(struct mg_db *db, struct mg_json *j, bool encrypted,
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_channels(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res)
 {
     struct channels_params own;
     const struct channels_params *p = mg_params_get(&mg_channels_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     struct regions r;
     regions_parse(&p->region, &r);
     bool include_encrypted = p->encrypted == 0;
@@ -294,6 +295,7 @@ void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         mg_response_db_failure(res, "the channels", rc);
+    return MG_DONE;
 }
 
 /* ---- /api/channels/{hash}/messages ------------------------------------------------------ */
@@ -409,20 +411,20 @@ static void write_message(struct mg_json *j, sqlite3_stmt *st)
     mg_json_object_end(j);
 }
 
-void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res)
+enum mg_turn mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res)
 {
     struct channels_params own;
     const struct channels_params *p = mg_params_get(&mg_channel_messages_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     int64_t limit = p->limit, offset = p->offset;
     struct regions r;
     regions_parse(&p->region, &r);
     if (!env->db->schema.tx_channel_hash) {
         mg_response_json(res, 200);
         mg_buf_puts(&res->body, "{\"messages\":[],\"total\":0}\n");
-        return;
+        return MG_DONE;
     }
     bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     struct mg_buf sql;
@@ -477,6 +479,7 @@ void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         mg_response_db_failure(res, "the channel's messages", rc);
+    return MG_DONE;
 }
 
 /* ---- /api/known-channels ----------------------------------------------------------------- */
@@ -495,12 +498,13 @@ static const struct mg_param known_param_list[] = {
 const struct mg_param_table mg_known_channels_params =
     MG_PARAM_TABLE(struct known_params, known_param_list);
 
-void mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     (void)env, (void)req; /* no catalogue: the region (mg_known_channels_params) changes nothing */
     mg_response_json(res, 200);
     /* CoreScope's empty snapshot: Go's zero time, no source, no entries. */
     mg_buf_puts(&res->body, "{\"fetchedAt\":\"0001-01-01T00:00:00Z\",\"source\":\"\","
                             "\"entries\":[]}\n");
+    return MG_DONE;
 }

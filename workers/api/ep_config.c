@@ -27,7 +27,8 @@ static const struct {
     {"/api/config/areas/polygons", MG_CS_AREAS_POLYGONS},
 };
 
-void mg_handle_config(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_config(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res)
 {
     (void)env;
     const struct mg_corescope_config *c = mg_corescope_current();
@@ -36,13 +37,14 @@ void mg_handle_config(struct mg_env *env, const struct mg_request *req, struct m
             continue;
         if (!c->body[bodies[i].body]) {
             mg_response_error(res, 500, "the configuration could not be rendered");
-            return;
+            return MG_DONE;
         }
         mg_response_json(res, 200);
         mg_buf_append(&res->body, c->body[bodies[i].body], c->body_len[bodies[i].body]);
-        return;
+        return MG_DONE;
     }
     mg_response_error(res, 404, "Not found");
+    return MG_DONE;
 }
 
 struct code_name {
@@ -72,8 +74,8 @@ static bool configured(const struct mg_corescope_config *c, const char *code)
 }
 
 /* The observers table is small (one row per radio receiver): one pass, no index needed. */
-void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     (void)req;
     const struct mg_corescope_config *c = mg_corescope_current();
@@ -81,7 +83,7 @@ void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
         mg_db_prepare(env->db, "SELECT DISTINCT iata FROM observers WHERE iata IS NOT NULL");
     if (!st) {
         mg_response_error(res, 500, "reading the observers' regions failed");
-        return;
+        return MG_DONE;
     }
     size_t cap = c->region_count + 16, n = 0;
     struct code_name *all = malloc(cap * sizeof *all);
@@ -110,7 +112,7 @@ void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
             mg_response_refuse(res, 503, 1, "the database is busy: retry in a moment");
         else
             mg_response_error(res, 500, "reading the observers' regions failed");
-        return;
+        return MG_DONE;
     }
     if (cap < c->region_count + noffsets) {
         cap = c->region_count + noffsets;
@@ -120,7 +122,7 @@ void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
             free(offsets);
             mg_buf_free(&codes);
             mg_response_error(res, 500, "out of memory");
-            return;
+            return MG_DONE;
         }
         all = grown;
     }
@@ -141,4 +143,5 @@ void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
     free(all);
     free(offsets);
     mg_buf_free(&codes);
+    return MG_DONE;
 }

@@ -79,7 +79,8 @@ static void db_faults_json(struct mg_json *j, const struct mg_segment *seg)
     mg_json_array_end(j);
 }
 
-void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_healthz(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
 {
     (void)req;
     int rc = probe(env->db);
@@ -99,7 +100,7 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
         mg_json_kv_bool(&j, "ready", false);
         mg_json_object_end(&j);
         mg_buf_putc(&res->body, '\n');
-        return;
+        return MG_DONE;
     }
     struct mg_db_counts counts;
     bool have_counts = mg_db_counts_current(env, &counts);
@@ -142,4 +143,5 @@ void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_object_end(&j);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+    return MG_DONE;
 }

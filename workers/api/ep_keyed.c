@@ -19,8 +19,8 @@
 #include "corescope_config.h"
 #include "router.h"
 
-void mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res)
+enum mg_turn mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res)
 {
     (void)env;
     if (!mg_corescope_current()->api_key_set)
@@ -30,4 +30,5 @@ void mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
                           "meshgate is read-only: CoreScope's API-key routes are served by its "
                           "own server (MESHGATE_UPSTREAM), which is not set");
     res->close = req->http->content_length > 0 || req->http->chunked;
+    return MG_DONE;
 }

@@ -507,7 +507,8 @@ static void write_tables(struct mg_buf *b, const struct mg_env *env)
 #undef WRITE_TABLE_STAT
 }
 
-void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_metrics(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
 {
     (void)req;
     const struct mg_segment *seg = env->seg;
@@ -526,4 +527,5 @@ void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct 
     write_database(b, env);
     write_replica(b, env->seg, env->cfg->replica_max_lag_ms);
     write_live(b, seg);
+    return MG_DONE;
 }

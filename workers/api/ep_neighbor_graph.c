@@ -139,13 +139,13 @@ bool mg_neighbor_graph_is_heavy(struct mg_env *env, const struct mg_request *req
     return graph_args(req, NULL, &a, key) && mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_neighbor_graph(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_neighbor_graph(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     struct graph_args a;
     char key[KEY_BYTES];
     if (!graph_args(req, res, &a, key))
-        return;
+        return MG_DONE;
     /* A build needs the group's graph first; on the loop nothing waits for it: the request
      * parks while the helper takes or makes it (as the node's neighbours do). */
     if (mg_cold_report_is_heavy(env, key)) {
@@ -153,13 +153,12 @@ void mg_handle_neighbor_graph(struct mg_env *env, const struct mg_request *req,
         int rc =
             mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
         if (pending) {
-            mg_park_woken(req, res, 0);
-            return;
+            return mg_park_until(req, 0);
         }
         if (rc != SQLITE_OK) {
             mg_response_db_failure(res, "the neighbour graph", rc);
-            return;
+            return MG_DONE;
         }
     }
-    mg_cold_report_serve(env, req, res, &graph_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &graph_report, key, &a, sizeof a);
 }

@@ -671,14 +671,14 @@ static bool read_args(const struct mg_request *req, struct analytics_args *a,
     return true;
 }
 
-void mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     struct analytics_args a;
     char key[REPORT_KEY_MAX];
     if (!read_args(req, &a, key)) {
         mg_response_error(res, 404, "Not found");
-        return;
+        return MG_DONE;
     }
-    mg_cold_report_serve(env, req, res, &analytics_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &analytics_report, key, &a, sizeof a);
 }

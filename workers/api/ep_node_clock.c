@@ -759,16 +759,16 @@ static bool node_skew_key(const struct mg_request *req, char *key, size_t cap)
     return true;
 }
 
-void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res)
+enum mg_turn mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res)
 {
     char key[SKEW_KEY_MAX + 8];
     if (!node_skew_key(req, key, sizeof key)) {
         mg_response_error(res, 404, "%s", node_skew_report.not_found);
-        return;
+        return MG_DONE;
     }
-    mg_cold_report_serve(env, req, res, &node_skew_report, key, req->path_param,
-                         strlen(req->path_param) + 1);
+    return mg_cold_report_serve(env, req, res, &node_skew_report, key, req->path_param,
+                                strlen(req->path_param) + 1);
 }
 
 /* ---- the fleet ------------------------------------------------------------------------------ */
@@ -1135,13 +1135,13 @@ bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *r
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res)
+enum mg_turn mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res)
 {
     char key[MG_COLD_ARGS_BYTES + 64];
     fleet_key(req, key, sizeof key);
     const char *area = fleet_area(req);
-    mg_cold_report_serve(env, req, res, &fleet_report, key, area, strlen(area) + 1);
+    return mg_cold_report_serve(env, req, res, &fleet_report, key, area, strlen(area) + 1);
 }
 
 /* ---- the roles ------------------------------------------------------------------------------ */
@@ -1346,8 +1346,8 @@ bool mg_analytics_roles_is_heavy(struct mg_env *env, const struct mg_request *re
     return mg_cold_report_is_heavy(env, roles_key);
 }
 
-void mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res)
+enum mg_turn mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res)
 {
-    mg_cold_report_serve(env, req, res, &roles_report, roles_key, "", 1);
+    return mg_cold_report_serve(env, req, res, &roles_report, roles_key, "", 1);
 }

@@ -131,13 +131,13 @@ static const struct mg_param search_param_list[] = {
 const struct mg_param_table mg_node_search_params =
     MG_PARAM_TABLE(struct search_params, search_param_list);
 
-void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     struct search_params own;
     const struct search_params *p = mg_params_get(&mg_node_search_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     const char *q = p->q;
     size_t len = q ? strlen(q) : 0;
     trim(&q, &len);
@@ -183,6 +183,7 @@ void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
         mg_response_db_failure_on(res, "the nodes", rc, db->conn);
+    return MG_DONE;
 }
 
 static bool all_hex(const char *s)
@@ -374,12 +375,13 @@ static int write_recent_adverts(struct mg_db *db, struct mg_json *j, const char 
     return rc;
 }
 
-void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     struct mg_db *db = env->db;
     sqlite3_stmt *node = NULL;
     int found = 0;
+    enum mg_turn turn = MG_DONE;
     bool began = mg_node_read_begin(db);
     int rc = find_node(db, req->path_param, &node, &found);
     if (rc == SQLITE_OK && found == 2) {
@@ -409,7 +411,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
             rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
                                         env->jobs ? &pending : NULL);
         if (pending) /* the relay table is on its way: woken when the helper has it */
-            mg_park_woken(req, res, 0);
+            turn = mg_park_until(req, 0);
         struct mg_buf relay_text;
         mg_buf_init(&relay_text);
         if (rc == SQLITE_OK && !pending) {
@@ -446,6 +448,7 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
         mg_response_db_failure_on(res, "the node", rc, db->conn);
     }
     mg_node_read_end(db, began);
+    return turn;
 }
 
 /*

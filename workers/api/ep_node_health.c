@@ -370,8 +370,8 @@ static int write_health(struct mg_db *db, struct mg_response *res, sqlite3_stmt 
     return rc;
 }
 
-void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     struct mg_db *db = env->db;
     const char *pubkey = req->path_param;
@@ -405,6 +405,7 @@ void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
     free(ids);
     sqlite3_finalize(node);
     mg_node_read_end(db, began);
+    return MG_DONE;
 }
 
 /* ---- GET /api/nodes/bulk-health ------------------------------------------------------------ */
@@ -916,13 +917,13 @@ static const struct mg_param bulk_param_list[] = {
 const struct mg_param_table mg_bulk_health_params =
     MG_PARAM_TABLE(struct bulk_params, bulk_param_list);
 
-void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     struct bulk_params own;
     const struct bulk_params *p = mg_params_get(&mg_bulk_health_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     int64_t limit = p->limit;
     /* An area the configuration does not have, or with no node inside, filters nothing. */
     const struct mg_corescope_area *area =
@@ -1011,4 +1012,5 @@ void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
     bulk_free(&bk);
     sqlite3_finalize(nodes);
     mg_node_read_end(db, began);
+    return MG_DONE;
 }

@@ -79,14 +79,16 @@ static bool count_role(struct role_count **roles, size_t *n, size_t *cap, const 
     return true;
 }
 
-void mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     const struct mg_corescope_config *cs = mg_corescope_current();
     int64_t now_ms = req->start_realtime_ns / 1000000;
     sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT role, last_seen FROM nodes");
-    if (!st)
-        return mg_response_db_failure_on(res, "the nodes", SQLITE_ERROR, env->db->conn);
+    if (!st) {
+        mg_response_db_failure_on(res, "the nodes", SQLITE_ERROR, env->db->conn);
+        return MG_DONE;
+    }
     int64_t active = 0, degraded = 0, silent = 0, total = 0;
     struct role_count *roles = NULL;
     size_t n = 0, cap = 0;
@@ -137,6 +139,7 @@ void mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
     free(roles);
     if (rc != SQLITE_DONE)
         mg_response_db_failure_on(res, "the nodes", rc, env->db->conn);
+    return MG_DONE;
 }
 
 /* ---- resolve ---- */
@@ -161,13 +164,13 @@ static const struct mg_param resolve_param_list[] = {
 const struct mg_param_table mg_node_resolve_params =
     MG_PARAM_TABLE(struct resolve_params, resolve_param_list);
 
-void mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res)
+enum mg_turn mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res)
 {
     struct resolve_params own;
     const struct resolve_params *p = mg_params_get(&mg_node_resolve_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     const char *s = p->prefix ? p->prefix : "";
     size_t len = strlen(s);
     while (len > 0 && isspace((unsigned char)s[0]))
@@ -180,10 +183,14 @@ void mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
         low[i] = (char)tolower((unsigned char)s[i]);
         hex = isxdigit((unsigned char)low[i]) != 0;
     }
-    if (!hex)
-        return mg_response_error(res, 400, "prefix must be hex");
-    if (len < PREFIX_MIN_HEX)
-        return mg_response_error(res, 400, "prefix must be at least 4 hex chars");
+    if (!hex) {
+        mg_response_error(res, 400, "prefix must be hex");
+        return MG_DONE;
+    }
+    if (len < PREFIX_MIN_HEX) {
+        mg_response_error(res, 400, "prefix must be at least 4 hex chars");
+        return MG_DONE;
+    }
     low[len] = '\0';
     /* Every lowercase key that starts with the prefix sorts from it up to, not including,
      * the prefix followed by 'g' (above every hex digit). */
@@ -194,8 +201,10 @@ void mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
     sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT public_key, COALESCE(name, '') FROM nodes"
                                               " WHERE public_key >= ?1 AND public_key < ?2"
                                               " LIMIT 2");
-    if (!st)
-        return mg_response_db_failure_on(res, "the nodes", SQLITE_ERROR, env->db->conn);
+    if (!st) {
+        mg_response_db_failure_on(res, "the nodes", SQLITE_ERROR, env->db->conn);
+        return MG_DONE;
+    }
     sqlite3_bind_text(st, 1, low, (int)len, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, high, (int)len + 1, SQLITE_STATIC);
     int rc, rows = 0;
@@ -233,4 +242,5 @@ void mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
     free(name);
     if (rc != SQLITE_DONE)
         mg_response_db_failure_on(res, "the nodes", rc, env->db->conn);
+    return MG_DONE;
 }

@@ -122,8 +122,8 @@ bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     struct neighbors_args a;
     if (!parse_args(req, &a)) {
@@ -144,7 +144,7 @@ void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
         mg_json_kv_int(&j, "total_observations", 0);
         mg_json_object_end(&j);
         mg_buf_putc(&res->body, '\n');
-        return;
+        return MG_DONE;
     }
     char key[KEY_BYTES];
     neighbors_key(&a, key);
@@ -155,13 +155,12 @@ void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
         int rc =
             mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
         if (pending) { /* woken when the helper's fetch is done */
-            mg_park_woken(req, res, 0);
-            return;
+            return mg_park_until(req, 0);
         }
         if (rc != SQLITE_OK) {
             mg_response_db_failure(res, "the neighbour graph", rc);
-            return;
+            return MG_DONE;
         }
     }
-    mg_cold_report_serve(env, req, res, &neighbors_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &neighbors_report, key, &a, sizeof a);
 }

@@ -385,15 +385,16 @@ bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_node_paths(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_node_paths(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res)
 {
     struct paths_args a;
     memset(&a, 0, sizeof a);
     if (!mg_reach_parse_pubkey(req->path_param, a.pubkey)) {
         mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
-        return;
+        return MG_DONE;
     }
     char key[MG_CACHE_KEY_MAX];
     snprintf(key, sizeof key, "paths|%s", a.pubkey);
-    mg_cold_report_serve(env, req, res, &paths_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &paths_report, key, &a, sizeof a);
 }

@@ -601,12 +601,13 @@ uint64_t mg_nodes_answers_rendered(void)
     return cache.answers_rendered;
 }
 
-void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
 {
     struct mg_nodes_query q;
     if (!mg_nodes_parse(req, res, &q)) {
         mg_nodes_query_free(&q);
-        return;
+        return MG_DONE;
     }
     sqlite3 *conn = env->db->conn;
     int64_t now_s = req->start_realtime_ns / 1000000000LL;
@@ -640,9 +641,8 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
     if (pending) { /* woken when the helper's fetch is done */
-        mg_park_woken(req, res, 0);
         mg_nodes_query_free(&q);
-        return;
+        return mg_park_until(req, 0);
     }
     if (regions)
         mg_region_map_read_begin();
@@ -703,6 +703,7 @@ void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg
     if (regions)
         mg_region_map_read_end();
     mg_nodes_query_free(&q);
+    return MG_DONE;
 }
 
 /*

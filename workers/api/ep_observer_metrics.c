@@ -153,29 +153,29 @@ static const char sparkline_sql[] = "SELECT noise_floor FROM observer_metrics"
                                     " WHERE observer_id = ?1 AND timestamp >= ?2"
                                     " ORDER BY timestamp";
 
-void mg_handle_metrics_summary(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res)
+enum mg_turn mg_handle_metrics_summary(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res)
 {
     struct summary_params own;
     const struct summary_params *p = mg_params_get(&mg_metrics_summary_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     const char *window = p->window ? p->window : "24h";
     int64_t dur;
     if (!mg_go_window_parse(window, strlen(window), &dur)) {
         mg_response_error(res, 400, "invalid window: %s", window);
-        return;
+        return MG_DONE;
     }
     char since[48];
     /* Go's Time.Add(-d): -d of the smallest duration is itself */
     rfc3339_from_now(dur == INT64_MIN ? dur : -dur, since, sizeof since);
     sqlite3_stmt *st = metrics_prepare(env->db, summary_sql, res);
     if (!st)
-        return;
+        return MG_DONE;
     sqlite3_stmt *spark = metrics_prepare(env->db, sparkline_sql, res);
     if (!spark) {
         sqlite3_finalize(st);
-        return;
+        return MG_DONE;
     }
     sqlite3_bind_text(st, 1, since, -1, SQLITE_STATIC);
     sqlite3_bind_text(spark, 2, since, -1, SQLITE_STATIC);
@@ -224,6 +224,7 @@ void mg_handle_metrics_summary(struct mg_env *env, const struct mg_request *req,
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE)
         metrics_failed(env->db, res, rc);
+    return MG_DONE;
 }
 
 /* ---- /api/observers/{id}/metrics ------------------------------------------------------- */
@@ -306,13 +307,13 @@ static void write_airtime(struct mg_json *j, const char *key, const struct count
     mg_json_double(j, round(pct * 100) / 100);
 }
 
-void mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res)
+enum mg_turn mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res)
 {
     struct series_params own;
     const struct series_params *p = mg_params_get(&mg_observer_metrics_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     const char *resolution = p->resolution ? p->resolution : "5m";
     int bucket_s;
     const char *bucket_fmt = NULL;
@@ -326,7 +327,7 @@ void mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req
         bucket_fmt = "%Y-%m-%dT00:00:00Z";
     } else {
         mg_response_error(res, 400, "invalid resolution: %s. Must be 5m, 1h, or 1d", resolution);
-        return;
+        return MG_DONE;
     }
     char since[48] = "";
     if (!p->since)
@@ -348,12 +349,12 @@ void mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req
     if (sql.failed) {
         mg_buf_free(&sql);
         mg_response_error(res, 500, "out of memory");
-        return;
+        return MG_DONE;
     }
     sqlite3_stmt *st = metrics_prepare(env->db, mg_buf_cstr(&sql), res);
     mg_buf_free(&sql);
     if (!st)
-        return;
+        return MG_DONE;
     sqlite3_bind_text(st, 1, req->path_param, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, p->since ? p->since : since, -1, SQLITE_STATIC);
     if (p->until)
@@ -449,6 +450,7 @@ void mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE)
         metrics_failed(env->db, res, rc);
+    return MG_DONE;
 }
 
 /* ---- /api/nodes/{pubkey}/battery ------------------------------------------------------- */
@@ -479,26 +481,26 @@ static const char battery_sql[] =
     " WHERE lower(ids.id) = ?1 AND m.battery_mv IS NOT NULL AND m.timestamp >= ?2"
     " ORDER BY m.timestamp";
 
-void mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res)
+enum mg_turn mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res)
 {
     struct battery_params own;
     const struct battery_params *p = mg_params_get(&mg_node_battery_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     sqlite3_stmt *node = metrics_prepare(env->db, "SELECT 1 FROM nodes WHERE public_key = ?1", res);
     if (!node)
-        return;
+        return MG_DONE;
     sqlite3_bind_text(node, 1, req->path_param, -1, SQLITE_STATIC);
     int rc = sqlite3_step(node);
     sqlite3_finalize(node);
     if (rc == SQLITE_DONE) {
         mg_response_error(res, 404, "node not found");
-        return;
+        return MG_DONE;
     }
     if (rc != SQLITE_ROW) {
         metrics_failed(env->db, res, rc);
-        return;
+        return MG_DONE;
     }
     int64_t days = BATTERY_DAYS_DEFAULT, d;
     if (p->days && mg_parse_atoi(p->days, &d) && d > 0 && d <= BATTERY_DAYS_MAX)
@@ -513,7 +515,7 @@ void mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
     }
     sqlite3_stmt *st = metrics_prepare(env->db, battery_sql, res);
     if (!st)
-        return;
+        return MG_DONE;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, since, -1, SQLITE_STATIC);
     const struct mg_corescope_config *cs = mg_corescope_current();
@@ -571,4 +573,5 @@ void mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE)
         metrics_failed(env->db, res, rc);
+    return MG_DONE;
 }

@@ -162,13 +162,14 @@ static sqlite3_stmt *prepare(struct mg_db *db, bool one_id)
     return st;
 }
 
-void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_observers(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res)
 {
     (void)req;
     sqlite3_stmt *st = prepare(env->db, false);
     if (!st) {
         mg_response_db_failure(res, "the observers", SQLITE_ERROR);
-        return;
+        return MG_DONE;
     }
     mg_response_json(res, 200);
     struct mg_json j;
@@ -192,18 +193,20 @@ void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struc
     mg_buf_putc(&res->body, '\n');
     if (rc != SQLITE_DONE)
         mg_response_db_failure(res, "the observers", rc);
+    return MG_DONE;
 }
 
-void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_observer(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res)
 {
     if (mg_observer_hidden(req->path_param)) {
         mg_response_error(res, 404, "Observer not found");
-        return;
+        return MG_DONE;
     }
     sqlite3_stmt *st = prepare(env->db, true);
     if (!st) {
         mg_response_db_failure(res, "the observers", SQLITE_ERROR);
-        return;
+        return MG_DONE;
     }
     sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":id"), req->path_param, -1,
                       SQLITE_STATIC);
@@ -220,6 +223,7 @@ void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct
         mg_response_db_failure(res, "the observers", rc);
     }
     sqlite3_finalize(st);
+    return MG_DONE;
 }
 
 /* ---- /api/observers/{id}/analytics --------------------------------------------------- */
@@ -522,13 +526,13 @@ bool mg_observer_analytics_is_heavy(struct mg_env *env, const struct mg_request 
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res)
+enum mg_turn mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res)
 {
     struct analytics_args a;
     char key[MG_CACHE_KEY_MAX + 64];
     analytics_args(req, &a, key);
-    mg_cold_report_serve(env, req, res, &analytics_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &analytics_report, key, &a, sizeof a);
 }
 
 /* ---- /api/observers/clock-skew ------------------------------------------------------------ */
@@ -747,8 +751,8 @@ bool mg_observer_clock_skew_is_heavy(struct mg_env *env, const struct mg_request
     return mg_cold_report_is_heavy(env, CALIBRATION_KEY);
 }
 
-void mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
-                                   struct mg_response *res)
+enum mg_turn mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                           struct mg_response *res)
 {
-    mg_cold_report_serve(env, req, res, &calibration_report, CALIBRATION_KEY, "", 0);
+    return mg_cold_report_serve(env, req, res, &calibration_report, CALIBRATION_KEY, "", 0);
 }

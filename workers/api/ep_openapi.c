@@ -340,18 +340,22 @@ static void render_once(void)
     atomic_store(&spec.ready, true);
 }
 
-void mg_handle_spec(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_spec(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res)
 {
     (void)env;
     (void)req;
     bool kept = atomic_load(&spec.ready);
     pthread_once(&spec.once, render_once);
-    if (spec.body.failed)
-        return mg_response_error(res, 503, "out of memory");
+    if (spec.body.failed) {
+        mg_response_error(res, 503, "out of memory");
+        return MG_DONE;
+    }
     mg_response_json(res, 200);
     mg_buf_append(&res->body, spec.body.data, spec.body.len);
     if (kept)
         mg_cached_bytes_copied_add(spec.body.len); /* a copy, not a rendering (tests/test_cost.c) */
+    return MG_DONE;
 }
 
 /* The page: fetches /api/spec and lists each path with its cost, gates and parameters. Text is
@@ -406,11 +410,13 @@ static const char docs_page[] =
     " 'cannot read /api/spec: ' + e; });\n"
     "</script>\n</body></html>\n";
 
-void mg_handle_docs(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_docs(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res)
 {
     (void)env;
     (void)req;
     res->status = 200;
     res->content_type = "text/html; charset=utf-8";
     mg_buf_append(&res->body, docs_page, sizeof docs_page - 1);
+    return MG_DONE;
 }

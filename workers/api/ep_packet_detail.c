@@ -100,8 +100,8 @@ bool mg_traces_is_heavy(struct mg_env *env, const struct mg_request *req)
                            0, MG_TRACE_LIGHT_OBSERVATIONS);
 }
 
-void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res)
+enum mg_turn mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res)
 {
     const char *param = req->path_param;
     bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
@@ -129,6 +129,7 @@ void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
         mg_buf_reset(&res->body);
         mg_response_db_failure(res, "the packet", rc);
     }
+    return MG_DONE;
 }
 
 /* The parameters, declared once (params.h). CoreScope's handlePacketTimestamps: since missing
@@ -148,19 +149,19 @@ static const struct mg_param timestamps_param_list[] = {
 const struct mg_param_table mg_packet_timestamps_params =
     MG_PARAM_TABLE(struct timestamps_params, timestamps_param_list);
 
-void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
-                                 struct mg_response *res)
+enum mg_turn mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
+                                         struct mg_response *res)
 {
     struct timestamps_params own;
     const struct timestamps_params *p = mg_params_get(&mg_packet_timestamps_params, req, res, &own);
     if (!p)
-        return;
+        return MG_DONE;
     const char *since = p->since;
     sqlite3_stmt *st = mg_db_prepare(env->db, "SELECT first_seen FROM transmissions"
                                               " WHERE first_seen > ? ORDER BY first_seen, id");
     if (!st) {
         mg_response_db_failure(res, "the timestamps", SQLITE_ERROR);
-        return;
+        return MG_DONE;
     }
     sqlite3_bind_text(st, 1, since, -1, SQLITE_STATIC);
     mg_response_json(res, 200);
@@ -182,9 +183,11 @@ void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *re
         mg_buf_reset(&res->body);
         mg_response_db_failure(res, "the timestamps", rc);
     }
+    return MG_DONE;
 }
 
-void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_traces(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res)
 {
     char lower[MG_PATH_PARAM_MAX];
     size_t n = strlen(req->path_param);
@@ -198,7 +201,7 @@ void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct m
                  " WHERE t.hash = ? ORDER BY o.timestamp, o.id");
     if (!st) {
         mg_response_db_failure(res, "the traces", SQLITE_ERROR);
-        return;
+        return MG_DONE;
     }
     sqlite3_bind_text(st, 1, lower, -1, SQLITE_STATIC);
     mg_response_json(res, 200);
@@ -226,6 +229,7 @@ void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct m
         mg_buf_reset(&res->body);
         mg_response_db_failure(res, "the traces", rc);
     }
+    return MG_DONE;
 }
 
 /* CoreScope's built-in table of airports (IATA code, latitude, longitude), sorted by code as
@@ -254,8 +258,8 @@ static const struct {
     {"YVR", 49.1967, -123.1815}, {"YYC", 51.1215, -114.0076}, {"YYZ", 43.6777, -79.6248},
 };
 
-void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     (void)env, (void)req;
     mg_response_json(res, 200);
@@ -274,6 +278,7 @@ void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
     mg_json_object_end(&j);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+    return MG_DONE;
 }
 
 /*
@@ -345,8 +350,8 @@ static int id_of_lower_hash(struct mg_db *db, const struct batch_hash *h, int64_
     return rc == SQLITE_ROW ? SQLITE_OK : rc == SQLITE_DONE ? SQLITE_NOTFOUND : rc;
 }
 
-void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res)
+enum mg_turn mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res)
 {
     json_error_t err;
     json_t *root = json_loadb(req->body.ptr ? req->body.ptr : "", req->body.len,
@@ -355,11 +360,13 @@ void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *r
     size_t count = 0;
     if (!root || !batch_hashes(root, h, &count)) {
         json_decref(root);
-        return mg_response_error(res, 400, "invalid JSON body");
+        mg_response_error(res, 400, "invalid JSON body");
+        return MG_DONE;
     }
     if (count > MG_BATCH_OBSERVATIONS_MAX) {
         json_decref(root);
-        return mg_response_error(res, 400, "too many hashes (max %d)", MG_BATCH_OBSERVATIONS_MAX);
+        mg_response_error(res, 400, "too many hashes (max %d)", MG_BATCH_OBSERVATIONS_MAX);
+        return MG_DONE;
     }
     qsort(h, count, sizeof *h, batch_hash_cmp);
     bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
@@ -394,4 +401,5 @@ void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *r
         mg_buf_reset(&res->body);
         mg_response_db_failure(res, "the observations", rc);
     }
+    return MG_DONE;
 }

@@ -2057,11 +2057,12 @@ int mg_packets_detail(struct mg_env *env, int64_t tx_id, struct mg_json *j)
     return rc;
 }
 
-void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
 {
     struct mg_packets_filter f;
     if (!mg_packets_parse(req, res, &f))
-        return;
+        return MG_DONE;
     struct packets_run r = {.env = env, .res = res, .f = &f};
     run_init(&r);
 
@@ -2126,4 +2127,5 @@ void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct 
     }
     mg_table_rows(MG_TABLE_summaries, (uint64_t)r.rows_from_summary, (uint64_t)r.rows_direct);
     run_free(&r);
+    return MG_DONE;
 }

@@ -417,18 +417,21 @@ static void run_walk(struct mg_job *job, struct mg_db *db)
 
 /*
  * Returns true when fragment holds the value of "memoryBreakdown"; false when res already
- * holds the answer (a refusal, an error) or the request is parked.
+ * holds the answer (a refusal, an error: *turn MG_DONE) or the request is parked (MG_PARK).
  */
 static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res, struct mg_buf *fragment)
+                             struct mg_response *res, struct mg_buf *fragment, enum mg_turn *turn)
 {
     struct walk_state *st = (struct walk_state *)req->park->state;
     if (st->step == 0) {
         /* Refused at once (busy, cooling) before any database work; parked, without the
          * permit, while no helper can start the walk. */
-        if (mg_admission_pass(&mg_gate_diag, &st->diag, env, req, NULL, NULL, res) !=
-            MG_ADMISSION_RUN)
+        enum mg_admission_result r =
+            mg_admission_pass(&mg_gate_diag, &st->diag, env, req, NULL, NULL, res);
+        if (r != MG_ADMISSION_RUN) {
+            *turn = r == MG_ADMISSION_PARKED ? MG_PARK : MG_DONE;
             return false;
+        }
         st->job = calloc(1, sizeof *st->job);
         if (!st->job) {
             mg_admission_release(&mg_gate_diag, &st->diag, env, req, mg_monotonic_ns(), 0);
@@ -443,13 +446,13 @@ static bool memory_breakdown(struct mg_env *env, const struct mg_request *req,
     }
     if (st->step == 1) {
         if (!mg_jobs_hand_over(env->jobs, &st->job->job, env->db)) {
-            mg_park_woken(req, res, 0); /* no thread can take it now: asked when one frees */
+            *turn = mg_park_until(req, 0); /* no thread can take it now: asked when one frees */
             return false;
         }
         st->step = 2;
     }
     if (!atomic_load(&st->job->job.done)) {
-        mg_park_woken(req, res, 0); /* the helper's eventfd says when it is done */
+        *turn = mg_park_until(req, 0); /* the helper's eventfd says when it is done */
         return false;
     }
     struct walk_job *w = st->job;
@@ -490,13 +493,15 @@ static void write_tables(struct mg_json *j, const struct mg_segment *seg)
     mg_json_object_end(j);
 }
 
-void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_perf(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res)
 {
     struct mg_buf breakdown;
     mg_buf_init(&breakdown);
-    if (wants_memory_breakdown(req) && !memory_breakdown(env, req, res, &breakdown)) {
+    enum mg_turn turn = MG_DONE;
+    if (wants_memory_breakdown(req) && !memory_breakdown(env, req, res, &breakdown, &turn)) {
         mg_buf_free(&breakdown);
-        return;
+        return turn;
     }
     struct mg_db_counts counts;
     bool have_counts = mg_db_counts_current(env, &counts);
@@ -529,6 +534,7 @@ void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
     mg_buf_free(&breakdown);
+    return MG_DONE;
 }
 
 /* Resident memory of one process in bytes (/proc/PID/statm), 0 when it is gone. */
@@ -561,7 +567,8 @@ static uint64_t rss_bytes(int pid)
  * - perf: the group's requests and mean time, the slow requests in the ring (over 100 ms) and
  *   the last 5 of them, oldest first.
  */
-void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_health(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res)
 {
     (void)req;
     struct mg_segment *seg = env->seg;
@@ -623,6 +630,7 @@ void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct m
     mg_json_object_end(&j);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+    return MG_DONE;
 }
 
 /*
@@ -631,11 +639,12 @@ void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct m
  * when that file is absent: no sources, no sample time. The Observers page shows no MQTT panel
  * rows then, and no error.
  */
-void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     (void)env;
     (void)req;
     mg_response_json(res, 200);
     mg_buf_puts(&res->body, "{\"sources\":[],\"sampleAt\":\"\"}\n");
+    return MG_DONE;
 }

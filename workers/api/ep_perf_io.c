@@ -37,16 +37,18 @@
 
 /* ---- sqlite ---- */
 
-void mg_handle_perf_sqlite(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_perf_sqlite(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     (void)req;
     int64_t page_count = mg_db_scalar(env->db, "PRAGMA page_count");
     int64_t page_size = mg_db_scalar(env->db, "PRAGMA page_size");
     int64_t cache_size = mg_db_scalar(env->db, "PRAGMA cache_size");
-    if (page_count < 0 || page_size < 0)
-        return mg_response_db_failure_on(res, "the database's header",
-                                         sqlite3_errcode(env->db->conn), env->db->conn);
+    if (page_count < 0 || page_size < 0) {
+        mg_response_db_failure_on(res, "the database's header", sqlite3_errcode(env->db->conn),
+                                  env->db->conn);
+        return MG_DONE;
+    }
     char wal_path[MG_PATH_MAX + 8];
     snprintf(wal_path, sizeof wal_path, "%s-wal", env->cfg->db_path);
     struct stat st;
@@ -68,6 +70,7 @@ void mg_handle_perf_sqlite(struct mg_env *env, const struct mg_request *req,
                       served + c.misses ? (double)served / (double)(served + c.misses) : 0.0);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+    return MG_DONE;
 }
 
 /* ---- io ---- */
@@ -97,13 +100,16 @@ static size_t sample_group(const struct mg_segment *seg, struct mg_proc_io_sampl
     return n;
 }
 
-void mg_handle_perf_io(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_perf_io(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
 {
     (void)req;
     size_t cap = (size_t)env->seg->slot_count + 1;
     struct mg_proc_io_sample *now = calloc(cap, sizeof *now);
-    if (!now)
-        return mg_response_error(res, 503, "out of memory");
+    if (!now) {
+        mg_response_error(res, 503, "out of memory");
+        return MG_DONE;
+    }
     size_t n = sample_group(env->seg, now, cap);
     int64_t at = mg_monotonic_ns();
 
@@ -134,15 +140,17 @@ void mg_handle_perf_io(struct mg_env *env, const struct mg_request *req, struct 
     mg_json_kv_uint(&j, "processes", n);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
+    return MG_DONE;
 }
 
 /* ---- write-sources ---- */
 
-void mg_handle_perf_write_sources(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res)
+enum mg_turn mg_handle_perf_write_sources(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res)
 {
     (void)env;
     (void)req;
     mg_response_json(res, 200);
     mg_buf_puts(&res->body, "{\"sampleAt\":\"\",\"sources\":{}}\n");
+    return MG_DONE;
 }

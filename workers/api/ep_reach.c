@@ -90,14 +90,15 @@ bool mg_reach_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_reach(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
 {
     struct reach_args a;
     if (!read_args(req, &a)) {
         mg_response_error(res, 400, "invalid pubkey: expected 64 hex chars");
-        return;
+        return MG_DONE;
     }
     char key[MG_CACHE_KEY_MAX];
     reach_key(&a, key);
-    mg_cold_report_serve(env, req, res, &reach_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &reach_report, key, &a, sizeof a);
 }

@@ -342,8 +342,8 @@ static const struct resolve_params *resolve_params(const struct mg_request *req,
     return mg_params_get(&mg_resolve_hops_params, req, NULL, own);
 }
 
-void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res)
+enum mg_turn mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res)
 {
     struct resolve_params own;
     const struct resolve_params *p = resolve_params(req, &own);
@@ -366,7 +366,7 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
         free(copy);
         free(list);
         mg_response_error(res, 500, "out of memory");
-        return;
+        return MG_DONE;
     }
     for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
         list[n++] = t;
@@ -386,8 +386,9 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
         held =
             (rc = mg_neighbor_graph_hold(env, cx.now_ms, env->jobs ? &busy : NULL)) == SQLITE_OK &&
             !busy;
+    enum mg_turn turn = MG_DONE;
     if (busy) { /* woken when the helper's fetch is done */
-        mg_park_woken(req, res, 0);
+        turn = mg_park_until(req, 0);
     } else if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
         struct mg_json j;
@@ -416,6 +417,7 @@ void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
     mg_hop_nodes_free(&all);
     free(list);
     free(copy);
+    return turn;
 }
 
 bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req)

@@ -494,27 +494,27 @@ static void finish(struct mg_response *res, int rc)
     mg_buf_puts(&res->body, "}\n");
 }
 
-void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res)
+enum mg_turn mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res)
 {
     if (!enabled(res))
-        return;
+        return MG_DONE;
     char pubkey[MG_PATH_PARAM_MAX];
     snprintf(pubkey, sizeof pubkey, "%s", req->path_param);
     for (char *c = pubkey; *c; c++)
         *c = (char)tolower((unsigned char)*c);
     if (!lower_hex(pubkey, 64, 64)) {
         plain(res, 400, "invalid pubkey: expected 64 hex chars");
-        return;
+        return MG_DONE;
     }
     if (mg_node_hidden(pubkey, NULL)) { /* by name: the router's guard */
         plain(res, 404, "404 page not found");
-        return;
+        return MG_DONE;
     }
     double b[4]; /* minLat, minLon, maxLat, maxLon */
     if (!mg_hex_parse_bbox(mg_param_str(req, "bbox"), b)) {
         plain(res, 400, "bbox required as minLat,minLon,maxLat,maxLon");
-        return;
+        return MG_DONE;
     }
     struct mg_buf sql;
     mg_buf_init(&sql);
@@ -531,7 +531,7 @@ void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req
     if (rc != SQLITE_OK) { /* no client_receptions: CoreScope's query fails too */
         sqlite3_finalize(st);
         finish(res, rc);
-        return;
+        return MG_DONE;
     }
     bind_candidates(st, 1, pubkey);
     bind_candidates(stats, 1, pubkey);
@@ -554,17 +554,18 @@ void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req
     finish(res, rc); /* closes the collection */
     sqlite3_finalize(st);
     sqlite3_finalize(stats);
+    return MG_DONE;
 }
 
-void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     if (!enabled(res))
-        return;
+        return MG_DONE;
     double b[4]; /* minLat, minLon, maxLat, maxLon */
     if (!mg_hex_parse_bbox(mg_param_str(req, "bbox"), b)) {
         plain(res, 400, "bbox required as minLat,minLon,maxLat,maxLon");
-        return;
+        return MG_DONE;
     }
     int days = clamp_days(atoi_default(req, "days", true, 7));
     const char *node = mg_param_str(req, "node"), *rx = mg_param_str(req, "rx");
@@ -581,7 +582,7 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
     mg_buf_free(&sql);
     if (!st) { /* no client_receptions: CoreScope's query fails too */
         finish(res, SQLITE_ERROR);
-        return;
+        return MG_DONE;
     }
     sqlite3_bind_double(st, 1, b[0]);
     sqlite3_bind_double(st, 2, b[2]);
@@ -606,6 +607,7 @@ void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
     int rc = coverage(env->db, st, zoom_res(req), &j);
     finish(res, rc);
     sqlite3_finalize(st);
+    return MG_DONE;
 }
 
 /* ---- the leaderboard ------------------------------------------------------------------------ */
@@ -851,17 +853,17 @@ static void lb_args_of(const struct mg_request *req, struct lb_args *a, char *ke
     snprintf(key, cap, "rx-leaderboard|%d|%d", a->days, a->limit);
 }
 
-void mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     if (!enabled(res))
-        return;
+        return MG_DONE;
     if (!lb_tables(env->db)) {
         plain(res, 500, "query failed");
-        return;
+        return MG_DONE;
     }
     struct lb_args a;
     char key[64];
     lb_args_of(req, &a, key, sizeof key);
-    mg_cold_report_serve(env, req, res, &leaderboard_report, key, &a, sizeof a);
+    return mg_cold_report_serve(env, req, res, &leaderboard_report, key, &a, sizeof a);
 }

@@ -268,22 +268,22 @@ bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req)
     return mg_cold_report_is_heavy(env, key);
 }
 
-void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res)
+enum mg_turn mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
 {
     int w = asked_window(req);
     if (w < 0) {
         mg_response_error(res, 400, "window must be 1h, 24h, or 7d");
-        return;
+        return MG_DONE;
     }
     if (!env->db->schema.tx_scope_name) {
         mg_response_error(res, 501,
                           "scope_name column not present: this database has not been migrated "
                           "by CoreScope's ingestor, so it records no scopes");
-        return;
+        return MG_DONE;
     }
     char key[48];
     scope_key(key, sizeof key, w);
     unsigned char arg = (unsigned char)w;
-    mg_cold_report_serve(env, req, res, &scope_report, key, &arg, 1);
+    return mg_cold_report_serve(env, req, res, &scope_report, key, &arg, 1);
 }

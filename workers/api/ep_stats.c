@@ -159,7 +159,8 @@ static long compute_stats(struct mg_env *env, char *out, size_t cap)
     return len;
 }
 
-void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
 {
     char body[MG_SHARED_VALUE_MAX];
     /* On the loop (a helper to hand work to) a wait for another worker's value parks. */
@@ -170,17 +171,17 @@ void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg
                    : mg_group_value_get(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS, compute_stats,
                                         body, sizeof body);
     if (len == MG_GROUP_VALUE_PENDING) { /* woken by the value, or computes its own */
-        mg_park_woken(req, res, *waiting_since + MG_GROUP_VALUE_WAIT_NS);
-        return;
+        return mg_park_until(req, *waiting_since + MG_GROUP_VALUE_WAIT_NS);
     }
     if (len < 0) {
         mg_response_error(res, 500,
                           "the statistics could not be read from the database; the server log "
                           "says why");
-        return;
+        return MG_DONE;
     }
     mg_response_json(res, 200);
     mg_buf_append(&res->body, body, (size_t)len);
+    return MG_DONE;
 }
 
 bool mg_stats_is_heavy(struct mg_env *env, const struct mg_request *req)

@@ -315,7 +315,8 @@ static void section_routes(struct mg_buf *b, struct mg_segment *seg)
     mg_buf_puts(b, "</table>\n");
 }
 
-void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_handle_status(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res)
 {
     (void)req;
     struct mg_segment *seg = env->seg;
@@ -340,4 +341,5 @@ void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct m
     section_tables(b, seg);
     section_routes(b, seg);
     mg_buf_puts(b, "</body></html>\n");
+    return MG_DONE;
 }

@@ -866,13 +866,15 @@ static bool is_hex(const char *s, size_t n)
     return true;
 }
 
-void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res)
+enum mg_turn mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res)
 {
     char ignored[MG_PATH_PARAM_MAX];
     unsigned route = mg_route_match(req->path, ignored, sizeof ignored);
-    if (!mg_node_visibility_guards(route))
-        return mg_response_error(res, 404, "Not found"); /* not reached: dispatch chose it */
+    if (!mg_node_visibility_guards(route)) {
+        mg_response_error(res, 404, "Not found"); /* not reached: dispatch chose it */
+        return MG_DONE;
+    }
     if (mg_node_visibility_hides()) {
         char key[MG_PATH_PARAM_MAX];
         size_t n = strlen(req->path_param);
@@ -883,10 +885,14 @@ void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
                          n < 64 && is_hex(key, n);
         bool hidden;
         int rc = mg_node_key_hidden(env->db->conn, key, short_key, &hidden);
-        if (rc != SQLITE_OK)
-            return mg_response_db_failure(res, "the node", rc);
-        if (hidden)
-            return mg_response_error(res, 404, "Not found");
+        if (rc != SQLITE_OK) {
+            mg_response_db_failure(res, "the node", rc);
+            return MG_DONE;
+        }
+        if (hidden) {
+            mg_response_error(res, 404, "Not found");
+            return MG_DONE;
+        }
     }
-    mg_routes[route].handler(env, req, res);
+    return mg_routes[route].handler(env, req, res);
 }

@@ -91,8 +91,8 @@ unsigned mg_route_by_template(const char *t, size_t n);
  * hidden (node_visibility.h); else it runs the route's handler.
  */
 bool mg_node_visibility_guards(unsigned route);
-void mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
+enum mg_turn mg_node_visibility_guard(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
 
 /*
  * Finds the GET route for a decoded path; fills param (cap bytes) with the ":name" segment.
@@ -135,36 +135,43 @@ extern const struct mg_param_table mg_rx_coverage_params;
 extern const struct mg_param_table mg_rx_leaderboard_params;
 
 /* The endpoints (one file per family). */
-void mg_handle_reach(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
-void mg_handle_node_paths(struct mg_env *env, const struct mg_request *req,
-                          struct mg_response *res);
-void mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
+enum mg_turn mg_handle_reach(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
+enum mg_turn mg_handle_bulk_health(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+enum mg_turn mg_handle_node_paths(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
+enum mg_turn mg_handle_node_neighbors(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
+enum mg_turn mg_handle_status(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
-void mg_handle_status(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_healthz(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_nodes(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
-void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
-void mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
-void mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
+enum mg_turn mg_handle_healthz(struct mg_env *env, const struct mg_request *req,
                                struct mg_response *res);
-void mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res);
+enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
+enum mg_turn mg_handle_node_search(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+enum mg_turn mg_handle_node_health(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+enum mg_turn mg_handle_node_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res);
+enum mg_turn mg_handle_fleet_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res);
 /* The detail is heavy for a node with many transmissions in its 7-day window (ep_node_detail.c). */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_packets(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
 /* The /api/stats body is rendered at most once per this for the whole group. */
 #define MG_STATS_INTERVAL_NS (10 * 1000000000LL)
-void mg_handle_stats(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
 /* /api/stats is heavy for the request that would render the body (none, or a stale one whose
  * refresh nobody holds); the others serve the group's value. */
 bool mg_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_perf(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_handle_perf(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
 /* /api/perf is heavy with mem=1 exactly (the diagnostic walk), unless the diagnostic gate
  * would refuse it at once. */
 bool mg_perf_is_heavy(struct mg_env *env, const struct mg_request *req);
@@ -177,37 +184,38 @@ bool mg_fleet_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *r
 int mg_node_skew_body(struct mg_db *db, const char *pubkey, struct mg_buf *body, bool *none);
 /* Node analytics (ep_node_analytics.c): a cold report, always heavy (router.c). Mobile RX coverage
  * (ep_rx_coverage.c): CoreScope's opt-in clientRxCoverage routes. */
-void mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
-void mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res);
-void mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
+enum mg_turn mg_handle_node_analytics(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
+enum mg_turn mg_handle_node_rx_coverage(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res);
+enum mg_turn mg_handle_rx_coverage(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
 bool mg_rx_coverage_served(void);
-void mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
+enum mg_turn mg_handle_rx_leaderboard(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
 /* The Analytics page's roles, hash sizes and collisions (ep_node_clock.c for the roles, a
  * summary of the fleet's clock skew): cold reports, heavy unless warm in the shared cache. */
-void mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res);
+enum mg_turn mg_handle_analytics_roles(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res);
 bool mg_analytics_roles_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* ep_analytics_hash.c: the hash collisions. */
 extern const struct mg_param_table mg_hash_collisions_params;
-void mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
-                               struct mg_response *res);
+enum mg_turn mg_handle_hash_collisions(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res);
 bool mg_hash_collisions_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* The hash sizes tab (ep_analytics_hashsz.c): a cold report, heavy unless warm. */
 extern const struct mg_param_table mg_hash_sizes_params;
-void mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *req,
-                          struct mg_response *res);
+enum mg_turn mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
 bool mg_hash_sizes_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* The relay airtime share (ep_analytics_airtime.c) and the Audio Lab's buckets
  * (ep_audio_lab.c): cold reports, heavy unless warm. */
 extern const struct mg_param_table mg_relay_airtime_params;
-void mg_handle_relay_airtime(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res);
+enum mg_turn mg_handle_relay_airtime(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res);
 bool mg_relay_airtime_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_audio_lab(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_handle_audio_lab(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res);
 bool mg_audio_lab_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_scope_stats_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_node_paths_is_heavy(struct mg_env *env, const struct mg_request *req);
@@ -217,88 +225,96 @@ bool mg_node_neighbors_is_heavy(struct mg_env *env, const struct mg_request *req
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* Packets, observers and channels of CoreScope's front end (ep_packet_detail.c,
  * ep_observers.c, ep_channels.c). */
-void mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res);
-void mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
-                                 struct mg_response *res);
-void mg_handle_traces(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_handle_packet_detail(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res);
+enum mg_turn mg_handle_packet_timestamps(struct mg_env *env, const struct mg_request *req,
+                                         struct mg_response *res);
+enum mg_turn mg_handle_traces(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
 /* Heavy for a transmission heard more often than a light answer may list (ep_packets.h). */
 bool mg_packet_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_traces_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res);
+enum mg_turn mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res);
 bool mg_resolve_hops_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* More hops than this make /api/resolve-hops heavy: each is a walk of the nodes that can relay
  * and an entry of the answer (a two-digit hop among 2 000 nodes: some 2.5 KB). */
 #define MG_RESOLVE_HOPS_LIGHT_MAX 24
-void mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
-void mg_handle_observers(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_observer(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res);
+enum mg_turn mg_handle_iata_coords(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+enum mg_turn mg_handle_observers(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res);
+enum mg_turn mg_handle_observer(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
+enum mg_turn mg_handle_observer_analytics(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
 /* Observer analytics are heavy unless warm in the shared cache (cold_report.h). */
 bool mg_observer_analytics_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
-                                   struct mg_response *res);
+enum mg_turn mg_handle_observer_clock_skew(struct mg_env *env, const struct mg_request *req,
+                                           struct mg_response *res);
 bool mg_observer_clock_skew_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* The routes of the observer_metrics table (ep_observer_metrics.c). */
-void mg_handle_metrics_summary(struct mg_env *env, const struct mg_request *req,
+enum mg_turn mg_handle_metrics_summary(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res);
+enum mg_turn mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res);
+enum mg_turn mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res);
+enum mg_turn mg_handle_channels(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res);
+enum mg_turn mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res);
+enum mg_turn mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
+enum mg_turn mg_handle_metrics(struct mg_env *env, const struct mg_request *req,
                                struct mg_response *res);
-void mg_handle_observer_metrics(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res);
-void mg_handle_node_battery(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res);
-void mg_handle_channels(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_channel_messages(struct mg_env *env, const struct mg_request *req,
-                                struct mg_response *res);
-void mg_handle_known_channels(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
-void mg_handle_metrics(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 /* The /api/config answers: bodies rendered from CoreScope's config.json by the master
  * (ep_config.c). */
-void mg_handle_config(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
+enum mg_turn mg_handle_config(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
-void mg_handle_health(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
+enum mg_turn mg_handle_config_regions(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
+enum mg_turn mg_handle_health(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
+enum mg_turn mg_handle_scope_stats(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
 /* The Analytics page's signal reports (ep_analytics_rf.c): cold reports, heavy unless warm. */
-void mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res);
+enum mg_turn mg_handle_analytics_rf(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res);
 bool mg_analytics_rf_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res);
+enum mg_turn mg_handle_analytics_channels(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
 /* The Analytics page's topology and distance tabs (ep_analytics_topo.c): cold reports, heavy
  * unless warm. */
 extern const struct mg_param_table mg_analytics_distance_params;
-void mg_handle_analytics_topology(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res);
+enum mg_turn mg_handle_analytics_topology(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
 bool mg_analytics_topology_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_analytics_distance(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res);
+enum mg_turn mg_handle_analytics_distance(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
 bool mg_analytics_distance_is_heavy(struct mg_env *env, const struct mg_request *req);
-void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
+enum mg_turn mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
 
 /* The Analytics page's neighbour graph (ep_neighbor_graph.c): a cold report of the group's
  * neighbour graph, heavy unless warm. */
 extern const struct mg_param_table mg_neighbor_graph_params;
-void mg_handle_neighbor_graph(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
+enum mg_turn mg_handle_neighbor_graph(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
 bool mg_neighbor_graph_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* The small routes of CoreScope's server (issue 26, misc). */
 extern const struct mg_param_table mg_node_resolve_params;
-void mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
-void mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res);
+enum mg_turn mg_handle_network_status(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
+enum mg_turn mg_handle_node_resolve(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res);
 /* /api/perf/{sqlite,io,write-sources} (ep_perf_io.c). */
-void mg_handle_perf_sqlite(struct mg_env *env, const struct mg_request *req,
-                           struct mg_response *res);
-void mg_handle_perf_io(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_perf_write_sources(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res);
+enum mg_turn mg_handle_perf_sqlite(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+enum mg_turn mg_handle_perf_io(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
+enum mg_turn mg_handle_perf_write_sources(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
 /* The group's answer caches as /api/perf counts them (ep_perf.c): the shared result cache and
  * the group values; served = hits + stale. */
 struct mg_perf_cache {
@@ -307,16 +323,18 @@ struct mg_perf_cache {
 void mg_perf_cache_figures(struct mg_segment *seg, struct mg_perf_cache *out);
 /* CoreScope's API-key routes without an upstream (ep_keyed.c): 403 as CoreScope's without a
  * key configured, 403 naming meshgate read-only with one. */
-void mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res);
+enum mg_turn mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res);
 /* POST /api/packets/observations (ep_packet_detail.c): the observations of a batch of hashes;
  * heavy. */
 #define MG_BATCH_OBSERVATIONS_MAX 200
 #define MG_BATCH_OBSERVATIONS_BODY_MAX 65536
-void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
-                                  struct mg_response *res);
+enum mg_turn mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
 /* /api/spec and /api/docs: meshgate's OpenAPI description of this table (ep_openapi.c). */
-void mg_handle_spec(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
-void mg_handle_docs(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_handle_spec(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
+enum mg_turn mg_handle_docs(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res);
 
 #endif

@@ -158,10 +158,9 @@ static enum mg_admission_result refused(const struct mg_gate_desc *g, struct mg_
 
 /* Waiting at a gate: its worker is woken when the place may go on (the line's hand-off,
  * shm/gate_fifo.h; a helper thread freed); until_ns: the wait's end (0: none). */
-static enum mg_admission_result parked(const struct mg_request *req, struct mg_response *res,
-                                       int64_t until_ns)
+static enum mg_admission_result parked(const struct mg_request *req, int64_t until_ns)
 {
-    mg_park_woken(req, res, until_ns);
+    mg_park_until(req, until_ns);
     return MG_ADMISSION_PARKED;
 }
 
@@ -193,7 +192,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
         p->deadline_ns = now + limits.wait_ns;
         mg_outcome_wait(&req->park->outcome, g->id, now);
         p->step = PASS_QUEUED;
-        return parked(req, res, p->deadline_ns);
+        return parked(req, p->deadline_ns);
     }
     if (client_gone(req)) {
         mg_fifo_gate_cancel(line, env->pid, p->place, p->ticket);
@@ -204,7 +203,7 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
     int r = mg_fifo_gate_poll_ready(line, env->pid, env->slot, key, p->place, p->ticket, ready,
                                     mg_monotonic_ns(), p->deadline_ns, &p->token);
     if (r == MG_FIFO_QUEUED)
-        return parked(req, res, p->deadline_ns);
+        return parked(req, p->deadline_ns);
     if (r == MG_FIFO_ADMITTED)
         return admitted(g, p, env, req);
     return refused(g, p, req, res, g->retry_after_s, g->when_timed_out, what);
@@ -217,7 +216,7 @@ static enum mg_admission_result pass_diag(const struct mg_gate_desc *g, struct m
     /* No line: the request waits, parked and without the permit, only while no helper can
      * start the walk. */
     if (!work_can_start(g, env, req, p))
-        return parked(req, res, 0);
+        return parked(req, 0);
     int retry_after = 1;
     enum mg_diag_result r = mg_diag_gate_try(env->seg->diag, env->pid, env->slot, mg_monotonic_ns(),
                                              &p->token, &retry_after);
@@ -465,17 +464,19 @@ static bool first_turn(const enum mg_gate_row *list, struct mg_env *env, struct 
     return true;
 }
 
-bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc *line,
-                        struct mg_env *env, struct mg_request *req, bool heavy,
-                        struct mg_response *res)
+enum mg_admission_result mg_admission_admit(const enum mg_gate_row *list,
+                                            const struct mg_gate_desc *line, struct mg_env *env,
+                                            struct mg_request *req, bool heavy,
+                                            struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
+    req->park->admissions++;
     if (a->step == ADMIT_NEW && !first_turn(list, env, req, heavy, res))
-        return false;
+        return MG_ADMISSION_REFUSED;
     if (a->step != ADMIT_LINE)
-        return true;
+        return MG_ADMISSION_RUN;
     enum mg_admission_result r = mg_admission_pass(line, &a->line, env, req, a->who, NULL, res);
     if (r == MG_ADMISSION_RUN)
         a->step = ADMIT_HELD;
-    return r == MG_ADMISSION_RUN;
+    return r;
 }

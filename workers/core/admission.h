@@ -91,7 +91,7 @@ enum {
 
 enum mg_admission_result {
     MG_ADMISSION_RUN,     /* it holds a permit: run the work now */
-    MG_ADMISSION_PARKED,  /* waiting in line: res is parked, ask again next turn */
+    MG_ADMISSION_PARKED,  /* waiting in line: parked (park.wait), ask again when woken */
     MG_ADMISSION_REFUSED, /* res holds the refusal (and closes when the client left) */
 };
 
@@ -110,12 +110,14 @@ enum mg_admission_result mg_admission_pass(const struct mg_gate_desc *g, struct 
  * Runs the gates of list met before the handler, for a request that is heavy (asked on its
  * first turn only): a light one meets none, a signed-in one passes them (counted bypassed),
  * an anonymous one meets each in the list's order: the rate limit, then the line (line: the
- * anonymous line as its route meets it). True when the handler may run now; false when res
- * holds the answer or is parked (ask again on the next turn).
+ * anonymous line as its route meets it). RUN when the handler may run now; REFUSED when res
+ * holds the answer; PARKED while it waits in line (asked again only while it waits there:
+ * dispatch does not come back here once it holds its admission).
  */
-bool mg_admission_admit(const enum mg_gate_row *list, const struct mg_gate_desc *line,
-                        struct mg_env *env, struct mg_request *req, bool heavy,
-                        struct mg_response *res);
+enum mg_admission_result mg_admission_admit(const enum mg_gate_row *list,
+                                            const struct mg_gate_desc *line, struct mg_env *env,
+                                            struct mg_request *req, bool heavy,
+                                            struct mg_response *res);
 
 /* Hands p's LINE permit over to whoever gives it back with mg_fifo_gate_release (the upstream
  * engine): returns its token (0 when p holds none) and p holds nothing after it. No helper is

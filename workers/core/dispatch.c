@@ -64,15 +64,6 @@ static const struct mg_gate_desc *anon_gate(unsigned route)
     return route == MG_ROUTE_UPSTREAM ? &mg_gate_anon_upstream : &mg_gate_anon_line;
 }
 
-/* The route's gates, before its handler: true when the handler may run now; false when res
- * holds the answer or is parked (admission.c runs the list). */
-static bool admit(struct mg_env *env, struct mg_request *req, unsigned route,
-                  struct mg_response *res)
-{
-    bool heavy = req->park->admission.step == ADMIT_NEW && mg_route_is_heavy(route, env, req);
-    return mg_admission_admit(mg_route_gates(route), anon_gate(route), env, req, heavy, res);
-}
-
 /*
  * Heavy work never runs on the worker's loop. Anonymous heavy work runs on the worker's
  * anonymous helper thread, at a lower CPU priority (MESHGATE_ANON_NICE): the loop stays free
@@ -152,13 +143,13 @@ static void run_handler_job(struct mg_job *job, struct mg_db *db)
     mg_test_hooks_before_work(db, h->hold_ms, h->db_break);
     h->env.db = db;
     mg_db_fault_take(NULL, 0);
-    h->handler(&h->env, &h->req, &h->res);
-    if (!h->res.parked && mg_db_heal(db, "a helper")) {
+    enum mg_turn turn = h->handler(&h->env, &h->req, &h->res);
+    if (turn == MG_DONE && mg_db_heal(db, "a helper")) {
         mg_response_reset(&h->res);
-        h->handler(&h->env, &h->req, &h->res);
+        turn = h->handler(&h->env, &h->req, &h->res);
         mg_db_heal_retried(db, "a helper");
     }
-    if (h->res.parked) { /* not for a handler that parks: it must have its own jobs */
+    if (turn != MG_DONE) { /* not for a handler that parks: it must have its own jobs */
         mg_response_reset(&h->res);
         mg_response_error(&h->res, 500, "the request could not be handled");
     }
@@ -217,12 +208,11 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
     return h;
 }
 
-/* Runs the handler on a helper of pool over the turns of the loop; true when res holds its
- * answer, false when the request is parked meanwhile (for its client's turn, a thread, or
- * its job). */
-static bool offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request *req,
-                    const char *query_base, size_t query_cap, mg_handler_fn handler,
-                    struct mg_response *res)
+/* Runs the handler on a helper of pool over the turns of the loop: MG_DONE when res holds its
+ * answer, MG_PARK meanwhile (for its client's turn, a thread, or its job). */
+static enum mg_turn offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request *req,
+                            const char *query_base, size_t query_cap, mg_handler_fn handler,
+                            struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
     if (!a->job) {
@@ -232,26 +222,23 @@ static bool offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request 
                 /* It waited for its client's turn, and nobody will read the answer. */
                 mg_response_error(res, 503, "the client went away");
                 res->close = true;
-                return true;
+                return MG_DONE;
             }
-            mg_park_woken(req, res, 0); /* client_jobs_release wakes it */
-            return false;
+            return mg_park_until(req, 0); /* client_jobs_release wakes it */
         }
         a->job = handler_job_new(env, req, query_base, query_cap, handler);
         if (!a->job) {
             client_jobs_release(key, pool);
             mg_response_error(res, 500, "out of memory");
-            return true;
+            return MG_DONE;
         }
         a->job->key_number = key;
     }
     struct mg_handler_job *h = a->job;
     if (!a->submitted)
         a->submitted = mg_jobs_submit(pool, &h->job);
-    if (!a->submitted || !atomic_load(&h->job.done)) {
-        mg_park_woken(req, res, 0); /* the helper's eventfd: its job done, or a thread free */
-        return false;
-    }
+    if (!a->submitted || !atomic_load(&h->job.done))
+        return mg_park_until(req, 0); /* the helper's eventfd: its job done, or a thread free */
     res->status = h->res.status;
     res->content_type = h->res.content_type;
     res->no_store = h->res.no_store;
@@ -265,7 +252,7 @@ static bool offload(struct mg_env *env, struct mg_jobs *pool, struct mg_request 
     client_jobs_release(h->key_number, pool);
     handler_job_free(h);
     a->job = NULL;
-    return true;
+    return MG_DONE;
 }
 
 /*
@@ -534,7 +521,8 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
 }
 
 /* What a parked request keeps of its preparation: the decoded path and query, copied out of
- * the worker's buffers (which the next request reuses), and what was decided. */
+ * the worker's buffers (which the next request reuses), its parameters parsed from that copy,
+ * and what was decided. Its later turns continue from it (mg_dispatch_resume). */
 struct mg_prepared {
     unsigned route;
     mg_handler_fn handler;
@@ -547,6 +535,8 @@ struct mg_prepared {
     char *path;
     char *query_buf;
     size_t query_cap;
+    const struct mg_param_table *param_table;
+    _Alignas(max_align_t) unsigned char params[MG_PARAMS_BYTES];
 };
 
 static struct mg_prepared *keep_prepared(const struct mg_request *req,
@@ -578,6 +568,12 @@ static struct mg_prepared *keep_prepared(const struct mg_request *req,
     memcpy(p->path_param, req->path_param, sizeof p->path_param);
     p->method = slot_method(req->http);
     snprintf(p->shown, sizeof p->shown, "%.*s", (int)req->http->path.len, req->http->path.ptr);
+    /* The parameters again, from the copy (their strings point into the query). */
+    struct mg_request copy = *req;
+    copy.query = p->query;
+    mg_params_parse_request(req->param_table, &copy, NULL);
+    p->param_table = copy.param_table;
+    memcpy(p->params, copy.params, sizeof p->params);
     return p;
 }
 
@@ -601,6 +597,8 @@ static void resume(struct mg_env *env, struct mg_request *req, const struct mg_p
     memcpy(req->path_param, p->path_param, sizeof req->path_param);
     req->signed_in = p->signed_in;
     req->admin = p->admin;
+    req->param_table = p->param_table;
+    memcpy(req->params, p->params, sizeof req->params);
     struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
     if (slot && atomic_load(&slot->request_started_monotonic_ns) != req->start_monotonic_ns) {
         mg_slot_set_client(slot, req->client_addr);
@@ -613,18 +611,19 @@ static void resume(struct mg_env *env, struct mg_request *req, const struct mg_p
  * database, an I/O error) closes and opens it again, and a request answered at its first turn
  * is run again once on the new one (a parked one resumes on it).
  */
-static void run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_fn handler,
-                        struct mg_response *res)
+static enum mg_turn run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_fn handler,
+                                struct mg_response *res)
 {
     mg_test_hooks_before_work(env->db, 0,
                               req->park->turns <= 1 ? mg_test_hooks_db_break(env, req) : 0);
     mg_db_fault_take(NULL, 0);
-    handler(env, req, res);
-    if (!mg_db_heal(env->db, "the loop") || res->parked || req->park->turns > 1)
-        return;
+    enum mg_turn turn = handler(env, req, res);
+    if (!mg_db_heal(env->db, "the loop") || turn != MG_DONE || req->park->turns > 1)
+        return turn;
     mg_response_reset(res);
-    handler(env, req, res);
+    turn = handler(env, req, res);
     mg_db_heal_retried(env->db, "the loop");
+    return turn;
 }
 
 /* The helpers the request's heavy work runs on, once admitted: the anonymous ones at their
@@ -640,76 +639,144 @@ static struct mg_jobs *heavy_helpers(const struct mg_env *env, const struct mg_a
     return a->step == ADMIT_BYPASS ? env->jobs : NULL;
 }
 
-/* Admission, then the handler where its work runs: on the loop (light), or on a helper. */
-static void run(struct mg_env *env, struct mg_request *req, unsigned route, mg_handler_fn handler,
-                const char *query_base, size_t query_cap, struct mg_response *res)
+/* The handler where its admitted work runs: on the loop (light), or on a helper. */
+static enum mg_turn work(struct mg_env *env, struct mg_request *req, unsigned route,
+                         mg_handler_fn handler, const char *query_base, size_t query_cap,
+                         struct mg_response *res)
 {
     struct mg_admission *a = &req->park->admission;
-    /* The route's parameters, parsed once for its heavy check and its handler (params.h); a
-     * value its table refuses is answered 400 here, before any gate. */
-    if (!mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL, req,
-                                 res))
-        return;
-    if (admit(env, req, route, res) &&
-        (a->step == ADMIT_LIGHT ||
-         mg_test_hooks_hold(env, req, route, heavy_helpers(env, a, route) != NULL, res))) {
-        set_busy_wait(env, a->step == ADMIT_LIGHT);
-        struct mg_jobs *pool = heavy_helpers(env, a, route);
-        if (!pool) {
-            run_on_loop(env, req, handler, res);
-        } else if (mg_routes[route].own_jobs) {
-            struct mg_env own_env = *env;
-            own_env.jobs = pool;
-            run_on_loop(&own_env, req, handler, res);
-        } else {
-            offload(env, pool, req, query_base, query_cap, handler, res);
+    set_busy_wait(env, a->step == ADMIT_LIGHT);
+    struct mg_jobs *pool = heavy_helpers(env, a, route);
+    if (!pool)
+        return run_on_loop(env, req, handler, res);
+    if (!mg_routes[route].own_jobs)
+        return offload(env, pool, req, query_base, query_cap, handler, res);
+    struct mg_env own_env = *env;
+    own_env.jobs = pool;
+    return run_on_loop(&own_env, req, handler, res);
+}
+
+/*
+ * A request's walk after its preparation, one state machine over the turns of the loop
+ * (req->park->admission.at): the route's gates, the test hooks' hold, then the work. A step
+ * that waits parks the request and ends the turn; a woken request continues at the step it
+ * parked in (its admission held: the gates are not passed again), and the handler says what
+ * comes next (handler.h, enum mg_turn). Returns MG_DONE, MG_PARK or MG_UPSTREAM.
+ */
+enum { AT_GATES = 0, AT_HOLD, AT_WORK };
+
+static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned route,
+                         mg_handler_fn handler, const char *query_base, size_t query_cap,
+                         struct mg_response *res)
+{
+    struct mg_admission *a = &req->park->admission;
+    enum mg_turn turn = MG_DONE;
+    for (;;) {
+        if (a->at == AT_GATES) {
+            bool heavy =
+                a->step == ADMIT_NEW && (a->readmitted || mg_route_is_heavy(route, env, req));
+            enum mg_admission_result r =
+                mg_admission_admit(mg_route_gates(route), anon_gate(route), env, req, heavy, res);
+            if (r != MG_ADMISSION_RUN)
+                return r == MG_ADMISSION_PARKED ? MG_PARK : MG_DONE;
+            a->at = AT_HOLD;
         }
+        if (a->at == AT_HOLD) {
+            if (a->step != ADMIT_LIGHT &&
+                !mg_test_hooks_hold(env, req, route, heavy_helpers(env, a, route) != NULL))
+                return MG_PARK;
+            a->at = AT_WORK;
+        }
+        req->test_hold_ms = a->hold_ms; /* as the hold said on the turn it passed */
+        turn = work(env, req, route, handler, query_base, query_cap, res);
+        if (turn != MG_READMIT_HEAVY)
+            break;
+        if (a->step != ADMIT_LIGHT || a->readmitted) {
+            /* Only work admitted light can turn heavy, and only once. */
+            mg_response_reset(res);
+            mg_response_error(res, 500, "the request could not be handled");
+            turn = MG_DONE;
+            break;
+        }
+        /* Admitted light, and its work has turned heavy: admitted again, heavy, now; the
+         * handler starts over once admitted. */
+        memset(req->park->state, 0, sizeof req->park->state);
+        a->step = ADMIT_NEW;
+        a->readmitted = true;
+        a->at = AT_GATES;
     }
-    if (res->readmit) {
-        res->readmit = false;
-        if (res->parked && a->step == ADMIT_LIGHT)
-            a->step = ADMIT_NEW;
-    }
-    if (a->step == ADMIT_HELD && !res->parked) {
+    if (a->step == ADMIT_HELD && turn != MG_PARK) {
         /* A request for the upstream keeps its permit until its response is relayed: the
          * engine gives it back (upstream.c). */
-        if (res->upstream)
+        if (turn == MG_UPSTREAM)
             mg_upstream_keep_anon_permit(req->park, mg_admission_hand_over(&a->line));
         else
             mg_admission_release(anon_gate(route), &a->line, env, req, 0, 0);
         a->step = ADMIT_DONE;
     }
+    return turn;
 }
 
-unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
-                     struct mg_response *res)
+/* The end of a turn: a parked request is still in flight (waiting in a line, or worked on by
+ * a helper), and the scoreboard goes on showing it until it is answered. */
+static enum mg_turn turn_done(struct mg_env *env, struct mg_request *req, enum mg_turn turn)
+{
+    if (turn != MG_PARK) {
+        struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
+        if (slot)
+            mg_slot_end_request(slot);
+        mg_dispatch_forget(req->park);
+    }
+    mg_test_hooks_turn_done(env);
+    return turn;
+}
+
+enum mg_turn mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                         struct mg_response *res)
+{
+    req->park->dispatches++;
+    mg_handler_fn handler;
+    unsigned route = prepare(env, req, b, res, &handler);
+    req->park->route = route;
+    if (!handler)
+        return MG_DONE; /* answered: an error, 404 */
+    /* The route's parameters, parsed once for its heavy check and its handler (params.h); a
+     * value its table refuses is answered 400 here, before any gate. */
+    enum mg_turn turn = MG_DONE;
+    if (mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL, req,
+                                res))
+        turn = walk(env, req, route, handler, b->query, b->query_cap, res);
+    /* Parked: kept, so its later turns continue where it stopped. */
+    if (turn == MG_PARK)
+        req->park->prepared = keep_prepared(req, b, route, handler);
+    return turn_done(env, req, turn);
+}
+
+enum mg_turn mg_dispatch_resume(struct mg_env *env, struct mg_request *req,
+                                struct mg_dispatch_buffers *b, struct mg_response *res)
 {
     struct mg_prepared *kept = req->park->prepared;
-    unsigned route;
-    mg_handler_fn handler;
-    if (kept) {
-        resume(env, req, kept);
-        route = kept->route;
-        handler = kept->handler;
-        run(env, req, route, handler, kept->query_buf, kept->query_cap, res);
-    } else {
-        route = prepare(env, req, b, res, &handler);
-        if (!handler)
-            return route;
-        run(env, req, route, handler, b->query, b->query_cap, res);
-        /* Parked: kept, so later turns resume (without memory, they prepare again). */
-        if (res->parked)
+    if (!kept) {
+        /* Nothing was kept (no memory when it parked): prepared again from its head, it
+         * continues where it stopped all the same (its walk's state is in the park). */
+        mg_handler_fn handler;
+        unsigned route = prepare(env, req, b, res, &handler);
+        if (!handler || route != req->park->route ||
+            !mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL,
+                                     req, res)) {
+            mg_response_reset(res);
+            mg_response_error(res, 500, "the request could not be handled");
+            return turn_done(env, req, MG_DONE);
+        }
+        enum mg_turn turn = walk(env, req, route, handler, b->query, b->query_cap, res);
+        if (turn == MG_PARK)
             req->park->prepared = keep_prepared(req, b, route, handler);
+        return turn_done(env, req, turn);
     }
-    /* A parked request is still in flight (waiting in a line, or worked on by a helper): the
-     * scoreboard goes on showing it until it is answered. */
-    struct mg_slot *slot = mg_slot_get(env->seg, env->slot);
-    if (slot && !res->parked)
-        mg_slot_end_request(slot);
-    if (!res->parked)
-        mg_dispatch_forget(req->park);
-    mg_test_hooks_turn_done(env);
-    return route;
+    resume(env, req, kept);
+    return turn_done(
+        env, req,
+        walk(env, req, kept->route, kept->handler, kept->query_buf, kept->query_cap, res));
 }
 
 bool mg_dispatch_was_light(const struct mg_park *park)

@@ -22,14 +22,25 @@ bool mg_dispatch_buffers_init(struct mg_dispatch_buffers *b, const struct mg_con
 void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b);
 
 /*
- * Fills res for the request. req must have http, the start times, client_addr and
- * accepts_gzip set; the rest is filled here. Returns the route id it was counted under
- * (MG_ROUTE_NOT_FOUND, MG_ROUTE_BAD_REQUEST, or a row of the route table). A request is
- * prepared (checked, decoded, routed, its client and credentials known, the scoreboard told)
- * once, on its first turn; a parked request's later turns resume from what its park kept.
+ * The first turn of a request: fills res, or parks it. req must have http, the start times,
+ * client_addr and accepts_gzip set; the rest is filled here. The request is prepared
+ * (checked, decoded, routed, its client and credentials known, its parameters parsed, the
+ * scoreboard told), admitted through its route's gates and handed to its handler. Returns
+ * MG_DONE (res holds the answer), MG_PARK (call mg_dispatch_resume when its worker is woken,
+ * park->wait) or MG_UPSTREAM (the proxy engine takes it); req->park->route is the route id it
+ * is counted under (MG_ROUTE_NOT_FOUND, MG_ROUTE_BAD_REQUEST, or a row of the route table).
  */
-unsigned mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
-                     struct mg_response *res);
+enum mg_turn mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_dispatch_buffers *b,
+                         struct mg_response *res);
+
+/*
+ * A later turn of a parked request, woken: it continues where it stopped (in its route's
+ * line, or at its handler with its admission held), from what its park kept; it is neither
+ * prepared nor admitted again. Returns as mg_dispatch. b is used only when nothing could be
+ * kept (no memory when it parked): it is then prepared again from its head.
+ */
+enum mg_turn mg_dispatch_resume(struct mg_env *env, struct mg_request *req,
+                                struct mg_dispatch_buffers *b, struct mg_response *res);
 
 /* Frees what dispatch kept for a parked request (the worker, when it closes a connection
  * whose request is parked). */

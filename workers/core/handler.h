@@ -92,27 +92,34 @@ struct mg_gate_pass {
 
 /*
  * A request a handler cannot finish now (it waits in a gate's line, for another request's
- * build, or for its own build on the worker's helper thread) is parked: the handler sets
- * res->parked and returns; the worker keeps the connection and calls the handler again on
- * its next turns with the same park, whose state the handler keeps in `state` (zeroed
- * before the first call). Parking holds no worker: the loop serves other connections
- * meanwhile.
+ * build, or for its own build on the worker's helper thread) is parked: the handler returns
+ * MG_PARK (mg_park_until); the worker keeps the connection and, when it is woken, dispatch
+ * continues the request where it stopped (mg_dispatch_resume): at the handler, its admission
+ * held, the route's gates not passed again. The handler keeps what it needs between its calls
+ * in `state` (zeroed before the first call). Parking holds no worker: the loop serves other
+ * connections meanwhile.
  */
 struct mg_park {
     unsigned turns;        /* calls so far for this request */
     unsigned head_parses;  /* times its head was parsed: 1, kept while it is parked */
     unsigned preparations; /* times dispatch prepared it: 1, resumed while it is parked */
-    /* The anonymous line, kept by dispatch (the handler's state is its own): */
+    unsigned dispatches;   /* times it entered dispatch from the top (mg_dispatch): 1 */
+    unsigned admissions;   /* times admission ran its route's gates (mg_admission_admit) */
+    unsigned route;        /* the route it is counted under (router.h), set by dispatch */
+    /* The route's gates, kept by dispatch (the handler's state is its own): */
     struct mg_admission {
-        int step;                   /* enum in dispatch.c */
+        int step;                   /* ADMIT_* (admission.h) */
+        int at;                     /* where its walk is (dispatch.c: gates, hold, work) */
+        bool readmitted;            /* admitted light, then again heavy (MG_READMIT_HEAVY) */
         struct mg_gate_pass line;   /* at the anonymous line */
         char who[80];               /* "client path", as the line's records show it */
         int64_t hold_until_ns;      /* tests only: see mg_env.test_hooks */
+        int hold_ms;                /* tests only: req->test_hold_ms on each of its turns */
         struct mg_handler_job *job; /* a handler run on the anonymous helper thread */
         bool submitted;
     } admission;
     struct mg_outcome outcome; /* for the access log */
-    /* When it is asked again, said by whoever parks it on each turn (mg_park_woken); the
+    /* When it is asked again, said by whoever parks it on each turn (mg_park_until); the
      * worker zeroes it before each call. A parked request is asked only when its worker is
      * woken (its slot's eventfd, shm/wake.h: a gate's hand-off, the end of a build it
      * follows, another worker's value published; its helper's eventfd: a job done, such as
@@ -168,19 +175,12 @@ struct mg_response {
     struct mg_buf headers; /* extra header lines, each ending in CRLF */
     bool no_store;         /* Cache-Control: no-store */
     bool close;            /* close the connection after this response */
-    bool parked;           /* no response yet: call the handler again (see mg_park) */
     /* A body streamed from a file rather than held in `body` (static files): the response
      * owns file_fd until the worker takes it over to send file_length bytes from
      * file_offset; -1: none. Reset, an error or free closes it. */
     int file_fd;
     uint64_t file_offset;
     uint64_t file_length;
-    /* With parked: the request was admitted as light and has become heavy (a reach report
-     * it followed must now be built here); dispatch admits it again on its next turn. */
-    bool readmit;
-    /* Admitted for the upstream (upstream.h): the worker hands the connection to its proxy
-     * engine instead of writing a response. */
-    bool upstream;
     /* The body (or the file) is gzip already: sent with Content-Encoding: gzip, never
      * compressed again (static files' stored or precompressed bodies). */
     bool gzipped;
@@ -192,16 +192,35 @@ struct mg_response {
     char live_accept[32];
 };
 
-typedef void (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
-                              struct mg_response *res);
+/*
+ * What a handler did with the request on this call (the one state machine of a request: the
+ * handler says, dispatch acts; docs/architecture.md, "A request's walk"):
+ *   MG_DONE            res holds the answer (an error or a refusal too);
+ *   MG_PARK            no answer yet: called again when the worker is woken or at the time
+ *                      mg_park_until gave, with the same park (its state, its admission);
+ *   MG_READMIT_HEAVY   it was admitted light and its work has turned heavy (a cold report it
+ *                      found warm or being built must now be built here): dispatch admits
+ *                      it again, heavy, through the route's gates, and calls it again once
+ *                      admitted (its state zeroed);
+ *   MG_UPSTREAM        admitted for the upstream (upstream.h): the worker hands the
+ *                      connection to its proxy engine instead of writing res.
+ */
+enum mg_turn {
+    MG_DONE = 0,
+    MG_PARK,
+    MG_READMIT_HEAVY,
+    MG_UPSTREAM,
+};
+
+typedef enum mg_turn (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
 
 /* Parks the request until its worker is woken or until_ns (0: no deadline of its own); see
- * mg_park.wait. */
-static inline void mg_park_woken(const struct mg_request *req, struct mg_response *res,
-                                 int64_t until_ns)
+ * mg_park.wait. Returns MG_PARK, for the handler to return. */
+static inline enum mg_turn mg_park_until(const struct mg_request *req, int64_t until_ns)
 {
-    res->parked = true;
     req->park->wait.until_ns = until_ns;
+    return MG_PARK;
 }
 
 void mg_response_init(struct mg_response *res);

@@ -35,7 +35,8 @@ static void route_links(struct mg_buf *b)
     mg_buf_puts(b, "</ul>\n");
 }
 
-void mg_home_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_home_serve(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res)
 {
     (void)env;
     (void)req;
@@ -77,4 +78,5 @@ void mg_home_serve(struct mg_env *env, const struct mg_request *req, struct mg_r
                 "(other routes, POSTs, the live feed's WebSocket) is passed to it, and without a "
                 "public directory so is this page. See meshgate(8) and the README.</p>\n"
                 "</body></html>\n");
+    return MG_DONE;
 }

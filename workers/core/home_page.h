@@ -17,6 +17,7 @@
 bool mg_home_applies(const struct mg_config *cfg, const char *path);
 
 /* Answers GET or HEAD of "/" with the page (text/html, Cache-Control: no-cache). */
-void mg_home_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_home_serve(struct mg_env *env, const struct mg_request *req,
+                           struct mg_response *res);
 
 #endif

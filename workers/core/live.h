@@ -17,6 +17,7 @@
  * or the 404 "no live feed here"). */
 bool mg_live_applies(const struct mg_config *cfg, const struct mg_http_request *hr);
 
-void mg_live_handshake(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_live_handshake(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res);
 
 #endif

@@ -46,10 +46,7 @@ void mg_response_reset(struct mg_response *res)
     res->content_type = NULL;
     res->no_store = false;
     res->close = false;
-    res->parked = false;
     mg_response_drop_file(res);
-    res->readmit = false;
-    res->upstream = false;
     res->gzipped = false;
     res->live = false;
     res->live_shared = false;

@@ -592,30 +592,31 @@ static void serve_file(struct mg_env *env, const struct mg_request *req, struct 
         mg_response_header(res, "Cache-Control: public, max-age=%d", MG_STATIC_MAX_AGE_S);
 }
 
-void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_static_serve(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
 {
     const char *why = NULL;
     if (mg_path_has_encoded_slash(&req->http->path)) {
         mg_response_error(res, 400, "an encoded \"/\" (%%2F) is not allowed in a file path");
-        return;
+        return MG_DONE;
     }
     char *rel = malloc(strlen(req->path) + sizeof INDEX_FILE + 2);
     if (!rel) {
         mg_response_error(res, 500, "the server ran out of memory");
-        return;
+        return MG_DONE;
     }
     int status = relative_path(req->path, rel, &why);
     if (status) {
         mg_response_error(res, status, "%s", why);
         free(rel);
-        return;
+        return MG_DONE;
     }
     int dirfd = public_dir(env->cfg->public_dir);
     if (dirfd < 0) {
         mg_error("static files: MESHGATE_PUBLIC_DIR=%s: %s", env->cfg->public_dir, strerror(errno));
         mg_response_error(res, 500, "the public directory cannot be opened; see the server log");
         free(rel);
-        return;
+        return MG_DONE;
     }
 
     const char *name = rel; /* the name whose extension gives the type */
@@ -647,7 +648,7 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
         if (served != rel)
             free(served);
         free(rel);
-        return;
+        return MG_DONE;
     }
     if (!S_ISREG(st.st_mode)) {
         mg_response_error(res, 403, "only regular files are served");
@@ -658,4 +659,5 @@ void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg
     if (served != rel)
         free(served);
     free(rel);
+    return MG_DONE;
 }

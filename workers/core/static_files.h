@@ -71,7 +71,8 @@ int mg_static_parse_range(const char *value, size_t len, uint64_t size, uint64_t
 bool mg_static_applies(const struct mg_config *cfg, const char *path);
 
 /* Answers req (GET or HEAD) from the public directory. */
-void mg_static_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
+enum mg_turn mg_static_serve(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res);
 
 /* The files a public directory must never serve (mg_static_guard_load): the database, its
  * three side files, the API keys file, the environment file, CoreScope's config.json. */

@@ -46,8 +46,7 @@ static void sleep_ms(int ms)
         ;
 }
 
-bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route, bool on_helpers,
-                        struct mg_response *res)
+bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route, bool on_helpers)
 {
     if (env->test_hooks == MG_TEST_HOOKS_OFF)
         return true;
@@ -57,7 +56,7 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
     for (size_t i = 0; h && i < h->len && i < 6 && h->ptr[i] >= '0' && h->ptr[i] <= '9'; i++)
         ms = ms * 10 + (h->ptr[i] - '0');
     ms = ms > 30000 ? 30000 : ms;
-    req->test_hold_ms = ms;
+    req->test_hold_ms = a->hold_ms = ms;
     /* Held on a helper instead: a reach report inside its build, a heavy request run whole
      * on a helper (anonymous or signed in) inside its job. */
     if (route >= mg_route_table_len)
@@ -79,7 +78,7 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
         return true;
     }
     if (now < a->hold_until_ns) {
-        mg_park_woken(req, res, a->hold_until_ns);
+        mg_park_until(req, a->hold_until_ns);
         return false;
     }
     return true;
@@ -200,8 +199,11 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
                             struct mg_response *res)
 {
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
-        mg_response_header(res, "X-Test-Prepared: turns=%u heads=%u preparations=%u", park->turns,
-                           park->head_parses, park->preparations);
+        mg_response_header(res,
+                           "X-Test-Prepared: turns=%u heads=%u preparations=%u dispatches=%u "
+                           "admissions=%u",
+                           park->turns, park->head_parses, park->preparations, park->dispatches,
+                           park->admissions);
 }
 
 #endif

@@ -817,8 +817,11 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     req.client_gone_arg = c;
     req.park = &c->park;
     req.conn_hold_plus_one = c->hold >= 0 ? (uint32_t)c->hold + 1 : 0;
-    unsigned route = mg_dispatch(&w->env, &req, &w->bufs, res);
-    if (res->parked) {
+    /* Its first turn enters dispatch; a woken one continues where it parked. */
+    enum mg_turn turn = c->state == CONN_PARKED ? mg_dispatch_resume(&w->env, &req, &w->bufs, res)
+                                                : mg_dispatch(&w->env, &req, &w->bufs, res);
+    unsigned route = c->park.route;
+    if (turn == MG_PARK) {
         if (c->state != CONN_PARKED) {
             c->state = CONN_PARKED;
             w->parked++;
@@ -835,7 +838,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     mg_test_hooks_prepared(&w->env, &c->park, res);
     if (c->state == CONN_PARKED)
         w->parked--;
-    if (res->upstream && w->upstream) {
+    if (turn == MG_UPSTREAM && w->upstream) {
         /* The engine takes the socket (out of our poll set) and calls upstream_done. */
         epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_events = UINT32_MAX;

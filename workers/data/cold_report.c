@@ -79,12 +79,12 @@ static void answer_gone(const struct mg_request *req, struct mg_response *res)
     res->close = true;
 }
 
-/* Parked until its worker is woken (its helper's job done or a thread free, the build it
- * follows ended) or until_ns (0: none). */
-static void park(const struct mg_request *req, struct mg_response *res, int64_t until_ns)
-{
-    mg_park_woken(req, res, until_ns);
-}
+/*
+ * Each step either ends the turn (answered: MG_DONE; waiting: MG_PARK, until its worker is
+ * woken, by its helper's job done or a thread free or the build it follows ended, or until
+ * its deadline; MG_READMIT_HEAVY) or moves on to the next step in the same turn (MOVED_ON).
+ */
+#define MOVED_ON ((enum mg_turn) - 1)
 
 static void finish_build(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
                          struct mg_response *res)
@@ -120,9 +120,9 @@ static void finish_build(struct mg_env *env, const struct mg_request *req, struc
     st->job = NULL;
 }
 
-static void step_start(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
-                       const struct mg_cold_report *report, const char *key,
-                       struct mg_response *res)
+static enum mg_turn step_start(struct mg_env *env, const struct mg_request *req,
+                               struct cold_state *st, const struct mg_cold_report *report,
+                               const char *key, struct mg_response *res)
 {
     size_t key_len = strlen(key);
     snprintf(st->key, sizeof st->key, "%s", key);
@@ -130,52 +130,48 @@ static void step_start(struct mg_env *env, const struct mg_request *req, struct 
     st->cached = env->seg->config->reach_cache_ttl_ms > 0 && key_len < sizeof st->key;
     if (!st->cached) {
         st->step = GATE;
-        return;
+        return MOVED_ON;
     }
     enum mg_cache_outcome found =
         mg_result_cache_lookup(&env->seg->cache, env->pid, env->slot, st->key, mg_monotonic_ns(),
                                &res->body, &st->build_id);
     if (found == MG_CACHE_HIT) {
         mg_response_json(res, 200);
-        return;
+        return MG_DONE;
     }
     if (found == MG_CACHE_CLAIMED && !req->signed_in && mg_dispatch_was_light(req->park)) {
         /* Admitted light (its heavy check found the report warm or being built) and now it
          * would build: the key moved in between (a report keyed by the minute, one that
          * expired). Cold work goes through the anonymous line: start over, heavy. */
         give_up_claim(env, st);
-        memset(st, 0, sizeof *st);
-        res->readmit = true;
-        park(req, res, mg_monotonic_ns());
-        return;
+        return MG_READMIT_HEAVY;
     }
     if (found == MG_CACHE_CLAIMED) {
         st->step = GATE;
-        return;
+        return MOVED_ON;
     }
     st->place = mg_admission_follow(&mg_gate_cold, env, st->key);
     if (st->place < 0) {
         refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);
-        return;
+        return MG_DONE;
     }
     st->deadline_ns = mg_monotonic_ns() + mg_admission_wait_ns(&mg_gate_cold, env);
     mg_outcome_wait(outcome(req), MG_GATE_COLD, mg_monotonic_ns());
     st->step = FOLLOW;
-    park(req, res, st->deadline_ns);
+    return mg_park_until(req, st->deadline_ns);
 }
 
-static void step_follow(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
-                        const struct mg_cold_report *report, struct mg_response *res)
+static enum mg_turn step_follow(struct mg_env *env, const struct mg_request *req,
+                                struct cold_state *st, const struct mg_cold_report *report,
+                                struct mg_response *res)
 {
     int64_t now = mg_monotonic_ns();
     enum mg_cache_outcome found = MG_CACHE_BUSY;
     if (!gone(req))
         found = mg_result_cache_relook(&env->seg->cache, env->pid, env->slot, st->key, now,
                                        &res->body, &st->build_id);
-    if (found == MG_CACHE_BUSY && !gone(req) && now < st->deadline_ns) {
-        park(req, res, st->deadline_ns);
-        return;
-    }
+    if (found == MG_CACHE_BUSY && !gone(req) && now < st->deadline_ns)
+        return mg_park_until(req, st->deadline_ns);
     mg_admission_unfollow(&mg_gate_cold, env, st->place);
     st->place = -1;
     if (found == MG_CACHE_HIT) {
@@ -185,33 +181,38 @@ static void step_follow(struct mg_env *env, const struct mg_request *req, struct
         /* It followed as a light request and would now build: that is cold work, which an
          * anonymous request does only through the anonymous line. Start over there. */
         give_up_claim(env, st);
-        memset(st, 0, sizeof *st);
-        res->readmit = true;
-        park(req, res, now); /* admitted again on the next turn */
+        return MG_READMIT_HEAVY;
     } else if (found == MG_CACHE_CLAIMED) {
         st->step = GATE; /* the build was given up, or its builder died: ours now */
+        return MOVED_ON;
     } else if (gone(req))
         answer_gone(req, res);
     else
         refuse(req, res, "the %s is still being built; retry after Retry-After", report->name);
+    return MG_DONE;
 }
 
 /* The cold gate: a permit at once or after waiting in line (only when a helper can start the
  * build), or refused, in which case nothing will be built and the claim is given up. */
-static void step_gate(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
-                      const struct mg_cold_report *report, struct mg_response *res)
+static enum mg_turn step_gate(struct mg_env *env, const struct mg_request *req,
+                              struct cold_state *st, const struct mg_cold_report *report,
+                              struct mg_response *res)
 {
     enum mg_admission_result r =
         mg_admission_pass(&mg_gate_cold, &st->cold, env, req, st->key, report->name, res);
-    if (r == MG_ADMISSION_RUN)
-        st->step = ADMITTED;
-    else if (r == MG_ADMISSION_REFUSED)
+    if (r == MG_ADMISSION_PARKED)
+        return MG_PARK;
+    if (r == MG_ADMISSION_REFUSED) {
         give_up_claim(env, st);
+        return MG_DONE;
+    }
+    st->step = ADMITTED;
+    return MOVED_ON;
 }
 
-static void step_admitted(struct mg_env *env, const struct mg_request *req, struct cold_state *st,
-                          const struct mg_cold_report *report, const void *args, size_t args_len,
-                          struct mg_response *res)
+static enum mg_turn step_admitted(struct mg_env *env, const struct mg_request *req,
+                                  struct cold_state *st, const struct mg_cold_report *report,
+                                  const void *args, size_t args_len, struct mg_response *res)
 {
     if (!st->job) {
         st->job = calloc(1, sizeof *st->job);
@@ -219,7 +220,7 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
             mg_admission_release(&mg_gate_cold, &st->cold, env, req, 0, 0);
             give_up_claim(env, st);
             mg_response_error(res, 500, "out of memory");
-            return;
+            return MG_DONE;
         }
         st->job->job.run = run_build;
         st->job->job.owner = req->park;
@@ -233,10 +234,10 @@ static void step_admitted(struct mg_env *env, const struct mg_request *req, stru
     }
     /* The permit was taken with a thread free, in this same turn, so it takes the build now;
      * should it not, the build waits its turn here. */
-    if (mg_jobs_hand_over(env->jobs, &st->job->job, env->db))
-        st->step = BUILDING;
-    else
-        park(req, res, 0);
+    if (!mg_jobs_hand_over(env->jobs, &st->job->job, env->db))
+        return mg_park_until(req, 0);
+    st->step = BUILDING;
+    return MOVED_ON;
 }
 
 bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
@@ -248,41 +249,37 @@ bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
            !mg_result_cache_building(&env->seg->cache, env->pid, key);
 }
 
-void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
-                          const struct mg_cold_report *report, const char *key, const void *args,
-                          size_t args_len)
+enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res, const struct mg_cold_report *report,
+                                  const char *key, const void *args, size_t args_len)
 {
     struct cold_state *st = (struct cold_state *)req->park->state;
-    for (;;) {
-        enum step before = st->step;
+    enum mg_turn turn = MOVED_ON;
+    while (turn == MOVED_ON) {
         switch (st->step) {
         case START:
-            step_start(env, req, st, report, key, res);
+            turn = step_start(env, req, st, report, key, res);
             break;
         case FOLLOW:
-            step_follow(env, req, st, report, res);
+            turn = step_follow(env, req, st, report, res);
             break;
         case GATE:
-            step_gate(env, req, st, report, res);
+            turn = step_gate(env, req, st, report, res);
             break;
         case ADMITTED:
-            step_admitted(env, req, st, report, args, args_len, res);
+            turn = step_admitted(env, req, st, report, args, args_len, res);
             break;
         case BUILDING:
             /* A build on the helper thread runs to its end even if the client left: its
              * permit and claim are released only here. */
-            if (!atomic_load(&st->job->job.done)) {
-                park(req, res, 0);
-                return;
-            }
+            if (!atomic_load(&st->job->job.done))
+                return mg_park_until(req, 0);
             finish_build(env, req, st, res);
-            return;
+            return MG_DONE;
         }
-        /* A step that answered or parked ends this turn; one that moved on goes on. */
-        if (res->parked || st->step == before || res->status != 200 || res->body.len > 0 ||
-            res->content_type)
-            return;
     }
+    /* Admitted again, heavy: the next call starts over (dispatch zeroes the state). */
+    return turn;
 }
 
 void mg_cold_result(struct mg_cold_build *b, int rc, const char *what)

@@ -67,11 +67,12 @@ struct mg_cold_report {
 /*
  * Serves report for the request, whose cache key is key (at most MG_CACHE_KEY_MAX - 1 bytes;
  * a longer one is built without the cache) and whose parameters are args (copied into the
- * build). Call it on every turn of the request with the same key and args.
+ * build); returns the handler's turn (handler.h: MG_PARK while it waits, MG_READMIT_HEAVY when
+ * a request admitted light would build). Called again, woken, with the same key and args.
  */
-void mg_cold_report_serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
-                          const struct mg_cold_report *report, const char *key, const void *args,
-                          size_t args_len);
+enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res, const struct mg_cold_report *report,
+                                  const char *key, const void *args, size_t args_len);
 
 /* Sets a build's result from an SQLite code: MG_COLD_OK, else MG_COLD_ERROR (busy for a busy
  * or locked database) with err "reading WHAT failed: ...". */

@@ -98,7 +98,7 @@ bool mg_group_table_available(struct mg_group_table *g, struct mg_env *env);
  * group's build followed or claimed and run; a stale one is refreshed the same way on env's
  * helper, without waiting for another worker's build. On the loop (env->jobs set, pending
  * not NULL) nothing waits: what would (the group's build, this process's lock, a pass) runs
- * on env's helper and *pending says the request parks (mg_park_woken) until the helper's
+ * on env's helper and *pending says the request parks (mg_park_until) until the helper's
  * eventfd says the fetch is done; on a helper
  * (env->jobs NULL) or with pending NULL it waits. An SQLite code. */
 int mg_group_table_keep(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,

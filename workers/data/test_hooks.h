@@ -34,8 +34,10 @@
  *                            (N = 1) or does not (N = 2).
  *
  * And every response the worker writes itself carries X-Test-Prepared: turns=N heads=H
- * preparations=P: the request's turns, how often its head was parsed and how often dispatch
- * prepared it (1 and 1 however long it was parked).
+ * preparations=P dispatches=D admissions=A: the request's turns, how often its head was
+ * parsed, how often dispatch prepared it, how often it entered dispatch from the top and how
+ * often admission ran its route's gates (1, 1, 1 and 1 however long it was parked at its
+ * handler; A counts its turns in the line too).
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H
@@ -65,9 +67,9 @@ void mg_test_hooks_turn_done(struct mg_env *env);
 /* X-Test-Hold-Ms for a heavy request of route; on_helpers: its work runs on a helper (an
  * anonymous request admitted by the line, or one signed in), not on the loop. Sets
  * req->test_hold_ms for work held on a helper. True when the handler may run now (always,
- * with the hooks off); false when res is parked (held on the loop). */
+ * with the hooks off); false when the request is parked (held on the loop: park.wait). */
 bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned route,
-                        bool anonymous_admitted, struct mg_response *res);
+                        bool on_helpers);
 
 /* X-Test-Db-Break's N (0: none, or the hooks are off). */
 int mg_test_hooks_db_break(const struct mg_env *env, const struct mg_request *req);
@@ -100,7 +102,7 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
 #define mg_test_hooks_init(env) ((void)0)
 #define mg_test_hooks_stop_in_lock(env, req) ((void)0)
 #define mg_test_hooks_turn_done(env) ((void)0)
-#define mg_test_hooks_hold(env, req, route, on_helpers, res) true
+#define mg_test_hooks_hold(env, req, route, on_helpers) true
 #define mg_test_hooks_db_break(env, req) 0
 #define mg_test_hooks_before_work(db, hold_ms, db_break) ((void)0)
 #define mg_test_hooks_db_reopened(db) ((void)0)

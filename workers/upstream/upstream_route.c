@@ -145,7 +145,8 @@ static void line_key(const struct mg_request *req, char *who, size_t cap)
     snprintf(who, cap, "%.*s %s", m->len > 8 ? 8 : (int)m->len, m->ptr, req->path);
 }
 
-void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct mg_response *res)
+enum mg_turn mg_upstream_handle(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res)
 {
     struct mg_upstream_ticket *t = mg_upstream_ticket_of(req->park);
     const struct mg_http_request *hr = req->http;
@@ -157,7 +158,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             mg_counter_add(env->seg, MG_CTR_UPSTREAM_REFUSED_AMBIGUOUS, 1);
             mg_response_error(res, status, "%s", why);
             res->close = true; /* its body, if any, is not read */
-            return;
+            return MG_DONE;
         }
         int64_t retry_ns = 0;
         if (mg_admission_breaker_allow(env, now, &retry_ns) == MG_BREAKER_REFUSE) {
@@ -168,7 +169,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
                                "the upstream is failing: its breaker is open; retry after "
                                "Retry-After");
             res->close = hr->content_length > 0;
-            return;
+            return MG_DONE;
         }
         if (mg_upstream_is_websocket(hr)) {
             if (!tunnel_share_take(env, req, t)) {
@@ -178,7 +179,7 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
                                    "this address holds its share of WebSocket connections "
                                    "(MESHGATE_UPSTREAM_WEBSOCKETS_PER_CLIENT); retry after "
                                    "Retry-After");
-                return;
+                return MG_DONE;
             }
             if (!mg_admission_tunnel_open(env)) {
                 give_back(env, t);
@@ -186,17 +187,15 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
                 mg_response_refuse(res, 503, UPSTREAM_RETRY_AFTER_S,
                                    "too many WebSocket connections are open; retry after "
                                    "Retry-After");
-                return;
+                return MG_DONE;
             }
             t->tunnel = true;
             t->step = STEP_ADMITTED;
-            res->upstream = true;
-            return;
+            return MG_UPSTREAM;
         }
         if (env->seg->upstream->gate.cap == 0) {
             t->step = STEP_ADMITTED;
-            res->upstream = true;
-            return;
+            return MG_UPSTREAM;
         }
         line_key(req, t->who, sizeof t->who);
         t->step = STEP_GATE;
@@ -216,16 +215,16 @@ void mg_upstream_handle(struct mg_env *env, const struct mg_request *req, struct
             t->anon_claim = false;
         }
         if (r == MG_ADMISSION_PARKED)
-            return;
+            return MG_PARK;
         if (r == MG_ADMISSION_REFUSED) {
             give_back(env, t);
             t->step = STEP_NEW;
             res->close = res->close || hr->content_length > 0; /* its body is not read */
-            return;
+            return MG_DONE;
         }
         t->gate_token = mg_admission_hand_over(&t->pass);
         t->gate_held = true;
         t->step = STEP_ADMITTED;
     }
-    res->upstream = true; /* admitted: the engine takes it */
+    return MG_UPSTREAM; /* admitted: the engine takes it */
 }

@@ -406,6 +406,7 @@ struct walk_state {
     int64_t started_ns;
     struct walk_job *job;
 };
+_Static_assert(sizeof(struct walk_state) <= MG_PARK_BYTES, "the state fits a park");
 
 static void run_walk(struct mg_job *job, struct mg_db *db)
 {

@@ -164,6 +164,7 @@ enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
 {
     char body[MG_SHARED_VALUE_MAX];
     /* On the loop (a helper to hand work to) a wait for another worker's value parks. */
+    _Static_assert(sizeof(int64_t) <= MG_PARK_BYTES, "the state fits a park");
     int64_t *waiting_since = (int64_t *)(void *)req->park->state;
     long len = env->jobs
                    ? mg_group_value_get_parked(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS,

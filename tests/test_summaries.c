@@ -11,6 +11,7 @@
 #include "summaries.h"
 #include "fixture.h"
 #include "harness.h"
+#include "admission.h"
 #include "clock.h"
 #include "gate_fifo.h"
 #include "inproc.h"
@@ -417,7 +418,7 @@ Test(summaries, pass_never_joins_the_cold_line)
     struct mg_fifo_snapshot before, after;
     mg_fifo_gate_read(cold, getpid(), true, &before);
     for (int i = 0; i < 10; i++)
-        mg_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, &mg_background_cold, mg_monotonic_ns());
     mg_fifo_gate_read(cold, getpid(), true, &after);
     cr_assert_eq(after.waited, before.waited, "the pass joined the line: waited %llu",
                  (unsigned long long)after.waited);
@@ -430,13 +431,13 @@ Test(summaries, pass_never_joins_the_cold_line)
     /* A free permit: the next turn starts the pass; later turns collect it. */
     int64_t give_up = mg_monotonic_ns() + 120 * MG_NS_PER_SEC;
     while (mg_tx_summary_high_water(&s) < 0 && mg_monotonic_ns() < give_up) {
-        mg_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, &mg_background_cold, mg_monotonic_ns());
         usleep(10000);
     }
     cr_assert_geq(mg_tx_summary_high_water(&s), 0, "the pass never ran");
     /* Its last chunk done, a later turn gives the permit back. */
     do {
-        mg_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, &mg_background_cold, mg_monotonic_ns());
         mg_fifo_gate_read(cold, getpid(), true, &after);
     } while ((after.in_flight > 0 || atomic_load(&s.header->passes) == 0) &&
              mg_monotonic_ns() < give_up && usleep(10000) == 0);
@@ -598,7 +599,7 @@ Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
     struct mg_fifo_snapshot now;
     int64_t give_up = mg_monotonic_ns() + 60 * MG_NS_PER_SEC;
     do {
-        mg_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, &mg_background_cold, mg_monotonic_ns());
         mg_fifo_gate_read(cold, getpid(), true, &now);
     } while (now.in_flight == 0 && mg_monotonic_ns() < give_up && usleep(1000) == 0);
     cr_assert_eq(now.in_flight, 1u, "no chunk started");
@@ -607,7 +608,7 @@ Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
     int64_t asked = mg_monotonic_ns();
     int rc = mg_fifo_gate_join(cold, getpid(), 0, "a client's build", &token, &place, &ticket);
     while (rc == MG_FIFO_QUEUED && mg_monotonic_ns() < give_up) {
-        mg_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, &mg_background_cold, mg_monotonic_ns());
         usleep(1000);
         rc = mg_fifo_gate_poll(cold, getpid(), 0, "a client's build", place, ticket,
                                mg_monotonic_ns(), give_up, &token);
@@ -622,7 +623,7 @@ Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
      * gate busy. */
     mg_fifo_gate_read(cold, getpid(), true, &now);
     for (int i = 0; i < 5; i++)
-        mg_summaries_tick(&t.env, mg_monotonic_ns());
+        mg_summaries_tick(&t.env, &mg_background_cold, mg_monotonic_ns());
     struct mg_fifo_snapshot after;
     mg_fifo_gate_read(cold, getpid(), true, &after);
     cr_assert_eq(after.in_flight, 1u);

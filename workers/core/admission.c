@@ -279,6 +279,21 @@ void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env
         mg_fifo_gate_release(g->line(env), env->pid, token);
 }
 
+static bool cold_background_take(struct mg_env *env, const char *what, uint64_t *token)
+{
+    return mg_admission_try_background(&mg_gate_cold, env, what, token);
+}
+
+static void cold_background_give(struct mg_env *env, uint64_t token)
+{
+    mg_admission_release_background(&mg_gate_cold, env, token);
+}
+
+const struct mg_background_permit mg_background_cold = {
+    .take = cold_background_take,
+    .give = cold_background_give,
+};
+
 void mg_admission_wake_followers(const struct mg_gate_desc *g, struct mg_env *env)
 {
     if (g->kind == MG_GATE_KIND_LINE)

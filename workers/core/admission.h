@@ -24,6 +24,7 @@
 #include "conn_limit.h"
 #include "gates.h"
 #include "handler.h"
+#include "summaries.h"
 #include "upstream_gate.h"
 
 #include <stdint.h>
@@ -139,6 +140,8 @@ bool mg_admission_try_background(const struct mg_gate_desc *g, struct mg_env *en
                                  uint64_t *token);
 void mg_admission_release_background(const struct mg_gate_desc *g, struct mg_env *env,
                                      uint64_t token);
+/* The same for the cold gate, as the summaries' pass takes it (data/summaries.h). */
+extern const struct mg_background_permit mg_background_cold;
 
 /* Wakes the requests that follow another's build at g (shm/gate_fifo.h): a result stored or a
  * claim given up, they find it now or build it themselves. */

@@ -1806,7 +1806,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         choose_accepting(&w, now);
         update_slot_state(&w);
         if (!w.draining)
-            mg_summaries_tick(&w.env, now);
+            mg_summaries_tick(&w.env, &mg_background_cold, now);
         mg_mem_watch_tick(&w.mem, &w.db, now); /* between requests: no statement runs */
 
         int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);

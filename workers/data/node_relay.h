@@ -50,11 +50,13 @@
 #define MESHGATE_NODE_RELAY_H
 
 #include "node_fields.h"
-#include "handler.h"
 
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+struct mg_buf;
+struct mg_env;
 
 #define MG_NODE_RELAY_INTERVAL_NS (300 * 1000000000LL)
 #define MG_NODE_RELAY_SCOPES_MAX 32 /* CoreScope's maxTransportedScopes */

@@ -6,7 +6,6 @@
  */
 #include "summaries.h"
 
-#include "admission.h"
 #include "clock.h"
 #include "ep_packets.h"
 #include "job.h"
@@ -72,7 +71,8 @@ static bool chunk_due(const struct mg_tx_summary_header *h, int64_t now_ns)
            now_ns - atomic_load(&h->passed_ns) >= MG_TX_SUMMARY_REVALIDATE_NS;
 }
 
-void mg_summaries_tick(struct mg_env *env, int64_t now_ns)
+void mg_summaries_tick(struct mg_env *env, const struct mg_background_permit *permit,
+                       int64_t now_ns)
 {
     struct mg_tx_summaries *s = env->summaries;
     if (pass.running) {
@@ -80,7 +80,7 @@ void mg_summaries_tick(struct mg_env *env, int64_t now_ns)
             return;
         /* Between chunks the permit and the lease are free: a waiting request, or an
          * extension, goes first (the next chunk's try gives way to a ready waiter). */
-        mg_admission_release_background(&mg_gate_cold, env, pass.token);
+        permit->give(env, pass.token);
         mg_tx_summary_lease_release(s, env->pid);
         if (pass.running->status != 0)
             mg_warn("%s; reading transmissions directly, trying again in %lld s", pass.running->err,
@@ -101,8 +101,7 @@ void mg_summaries_tick(struct mg_env *env, int64_t now_ns)
     /* A chunk is cold work: it takes a permit of the cold-scan gate when one is free and no
      * ready request waits, or tries again on a later turn (background work never joins the
      * line: admission.h). */
-    bool admitted =
-        mg_admission_try_background(&mg_gate_cold, env, "transmission summaries", &pass.token);
+    bool admitted = permit->take(env, "transmission summaries", &pass.token);
     struct pass_job *p = admitted ? calloc(1, sizeof *p) : NULL;
     if (p) {
         p->job.run = run_chunk;
@@ -117,6 +116,6 @@ void mg_summaries_tick(struct mg_env *env, int64_t now_ns)
     }
     free(p);
     if (admitted)
-        mg_admission_release_background(&mg_gate_cold, env, pass.token);
+        permit->give(env, pass.token);
     mg_tx_summary_lease_release(s, env->pid);
 }

@@ -43,11 +43,13 @@
 #include "params.h"
 #include "path_resolve.h"
 #include "region_codes.h"
+#include "result_cache.h"
 #include "router.h"
 #include "time_parse.h"
 
 #include <ctype.h>
 #include <math.h>
+#include <sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,15 +199,36 @@ static bool common_args(const char *region, int window, const char *from, const 
     return true;
 }
 
+/* The cache key of text (the report's name, then "|" and its parameters): text itself when it
+ * fits the cache's keys, else the name and the SHA-256 of the whole text (so a long region,
+ * many groups or long hops are served from the cache too). */
+static void cache_key(const char *text, char *key, size_t cap)
+{
+    size_t len = strlen(text);
+    if (len < MG_CACHE_KEY_MAX) {
+        snprintf(key, cap, "%s", text);
+        return;
+    }
+    uint8_t h[SHA256_DIGEST_LENGTH];
+    SHA2_CTX sha;
+    SHA256Init(&sha);
+    SHA256Update(&sha, (const uint8_t *)text, len);
+    SHA256Final(h, &sha);
+    int n = snprintf(key, cap, "%.*s#", (int)strcspn(text, "|"), text);
+    for (int i = 0; i < SHA256_DIGEST_LENGTH && n > 0 && (size_t)n + 2 < cap; i++)
+        n += snprintf(key + n, cap - (size_t)n, "%02x", h[i]);
+}
+
 static void sp_key(const char *prefix, const struct sp_args *a, char *key, size_t cap)
 {
-    char wkey[64];
+    char wkey[64], text[SP_KEY_BYTES];
     mg_cs_window_key(&a->window, wkey, sizeof wkey);
-    int n = snprintf(key, cap, "%s|%d|%s|%s|%lld|", prefix, a->scan, a->region, wkey,
+    int n = snprintf(text, sizeof text, "%s|%d|%s|%s|%lld|", prefix, a->scan, a->region, wkey,
                      (long long)(time(NULL) / SP_CACHE_S));
-    for (int i = 0; i < a->n_groups && n > 0 && (size_t)n < cap; i++)
-        n += snprintf(key + n, cap - (size_t)n, "%d-%d:%d,", a->group[i].min, a->group[i].max,
-                      a->group[i].limit);
+    for (int i = 0; i < a->n_groups && n > 0 && (size_t)n < sizeof text; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%d-%d:%d,", a->group[i].min,
+                      a->group[i].max, a->group[i].limit);
+    cache_key(text, key, cap);
 }
 
 static bool subpaths_args(const struct mg_request *req, struct mg_response *res, struct sp_args *a,
@@ -964,7 +987,10 @@ static bool detail_args(struct mg_env *env, const struct mg_request *req, struct
             h = c + 1;
         }
     }
-    snprintf(key, cap, "subpath-detail|%s|%lld", a->hops, (long long)(time(NULL) / SP_CACHE_S));
+    char text[SP_KEY_BYTES];
+    snprintf(text, sizeof text, "subpath-detail|%lld|%s", (long long)(time(NULL) / SP_CACHE_S),
+             a->hops);
+    cache_key(text, key, cap);
     return true;
 }
 

@@ -490,7 +490,8 @@ static int write_group(struct runs *s, const struct sp_group *g, char **hop_name
     mg_buf_free(&text);
     if (!failed) {
         struct rank_ctx ctx = {&names};
-        qsort_r(v, n, sizeof *v, by_count_then_path, &ctx);
+        if (n)
+            qsort_r(v, n, sizeof *v, by_count_then_path, &ctx);
         if (n > g->limit)
             n = g->limit;
         mg_json_object_begin(j);
@@ -736,7 +737,8 @@ static bool tally_add(struct mg_texts *t, struct tally **v, size_t *n, size_t *c
 static void write_tallies(struct mg_json *j, const char *key, const char *text_key, struct tally *v,
                           size_t n, size_t most)
 {
-    qsort(v, n, sizeof *v, by_tally);
+    if (n)
+        qsort(v, n, sizeof *v, by_tally);
     mg_json_key(j, key);
     mg_json_array_begin(j);
     for (size_t i = 0; i < n && i < most; i++) {

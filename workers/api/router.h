@@ -295,6 +295,19 @@ enum mg_turn mg_handle_analytics_distance(struct mg_env *env, const struct mg_re
 bool mg_analytics_distance_is_heavy(struct mg_env *env, const struct mg_request *req);
 enum mg_turn mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                                    struct mg_response *res);
+/* The Route Patterns tab (ep_analytics_subpaths.c): cold reports, heavy unless warm. */
+extern const struct mg_param_table mg_analytics_subpaths_params;
+extern const struct mg_param_table mg_analytics_subpaths_bulk_params;
+extern const struct mg_param_table mg_analytics_subpath_detail_params;
+enum mg_turn mg_handle_analytics_subpaths(struct mg_env *env, const struct mg_request *req,
+                                          struct mg_response *res);
+bool mg_analytics_subpaths_is_heavy(struct mg_env *env, const struct mg_request *req);
+enum mg_turn mg_handle_analytics_subpaths_bulk(struct mg_env *env, const struct mg_request *req,
+                                               struct mg_response *res);
+bool mg_analytics_subpaths_bulk_is_heavy(struct mg_env *env, const struct mg_request *req);
+enum mg_turn mg_handle_analytics_subpath_detail(struct mg_env *env, const struct mg_request *req,
+                                                struct mg_response *res);
+bool mg_analytics_subpath_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 
 /* The Analytics page's neighbour graph (ep_neighbor_graph.c): a cold report of the group's
  * neighbour graph, heavy unless warm. */

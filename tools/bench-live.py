@@ -29,6 +29,7 @@ every measurement.
 """
 import base64
 import json
+import multiprocessing
 import os
 import resource
 import select
@@ -61,10 +62,11 @@ def raise_nofile(need):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def connect_clients(port, n):
-    """n WebSocket clients on /; each [socket, unparsed bytes, {hash: frames}, closed]."""
+def connect_clients(port, n, first=0):
+    """n WebSocket clients on / (numbered from first); each [socket, unparsed bytes,
+    {hash: time read}, why it was closed]."""
     clients = []
-    for i in range(n):
+    for i in range(first, first + n):
         src = '127.0.0.%d' % (1 + i % ADDRESSES)
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.settimeout(30)
@@ -130,29 +132,105 @@ def pong(st, payload):
         pass
 
 
-def measure(port, db, nclients, rows, clients=None):
-    """Writes rows, times every client's frame of each; returns a result dict.
-    Fails (Failed) unless every client got every row exactly once."""
-    if clients is None:
-        clients = connect_clients(port, nclients)
+def reader(port, first, count, rows, tag, pipe):
+    """A client process: clients first .. first+count-1; each text frame of a row of tag is
+    recorded with the time it was read. Reports ('ready', n) or ('failed', why); then reads
+    until every client has rows rows, or the deadline the parent sends ('end', deadline)
+    passes; sends its record, and closes its clients when the parent says 'close'."""
+    try:
+        clients = connect_clients(port, count, first)
+    except (Failed, OSError) as e:
+        pipe.send(('failed', str(e)))
+        return
+    pipe.send(('ready', count))
     ep = select.epoll()
     by_fd = {}
     for st in clients:
         ep.register(st[0].fileno(), select.EPOLLIN)
         by_fd[st[0].fileno()] = st
-    c = sqlite3.connect(db, timeout=60)
-    committed = {}
-    delays = []
-    got = dup = foreign = 0
-    next_write = time.time()
-    written = 0
+    seen = []  # (hash, time read)
+    dup = foreign = complete = 0
     deadline = None
-    tag = 'bench%d-%d-' % (os.getpid(), int(time.time() * 1000))
-    try:
-        while True:
-            now = time.time()
-            if written < rows and now >= next_write:
-                h = tag + str(written)
+    while complete < count:
+        if deadline is None and pipe.poll():
+            deadline = pipe.recv()[1]
+        if deadline is not None and time.time() > deadline:
+            break
+        for fd, _ in ep.poll(0.02):
+            st = by_fd[fd]
+            try:
+                d = st[0].recv(1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                d = b''
+                st[3] = st[3] or 'error %s' % e
+            t = time.time()
+            if not d:
+                st[3] = st[3] or 'closed by the server (no close frame)'
+                ep.unregister(fd)
+                continue
+            st[1] += d
+            for op, p in frames(st):
+                if op == 1:
+                    h = (json.loads(p).get('data') or {}).get('hash') or ''
+                    if not h.startswith(tag):
+                        foreign += 1
+                    elif h in st[2]:
+                        dup += 1
+                    else:
+                        st[2][h] = t
+                        seen.append((h, t))
+                        if len(st[2]) == rows:
+                            complete += 1
+                elif op == 8:
+                    code = struct.unpack('>H', p[:2])[0] if len(p) >= 2 else None
+                    st[3] = st[3] or 'close frame %s %r' % (code, p[2:].decode(errors='replace'))
+                elif op == 9:
+                    pong(st, p)
+    ep.close()
+    if deadline is None:
+        pipe.recv()
+    pipe.send(('done', {'seen': seen, 'dup': dup, 'foreign': foreign,
+                        'closed': [st[3] for st in clients if st[3]],
+                        'short': sum(1 for st in clients if len(st[2]) < rows)}))
+    pipe.recv()  # 'close'
+    close_clients(clients)
+
+
+class Readers:
+    """nclients clients over procs reader processes (more processes than the server's workers,
+    so that on a loaded machine the clients' reading is not what is measured)."""
+
+    def __init__(self, port, nclients, rows, procs):
+        self.tag = 'bench%d-%d-' % (os.getpid(), int(time.time() * 1000))
+        self.rows, self.n = rows, nclients
+        ctx = multiprocessing.get_context('fork')
+        self.kids = []
+        per = -(-nclients // procs)
+        for first in range(0, nclients, per):
+            a, b = ctx.Pipe()
+            pr = ctx.Process(target=reader, args=(port, first, min(per, nclients - first), rows,
+                                                  self.tag, b))
+            pr.start()
+            self.kids.append((pr, a))
+        for pr, a in self.kids:
+            if not a.poll(300):
+                self.close()
+                raise Failed(f"{nclients} clients: a reader did not connect its clients in 300 s")
+            what, info = a.recv()
+            if what == 'failed':
+                self.close()
+                raise Failed(info)
+
+    def measure(self, db):
+        """Writes the rows, times every client's frame of each; a result dict. Fails (Failed)
+        unless every client got every row exactly once."""
+        c = sqlite3.connect(db, timeout=60)
+        committed = {}
+        try:
+            for i in range(self.rows):
+                h = self.tag + str(i)
                 c.execute("INSERT INTO transmissions (raw_hex, hash, first_seen, route_type, "
                           "payload_type, decoded_json) VALUES ('1100aabb', ?, "
                           "strftime('%Y-%m-%dT%H:%M:%fZ','now'), 1, 5, '{\"text\":\"x\"}')",
@@ -163,67 +241,48 @@ def measure(port, db, nclients, rows, clients=None):
                           "CAST(strftime('%s','now') AS INTEGER)")
                 c.commit()
                 committed[h] = time.time()
-                written += 1
-                next_write = now + 0.3
-                if written == rows:
-                    deadline = time.time() + 30
-            if deadline and (got >= rows * nclients or time.time() > deadline):
-                break
-            for fd, _ in ep.poll(0.02):
-                st = by_fd[fd]
-                try:
-                    d = st[0].recv(1 << 20)
-                except BlockingIOError:
-                    continue
-                except OSError as e:
-                    d = b''
-                    st[3] = st[3] or 'error %s' % e
-                t = time.time()
-                if not d:
-                    st[3] = st[3] or 'closed by the server (no close frame)'
-                    ep.unregister(fd)
-                    continue
-                st[1] += d
-                for op, p in frames(st):
-                    if op == 1:
-                        m = json.loads(p)
-                        h = (m.get('data') or {}).get('hash')
-                        if h in committed:
-                            n = st[2].get(h, 0)
-                            st[2][h] = n + 1
-                            if n:
-                                dup += 1
-                            else:
-                                delays.append((t - committed[h]) * 1000)
-                                got += 1
-                        else:
-                            foreign += 1
-                    elif op == 8:
-                        code = struct.unpack('>H', p[:2])[0] if len(p) >= 2 else None
-                        st[3] = st[3] or 'close frame %s %r' % (code, p[2:].decode(errors='replace'))
-                    elif op == 9:
-                        pong(st, p)
-    finally:
-        c.close()
-        ep.close()
-    closed = [st[3] for st in clients if st[3]]
-    missing = rows * nclients - got
-    short = sum(1 for st in clients if len(st[2]) < rows)
-    delays.sort()
+                time.sleep(0.3)
+        finally:
+            c.close()
+        deadline = time.time() + 30
+        for pr, a in self.kids:
+            a.send(('end', deadline))
+        delays, dup, foreign, closed, short = [], 0, 0, [], 0
+        for pr, a in self.kids:
+            if not a.poll(120):
+                raise Failed(f"{self.n} clients: a reader did not report within 120 s")
+            r = a.recv()[1]
+            delays += [(t - committed[h]) * 1000 for h, t in r['seen'] if h in committed]
+            dup += r['dup']
+            foreign += r['foreign']
+            closed += r['closed']
+            short += r['short']
+        got = len(delays)
+        expected = self.rows * self.n
+        delays.sort()
 
-    def q(p):
-        return delays[min(len(delays) - 1, int(p * len(delays)))] if delays else float('nan')
+        def q(p):
+            return delays[min(len(delays) - 1, int(p * len(delays)))] if delays else float('nan')
 
-    res = {'clients': nclients, 'rows': rows, 'frames': got, 'expected': rows * nclients,
-           'p50': q(0.5), 'p99': q(0.99), 'max': delays[-1] if delays else float('nan'),
-           'missing': missing, 'duplicates': dup, 'closed': len(closed),
-           'clients_short': short, 'other_frames': foreign}
-    if missing or dup or closed:
-        why = closed[0] if closed else ''
-        raise Failed(f"{nclients} clients: {got}/{rows * nclients} frames, {missing} missing "
-                     f"({short} clients short), {dup} duplicates, {len(closed)} clients closed"
-                     + (f" (first: {why})" if why else ''))
-    return res
+        if got != expected or dup or closed:
+            why = closed[0] if closed else ''
+            raise Failed(f"{self.n} clients: {got}/{expected} frames, {expected - got} missing "
+                         f"({short} clients short), {dup} duplicates, {len(closed)} clients "
+                         f"closed" + (f" (first: {why})" if why else ''))
+        return {'clients': self.n, 'rows': self.rows, 'frames': got, 'expected': expected,
+                'p50': q(0.5), 'p99': q(0.99), 'max': delays[-1], 'other_frames': foreign}
+
+    def close(self):
+        for pr, a in self.kids:
+            try:
+                a.send('close')
+            except OSError:
+                pass
+        for pr, a in self.kids:
+            pr.join(30)
+            if pr.is_alive():
+                pr.kill()
+                pr.join()
 
 
 def close_clients(clients):
@@ -404,16 +463,17 @@ def run(argv):
                     for n in counts:
                         time.sleep(1)
                         pss0, rss0, _ = memory(srv.proc.pid)
-                        clients = connect_clients(srv.port, n)
-                        time.sleep(2)
-                        pss1, rss1, procs = memory(srv.proc.pid)
-                        load = loadavg()
+                        readers = Readers(srv.port, n, rows, READERS)
                         try:
-                            res = measure(srv.port, srv.db, n, rows, clients)
+                            time.sleep(2)
+                            pss1, rss1, procs = memory(srv.proc.pid)
+                            load = loadavg()
+                            res = readers.measure(srv.db)
+                            pss2, rss2, _ = memory(srv.proc.pid)
                         except Failed as e:
                             raise Failed(f"{kind}, round {r + 1}: {e}")
-                        pss2, rss2, _ = memory(srv.proc.pid)
-                        close_clients(clients)
+                        finally:
+                            readers.close()
                         res.update(pss0=pss0, rss0=rss0, pss1=max(pss1, pss2),
                                    rss1=max(rss1, rss2), procs=procs, load=load)
                         results.setdefault((kind, n), []).append(res)
@@ -444,6 +504,7 @@ def run(argv):
 
 BUILD = os.environ.get('MESHGATE_BUILD', 'build')
 WORKERS = int(os.environ.get('BENCH_LIVE_WORKERS', '2'))
+READERS = int(os.environ.get('BENCH_LIVE_READERS', '8'))
 
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--run':
@@ -452,7 +513,11 @@ if __name__ == '__main__':
         port, db, n, rows = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
         raise_nofile(n + 256)
         try:
-            res = measure(port, db, n, rows)
+            readers = Readers(port, n, rows, READERS)
+            try:
+                res = readers.measure(db)
+            finally:
+                readers.close()
         except Failed as e:
             sys.exit(f"bench-live.py: FAILED: {e}")
         print(f"clients {n} rows {rows} frames {res['frames']}/{res['expected']} delay ms "

@@ -42,16 +42,13 @@ import sys
 import tempfile
 import time
 
+from benchlib import corescope_argv, free_port, group_memory, loadavg, meshgate_env, stop
+
 ADDRESSES = 100  # 127.0.0.1 .. 127.0.0.100
 
 
 class Failed(Exception):
     pass
-
-
-def loadavg():
-    with open('/proc/loadavg') as f:
-        return ' '.join(f.read().split()[:3])
 
 
 def raise_nofile(need):
@@ -295,44 +292,6 @@ def close_clients(clients):
 
 # ---- --run: both servers in one alternating run ----
 
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def descendants(pid):
-    out = [pid]
-    i = 0
-    while i < len(out):
-        try:
-            with open(f'/proc/{out[i]}/task/{out[i]}/children') as f:
-                out += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-        i += 1
-    return out
-
-
-def memory(pid):
-    """PSS and RSS (MiB) summed over pid and its descendants (smem's sum), and the count."""
-    pss = rss = 0
-    pids = descendants(pid)
-    for p in pids:
-        try:
-            with open(f'/proc/{p}/smaps_rollup') as f:
-                for line in f:
-                    if line.startswith('Pss:'):
-                        pss += int(line.split()[1])
-                    elif line.startswith('Rss:'):
-                        rss += int(line.split()[1])
-        except OSError:
-            pass
-    return pss / 1024, rss / 1024, len(pids)
-
-
 def http_get(port, path, timeout=5):
     s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
     try:
@@ -366,14 +325,12 @@ class Server:
         self.port = free_port()
         self.log = open(os.path.join(self.dir, 'server.log'), 'w')
         if kind == 'meshgate':
-            env = {k: v for k, v in os.environ.items() if not k.startswith('MESHGATE_')}
-            env.update(MESHGATE_DB=self.db, MESHGATE_LISTEN=f'127.0.0.1:{self.port}',
-                       MESHGATE_SHM_NAME=f'/meshgate-bench-live-{os.getpid()}-{self.port}',
-                       MESHGATE_LOG_LEVEL='error', MESHGATE_WORKERS=str(WORKERS),
-                       MESHGATE_LIVE_POLL_MS=str(poll_ms),
-                       # 2 workers x the default 256 hold 512 connections: a live client
-                       # holds one of its worker's for as long as it stays.
-                       MESHGATE_MAX_CONNS_PER_WORKER='1024')
+            env = meshgate_env(BUILD, self.db, self.port, 'bench-live',
+                               MESHGATE_WORKERS=str(WORKERS), MESHGATE_LIVE_POLL_MS=str(poll_ms),
+                               # 2 workers x the default 256 hold 512 connections, and live
+                               # clients at most 3/4 of them: a live client holds one of its
+                               # worker's for as long as it stays.
+                               MESHGATE_MAX_CONNS_PER_WORKER='1024')
             for k, v in os.environ.items():  # BENCH_LIVE_MESHGATE_X=v: MESHGATE_X=v
                 if k.startswith('BENCH_LIVE_MESHGATE_'):
                     env[k[len('BENCH_LIVE_'):]] = v
@@ -383,13 +340,10 @@ class Server:
         else:
             cfg = os.path.join(self.dir, 'config')
             os.mkdir(cfg)
-            env = dict(os.environ, CORESCOPE_LISTEN_HOST='127.0.0.1')
-            public = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                  '../../shared/corescope/public')
-            self.proc = subprocess.Popen([os.path.join(peer, 'corescope-server'), '-db', self.db,
-                                          '-port', str(self.port), '-config-dir', cfg,
-                                          '-public', public, '-poll-ms', str(poll_ms)],
-                                         env=env, stdout=self.log, stderr=self.log)
+            self.proc = subprocess.Popen(
+                corescope_argv(peer, self.db, self.port, cfg, '-poll-ms', str(poll_ms)),
+                env=dict(os.environ, CORESCOPE_LISTEN_HOST='127.0.0.1'), stdout=self.log,
+                stderr=self.log)
         t0 = time.time()
         while True:
             if self.proc.poll() is not None:
@@ -405,13 +359,7 @@ class Server:
             time.sleep(0.1)
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        stop(self.proc, self.log)
 
 
 def median(xs):
@@ -462,14 +410,14 @@ def run(argv):
                               flush=True)
                     for n in counts:
                         time.sleep(1)
-                        pss0, rss0, _ = memory(srv.proc.pid)
+                        pss0, rss0, _ = group_memory(srv.proc.pid)
                         readers = Readers(srv.port, n, rows, READERS)
                         try:
                             time.sleep(2)
-                            pss1, rss1, procs = memory(srv.proc.pid)
+                            pss1, rss1, procs = group_memory(srv.proc.pid)
                             load = loadavg()
                             res = readers.measure(srv.db)
-                            pss2, rss2, _ = memory(srv.proc.pid)
+                            pss2, rss2, _ = group_memory(srv.proc.pid)
                         except Failed as e:
                             raise Failed(f"{kind}, round {r + 1}: {e}")
                         finally:

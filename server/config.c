@@ -241,8 +241,9 @@ const struct mg_config_var mg_config_vars[] = {
      MG_RELOAD_LIVE},
     {"MESHGATE_LIVE_CLIENTS", MG_CFG_INT, FIELD(live_clients), 0, 1000000, "1024",
      "WebSocket clients of meshgate's own live feed open at once in the whole server (used "
-     "without MESHGATE_UPSTREAM, or with MESHGATE_UPSTREAM_WEBSOCKETS=0); past it: 503; 0: no "
-     "live feed of meshgate's (404)",
+     "without MESHGATE_UPSTREAM, or with MESHGATE_UPSTREAM_WEBSOCKETS=0), at most three quarters "
+     "of MESHGATE_WORKERS x MESHGATE_MAX_CONNS_PER_WORKER (the rest stay for requests); past "
+     "it: 503; 0: no live feed of meshgate's (404)",
      MG_RELOAD_LIVE},
     {"MESHGATE_LIVE_PER_CLIENT", MG_CFG_INT, FIELD(live_per_client), 0, 1000000, "16",
      "live feed clients one client address (as MESHGATE_MAX_CONNS_PER_CLIENT counts it) may "

@@ -486,7 +486,7 @@ static void apply_configuration(struct master *m, const struct mg_config *loaded
     mg_result_cache_set_ttl(&m->seg.cache, m->pid, (int64_t)c->reach_cache_ttl_ms * MG_NS_PER_MS);
     mg_client_limit_set_rate(&m->seg.clients, (uint32_t)c->anon_rate, (uint32_t)c->anon_burst);
     mg_upstream_shm_configure(m->seg.upstream, m->pid, c);
-    mg_live_ring_configure(m->seg.live, (uint32_t)c->live_clients);
+    mg_live_ring_configure(m->seg.live, mg_live_clients_cap(c));
     if (c->max_conns_per_client > 0 && atomic_load(&m->seg.conns.table->cap) > 0)
         mg_conn_limit_set_cap(&m->seg.conns, (uint32_t)c->max_conns_per_client);
     memcpy(m->seg.config, c, sizeof *c);

@@ -3,6 +3,13 @@
 
 #include <string.h>
 
+uint32_t mg_live_clients_cap(const struct mg_config *cfg)
+{
+    int64_t conns = (int64_t)cfg->workers * cfg->max_conns_per_worker;
+    int64_t room = conns - conns / 4;
+    return (uint32_t)(cfg->live_clients < room ? cfg->live_clients : room);
+}
+
 void mg_live_ring_init(struct mg_live_ring *r, struct mg_live_slot *slots, uint32_t cap)
 {
     r->slots = MG_LIVE_SLOTS;

@@ -64,6 +64,14 @@ struct mg_live_ring {
     _Atomic uint32_t clients_by_slot[MG_WORKERS_MAX];
 };
 
+/* The group's cap on live clients: MESHGATE_LIVE_CLIENTS, but never more than three quarters of
+ * the group's connections (MESHGATE_WORKERS x MESHGATE_MAX_CONNS_PER_WORKER). A live client
+ * holds a connection of its worker for as long as it stays: without the quarter, live clients
+ * could fill every worker, and the pages' own requests would wait in the listen queue with no
+ * worker to take them. The rest stays for requests: a worker full of live clients stops
+ * accepting, and another takes them. */
+uint32_t mg_live_clients_cap(const struct mg_config *cfg);
+
 /* slots must be zero-filled (a new segment is). */
 void mg_live_ring_init(struct mg_live_ring *r, struct mg_live_slot *slots, uint32_t cap);
 /* Master, on reload: the clients' cap. */

@@ -682,7 +682,7 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
     mg_conn_limit_init(&seg->conns, conn_sets, slot_count, holds_per_slot,
                        (uint32_t)cfg->max_conns_per_client);
     mg_upstream_shm_init(seg->upstream, cfg);
-    mg_live_ring_init(seg->live, seg->live_slots, (uint32_t)cfg->live_clients);
+    mg_live_ring_init(seg->live, seg->live_slots, mg_live_clients_cap(cfg));
     atomic_thread_fence(memory_order_release);
     memcpy(h->magic, MG_SHM_MAGIC, sizeof h->magic);
     seg->read_only = false;

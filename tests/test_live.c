@@ -536,9 +536,10 @@ static int64_t write_rows(int count, int pad)
     return first;
 }
 
-/* Opens MAX_CLIENTS clients one at a time on a server whose workers keep
- * MAX_CLIENTS / 2 connections each: a full worker stops accepting, so each gets half. */
-#define MAX_CLIENTS 8
+/* Opens MAX_CLIENTS clients one at a time on a server whose 2 workers keep 4 connections each
+ * (live clients at most 6 of the 8, mg_live_clients_cap): a full worker stops accepting, so
+ * the other gets the rest. */
+#define MAX_CLIENTS 6
 static int open_on_both_workers(struct ws *clients)
 {
     for (int i = 0; i < MAX_CLIENTS; i++)
@@ -647,6 +648,27 @@ Test(live, the_group_cap_refuses_past_it, .fini = stop_all)
     cr_expect_eq(ws_open(&c[2], e.server.port, NULL, 0), 503);
     cr_expect_eq(mg_counter_get(&e.seg, MG_CTR_LIVE_CLIENTS_REFUSED), 1);
     for (int i = 0; i < 3; i++)
+        close(c[i].fd);
+}
+
+/* A live client holds a connection of its worker: live clients never take more than three
+ * quarters of the group's connections (2 workers x 4 here), so a page's request still finds a
+ * worker (1,000 clients on 2 workers of 256 connections took them all, and every request
+ * waited in the listen queue). */
+Test(live, live_clients_leave_a_quarter_of_the_connections_to_requests, .fini = stop_all)
+{
+    start((const char *[]){"MESHGATE_MAX_CONNS_PER_WORKER=4", "MESHGATE_LIVE_PER_CLIENT=0", NULL});
+    cr_expect_eq(atomic_load(&e.seg.live->clients_cap), 6, "MESHGATE_LIVE_CLIENTS=1024 capped");
+    static struct ws c[7];
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(ws_open(&c[i], e.server.port, NULL, 0), 101, "client %d", i);
+    cr_expect_eq(ws_open(&c[6], e.server.port, NULL, 0), 503, "a seventh of 8 connections");
+    close(c[6].fd);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(e.server.port, "/api/healthz", NULL, &r), "no answer beside 6 clients");
+    cr_expect_eq(r.status, 200);
+    mg_test_response_free(&r);
+    for (int i = 0; i < 6; i++)
         close(c[i].fd);
 }
 

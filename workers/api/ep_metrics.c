@@ -268,7 +268,8 @@ static void write_live(struct mg_buf *b, const struct mg_segment *seg)
     single_uint(b, "meshgate_live_clients_open", "gauge",
                 "WebSocket clients of meshgate's own live feed open now", l.clients_open);
     single_uint(b, "meshgate_live_clients_cap", "gauge",
-                "live feed clients allowed at once (MESHGATE_LIVE_CLIENTS)", l.clients_cap);
+                "live feed clients allowed at once (MESHGATE_LIVE_CLIENTS, <= 3/4 of connections)",
+                l.clients_cap);
     single_uint(b, "meshgate_live_ring_fill", "gauge",
                 "events the live feed's ring holds now (at most its slots)", l.fill);
     single_uint(b, "meshgate_live_ring_slots", "gauge", "events the live feed's ring can hold",

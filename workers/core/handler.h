@@ -169,6 +169,7 @@ struct mg_response {
     bool no_store;         /* Cache-Control: no-store */
     bool close;            /* close the connection after this response */
     bool parked;           /* no response yet: call the handler again (see mg_park) */
+    bool refused;          /* a refusal (mg_response_refuse): its client's paced (pacing.h) */
     /* A body streamed from a file rather than held in `body` (static files): the response
      * owns file_fd until the worker takes it over to send file_length bytes from
      * file_offset; -1: none. Reset, an error or free closes it. */

@@ -77,6 +77,12 @@ const struct mg_config_var mg_config_vars[] = {
      MG_RELOAD_LIVE},
     {"MESHGATE_BODY_GRACE_MS", MG_CFG_INT, FIELD(body_grace_ms), 0, 600000, "5000",
      "time a request body is given before MESHGATE_BODY_MIN_RATE applies (ms)", MG_RELOAD_LIVE},
+    {"MESHGATE_REFUSAL_PACE_MAX_MS", MG_CFG_INT, FIELD(refusal_pace_max_ms), 0, 60000, "1000",
+     "longest a refusal (429, or a 503 for a share or a full line) is held before it is "
+     "written to a client address refused again and again, its connection not read meanwhile; "
+     "the delay doubles with each refusal in a row after the first 4; trusted proxies are not "
+     "paced; 0: refusals are never paced (ms)",
+     MG_RELOAD_LIVE},
     {"MESHGATE_MAX_HEADER_BYTES", MG_CFG_INT, FIELD(max_header_bytes), 1024, 1048576, "8192",
      "largest request head (request line and headers) in bytes; larger: 431", MG_RELOAD_LIVE},
     {"MESHGATE_MAX_URI_BYTES", MG_CFG_INT, FIELD(max_uri_bytes), 64, 1048576, "4096",

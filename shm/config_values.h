@@ -46,6 +46,7 @@ struct mg_config {
     int32_t body_timeout_ms; /* a request body read before its request goes on: whole bound */
     int32_t body_min_rate;   /* bytes a second it must keep after body_grace_ms; 0: none */
     int32_t body_grace_ms;
+    int32_t refusal_pace_max_ms; /* the longest a paced refusal is held (pacing.h); 0: none */
     /* responses */
     int32_t gzip_min_bytes;       /* 0 turns gzip off */
     char public_dir[MG_PATH_MAX]; /* empty: no static files */

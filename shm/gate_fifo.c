@@ -488,6 +488,7 @@ void mg_fifo_gate_read(const struct mg_fifo_gate *g, int pid, bool locked,
     out->wait_ns = g->wait_ns;
     out->in_flight = g->in_flight;
     out->waiting = g->waiting;
+    out->round = g->round;
     if (locked)
         mg_lock_release(lock, pid);
     out->peak = atomic_load(&g->peak);

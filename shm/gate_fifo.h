@@ -143,6 +143,7 @@ struct mg_fifo_snapshot {
     uint32_t in_flight;
     uint32_t waiting; /* places in line, followers included */
     uint32_t peak;
+    uint64_t round; /* the round of the permit given last: a new owner's place joins in it */
 #define MG_FIFO_SNAPSHOT_COUNTER(field, json, what) uint64_t field;
     MG_FIFO_COUNTER_LIST(MG_FIFO_SNAPSHOT_COUNTER)
 #undef MG_FIFO_SNAPSHOT_COUNTER

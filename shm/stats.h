@@ -35,6 +35,9 @@
     X(UNREAD_REFUSED, "unread_refused",                                                            \
       "answers replaced by 503 because their client left MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT "    \
       "unread")                                                                                    \
+    X(REFUSALS_PACED, "refusals_paced",                                                            \
+      "refusals held before they were written, their connection not read meanwhile, because "      \
+      "their client address was refused again and again (MESHGATE_REFUSAL_PACE_MAX_MS)")           \
     X(BAD_REQUESTS, "bad_requests", "requests refused as malformed or too large")                  \
     X(ACCEPT_ERRORS, "accept_errors", "failed accept calls (other than no connection pending)")    \
     X(WORKER_SPAWNS, "worker_spawns", "worker processes started")                                  \

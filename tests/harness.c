@@ -744,3 +744,16 @@ long mg_test_cpu_ms(int pid)
         return -1;
     return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
 }
+
+long mg_test_metric(int port, const char *name)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(port, "/metrics", NULL, &r))
+        return -1;
+    char line[128];
+    snprintf(line, sizeof line, "\nmeshgate_%s_total ", name);
+    const char *p = r.body ? strstr(r.body, line) : NULL;
+    long v = p ? strtol(p + strlen(line), NULL, 10) : -1;
+    mg_test_response_free(&r);
+    return v;
+}

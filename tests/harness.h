@@ -124,6 +124,9 @@ bool mg_test_get(int port, const char *target, const char *extra_headers,
 bool mg_test_header(const struct mg_test_response *r, const char *name, char *out, size_t cap);
 void mg_test_response_free(struct mg_test_response *r);
 
+/* A group counter as /metrics shows it (meshgate_NAME_total), or -1. */
+long mg_test_metric(int port, const char *name);
+
 /* True when the peer closed the connection (recv returns 0) within timeout_ms. */
 bool mg_test_wait_closed(int fd, int timeout_ms);
 

@@ -265,20 +265,6 @@ Test(memory, a_helper_opens_its_connection_when_its_first_job_comes, .init = mak
 #define UNREAD_CAP (4 * 1024 * 1024)
 #define UNREAD_CONNS 6
 
-/* A counter of /metrics (meshgate_NAME_total), or -1. */
-static long metric(int port, const char *name)
-{
-    struct mg_test_response r;
-    if (!mg_test_get(port, "/metrics", NULL, &r))
-        return -1;
-    char line[128];
-    snprintf(line, sizeof line, "\nmeshgate_%s_total ", name);
-    const char *p = r.body ? strstr(r.body, line) : NULL;
-    long v = p ? strtol(p + strlen(line), NULL, 10) : -1;
-    mg_test_response_free(&r);
-    return v;
-}
-
 /* Requests of /api/packets answered so far (its latency histogram's count), or -1. */
 static long packets_answered(int port)
 {
@@ -357,7 +343,7 @@ Test(memory, answers_a_client_never_reads_are_bounded_by_its_share, .init = make
     mg_test_response_free(&r);
     long grown = status_kib(worker, "VmRSS") - before;
     long peak = status_kib(worker, "VmHWM") - before;
-    long refused = metric(s.port, "unread_refused");
+    long refused = mg_test_metric(s.port, "unread_refused");
     cr_log_info("%d unread answers of ~15 MB: the worker grew %ld KiB (%ld KiB at its peak), %ld "
                 "refused",
                 UNREAD_CONNS, grown, peak, refused);
@@ -376,7 +362,7 @@ Test(memory, answers_a_client_never_reads_are_bounded_by_its_share, .init = make
         mg_test_wait_log(&s, "did not read its answer within MESHGATE_SEND_TIMEOUT_MS", 1, 60000);
     cr_expect(log, "no send timeout logged");
     free(log);
-    cr_expect_geq(metric(s.port, "send_timeouts"), 1);
+    cr_expect_geq(mg_test_metric(s.port, "send_timeouts"), 1);
     for (int i = 0; i < UNREAD_CONNS; i++)
         close(fds[i]);
     mg_test_server_stop(&s, 10000);

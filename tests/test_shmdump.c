@@ -5,7 +5,9 @@
  */
 #include "clock.h"
 #include "config.h"
+#include "gate_fifo.h"
 #include "harness.h"
+#include "netaddr.h"
 #include "result_cache.h"
 #include "scoreboard.h"
 #include "segment.h"
@@ -1423,5 +1425,69 @@ Test(shmdump, the_cache_shows_each_entry_with_its_pages)
     free(json);
     mg_shmdump_release(&d);
     mg_result_cache_abandon(v, getpid(), building);
+    mg_segment_detach(&seg);
+}
+
+/* The fair hand-off (shm/gate_fifo.h) seen from outside: the line's round, and each permit's and
+ * place's round and owner, so an operator can tell why a later arrival is served first. */
+Test(shmdump, the_anonymous_line_shows_each_places_round_and_owner)
+{
+    const char *name = unique_name();
+    struct mg_segment seg;
+    make_segment(&seg, name);
+    struct mg_fifo_gate *g = seg.anon;
+    mg_fifo_gate_configure(g, getpid(), 1, 8, 60 * MG_NS_PER_SEC);
+    uint8_t a[MG_ADDR_BYTES], b[MG_ADDR_BYTES];
+    cr_assert(mg_addr_parse("127.0.0.1", 9, a));
+    cr_assert(mg_addr_parse("127.0.0.2", 9, b));
+    mg_client_key(a, a);
+    mg_client_key(b, b);
+    uint64_t token, unused, ticket[3];
+    int place[3];
+    /* 127.0.0.1 takes the permit (round 0) and two places (rounds 1 and 2); 127.0.0.2 then
+     * joins in the line's round, 0, ahead of both. */
+    cr_assert_eq(mg_fifo_gate_join_owned(g, getpid(), 0, "a|/api/x", true, a, 6, &token, &place[0],
+                                         &ticket[0]),
+                 MG_FIFO_ADMITTED);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(mg_fifo_gate_join_owned(g, getpid(), 0, "a|/api/x", true, a, 6, &unused,
+                                             &place[i], &ticket[i]),
+                     MG_FIFO_QUEUED);
+    cr_assert_eq(mg_fifo_gate_join_owned(g, getpid(), 1, "b|/api/y", false, b, 6, &unused,
+                                         &place[2], &ticket[2]),
+                 MG_FIFO_QUEUED);
+
+    struct mg_shmdump d;
+    char err[512];
+    cr_assert_eq(mg_shmdump_take(&d, name, err, sizeof err), MG_SHMDUMP_OK, "%s", err);
+    char *text = render_text(&d), *json = render_json(&d);
+    cr_expect(strstr(text, " waiting of 8 places, wait 60000 ms, peak 1, round 0\n"), "%s", text);
+    char want[200];
+    const char *const lines[] = {"holder    worker 0, pid %d, a|/api/x, for ",
+                                 "waiter    worker 0, pid %d, a|/api/x, for ",
+                                 "waiter    worker 1, pid %d, b|/api/y, for "};
+    const char *const tails[] = {", round 0, owner 127.0.0.1\n", ", round 1, owner 127.0.0.1\n",
+                                 ", round 0, owner 127.0.0.2, unready\n"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(want, sizeof want, lines[i], (int)getpid());
+        const char *at = strstr(text, want);
+        cr_assert(at, "no line %s in\n%s", want, text);
+        const char *end = strchr(at, '\n');
+        cr_expect(end && strstr(at, tails[i]) && strstr(at, tails[i]) < end + 1, "%s:\n%s",
+                  tails[i], text);
+    }
+    cr_expect(strstr(text, ", round 2, owner 127.0.0.1\n"), "%s", text);
+    assert_documented_shape(json, strlen(json));
+    cr_expect(strstr(json, "\"peak\":1,\"round\":0,\"holders\":[{\"worker\":0,"), "%s", json);
+    cr_expect(strstr(json, "\"round\":0,\"owner\":\"127.0.0.1\",\"ready\":true}],\"waiters\":"),
+              "%s", json);
+    cr_expect(strstr(json, "\"round\":0,\"owner\":\"127.0.0.2\",\"ready\":false}"), "%s", json);
+    cr_expect(strstr(json, "\"round\":2,\"owner\":\"127.0.0.1\",\"ready\":true}"), "%s", json);
+    free(text);
+    free(json);
+    mg_shmdump_release(&d);
+    for (int i = 0; i < 3; i++)
+        mg_fifo_gate_cancel(g, getpid(), place[i], ticket[i]);
+    mg_fifo_gate_release(g, getpid(), token);
     mg_segment_detach(&seg);
 }

@@ -159,7 +159,9 @@ def ws_ping_pong(src, port, path, timeout):
                 if not chunk:
                     return 'closed in a frame'
                 buf += chunk
-            if op == 0xa:
+            # the pong; or our ping echoed (the test upstream, tests/upstream/mg-test-upstream.c,
+            # echoes every frame)
+            if op == 0xa or (op == 0x9 and buf[hdr:hdr + n] == payload):
                 # a close frame of our own, then the socket
                 s.sendall(bytes([0x88, 0x80]) + os.urandom(4))
                 return 'ok' if buf[hdr:hdr + n] == payload else 'wrong pong'
@@ -447,6 +449,10 @@ def main():
                     'migrated copy (it takes minutes to load the heavy shape)')
     ap.add_argument('--meshgate-env', action='append', default=[],
                     help='NAME=value for meshgate (repeatable)')
+    ap.add_argument('--compare', default=None,
+                    help='LABEL:NAME=value[,NAME=value...]: a second meshgate with these '
+                    'settings beside the first; each scenario of each round runs against both, '
+                    'one after the other (before/after in one run)')
     ap.add_argument('mode', nargs='?', default='run')
     ap.add_argument('--port', type=int)
     a = ap.parse_args()
@@ -501,18 +507,34 @@ def main():
         for kv in a.meshgate_env:
             k, _, v = kv.partition('=')
             env[k] = v
-        mg_log = open(os.path.join(work, 'meshgate.log'), 'w')
-        procs.append(subprocess.Popen([os.path.join(build, 'meshgate')], env=env,
-                                      stdout=mg_log, stderr=subprocess.STDOUT))
-        wait_for('meshgate', lambda: http_status(port, '/api/healthz') == 200, 60)
-        # CoreScope computes its analytics once and caches them: the victim measures the cache
-        for path in a.upstream_path.split(','):
-            wait_for(path, lambda: http_status(port, path) == 200, 120)
+        # (label, port, pid, extra settings): the first as given; --compare a second beside it
+        variants = [('', port, {})]
+        if a.compare:
+            label, _, settings = a.compare.partition(':')
+            variants.append((label, free_port(),
+                             dict(kv.partition('=')[::2] for kv in settings.split(','))))
+        servers = []
+        for label, vport, extra in variants:
+            venv = dict(env, **extra)
+            venv['MESHGATE_LISTEN'] = f'127.0.0.1:{vport}'
+            venv['MESHGATE_SHM_NAME'] = f'/meshgate-attack-{os.getpid()}{label}'
+            mg_log = open(os.path.join(work, f'meshgate{label}.log'), 'w')
+            procs.append(subprocess.Popen([os.path.join(build, 'meshgate')], env=venv,
+                                          stdout=mg_log, stderr=subprocess.STDOUT))
+            servers.append((label, vport, procs[-1].pid))
+            wait_for('meshgate', lambda: http_status(vport, '/api/healthz') == 200, 60)
+            # CoreScope computes its analytics once and caches them: the victim measures the
+            # cache
+            for path in a.upstream_path.split(','):
+                wait_for(path, lambda: http_status(vport, path) == 200, 120)
         load = [os.getloadavg()]
         results = {}
         for rnd in range(a.rounds):
-            for sc in a.scenarios.split(','):
-                results.setdefault(sc, []).append(scenario(a, build, port, sc, procs[-1].pid))
+            for sc, (label, vport, vpid) in ((sc, v) for sc in a.scenarios.split(',')
+                                              for v in servers):
+                key = f'{sc} [{label}]' if label else sc
+                results.setdefault(key, []).append(scenario(a, build, vport, sc, vpid))
+                sc = key
                 r = results[sc][-1]
                 v = r['victim']
                 print(f'round {rnd + 1} {sc}: healthz p50 {pct(v["healthz_ms"], 50):.2f} '
@@ -599,9 +621,12 @@ def scenario(a, build, port, sc, mg_pid):
 def report(a, results, load):
     failures = []
     rows = []
-    idle = results.get('idle')
-    idle95 = statistics.median(pct(r['victim']['healthz_ms'], 95) for r in idle) if idle else None
+    def idle95_of(sc):
+        idle = results.get('idle' + (sc[sc.index(' ['):] if ' [' in sc else ''))
+        return statistics.median(pct(r['victim']['healthz_ms'], 95) for r in idle) \
+            if idle else None
     for sc, runs in results.items():
+        idle95 = idle95_of(sc)
         p50 = statistics.median(pct(r['victim']['healthz_ms'], 50) for r in runs)
         p95 = statistics.median(pct(r['victim']['healthz_ms'], 95) for r in runs)
         n = sum(len(r['victim']['healthz_ms']) for r in runs)
@@ -626,7 +651,7 @@ def report(a, results, load):
             failures.append(f'{sc}: upstream requests not all served: {up}')
         if not ws or set(ws) != {'ok'}:
             failures.append(f'{sc}: WebSockets not all served: {ws}')
-        if sc != 'idle' and any(not r['attack'] or 'error' in r['attack'] for r in runs):
+        if not sc.startswith('idle') and any(not r['attack'] or 'error' in r['attack'] for r in runs):
             failures.append(f'{sc}: the attack reported nothing')
     print(f'load averages (1, 5, 15 min) before: {load[0][0]:.1f} {load[0][1]:.1f} '
           f'{load[0][2]:.1f}; after: {load[-1][0]:.1f} {load[-1][1]:.1f} {load[-1][2]:.1f}')

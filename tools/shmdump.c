@@ -111,6 +111,7 @@
 #include "result_cache.h"
 #include "json.h"
 #include "live_ring.h"
+#include "netaddr.h"
 #include "scoreboard.h"
 #include "shared_value.h"
 #include "stats.h"
@@ -914,6 +915,16 @@ static void text_gates(const struct mg_shmdump *d, struct mg_buf *out)
     mg_buf_printf(out, ", last walk %.1f ms\n", ns_to_ms(g.last_walk_ns));
 }
 
+/* Whose share a permit or place counts against: its client's address, or "none". */
+static void record_owner(const struct mg_fifo_record *r, char *out, size_t cap)
+{
+    static const uint8_t none[MG_FIFO_OWNER_BYTES];
+    if (memcmp(r->owner, none, sizeof none) == 0)
+        snprintf(out, cap, "none");
+    else
+        mg_addr_format(r->owner, out, cap);
+}
+
 static void text_records(const struct mg_shmdump *d, struct mg_buf *out, const char *what,
                          const struct mg_fifo_gate *gate, enum mg_fifo_records which)
 {
@@ -921,11 +932,18 @@ static void text_records(const struct mg_shmdump *d, struct mg_buf *out, const c
     /* the dump's own copy: never locked */
     unsigned n = mg_fifo_gate_records(gate, 0, false, which, r, MG_FIFO_WAITERS_MAX);
     for (unsigned i = 0; i < n; i++) {
-        char key[4 * MG_FIFO_KEY_MAX + 1], age[32];
+        char key[4 * MG_FIFO_KEY_MAX + 1], age[32], owner[48];
         clean_copy(key, sizeof key, r[i].key, sizeof r[i].key);
         format_age(d, r[i].since_monotonic_ns, age, sizeof age);
-        mg_buf_printf(out, "    %-9s worker %" PRIu32 ", pid %" PRId32 ", %s, for %s\n", what,
+        mg_buf_printf(out, "    %-9s worker %" PRIu32 ", pid %" PRId32 ", %s, for %s", what,
                       r[i].slot, r[i].pid, key, age);
+        /* A follower waits for a result, not a permit: it has no round and counts for no one. */
+        if (which != MG_FIFO_FOLLOWERS) {
+            record_owner(&r[i], owner, sizeof owner);
+            mg_buf_printf(out, ", round %" PRIu64 ", owner %s%s", r[i].round, owner,
+                          r[i].unready ? ", unready" : "");
+        }
+        mg_buf_puts(out, "\n");
     }
 }
 
@@ -1005,10 +1023,11 @@ static void text_cold(const struct mg_shmdump *d, struct mg_buf *out)
         snprintf(cap, sizeof cap, "%" PRIu32, g->cap);
     else
         snprintf(cap, sizeof cap, "unlimited");
-    mg_buf_printf(out,
-                  "  reach_cold (cold reach builds): cap %s, %" PRIu32 " in flight, %" PRIu32
-                  " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
-                  cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns), g->peak);
+    mg_buf_printf(
+        out,
+        "  reach_cold (cold reach builds): cap %s, %" PRIu32 " in flight, %" PRIu32
+        " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 ", round %" PRIu64 "\n",
+        cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns), g->peak, g->round);
     text_records(d, out, "holder", gate, MG_FIFO_HOLDERS);
     text_records(d, out, "waiter", gate, MG_FIFO_WAITERS);
     text_records(d, out, "follower", gate, MG_FIFO_FOLLOWERS);
@@ -1034,9 +1053,9 @@ static void text_anon(const struct mg_shmdump *d, struct mg_buf *out)
         mg_buf_printf(out,
                       "  anon_line (anonymous heavy requests): cap %" PRIu32 ", %" PRIu32
                       " in flight, %" PRIu32 " waiting of %" PRIu32
-                      " places, wait %.0f ms, peak %" PRIu32 "\n",
-                      g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
-                      g->peak);
+                      " places, wait %.0f ms, peak %" PRIu32 ", round %" PRIu64 "\n",
+                      g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns), g->peak,
+                      g->round);
     else
         mg_buf_puts(out, "  anon_line (anonymous heavy requests): OFF (no line)\n");
     text_records(d, out, "holder", gate, MG_FIFO_HOLDERS);
@@ -1108,9 +1127,10 @@ static void text_upstream(const struct mg_shmdump *d, struct mg_buf *out)
     mg_fifo_gate_read(gate, 0, false, &snap); /* the dump's own copy: never locked */
     mg_buf_printf(out,
                   "  upstream %s: cap %" PRIu32 ", %" PRIu32 " in flight, %" PRIu32
-                  " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 "\n",
+                  " waiting of %" PRIu32 " places, wait %.0f ms, peak %" PRIu32 ", round %" PRIu64
+                  "\n",
                   address, g->cap, g->in_flight, g->waiting, g->queue_max, ns_to_ms(g->wait_ns),
-                  g->peak);
+                  g->peak, g->round);
     text_records(d, out, "holder", gate, MG_FIFO_HOLDERS);
     text_records(d, out, "waiter", gate, MG_FIFO_WAITERS);
     text_fifo_counters(out, g, "admitted");
@@ -1431,6 +1451,16 @@ static void json_records(struct mg_json *j, const struct mg_shmdump *d, const ch
         mg_json_kv_int(j, "pid", r[i].pid);
         json_bounded(j, "key", r[i].key, sizeof r[i].key);
         json_age(j, d, "age_ms", r[i].since_monotonic_ns);
+        if (which != MG_FIFO_FOLLOWERS) {
+            char owner[48];
+            record_owner(&r[i], owner, sizeof owner);
+            mg_json_kv_uint(j, "round", r[i].round);
+            if (strcmp(owner, "none") == 0)
+                mg_json_kv_null(j, "owner");
+            else
+                mg_json_kv_string(j, "owner", owner);
+            mg_json_kv_bool(j, "ready", !r[i].unready);
+        }
         mg_json_object_end(j);
     }
     mg_json_array_end(j);
@@ -1449,6 +1479,7 @@ static void json_fifo(struct mg_json *j, const struct mg_shmdump *d,
     mg_json_kv_uint(j, "queue_max", g.queue_max);
     json_ms(j, "wait_ms", ns_to_ms(g.wait_ns));
     mg_json_kv_uint(j, "peak", g.peak);
+    mg_json_kv_uint(j, "round", g.round);
     json_records(j, d, "holders", gate, MG_FIFO_HOLDERS);
     json_records(j, d, "waiters", gate, MG_FIFO_WAITERS);
     if (followers)

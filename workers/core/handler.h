@@ -177,6 +177,7 @@ struct mg_response {
     struct mg_buf headers; /* extra header lines, each ending in CRLF */
     bool no_store;         /* Cache-Control: no-store */
     bool close;            /* close the connection after this response */
+    bool refused;          /* a refusal (mg_response_refuse): its client's paced (pacing.h) */
     /* A body streamed from a file rather than held in `body` (static files): the response
      * owns file_fd until the worker takes it over to send file_length bytes from
      * file_offset; -1: none. Reset, an error or free closes it. */

@@ -46,6 +46,7 @@ void mg_response_reset(struct mg_response *res)
     res->content_type = NULL;
     res->no_store = false;
     res->close = false;
+    res->refused = false;
     mg_response_drop_file(res);
     res->gzipped = false;
     res->live = false;
@@ -101,6 +102,7 @@ void mg_response_refuse(struct mg_response *res, int status, int retry_after_s, 
     mg_buf_reset(&res->body);
     mg_buf_reset(&res->headers);
     mg_response_json(res, status);
+    res->refused = true;
     mg_response_header(res, "Retry-After: %d", retry_after_s);
     struct mg_json j;
     mg_json_init(&j, &res->body);

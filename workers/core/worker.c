@@ -23,6 +23,7 @@
 #include "live_watch.h"
 #include "log.h"
 #include "netaddr.h"
+#include "pacing.h"
 #include "reclaim.h"
 #include "region_map.h"
 #include "router.h"
@@ -75,6 +76,7 @@ enum conn_state {
     CONN_READY,   /* a whole head is in, waiting for its turn */
     CONN_PARKED,  /* its handler waits (a gate, a build): called again when woken (park.wait) */
     CONN_WRITING, /* a response is being sent */
+    CONN_PACED,   /* a refusal held until deadline_ns before it is sent, not read (pacing.h) */
     CONN_PROXIED, /* the upstream engine has the socket (upstream.h) until it calls back */
     CONN_LIVE,    /* a WebSocket client of the live feed (live.h) */
 };
@@ -105,6 +107,7 @@ struct conn {
     int64_t body_start_ns; /* CONN_BODY: when the head was complete */
     size_t body_end;       /* CONN_BODY: the head's and body's bytes, all in `in` when read */
     unsigned requests;
+    unsigned refusals_in_a_row; /* answers that were refusals, since its last other one */
     bool close_after_write;
     bool closed; /* on the graveyard list, freed at the end of the loop's turn */
     bool eof;    /* the client shut its side down after sending */
@@ -155,6 +158,7 @@ struct worker {
     struct mg_upstream *upstream; /* the proxy engine; NULL without MESHGATE_UPSTREAM */
     int upstream_fd;              /* its epoll descriptor, in ours */
     struct mg_mem_watch mem;      /* gives back what large requests left (mem.h) */
+    struct mg_pacing pacing;      /* refusals paced per client address (pacing.h) */
     /* At the open-file limit (accept_some): not accepting until then; failures since the
      * last line logged, and when that was. */
     int64_t accept_paused_until_ns;
@@ -660,6 +664,28 @@ static void count_response(struct worker *w, unsigned route, int status, int64_t
     atomic_fetch_add_explicit(&w->slot->requests_all, 1, memory_order_relaxed);
 }
 
+/*
+ * How long res, a refusal or not, is held before it is written (pacing.h): 0 for an answer
+ * that is not a refusal, for trusted proxies and local sockets, and with pacing off. A
+ * connection refused MG_PACE_CLOSE_AFTER times in a row is closed after this refusal.
+ */
+static int64_t pace_of(struct worker *w, struct conn *c, struct mg_response *res, int64_t now)
+{
+    static const uint8_t no_addr[MG_ADDR_BYTES];
+    const struct mg_config *cfg = w->env.cfg;
+    bool refused = res->refused && (res->status == 429 || res->status == 503);
+    c->refusals_in_a_row = refused ? c->refusals_in_a_row + 1 : 0;
+    if (cfg->refusal_pace_max_ms == 0 || memcmp(c->peer_addr, no_addr, sizeof no_addr) == 0 ||
+        mg_cidr_list_contains(&cfg->trusted_proxies, c->peer_addr))
+        return 0;
+    if (c->refusals_in_a_row >= MG_PACE_CLOSE_AFTER)
+        res->close = true;
+    uint8_t key[MG_ADDR_BYTES];
+    mg_client_key(c->peer_addr, key);
+    return mg_pacing_answer(&w->pacing, key, refused,
+                            (int64_t)cfg->refusal_pace_max_ms * MG_NS_PER_MS, now);
+}
+
 /* Counts, logs, serializes and starts sending one response; then drops the request's
  * `consumed` bytes from the connection's buffer (hr points into them until it is logged). */
 static void respond(struct worker *w, struct conn *c, const struct mg_http_request *hr,
@@ -677,6 +703,7 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
         res->close = true;
         mg_counter_add(w->env.seg, MG_CTR_UNREAD_REFUSED, 1);
     }
+    int64_t pace_ns = pace_of(w, c, res, mg_monotonic_ns());
     bool keep_alive = hr && hr->keep_alive && !res->close && !w->draining &&
                       c->requests + 1 < (unsigned)w->env.cfg->max_requests_per_conn;
     mg_buf_reset(&c->out);
@@ -711,6 +738,14 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     if (c->in.len == 0)
         mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
 
+    if (pace_ns > 0) {
+        /* Held, not read: its next request waits in the kernel's buffer (conn_timeout). */
+        mg_counter_add(w->env.seg, MG_CTR_REFUSALS_PACED, 1);
+        c->state = CONN_PACED;
+        c->deadline_ns = end_ns + pace_ns;
+        set_interest(w, c, 0);
+        return;
+    }
     c->state = CONN_WRITING;
     c->deadline_ns = end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
     conn_flush(w, c, end_ns);
@@ -1282,6 +1317,14 @@ static void conn_timeout(struct worker *w, struct conn *c)
     case CONN_BODY:
         respond_body_timeout(w, c);
         return;
+    case CONN_PACED: {
+        /* Its refusal has been held long enough: it goes out now. */
+        int64_t now = mg_monotonic_ns();
+        c->state = CONN_WRITING;
+        c->deadline_ns = now + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+        conn_flush(w, c, now);
+        return;
+    }
     case CONN_LIVE:
         if (c->live.closing)
             break;
@@ -1348,7 +1391,7 @@ static void update_slot_state(struct worker *w)
     }
     bool writing = false, reading = false, idle = false;
     for (struct conn *c = w->conns; c; c = c->next) {
-        writing |= c->state == CONN_WRITING;
+        writing |= c->state == CONN_WRITING || c->state == CONN_PACED;
         reading |= c->state == CONN_READING || c->state == CONN_BODY || c->state == CONN_READY;
         writing |= c->state == CONN_PARKED || c->state == CONN_PROXIED;
         idle |= c->state == CONN_IDLE || c->state == CONN_LIVE;
@@ -1692,6 +1735,8 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
         } else if ((c->state == CONN_IDLE || c->state == CONN_READING || c->state == CONN_BODY) &&
                    (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
             conn_readable(w, c, now);
+        } else if (c->state == CONN_PACED && (ev & (EPOLLERR | EPOLLHUP))) {
+            conn_close(w, c); /* gone while its refusal was held: nobody will read it */
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
             close_unanswered(w, c, 499); /* the connection broke before its turn */
         } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {

@@ -15,13 +15,16 @@
  *   - on a small database, values worked out from its rows: the edge's count and age, the
  *     recency and geo factors, the selectivity, a pair stored both ways, the alternatives;
  *   - the cost: one hop (or a refused body) is light, more heavy, and a hostile body (64 hops
- *     of a prefix 60 relays share) answers at once with its bound.
+ *     of a prefix 60 relays share) answers at once with its bound;
+ *   - the real binary, with an upstream set: the route is answered natively (not passed up),
+ *     its body read whole, and one over 64 KiB refused with 413.
  * Without ../shared the recorded comparisons skip and say why.
  */
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
 #include "time_parse.h"
+#include "upstream_proc.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -500,4 +503,63 @@ Test(paths_inspect, a_hostile_body_is_bounded_by_the_beam)
     cr_expect_eq(number_at(got, "candidates.0.evidence.perHop.63.candidatesConsidered"), 60);
     cr_expect_eq(json_array_size(json_object_get(json_array_get(hops, 5), "alternatives")), 5);
     json_decref(got);
+}
+
+/* ---- the real binary ---- */
+
+static int status_of(int port, const char *request, char **body)
+{
+    int fd = mg_test_connect(port);
+    cr_assert(fd >= 0);
+    cr_assert(mg_test_send(fd, request, strlen(request)));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, 30000), "no answer to %.80s", request);
+    close(fd);
+    int status = r.status;
+    if (body)
+        *body = strdup(r.body ? r.body : "");
+    mg_test_response_free(&r);
+    return status;
+}
+
+Test(paths_inspect, the_real_server_answers_it_natively_with_an_upstream_set)
+{
+    struct mg_test_upstream up = {0};
+    mg_test_upstream_start(&up, 0, NULL);
+    int64_t now = (int64_t)time(NULL);
+    char h2[32], sql[1024];
+    iso(h2, sizeof h2, now - 2 * 3600);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO nodes (public_key, name, role, lat, lon) VALUES"
+             " ('" KEY_A "', 'Alpha', 'repeater', 37.0, -122.0),"
+             " ('" KEY_B1 "', 'Bravo', 'repeater', 37.1, -122.0);"
+             "INSERT INTO neighbor_edges (node_a, node_b, count, last_seen) VALUES"
+             " ('" KEY_A "', '" KEY_B1 "', 50, '%s');",
+             h2);
+    mg_test_tmpdir(fx.dir, sizeof fx.dir);
+    snprintf(fx.db, sizeof fx.db, "%s/small.db", fx.dir);
+    cr_assert_eq(mg_test_make_db(fx.db, true, sql), 0);
+    char upstream[64];
+    snprintf(upstream, sizeof upstream, "MESHGATE_UPSTREAM=127.0.0.1:%d", up.port);
+    const char *env[] = {"MESHGATE_WORKERS=1", upstream, NULL};
+    struct mg_test_server srv;
+    cr_assert(mg_test_server_start(&srv, fx.db, env));
+    static const char body[] = "{\"prefixes\":[\"aa\",\"bb\"]}";
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST " INSPECT " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(body), body);
+    char *answer = NULL;
+    cr_expect_eq(status_of(srv.port, req, &answer), 200);
+    cr_expect(strstr(answer, "\"chosen\":\"" KEY_B1 "\""), "%s", answer);
+    free(answer);
+    const char *big = "POST " INSPECT " HTTP/1.1\r\nHost: t\r\nContent-Length: 65537\r\n"
+                      "Connection: close\r\n\r\n{";
+    cr_expect_eq(status_of(srv.port, big, NULL), 413);
+    char *log = mg_test_read_file(up.log);
+    cr_expect_eq(mg_test_count(log, INSPECT), 0, "passed up: %s", log ? log : "");
+    free(log);
+    cr_expect_eq(mg_test_server_stop(&srv, 30000), 0);
+    mg_test_upstream_stop(&up);
 }

@@ -53,9 +53,10 @@
  * the limit (a second request with another limit gets the first one's paths); meshgate answers
  * each request. Keys and roles are lowercased as ASCII; a prefix whose Unicode lowercase has
  * another length in UTF-8 (U+0130, U+212A ...) may be refused for its length where CoreScope
- * refuses it as not hex (both 400); a lone surrogate escape (\ud800) is "invalid JSON" where
- * CoreScope reads U+FFFD; a duplicate key in the body spelled the same counts where it first
- * stands.
+ * refuses it as not hex (both 400); a lone surrogate escape (\ud800), or a number past a double's
+ * range or an integer past 64 bits in a field CoreScope does not read, is "invalid JSON" (jansson
+ * refuses them) where CoreScope reads U+FFFD or skips the field; a duplicate key in the body
+ * spelled the same counts where it first stands.
  */
 #include "json.h"
 #include "neighbor_graph.h"

@@ -10,12 +10,12 @@
  * wins; "prefixes" an array of strings or null entries ("") or null, "limit" an integer or
  * null, "context" an object of strings or nulls ({observerId, since, until}, read and unused:
  * CoreScope keys its cache with it) or null; anything else, or a value of another type, is 400
- * "invalid JSON". Each byte of invalid UTF-8 in it is U+FFFD, as Go's decoder makes it. Then,
- * as CoreScope checks them, in order: no prefix 400 "prefixes required", more than 64 400 "too
- * many prefixes (max 64)"; each prefix trimmed of white space (Unicode's) and lowercased: empty
- * or of an odd length "prefixes must be even-length hex", not hex "prefixes must be valid hex",
- * over 3 bytes "prefix exceeds 3 bytes", of another length than the first "mixed prefix lengths
- * not allowed". limit: 10 below 1, at most 50.
+ * "invalid JSON". Each byte of invalid UTF-8 in it is U+FFFD, as Go's decoder makes it, and so is
+ * an escaped surrogate that is not half of a pair. Then, as CoreScope checks them, in order: no
+ * prefix 400 "prefixes required", more than 64 400 "too many prefixes (max 64)"; each prefix
+ * trimmed of white space (Unicode's) and lowercased: empty or of an odd length "prefixes must be
+ * even-length hex", not hex "prefixes must be valid hex", over 3 bytes "prefix exceeds 3 bytes", of
+ * another length than the first "mixed prefix lengths not allowed". limit: 10 below 1, at most 50.
  *
  * The search (CoreScope's beam search, width 20): a hop's candidates are the nodes that can
  * relay (a role containing "repeater" or "room_server", or "room") whose lowercased key starts
@@ -53,9 +53,9 @@
  * the limit (a second request with another limit gets the first one's paths); meshgate answers
  * each request. Keys and roles are lowercased as ASCII; a prefix whose Unicode lowercase has
  * another length in UTF-8 (U+0130, U+212A ...) may be refused for its length where CoreScope
- * refuses it as not hex (both 400); a lone surrogate escape (\ud800), or a number past a double's
- * range or an integer past 64 bits in a field CoreScope does not read, is "invalid JSON" (jansson
- * refuses them) where CoreScope reads U+FFFD or skips the field; a duplicate key in the body
+ * refuses it as not hex (both 400); a number past a double's range or an integer past 64 bits in a
+ * field CoreScope does not read is "invalid JSON" (jansson refuses it) where CoreScope skips the
+ * field; a duplicate key in the body
  * spelled the same counts where it first stands.
  */
 #include "json.h"
@@ -153,6 +153,41 @@ static size_t valid_utf8(const unsigned char *in, size_t n, char *out)
     return o;
 }
 
+static long hex4(const char *s)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = tolower((unsigned char)s[i]);
+        if (!isxdigit(c))
+            return -1;
+        v = v * 16 + (isdigit(c) ? c - '0' : c - 'a' + 10);
+    }
+    return v;
+}
+
+/* Go's decoder reads an escaped surrogate that is not half of a pair as U+FFFD, where jansson
+ * refuses it: each such escape in a string becomes \ufffd (as long: in place). */
+static void repair_surrogates(char *t, size_t n)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && t[i] == '\\' && i + 1 < n) {
+            long v = t[i + 1] == 'u' && i + 6 <= n ? hex4(t + i + 2) : -1;
+            if (v >= 0xD800 && v <= 0xDBFF && i + 12 <= n && t[i + 6] == '\\' && t[i + 7] == 'u' &&
+                hex4(t + i + 8) >= 0xDC00 && hex4(t + i + 8) <= 0xDFFF) {
+                i += 11; /* a pair */
+            } else if (v >= 0xD800 && v <= 0xDFFF) {
+                memcpy(t + i + 2, "fffd", 4);
+                i += 5;
+            } else {
+                i++; /* the escaped character */
+            }
+        }
+    }
+}
+
 /* Whether a JSON key names a field as Go's decoder matches them: ASCII in any case, and the
  * two runes that fold to an ASCII letter (U+017F to s, U+212A to k). */
 static bool key_is(const char *key, const char *field)
@@ -248,6 +283,7 @@ static const char *parse_body(const char *data, size_t size, struct inspect_body
     if (!text)
         return "invalid JSON";
     size_t n = valid_utf8((const unsigned char *)(data ? data : ""), take, text);
+    repair_surrogates(text, n);
     json_error_t err;
     json_t *root =
         json_loadb(text, n, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, &err);

@@ -46,6 +46,7 @@ static struct {
     char db[256];
     struct mg_test_ctx t;
     bool open;
+    struct mg_test_upstream up; /* pid 0: none */
 } fx;
 
 static void cleanup(void)
@@ -53,6 +54,9 @@ static void cleanup(void)
     if (fx.open)
         mg_test_ctx_close(&fx.t);
     fx.open = false;
+    if (fx.up.pid > 0)
+        mg_test_upstream_stop(&fx.up); /* a test that failed before it stopped it */
+    fx.up.pid = 0;
     if (fx.dir[0])
         mg_test_rmdir(fx.dir);
     fx.dir[0] = '\0';
@@ -528,8 +532,8 @@ static int status_of(int port, const char *request, char **body)
 
 Test(paths_inspect, the_real_server_answers_it_natively_with_an_upstream_set)
 {
-    struct mg_test_upstream up = {0};
-    mg_test_upstream_start(&up, 0, NULL);
+    struct mg_test_upstream *up = &fx.up;
+    mg_test_upstream_start(up, 0, NULL);
     int64_t now = (int64_t)time(NULL);
     char h2[32], sql[1024];
     iso(h2, sizeof h2, now - 2 * 3600);
@@ -544,7 +548,7 @@ Test(paths_inspect, the_real_server_answers_it_natively_with_an_upstream_set)
     snprintf(fx.db, sizeof fx.db, "%s/small.db", fx.dir);
     cr_assert_eq(mg_test_make_db(fx.db, true, sql), 0);
     char upstream[64];
-    snprintf(upstream, sizeof upstream, "MESHGATE_UPSTREAM=127.0.0.1:%d", up.port);
+    snprintf(upstream, sizeof upstream, "MESHGATE_UPSTREAM=127.0.0.1:%d", up->port);
     const char *env[] = {"MESHGATE_WORKERS=1", upstream, NULL};
     struct mg_test_server srv;
     cr_assert(mg_test_server_start(&srv, fx.db, env));
@@ -561,9 +565,10 @@ Test(paths_inspect, the_real_server_answers_it_natively_with_an_upstream_set)
     const char *big = "POST " INSPECT " HTTP/1.1\r\nHost: t\r\nContent-Length: 65537\r\n"
                       "Connection: close\r\n\r\n{";
     cr_expect_eq(status_of(srv.port, big, NULL), 413);
-    char *log = mg_test_read_file(up.log);
+    char *log = mg_test_read_file(up->log);
     cr_expect_eq(mg_test_count(log, INSPECT), 0, "passed up: %s", log ? log : "");
     free(log);
     cr_expect_eq(mg_test_server_stop(&srv, 30000), 0);
-    mg_test_upstream_stop(&up);
+    mg_test_upstream_stop(up);
+    up->pid = 0;
 }

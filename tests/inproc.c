@@ -88,12 +88,15 @@ void mg_test_request_init(struct mg_request *req, const struct mg_http_request *
 
 int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
 {
-    /* "POST /api/..." (a route of another method, router.h) */
+    /* "POST /api/..." (a route of another method, router.h), and after a space its body */
     size_t m = target[0] == '/' ? 0 : strcspn(target, " ");
     if (m && target[m] == ' ') {
-        char method[16];
+        char method[16], path[2048];
         snprintf(method, sizeof method, "%.*s", (int)m, target);
-        return mg_test_ctx_request(t, method, target + m + 1, NULL);
+        const char *rest = target + m + 1;
+        size_t p = strcspn(rest, " ");
+        snprintf(path, sizeof path, "%.*s", (int)p, rest);
+        return mg_test_ctx_request(t, method, path, rest[p] ? rest + p + 1 : NULL);
     }
     return mg_test_ctx_request(t, "GET", target, NULL);
 }

@@ -255,6 +255,20 @@ static void tour(void)
     body = get("/api/perf?mem=1", 200);
     cr_expect_eq(int_after(body, "observations"), count_of("SELECT count(*) FROM observations"));
 
+    /* The path inspector: two hops of the repeater's first byte; the hop's candidates are
+     * the relays under it */
+    if (repeater[0]) {
+        snprintf(target, sizeof target,
+                 "POST /api/paths/inspect {\"prefixes\":[\"%.2s\",\"%.2s\"]}", repeater, repeater);
+        body = get(target, 200);
+        cr_expect_eq(
+            int_after(body, "candidatesConsidered"),
+            count_of("SELECT count(*) FROM nodes WHERE lower(public_key) LIKE lower('%.2s%%')"
+                     " AND (instr(lower(role), 'repeater') OR instr(lower(role), 'room_server')"
+                     " OR lower(role) = 'room')",
+                     repeater));
+    }
+
     snprintf(target, sizeof target, "/api/nodes/%s/reach?days=30", repeater);
     get(target, 200);
     get("/api/nodes/" /* a key in no table */

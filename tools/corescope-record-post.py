@@ -7,12 +7,15 @@ usage: tools/corescope-record-post.py OUT.json BASE_URL NOW COMMENT REQUESTS.jso
 
 REQUESTS.json is {SET: [[METHOD, PATH, BODY or null], ...], ...}. Each request is sent once,
 with its body (Content-Type: application/json) and no API key; OUT holds {"_comment": COMMENT,
-"now": NOW, SET: [{"method", "path", "body", "status", "answer"}, ...]}, where answer is the
-response body as JSON when it is JSON, else as text. NOW is the time the server's copy was
-freshened to (a test freshens its own copy to the same time).
+"now": NOW, SET: [{"method", "path", "body", "status", "answer", "asked"}, ...]}, where answer is
+the response body as JSON when it is JSON, else as text, and asked the Unix time (seconds, a
+fraction) it was sent. NOW is the time the server's copy was freshened to (a test freshens its
+own copy to the same time, or, for an answer that depends on the time it is asked, to as long
+before its own asking).
 """
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -20,6 +23,7 @@ import urllib.request
 def ask(base, method, path, body):
     data = body.encode() if body is not None else None
     req = urllib.request.Request(base + path, data=data, method=method)
+    asked = time.time()
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:
@@ -32,7 +36,8 @@ def ask(base, method, path, body):
         answer = json.loads(text)
     except ValueError:
         answer = text
-    return {"method": method, "path": path, "body": body, "status": status, "answer": answer}
+    return {"method": method, "path": path, "body": body, "status": status, "answer": answer,
+            "asked": round(asked, 3)}
 
 
 def main():

@@ -162,6 +162,12 @@ static const char *const resolve_hops_cases[] = {
     "/api/resolve-hops?hops=a1,b2c3,d4e5f6,0123456789,ffff,A1,a1,zz,,x",
     "/api/resolve-hops?hops={hops}", "/api/resolve-hops", NULL};
 /* Light: tables in the program, no database (0 steps). */
+/* The path inspector (issue 26, item 1: inspect): light with one hop (a pass over nodes, up
+ * to 20 paths of one hop written); heavy with more (a pass over neighbor_edges too, or the
+ * group's neighbour graph). */
+static const char *const paths_inspect_cases[] = {
+    "POST /api/paths/inspect {\"prefixes\":[\"a1\"]}",
+    "POST /api/paths/inspect {\"prefixes\":[\"A1B2C3\"]}", NULL};
 static const char *const iata_cases[] = {"/api/iata-coords", NULL};
 static const char *const known_channels_cases[] = {"/api/known-channels",
                                                    "/api/known-channels?region=US", NULL};
@@ -492,6 +498,17 @@ const struct mg_route mg_routes[] = {
      .heavy_when = mg_resolve_hops_is_heavy,
      .light_cases = resolve_hops_cases,
      .params = &mg_resolve_hops_params},
+    /* CoreScope's path inspector (issue 26, item 1: inspect; ep_paths_inspect.c): a beam
+     * search over the body's hop prefixes. Light with one hop or a refused body; heavy with
+     * more (a pass over neighbor_edges, or the group's neighbour graph, and the search:
+     * at most 64 hops x 20 paths x a hop's candidates). */
+    {.template = "POST /api/paths/inspect",
+     .gates = mg_gates_heavy,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_paths_inspect,
+     .heavy_when = mg_paths_inspect_is_heavy,
+     .light_cases = paths_inspect_cases,
+     .body_max = MG_PATHS_INSPECT_BODY_MAX},
     {.template = "/api/iata-coords",
      .gates = mg_gates_light,
      .cost = MG_COST_LIGHT,

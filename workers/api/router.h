@@ -344,6 +344,12 @@ enum mg_turn mg_handle_key_protected(struct mg_env *env, const struct mg_request
 #define MG_BATCH_OBSERVATIONS_BODY_MAX 65536
 enum mg_turn mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
                                           struct mg_response *res);
+/* POST /api/paths/inspect: CoreScope's path inspector (ep_paths_inspect.c). It reads the
+ * first 4096 bytes of its body, as CoreScope does; a longer one is read whole up to this. */
+#define MG_PATHS_INSPECT_BODY_MAX 65536
+enum mg_turn mg_handle_paths_inspect(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res);
+bool mg_paths_inspect_is_heavy(struct mg_env *env, const struct mg_request *req);
 /* /api/spec and /api/docs: meshgate's OpenAPI description of this table (ep_openapi.c). */
 enum mg_turn mg_handle_spec(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res);

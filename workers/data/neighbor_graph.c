@@ -1498,6 +1498,18 @@ double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms
     return edge_score(e, now_ms) * (with_confidence ? edge_confidence(e) : 1.0);
 }
 
+bool mg_neighbor_graph_edge_seen(const char *a, const char *b, int64_t *count, int64_t *last_ms)
+{
+    struct graph *g = mg_process_table_current(&graphs);
+    long x = g ? strings_id(&g->ids, a, false) : -1, y = g ? strings_id(&g->ids, b, false) : -1;
+    const struct edge *e = x >= 0 && y >= 0 ? edge_of(g, x, y, false, NULL) : NULL;
+    if (!e || !e->alive || e->ambiguous)
+        return false;
+    *count = e->count;
+    *last_ms = e->last_ms;
+    return true;
+}
+
 /* ---- the whole graph (CoreScope's /api/analytics/neighbor-graph) --------------------------- */
 
 /* The region's observers (ids as stored, CoreScope's region set) flagged by graph id into

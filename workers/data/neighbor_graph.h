@@ -118,5 +118,8 @@ double mg_neighbor_graph_weight(int64_t count, int64_t last_ms, int64_t observer
  * the resolved edge between two lowercased keys, 0 when there is none; its count in *count. */
 double mg_neighbor_graph_edge_score(const char *a, const char *b, int64_t now_ms,
                                     bool with_confidence, int64_t *count);
+/* Between hold and release: whether a resolved edge joins two lowercased keys; its count and
+ * last sighting (Unix ms) in *count and *last_ms. */
+bool mg_neighbor_graph_edge_seen(const char *a, const char *b, int64_t *count, int64_t *last_ms);
 
 #endif

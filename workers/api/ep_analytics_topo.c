@@ -43,11 +43,10 @@
 #include "corescope_window.h"
 #include "hop_nodes.h"
 #include "json.h"
-#include "neighbor_graph.h"
+#include "path_resolve.h"
 #include "node_visibility.h"
 #include "params.h"
 #include "region_codes.h"
-#include "path_parse.h"
 #include "router.h"
 #include "time_parse.h"
 
@@ -62,8 +61,6 @@
 #define TOPO_CACHE_S 60          /* CoreScope's rfCacheTTL default */
 #define TOPO_DEFAULT_SHAPE_S 300 /* its analytics recomputers' interval */
 #define TOPO_KEY_BYTES 320
-#define MAX_HOPS 64
-#define HOP_TEXT_MAX 2048
 
 /* ---- parameters ---- */
 
@@ -175,745 +172,10 @@ static bool distance_args(const struct mg_request *req, struct mg_response *res,
     return true;
 }
 
-/* ---- an interning table of texts ---- */
-
-struct texts {
-    char **s;
-    size_t *len;
-    size_t n, cap;
-    uint32_t *slot; /* index + 1 */
-    size_t slots;
-    bool failed;
-};
-
-static uint64_t hash_of(const char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-static bool texts_grow(struct texts *t)
-{
-    size_t slots = t->slots ? t->slots * 2 : 256;
-    uint32_t *s = calloc(slots, sizeof *s);
-    if (!s)
-        return false;
-    for (size_t i = 0; i < t->n; i++) {
-        size_t h = hash_of(t->s[i], t->len[i]) & (slots - 1);
-        while (s[h])
-            h = (h + 1) & (slots - 1);
-        s[h] = (uint32_t)(i + 1);
-    }
-    free(t->slot);
-    t->slot = s, t->slots = slots;
-    return true;
-}
-
-/* The id of the len bytes at p (added when add), -1 when absent or out of memory. */
-static long texts_id(struct texts *t, const char *p, size_t len, bool add)
-{
-    if (t->failed)
-        return -1;
-    if (t->slots) {
-        size_t h = hash_of(p, len) & (t->slots - 1);
-        while (t->slot[h]) {
-            size_t i = t->slot[h] - 1;
-            if (t->len[i] == len && memcmp(t->s[i], p, len) == 0)
-                return (long)i;
-            h = (h + 1) & (t->slots - 1);
-        }
-    }
-    if (!add)
-        return -1;
-    if ((t->n + 1) * 2 > t->slots && !texts_grow(t)) {
-        t->failed = true;
-        return -1;
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        char **s = realloc(t->s, cap * sizeof *s);
-        if (s)
-            t->s = s;
-        size_t *l = s ? realloc(t->len, cap * sizeof *l) : NULL;
-        if (!l) {
-            t->failed = true;
-            return -1;
-        }
-        t->len = l, t->cap = cap;
-    }
-    char *copy = malloc(len + 1);
-    if (!copy) {
-        t->failed = true;
-        return -1;
-    }
-    memcpy(copy, p, len);
-    copy[len] = '\0';
-    size_t h = hash_of(p, len) & (t->slots - 1);
-    while (t->slot[h])
-        h = (h + 1) & (t->slots - 1);
-    t->s[t->n] = copy;
-    t->len[t->n] = len;
-    t->slot[h] = (uint32_t)(t->n + 1);
-    return (long)t->n++;
-}
-
-static void texts_free(struct texts *t)
-{
-    for (size_t i = 0; i < t->n; i++)
-        free(t->s[i]);
-    free(t->s);
-    free(t->len);
-    free(t->slot);
-}
-
-/* A growable array of anything. */
-#define GROW(arr, n, cap, fail)                                                                    \
-    do {                                                                                           \
-        if ((n) == (cap)) {                                                                        \
-            size_t grow_cap_ = (cap) ? (cap)*2 : 64;                                               \
-            void *grow_p_ = realloc((arr), grow_cap_ * sizeof *(arr));                             \
-            if (!grow_p_) {                                                                        \
-                fail = true;                                                                       \
-                break;                                                                             \
-            }                                                                                      \
-            (arr) = grow_p_;                                                                       \
-            (cap) = grow_cap_;                                                                     \
-        }                                                                                          \
-    } while (0)
-
-/* A small open-addressing map of two longs to an index. */
-struct pairmap {
-    long (*k)[2];
-    size_t *v;
-    size_t n, slots;
-};
-
-static size_t pair_hash(long a, long b)
-{
-    uint64_t h = (uint64_t)a * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)b + 0x632be59bd9b4e019ULL);
-    h ^= h >> 29;
-    return (size_t)(h * 0xbf58476d1ce4e5b9ULL);
-}
-
-/* The index stored for (a, b), or the one given (stored) when new; SIZE_MAX out of memory. */
-static size_t pairmap_get(struct pairmap *m, long a, long b, size_t fresh, bool *made)
-{
-    *made = false;
-    if ((m->n + 1) * 2 > m->slots) {
-        size_t slots = m->slots ? m->slots * 2 : 1024;
-        long(*k)[2] = malloc(slots * sizeof *k);
-        size_t *v = malloc(slots * sizeof *v);
-        if (!k || !v) {
-            free(k), free(v);
-            return SIZE_MAX;
-        }
-        for (size_t i = 0; i < slots; i++)
-            v[i] = SIZE_MAX;
-        for (size_t i = 0; i < m->slots; i++) {
-            if (m->v[i] == SIZE_MAX)
-                continue;
-            size_t h = pair_hash(m->k[i][0], m->k[i][1]) & (slots - 1);
-            while (v[h] != SIZE_MAX)
-                h = (h + 1) & (slots - 1);
-            k[h][0] = m->k[i][0], k[h][1] = m->k[i][1], v[h] = m->v[i];
-        }
-        free(m->k), free(m->v);
-        m->k = k, m->v = v, m->slots = slots;
-    }
-    size_t h = pair_hash(a, b) & (m->slots - 1);
-    while (m->v[h] != SIZE_MAX) {
-        if (m->k[h][0] == a && m->k[h][1] == b)
-            return m->v[h];
-        h = (h + 1) & (m->slots - 1);
-    }
-    m->k[h][0] = a, m->k[h][1] = b, m->v[h] = fresh;
-    m->n++;
-    *made = true;
-    return fresh;
-}
-
-static void pairmap_free(struct pairmap *m)
-{
-    free(m->k);
-    free(m->v);
-}
-
-/* ---- hop resolution, as CoreScope's resolveWithContext ---- */
-
-struct adj {
-    long other; /* a key id */
-    double weighted;
-    int64_t count;
-};
-
-struct resolver {
-    struct mg_hop_nodes nodes; /* in table order */
-    size_t *by_lower;          /* indexes, by lowercased key */
-    long *key_id;              /* each node's lowercased key's id in keys */
-    struct texts keys;         /* lowercased keys: nodes, context, graph ends */
-    struct adj **adj;          /* by node: its resolved edges */
-    size_t *adj_n, *adj_cap;
-    long *unique_of; /* by key id: the one node it names, -1 none or several, -2 unknown */
-    size_t unique_cap;
-    int64_t now_ms;
-    bool failed;
-};
-
-static int by_lower(const void *a, const void *b, void *arg)
-{
-    const struct mg_hop_nodes *nodes = arg;
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    int c = strcmp(nodes->v[x].lower, nodes->v[y].lower);
-    return c ? c : (x > y) - (x < y);
-}
-
-static int by_index(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The candidates of hop (lowercased, len bytes) into out (table order); their number. */
-static size_t candidates(const struct resolver *r, const char *hop, size_t len, size_t *out)
-{
-    size_t n = r->nodes.len;
-    if (len < 2 || !n)
-        return 0;
-    bool prefix = len <= MG_HOP_PREFIX_MAX;
-    /* the first node whose lowercased key is not below hop (as a prefix: its first len) */
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const char *k = r->nodes.v[r->by_lower[mid]].lower;
-        int c = prefix ? strncmp(k, hop, len) : strcmp(k, hop);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t count = 0;
-    for (size_t i = lo; i < n; i++) {
-        const struct mg_hop_node *node = &r->nodes.v[r->by_lower[i]];
-        if (!mg_hop_names(node, hop, len))
-            break;
-        out[count++] = r->by_lower[i];
-    }
-    if (count > 1)
-        qsort(out, count, sizeof *out, by_index);
-    return count;
-}
-
-/* The one node the lowercased key id names, or -1. */
-static long unique_node(struct resolver *r, long id, size_t *scratch)
-{
-    if ((size_t)id >= r->unique_cap) {
-        size_t cap = r->unique_cap ? r->unique_cap : 256;
-        while (cap <= (size_t)id)
-            cap *= 2;
-        long *more = realloc(r->unique_of, cap * sizeof *more);
-        if (!more) {
-            r->failed = true;
-            return -1;
-        }
-        for (size_t i = r->unique_cap; i < cap; i++)
-            more[i] = -2;
-        r->unique_of = more, r->unique_cap = cap;
-    }
-    if (r->unique_of[id] == -2)
-        r->unique_of[id] =
-            candidates(r, r->keys.s[id], r->keys.len[id], scratch) == 1 ? (long)scratch[0] : -1;
-    return r->unique_of[id];
-}
-
-static long node_of_lower(const struct resolver *r, const char *lower)
-{
-    size_t lo = 0, hi = r->nodes.len;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(r->nodes.v[r->by_lower[mid]].lower, lower);
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->nodes.len && strcmp(r->nodes.v[r->by_lower[lo]].lower, lower) == 0
-               ? (long)r->by_lower[lo]
-               : -1;
-}
-
-static void add_adj(struct resolver *r, long node, long other, double weighted, int64_t count)
-{
-    GROW(r->adj[node], r->adj_n[node], r->adj_cap[node], r->failed);
-    if (r->failed)
-        return;
-    r->adj[node][r->adj_n[node]++] = (struct adj){other, weighted, count};
-}
-
-/* Go's parseTimestamp of a persisted edge's last_seen: RFC 3339 or "2006-01-02 15:04:05" (UTC);
- * anything else is the zero time (an edge scoring 0). */
-static int64_t edge_time_ms(const char *s)
-{
-    int64_t ms;
-    size_t n = s ? strlen(s) : 0;
-    struct mg_rfc3339_shape shape;
-    if (n == 19 && s[10] == ' ') {
-        char iso[24];
-        snprintf(iso, sizeof iso, "%.10sT%.8sZ", s, s + 11);
-        return mg_rfc3339_parse_ms(iso, strlen(iso), &ms) ? ms : INT64_MIN / 2;
-    }
-    if (n && mg_rfc3339_parse_shaped(s, n, &ms, &shape) && shape.separator == 'T' &&
-        shape.zone != 'z')
-        return ms;
-    return INT64_MIN / 2;
-}
-
-struct stored_edge {
-    long a, b; /* key ids, a's text <= b's */
-    int64_t count, last_ms;
-};
-
-/* CoreScope's resolver reads the graph its server loads from neighbor_edges (and reloads every
- * minute): each row an edge (its two keys as stored, in text order; a pair stored both ways
- * sums its counts and keeps the later time), without observers. A relay whose lowercased key
- * is one end gets the edge, the other end as stored. */
-static int load_edges(struct resolver *r, struct mg_db *db)
-{
-    sqlite3_stmt *st =
-        mg_db_prepare(db, "SELECT node_a, node_b, count, last_seen FROM neighbor_edges"
-                          " WHERE node_a IS NOT NULL AND node_b IS NOT NULL AND count IS NOT NULL");
-    if (!st)
-        return sqlite3_errcode(db->conn) ? sqlite3_errcode(db->conn) : SQLITE_NOMEM;
-    struct stored_edge *v = NULL;
-    size_t n = 0, cap = 0;
-    struct pairmap seen = {0};
-    bool made;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *a = (const char *)sqlite3_column_text(st, 0);
-        const char *b = (const char *)sqlite3_column_text(st, 1);
-        if (!a || !b)
-            continue;
-        if (strcmp(a, b) > 0) {
-            const char *t = a;
-            a = b, b = t;
-        }
-        long ia = texts_id(&r->keys, a, strlen(a), true),
-             ib = texts_id(&r->keys, b, strlen(b), true);
-        int64_t count = sqlite3_column_int64(st, 2);
-        int64_t last = edge_time_ms((const char *)sqlite3_column_text(st, 3));
-        size_t at = ia < 0 || ib < 0 ? SIZE_MAX : pairmap_get(&seen, ia, ib, n, &made);
-        if (at == SIZE_MAX) {
-            r->failed = true;
-            break;
-        }
-        if (made) {
-            GROW(v, n, cap, r->failed);
-            if (r->failed)
-                break;
-            v[n++] = (struct stored_edge){ia, ib, count, last};
-        } else {
-            v[at].count += count;
-            v[at].last_ms = last > v[at].last_ms ? last : v[at].last_ms;
-        }
-    }
-    sqlite3_finalize(st);
-    pairmap_free(&seen);
-    for (size_t i = 0; !r->failed && i < n; i++) {
-        double w = mg_neighbor_graph_weight(v[i].count, v[i].last_ms, 0, r->now_ms);
-        long na = node_of_lower(r, r->keys.s[v[i].a]), nb = node_of_lower(r, r->keys.s[v[i].b]);
-        if (na >= 0)
-            add_adj(r, na, v[i].b, w, v[i].count);
-        if (nb >= 0)
-            add_adj(r, nb, v[i].a, w, v[i].count);
-    }
-    free(v);
-    if (r->failed)
-        return SQLITE_NOMEM;
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-static void resolver_free(struct resolver *r)
-{
-    for (size_t i = 0; r->adj && i < r->nodes.len; i++)
-        free(r->adj[i]);
-    free(r->adj);
-    free(r->adj_n);
-    free(r->adj_cap);
-    free(r->by_lower);
-    free(r->key_id);
-    free(r->unique_of);
-    texts_free(&r->keys);
-    mg_hop_nodes_free(&r->nodes);
-}
-
-/* The relays (hop_nodes.h) and, from the neighbour graph, each one's resolved edges. */
-static int resolver_load(struct resolver *r, struct mg_db *db, int64_t now_ms)
-{
-    memset(r, 0, sizeof *r);
-    r->now_ms = now_ms;
-    int rc = mg_hop_nodes_load(db, &r->nodes);
-    if (rc != SQLITE_OK)
-        return rc;
-    size_t n = r->nodes.len;
-    r->by_lower = malloc((n ? n : 1) * sizeof *r->by_lower);
-    r->key_id = malloc((n ? n : 1) * sizeof *r->key_id);
-    r->adj = calloc(n ? n : 1, sizeof *r->adj);
-    r->adj_n = calloc(n ? n : 1, sizeof *r->adj_n);
-    r->adj_cap = calloc(n ? n : 1, sizeof *r->adj_cap);
-    if (!r->by_lower || !r->key_id || !r->adj || !r->adj_n || !r->adj_cap)
-        return SQLITE_NOMEM;
-    for (size_t i = 0; i < n; i++) {
-        r->by_lower[i] = i;
-        r->key_id[i] = texts_id(&r->keys, r->nodes.v[i].lower, strlen(r->nodes.v[i].lower), true);
-    }
-    qsort_r(r->by_lower, n, sizeof *r->by_lower, by_lower, &r->nodes);
-    if (!n)
-        return SQLITE_OK;
-    rc = load_edges(r, db);
-    return rc == SQLITE_OK && r->keys.failed ? SQLITE_NOMEM : rc;
-}
-
-/* A context: key ids (lowercased), each once; in_set marks them for the topology's. */
-struct context {
-    long *id;
-    size_t n, cap;
-    bool *in_set;
-    size_t set_cap;
-    double lat, lon; /* the centroid of its keys that name one relay with a position */
-    int located;
-    bool failed;
-};
-
-static void context_reset(struct context *c)
-{
-    for (size_t i = 0; c->in_set && i < c->n; i++)
-        c->in_set[c->id[i]] = false;
-    c->n = 0;
-    c->lat = c->lon = 0;
-    c->located = 0;
-}
-
-static void context_free(struct context *c)
-{
-    free(c->id);
-    free(c->in_set);
-}
-
-/* Adds a key (any case; len bytes) to the context. */
-static void context_add(struct resolver *r, struct context *c, const char *key, size_t len)
-{
-    if (!len)
-        return;
-    char low[HOP_TEXT_MAX];
-    if (len >= sizeof low)
-        return;
-    for (size_t i = 0; i < len; i++)
-        low[i] = (char)tolower((unsigned char)key[i]);
-    low[len] = '\0';
-    long id = texts_id(&r->keys, low, len, true);
-    if (id < 0) {
-        c->failed = true;
-        return;
-    }
-    if ((size_t)id >= c->set_cap) {
-        size_t cap = c->set_cap ? c->set_cap : 256;
-        while (cap <= (size_t)id)
-            cap *= 2;
-        bool *more = realloc(c->in_set, cap * sizeof *more);
-        if (!more) {
-            c->failed = true;
-            return;
-        }
-        memset(more + c->set_cap, 0, (cap - c->set_cap) * sizeof *more);
-        c->in_set = more, c->set_cap = cap;
-    }
-    if (c->in_set[id])
-        return;
-    GROW(c->id, c->n, c->cap, c->failed);
-    if (c->failed)
-        return;
-    c->in_set[id] = true;
-    c->id[c->n++] = id;
-}
-
-/* An observer id is context when it looks like a key: 4 or more hex digits. */
-static void context_add_observer(struct resolver *r, struct context *c, const char *id)
-{
-    size_t len = id ? strlen(id) : 0;
-    if (len < 4)
-        return;
-    for (size_t i = 0; i < len; i++)
-        if (!isxdigit((unsigned char)id[i]))
-            return;
-    context_add(r, c, id, len);
-}
-
-/* The context's centroid (CoreScope's geo tier): its keys naming one relay with a position. */
-static void context_centroid(struct resolver *r, struct context *c, size_t *scratch)
-{
-    c->lat = c->lon = 0;
-    c->located = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        long node = unique_node(r, c->id[i], scratch);
-        if (node >= 0 && r->nodes.v[node].has_gps) {
-            c->lat += r->nodes.v[node].lat;
-            c->lon += r->nodes.v[node].lon;
-            c->located++;
-        }
-    }
-    if (c->located) {
-        c->lat /= c->located;
-        c->lon /= c->located;
-    }
-}
-
-static bool in_context(const struct context *c, long id)
-{
-    if (c->in_set)
-        return id >= 0 && (size_t)id < c->set_cap && c->in_set[id];
-    for (size_t i = 0; i < c->n; i++)
-        if (c->id[i] == id)
-            return true;
-    return false;
-}
-
-/* The node hop (as stored, len bytes) resolves to in context c, or -1. */
-static long resolve(struct resolver *r, const struct context *c, const char *hop, size_t len,
-                    size_t *match)
-{
-    char low[MG_HOP_PREFIX_MAX * 16];
-    if (len >= sizeof low)
-        return -1;
-    for (size_t i = 0; i < len; i++)
-        low[i] = (char)tolower((unsigned char)hop[i]);
-    low[len] = '\0';
-    size_t count = candidates(r, low, len, match);
-    if (count == 0)
-        return -1;
-    if (count == 1)
-        return (long)match[0];
-    if (c->n) { /* affinity: the best edge (score x confidence) to a context key */
-        long first = -1;
-        double first_s = 0, second_s = 0;
-        int64_t first_count = 0;
-        size_t scored = 0;
-        for (size_t i = 0; i < count; i++) {
-            double best = 0;
-            int64_t best_count = 0;
-            for (size_t k = 0; k < r->adj_n[match[i]]; k++) {
-                const struct adj *e = &r->adj[match[i]][k];
-                if (e->weighted > best && in_context(c, e->other))
-                    best = e->weighted, best_count = e->count;
-            }
-            if (best <= 0)
-                continue;
-            scored++;
-            if (first < 0 || best > first_s) {
-                second_s = first_s;
-                first = (long)match[i], first_s = best, first_count = best_count;
-            } else if (best > second_s) {
-                second_s = best;
-            }
-        }
-        if (first >= 0 && first_count >= 3 && (scored == 1 || first_s >= 3.0 * second_s))
-            return first;
-    }
-    if (c->located) { /* nearest to the context's centroid */
-        long near = -1;
-        double near_d = DBL_MAX;
-        for (size_t i = 0; i < count; i++) {
-            const struct mg_hop_node *n = &r->nodes.v[match[i]];
-            if (!n->has_gps)
-                continue;
-            double dlat = (n->lat - c->lat) * M_PI / 180;
-            double dlon = (n->lon - c->lon) * M_PI / 180 * cos((c->lat + n->lat) / 2 * M_PI / 180);
-            double d = sqrt(dlat * dlat + dlon * dlon);
-            if (d < near_d)
-                near = (long)match[i], near_d = d;
-        }
-        if (near >= 0)
-            return near;
-    }
-    long pick = -1;
-    for (size_t i = 0; i < count; i++) /* with a position, then any: most adverts */
-        if (r->nodes.v[match[i]].has_gps &&
-            (pick < 0 || mg_hop_better(&r->nodes.v[match[i]], &r->nodes.v[pick])))
-            pick = (long)match[i];
-    if (pick >= 0)
-        return pick;
-    pick = (long)match[0];
-    for (size_t i = 1; i < count; i++)
-        if (mg_hop_better(&r->nodes.v[match[i]], &r->nodes.v[pick]))
-            pick = (long)match[i];
-    return pick;
-}
-
-/* ---- the scan: every transmission with its display observation ---- */
-
-enum scan_col {
-    SC_TX,
-    SC_FIRST_SEEN,
-    SC_HASH,
-    SC_PUBKEY,
-    SC_NODE,
-    SC_OBS,
-    SC_OBSERVER,
-    SC_OBSERVER_NAME,
-    SC_PATH,
-    SC_SNR,
-    SC_PATH_LEN,
-    SC_IN_REGION,
-};
-
-/* One transmission, as the scan hands it over. */
-struct scan_tx {
-    int64_t id;
-    const char *first_seen, *hash, *pubkey, *node; /* "" when absent */
-    bool has_obs, has_snr, in_region;
-    double snr;
-    const char *observer, *observer_name, *path; /* the display observation's */
-};
-
-typedef int scan_fn(void *arg, const struct scan_tx *tx);
-
-static const char scan_sql[] =
-    "SELECT t.id, t.first_seen, coalesce(t.hash, ''),"
-    " CASE WHEN instr(t.decoded_json, 'pubKey') > 0 AND json_valid(t.decoded_json)"
-    " AND json_type(t.decoded_json, '$.pubKey') = 'text'"
-    " THEN json_extract(t.decoded_json, '$.pubKey') END,"
-    " %s, o.id, ob.id, ob.name, o.path_json, o.snr,"
-    " CASE WHEN json_valid(o.path_json) AND json_type(o.path_json) = 'array'"
-    " THEN json_array_length(o.path_json) ELSE 0 END, %s"
-    " FROM transmissions t LEFT JOIN observations o ON o.transmission_id = t.id"
-    " LEFT JOIN observers ob ON ob.rowid = o.observer_idx WHERE 1";
-
 static char *dup_col(sqlite3_stmt *st, int col)
 {
     const char *s = (const char *)sqlite3_column_text(st, col);
     return strdup(s ? s : "");
-}
-
-/*
- * Hands every transmission (first_seen inside w when given, as text a day wider first), in
- * CoreScope's store's order, with its display observation, to fn.
- */
-static int scan(struct mg_db *db, const struct mg_cs_window *w, const char *codes, bool with_area,
-                scan_fn *fn, void *arg)
-{
-    struct mg_buf sql;
-    mg_buf_init(&sql);
-    struct mg_buf region;
-    mg_buf_init(&region);
-    if (codes[0]) {
-        mg_buf_puts(&region, "o.observer_idx IN (SELECT rowid FROM observers WHERE"
-                             " upper(trim(iata)) IN ");
-        mg_region_codes_sql(&region, codes);
-        mg_buf_puts(&region, ")");
-    } else {
-        mg_buf_puts(&region, "0");
-    }
-    mg_buf_printf(&sql, scan_sql, with_area ? MG_ADVERT_NODE_SQL : "NULL", mg_buf_cstr(&region));
-    mg_buf_free(&region);
-    if (w && w->has_since)
-        mg_buf_puts(&sql, " AND t.first_seen >= strftime('%Y-%m-%dT%H:%M:%S', :since - 86400,"
-                          " 'unixepoch')");
-    if (w && w->has_until)
-        mg_buf_puts(&sql, " AND t.first_seen <= strftime('%Y-%m-%dT%H:%M:%S', :until + 86400,"
-                          " 'unixepoch')");
-    mg_buf_puts(&sql, " ORDER BY t.first_seen, t.id, o.timestamp DESC, o.id");
-    sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(db, mg_buf_cstr(&sql));
-    mg_buf_free(&sql);
-    if (!st)
-        return sqlite3_errcode(db->conn) ? sqlite3_errcode(db->conn) : SQLITE_NOMEM;
-    if (codes[0])
-        mg_region_codes_bind(st, 1, codes);
-    int i_since = sqlite3_bind_parameter_index(st, ":since");
-    int i_until = sqlite3_bind_parameter_index(st, ":until");
-    if (i_since)
-        sqlite3_bind_int64(st, i_since, w->since_s);
-    if (i_until)
-        sqlite3_bind_int64(st, i_until, w->until_s);
-
-    struct scan_tx tx;
-    memset(&tx, 0, sizeof tx);
-    char *first_seen = NULL, *hash = NULL, *pubkey = NULL, *node = NULL;
-    char *observer = NULL, *observer_name = NULL, *path = NULL;
-    int64_t best_len = 0;
-    bool open = false;
-    int rc, out = SQLITE_OK;
-    for (;;) {
-        rc = sqlite3_step(st);
-        bool next = rc != SQLITE_ROW || !open || sqlite3_column_int64(st, SC_TX) != tx.id;
-        if (open && next) {
-            tx.first_seen = first_seen, tx.hash = hash, tx.pubkey = pubkey, tx.node = node;
-            tx.observer = observer ? observer : "";
-            tx.observer_name = observer_name ? observer_name : "";
-            tx.path = path ? path : "";
-            if ((!w || mg_cs_window_holds_text(w, first_seen)) && (out = fn(arg, &tx)) != 0)
-                break;
-            open = false;
-        }
-        if (rc != SQLITE_ROW)
-            break;
-        if (next) {
-            free(first_seen), free(hash), free(pubkey), free(node);
-            free(observer), free(observer_name), free(path);
-            observer = observer_name = path = NULL;
-            memset(&tx, 0, sizeof tx);
-            tx.id = sqlite3_column_int64(st, SC_TX);
-            first_seen = dup_col(st, SC_FIRST_SEEN);
-            hash = dup_col(st, SC_HASH);
-            pubkey = dup_col(st, SC_PUBKEY);
-            node = dup_col(st, SC_NODE);
-            open = true;
-            best_len = 0;
-            if (!first_seen || !hash || !pubkey || !node) {
-                out = SQLITE_NOMEM;
-                break;
-            }
-        }
-        if (sqlite3_column_type(st, SC_OBS) == SQLITE_NULL)
-            continue;
-        if (sqlite3_column_int(st, SC_IN_REGION))
-            tx.in_region = true;
-        int64_t len = sqlite3_column_int64(st, SC_PATH_LEN);
-        if (tx.has_obs && len <= best_len)
-            continue;
-        tx.has_obs = true;
-        best_len = len;
-        free(observer), free(observer_name), free(path);
-        observer = dup_col(st, SC_OBSERVER);
-        observer_name = dup_col(st, SC_OBSERVER_NAME);
-        path = dup_col(st, SC_PATH);
-        tx.has_snr = sqlite3_column_type(st, SC_SNR) != SQLITE_NULL;
-        tx.snr = sqlite3_column_double(st, SC_SNR);
-        if (!observer || !observer_name || !path) {
-            out = SQLITE_NOMEM;
-            break;
-        }
-    }
-    free(first_seen), free(hash), free(pubkey), free(node);
-    free(observer), free(observer_name), free(path);
-    sqlite3_finalize(st);
-    if (out != SQLITE_OK)
-        return out;
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
-}
-
-/* A path's hops (CoreScope's: a JSON array of strings; anything else is none). */
-static int split_hops(const char *path, char *buf, size_t cap, char **hops)
-{
-    if (!path[0] || strcmp(path, "[]") == 0)
-        return 0;
-    int n = mg_path_split(path, buf, cap, hops, MAX_HOPS);
-    if (n < 0 || n > MAX_HOPS)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (!hops[i])
-            hops[i] = ""; /* null into a Go string leaves it empty */
-    return n;
 }
 
 /* ---- the topology ---- */
@@ -942,12 +204,12 @@ struct topology {
     bool regional;
     struct mg_area_nodes area;
     bool by_area;
-    struct resolver r;
-    struct context cx;
-    struct texts hops, observers; /* hop texts; observer ids */
-    char **observer_name;         /* by observer id */
-    bool *observer_named;         /* by observer id: a name was read */
-    bool *observer_listed;        /* CoreScope's observerMap: counted, with a non-empty id */
+    struct mg_resolver r;
+    struct mg_hop_context cx;
+    struct mg_texts hops, observers; /* hop texts; observer ids */
+    char **observer_name;            /* by observer id */
+    bool *observer_named;            /* by observer id: a name was read */
+    bool *observer_listed;           /* CoreScope's observerMap: counted, with a non-empty id */
     int64_t now_ms;
     size_t observer_name_cap;
     struct ttx *tx;
@@ -957,19 +219,19 @@ struct topology {
     bool failed;
 };
 
-static int topology_tx(void *arg, const struct scan_tx *tx)
+static int topology_tx(void *arg, const struct mg_scan_tx *tx)
 {
     struct topology *t = arg;
     if (t->regional && !tx->in_region)
         return 0;
-    context_add(&t->r, &t->cx, tx->pubkey, strlen(tx->pubkey));
-    context_add_observer(&t->r, &t->cx, tx->observer);
-    char buf[HOP_TEXT_MAX];
-    char *hops[MAX_HOPS];
-    int n = split_hops(tx->path, buf, sizeof buf, hops);
+    mg_hop_context_add(&t->r, &t->cx, tx->pubkey, strlen(tx->pubkey));
+    mg_hop_context_add_observer(&t->r, &t->cx, tx->observer);
+    char buf[MG_HOP_TEXT_MAX];
+    char *hops[MG_PATH_MAX_HOPS];
+    int n = mg_split_hops(tx->path, buf, sizeof buf, hops);
     if (n == 0)
         return t->cx.failed ? SQLITE_NOMEM : 0;
-    long obs = texts_id(&t->observers, tx->observer, strlen(tx->observer), true);
+    long obs = mg_texts_id(&t->observers, tx->observer, strlen(tx->observer), true);
     if (obs < 0)
         return SQLITE_NOMEM;
     if ((size_t)obs >= t->observer_name_cap) {
@@ -990,7 +252,7 @@ static int topology_tx(void *arg, const struct scan_tx *tx)
             names[i] = NULL, named[i] = listed[i] = false;
         t->observer_name_cap = cap;
     }
-    GROW(t->tx, t->n_tx, t->cap_tx, t->failed);
+    MG_GROW(t->tx, t->n_tx, t->cap_tx, t->failed);
     if (t->failed)
         return SQLITE_NOMEM;
     struct ttx *x = &t->tx[t->n_tx++];
@@ -1002,8 +264,8 @@ static int topology_tx(void *arg, const struct scan_tx *tx)
         t->observer_named[obs] = true;
     }
     for (int i = 0; i < n; i++) {
-        long id = texts_id(&t->hops, hops[i], strlen(hops[i]), true);
-        GROW(t->hop_ids, t->n_hop_ids, t->cap_hop_ids, t->failed);
+        long id = mg_texts_id(&t->hops, hops[i], strlen(hops[i]), true);
+        MG_GROW(t->hop_ids, t->n_hop_ids, t->cap_hop_ids, t->failed);
         if (id < 0 || t->failed)
             return SQLITE_NOMEM;
         t->hop_ids[t->n_hop_ids++] = id;
@@ -1101,8 +363,8 @@ static const char *observer_name(const struct topology *t, long obs)
     return name && name[0] ? name : t->observers.s[obs];
 }
 
-static void write_node(struct mg_json *j, const struct resolver *r, long node, const char *name_k,
-                       const char *key_k)
+static void write_node(struct mg_json *j, const struct mg_resolver *r, long node,
+                       const char *name_k, const char *key_k)
 {
     if (node >= 0) {
         mg_json_kv_string(j, name_k, r->nodes.v[node].name);
@@ -1124,7 +386,7 @@ static long unique_of_hop(const struct topology *t, long hop, size_t *match)
     for (size_t i = 0; i < len; i++)
         low[i] = (char)tolower((unsigned char)h[i]);
     low[len] = '\0';
-    return candidates(&t->r, low, len, match) == 1 ? (long)match[0] : -1;
+    return mg_resolver_candidates(&t->r, low, len, match) == 1 ? (long)match[0] : -1;
 }
 
 static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *body)
@@ -1148,25 +410,25 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
             continue;
         for (size_t i = 0; i <= len; i++)
             low[i] = (char)tolower((unsigned char)t->hops.s[h][i]);
-        if (candidates(&t->r, low, len, match) == 1)
-            context_add(&t->r, &t->cx, t->r.nodes.v[match[0]].lower,
-                        strlen(t->r.nodes.v[match[0]].lower));
+        if (mg_resolver_candidates(&t->r, low, len, match) == 1)
+            mg_hop_context_add(&t->r, &t->cx, t->r.nodes.v[match[0]].lower,
+                               strlen(t->r.nodes.v[match[0]].lower));
     }
-    context_centroid(&t->r, &t->cx, match);
+    mg_hop_context_centroid(&t->r, &t->cx, match);
     for (size_t h = 0; h < nh; h++) {
-        resolved[h] = resolve(&t->r, &t->cx, t->hops.s[h], t->hops.len[h], match);
+        resolved[h] = mg_resolve_hop(&t->r, &t->cx, t->hops.s[h], t->hops.len[h], match);
         in_area[h] = !t->by_area || (resolved[h] >= 0 &&
                                      mg_area_nodes_has(&t->area, t->r.nodes.v[resolved[h]].key));
     }
 
-    int64_t counts[MAX_HOPS + 1] = {0}, snr_n[MAX_HOPS + 1] = {0};
-    double snr_sum[MAX_HOPS + 1] = {0};
+    int64_t counts[MG_PATH_MAX_HOPS + 1] = {0}, snr_n[MG_PATH_MAX_HOPS + 1] = {0};
+    double snr_sum[MG_PATH_MAX_HOPS + 1] = {0};
     int64_t paths = 0, hop_sum = 0;
     struct pair_count *pairs = NULL;
     size_t n_pairs = 0, cap_pairs = 0;
     struct obs_hop *reach = NULL;
     size_t n_reach = 0, cap_reach = 0;
-    struct pairmap pm = {0}, rm = {0};
+    struct mg_pairmap pm = {0}, rm = {0};
     bool failed = false, made;
     for (size_t i = 0; i < t->n_tx && !failed; i++) {
         const struct ttx *x = &t->tx[i];
@@ -1198,13 +460,13 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
                 long s = a;
                 a = b, b = s;
             }
-            size_t at = pairmap_get(&pm, a, b, n_pairs, &made);
+            size_t at = mg_pairmap_get(&pm, a, b, n_pairs, &made);
             if (at == SIZE_MAX) {
                 failed = true;
                 break;
             }
             if (made) {
-                GROW(pairs, n_pairs, cap_pairs, failed);
+                MG_GROW(pairs, n_pairs, cap_pairs, failed);
                 if (failed)
                     break;
                 pairs[n_pairs++] = (struct pair_count){a, b, 0};
@@ -1215,13 +477,13 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
             if (!in_area[hop[k]])
                 continue;
             int dist = x->n - k;
-            size_t at = pairmap_get(&rm, x->observer, hop[k], n_reach, &made);
+            size_t at = mg_pairmap_get(&rm, x->observer, hop[k], n_reach, &made);
             if (at == SIZE_MAX) {
                 failed = true;
                 break;
             }
             if (made) {
-                GROW(reach, n_reach, cap_reach, failed);
+                MG_GROW(reach, n_reach, cap_reach, failed);
                 if (failed)
                     break;
                 reach[n_reach++] = (struct obs_hop){x->observer, hop[k], dist, dist, 0};
@@ -1232,8 +494,8 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
             e->count++;
         }
     }
-    pairmap_free(&pm);
-    pairmap_free(&rm);
+    mg_pairmap_free(&pm);
+    mg_pairmap_free(&rm);
 
     /* the hops merged by the relay their prefix names alone (the longest text kept) */
     struct freq *fl = failed ? NULL : calloc(nh + 1, sizeof *fl);
@@ -1262,7 +524,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         }
     }
     /* the pairs likewise, by their two relays */
-    struct pairmap mm = {0};
+    struct mg_pairmap mm = {0};
     size_t n_merged = 0;
     for (size_t i = 0; !failed && i < n_pairs; i++) {
         struct pair_count *p = &pairs[i];
@@ -1277,7 +539,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
             ua = ub, ub = s;
             s = a, a = b, b = s;
         }
-        size_t at = pairmap_get(&mm, ua, ub, n_merged, &made);
+        size_t at = mg_pairmap_get(&mm, ua, ub, n_merged, &made);
         if (at == SIZE_MAX) {
             failed = true;
             break;
@@ -1293,7 +555,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         if (t->hops.len[b] > t->hops.len[q->b])
             q->b = b;
     }
-    pairmap_free(&mm);
+    mg_pairmap_free(&mm);
     for (size_t i = 0; !failed && i < n_merged; i++)
         if (strcmp(t->hops.s[pairs[i].a], t->hops.s[pairs[i].b]) > 0) {
             long s = pairs[i].a;
@@ -1365,7 +627,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
 
         mg_json_key(&j, "hopDistribution");
         mg_json_array_begin(&j);
-        for (int h = 1; h <= MAX_HOPS && h <= 25; h++) {
+        for (int h = 1; h <= MG_PATH_MAX_HOPS && h <= 25; h++) {
             if (!counts[h])
                 continue;
             mg_json_object_begin(&j);
@@ -1376,7 +638,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         mg_json_array_end(&j);
         mg_json_key(&j, "hopsVsSnr");
         mg_json_array_begin(&j);
-        for (int h = 1; h <= MAX_HOPS && h <= 20; h++) {
+        for (int h = 1; h <= MG_PATH_MAX_HOPS && h <= 20; h++) {
             if (!snr_n[h])
                 continue;
             mg_json_object_begin(&j);
@@ -1389,7 +651,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         int max_hops = 0, median = 0;
         int64_t seen = 0;
         bool have_median = false;
-        for (int h = 1; h <= MAX_HOPS; h++) {
+        for (int h = 1; h <= MG_PATH_MAX_HOPS; h++) {
             if (!counts[h])
                 continue;
             max_hops = h;
@@ -1446,7 +708,7 @@ static int topology_write(struct topology *t, struct mg_db *db, struct mg_buf *b
         size_t n_order = 0;
         for (size_t o = 0; order && o < no; o++)
             order[n_order++] = (long)o;
-        struct texts *ot = &t->observers;
+        struct mg_texts *ot = &t->observers;
         for (size_t a = 1; order && a < n_order; a++) /* insertion sort: observers are few */
             for (size_t b = a; b > 0 && strcmp(ot->s[order[b - 1]], ot->s[order[b]]) > 0; b--) {
                 long s = order[b];
@@ -1583,9 +845,9 @@ static int topology_body(struct mg_db *db, const struct topo_args *a, int64_t no
         rc = mg_area_nodes_load(db->conn, a->area, &t.area);
     t.by_area = mg_area_nodes_filter(&t.area);
     if (rc == SQLITE_OK)
-        rc = resolver_load(&t.r, db, now_ms);
+        rc = mg_resolver_load(&t.r, db, now_ms);
     if (rc == SQLITE_OK)
-        rc = scan(db, &a->window, t.regional ? a->region : "", false, topology_tx, &t);
+        rc = mg_path_scan(db, &a->window, t.regional ? a->region : "", false, topology_tx, &t);
     if (rc == SQLITE_OK && (t.cx.failed || t.hops.failed || t.observers.failed || t.r.failed))
         rc = SQLITE_NOMEM;
     if (rc == SQLITE_OK)
@@ -1597,10 +859,10 @@ static int topology_body(struct mg_db *db, const struct topo_args *a, int64_t no
     free(t.observer_listed);
     free(t.tx);
     free(t.hop_ids);
-    texts_free(&t.hops);
-    texts_free(&t.observers);
-    context_free(&t.cx);
-    resolver_free(&t.r);
+    mg_texts_free(&t.hops);
+    mg_texts_free(&t.observers);
+    mg_hop_context_free(&t.cx);
+    mg_resolver_free(&t.r);
     mg_area_nodes_free(&t.area);
     return rc;
 }
@@ -1654,8 +916,8 @@ struct distance {
     bool regional;
     struct mg_area_nodes area;
     bool by_area;
-    struct resolver r;
-    struct context cx;
+    struct mg_resolver r;
+    struct mg_hop_context cx;
     struct dnode *nodes;
     size_t n_nodes;
     long *hop_to_node; /* by relay: its entry in nodes */
@@ -1699,7 +961,7 @@ static int distance_nodes(struct mg_db *db, struct distance *d)
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        GROW(d->nodes, d->n_nodes, cap, d->failed);
+        MG_GROW(d->nodes, d->n_nodes, cap, d->failed);
         if (d->failed)
             break;
         struct dnode *n = &d->nodes[d->n_nodes++];
@@ -1750,42 +1012,32 @@ static double round_to(double v, double scale)
     return round(v * scale) / scale;
 }
 
-static int distance_tx(void *arg, const struct scan_tx *tx)
+static int distance_tx(void *arg, const struct mg_scan_tx *tx)
 {
     struct distance *d = arg;
     if (d->regional && !tx->in_region)
         return 0;
     if (d->by_area && !(tx->node[0] && mg_area_nodes_has(&d->area, tx->node)))
         return 0;
-    char buf[HOP_TEXT_MAX];
-    char *hops[MAX_HOPS];
-    int n = split_hops(tx->path, buf, sizeof buf, hops);
+    char buf[MG_HOP_TEXT_MAX];
+    char *hops[MG_PATH_MAX_HOPS];
+    int n = mg_split_hops(tx->path, buf, sizeof buf, hops);
     if (n == 0)
         return 0;
     /* the transmission's own context: its sender, its observer, its hops naming one relay */
-    struct resolver *r = &d->r;
-    context_reset(&d->cx);
-    context_add(r, &d->cx, tx->pubkey, strlen(tx->pubkey));
-    context_add_observer(r, &d->cx, tx->observer);
-    for (int i = 0; i < n; i++) {
-        char low[MG_HOP_PREFIX_MAX * 16];
-        size_t len = strlen(hops[i]);
-        if (len >= sizeof low)
-            continue;
-        for (size_t k = 0; k <= len; k++)
-            low[k] = (char)tolower((unsigned char)hops[i][k]);
-        if (candidates(r, low, len, d->match) == 1)
-            context_add(r, &d->cx, r->nodes.v[d->match[0]].lower,
-                        strlen(r->nodes.v[d->match[0]].lower));
-    }
-    context_centroid(r, &d->cx, d->match);
-    long chain[MAX_HOPS + 1];
+    struct mg_resolver *r = &d->r;
+    mg_hop_context_reset(&d->cx);
+    mg_hop_context_add(r, &d->cx, tx->pubkey, strlen(tx->pubkey));
+    mg_hop_context_add_observer(r, &d->cx, tx->observer);
+    mg_hop_context_add_anchors(r, &d->cx, hops, n, d->match);
+    mg_hop_context_centroid(r, &d->cx, d->match);
+    long chain[MG_PATH_MAX_HOPS + 1];
     int links = 0;
     long sender = tx->pubkey[0] ? dnode_of(d, tx->pubkey) : -1;
     if (sender >= 0 && d->nodes[sender].has_gps)
         chain[links++] = sender;
     for (int i = 0; i < n; i++) {
-        long node = resolve(r, &d->cx, hops[i], strlen(hops[i]), d->match);
+        long node = mg_resolve_hop(r, &d->cx, hops[i], strlen(hops[i]), d->match);
         long at = node >= 0 ? d->hop_to_node[node] : -1;
         if (at >= 0 && d->nodes[at].has_gps)
             chain[links++] = at;
@@ -1802,7 +1054,7 @@ static int distance_tx(void *arg, const struct scan_tx *tx)
         double dist = haversine_km(a->lat, a->lon, b->lat, b->lon);
         if (dist > 300)
             continue;
-        GROW(d->hops, d->n_hops, d->cap_hops, d->failed);
+        MG_GROW(d->hops, d->n_hops, d->cap_hops, d->failed);
         if (d->failed)
             return SQLITE_NOMEM;
         d->hops[d->n_hops++] = (struct dhop){
@@ -1818,8 +1070,8 @@ static int distance_tx(void *arg, const struct scan_tx *tx)
     }
     if (!kept)
         return 0;
-    GROW(d->paths, d->n_paths, d->cap_paths, d->failed);
-    GROW(d->txs, d->n_txs, d->cap_txs, d->failed);
+    MG_GROW(d->paths, d->n_paths, d->cap_paths, d->failed);
+    MG_GROW(d->txs, d->n_txs, d->cap_txs, d->failed);
     if (d->failed)
         return SQLITE_NOMEM;
     d->paths[d->n_paths++] =
@@ -1906,7 +1158,7 @@ static int distance_write(struct distance *d, struct mg_buf *body)
     for (int k = 0; k < 3; k++)
         by_type[k] = malloc((nh + 1) * sizeof *by_type[k]);
     struct link *links = calloc(nh + 1, sizeof *links);
-    struct pairmap lm = {0};
+    struct mg_pairmap lm = {0};
     size_t n_links = 0;
     bool failed = !all || !by_type[0] || !by_type[1] || !by_type[2] || !links, made;
     double sum = 0, min = 0, max = 0;
@@ -1922,7 +1174,7 @@ static int distance_write(struct distance *d, struct mg_buf *body)
             long s = a;
             a = b, b = s;
         }
-        size_t at = pairmap_get(&lm, a, b, n_links, &made);
+        size_t at = mg_pairmap_get(&lm, a, b, n_links, &made);
         if (at == SIZE_MAX) {
             failed = true;
             break;
@@ -1932,7 +1184,7 @@ static int distance_write(struct distance *d, struct mg_buf *body)
         struct link *l = &links[at];
         l->count++;
         if (h->has_snr) {
-            GROW(l->snr, l->n_snr, l->cap_snr, failed);
+            MG_GROW(l->snr, l->n_snr, l->cap_snr, failed);
             if (failed)
                 break;
             l->snr[l->n_snr++] = h->snr;
@@ -1940,7 +1192,7 @@ static int distance_write(struct distance *d, struct mg_buf *body)
         if (h->dist > d->hops[l->best].dist)
             l->best = i;
     }
-    pairmap_free(&lm);
+    mg_pairmap_free(&lm);
     int rc = failed ? SQLITE_NOMEM : SQLITE_OK;
     if (rc == SQLITE_OK) {
         struct mg_json j;
@@ -2126,13 +1378,13 @@ static int distance_body(struct mg_db *db, const struct topo_args *a, int64_t no
         rc = mg_area_nodes_load(db->conn, a->area, &d.area);
     d.by_area = mg_area_nodes_filter(&d.area);
     if (rc == SQLITE_OK)
-        rc = resolver_load(&d.r, db, now_ms);
+        rc = mg_resolver_load(&d.r, db, now_ms);
     if (rc == SQLITE_OK)
         rc = distance_nodes(db, &d);
     if (rc == SQLITE_OK && !(d.match = malloc((d.r.nodes.len + 1) * sizeof *d.match)))
         rc = SQLITE_NOMEM;
     if (rc == SQLITE_OK)
-        rc = scan(db, NULL, d.regional ? a->region : "", d.by_area, distance_tx, &d);
+        rc = mg_path_scan(db, NULL, d.regional ? a->region : "", d.by_area, distance_tx, &d);
     if (rc == SQLITE_OK)
         rc = distance_write(&d, body);
     for (size_t i = 0; i < d.n_nodes; i++)
@@ -2145,8 +1397,8 @@ static int distance_body(struct mg_db *db, const struct topo_args *a, int64_t no
     free(d.paths);
     free(d.hop_to_node);
     free(d.match);
-    context_free(&d.cx);
-    resolver_free(&d.r);
+    mg_hop_context_free(&d.cx);
+    mg_resolver_free(&d.r);
     mg_area_nodes_free(&d.area);
     return rc;
 }

@@ -85,6 +85,22 @@ static const char *const analytics_roles_cases[] = {"/api/analytics/roles", NULL
  * warm (0 steps; 683 KB copied from the shared cache in 0.16 s). */
 static const char *const hash_collisions_cases[] = {
     "/api/analytics/hash-collisions", "/api/analytics/hash-collisions?region=SJC,OAK", NULL};
+/* The Route Patterns tab (ep_analytics_subpaths.c): cold reports of every transmission's display
+ * path, heavy to build, light when warm (the worst parameters: the most groups and runs, the
+ * region's scan, the longest hops). At 2M observations on 2 cores at load 30 to 60: the bulk
+ * 72 to 321 s cold, the detail 225 s (the topology 54 s beside them), longer than CoreScope's
+ * 60 s freshness, so there each minute's first request builds again. */
+static const char *const analytics_subpaths_cases[] = {
+    "/api/analytics/subpaths", "/api/analytics/subpaths?minLen=2&maxLen=64&limit=200",
+    "/api/analytics/subpaths?region=SJC,OAK&window=7d&maxLen=64&limit=200", NULL};
+static const char *const analytics_subpaths_bulk_cases[] = {
+    "/api/analytics/subpaths-bulk?groups=2-2:50,3-3:30,4-4:20,5-8:15",
+    "/api/analytics/subpaths-bulk?groups=2-64:200,2-64:200,2-64:200,2-64:200,2-64:200,2-64:200,"
+    "2-64:200,2-64:200,2-64:200,2-64:200,2-64:200,2-64:200&region=SJC",
+    NULL};
+static const char *const analytics_subpath_detail_cases[] = {
+    "/api/analytics/subpath-detail?hops=aa,bb",
+    "/api/analytics/subpath-detail?hops=a,b,c,d,e,f,g,h", NULL};
 /* Hash sizes (ep_analytics_hashsz.c): a cold report of every observation, light when warm. */
 static const char *const hash_sizes_cases[] = {"/api/analytics/hash-sizes",
                                                "/api/analytics/hash-sizes?region=SJC,OAK",
@@ -378,6 +394,32 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_analytics_channels,
      .own_jobs = true,
      .params = &mg_analytics_window_params},
+    /* The Route Patterns tab (ep_analytics_subpaths.c), where CoreScope's router has it: cold
+     * reports, light when warm. */
+    {.template = "/api/analytics/subpaths",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_subpaths,
+     .heavy_when = mg_analytics_subpaths_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_subpaths_cases,
+     .params = &mg_analytics_subpaths_params},
+    {.template = "/api/analytics/subpaths-bulk",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_subpaths_bulk,
+     .heavy_when = mg_analytics_subpaths_bulk_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_subpaths_bulk_cases,
+     .params = &mg_analytics_subpaths_bulk_params},
+    {.template = "/api/analytics/subpath-detail",
+     .gates = mg_gates_cold,
+     .cost = MG_COST_HEAVY,
+     .handler = mg_handle_analytics_subpath_detail,
+     .heavy_when = mg_analytics_subpath_detail_is_heavy,
+     .own_jobs = true,
+     .light_cases = analytics_subpath_detail_cases,
+     .params = &mg_analytics_subpath_detail_params},
     /* The Analytics page's subpaths and neighbour graph (ep_neighbor_graph.c), where
      * CoreScope's router has them: cold reports, light when warm (neighbor_graph_cases). */
     {.template = "/api/analytics/neighbor-graph",

@@ -278,6 +278,19 @@ bool mg_analytics_topology_is_heavy(struct mg_env *env, const struct mg_request 
 void mg_handle_analytics_distance(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res);
 bool mg_analytics_distance_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* The Route Patterns tab (ep_analytics_subpaths.c): cold reports, heavy unless warm. */
+extern const struct mg_param_table mg_analytics_subpaths_params;
+extern const struct mg_param_table mg_analytics_subpaths_bulk_params;
+extern const struct mg_param_table mg_analytics_subpath_detail_params;
+void mg_handle_analytics_subpaths(struct mg_env *env, const struct mg_request *req,
+                                  struct mg_response *res);
+bool mg_analytics_subpaths_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_analytics_subpaths_bulk(struct mg_env *env, const struct mg_request *req,
+                                       struct mg_response *res);
+bool mg_analytics_subpaths_bulk_is_heavy(struct mg_env *env, const struct mg_request *req);
+void mg_handle_analytics_subpath_detail(struct mg_env *env, const struct mg_request *req,
+                                        struct mg_response *res);
+bool mg_analytics_subpath_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 void mg_handle_mqtt_status(struct mg_env *env, const struct mg_request *req,
                            struct mg_response *res);
 

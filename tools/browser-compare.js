@@ -77,7 +77,7 @@ async function pageList() {
   // role), and of the keys NODE_KEYS names (comma-separated: a hidden node, say).
   const more = [];
   for (const role of ['companion', 'room']) {
-    const r = (await get(`/api/nodes?limit=1&role=${role}&sortBy=packetCount`)).nodes;
+    const r = (await get(`/api/nodes?limit=200&role=${role}&sortBy=packetCount`)).nodes;
     if (r.length) more.push([`node detail (${role})`, `/#/nodes/${r[0].public_key}`]);
   }
   for (const k of (process.env.NODE_KEYS || '').split(',').filter(Boolean))

@@ -185,10 +185,9 @@ const struct mg_config_var mg_config_vars[] = {
      "anonymous requests also pass the per-client rate limit and the anonymous line; empty: "
      "none",
      MG_RELOAD_LIVE},
-    {"MESHGATE_UPSTREAM_PREFER", MG_CFG_ROUTES, FIELD(upstream_prefer), 0, 0, "/api/nodes/:pubkey",
+    {"MESHGATE_UPSTREAM_PREFER", MG_CFG_ROUTES, FIELD(upstream_prefer), 0, 0, "",
      "native routes (as /metrics names them, comma-separated) whose requests go to the upstream "
-     "while it is set: CoreScope's answer has what meshgate's lacks (a node's relay activity and "
-     "usefulness scores, from its in-memory analysis); empty: none",
+     "while it is set, for an operator who wants CoreScope's own answer for them; empty: none",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_MAX_BODY_BYTES", MG_CFG_INT, FIELD(upstream_max_body_bytes), 0, 67108864,
      "1048576",

@@ -1021,8 +1021,9 @@ Test(upstream, an_anonymous_flood_leaves_the_signed_in_reserve_of_upstream_permi
     mg_test_server_stop(&s, 10000);
 }
 
-/* A node's detail goes to the upstream by default (its answer has CoreScope's relay and
- * usefulness fields); the node's other routes stay native; an empty list keeps it native. */
+/* No native route goes to the upstream by default (the node detail has CoreScope's relay and
+ * usefulness fields natively); a route MESHGATE_UPSTREAM_PREFER names does, and the node's
+ * other routes stay native. */
 Test(upstream, preferred_native_routes_go_to_the_upstream_and_the_others_stay_native)
 {
     struct upstream_proc up = {0};
@@ -1033,16 +1034,16 @@ Test(upstream, preferred_native_routes_go_to_the_upstream_and_the_others_stay_na
         "/api/nodes/ec3433bb3adf1acaee0ce117600b0ca473705486ec666137379a1e8cbb7e75f4";
     char health[160];
     snprintf(health, sizeof health, "%s/health", detail);
-    expect_answer_holds(s.port, detail, "{\"path\":\"/api/nodes/ec3433bb");
     struct mg_test_response r;
-    cr_assert(mg_test_get(s.port, health, NULL, &r));
-    cr_expect_null(strstr(r.body, "\"path\":"), "the node's health went up: %s", r.body);
-    mg_test_response_free(&r);
-    mg_test_server_stop(&s, 10000);
-    const char *env[] = {"MESHGATE_UPSTREAM_PREFER=", NULL};
-    start_meshgate(&s, up.port, env);
     cr_assert(mg_test_get(s.port, detail, NULL, &r));
     cr_expect_null(strstr(r.body, "\"path\":"), "the node's detail went up: %s", r.body);
+    mg_test_response_free(&r);
+    mg_test_server_stop(&s, 10000);
+    const char *env[] = {"MESHGATE_UPSTREAM_PREFER=/api/nodes/:pubkey", NULL};
+    start_meshgate(&s, up.port, env);
+    expect_answer_holds(s.port, detail, "{\"path\":\"/api/nodes/ec3433bb");
+    cr_assert(mg_test_get(s.port, health, NULL, &r));
+    cr_expect_null(strstr(r.body, "\"path\":"), "the node's health went up: %s", r.body);
     mg_test_response_free(&r);
     mg_test_server_stop(&s, 10000);
     upstream_stop(&up);

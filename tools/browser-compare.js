@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: ISC
 // Every page of CoreScope's front end, once against CoreScope's own server and once through
-// meshgate in front of it (MESHGATE_UPSTREAM), in headless Chromium; a table of what each
-// side showed, and exit 1 when a page is worse through meshgate than direct.
+// meshgate, in front of it (MESHGATE_UPSTREAM) or alone on the same database, in headless
+// Chromium; a table of what each side showed, and exit 1 when a page is worse through
+// meshgate than direct.
 //
-//   NODE_PATH=build/npm/node_modules node tools/browser-compare.js DIRECT_URL MESHGATE_URL
+//   NODE_PATH=build/npm/node_modules [NODE_KEYS=KEY,...] [ONLY=REGEX] node tools/browser-compare.js DIRECT_URL MESHGATE_URL
 //
 // Both servers must serve the same database (meshgate's MESHGATE_DB and the upstream's -db)
 // and the same front end (MESHGATE_PUBLIC_DIR and the upstream's -public). For each page and
@@ -12,9 +13,10 @@
 //   api>=400 /api/ responses with a status of 400 or more, and /api/ requests that failed;
 //   ws       WebSockets that failed or closed while the page was open;
 //   errtext  an error message shown in the page ("Error:", "Failed to load", "API 500");
-//   items    the page's main items: table rows, map markers and paths, list items, charts.
+//   items    the page's main items: table rows, map markers and paths, list items, charts,
+//            Audio Lab's packets.
 // A page is worse through meshgate when any of the first four is higher, or it shows fewer
-// items (but the Perf page, whose rows are each server's own statistics); such a page is visited once more on both sides and judged on that second visit (the
+// items (but the Perf page, whose rows are each server's own statistics); such a page is visited once more on both sides, meshgate first, and judged on that second visit (the
 // table says what the first showed). A page counts as settled once no /api/ request has been in flight for SETTLE_MS
 // (default 2000), at most PAGE_WAIT_MS (default 45000) after it loaded. Exit 0: no page
 // worse; 1: some page worse (named); 64: bad usage; 77: playwright-core or chromium missing.
@@ -53,6 +55,7 @@ const ITEMS = [
   '#app .ch-item',
   '#app .suggest-item',
   '#app svg circle',
+  '#app .alab-pkt',
   'body > .area-row, #area-list > *',
 ].join(', ');
 
@@ -70,6 +73,15 @@ async function pageList() {
   };
   const { packets } = await get('/api/packets?limit=1');
   const { nodes } = await get('/api/nodes?limit=1&role=repeater&sortBy=packetCount');
+  // The node page of the busiest companion and room server too (their detail differs by
+  // role), and of the keys NODE_KEYS names (comma-separated: a hidden node, say).
+  const more = [];
+  for (const role of ['companion', 'room']) {
+    const r = (await get(`/api/nodes?limit=200&role=${role}&sortBy=packetCount`)).nodes;
+    if (r.length) more.push([`node detail (${role})`, `/#/nodes/${r[0].public_key}`]);
+  }
+  for (const k of (process.env.NODE_KEYS || '').split(',').filter(Boolean))
+    more.push([`node detail (${k.slice(0, 8)})`, `/#/nodes/${k}`]);
   const observers = (await get('/api/observers')).observers;
   const hash = packets[0].hash;
   const pk = nodes[0].public_key;
@@ -83,6 +95,7 @@ async function pageList() {
     ['live', '/#/live'],
     ['nodes', '/#/nodes'],
     ['node detail', `/#/nodes/${pk}`],
+    ...more,
     ['node analytics', `/#/nodes/${pk}/analytics`],
     ['node reach', `/#/nodes/${pk}/reach`],
     ['channels', '/#/channels'],
@@ -164,7 +177,8 @@ function worse(d, m, compareItems) {
 }
 
 (async () => {
-  const pages = await pageList();
+  // ONLY (a regular expression) keeps the pages whose names it matches.
+  const pages = (await pageList()).filter(([name]) => new RegExp(process.env.ONLY || '').test(name));
   const browser = await chromium.launch();
   const rows = [];
   for (const [name, target, opts = {}] of pages) {
@@ -174,11 +188,13 @@ function worse(d, m, compareItems) {
     let why = worse(d, m, compareItems);
     let note = '';
     // A first visit may meet a cold cache on either side (CoreScope's analytics answer
-    // "computing" at first): a page worse through meshgate is visited once more, both sides.
+    // "computing" at first): a page worse through meshgate is visited once more, both sides,
+    // meshgate first this time (a page that lists the last minutes' packets shows fewer on
+    // the side visited later as rows age out of its window).
     if (why.length) {
       note = ` (first visit: ${why.join(', ')})`;
-      d = await visit(browser, DIRECT, target);
       m = await visit(browser, MESHGATE, target);
+      d = await visit(browser, DIRECT, target);
       why = worse(d, m, compareItems);
     }
     rows.push({ name, target, d, m, why, note });

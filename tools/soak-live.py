@@ -7,6 +7,12 @@
                                  updates, the autocheckpoint and explicit PASSIVE, FULL, RESTART
                                  and TRUNCATE checkpoints, and connections opened and closed as
                                  a Go database/sql pool does (MaxIdleConns 2, MaxOpenConns 4).
+  soak-live.py append DB N [GAP_S]
+                                 appends N transmissions (a copy of a recent one under a new
+                                 hash, first seen now) with their observations and one more
+                                 from another observer, one commit each, GAP_S seconds apart
+                                 (default 1); prints the new hashes as a JSON list
+                                 (tools/browser-live.js looks for them).
   soak-live.py load PORT DB KEY OUT THREADS INJECT
                                  requests every native route (keys, hashes and observers taken
                                  from DB) on kept-alive connections, half signed in; every
@@ -33,6 +39,72 @@ def columns(conn, table):
 
 def iso(t):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def insert_copy(c, tx_cols, obs_cols, src, h, now, k):
+    """Inserts a copy of transmission src under hash h, first seen now, and up to k of its
+    observations timed now, as CoreScope's ingestor stores a new packet; returns the new
+    transmission's id and how many observations were inserted."""
+    sel = ", ".join("?" if col in ("hash", "first_seen", "last_seen", "created_at")
+                    else col for col in tx_cols)
+    args = [h if col == "hash" else iso(now) if col == "first_seen" else now
+            if col == "last_seen" else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
+            for col in tx_cols if col in ("hash", "first_seen", "last_seen", "created_at")]
+    cur = c.execute(f"INSERT INTO transmissions ({', '.join(tx_cols)}) "
+                    f"SELECT {sel} FROM transmissions WHERE id = {int(src)}", args)
+    tid = cur.lastrowid
+    if not tid:
+        return None, 0
+    osel = ", ".join("?" if col in ("transmission_id", "timestamp") else col
+                     for col in obs_cols)
+    # One of each observer and path: CoreScope's store keeps one observation of each.
+    cur = c.execute(f"INSERT INTO observations ({', '.join(obs_cols)}) SELECT {osel} "
+                    f"FROM observations WHERE transmission_id = ? "
+                    f"GROUP BY observer_idx, path_json LIMIT {int(k)}",
+                    [tid if col == "transmission_id" else now
+                     for col in obs_cols if col in ("transmission_id", "timestamp")] + [src])
+    return tid, max(cur.rowcount, 0)
+
+
+def append(db, n, gap):
+    c = sqlite3.connect(db, timeout=10, isolation_level=None)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute("PRAGMA busy_timeout=10000")
+    tx_cols = [col for col in columns(c, "transmissions") if col != "id"]
+    obs_cols = [col for col in columns(c, "observations") if col != "id"]
+    # Recent transmissions with a decoded payload, each copied with its observations and one
+    # more from another observer (the same path, heard twice).
+    src = [r[0] for r in c.execute(
+        "SELECT t.id FROM transmissions t WHERE t.decoded_json IS NOT NULL AND EXISTS "
+        "(SELECT 1 FROM observations o WHERE o.transmission_id = t.id) "
+        "ORDER BY t.id DESC LIMIT 50")]
+    observers = [r[0] for r in c.execute("SELECT rowid FROM observers ORDER BY rowid")]
+    rnd = random.Random()
+    hashes = []
+    for i in range(n):
+        if i:
+            time.sleep(gap)
+        h = "%016x" % rnd.getrandbits(64)
+        now = int(time.time())
+        c.execute("BEGIN IMMEDIATE")
+        tid, _ = insert_copy(c, tx_cols, obs_cols, src[i % len(src)], h, now, 3)
+        if tid:
+            sel = ", ".join("?" if col in ("transmission_id", "timestamp", "observer_idx")
+                            else col for col in obs_cols)
+            heard = {r[0] for r in c.execute(
+                "SELECT observer_idx FROM observations WHERE transmission_id = ?", (tid,))}
+            other = next((o for o in observers if o not in heard), None)
+            if other is not None:
+                c.execute(f"INSERT INTO observations ({', '.join(obs_cols)}) SELECT {sel} "
+                          f"FROM observations WHERE transmission_id = ? ORDER BY id LIMIT 1",
+                          [tid if col == "transmission_id" else now if col == "timestamp"
+                           else other for col in obs_cols
+                           if col in ("transmission_id", "timestamp", "observer_idx")] + [tid])
+        c.execute("COMMIT")
+        if tid:
+            hashes.append(h)
+    c.close()
+    print(json.dumps(hashes))
 
 
 def writer(db, out):
@@ -72,25 +144,10 @@ def writer(db, out):
             c.execute("BEGIN IMMEDIATE")
             src = rnd.choice(tx_ids)
             h = "%016x" % rnd.getrandbits(64)
-            sel = ", ".join("?" if col in ("hash", "first_seen", "last_seen", "created_at")
-                            else col for col in tx_cols)
-            args = [h if col == "hash" else iso(now) if col == "first_seen" else now
-                    if col == "last_seen" else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
-                    for col in tx_cols if col in ("hash", "first_seen", "last_seen", "created_at")]
-            cur = c.execute(f"INSERT INTO transmissions ({', '.join(tx_cols)}) "
-                            f"SELECT {sel} FROM transmissions WHERE id = {int(src)}", args)
-            tid = cur.lastrowid
+            tid, nobs = insert_copy(c, tx_cols, obs_cols, src, h, now, rnd.randint(1, 6))
             if tid:
                 stats["transmissions"] += 1
-                osel = ", ".join("?" if col in ("transmission_id", "timestamp") else col
-                                 for col in obs_cols)
-                k = rnd.randint(1, 6)
-                cur = c.execute(f"INSERT INTO observations ({', '.join(obs_cols)}) SELECT {osel} "
-                                f"FROM observations WHERE transmission_id = ? LIMIT {k}",
-                                [tid if col == "transmission_id" else now
-                                 for col in obs_cols if col in ("transmission_id", "timestamp")]
-                                + [src])
-                stats["observations"] += max(cur.rowcount, 0)
+                stats["observations"] += nobs
                 tx_ids.append(tid)
             if keys and n % 3 == 0:
                 c.execute("UPDATE nodes SET last_seen = ?, advert_count = advert_count + 1 "
@@ -238,6 +295,8 @@ def load(port, db, key, out, threads, inject):
 if __name__ == "__main__":
     if sys.argv[1] == "writer":
         writer(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "append":
+        append(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]) if len(sys.argv) > 4 else 1.0)
     elif sys.argv[1] == "load":
         load(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]),
              int(sys.argv[7]))

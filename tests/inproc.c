@@ -88,12 +88,18 @@ void mg_test_request_init(struct mg_request *req, const struct mg_http_request *
 
 int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
 {
-    /* "POST /api/..." (a route of another method, router.h) */
+    /* "POST /api/..." (a route of another method, router.h), and after one more space the
+     * request's body (a route's light case of a POST tool: "POST /api/decode {...}"). */
     size_t m = target[0] == '/' ? 0 : strcspn(target, " ");
     if (m && target[m] == ' ') {
-        char method[16];
+        char method[16], path[1024];
         snprintf(method, sizeof method, "%.*s", (int)m, target);
-        return mg_test_ctx_request(t, method, target + m + 1, NULL);
+        const char *path_at = target + m + 1;
+        size_t p = strcspn(path_at, " ");
+        if (path_at[p] != ' ')
+            return mg_test_ctx_request(t, method, path_at, NULL);
+        snprintf(path, sizeof path, "%.*s", (int)p, path_at);
+        return mg_test_ctx_request(t, method, path, path_at + p + 1);
     }
     return mg_test_ctx_request(t, "GET", target, NULL);
 }

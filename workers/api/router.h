@@ -315,6 +315,9 @@ void mg_handle_key_protected(struct mg_env *env, const struct mg_request *req,
 #define MG_BATCH_OBSERVATIONS_BODY_MAX 65536
 void mg_handle_batch_observations(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res);
+/* POST /api/decode (ep_decode.c): CoreScope's packet decoder; light. */
+#define MG_DECODE_BODY_MAX 16384
+void mg_handle_decode(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 /* /api/spec and /api/docs: meshgate's OpenAPI description of this table (ep_openapi.c). */
 void mg_handle_spec(struct mg_env *env, const struct mg_request *req, struct mg_response *res);
 void mg_handle_docs(struct mg_env *env, const struct mg_request *req, struct mg_response *res);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the JSON bodies of meshgate's POST routes (POST /api/packets/observations, its
- * reader of CoreScope's {"hashes": [...]}): the input is the body, sent whole with its
- * Content-Length as the worker hands it over, dispatched in-process on a small CoreScope
- * database (tests/inproc.c). Checks: the answer is 200 or 400, and valid JSON.
+ * reader of CoreScope's {"hashes": [...]}, and POST /api/decode, of {"hex": "..."}): the input
+ * is the body, sent whole with its Content-Length as the worker hands it over to each route,
+ * dispatched in-process on a small CoreScope database (tests/inproc.c). Checks: each answer
+ * is 200 or 400, and valid JSON.
  */
 #include "harness.h"
 #include "inproc.h"
@@ -59,15 +60,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *body = malloc(size + 1);
     memcpy(body, data, size);
     body[size] = '\0';
-    int status = mg_test_ctx_request(ctx, "POST", "/api/packets/observations", body);
-    const char *answer = (const char *)ctx->res.body.data;
-    if (status != 200 && status != 400) {
-        fprintf(stderr, "fuzz-post_body: status %d: %.300s\n", status, answer);
-        abort();
-    }
-    if (!json_is_valid(answer, ctx->res.body.len)) {
-        fprintf(stderr, "fuzz-post_body: answer is not valid JSON: %.300s\n", answer);
-        abort();
+    static const char *const routes[] = {"/api/packets/observations", "/api/decode"};
+    for (size_t r = 0; r < sizeof routes / sizeof routes[0]; r++) {
+        int status = mg_test_ctx_request(ctx, "POST", routes[r], body);
+        const char *answer = (const char *)ctx->res.body.data;
+        if (status != 200 && status != 400) {
+            fprintf(stderr, "fuzz-post_body: %s: status %d: %.300s\n", routes[r], status, answer);
+            abort();
+        }
+        if (!json_is_valid(answer, ctx->res.body.len)) {
+            fprintf(stderr, "fuzz-post_body: %s: answer is not valid JSON: %.300s\n", routes[r],
+                    answer);
+            abort();
+        }
     }
     free(body);
     return 0;

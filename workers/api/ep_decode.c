@@ -9,7 +9,8 @@
  * an object whose key folds to "hex" (the last such that is a string; null leaves it as it
  * was) or null; anything else, and a "hex" that is neither a string nor null, is 400
  * "invalid JSON body". Where jansson and Go's decoder differ (invalid UTF-8 or a lone
- * surrogate escape in a string, a number beyond a double or an int64 anywhere in the body)
+ * surrogate escape in a string, \u0000 in a key, a number beyond a double or an int64
+ * anywhere in the body)
  * this refuses the body with the same 400 where CoreScope reads on; the front end sends
  * neither.
  *

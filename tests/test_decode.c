@@ -10,12 +10,14 @@
  *                 read once and refused for its length; nothing past the packet's 254 bytes is
  *                 kept); the stored packets' path byte as the reports read it;
  *   decode_body   the real binary: a body read whole within MG_DECODE_BODY_MAX answers, one
- *                 over it is refused with 413 and close.
+ *                 over it is refused with 413 and close; with an upstream the route is still
+ *                 meshgate's (it used to go there).
  */
 #include "harness.h"
 #include "inproc.h"
 #include "packet_decode.h"
 #include "router.h"
+#include "upstream_proc.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CEILING_MS 30000
@@ -304,4 +307,31 @@ Test(decode_body, a_body_within_the_cap_is_decoded_and_one_over_it_is_refused)
     close(fd);
     free(body);
     cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
+}
+
+Test(decode_body, with_an_upstream_the_decoder_is_still_native)
+{
+    struct mg_test_upstream up = {0};
+    mg_test_upstream_start(&up, 0, NULL);
+    char setting[64];
+    snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", up.port);
+    const char *env[] = {setting, "MESHGATE_WORKERS=1", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    static const char req[] = "POST /api/decode HTTP/1.1\r\nHost: t\r\nContent-Length: 18\r\n"
+                              "Connection: close\r\n\r\n{\"hex\":\"0D00AABB\"}";
+    int fd = mg_test_connect(s.port);
+    cr_assert(mg_test_send(fd, req, sizeof req - 1));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, CEILING_MS));
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    cr_expect(
+        strstr(r.body, "\"payload\":{\"type\":\"ACK\",\"raw\":\"aabb\",\"error\":\"too short\"}"),
+        "%s", r.body);
+    mg_test_response_free(&r);
+    close(fd);
+    struct stat st;
+    cr_expect(stat(up.log, &st) != 0 || st.st_size == 0, "the upstream was asked");
+    cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
+    mg_test_upstream_stop(&up);
 }

@@ -36,6 +36,7 @@ static struct {
     char db[256];
     struct mg_test_ctx t;
     bool open;
+    struct mg_test_upstream up; /* pid 0: none */
 } fx;
 
 static void cleanup(void)
@@ -43,6 +44,9 @@ static void cleanup(void)
     if (fx.open)
         mg_test_ctx_close(&fx.t);
     fx.open = false;
+    if (fx.up.pid > 0)
+        mg_test_upstream_stop(&fx.up);
+    fx.up.pid = 0;
     if (fx.dir[0])
         mg_test_rmdir(fx.dir);
     fx.dir[0] = '\0';
@@ -311,10 +315,9 @@ Test(decode_body, a_body_within_the_cap_is_decoded_and_one_over_it_is_refused)
 
 Test(decode_body, with_an_upstream_the_decoder_is_still_native)
 {
-    struct mg_test_upstream up = {0};
-    mg_test_upstream_start(&up, 0, NULL);
+    mg_test_upstream_start(&fx.up, 0, NULL); /* stopped by the suite's cleanup */
     char setting[64];
-    snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", up.port);
+    snprintf(setting, sizeof setting, "MESHGATE_UPSTREAM=127.0.0.1:%d", fx.up.port);
     const char *env[] = {setting, "MESHGATE_WORKERS=1", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
@@ -331,7 +334,6 @@ Test(decode_body, with_an_upstream_the_decoder_is_still_native)
     mg_test_response_free(&r);
     close(fd);
     struct stat st;
-    cr_expect(stat(up.log, &st) != 0 || st.st_size == 0, "the upstream was asked");
+    cr_expect(stat(fx.up.log, &st) != 0 || st.st_size == 0, "the upstream was asked");
     cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
-    mg_test_upstream_stop(&up);
 }

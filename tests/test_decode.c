@@ -164,10 +164,12 @@ static size_t signed_advert(uint8_t header, const uint8_t *app, size_t app_len, 
     memcpy(pkt + 2, pub, 32);
     for (int i = 0; i < 4; i++)
         pkt[34 + i] = (uint8_t)(ts >> (8 * i));
-    memcpy(pkt + 102, app, app_len);
     uint8_t message[36 + 84];
     memcpy(message, pkt + 2, 36);
-    memcpy(message + 36, app, app_len);
+    if (app_len > 0) {
+        memcpy(pkt + 102, app, app_len);
+        memcpy(message + 36, app, app_len);
+    }
     ed25519_sha512_sign(pub, seed, 36 + app_len, message, pkt + 38);
     return 102 + app_len;
 }
@@ -240,6 +242,7 @@ Test(decode, a_long_text_is_read_once_and_refused_for_its_length)
     memcpy(text + 10, "60", 2); /* 32 hops of 2 bytes */
     memset(text + 12, 'b', 508 - 12);
     cr_assert(mg_packet_decode_answer(text, 508, true, &out, err, sizeof err), "%s", err);
+    mg_buf_cstr(&out);
     cr_expect(strstr(out.data, "\"hashSize\":2,\"hashCount\":32,"), "%s", out.data);
     cr_expect_eq(mg_test_count(out.data, "\"BBBB\""), 32, "%s", out.data);
     cr_expect(strstr(out.data, "\"encryptedData\":\"") != NULL, "%s", out.data);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * Fuzz target: the JSON bodies of meshgate's POST routes (POST /api/packets/observations, its
- * reader of CoreScope's {"hashes": [...]}; POST /api/paths/inspect, its reader of
- * {"prefixes": [...], "limit": N, "context": {...}}, the UTF-8 it repairs as Go's decoder does,
- * and the beam search the prefixes start): the input is the body, sent whole with its
- * Content-Length as the worker hands it over to each route, dispatched in-process on a small
- * CoreScope database with relays and edges (tests/inproc.c). Checks: the answer is 200 or 400,
- * and valid JSON.
+ * reader of CoreScope's {"hashes": [...]}; POST /api/decode, of {"hex": "..."}; POST
+ * /api/paths/inspect, its reader of {"prefixes": [...], "limit": N, "context": {...}}, the
+ * UTF-8 it repairs as Go's decoder does, and the beam search the prefixes start): the input
+ * is the body, sent whole with its Content-Length as the worker hands it over to each route,
+ * dispatched in-process on a small CoreScope database with relays and edges
+ * (tests/inproc.c). Checks: each answer is 200 or 400, and valid JSON.
  */
 #include "harness.h"
 #include "inproc.h"
@@ -68,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *body = malloc(size + 1);
     memcpy(body, data, size);
     body[size] = '\0';
-    static const char *const routes[] = {"/api/packets/observations", "/api/paths/inspect"};
+    static const char *const routes[] = {"/api/packets/observations", "/api/paths/inspect",
+                                          "/api/decode"};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         int status = mg_test_ctx_request(ctx, "POST", routes[i], body);
         const char *answer = (const char *)ctx->res.body.data;

@@ -18,4 +18,13 @@ static inline int mg_hex_digit(int c)
     return -1;
 }
 
+/* The byte two hexadecimal digits at s spell; -1 when either is not one (s[1] is read only
+ * when s[0] is a digit, so a string of one character is safe). */
+static inline int mg_hex_byte(const char *s)
+{
+    int hi = mg_hex_digit((unsigned char)s[0]),
+        lo = hi < 0 ? -1 : mg_hex_digit((unsigned char)s[1]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 #endif

@@ -88,15 +88,18 @@ void mg_test_request_init(struct mg_request *req, const struct mg_http_request *
 
 int mg_test_ctx_get(struct mg_test_ctx *t, const char *target)
 {
-    /* "POST /api/..." (a route of another method, router.h), and after a space its body */
+    /* "POST /api/..." (a route of another method, router.h), and after one more space the
+     * request's body (a route's light case of a POST tool: "POST /api/decode {...}"). */
     size_t m = target[0] == '/' ? 0 : strcspn(target, " ");
     if (m && target[m] == ' ') {
         char method[16], path[2048];
         snprintf(method, sizeof method, "%.*s", (int)m, target);
-        const char *rest = target + m + 1;
-        size_t p = strcspn(rest, " ");
-        snprintf(path, sizeof path, "%.*s", (int)p, rest);
-        return mg_test_ctx_request(t, method, path, rest[p] ? rest + p + 1 : NULL);
+        const char *path_at = target + m + 1;
+        size_t p = strcspn(path_at, " ");
+        if (path_at[p] != ' ')
+            return mg_test_ctx_request(t, method, path_at, NULL);
+        snprintf(path, sizeof path, "%.*s", (int)p, path_at);
+        return mg_test_ctx_request(t, method, path, path_at + p + 1);
     }
     return mg_test_ctx_request(t, "GET", target, NULL);
 }

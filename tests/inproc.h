@@ -39,7 +39,7 @@ void mg_test_request_init(struct mg_request *req, const struct mg_http_request *
 int mg_test_ctx_get(struct mg_test_ctx *t, const char *target);
 /* The same for "METHOD target" with a body (NULL: none; else sent with its Content-Length),
  * as the worker hands it over once read whole. target may also be "METHOD /path" in
- * mg_test_ctx_get. */
+ * mg_test_ctx_get, or "METHOD /path BODY" (the body after the path's first space). */
 int mg_test_ctx_request(struct mg_test_ctx *t, const char *method, const char *target,
                         const char *body);
 

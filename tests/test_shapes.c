@@ -159,6 +159,45 @@ static double double_after(const char *body, const char *key)
     return strtod(p + strlen(quoted), NULL);
 }
 
+/* CoreScope's packet decoder (POST /api/decode, issue 26) on the shape's own packets (the
+ * newest 2,000): each decodes as the payload type its row says, or is refused as CoreScope
+ * refuses a packet the firmware would not send (its path encoding or a length); every type the
+ * shape has decodes at least once. */
+static void decode_stored_packets(void)
+{
+    sqlite3 *db;
+    cr_assert_eq(mg_test_sqlite_open_v2(s.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT raw_hex, payload_type FROM transmissions WHERE"
+                                    " coalesce(raw_hex, '') <> '' ORDER BY id DESC LIMIT 2000",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    unsigned seen = 0, decoded = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *raw = (const char *)sqlite3_column_text(st, 0);
+        int type = sqlite3_column_int(st, 1);
+        seen |= 1u << (type & 15);
+        char *body = sqlite3_mprintf("{\"hex\":\"%s\"}", raw);
+        int status = mg_test_ctx_request(&s.t, "POST", "/api/decode", body);
+        const char *got = s.t.res.body.data ? s.t.res.body.data : "";
+        if (status == 200) {
+            char want[32];
+            snprintf(want, sizeof want, "\"payloadType\":%d,", type);
+            cr_expect(strstr(got, want), "%s: %.300s", raw, got);
+            decoded |= 1u << (type & 15);
+        } else {
+            cr_expect(status == 400 && (strstr(got, "{\"error\":\"invalid path encoding") == got ||
+                                        strstr(got, "{\"error\":\"packet ") == got),
+                      "%s: %d %.300s", raw, status, got);
+        }
+        sqlite3_free(body);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    cr_expect_eq(decoded, seen, "payload types decoded %x, in the shape %x", decoded, seen);
+}
+
 /*
  * Every endpoint, with every parameter that reads a column, on the database at s.db; the
  * figures that the file decides are checked against the suite's own counts.
@@ -393,6 +432,7 @@ static void tour(void)
                  count_of("SELECT count(*) FROM transmissions WHERE payload_type IS NOT NULL"));
     body = get("/api/audio-lab/buckets", 200);
     cr_expect(strstr(body, "{\"buckets\":{\""), "%.300s", body);
+    decode_stored_packets();
     get("/metrics", 200);
     get("/server-status", 200);
 }

@@ -27,7 +27,8 @@ while the attack runs:
   slowloris  20 addresses (127.0.0.10-29), each keeping 64 connections (the per-address cap)
              that trickle a header line a second and never end their head; a connection the
              server closes is opened again 100 ms later
-  slowbody   6 POSTs from 127.0.0.40 to an upstream route (/api/decode) announcing 4 KiB
+  slowbody   6 POSTs from 127.0.0.40 to an upstream route (/api/packets, CoreScope's
+             API-key route, which goes to the upstream whenever there is one) announcing 4 KiB
              and sending one byte every 3 s; each one closed is sent again 100 ms later
   websocket  5 addresses (127.0.0.50-54), each keeping 64 connections busy opening
              WebSocket handshakes, holding every tunnel it gets, opening another 10 ms after
@@ -345,7 +346,7 @@ def attack_slowloris(port, seconds):
 def attack_slowbody(port, seconds):
     """6 POSTs to an upstream route from one address, a byte every 3 s."""
     return trickle(port, seconds, ['127.0.0.40'], 6,
-                   b'POST /api/decode HTTP/1.1\r\nHost: attack\r\nContent-Type: '
+                   b'POST /api/packets HTTP/1.1\r\nHost: attack\r\nContent-Type: '
                    b'application/json\r\nContent-Length: 4096\r\n\r\n{', b' ', 3.0, 'body_bytes')
 
 

@@ -37,6 +37,7 @@
 #include "node_hash_sizes.h"
 #include "node_read.h"
 #include "node_visibility.h"
+#include "packet_decode.h"
 #include "params.h"
 #include "path_parse.h"
 #include "router.h"
@@ -228,32 +229,6 @@ static void smap_free(struct smap *m)
     memset(m, 0, sizeof *m);
 }
 
-/* ---- raw bytes ------------------------------------------------------------------------------- */
-
-static int hex_byte(const char *s)
-{
-    int hi = mg_hex_digit((unsigned char)s[0]),
-        lo = hi < 0 ? -1 : mg_hex_digit((unsigned char)s[1]);
-    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
-/* The header's route type and the path byte as CoreScope's analytics read them; false when the
- * raw text is too short or not hex there. */
-static bool raw_path_byte(const char *raw, int *route, int *path_byte)
-{
-    size_t len = raw ? strlen(raw) : 0;
-    if (len < 4)
-        return false;
-    int header = hex_byte(raw);
-    if (header < 0)
-        return false;
-    *route = header & 3;
-    size_t at = *route == 0 || *route == 3 ? 5 : 1;
-    if ((at + 1) * 2 > len)
-        return false;
-    return (*path_byte = hex_byte(raw + at * 2)) >= 0;
-}
-
 /* ---- the nodes table ------------------------------------------------------------------------- */
 
 struct hnode {
@@ -396,14 +371,14 @@ static int home_regions(struct mg_db *db, struct smap *homes)
         const char *iata = (const char *)sqlite3_column_text(st, 2);
         if (!pk || !pk[0] || !iata || !raw || strlen(raw) < 4)
             continue;
-        int header = hex_byte(raw);
+        int header = mg_hex_byte(raw);
         if (header < 0)
             continue;
         route = header & 3;
         if (route != 2 && route != 3)
             continue;
         /* CoreScope reads the byte after the header here, whatever the route. */
-        if ((pb = hex_byte(raw + 2)) < 0 || (pb & 0x3f) != 0)
+        if ((pb = mg_hex_byte(raw + 2)) < 0 || (pb & 0x3f) != 0)
             continue;
         k.len = 0;
         mg_buf_printf(&k, "%s\1%s", pk, iata);
@@ -471,7 +446,7 @@ static void pass_tx(struct pass *p, const struct tx *t, bool regional, const cha
                     const struct smap *homes, const struct mg_area_nodes *area)
 {
     int route, pb;
-    if (!t->raw || !t->raw[0] || !raw_path_byte(t->raw, &route, &pb))
+    if (!t->raw || !t->raw[0] || !mg_packet_hex_path_byte(t->raw, &route, &pb))
         return;
     int hs = ((pb >> 6) & 3) + 1;
     char buf[4096];

@@ -215,6 +215,23 @@ static const char *const key_affinity_cases[] = {"/api/debug/affinity", NULL};
 static const char *const key_dropped_cases[] = {"/api/dropped-packets", NULL};
 static const char *const key_backup_cases[] = {"/api/backup", NULL};
 
+/* CoreScope's packet decoder (issue 26, decode): no database; one body of at most
+ * MG_DECODE_BODY_MAX bytes, one packet of at most 254 bytes. Its worst answers: the longest
+ * ADVERT of the migrated fixture (its signature checked), and a TRACE of 249 bytes (63 SNR
+ * values, 175 hops). */
+static const char *const decode_cases[] = {
+    "POST /api/decode {\"hex\":\"11048EF578ECC718D4805558B8A737E78C6751D95C513C694D6B508EF04A9A85"
+    "868DE12F4703A451C96903B35847FF93230B0A6637DD81FB8E7BAD767EF8F305D41F806BB5CAB236DABAD5C678DCF"
+    "DE9B135207E9977F45FF333AE49DECDF9D11C5D2F8B11EF28D4F00592109E3602166EBAF853637A4D6E746E20F09F"
+    "8F94EFB88F2053756D6D697420\"}",
+    "POST /api/decode {\"hex\":\"263fd8dfe6edf4fb020910171e252c333a41484f565d646b727980878e959ca3"
+    "aab1b8bfc6cdd4dbe2e9f0f7fe050c131a21282f363d444b525960676e757c838a78563412efbeadde000b30557a9f"
+    "c4e90e33587da2c7ec11365b80a5caef14395e83a8cdf2173c6186abd0f51a3f6489aed3f81d42678cb1d6fb20456a"
+    "8fb4d9fe23486d92b7dc01264b7095badf04294e7398bde2072c51769bc0e50a2f54799ec3e80d32577ca1c6eb1035"
+    "5a7fa4c9ee13385d82a7ccf1163b6085aacff4193e6388add2f71c41668bb0d5fa1f44698eb3d8fd22476c91b6db00"
+    "254a6f94b9de03284d7297bce1062b50759abfe4092e53789dc2e70c31\"}",
+    NULL};
+
 const struct mg_route mg_routes[] = {
     {.template = "/api/healthz",
      .gates = mg_gates_light,
@@ -689,6 +706,15 @@ const struct mg_route mg_routes[] = {
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_batch_observations,
      .body_max = MG_BATCH_OBSERVATIONS_BODY_MAX},
+    /* CoreScope's packet decoder (issue 26, decode): light, no database (ep_decode.c); its
+     * body bound is ours (CoreScope reads any length): a packet is at most 508 hex digits,
+     * and the bound leaves room for spaces and line breaks in a pasted one. */
+    {.template = "POST /api/decode",
+     .gates = mg_gates_light,
+     .cost = MG_COST_LIGHT,
+     .handler = mg_handle_decode,
+     .light_cases = decode_cases,
+     .body_max = MG_DECODE_BODY_MAX},
     {.template = "POST /api/packets",
      .gates = mg_gates_light,
      .cost = MG_COST_LIGHT,

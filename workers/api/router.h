@@ -350,6 +350,10 @@ enum mg_turn mg_handle_batch_observations(struct mg_env *env, const struct mg_re
 enum mg_turn mg_handle_paths_inspect(struct mg_env *env, const struct mg_request *req,
                                      struct mg_response *res);
 bool mg_paths_inspect_is_heavy(struct mg_env *env, const struct mg_request *req);
+/* POST /api/decode (ep_decode.c): CoreScope's packet decoder; light. */
+#define MG_DECODE_BODY_MAX 16384
+enum mg_turn mg_handle_decode(struct mg_env *env, const struct mg_request *req,
+                              struct mg_response *res);
 /* /api/spec and /api/docs: meshgate's OpenAPI description of this table (ep_openapi.c). */
 enum mg_turn mg_handle_spec(struct mg_env *env, const struct mg_request *req,
                             struct mg_response *res);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "hash_size.h"
 
-#include "text.h"
+#include "packet_decode.h"
 #include "time_parse.h"
 
 #include <stdlib.h>
@@ -20,34 +20,10 @@ void mg_node_hash_sizes_cutoff(int64_t now_s, char *out, size_t cap)
 
 /* --- hash sizes ------------------------------------------------------------------------- */
 
-static int hex_byte(const char *s)
-{
-    int v = 0;
-    for (int i = 0; i < 2; i++) {
-        char c = s[i];
-        int d = mg_hex_digit((unsigned char)c);
-        if (d < 0)
-            return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
 int mg_advert_hash_size(const char *raw_hex)
 {
-    size_t len = raw_hex ? strlen(raw_hex) : 0;
-    if (len < 4)
-        return 0;
-    int header = hex_byte(raw_hex);
-    if (header < 0)
-        return 0;
-    int route = header & 3;
-    /* Transport routes carry 4 bytes of transport codes before the path byte. */
-    size_t at = route == 0 || route == 3 ? 5 : 1;
-    if (len < (at + 1) * 2)
-        return 0;
-    int path_byte = hex_byte(raw_hex + at * 2);
-    if (path_byte < 0)
+    int route, path_byte;
+    if (!mg_packet_hex_path_byte(raw_hex, &route, &path_byte))
         return 0;
     /* A direct zero-hop ADVERT has path byte 0 whatever the node's hash mode. */
     if ((route == 2 || route == 3) && (path_byte & 0x3f) == 0)

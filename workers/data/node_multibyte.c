@@ -3,6 +3,7 @@
 
 #include "group_table.h"
 #include "log.h"
+#include "packet_decode.h"
 #include "path_parse.h"
 #include "process_table.h"
 #include "result_cache.h"
@@ -86,21 +87,10 @@ static int by_key_order(const void *a, const void *b)
 /* The path's hash size (1..4) from a packet's header and path byte; 0 when they do not parse. */
 static int path_hash_size(const char *raw_hex)
 {
-    size_t len = raw_hex ? strlen(raw_hex) : 0;
-    if (len < 4)
+    int route, path_byte;
+    if (!mg_packet_hex_path_byte(raw_hex, &route, &path_byte))
         return 0;
-    int h1 = mg_hex_digit((unsigned char)raw_hex[0]), h2 = mg_hex_digit((unsigned char)raw_hex[1]);
-    if (h1 < 0 || h2 < 0)
-        return 0;
-    int route = (h1 * 16 + h2) & 3;
-    size_t at = route == 0 || route == 3 ? 10 : 2; /* transport codes before the path byte */
-    if (at + 2 > len)
-        return 0;
-    int p1 = mg_hex_digit((unsigned char)raw_hex[at]),
-        p2 = mg_hex_digit((unsigned char)raw_hex[at + 1]);
-    if (p1 < 0 || p2 < 0)
-        return 0;
-    return (((p1 * 16 + p2) >> 6) & 3) + 1;
+    return ((path_byte >> 6) & 3) + 1;
 }
 
 /* Every ADVERT with the key it names, oldest first. */

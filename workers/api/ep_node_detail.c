@@ -457,8 +457,11 @@ void mg_handle_node_detail(struct mg_env *env, const struct mg_request *req,
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
     if (!mg_node_relay_available(env))
-        return true; /* the detail builds the relay table (the scores and the capability are
-                      * not waited for) */
+        return true; /* the detail builds the relay table */
+    /* The scores and the capability are not waited for, but built by the request where no
+     * helper runs them behind it (mg_group_table_keep_behind). */
+    if (!env->jobs && (!mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
+        return true;
     /* Its transmissions, and their observations (each written), counted one past the bound. */
     sqlite3_stmt *st = mg_db_prepare(
         env->db,

@@ -728,9 +728,12 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    /* (The usefulness scores and the multi-byte capability are no reason: the list answers
-     * without them while their pass runs.) */
     if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env))
+        return true;
+    /* The usefulness scores and the multi-byte capability: the list answers without them while
+     * their pass runs behind it, on the helper; with no helper to run it (in process), the
+     * request would build them (mg_group_table_keep_behind). */
+    if (!env->jobs && (!mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "node_multibyte.h"
 
+#include "clock.h"
 #include "group_table.h"
 #include "json.h"
 #include "log.h"
@@ -465,6 +466,17 @@ static struct mg_process_table stored =
 void mg_node_multibyte_adopt(struct mg_env *env)
 {
     mg_group_table_adopt(&shared, env);
+    /* Read at the start, not in a request (one read of the nodes table); a request reads it
+     * only when the file was replaced since (mg_node_multibyte_keep). */
+    sqlite3 *conn = env->db->conn;
+    if (!mg_process_table_exists(&capabilities, conn) &&
+        mg_process_table_refresh(&stored, conn, mg_monotonic_ns(), stored_build, NULL) != SQLITE_OK)
+        mg_warn("node multi-byte capability: the nodes table's was not read at start");
+}
+
+bool mg_node_multibyte_available(struct mg_env *env)
+{
+    return mg_group_table_available(&shared, env);
 }
 
 int mg_node_multibyte_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)

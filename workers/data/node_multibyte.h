@@ -43,6 +43,8 @@
 
 /* At a worker's start: the group's copy, or the group's pass on a thread of its own. */
 void mg_node_multibyte_adopt(struct mg_env *env);
+/* Whether a request can have the table at once (this process's, or the group's copy). */
+bool mg_node_multibyte_available(struct mg_env *env);
 /* As mg_node_usefulness_keep (group_table.h: mg_group_table_keep_behind), and with no table
  * the nodes table's kept capability read once. An SQLite code. */
 int mg_node_multibyte_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns);

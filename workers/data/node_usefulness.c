@@ -626,6 +626,11 @@ void mg_node_usefulness_adopt(struct mg_env *env)
     mg_group_table_adopt(&shared, env);
 }
 
+bool mg_node_usefulness_available(struct mg_env *env)
+{
+    return mg_group_table_available(&shared, env);
+}
+
 int mg_node_usefulness_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
 {
     return mg_group_table_keep_behind(&shared, env, now_ns, now_realtime_ns);

@@ -58,6 +58,9 @@
 
 /* At a worker's start: the group's copy, or the group's pass on a thread of its own. */
 void mg_node_usefulness_adopt(struct mg_env *env);
+/* Whether a request can have the scores at once: this process has them, or the group's copy
+ * is stored. */
+bool mg_node_usefulness_available(struct mg_env *env);
 /* Before a request reads the scores (group_table.h: mg_group_table_keep_behind): the group's
  * copy when stored, else the group's pass started behind the request, which never waits for
  * it; stale ones are refreshed on the helper. An SQLite code. */

@@ -200,6 +200,35 @@ Test(bench_scripts, startup_script_counts_each_second_after_the_first_answer, .i
     cr_expect(row && sscanf(row, "| 1 | %lu |", &first) == 1 && first > 0, "%s", out);
 }
 
+/* BUSY with two values: every series once for each, one heading a value. */
+Test(bench_scripts, startup_script_runs_the_series_for_each_busy_value, .init = make_db,
+     .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-startup.sh", args, "PATHS='/api/nodes?limit=50' BUSY='0 1'");
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"## 0 busy loops", "## 1 busy loops",
+                                   "### `/api/nodes?limit=50`, 4 connections", NULL});
+    const char *second = strstr(out, "## 1 busy loops");
+    cr_expect(second && strstr(second, "### `/api/nodes?limit=50`, 4 connections"), "%s", out);
+}
+
+/* CoreScope's server that never loads (nothing on PEER_PORT) is no ratio: the script stops
+ * before meshgate's first series, exit 2, naming what it waited for. */
+Test(bench_scripts, startup_script_fails_loudly_when_corescope_never_loads, .init = make_db,
+     .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-startup.sh", args, "PEER_PORT=1 PEER_WAIT_S=2");
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){
+        "FAILED: CoreScope's server did not load within PEER_WAIT_S=2 s:", "ready never",
+        "/api/nodes?limit=50 never", NULL});
+    cr_expect_null(strstr(out, "| second |"), "a series without CoreScope:\n%s", out);
+}
+
 /* STATE_DIR: a first start fills the directory, and each series' start takes its tables. */
 Test(bench_scripts, startup_script_keeps_the_tables_in_a_state_dir, .init = make_db,
      .fini = remove_db)

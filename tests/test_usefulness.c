@@ -14,10 +14,13 @@
 #include "harness.h"
 #include "inproc.h"
 #include "jsoncheck.h"
+#include "result_cache.h"
+#include "segment.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -439,4 +442,110 @@ Test(usefulness, the_fixture_as_corescope_scores_it)
         snprintf(target, sizeof target, "/api/nodes/%s", key);
         cr_expect_eq(compare_node(target, json_get(get(target), "node"), want), 0);
     }
+}
+
+/* ---- the real binary: the list and the detail do not wait for the passes ------------------- */
+
+struct built_wait {
+    _Atomic uint64_t *a, *b;
+};
+
+static bool both_built(void *arg)
+{
+    const struct built_wait *w = arg;
+    return atomic_load(w->a) >= 1 && atomic_load(w->b) >= 1;
+}
+
+/* GET target from the server on port: 200, its body (malloc'ed) and whether it was answered
+ * in its first turn (it never parked). */
+static char *answered(int port, const char *target, bool *first_turn)
+{
+    struct mg_test_response r;
+    cr_assert(mg_test_get(port, target, NULL, &r), "GET %s", target);
+    cr_assert_eq(r.status, 200, "GET %s: %d %.300s", target, r.status, r.body);
+    char prepared[128] = "";
+    mg_test_header(&r, "X-Test-Prepared", prepared, sizeof prepared);
+    *first_turn = strncmp(prepared, "turns=1 ", 8) == 0;
+    char *body = strdup(r.body);
+    mg_test_response_free(&r);
+    return body;
+}
+
+Test(usefulness, the_list_and_the_detail_answer_at_once_while_the_passes_run_then_score)
+{
+    /* Two workers, the usefulness and multi-byte passes 20 s longer (a test hook), every
+     * other table built at once: /api/nodes?limit=50 and a repeater's detail are answered in
+     * their first turn while those passes run, with what CoreScope gives before its own (axes
+     * 0, no grade without traffic; the capability the nodes table keeps: A's row says 2,
+     * "advert"), and with the scores and the computed capability once the group's tables land. */
+    mg_test_tmpdir(fx.dir, sizeof fx.dir);
+    snprintf(fx.db, sizeof fx.db, "%s/small.db", fx.dir);
+    char sql[sizeof small_graph + 200];
+    snprintf(sql, sizeof sql,
+             "%sUPDATE nodes SET multibyte_sup = 2, multibyte_evidence = 'advert'"
+             " WHERE public_key = '" A "';",
+             small_graph);
+    cr_assert_eq(mg_test_make_db(fx.db, true, sql), 0);
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_TEST_HOOKS=park",
+                         "MESHGATE_TEST_GROUP_PASS_MS=20000",
+                         "MESHGATE_TEST_GROUP_PASS_ONLY=usefulness,multibyte", NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, fx.db, env));
+    struct mg_segment seg;
+    char err[256];
+    cr_assert_eq(mg_segment_attach(&seg, s.shm_name, true, err, sizeof err), 0, "%s", err);
+    struct mg_result_cache *c = seg.cache.cache;
+    /* The tables the list still needs (hash sizes, relay activity): their passes are quick. */
+    struct built_wait others = {&c->hash_size_builds, &c->relay_builds};
+    cr_assert(mg_test_wait_until(both_built, &others, 60000, 10), "no hash sizes or relay table");
+    bool first_turn = false;
+    for (int i = 0; i < 4; i++) { /* over both workers */
+        char *list = answered(s.port, "/api/nodes?limit=50", &first_turn);
+        cr_expect(first_turn, "the list parked");
+        cr_expect_eq(atomic_load(&c->usefulness_builds) + atomic_load(&c->multibyte_builds), 0,
+                     "the list was answered after a pass");
+        const char *cn = listed(list, C);
+        cr_assert_not_null(cn);
+        cr_expect(json_double_at(cn, "bridge_score") == 0 &&
+                      json_double_at(cn, "coverage_score") == 0 &&
+                      json_double_at(cn, "usefulness_score") == 0,
+                  "%.400s", cn);
+        cr_expect_null(json_get(cn, "usefulness_grade"), "graded before the scores: %.400s", cn);
+        const char *an = listed(list, A);
+        cr_assert_not_null(an);
+        cr_expect(json_str_at_eq(an, "multi_byte_status", "confirmed"), "%.600s", an);
+        cr_expect(json_str_at_eq(an, "multi_byte_evidence", "advert"), "%.600s", an);
+        cr_expect(json_double_at(an, "multi_byte_max_hash_size") == 0, "%.600s", an);
+        cr_expect_null(json_get(listed(list, D), "multi_byte_status"), "kept for D? %.600s", list);
+        free(list);
+    }
+    char *detail = answered(s.port, "/api/nodes/" C, &first_turn);
+    cr_expect(first_turn, "the detail parked");
+    cr_expect_null(json_get(json_get(detail, "node"), "usefulness_grade"), "%.400s", detail);
+    free(detail);
+    cr_expect_eq(atomic_load(&c->usefulness_builds) + atomic_load(&c->multibyte_builds), 0,
+                 "the passes ended before the test could ask");
+
+    /* The passes land: the scores and the computed capability (A: no ADVERT, unknown). */
+    struct built_wait passes = {&c->usefulness_builds, &c->multibyte_builds};
+    cr_assert(mg_test_wait_until(both_built, &passes, 100000, 10), "the passes never ended");
+    int scored = 0;
+    int64_t t0 = mg_test_now_ms();
+    while (scored < 4 && mg_test_now_ms() - t0 < 30000) {
+        char *list = answered(s.port, "/api/nodes?limit=50", &first_turn);
+        bool graded = json_str_at_eq(listed(list, C), "usefulness_grade", "A") &&
+                      json_str_at_eq(listed(list, A), "multi_byte_status", "unknown");
+        scored = graded ? scored + 1 : 0;
+        free(list);
+        if (!graded)
+            mg_test_sleep_ms(50);
+    }
+    cr_expect_eq(scored, 4, "the list never switched to the scores");
+    detail = answered(s.port, "/api/nodes/" C, &first_turn);
+    cr_expect(json_str_at_eq(json_get(detail, "node"), "usefulness_grade", "A"), "%.400s", detail);
+    free(detail);
+    cr_expect_eq(atomic_load(&c->usefulness_builds), 1, "one pass for the group");
+    cr_expect_eq(atomic_load(&c->multibyte_builds), 1, "one pass for the group");
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 10000), 0);
 }

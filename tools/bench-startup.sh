@@ -7,12 +7,15 @@
 #      /api/packets?limit=50 every 0.05 s until its first 200, then at once loads PATH with a
 #      closed loop of C kept-alive signed-in connections for SECONDS (default 30) and counts
 #      the 200s completed in each second (meshgate-bench --per-second); meshgate is stopped;
-#   2. with PEER_DIR (see bench-common.sh), CoreScope's server, started once at the beginning
-#      on the same migrated copy of DB, is loaded the same way right after (alternating in one
-#      run). Its load time is recorded: from its start to "ready":true on /api/healthz and to
-#      its first 200 of /api/packets?limit=50 (at most PEER_WAIT_S seconds, default 600; when
-#      it has not answered by then its series are all 0, said so). Its first series starts at
-#      its first answer; the later ones find it warm, which can only favour it.
+#   2. with PEER_DIR, CoreScope's server is started FIRST, once, on the same migrated copy of
+#      DB, and waited for until it is loaded: "ready":true on /api/healthz and a 200 of both
+#      /api/packets?limit=50 and /api/nodes?limit=50 (each asked again every 2 s, at most
+#      PEER_WAIT_S seconds in all, default 2400; the time to each is printed). When it has not
+#      by then, the script fails loudly (exit 2) with those timings: there is no ratio without
+#      it. Only then is meshgate started for the first series. Each meshgate series is followed
+#      at once by CoreScope's on the same path and connection count (alternating in one run).
+#      PEER_PORT=N: CoreScope's server already runs on 127.0.0.1:N over DB (then DB is the
+#      migrated copy it reads; no copy is made): the same wait, from the script's start.
 # Then one markdown table per (path, C): second by second meshgate's 200s, CoreScope's and
 # the ratio, and a line with the lowest ratio against the issue's bound (packets 5x, nodes
 # 10x). The load average is printed around each series, meshgate's group PSS after each.
@@ -25,9 +28,11 @@
 #   tools/bench-startup.sh DB [SECONDS] [CONNECTIONS...]
 #   PATHS="p1 p2"   the paths loaded (space-separated)
 #   WORKERS=N       meshgate's workers (default 2)
-#   BUSY=N          N busy loops (shell loops) run beside everything, to keep the cores busy
-#                   (default 0); they are started by the script and stopped by pid at its end
-#   PEER_WAIT_S=N   how long CoreScope's server may take to its first answer (default 600)
+#   BUSY="N..."     N busy loops (shell loops) run beside everything, to keep the cores busy
+#                   (default 0); they are started by the script and stopped by pid at its end.
+#                   Several values ("0 4"): every series is run once for each, in that order,
+#                   against the one CoreScope server (one load for a quiet and a busy run)
+#   PEER_WAIT_S=N   how long CoreScope's server may take to load (default 2400)
 #   STATE_DIR=DIR   every start keeps its tables in DIR (MESHGATE_STATE_DIR, an existing
 #                   directory of this user's, mode 0700): before the first series meshgate is
 #                   started once and stopped when DIR holds the hash sizes and the relay probe
@@ -46,8 +51,8 @@ conns=("$@")
 [ ${#conns[@]} -gt 0 ] || conns=(16 64)
 read -r -a paths <<<"${PATHS:-/api/packets?limit=50 /api/nodes?limit=50}"
 workers=${WORKERS:-2}
-busy=${BUSY:-0}
-peer_wait=${PEER_WAIT_S:-600}
+read -r -a busies <<<"${BUSY:-0}"
+peer_wait=${PEER_WAIT_S:-2400}
 state_dir=${STATE_DIR:-}
 state_wait=${STATE_WAIT_S:-900}
 state_env=()
@@ -96,16 +101,27 @@ pss_mb() {
 }
 
 echo "bench-startup: $(basename "$db"), $workers workers, $secs s series, connections ${conns[*]}," \
-  "$busy busy loops, load average $(loadavg), $(date -u +%FT%TZ)"
+  "busy loops ${busies[*]}, load average $(loadavg), $(date -u +%FT%TZ)"
+script_t0=$EPOCHREALTIME
 peer=0
-if peer_available; then
+if [ -n "${PEER_PORT:-}" ]; then
+  peer=1
+elif peer_available; then
   peer=1
   db=$(migrated_copy "$db")
 fi
-for _ in $(seq "$busy"); do
-  (while :; do :; done) &
-  other_pids+=("$!")
-done
+busy_pids=()
+# busy_loops N: N shell busy loops beside everything (the last N stopped first).
+busy_loops() {
+  local p
+  for p in "${busy_pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
+  busy_pids=()
+  for _ in $(seq "$1"); do
+    (while :; do :; done) &
+    busy_pids+=("$!")
+    other_pids+=("$!")
+  done
+}
 
 # kept: the state files a start would take (the hash sizes, and the relay probe or table).
 kept() { [ -s "$state_dir/hashsizes.v1" ] && { [ -s "$state_dir/relayprobe.v1" ] || [ -s "$state_dir/relay.v1" ]; }; }
@@ -120,34 +136,53 @@ if [ -n "$state_dir" ] && ! kept; then
   echo "state kept in $state_dir after $(elapsed "$t0" "$EPOCHREALTIME") s: $(cd "$state_dir" && ls -l | awk 'NR > 1 { printf "%s (%s B) ", $9, $5 }')"
 fi
 
+# peer_200 PATH: whether CoreScope's server answers PATH with a 200 now.
+peer_200() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -m 60 "http://127.0.0.1:$peer_port$1" || true)" = 200 ]
+}
 peer_answered=0
 if [ $peer = 1 ]; then
-  cat "$db" >/dev/null
-  peer_port=$(free_port)
-  t0=$EPOCHREALTIME
-  bash "${PEER_RUN:-$(dirname "$0")/../../shared/corescope/peer/run.sh}" "$PEER_DIR" "$db" "$peer_port" \
-    >"$bench_tmp/peer.log" 2>&1 &
-  peer_pid=$!
-  other_pids+=("$peer_pid")
-  ready=
-  while :; do
-    kill -0 "$peer_pid" 2>/dev/null || { tail -20 "$bench_tmp/peer.log" >&2; die "CoreScope's server exited at start"; }
-    # 200 once its load is done ("ready":true; 503 before)
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' -m 30 "http://127.0.0.1:$peer_port/api/healthz" || true)" = 200 ]; then
-      ready=$(elapsed "$t0" "$EPOCHREALTIME")
-      break
-    fi
-    [ "$(elapsed "$t0" "$EPOCHREALTIME" | cut -d. -f1)" -lt "$peer_wait" ] || break
-    sleep 0.1
-  done
-  if [ -n "$ready" ] && first=$(first_200 "$peer_port" "$t0" "$peer_wait"); then
-    peer_answered=1
-    echo "CoreScope's server (pid $peer_pid): ready after $ready s, first 200 of $first_path after $first s (load average $(loadavg))"
+  t0=$script_t0
+  if [ -n "${PEER_PORT:-}" ]; then
+    peer_port=$PEER_PORT
+    peer_pid=$(ss -Hltnp "sport = :$peer_port" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true)
+    echo "CoreScope's server: already running on port $peer_port (pid ${peer_pid:-?})"
   else
-    echo "CoreScope's server (pid $peer_pid): NO ANSWER to $first_path within $peer_wait s (ready: ${ready:-no}); its series are 0"
+    cat "$db" >/dev/null
+    peer_port=$(free_port)
+    t0=$EPOCHREALTIME
+    bash "${PEER_RUN:-$(dirname "$0")/../../shared/corescope/peer/run.sh}" "$PEER_DIR" "$db" "$peer_port" \
+      >"$bench_tmp/peer.log" 2>&1 &
+    peer_pid=$!
+    other_pids+=("$peer_pid")
   fi
+  # Loaded: healthz says ready, and both list paths answer 200 (each timed from the start).
+  ready= first_packets= first_nodes=
+  while :; do
+    if [ -z "${PEER_PORT:-}" ] && ! kill -0 "$peer_pid" 2>/dev/null; then
+      tail -20 "$bench_tmp/peer.log" >&2
+      die "CoreScope's server exited at start"
+    fi
+    [ -n "$ready" ] || ! curl -s -m 30 "http://127.0.0.1:$peer_port/api/healthz" 2>/dev/null | grep -q '"ready":true' ||
+      ready=$(elapsed "$t0" "$EPOCHREALTIME")
+    [ -n "$first_packets" ] || ! peer_200 '/api/packets?limit=50' || first_packets=$(elapsed "$t0" "$EPOCHREALTIME")
+    [ -n "$first_nodes" ] || ! peer_200 '/api/nodes?limit=50' || first_nodes=$(elapsed "$t0" "$EPOCHREALTIME")
+    [ -z "$ready" ] || [ -z "$first_packets" ] || [ -z "$first_nodes" ] || break
+    [ "$(elapsed "$t0" "$EPOCHREALTIME" | cut -d. -f1)" -lt "$peer_wait" ] ||
+      die "CoreScope's server did not load within PEER_WAIT_S=$peer_wait s: ready ${ready:-never}," \
+        "first 200 of /api/packets?limit=50 ${first_packets:-never}, of /api/nodes?limit=50" \
+        "${first_nodes:-never} (s from its start; load average $(loadavg))"
+    sleep 2
+  done
+  peer_answered=1
+  echo "CoreScope's server (pid ${peer_pid:-?}): ready after $ready s, first 200 of /api/packets?limit=50" \
+    "after $first_packets s, of /api/nodes?limit=50 after $first_nodes s (from its start; load average $(loadavg))"
 fi
 
+for busy in "${busies[@]}"; do
+busy_loops "$busy"
+echo
+echo "## $busy busy loops"
 for path in "${paths[@]}"; do
   for c in "${conns[@]}"; do
     before_load=$(loadavg)
@@ -168,7 +203,7 @@ for path in "${paths[@]}"; do
       [ "$smoke" = 1 ] || sleep 3
       cs_load=$(loadavg)
       cs=$(series "$peer_port" "$path" "$c" corescope)
-      echo "CoreScope's server: load average $cs_load, then $(loadavg); ${cs##*| } requests unanswered within 60 s; PSS $(pss_mb "$peer_pid") MB"
+      echo "CoreScope's server: load average $cs_load, then $(loadavg); ${cs##*| } requests unanswered within 60 s; PSS $([ -n "${peer_pid:-}" ] && pss_mb "$peer_pid" || echo "?") MB"
     fi
     bound=10
     [[ $path == /api/packets* ]] && bound=5
@@ -192,4 +227,5 @@ for path in "${paths[@]}"; do
           (low < 0 ? "not measured" : (low >= bound ? "met" : "NOT met")), (tc > 0 ? sprintf("%.1f×", tm / tc) : "∞")
       }'
   done
+done
 done

@@ -404,12 +404,11 @@ enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *
         bool pending = false;
         if (rc == SQLITE_OK && relays)
             rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
-        if (rc == SQLITE_OK && relays && !pending) /* as the list: scored before it answers */
-            rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
-                                         env->jobs ? &pending : NULL);
+        /* as the list: never waited for (node_usefulness.h, node_multibyte.h) */
+        if (rc == SQLITE_OK && relays && !pending)
+            rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
         if (rc == SQLITE_OK && !pending) /* every node: its multi-byte capability */
-            rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns,
-                                        env->jobs ? &pending : NULL);
+            rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
         if (pending) /* the relay table is on its way: woken when the helper has it */
             turn = mg_park_until(req, 0);
         struct mg_buf relay_text;
@@ -419,9 +418,8 @@ enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *
             mg_node_fields_init(&x);
             mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);
             mg_node_hash_fields(&x, &hs);
-            mg_node_multibyte_read_begin();
+            mg_node_multibyte_read_begin(); /* held until x is written */
             mg_node_multibyte_fields(&x, pubkey, &hs);
-            mg_node_multibyte_read_end();
             mg_node_relay_read_begin();
             mg_node_usefulness_read_begin();
             if (relays) { /* relay activity (node_relay.h), usefulness (node_usefulness.h) */
@@ -437,6 +435,7 @@ enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *
             mg_json_key(&j, "node");
             mg_nodes_write_node(&j, node, &db->schema, x.field);
             mg_json_key(&j, "recentAdverts");
+            mg_node_multibyte_read_end();
             rc = write_recent_adverts(db, &j, pubkey);
             mg_json_object_end(&j);
             mg_buf_putc(&res->body, '\n');
@@ -460,9 +459,12 @@ enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *
  */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_relay_available(env) || !mg_node_usefulness_available(env) ||
-        !mg_node_multibyte_available(env))
-        return true; /* the detail builds the relay table, scores the nodes, or their capability */
+    if (!mg_node_relay_available(env))
+        return true; /* the detail builds the relay table */
+    /* The scores and the capability are not waited for, but built by the request where no
+     * helper runs them behind it (mg_group_table_keep_behind). */
+    if (!env->jobs && (!mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
+        return true;
     /* Its transmissions, and their observations (each written), counted one past the bound. */
     sqlite3_stmt *st = mg_db_prepare(
         env->db,

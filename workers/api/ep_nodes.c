@@ -633,13 +633,13 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
         rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_relay_keep_list(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
-    /* The usefulness scores: CoreScope scores before it serves; so, with none, the request
-     * parks while the helper gets them (mg_nodes_is_heavy). */
+    /* The usefulness scores and the multi-byte capability: never waited for; until the
+     * group's pass lands, the fields as CoreScope has them before its own (node_usefulness.h,
+     * node_multibyte.h). */
     if (rc == SQLITE_OK && !pending)
-        rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
-    /* Likewise the multi-byte capability (node_multibyte.h). */
+        rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
     if (rc == SQLITE_OK && !pending)
-        rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns, busy);
+        rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
     if (pending) { /* woken when the helper's fetch is done */
         mg_nodes_query_free(&q);
         return mg_park_until(req, 0);
@@ -729,8 +729,12 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env) ||
-        !mg_node_usefulness_available(env) || !mg_node_multibyte_available(env))
+    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env))
+        return true;
+    /* The usefulness scores and the multi-byte capability: the list answers without them while
+     * their pass runs behind it, on the helper; with no helper to run it (in process), the
+     * request would build them (mg_group_table_keep_behind). */
+    if (!env->jobs && (!mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const hook_vars[] = {"MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS",
-                                        "MESHGATE_TEST_SUMMARIES_TX_MS",
-                                        "MESHGATE_TEST_GROUP_PASS_MS"};
+static const char *const hook_vars[] = {
+    "MESHGATE_TEST_HOOKS", "MESHGATE_TEST_RELAY_PASS_MS", "MESHGATE_TEST_SUMMARIES_TX_MS",
+    "MESHGATE_TEST_GROUP_PASS_MS", "MESHGATE_TEST_GROUP_PASS_ONLY"};
 
 bool mg_test_hooks_var(const char *name, size_t n)
 {
@@ -185,8 +185,18 @@ void mg_test_hooks_relay_pass(const struct mg_env *env)
     sleep_for_var(env, "MESHGATE_TEST_RELAY_PASS_MS", 30000);
 }
 
-void mg_test_hooks_group_pass(const struct mg_env *env)
+void mg_test_hooks_group_pass(const struct mg_env *env, const char *name)
 {
+    const char *only = getenv("MESHGATE_TEST_GROUP_PASS_ONLY");
+    if (only) { /* a comma-separated list of names */
+        size_t n = strlen(name);
+        const char *at = only;
+        while ((at = strstr(at, name)) &&
+               !((at == only || at[-1] == ',') && (at[n] == ',' || at[n] == '\0')))
+            at += n;
+        if (!at)
+            return;
+    }
     sleep_for_var(env, "MESHGATE_TEST_GROUP_PASS_MS", 30000);
 }
 

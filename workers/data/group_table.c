@@ -71,7 +71,7 @@ static void *counted_build(sqlite3 *conn, void *arg, int *rc)
     struct build_arg *a = arg;
     int64_t began = mg_table_pass_begin(a->g->stats);
     void *t = a->g->build(conn, &a->pass, rc);
-    mg_test_hooks_group_pass(a->pass.env);
+    mg_test_hooks_group_pass(a->pass.env, a->g->name);
     if (t && a->pass.env && a->pass.env->seg)
         atomic_fetch_add(counter(a->pass.env, a->g->builds), 1);
     size_t size = 0;
@@ -280,7 +280,7 @@ static void run_rebuild(struct mg_job *job, struct mg_db *db)
 {
     struct mg_group_rebuild *r = (struct mg_group_rebuild *)job;
     int rc = obtain(r->g, r->env, db->conn, r->now_ns, r->now_realtime_ns, false);
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* busy: another worker builds it */
         mg_warn("%s: rebuilding failed: %s", r->g->what, sqlite3_errstr(rc));
 }
 
@@ -578,6 +578,29 @@ int mg_group_table_keep(struct mg_group_table *g, struct mg_env *env, int64_t no
     }
     if (!mg_process_table_fresh(g->table, conn, now_ns))
         submit(&g->rebuild, run_rebuild, g, env, now_ns, now_realtime_ns);
+    return SQLITE_OK;
+}
+
+int mg_group_table_keep_behind(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
+                               int64_t now_realtime_ns)
+{
+    sqlite3 *conn = env->db->conn;
+    if (!env->jobs || mg_process_table_exists(g->table, conn))
+        return mg_group_table_keep(g, env, now_ns, now_realtime_ns, NULL);
+    /* The group's copy when stored; nothing when this process's start (or helper) builds the
+     * group's table now (its lock is held). */
+    if (group_shared(g, env)) {
+        if (pthread_mutex_trylock(&g->lock) != 0)
+            return SQLITE_OK;
+        take_either_copy(g, env, conn, now_ns);
+        pthread_mutex_unlock(&g->lock);
+        if (mg_process_table_exists(g->table, conn))
+            return SQLITE_OK;
+    }
+    if (g->behind_ns == 0 || now_ns - g->behind_ns >= MG_NS_PER_SEC) {
+        g->behind_ns = now_ns;
+        submit(&g->rebuild, run_rebuild, g, env, now_ns, now_realtime_ns);
+    }
     return SQLITE_OK;
 }
 

@@ -80,6 +80,7 @@ struct mg_group_table {
     atomic_bool state_warned; /* set once a table could not be written to MESHGATE_STATE_DIR */
     pthread_mutex_t lock;
     struct mg_group_rebuild rebuild, fetch;
+    int64_t behind_ns; /* when mg_group_table_keep_behind last started the pass (the loop's) */
 };
 
 #define MG_GROUP_TABLE_INIT(...)                                                                   \
@@ -103,6 +104,15 @@ bool mg_group_table_available(struct mg_group_table *g, struct mg_env *env);
  * (env->jobs NULL) or with pending NULL it waits. An SQLite code. */
 int mg_group_table_keep(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
                         int64_t now_realtime_ns, bool *pending);
+/* For a request that answers without the table while it is built (the fields as CoreScope
+ * gives them before its first pass): this process's table, or the group's copy taken now when
+ * one is stored; else, at most once a second, the group's pass is started behind the request
+ * on env's helper (claimed and run there, or nothing when another worker or this process's
+ * start runs it) and the request goes on without it. A stale table is refreshed on the helper
+ * as mg_group_table_keep does. Never waits on the loop (env->jobs set); on a helper or in
+ * process (env->jobs NULL) it is mg_group_table_keep. An SQLite code. */
+int mg_group_table_keep_behind(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
+                               int64_t now_realtime_ns);
 /* This process's table, or the group's copy taken now when one is stored (a copy and a
  * decode; never a wait, nor a pass): whether this process has one. */
 bool mg_group_table_take(struct mg_group_table *g, struct mg_env *env);

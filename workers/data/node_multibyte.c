@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: ISC */
 #include "node_multibyte.h"
 
+#include "clock.h"
 #include "group_table.h"
+#include "json.h"
 #include "log.h"
 #include "packet_decode.h"
 #include "path_parse.h"
@@ -349,9 +351,117 @@ static struct mg_group_table shared =
                         .copies = offsetof(struct mg_result_cache, multibyte_copies),
                         .stats = MG_TABLE_multibyte);
 
+/* ---- before the first pass: the capability the nodes table keeps ---------------------------- */
+
+/* CoreScope's server serves, until its first analytics cycle, the capability its ingestor
+ * keeps in the nodes table (multibyte_sup 2: confirmed, 1: suspected; multibyte_evidence as
+ * the evidence; no size, so 0), for the rows whose multibyte_sup is above 0; a schema without
+ * those columns has none. One read of the nodes table per process, before its first pass. */
+struct stored {
+    char *key, *evidence; /* evidence: its JSON string, quoted */
+    int status;
+};
+
+struct stored_table {
+    struct stored *nodes; /* sorted by key */
+    size_t count;
+};
+
+static void stored_free(void *table)
+{
+    struct stored_table *t = table;
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->count; i++)
+        free(t->nodes[i].key), free(t->nodes[i].evidence);
+    free(t->nodes);
+    free(t);
+}
+
+static int by_stored(const void *a, const void *b)
+{
+    return strcmp(((const struct stored *)a)->key, ((const struct stored *)b)->key);
+}
+
+/* s as a quoted JSON string (NULL: no memory). */
+static char *json_text(const char *s)
+{
+    struct mg_buf b;
+    mg_buf_init(&b);
+    mg_buf_putc(&b, '"');
+    mg_json_escape(&b, s ? s : "", s ? strlen(s) : 0);
+    mg_buf_putc(&b, '"');
+    mg_buf_putc(&b, '\0');
+    char *out = b.failed ? NULL : strdup(b.data);
+    mg_buf_free(&b);
+    return out;
+}
+
+static void *stored_build(sqlite3 *conn, void *arg, int *rc)
+{
+    (void)arg;
+    struct stored_table *t = calloc(1, sizeof *t);
+    if (!t) {
+        *rc = SQLITE_NOMEM;
+        return NULL;
+    }
+    sqlite3_stmt *st = NULL;
+    /* no such column: an older schema, nothing kept */
+    if (sqlite3_prepare_v2(conn,
+                           "SELECT public_key, multibyte_sup, COALESCE(multibyte_evidence, '')"
+                           " FROM nodes WHERE multibyte_sup > 0 AND public_key IS NOT NULL",
+                           -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        *rc = SQLITE_OK;
+        return t;
+    }
+    size_t cap = 0;
+    while ((*rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (t->count == cap) {
+            size_t more = cap ? 2 * cap : 16;
+            struct stored *n = realloc(t->nodes, more * sizeof *n);
+            if (!n) {
+                *rc = SQLITE_NOMEM;
+                break;
+            }
+            t->nodes = n, cap = more;
+        }
+        struct stored *e = &t->nodes[t->count];
+        e->key = strdup((const char *)sqlite3_column_text(st, 0));
+        e->evidence = json_text((const char *)sqlite3_column_text(st, 2));
+        e->status = sqlite3_column_int(st, 1) == 2   ? CONFIRMED
+                    : sqlite3_column_int(st, 1) == 1 ? SUSPECTED
+                                                     : UNKNOWN;
+        if (!e->key || !e->evidence) {
+            free(e->key), free(e->evidence);
+            *rc = SQLITE_NOMEM;
+            break;
+        }
+        t->count++;
+    }
+    sqlite3_finalize(st);
+    if (*rc != SQLITE_DONE) {
+        stored_free(t);
+        return NULL;
+    }
+    *rc = SQLITE_OK;
+    if (t->count > 1)
+        qsort(t->nodes, t->count, sizeof *t->nodes, by_stored);
+    return t;
+}
+
+static struct mg_process_table stored =
+    MG_PROCESS_TABLE_INIT(MG_NODE_MULTIBYTE_INTERVAL_NS, stored_free);
+
 void mg_node_multibyte_adopt(struct mg_env *env)
 {
     mg_group_table_adopt(&shared, env);
+    /* Read at the start, not in a request (one read of the nodes table); a request reads it
+     * only when the file was replaced since (mg_node_multibyte_keep). */
+    sqlite3 *conn = env->db->conn;
+    if (!mg_process_table_exists(&capabilities, conn) &&
+        mg_process_table_refresh(&stored, conn, mg_monotonic_ns(), stored_build, NULL) != SQLITE_OK)
+        mg_warn("node multi-byte capability: the nodes table's was not read at start");
 }
 
 bool mg_node_multibyte_available(struct mg_env *env)
@@ -359,24 +469,32 @@ bool mg_node_multibyte_available(struct mg_env *env)
     return mg_group_table_available(&shared, env);
 }
 
-int mg_node_multibyte_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *busy)
+int mg_node_multibyte_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
 {
-    return mg_group_table_keep(&shared, env, now_ns, now_realtime_ns, busy);
+    int rc = mg_group_table_keep_behind(&shared, env, now_ns, now_realtime_ns);
+    sqlite3 *conn = env->db->conn;
+    if (rc == SQLITE_OK && !mg_process_table_exists(&capabilities, conn) &&
+        !mg_process_table_exists(&stored, conn))
+        rc = mg_process_table_refresh(&stored, conn, now_ns, stored_build, NULL);
+    return rc;
 }
 
 void mg_node_multibyte_read_begin(void)
 {
     mg_process_table_read_begin(&capabilities);
+    mg_process_table_read_begin(&stored);
 }
 
 void mg_node_multibyte_read_end(void)
 {
+    mg_process_table_read_end(&stored);
     mg_process_table_read_end(&capabilities);
 }
 
 uint64_t mg_node_multibyte_generation(void)
 {
-    return mg_process_table_generation(&capabilities);
+    /* each grows: their sum changes whenever either table does */
+    return mg_process_table_generation(&capabilities) + mg_process_table_generation(&stored);
 }
 
 static int by_node_key(const void *key, const void *entry)
@@ -384,20 +502,37 @@ static int by_node_key(const void *key, const void *entry)
     return strcmp(key, ((const struct capability *)entry)->key);
 }
 
+static int by_stored_key(const void *key, const void *entry)
+{
+    return strcmp(key, ((const struct stored *)entry)->key);
+}
+
 void mg_node_multibyte_fields(struct mg_node_fields *f, const char *pubkey,
                               const struct mg_node_hash_sizes *hs)
 {
     if (hs && hs->known && (hs->seen_mask & ~3u))
         return; /* an ADVERT of the week said 2 bytes or more: confirmed already */
-    const struct table *t = mg_process_table_current(&capabilities);
-    const struct capability *c =
-        t && pubkey ? bsearch(pubkey, t->nodes, t->count, sizeof *t->nodes, by_node_key) : NULL;
-    mg_table_rows(MG_TABLE_multibyte, t != NULL, 0);
-    if (!c)
-        return;
     static const char *const status[] = {"unknown", "confirmed", "suspected"}, *const evidence[] = {
                                                                                    "", "advert",
                                                                                    "path"};
+    const struct table *t = mg_process_table_current(&capabilities);
+    mg_table_rows(MG_TABLE_multibyte, t != NULL, 0);
+    if (!t) { /* before the first pass: what the nodes table keeps */
+        const struct stored_table *k = mg_process_table_current(&stored);
+        const struct stored *e =
+            k && pubkey ? bsearch(pubkey, k->nodes, k->count, sizeof *k->nodes, by_stored_key)
+                        : NULL;
+        if (!e)
+            return;
+        mg_node_fields_add_json(f, "multi_byte_evidence", e->evidence); /* the reader holds it */
+        mg_node_fields_add(f, "multi_byte_max_hash_size", "%d", 0);
+        mg_node_fields_add(f, "multi_byte_status", "\"%s\"", status[e->status]);
+        return;
+    }
+    const struct capability *c =
+        pubkey ? bsearch(pubkey, t->nodes, t->count, sizeof *t->nodes, by_node_key) : NULL;
+    if (!c)
+        return;
     mg_node_fields_add(f, "multi_byte_evidence", "\"%s\"", evidence[c->status]);
     mg_node_fields_add(f, "multi_byte_max_hash_size", "%d", c->size);
     mg_node_fields_add(f, "multi_byte_status", "\"%s\"", status[c->status]);

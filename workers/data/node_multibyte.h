@@ -22,8 +22,12 @@
  * multi-byte ones their longest observation (by transmission id, indexed): 88 s at 2M
  * observations on the loaded machine, while an ASan build ran (152 KB for 2 000 nodes); stored in
  * the shared result cache under "multibyte|v1|<device>:<inode>|<interval number>" and copied by the
- * other workers (multibyte_builds, multibyte_copies). CoreScope infers before it serves, so a
- * request that needs it while its worker has none is heavy and parks while the helper gets it.
+ * other workers (multibyte_builds, multibyte_copies). No request waits for the pass: until a
+ * worker has the table, the list and the detail answer at once with what CoreScope's server
+ * serves before its first analytics cycle (its loadMultibyteCapFromDB): the capability its
+ * ingestor keeps in the nodes table, multibyte_sup 2 "confirmed" or 1 "suspected" with
+ * multibyte_evidence and size 0, for rows above 0 (none on a schema without the columns),
+ * read once per process; then the pass's table as soon as the worker takes the group's copy.
  */
 #ifndef MESHGATE_NODE_MULTIBYTE_H
 #define MESHGATE_NODE_MULTIBYTE_H
@@ -41,15 +45,17 @@
 void mg_node_multibyte_adopt(struct mg_env *env);
 /* Whether a request can have the table at once (this process's, or the group's copy). */
 bool mg_node_multibyte_available(struct mg_env *env);
-/* As mg_node_usefulness_keep (group_table.h: mg_group_table_keep). An SQLite code. */
-int mg_node_multibyte_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *busy);
+/* As mg_node_usefulness_keep (group_table.h: mg_group_table_keep_behind), and with no table
+ * the nodes table's kept capability read once. An SQLite code. */
+int mg_node_multibyte_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns);
 
 void mg_node_multibyte_read_begin(void);
 void mg_node_multibyte_read_end(void);
 uint64_t mg_node_multibyte_generation(void);
 
-/* Adds the node's multi_byte_* fields to f (between read_begin and read_end) unless its hash
- * sizes (hs, NULL: none known) confirm it already (mg_node_hash_fields gave them). */
+/* Adds the node's multi_byte_* fields to f (between read_begin and read_end, and f written
+ * before read_end) unless its hash sizes (hs, NULL: none known) confirm it already
+ * (mg_node_hash_fields gave them). */
 void mg_node_multibyte_fields(struct mg_node_fields *f, const char *pubkey,
                               const struct mg_node_hash_sizes *hs);
 

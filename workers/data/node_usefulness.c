@@ -631,9 +631,9 @@ bool mg_node_usefulness_available(struct mg_env *env)
     return mg_group_table_available(&shared, env);
 }
 
-int mg_node_usefulness_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *busy)
+int mg_node_usefulness_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
 {
-    return mg_group_table_keep(&shared, env, now_ns, now_realtime_ns, busy);
+    return mg_group_table_keep_behind(&shared, env, now_ns, now_realtime_ns);
 }
 
 void mg_node_usefulness_read_begin(void)

@@ -32,12 +32,17 @@
  * scores it, at a worker's start or when the group's copy is older than
  * MG_NODE_USEFULNESS_INTERVAL_NS (CoreScope's recompute interval), and stores the scores in
  * the shared result cache under "usefulness|v1|<device>:<inode>|<interval number>"; every
- * other worker decodes its copy from there (usefulness_builds, usefulness_copies). CoreScope
- * scores before it serves; so a request that needs the scores while its worker has none is
- * heavy and parks while the worker's helper takes the group's copy or makes or follows the
- * group's pass (a read of neighbor_edges and the scoring, O(V (E + V) log V): 30 s for the 2M
- * shape's 2 000 nodes and 10 380 rows on the loaded machine, while an ASan build ran; 174 KB).
- * A stale copy is served while the helper refreshes it.
+ * other worker decodes its copy from there (usefulness_builds, usefulness_copies). The pass (a
+ * read of neighbor_edges and the scoring, O(V (E + V) log V): 30 s for the 2M shape's 2 000
+ * nodes and 10 380 rows on the loaded machine, while an ASan build ran; 174 KB) is waited for
+ * by no request: until a worker has the scores, the list and the detail answer at once with
+ * what CoreScope's own scoring gives before its structural axes exist (its cold start,
+ * compositeUsefulness with axesComputed false): bridge, coverage and redundancy 0, the
+ * composite from the traffic axis alone, and no grade for a node with no traffic. (CoreScope's
+ * server scores once before it listens, so it never serves that shape after a start with
+ * neighbor_edges rows; it is the closest answer that waits for nothing and invents nothing.)
+ * The answers switch to the scores as soon as the worker takes the group's copy. A stale copy
+ * is served while the helper refreshes it.
  */
 #ifndef MESHGATE_NODE_USEFULNESS_H
 #define MESHGATE_NODE_USEFULNESS_H
@@ -56,11 +61,10 @@ void mg_node_usefulness_adopt(struct mg_env *env);
 /* Whether a request can have the scores at once: this process has them, or the group's copy
  * is stored. */
 bool mg_node_usefulness_available(struct mg_env *env);
-/* Before a request reads the scores (group_table.h: mg_group_table_keep): with none, on the
- * loop (busy not NULL) *busy says the request parks while the helper gets them; stale ones
- * are refreshed on the helper meanwhile. An SQLite code. */
-int mg_node_usefulness_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns,
-                            bool *busy);
+/* Before a request reads the scores (group_table.h: mg_group_table_keep_behind): the group's
+ * copy when stored, else the group's pass started behind the request, which never waits for
+ * it; stale ones are refreshed on the helper. An SQLite code. */
+int mg_node_usefulness_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns);
 
 /* Readers hold the scores while they write nodes. */
 void mg_node_usefulness_read_begin(void);

@@ -21,6 +21,9 @@
  *   MESHGATE_TEST_GROUP_PASS_MS=N (the worker's environment): each pass of every group table
  *                            (group_table.h: the relay table and probe, hash sizes, region
  *                            map, neighbour graph) lasts N ms more (at most 30000);
+ *   MESHGATE_TEST_GROUP_PASS_ONLY=a,b (the worker's environment): only the group tables so
+ *                            named (their cache key's first part: usefulness, multibyte, ...)
+ *                            take MESHGATE_TEST_GROUP_PASS_MS more;
  *   MESHGATE_TEST_SUMMARIES_TX_MS=N (the worker's environment): each transmission the
  *                            summaries' pass summarizes takes N ms more (at most 1000), so a
  *                            small database's pass lasts;
@@ -85,8 +88,9 @@ void mg_test_hooks_db_reopened(struct mg_db *db);
 /* In a pass of the relay table: MESHGATE_TEST_RELAY_PASS_MS more (env NULL: none). */
 void mg_test_hooks_relay_pass(const struct mg_env *env);
 
-/* In a pass of any group table: MESHGATE_TEST_GROUP_PASS_MS more (env NULL: none). */
-void mg_test_hooks_group_pass(const struct mg_env *env);
+/* In a pass of the group table name: MESHGATE_TEST_GROUP_PASS_MS more (env NULL: none), when
+ * MESHGATE_TEST_GROUP_PASS_ONLY is unset or names it. */
+void mg_test_hooks_group_pass(const struct mg_env *env, const char *name);
 
 /* In the summaries' pass, after each transmission: MESHGATE_TEST_SUMMARIES_TX_MS more (env
  * NULL: none). */
@@ -107,7 +111,7 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
 #define mg_test_hooks_before_work(db, hold_ms, db_break) ((void)0)
 #define mg_test_hooks_db_reopened(db) ((void)0)
 #define mg_test_hooks_relay_pass(env) ((void)0)
-#define mg_test_hooks_group_pass(env) ((void)(env))
+#define mg_test_hooks_group_pass(env, name) ((void)(env), (void)(name))
 #define mg_test_hooks_summaries_tx(env) ((void)(env))
 #define mg_test_hooks_prepared(env, park, res) ((void)0)
 

@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(body, data, size);
     body[size] = '\0';
     static const char *const routes[] = {"/api/packets/observations", "/api/paths/inspect",
-                                          "/api/decode"};
+                                         "/api/decode"};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         int status = mg_test_ctx_request(ctx, "POST", routes[i], body);
         const char *answer = (const char *)ctx->res.body.data;

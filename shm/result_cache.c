@@ -225,6 +225,33 @@ bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key)
     return builder != 0 && mg_process_alive(builder, 0);
 }
 
+bool mg_result_cache_pin_newest(struct mg_cache_view *v, int pid, const char *prefix,
+                                const char *except, int64_t oldest, int64_t now,
+                                struct mg_cache_pin *pin, int64_t *stored)
+{
+    size_t len = strlen(prefix);
+    int best = -1;
+    mg_lock_acquire(&v->cache->lock, pid);
+    for (unsigned i = 0; i < v->cache->entries; i++) {
+        const struct mg_cache_entry *e = &v->entry[i];
+        if (e->state == MG_CACHE_READY && e->expires_monotonic_ns > now &&
+            e->since_monotonic_ns >= oldest && strncmp(e->key, prefix, len) == 0 &&
+            strncmp(e->key, except, MG_CACHE_KEY_MAX) != 0 &&
+            (best < 0 || e->since_monotonic_ns > v->entry[best].since_monotonic_ns))
+            best = (int)i;
+    }
+    if (best >= 0) {
+        struct mg_cache_entry *e = &v->entry[best];
+        e->used_monotonic_ns = now;
+        e->pins = pinned(e, now) ? e->pins + 1 : 1;
+        e->pinned_s = (uint32_t)(now / MG_NS_PER_SEC);
+        *pin = (struct mg_cache_pin){(uint32_t)best, e->body_len, e->build_id, e->first_page};
+        *stored = e->since_monotonic_ns;
+    }
+    mg_lock_release(&v->cache->lock, pid);
+    return best >= 0;
+}
+
 enum mg_cache_outcome mg_result_cache_wait_pin(struct mg_cache_view *v, int pid, unsigned slot,
                                                const char *key, int64_t deadline,
                                                mg_fifo_cancel_fn cancel, void *cancel_arg,

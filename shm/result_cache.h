@@ -97,6 +97,7 @@ struct mg_result_cache {
     _Atomic uint64_t hits;
     _Atomic uint64_t misses;
     _Atomic uint64_t coalesced;
+    _Atomic uint64_t stale; /* answered with the previous answer (cold_report.c) */
     _Atomic uint64_t stored;
     _Atomic uint64_t evicted;
     _Atomic uint64_t too_large;
@@ -193,6 +194,13 @@ bool mg_result_cache_warm(struct mg_cache_view *v, int pid, const char *key, int
 /* True when a live build of key is under way (a request for it would follow that build, not
  * build): what admission asks so that followers are not counted as cold work. */
 bool mg_result_cache_building(struct mg_cache_view *v, int pid, const char *key);
+/* The previous answer of a report (workers/core/cold_report.c): pins, as a hit does, the READY
+ * body stored last (at or after oldest, not expired at now) among the keys that start with
+ * prefix, except the key except; *stored: when it was stored. Claims and counts nothing; false
+ * when there is none. The caller copies it with mg_result_cache_copy. */
+bool mg_result_cache_pin_newest(struct mg_cache_view *v, int pid, const char *prefix,
+                                const char *except, int64_t oldest, int64_t now,
+                                struct mg_cache_pin *pin, int64_t *stored);
 /*
  * Waits (until deadline, CLOCK_MONOTONIC) for the build of key to end, then looks again (not
  * counted): HIT (pinned, as mg_result_cache_look), CLAIMED (the build was abandoned or its
@@ -236,6 +244,7 @@ unsigned mg_result_cache_reclaim(struct mg_cache_view *v, int pid);
     X(hits, "hits", "reach requests answered from the cache")                                      \
     X(misses, "misses", "reach requests that found no stored report")                              \
     X(coalesced, "coalesced", "reach requests that waited for an identical build")                 \
+    X(stale, "stale", "reports answered with their previous answer while the next is built")       \
     X(stored, "stored", "reach reports stored")                                                    \
     X(evicted, "evicted", "stored reach reports dropped to make room")                             \
     X(too_large, "tooLarge", "reach reports served but too large to store")                        \

@@ -80,8 +80,9 @@ static bool airtime_args(const struct mg_request *req, struct mg_response *res,
     mg_cs_window_parse(p->window, p->from, p->to, now, &a->window);
     char wkey[64];
     mg_cs_window_key(&a->window, wkey, sizeof wkey);
-    snprintf(key, cap, "analytics|relay-airtime|%s|%lu|%lld", wkey,
-             mg_corescope_current()->generation, (long long)(now / AIRTIME_CACHE_S));
+    snprintf(key, cap, "analytics|relay-airtime|%s|%lu|@%d:%lld", wkey,
+             mg_corescope_current()->generation, AIRTIME_CACHE_S,
+             (long long)(now / AIRTIME_CACHE_S));
     return true;
 }
 

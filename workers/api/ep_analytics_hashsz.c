@@ -125,8 +125,9 @@ static bool hashsz_args(const struct mg_request *req, struct mg_response *res,
     }
     int64_t now = (int64_t)time(NULL);
     int64_t interval = !a->region_given && !a->area[0] ? HASHSZ_DEFAULT_SHAPE_S : HASHSZ_CACHE_S;
-    snprintf(key, cap, "analytics|hash-sizes|%d|%s|%s|%lu|%lld", a->region_given, a->codes, a->area,
-             a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)(now / interval));
+    snprintf(key, cap, "analytics|hash-sizes|%d|%s|%s|%lu|@%lld:%lld", a->region_given, a->codes,
+             a->area, a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)interval,
+             (long long)(now / interval));
     return true;
 }
 

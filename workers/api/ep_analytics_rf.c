@@ -129,8 +129,9 @@ static bool analytics_args(const struct mg_request *req, struct mg_response *res
     int64_t interval = !a->region[0] && !a->area[0] && mg_cs_window_is_zero(&a->window)
                            ? ANALYTICS_DEFAULT_SHAPE_S
                            : ANALYTICS_CACHE_S;
-    snprintf(key, cap, "%s|%s|%s|%s|%lu|%lld", prefix, a->region, a->area, wkey,
-             a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)(now / interval));
+    snprintf(key, cap, "%s|%s|%s|%s|%lu|@%lld:%lld", prefix, a->region, a->area, wkey,
+             a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)interval,
+             (long long)(now / interval));
     return true;
 }
 

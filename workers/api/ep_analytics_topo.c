@@ -111,8 +111,9 @@ static void topo_key(const char *prefix, const struct topo_args *a, int64_t now,
     int64_t interval = !a->region[0] && !a->area[0] && mg_cs_window_is_zero(&a->window)
                            ? TOPO_DEFAULT_SHAPE_S
                            : TOPO_CACHE_S;
-    snprintf(key, cap, "%s|%s|%s|%s|%lu|%lld", prefix, a->region, a->area, wkey,
-             a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)(now / interval));
+    snprintf(key, cap, "%s|%s|%s|%s|%lu|@%lld:%lld", prefix, a->region, a->area, wkey,
+             a->area[0] ? mg_corescope_current()->generation : 0UL, (long long)interval,
+             (long long)(now / interval));
 }
 
 /* The topology's: region, area and the window (the signal reports' table). */

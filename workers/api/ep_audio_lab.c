@@ -166,8 +166,9 @@ static void audio_lab_key(struct mg_env *env, char *key, size_t cap)
     memset(&c, 0, sizeof c);
     if (!mg_db_counts_current(env, &c))
         c.transmissions = c.observations = -1;
-    snprintf(key, cap, "audio-lab|%lld|%lld|%lld", (long long)c.transmissions,
-             (long long)c.observations, (long long)(time(NULL) / AUDIO_LAB_CACHE_S));
+    snprintf(key, cap, "audio-lab|%lld|%lld|@%d:%lld", (long long)c.transmissions,
+             (long long)c.observations, AUDIO_LAB_CACHE_S,
+             (long long)(time(NULL) / AUDIO_LAB_CACHE_S));
 }
 
 bool mg_audio_lab_is_heavy(struct mg_env *env, const struct mg_request *req)

@@ -126,8 +126,8 @@ static bool graph_args(const struct mg_request *req, struct mg_response *res, st
         return false;
     }
     /* The configuration's generation: what it hides is in the answer. */
-    snprintf(key, KEY_BYTES, "ngraph|%lld|%.17g|%s|%s|%lu|%lld", (long long)a->min_count,
-             a->min_score, a->role, a->region, mg_corescope_current()->generation,
+    snprintf(key, KEY_BYTES, "ngraph|%lld|%.17g|%s|%s|%lu|@%d:%lld", (long long)a->min_count,
+             a->min_score, a->role, a->region, mg_corescope_current()->generation, GRAPH_CACHE_S,
              (long long)(time(NULL) / GRAPH_CACHE_S));
     return true;
 }

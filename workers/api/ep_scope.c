@@ -209,7 +209,8 @@ static int scope_body(struct mg_db *db, const struct window *w, int64_t now_s, s
 
 static void scope_key(char *key, size_t cap, int w)
 {
-    snprintf(key, cap, "scope|%s|%lld", windows[w].name, (long long)(time(NULL) / SCOPE_CACHE_S));
+    snprintf(key, cap, "scope|%s|@%d:%lld", windows[w].name, SCOPE_CACHE_S,
+             (long long)(time(NULL) / SCOPE_CACHE_S));
 }
 static void scope_build(struct mg_cold_build *b, struct mg_db *db)
 {

@@ -3,6 +3,7 @@
 #include "cold_report.h"
 
 #include "admission.h"
+#include "answer_cache.h"
 #include "clock.h"
 #include "dispatch.h"
 #include "gate_fifo.h"
@@ -11,6 +12,7 @@
 #include "test_hooks.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +122,60 @@ static void finish_build(struct mg_env *env, const struct mg_request *req, struc
     st->job = NULL;
 }
 
+/* The interval a key names ("|@SECONDS:INDEX" at its end, cold_report.h): the prefix that
+ * the same report's keys of other intervals share, and the interval; false for a key that
+ * names none. */
+static bool interval_of(const char *key, char prefix[MG_CACHE_KEY_MAX], int64_t *interval_s)
+{
+    const char *bar = strrchr(key, '|');
+    if (!bar || bar[1] != '@')
+        return false;
+    char *end;
+    long long s = strtoll(bar + 2, &end, 10);
+    size_t len = (size_t)(end + 1 - key);
+    if (s <= 0 || *end != ':' || len >= MG_CACHE_KEY_MAX)
+        return false;
+    memcpy(prefix, key, len);
+    prefix[len] = '\0';
+    *interval_s = s;
+    return true;
+}
+
+/* Another request builds key: answers the previous answer of the same parameters when one
+ * is stored within the bound (cold_report.h), copied as a hit is; false when there is none. */
+static bool answer_stale(struct mg_env *env, const struct cold_state *st, struct mg_response *res)
+{
+    char prefix[MG_CACHE_KEY_MAX];
+    int64_t interval_s;
+    if (!interval_of(st->key, prefix, &interval_s))
+        return false;
+    int64_t now = mg_monotonic_ns();
+    int64_t bound_s = interval_s * MG_COLD_STALE_INTERVALS;
+    if (bound_s > MG_COLD_STALE_MAX_S)
+        bound_s = MG_COLD_STALE_MAX_S;
+    int64_t oldest = now - bound_s * MG_NS_PER_SEC;
+    for (int tries = 0; tries < 3; tries++) {
+        struct mg_cache_pin pin;
+        int64_t stored;
+        if (!mg_result_cache_pin_newest(&env->seg->cache, env->pid, prefix, st->key, oldest, now,
+                                        &pin, &stored))
+            return false;
+        void *dst = mg_buf_reserve(&res->body, pin.len) ? res->body.data + res->body.len : NULL;
+        if (!mg_result_cache_copy(&env->seg->cache, env->pid, &pin, dst))
+            continue; /* replaced while copied: look again */
+        if (!dst)
+            return false; /* out of memory: follow the build */
+        res->body.len += pin.len;
+        mg_cached_bytes_copied_add(pin.len);
+        atomic_fetch_add(&env->seg->cache.cache->stale, 1);
+        mg_response_json(res, 200);
+        mg_response_header(res, "Age: %lld", (long long)((now - stored) / MG_NS_PER_SEC));
+        mg_response_header(res, "X-Meshgate-Cache: stale");
+        return true;
+    }
+    return false;
+}
+
 static enum mg_turn step_start(struct mg_env *env, const struct mg_request *req,
                                struct cold_state *st, const struct mg_cold_report *report,
                                const char *key, struct mg_response *res)
@@ -150,6 +206,8 @@ static enum mg_turn step_start(struct mg_env *env, const struct mg_request *req,
         st->step = GATE;
         return MOVED_ON;
     }
+    if (answer_stale(env, st, res))
+        return MG_DONE;
     st->place = mg_admission_follow(&mg_gate_cold, env, st->key);
     if (st->place < 0) {
         refuse(req, res, "too many %ss are being built; retry after Retry-After", report->name);

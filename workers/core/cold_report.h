@@ -9,8 +9,9 @@
  * refusals) is here, in one state machine over the turns of the worker's loop:
  *
  *   START     the cache: a warm answer is copied out and served; it never takes a permit
- *             (invariant 5). Another request builds the key: FOLLOW. Absent: the key is
- *             claimed (identical requests now follow us): GATE.
+ *             (invariant 5). Another request builds the key: its previous answer, when one
+ *             is kept (below), is copied out and served at once, marked stale; else FOLLOW.
+ *             Absent: the key is claimed (identical requests now follow us): GATE.
  *   FOLLOW    holds a place in the gate's line (so waiters stay bounded) until the build
  *             ends: then the stored body (HIT), or, when the build was given up or its
  *             builder died, the key is claimed here: GATE. Past the wait bound: 429.
@@ -22,10 +23,19 @@
  *             thread (in-process tests).
  *   BUILDING  when the build is done: the permit goes back first, on every path; a body is
  *             stored and served; a 404, a 400 or an error stores nothing.
- * Whenever it has to wait it parks the request and returns, so waiting holds no worker. Every
- * refusal is 429 with Retry-After: 2 and Cache-Control: no-store, before any scan. A worker
- * that dies anywhere is cleaned up by the master: its permit, its place in line and its claim
- * are reclaimed after waitpid, and a follower takes the build over.
+ * Stale while revalidating: a report kept for an interval names it at the end of its key,
+ * "|@SECONDS:INDEX" (INDEX = time(NULL) / SECONDS), so a new interval's first request builds
+ * anew. While that build runs (for the group: the key is claimed, as coalescing does),
+ * every other request for the same parameters (a key with the same text before INDEX) is
+ * answered with the newest stored answer of an earlier interval, as light as a hit, with
+ * Age: and X-Meshgate-Cache: stale (the cache's stale counter), provided it was stored less
+ * than MG_COLD_STALE_INTERVALS intervals and MG_COLD_STALE_MAX_S ago and has not expired
+ * (MESHGATE_REACH_CACHE_TTL_MS): an older one is not served, and the request follows the build as
+ * before. A request with no answer kept at all follows (or builds) as before. Whenever it has to
+ * wait it parks the request and returns, so waiting holds no worker. Every refusal is 429 with
+ * Retry-After: 2 and Cache-Control: no-store, before any scan. A worker that dies anywhere is
+ * cleaned up by the master: its permit, its place in line and its claim are reclaimed after
+ * waitpid, and a follower takes the build over.
  */
 #ifndef MESHGATE_COLD_REPORT_H
 #define MESHGATE_COLD_REPORT_H
@@ -38,6 +48,11 @@
 #include <stdint.h>
 
 #define MG_COLD_ARGS_BYTES 160
+/* How old a previous answer may be and still be served while the next one is built (see
+ * above): at most this many of its intervals, and never more than MG_COLD_STALE_MAX_S (5
+ * minutes: CoreScope's default analytics recompute interval, docs/architecture.md). */
+#define MG_COLD_STALE_INTERVALS 5
+#define MG_COLD_STALE_MAX_S 300
 
 enum mg_cold_result { MG_COLD_OK = 0, MG_COLD_BAD_REQUEST, MG_COLD_NOT_FOUND, MG_COLD_ERROR };
 
@@ -79,7 +94,7 @@ enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *r
 void mg_cold_result(struct mg_cold_build *b, int rc, const char *what);
 
 /* Whether serving key now would build it: not warm in the cache, nor being built by another
- * request (this one would follow that build, parked). */
+ * request (this one would follow that build, parked, or answer its previous answer). */
 bool mg_cold_report_is_heavy(struct mg_env *env, const char *key);
 
 #endif

@@ -416,11 +416,6 @@ static void walk(const char *db, bool every_case_light)
     find_records(&t);
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *const *cases = mg_routes[i].light_cases;
-        /* A worker's helper keeps the row counts fresh off the request path; the cold
-         * reports before this route may have taken longer than their interval (slow builds,
-         * sanitizers): refresh them as the helper would. */
-        struct mg_db_counts counts;
-        cr_assert(mg_db_counts_get(&t.env, &counts));
         for (size_t c = 0; cases && cases[c]; c++) {
             if (has_empty_record(cases[c])) {
                 cr_expect(!every_case_light, "%s: the database has no such record", cases[c]);
@@ -431,6 +426,12 @@ static void walk(const char *db, bool every_case_light)
              * have expired between two runs on a slow machine. */
             int light_runs = 0;
             for (int round = 1; round <= 2 || (light_runs == 0 && round <= 5); round++) {
+                /* A worker's helper keeps the row counts fresh off the request path; the
+                 * round before (a cold report's build) may have taken longer than their
+                 * interval (slow builds, sanitizers): refresh them as the helper would, or
+                 * the request counts the rows itself (651 pages for the audio lab's). */
+                struct mg_db_counts counts;
+                cr_assert(mg_db_counts_get(&t.env, &counts));
                 struct measured m = run(&t, target);
                 /* CoreScope's API-key routes answer 403 without an upstream (ep_keyed.c). */
                 cr_expect_eq(m.status, mg_routes[i].upstream_first ? 403 : 200,
@@ -449,6 +450,8 @@ static void walk(const char *db, bool every_case_light)
             continue;
         expand(worst_targets[c], &keys, target, sizeof target);
         for (int round = 1; round <= 2; round++) {
+            struct mg_db_counts counts; /* as above */
+            cr_assert(mg_db_counts_get(&t.env, &counts));
             struct measured m = run(&t, target);
             cr_expect_eq(m.status, 200, "%.200s answered %d: %.300s", target, m.status,
                          t.res.body.data);

@@ -204,9 +204,14 @@ static bool common_args(const char *region, int window, const char *from, const 
  * many groups or long hops are served from the cache too). */
 static void cache_key(const char *text, char *key, size_t cap)
 {
+    /* The interval ends the key (cold_report.h: "|@SECONDS:INDEX"), outside the hash, so a
+     * request of a new interval finds the previous interval's answer to serve while it builds. */
+    char interval[40];
+    int il = snprintf(interval, sizeof interval, "|@%d:%lld", SP_CACHE_S,
+                      (long long)(time(NULL) / SP_CACHE_S));
     size_t len = strlen(text);
-    if (len < MG_CACHE_KEY_MAX) {
-        snprintf(key, cap, "%s", text);
+    if (len + (size_t)il < MG_CACHE_KEY_MAX) {
+        snprintf(key, cap, "%s%s", text, interval);
         return;
     }
     uint8_t h[SHA256_DIGEST_LENGTH];
@@ -215,16 +220,20 @@ static void cache_key(const char *text, char *key, size_t cap)
     SHA256Update(&sha, (const uint8_t *)text, len);
     SHA256Final(h, &sha);
     int n = snprintf(key, cap, "%.*s#", (int)strcspn(text, "|"), text);
-    for (int i = 0; i < SHA256_DIGEST_LENGTH && n > 0 && (size_t)n + 2 < cap; i++)
+    /* As many hex digits of the hash as leave room for the interval (at least 128 bits). */
+    for (int i = 0; i < SHA256_DIGEST_LENGTH && n > 0 &&
+                    (size_t)n + 2 + (size_t)il < (cap < MG_CACHE_KEY_MAX ? cap : MG_CACHE_KEY_MAX);
+         i++)
         n += snprintf(key + n, cap - (size_t)n, "%02x", h[i]);
+    if (n > 0 && (size_t)n + (size_t)il < cap)
+        snprintf(key + n, cap - (size_t)n, "%s", interval);
 }
 
 static void sp_key(const char *prefix, const struct sp_args *a, char *key, size_t cap)
 {
     char wkey[64], text[SP_KEY_BYTES];
     mg_cs_window_key(&a->window, wkey, sizeof wkey);
-    int n = snprintf(text, sizeof text, "%s|%d|%s|%s|%lld|", prefix, a->scan, a->region, wkey,
-                     (long long)(time(NULL) / SP_CACHE_S));
+    int n = snprintf(text, sizeof text, "%s|%d|%s|%s|", prefix, a->scan, a->region, wkey);
     for (int i = 0; i < a->n_groups && n > 0 && (size_t)n < sizeof text; i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "%d-%d:%d,", a->group[i].min,
                       a->group[i].max, a->group[i].limit);
@@ -990,8 +999,7 @@ static bool detail_args(struct mg_env *env, const struct mg_request *req, struct
         }
     }
     char text[SP_KEY_BYTES];
-    snprintf(text, sizeof text, "subpath-detail|%lld|%s", (long long)(time(NULL) / SP_CACHE_S),
-             a->hops);
+    snprintf(text, sizeof text, "subpath-detail|%s", a->hops);
     cache_key(text, key, cap);
     return true;
 }

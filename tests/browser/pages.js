@@ -223,6 +223,18 @@ const PAGES = {
     const until = Date.now() + WAIT_MS;
     while (!open && Date.now() < until) await page.waitForTimeout(100);
     if (!open) throw new Error('the page opened no WebSocket');
+    // The page's WebSocket exists before the server has taken its handshake, and a client is
+    // sent only what is written after it joins: wait until the server counts it (/api/health's
+    // websocket.clients), or a loaded machine writes the packets before it joins.
+    let joined = false;
+    while (!joined && Date.now() < until) {
+      try {
+        const h = await (await fetch(BASE + '/api/health')).json();
+        joined = h.websocket && h.websocket.clients >= 1;
+      } catch (e) { /* asked again */ }
+      if (!joined) await page.waitForTimeout(100);
+    }
+    if (!joined) throw new Error('the server never counted the page\'s WebSocket');
     const tool = require('path').join(__dirname, '..', '..', 'tools', 'soak-live.py');
     const out = require('child_process').execFileSync('python3', [tool, 'append', process.env.DB_PATH, '2', '1'],
       { encoding: 'utf8' });

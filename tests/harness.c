@@ -757,3 +757,18 @@ long mg_test_metric(int port, const char *name)
     mg_test_response_free(&r);
     return v;
 }
+
+static bool node_list_answers(void *arg)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(*(const int *)arg, "/api/nodes?limit=1", NULL, &r))
+        return false;
+    bool ok = r.status == 200;
+    mg_test_response_free(&r);
+    return ok;
+}
+
+bool mg_test_wait_node_list(int port)
+{
+    return mg_test_wait_until(node_list_answers, &port, 180000, 100);
+}

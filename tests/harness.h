@@ -118,6 +118,10 @@ bool mg_test_send(int fd, const char *data, size_t len);
  */
 bool mg_test_read_response(int fd, struct mg_test_response *r, bool head_request, int timeout_ms);
 /* One GET on a new connection ("Connection: close"); extra_headers may be NULL. */
+/* Waits (ceiling 180 s) until /api/nodes?limit=1 answers 200 on port: at a start the list parks
+ * until the group's tables it needs exist, longer than one GET's socket timeout under ASan with
+ * several servers starting at once. */
+bool mg_test_wait_node_list(int port);
 bool mg_test_get(int port, const char *target, const char *extra_headers,
                  struct mg_test_response *r);
 /* The value of a response header (case-insensitive) copied into out; false when absent. */

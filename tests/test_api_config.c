@@ -441,6 +441,7 @@ Test(api_config, regions_are_the_configured_ones_and_every_observers_iata_base)
 Test(api_config, health_in_corescopes_shape_with_what_meshgate_knows)
 {
     fixture_start(FIXTURE_MIGRATED_DB, NULL, NULL);
+    cr_assert(mg_test_wait_node_list(fx.port), "the node list never answered 200");
     free(get_body(&fx, "/api/nodes?limit=1", 200)); /* one request counted before */
     char *body = get_body(&fx, "/api/health", 200);
     char keys[512];

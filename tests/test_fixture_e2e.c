@@ -145,6 +145,7 @@ static void start_from(const char *source)
     static const char *const env[] = {"MESHGATE_WORKERS=2", NULL};
     cr_assert(mg_test_server_start(&e2e.server, e2e.db, env), "meshgate did not start on %s",
               e2e.db);
+    cr_assert(mg_test_wait_node_list(e2e.server.port), "the node list never answered 200");
     e2e.running = true;
 }
 

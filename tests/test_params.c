@@ -81,6 +81,7 @@ Test(params, every_routes_parameters_answer_as_corescope_or_as_documented)
     static const char *const env[] = {"MESHGATE_WORKERS=2", "MESHGATE_ANON_RATE=0",
                                       "MESHGATE_ANON_CONCURRENCY=0", NULL};
     cr_assert(mg_test_server_start(&e.server, e.db, env), "meshgate did not start");
+    cr_assert(mg_test_wait_node_list(e.server.port), "the node list never answered 200");
     e.running = true;
     int walked = 0, documented = 0;
     for (char *save = NULL, *line = strtok_r(walk, "\n", &save); line;
@@ -169,6 +170,7 @@ Test(params, a_refused_value_is_400_naming_the_parameter)
     cr_assert_eq(mg_test_make_db(e.db, true, NULL), 0);
     static const char *const env[] = {"MESHGATE_WORKERS=1", NULL};
     cr_assert(mg_test_server_start(&e.server, e.db, env), "meshgate did not start");
+    cr_assert(mg_test_wait_node_list(e.server.port), "the node list never answered 200");
     e.running = true;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct mg_test_response r;

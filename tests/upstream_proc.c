@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -45,6 +46,8 @@ void mg_test_upstream_start(struct mg_test_upstream *u, int port, const char *co
     u->pid = fork();
     cr_assert_geq(u->pid, 0);
     if (u->pid == 0) {
+        /* A test that fails an assertion ends before its stop: the upstream ends with it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         execv(bin, (char *const *)argv);
         _exit(127);
     }
@@ -194,6 +197,7 @@ bool mg_test_corescope_start(struct mg_test_corescope *c, char *why, size_t cap)
         c->pid = fork();
         cr_assert_geq(c->pid, 0);
         if (c->pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
             if (fd >= 0) {
                 dup2(fd, 1);

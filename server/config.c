@@ -147,8 +147,8 @@ const struct mg_config_var mg_config_vars[] = {
      "longest wait in the anonymous line before 503 (ms); 0: no waiting", MG_RELOAD_LIVE},
     {"MESHGATE_ANON_PER_CLIENT", MG_CFG_INT, FIELD(anon_per_client), 0, 256, "6",
      "permits and places of the anonymous line one client (an IPv4 address, an IPv6 /64) may "
-     "hold together (default: a browser's six connections to a host); past it: 503 at once; "
-     "0: no share",
+     "hold together (default: a browser's six connections to a host), and the same of the "
+     "upstream's gate for its anonymous requests; past it: 503 at once; 0: no share",
      MG_RELOAD_LIVE},
     {"MESHGATE_ANON_RATE", MG_CFG_INT, FIELD(anon_rate), 0, 1000000, "300",
      "heavy requests a minute one anonymous client (an IPv4 address, an IPv6 /64) may make "
@@ -182,8 +182,7 @@ const struct mg_config_var mg_config_vars[] = {
     {"MESHGATE_UPSTREAM_HEAVY", MG_CFG_STRING, FIELD(upstream_heavy), 0, 0,
      "/api/analytics/, /api/nodes/*/analytics",
      "path prefixes of upstream routes that are heavy (a '*' matches one path segment): their "
-     "anonymous requests also pass the per-client rate limit and the anonymous line; empty: "
-     "none",
+     "anonymous requests also pass the per-client rate limit; empty: none",
      MG_RELOAD_LIVE},
     {"MESHGATE_UPSTREAM_PREFER", MG_CFG_ROUTES, FIELD(upstream_prefer), 0, 0, "",
      "native routes (as /metrics names them, comma-separated) whose requests go to the upstream "

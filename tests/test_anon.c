@@ -16,6 +16,7 @@
 #include "scoreboard.h"
 #include "segment.h"
 #include "stats.h"
+#include "upstream_gate.h"
 #include "upstream_proc.h"
 
 #include <criterion/criterion.h>
@@ -113,6 +114,28 @@ static void attach(struct mg_test_server *s, struct mg_segment *seg)
 /* How long a wait for a state of the gates may take before the test fails: generous, for a
  * busy machine under ASan; a pass never waits for it. */
 #define WAIT_CEILING_MS 30000
+
+/* GET path now from another address (127.0.0.2), on a connection of its own. */
+static void call_from_other(struct call *c, int port, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    c->status = -1;
+    int fd = mg_test_connect_from("127.0.0.2", port);
+    cr_assert_geq(fd, 0);
+    char req[256];
+    int n =
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", path);
+    int64_t start = mg_test_now_ms();
+    cr_assert(mg_test_send(fd, req, (size_t)n));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, WAIT_CEILING_MS), "no answer");
+    c->end_ms = mg_test_now_ms();
+    c->ms = c->end_ms - start;
+    close(fd);
+    c->status = r.status;
+    snprintf(c->body, sizeof c->body, "%s", r.body ? r.body : "");
+    mg_test_response_free(&r);
+}
 
 static bool wait_for(const volatile uint32_t *value, uint32_t want, int ms)
 {
@@ -587,18 +610,10 @@ Test(anon, a_flood_from_one_address_does_not_keep_another_out_of_the_line, .init
     /* The flooder holds its share: the permit and five places. */
     cr_assert(wait_for(&seg.anon->waiting, 5, WAIT_CEILING_MS), "waiting %u", seg.anon->waiting);
     cr_assert(wait_for64(&seg.anon->refused_share, 1, WAIT_CEILING_MS));
-    int fd = mg_test_connect_from("127.0.0.2", s.port);
-    cr_assert_geq(fd, 0);
-    const char req[] = "GET /api/packets?limit=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
-    int64_t start = mg_test_now_ms();
-    cr_assert(mg_test_send(fd, req, sizeof req - 1));
-    struct mg_test_response r;
-    cr_assert(mg_test_read_response(fd, &r, false, WAIT_CEILING_MS), "no answer");
-    int64_t ms = mg_test_now_ms() - start;
-    close(fd);
-    cr_expect_eq(r.status, 200, "the other address got %d after %lld ms: %s", r.status,
-                 (long long)ms, r.body ? r.body : "");
-    mg_test_response_free(&r);
+    struct call other;
+    call_from_other(&other, s.port, "/api/packets?limit=3");
+    cr_expect_eq(other.status, 200, "the other address got %d after %lld ms: %s", other.status,
+                 (long long)other.ms, other.body);
     atomic_store(&f->stop, true);
     for (int i = 0; i < FLOOD_CONNECTIONS; i++)
         pthread_join(f->thread[i], NULL);
@@ -607,6 +622,49 @@ Test(anon, a_flood_from_one_address_does_not_keep_another_out_of_the_line, .init
     free(f);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+}
+
+/* A request for the upstream never meets the anonymous line, whose permit is a build on the
+ * anonymous helper: while one address's build holds the line's one permit (held 8 s, past the
+ * line's wait of 3 s), another address's anonymous request for a heavy upstream route passes
+ * its rate limit and the upstream's gate and is answered, without a place in the line. With a
+ * place in it, it waited out the 3 s and got 503. */
+Test(anon, a_slow_anonymous_build_does_not_hold_another_address_s_upstream_request,
+     .init = make_dir, .fini = remove_dir)
+{
+    struct mg_test_upstream up = {0};
+    mg_test_upstream_start(&up, 0, NULL);
+    char upstream[64];
+    snprintf(upstream, sizeof upstream, "MESHGATE_UPSTREAM=127.0.0.1:%d", up.port);
+    const char *env[] = {"MESHGATE_WORKERS=2",
+                         "MESHGATE_ANON_CONCURRENCY=1",
+                         "MESHGATE_ANON_WAIT_MS=3000",
+                         "MESHGATE_ANON_RATE=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         upstream,
+                         "MESHGATE_UPSTREAM_HEAVY=/slow",
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call build;
+    call_start(&build, s.port, "/api/packets?limit=77", HOLD(8000));
+    cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS), "the build never held the line");
+    struct call other;
+    call_from_other(&other, s.port, "/slow?ms=1");
+    cr_expect_eq(other.status, 200, "the upstream request got %d after %lld ms: %s", other.status,
+                 (long long)other.ms, other.body);
+    cr_expect_eq(atomic_load(&seg.anon->waited), 0, "the upstream request waited in the line");
+    cr_expect_eq(atomic_load(&seg.anon->refused_timeout), 0);
+    cr_expect_eq(atomic_load(&seg.anon->acquired), 1, "only the build took the line's permit");
+    cr_expect_geq(atomic_load(&seg.upstream->gate.acquired), 1, "it passed the upstream's gate");
+    cr_expect_eq(seg.anon->in_flight, 1, "the build still holds the line");
+    call_join(&build);
+    cr_expect_eq(build.status, 200, "%s", build.body);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
+    mg_test_upstream_stop(&up);
 }
 
 Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make_dir,

@@ -976,6 +976,52 @@ Test(upstream, a_stale_kept_alive_connection_resends_a_get_once_and_never_a_post
     upstream_stop(&up);
 }
 
+/* An anonymous address holds at most its share (MESHGATE_ANON_PER_CLIENT) of the upstream's
+ * permits and places: of three long requests from 127.0.0.1, two hold permits and the third is
+ * refused at once, and another address's request takes a free permit and is answered. */
+Test(upstream, one_address_holds_only_its_share_of_the_upstream_gate)
+{
+    struct upstream_proc up = {0};
+    upstream_start(&up, 0, NULL);
+    struct mg_test_server s;
+    const char *env[] = {"MESHGATE_UPSTREAM_CONCURRENCY=4", "MESHGATE_UPSTREAM_SIGNED_IN_RESERVE=0",
+                         "MESHGATE_ANON_PER_CLIENT=2", "MESHGATE_UPSTREAM_WAIT_MS=60000", NULL};
+    start_meshgate(&s, up.port, env);
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call flood[2];
+    for (int i = 0; i < 2; i++)
+        call_start(&flood[i], s.port, "/slow?ms=60000", NULL);
+    cr_assert(wait_u32(&seg.upstream->gate.in_flight, 2, CEILING_MS));
+    struct call third;
+    call_start(&third, s.port, "/slow?ms=60000", NULL);
+    call_join(&third);
+    cr_expect_eq(third.status, 503, "the third of one address got %d", third.status);
+    cr_expect_str_eq(third.retry_after, "1");
+    cr_expect(third.body && strstr(third.body, "MESHGATE_ANON_PER_CLIENT"), "%s", third.body);
+    free(third.body);
+    cr_expect_eq(atomic_load(&seg.upstream->gate.refused_share), 1);
+    cr_expect_eq(seg.upstream->gate.in_flight, 2, "one address took more than its share");
+    int fd = mg_test_connect_from("127.0.0.2", s.port);
+    cr_assert_geq(fd, 0);
+    const char req[] = "GET /slow?ms=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    cr_assert(mg_test_send(fd, req, sizeof req - 1));
+    struct mg_test_response r;
+    cr_assert(mg_test_read_response(fd, &r, false, CEILING_MS), "no answer");
+    close(fd);
+    cr_expect_eq(r.status, 200, "another address got %d", r.status);
+    mg_test_response_free(&r);
+    cr_expect_eq(atomic_load(&seg.upstream->gate.waited), 0);
+    upstream_stop(&up);
+    for (int i = 0; i < 2; i++) {
+        call_join(&flood[i]);
+        free(flood[i].body);
+    }
+    cr_expect(wait_u32(&seg.upstream->gate.in_flight, 0, CEILING_MS));
+    mg_segment_detach(&seg);
+    mg_test_server_stop(&s, 10000);
+}
+
 /* Concurrency 3, one permit reserved: four long anonymous requests hold two permits and wait
  * for the rest, and a signed-in request behind them is admitted at once. */
 Test(upstream, an_anonymous_flood_leaves_the_signed_in_reserve_of_upstream_permits)

@@ -5,6 +5,7 @@
   tools/bench-attack.py [--db DB] [--peer-dir DIR] [--peer-port PORT] [--build DIR]
                         [--seconds S] [--rounds N] [--scenarios LIST] [--json FILE]
                         [--upstream-path PATHS] [--meshgate-env NAME=value]...
+                        [--compare LABEL:NAME=value,... [--compare-build DIR]]
 
   DB: default /tmp/attack/heavy.db, made by
   build/meshgate-fixture --out /tmp/attack/heavy.db --observations 400000 --obs-per-tx 800 \
@@ -18,7 +19,7 @@ CoreScope's server takes minutes to load the heavy shape). Then, ROUNDS times, o
 each for SECONDS after 2 s of warm-up, a victim client from 127.0.0.2
   - asks /api/healthz every 10 ms on one kept-alive connection (latency p50 / p95),
   - asks each upstream route (routes meshgate passes to CoreScope: /api/analytics/rf, heavy,
-    so an anonymous request of it meets the rate limit and the anonymous line, and
+    so an anonymous request of it meets the rate limit, and
     /api/nodes/network-status, not heavy) every second on a new connection, and
   - opens a WebSocket through the tunnel every 2 s (/ws: the 101, then a ping answered by
     CoreScope's pong),
@@ -454,6 +455,9 @@ def main():
                     help='LABEL:NAME=value[,NAME=value...]: a second meshgate with these '
                     'settings beside the first; each scenario of each round runs against both, '
                     'one after the other (before/after in one run)')
+    ap.add_argument('--compare-build', default=None,
+                    help="with --compare: the second meshgate's build directory (another "
+                    'commit built beside this one), for a before/after of a code change')
     ap.add_argument('mode', nargs='?', default='run')
     ap.add_argument('--port', type=int)
     a = ap.parse_args()
@@ -509,18 +513,19 @@ def main():
             k, _, v = kv.partition('=')
             env[k] = v
         # (label, port, pid, extra settings): the first as given; --compare a second beside it
-        variants = [('', port, {})]
+        variants = [('', port, {}, build)]
         if a.compare:
             label, _, settings = a.compare.partition(':')
             variants.append((label, free_port(),
-                             dict(kv.partition('=')[::2] for kv in settings.split(','))))
+                             dict(kv.partition('=')[::2] for kv in settings.split(',') if kv),
+                             os.path.abspath(a.compare_build or build)))
         servers = []
-        for label, vport, extra in variants:
+        for label, vport, extra, vbuild in variants:
             venv = dict(env, **extra)
             venv['MESHGATE_LISTEN'] = f'127.0.0.1:{vport}'
             venv['MESHGATE_SHM_NAME'] = f'/meshgate-attack-{os.getpid()}{label}'
             mg_log = open(os.path.join(work, f'meshgate{label}.log'), 'w')
-            procs.append(subprocess.Popen([os.path.join(build, 'meshgate')], env=venv,
+            procs.append(subprocess.Popen([os.path.join(vbuild, 'meshgate')], env=venv,
                                           stdout=mg_log, stderr=subprocess.STDOUT))
             servers.append((label, vport, procs[-1].pid))
             wait_for('meshgate', lambda: http_status(vport, '/api/healthz') == 200, 60)

@@ -71,24 +71,17 @@ const struct mg_gate_desc mg_gate_anon_line = {
     .when_share = anon_share,
 };
 
-/* The anonymous line again, for a heavy route of the upstream: its work is the exchange, run
- * by the worker's event loop (upstream.c), so it needs no helper thread. */
-const struct mg_gate_desc mg_gate_anon_upstream = {
-    .id = MG_GATE_ANON_LINE,
-    .kind = MG_GATE_KIND_LINE,
-    .line = anon_line,
-    MG_GATE_ROW_anon_line(REFUSAL),
-    .when_timed_out = anon_timed_out,
-    .when_share = anon_share,
-};
-
-/* Requests for the upstream (upstream_route.c); the engine runs the exchange. */
+/* Requests for the upstream (upstream_route.c); the engine runs the exchange. An anonymous
+ * request's place counts in its address's share (mg_admission_upstream_share). */
 const struct mg_gate_desc mg_gate_upstream = {
     .id = MG_GATE_UPSTREAM,
     .kind = MG_GATE_KIND_LINE,
     .line = upstream_line,
     MG_GATE_ROW_upstream(REFUSAL),
     .when_timed_out = "the wait in the line for the upstream ran out; retry after Retry-After",
+    .when_share = "this address holds its share of the upstream's permits and places "
+                  "(MESHGATE_ANON_PER_CLIENT); retry after Retry-After, or sign in with an API "
+                  "key",
 };
 
 const struct mg_gate_desc mg_gate_cold = {
@@ -115,8 +108,8 @@ const enum mg_gate_row mg_gates_cold[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_an
                                           MG_GATE_ROW_cold, END};
 const enum mg_gate_row mg_gates_diag[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
                                           MG_GATE_ROW_diag, END};
-const enum mg_gate_row mg_gates_upstream[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_anon_line,
-                                              MG_GATE_ROW_breaker, MG_GATE_ROW_upstream, END};
+const enum mg_gate_row mg_gates_upstream[] = {MG_GATE_ROW_rate_limit, MG_GATE_ROW_breaker,
+                                              MG_GATE_ROW_upstream, END};
 #undef END
 
 /* The helper that runs the work g admits; NULL: none (the event loop runs it). */
@@ -425,6 +418,17 @@ bool mg_admission_breaker_take_probe(const struct mg_env *env, int64_t now_ns)
     return mg_breaker_take_probe(&env->seg->upstream->breaker, env->pid, now_ns);
 }
 
+/* A client's share of a line, MESHGATE_ANON_PER_CLIENT: its address as the rate limit knows
+ * it (an IPv6 /64 is one) owns the places. */
+static void client_share(const struct mg_env *env, const uint8_t key[MG_ADDR_BYTES],
+                         struct mg_gate_pass *p)
+{
+    _Static_assert(sizeof p->owner == MG_ADDR_BYTES && MG_ADDR_BYTES == MG_FIFO_OWNER_BYTES,
+                   "an address key is a line's owner");
+    memcpy(p->owner, key, MG_ADDR_BYTES);
+    p->share = (uint32_t)env->cfg->anon_per_client;
+}
+
 /* The anonymous line's phase: off (its cap is 0: the work runs, on the anonymous helper), or
  * a place in it named by the client and the path, for the dump tool. */
 static void meet_anon_line(struct mg_env *env, struct mg_request *req,
@@ -441,12 +445,17 @@ static void meet_anon_line(struct mg_env *env, struct mg_request *req,
     mg_addr_format(addr, a->who, sizeof a->who);
     size_t used = strlen(a->who);
     snprintf(a->who + used, sizeof a->who - used, " %s", req->path);
-    /* The client's share of the line: as the rate limit knows it (an IPv6 /64 is one). */
-    _Static_assert(sizeof a->line.owner == MG_ADDR_BYTES && MG_ADDR_BYTES == MG_FIFO_OWNER_BYTES,
-                   "an address key is a line's owner");
-    memcpy(a->line.owner, key, MG_ADDR_BYTES);
-    a->line.share = (uint32_t)env->cfg->anon_per_client;
+    client_share(env, key, &a->line);
     a->step = ADMIT_LINE;
+}
+
+void mg_admission_upstream_share(const struct mg_env *env, const struct mg_request *req,
+                                 struct mg_gate_pass *p)
+{
+    uint8_t addr[MG_ADDR_BYTES], key[MG_ADDR_BYTES];
+    mg_request_client(env->cfg, req->http, req->peer, addr);
+    mg_client_key(addr, key);
+    client_share(env, key, p);
 }
 
 /* The first turn: the request's class, then the gates met before the handler, in order. False

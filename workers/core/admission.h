@@ -59,10 +59,10 @@ struct mg_gate_desc {
 extern const struct mg_gate_desc mg_gate_anon_line; /* anonymous heavy requests */
 extern const struct mg_gate_desc mg_gate_cold;      /* cold reach builds */
 extern const struct mg_gate_desc mg_gate_diag;      /* /api/perf?mem=1 */
-/* The anonymous line for a heavy route of the upstream (no helper), and the upstream's own
- * gate (MESHGATE_UPSTREAM_CONCURRENCY): their permits are handed over to the engine, which
- * gives them back when the exchange ends (upstream.c). */
-extern const struct mg_gate_desc mg_gate_anon_upstream;
+/* The upstream's gate (MESHGATE_UPSTREAM_CONCURRENCY): its permit is handed over to the engine,
+ * which gives it back when the exchange ends (upstream.c). Anonymous requests for the upstream,
+ * heavy ones too, meet it and not the anonymous line: a slow build on the anonymous helper never
+ * holds them. */
 extern const struct mg_gate_desc mg_gate_upstream;
 
 /*
@@ -77,17 +77,18 @@ extern const enum mg_gate_row mg_gates_light[];    /* none */
 extern const enum mg_gate_row mg_gates_heavy[];    /* rate_limit, anon_line */
 extern const enum mg_gate_row mg_gates_cold[];     /* rate_limit, anon_line, cold */
 extern const enum mg_gate_row mg_gates_diag[];     /* rate_limit, anon_line, diag */
-extern const enum mg_gate_row mg_gates_upstream[]; /* rate_limit, anon_line, breaker, upstream */
+extern const enum mg_gate_row mg_gates_upstream[]; /* rate_limit, breaker, upstream */
 
 /* Where a request is in its route's gates (req->park->admission.step). */
 enum {
     ADMIT_NEW = 0, /* not decided yet: the first turn */
     ADMIT_LIGHT,   /* not heavy: nothing to take */
     ADMIT_BYPASS,  /* heavy, signed in */
-    ADMIT_OFF,     /* heavy, anonymous, the line disabled (MESHGATE_ANON_CONCURRENCY=0) */
-    ADMIT_LINE,    /* at the line (admission.c): waiting, or refused */
-    ADMIT_HELD,    /* holds a permit */
-    ADMIT_DONE,    /* the permit is back */
+    ADMIT_OFF, /* heavy, anonymous, no line: disabled (MESHGATE_ANON_CONCURRENCY=0), or the upstream
+                */
+    ADMIT_LINE, /* at the line (admission.c): waiting, or refused */
+    ADMIT_HELD, /* holds a permit */
+    ADMIT_DONE, /* the permit is back */
 };
 
 enum mg_admission_result {
@@ -189,6 +190,10 @@ bool mg_admission_tunnel_open(const struct mg_env *env);
 void mg_admission_tunnel_close(const struct mg_env *env);
 bool mg_admission_upstream_anon_claim(const struct mg_env *env);
 void mg_admission_upstream_anon_unclaim(const struct mg_env *env);
+/* An anonymous request's place at the upstream's gate counts in its address's share
+ * (MESHGATE_ANON_PER_CLIENT), as at the anonymous line: fills p's owner and share. */
+void mg_admission_upstream_share(const struct mg_env *env, const struct mg_request *req,
+                                 struct mg_gate_pass *p);
 
 /* The breaker (breaker row): whether a request may go to the upstream now (*retry_ns while
  * it is open), its verdicts (probe: meshgate's own health request, never a client's), and

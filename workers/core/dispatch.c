@@ -58,12 +58,6 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
  * dies holding one is reclaimed by the master after waitpid (shm/reclaim.c).
  */
 
-/* The anonymous line as route meets it: a request for the upstream needs no helper thread. */
-static const struct mg_gate_desc *anon_gate(unsigned route)
-{
-    return route == MG_ROUTE_UPSTREAM ? &mg_gate_anon_upstream : &mg_gate_anon_line;
-}
-
 /*
  * Heavy work never runs on the worker's loop. Anonymous heavy work runs on the worker's
  * anonymous helper thread, at a lower CPU priority (MESHGATE_ANON_NICE): the loop stays free
@@ -676,7 +670,7 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
             bool heavy =
                 a->step == ADMIT_NEW && (a->readmitted || mg_route_is_heavy(route, env, req));
             enum mg_admission_result r =
-                mg_admission_admit(mg_route_gates(route), anon_gate(route), env, req, heavy, res);
+                mg_admission_admit(mg_route_gates(route), &mg_gate_anon_line, env, req, heavy, res);
             if (r != MG_ADMISSION_RUN)
                 return r == MG_ADMISSION_PARKED ? MG_PARK : MG_DONE;
             a->at = AT_HOLD;
@@ -706,12 +700,8 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
         a->at = AT_GATES;
     }
     if (a->step == ADMIT_HELD && turn != MG_PARK) {
-        /* A request for the upstream keeps its permit until its response is relayed: the
-         * engine gives it back (upstream.c). */
-        if (turn == MG_UPSTREAM)
-            mg_upstream_keep_anon_permit(req->park, mg_admission_hand_over(&a->line));
-        else
-            mg_admission_release(anon_gate(route), &a->line, env, req, 0, 0);
+        /* A request for the upstream never holds the line (its route's gates name none). */
+        mg_admission_release(&mg_gate_anon_line, &a->line, env, req, 0, 0);
         a->step = ADMIT_DONE;
     }
     return turn;

@@ -125,6 +125,9 @@ struct conn {
     char peer[64];
     uint8_t peer_addr[16]; /* netaddr.h form */
     struct conn *prev, *next;
+    /* In the worker's heads (shed_candidate): the order it last started sending a head. */
+    struct conn *head_prev, *head_next;
+    bool in_heads;
 };
 
 struct worker {
@@ -140,6 +143,10 @@ struct worker {
     int64_t drain_deadline_ns;
     struct conn *conns;     /* every open connection */
     struct conn *graveyard; /* closed this turn; events of the turn may still name them */
+    /* The connections in the order they last started sending a request head (by their header
+     * deadline), and some that have stopped since, taken off when met at the front. */
+    struct conn *heads, *heads_tail;
+    bool nodelay_inherited; /* the listener has TCP_NODELAY: its connections have it */
     unsigned conn_count;
     struct mg_http_limits limits;
     struct mg_response res;
@@ -189,6 +196,35 @@ static void set_interest(struct worker *w, struct conn *c, uint32_t events)
     c->epoll_events = events;
 }
 
+static void heads_unlink(struct worker *w, struct conn *c)
+{
+    if (!c->in_heads)
+        return;
+    if (c->head_prev)
+        c->head_prev->head_next = c->head_next;
+    else
+        w->heads = c->head_next;
+    if (c->head_next)
+        c->head_next->head_prev = c->head_prev;
+    else
+        w->heads_tail = c->head_prev;
+    c->head_prev = c->head_next = NULL;
+    c->in_heads = false;
+}
+
+/* c starts sending a request head now: its header deadline is the latest, so it goes last. */
+static void heads_append(struct worker *w, struct conn *c)
+{
+    heads_unlink(w, c);
+    c->head_prev = w->heads_tail;
+    if (w->heads_tail)
+        w->heads_tail->head_next = c;
+    else
+        w->heads = c;
+    w->heads_tail = c;
+    c->in_heads = true;
+}
+
 static void conn_close(struct worker *w, struct conn *c)
 {
     if (c->closed)
@@ -214,6 +250,7 @@ static void conn_close(struct worker *w, struct conn *c)
         mg_route_record(w->env.seg, MG_ROUTE_TUNNEL, 101,
                         (mg_monotonic_ns() - c->live.start_ns) / 1000);
     }
+    heads_unlink(w, c);
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -299,22 +336,25 @@ static bool client_cap_admits(struct worker *w, const uint8_t addr[MG_ADDR_BYTES
     return true;
 }
 
+static bool sending_head(const struct conn *c)
+{
+    return c->state == CONN_READING || (c->state == CONN_IDLE && c->requests == 0);
+}
+
 /*
  * When the worker is full, the connection a new one replaces, as Apache's and nginx's event
  * models do: the one that has been sending its request head (or not started its first one)
  * longest, by its header deadline. A connection kept alive between requests, or with a
  * request in hand (its body, its turn, a wait, a response, the upstream), is never shed.
- * NULL: none.
+ * NULL: none. The front of the heads, after taking off those that stopped sending a head
+ * (each once): a shed costs no walk over the worker's connections, which a slowloris
+ * makes on every accept.
  */
-static struct conn *shed_candidate(const struct worker *w)
+static struct conn *shed_candidate(struct worker *w)
 {
-    struct conn *oldest = NULL;
-    for (struct conn *c = w->conns; c; c = c->next) {
-        bool head = c->state == CONN_READING || (c->state == CONN_IDLE && c->requests == 0);
-        if (head && (!oldest || c->deadline_ns < oldest->deadline_ns))
-            oldest = c;
-    }
-    return oldest;
+    while (w->heads && !sending_head(w->heads))
+        heads_unlink(w, w->heads);
+    return w->heads;
 }
 
 /* Whether the client of a new connection already holds its cap (read without the lock: a
@@ -331,7 +371,7 @@ static bool client_at_cap(const struct worker *w, const uint8_t addr[MG_ADDR_BYT
 }
 
 /* Whether a new connection may be taken now: there is room, or one to shed for it. */
-static bool has_room(const struct worker *w)
+static bool has_room(struct worker *w)
 {
     return w->conn_count < (unsigned)w->env.cfg->max_conns_per_worker || shed_candidate(w);
 }
@@ -409,8 +449,10 @@ static int accept_some(struct worker *w, int64_t now, int max)
             }
             return accepted;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (!w->nodelay_inherited) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
         c->fd = fd;
         c->file_fd = -1;
         c->hold = hold;
@@ -428,6 +470,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         if (w->conns)
             w->conns->prev = c;
         w->conns = c;
+        heads_append(w, c);
         w->conn_count++;
         mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_ACCEPTED, 1);
         mg_slot_set_connections(w->slot, w->conn_count);
@@ -561,6 +604,7 @@ static bool conn_send(struct worker *w, struct conn *c, int64_t now)
         /* A pipelined request is already here: its head deadline starts now. */
         c->state = CONN_READING;
         c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+        heads_append(w, c);
         conn_parse(w, c, now);
         return !c->closed;
     } else {
@@ -1010,6 +1054,7 @@ static void conn_readable(struct worker *w, struct conn *c, int64_t now)
             if (c->state == CONN_IDLE) {
                 c->state = CONN_READING;
                 c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+                heads_append(w, c);
             }
             c->in.len += (size_t)n;
             continue;
@@ -1809,6 +1854,10 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     mg_db_count_faults_in(seg);
     mg_lock_set_watch(lock_watch, &w);
     w.listen_fd = listen_fd;
+    /* Set on the listener, TCP_NODELAY is the accepted connections' own (Linux copies it):
+     * no setsockopt per accept, which a slowloris makes thousands of a second. */
+    int one = 1;
+    w.nodelay_inherited = setsockopt(listen_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
     w.master_pid = master_pid;
     w.limits.max_header_bytes = (size_t)w.env.cfg->max_header_bytes;
     w.limits.max_uri_bytes = (size_t)w.env.cfg->max_uri_bytes;

@@ -413,8 +413,6 @@ static void release_ticket(struct mg_upstream *u, struct mg_upstream_ticket *t)
         mg_admission_upstream_anon_unclaim(u->env);
     if (t->gate_held)
         mg_admission_release_token(&mg_gate_upstream, u->env, t->gate_token);
-    if (t->anon_token)
-        mg_admission_release_token(&mg_gate_anon_upstream, u->env, t->anon_token);
     if (t->tunnel)
         mg_admission_tunnel_close(u->env);
     mg_upstream_tunnel_share_give_back(u->env, t);

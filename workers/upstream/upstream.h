@@ -94,9 +94,8 @@ void mg_upstream_free(struct mg_upstream *u);
  * The dispatch side (upstream_route.c). mg_upstream_applies: the request goes to the
  * upstream (no native route answers it). mg_upstream_handle: admission, as a handler
  * that parks while it waits; MG_UPSTREAM once admitted. mg_upstream_is_heavy: its
- * anonymous requests pass the rate limit and the anonymous line (MESHGATE_UPSTREAM_HEAVY).
- * mg_upstream_keep_anon_permit: the anonymous line's permit stays with the exchange and is
- * given back when it ends.
+ * anonymous requests pass the rate limit (MESHGATE_UPSTREAM_HEAVY); no request for the
+ * upstream meets the anonymous line, whose permits are the anonymous helper's builds.
  */
 bool mg_upstream_applies(const struct mg_config *cfg, const struct mg_http_request *hr,
                          bool native_route, bool static_route);
@@ -106,6 +105,5 @@ bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path);
 /* The native route whose template is route_template (its row of the route table) goes to the
  * upstream instead (MESHGATE_UPSTREAM_PREFER) while one is set. */
 bool mg_upstream_prefers(const struct mg_config *cfg, const char *route_template);
-void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token);
 
 #endif

@@ -11,15 +11,19 @@
  *      MESHGATE_UPSTREAM_WEBSOCKETS (503 past either) and no permit of the gate (a tunnel
  *      lasts as long as the page is open, bounded by MESHGATE_UPSTREAM_TUNNEL_IDLE_MS);
  *   4. anything else takes a permit of the upstream's FIFO gate (shm/upstream_gate.h), or
- *      waits for one parked, oldest first; a full line or a wait past
- *      MESHGATE_UPSTREAM_WAIT_MS is 503 with Retry-After: 1. The gate is a description of
- *      the admission module (mg_gate_upstream, admission.c), passed like every other; its
- *      permit is then handed over to the engine.
+ *      waits for one parked, fair between addresses and oldest first within one; a full line
+ *      or a wait past MESHGATE_UPSTREAM_WAIT_MS is 503 with Retry-After: 1. An anonymous
+ *      request's permit or place counts in its address's share (MESHGATE_ANON_PER_CLIENT,
+ *      503 at once past it) and in the permits anonymous requests may hold (the cap less
+ *      the signed-in reserve). The gate is a description of the admission module
+ *      (mg_gate_upstream, admission.c), passed like every other; its permit is then handed
+ *      over to the engine.
  *
- * Heavy routes (MESHGATE_UPSTREAM_HEAVY) of anonymous clients have passed the rate limit and
- * the anonymous line in dispatch before this runs, like native heavy routes; signed-in clients
- * skip both. What was taken is written into the park (struct ticket) and given back by the
- * engine when the exchange ends, or here on a refusal.
+ * Heavy routes (MESHGATE_UPSTREAM_HEAVY) of anonymous clients have passed the rate limit in
+ * dispatch before this runs; signed-in clients skip it. No request for the upstream meets the
+ * anonymous line: its permits are builds on the anonymous helper, and one that takes seconds
+ * never holds an exchange with the upstream. What was taken is written into the park (struct
+ * ticket) and given back by the engine when the exchange ends, or here on a refusal.
  */
 #include "upstream.h"
 
@@ -100,11 +104,6 @@ bool mg_upstream_prefers(const struct mg_config *cfg, const char *route_template
         p += strspn(p, ", ");
     }
     return false;
-}
-
-void mg_upstream_keep_anon_permit(struct mg_park *park, uint64_t token)
-{
-    mg_upstream_ticket_of(park)->anon_token = token;
 }
 
 static void give_back(struct mg_env *env, struct mg_upstream_ticket *t)
@@ -198,6 +197,8 @@ enum mg_turn mg_upstream_handle(struct mg_env *env, const struct mg_request *req
             return MG_UPSTREAM;
         }
         line_key(req, t->who, sizeof t->who);
+        if (!req->signed_in)
+            mg_admission_upstream_share(env, req, &t->pass);
         t->step = STEP_GATE;
     }
     if (t->step == STEP_GATE) {

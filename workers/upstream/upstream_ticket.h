@@ -18,7 +18,6 @@ struct mg_upstream_ticket {
     struct mg_gate_pass pass;  /* at the upstream's gate (admission.c), while waiting */
     char who[MG_FIFO_KEY_MAX]; /* "METHOD path", as the gate's records show it */
     uint64_t gate_token;       /* the upstream gate's permit, when gate_held */
-    uint64_t anon_token;       /* the anonymous line's permit; 0: none */
     bool anon_claim;           /* one of the permits anonymous requests may hold */
     bool tunnel;               /* a WebSocket tunnel is counted for it */
     bool gate_held;

@@ -146,12 +146,9 @@ Test(bench_scripts, reach_script_alternates_two_builds, .init = make_db, .fini =
                            "### B: defaults (cap 2, wait 3 s, queue auto) [before, round 2, load ",
                            "## Medians over 2 round(s) a side",
                            "| B | burst | burst | "};
-    const char *at = out;
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        const char *next = strstr(at, order[i]);
-        cr_assert(next, "no \"%s\" after the previous step in:\n%s", order[i], out);
-        at = next + 1;
-    }
+    int missing = mg_test_missing_in_order(out, order, sizeof order / sizeof order[0]);
+    cr_assert_eq(missing, -1, "no \"%s\" after the previous step in:\n%s",
+                 missing < 0 ? "" : order[missing], out);
     cr_expect_null(strstr(out, "### A:"), "CONFIGS=B ran A:\n%s", out);
     cr_expect(strstr(out, "(warm: /api/nodes and /api/packets answered 200 "), "%s", out);
 }

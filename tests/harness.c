@@ -290,6 +290,18 @@ void mg_test_make_reach_db(const char *path, char (*keys)[65], int count)
     mg_test_make_db(path, false, sql);
 }
 
+int mg_test_missing_in_order(const char *text, const char *const *wanted, size_t n)
+{
+    const char *at = text;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = strstr(at, wanted[i]);
+        if (!p)
+            return (int)i;
+        at = p + 1;
+    }
+    return -1;
+}
+
 int mg_test_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -74,6 +74,9 @@ void mg_test_make_reach_db(const char *path, char (*keys)[65], int count);
 
 /* A TCP port on 127.0.0.1 that nothing listens on right now. */
 int mg_test_free_port(void);
+/* The index of the first of the n strings that text does not hold after the previous one's
+ * start (each found past the one before it), or -1 when it holds them all in that order. */
+int mg_test_missing_in_order(const char *text, const char *const *wanted, size_t n);
 
 /*
  * Starts build/meshgate with MESHGATE_DB=db (NULL: a small database in the server's

@@ -128,6 +128,43 @@ Test(bench_scripts, reach_script_runs_both_arms, .init = make_db, .fini = remove
     cr_expect_null(strstr(out, "Bearer bench-"), "the key is redacted from the report");
 }
 
+/*
+ * Before/after in one run (MESHGATE_BEFORE, the same build on both sides here): each side runs
+ * ROUNDS times, the sides alternating (before first in odd rounds), only the configurations
+ * CONFIGS names, and the run ends with each side's medians.
+ */
+Test(bench_scripts, reach_script_alternates_two_builds, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' '%s'", db, keys);
+    int rc = smoke("bench-reach.sh", args,
+                   "MESHGATE_BEFORE=" MESHGATE_BUILD_DIR "/meshgate ROUNDS=2 CONFIGS=B WARM_S=300");
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    const char *order[] = {"### B: defaults (cap 2, wait 3 s, queue auto) [before, round 1, load ",
+                           "### B: defaults (cap 2, wait 3 s, queue auto) [after, round 1, load ",
+                           "### B: defaults (cap 2, wait 3 s, queue auto) [after, round 2, load ",
+                           "### B: defaults (cap 2, wait 3 s, queue auto) [before, round 2, load ",
+                           "## Medians over 2 round(s) a side",
+                           "| B | burst | burst | "};
+    int missing = mg_test_missing_in_order(out, order, sizeof order / sizeof order[0]);
+    cr_assert_eq(missing, -1, "no \"%s\" after the previous step in:\n%s",
+                 missing < 0 ? "" : order[missing], out);
+    cr_expect_null(strstr(out, "### A:"), "CONFIGS=B ran A:\n%s", out);
+    cr_expect(strstr(out, "(warm: /api/nodes and /api/packets answered 200 "), "%s", out);
+}
+
+/* A before/after whose "before" is not there is no comparison: the script refuses at once. */
+Test(bench_scripts, a_missing_before_build_is_refused, .init = make_db, .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-anon.sh", args, "MESHGATE_BEFORE=/nonexistent/meshgate");
+    cr_expect_eq(rc, 64, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){
+        "MESHGATE_BEFORE: /nonexistent/meshgate is missing or not executable", NULL});
+    cr_expect_null(strstr(out, "###"), "a run without its before build:\n%s", out);
+}
+
 Test(bench_scripts, perf_mem_script_runs_both_arms, .init = make_db, .fini = remove_db)
 {
     char args[1024];
@@ -304,14 +341,19 @@ Test(bench_scripts, a_failing_peer_is_shown_in_its_cell_and_does_not_stop_the_ru
 }
 
 /* Keys of nodes that do not exist: every reach report is a 404, which no scenario asks for. */
-Test(bench_scripts, a_script_fails_loudly_on_answers_nobody_asked_for, .init = make_db,
-     .fini = remove_db)
+static void write_unknown_keys(void)
 {
     FILE *f = fopen(keys, "w");
     cr_assert(f);
     for (int i = 0; i < 60; i++)
         fprintf(f, "%064x\n", 0xdead0000 + i);
     fclose(f);
+}
+
+Test(bench_scripts, a_script_fails_loudly_on_answers_nobody_asked_for, .init = make_db,
+     .fini = remove_db)
+{
+    write_unknown_keys();
     char args[1024];
     snprintf(args, sizeof args, "'%s' '%s'", db, keys);
     int rc = smoke("bench-reach.sh", args, NULL);
@@ -319,6 +361,22 @@ Test(bench_scripts, a_script_fails_loudly_on_answers_nobody_asked_for, .init = m
     expect_in_out((const char *[]){"FAILED: stream cold", "404 x 4",
                                    "bench-reach.sh: FAILED: meshgate-bench exited 2", NULL});
     cr_expect_null(strstr(out, "### B"), "the script stops at the first failure");
+}
+
+/* The same with two builds: the first side's refusals stop the run before any summary. */
+Test(bench_scripts, a_before_after_run_fails_loudly_on_answers_nobody_asked_for, .init = make_db,
+     .fini = remove_db)
+{
+    write_unknown_keys();
+    char args[1024];
+    snprintf(args, sizeof args, "'%s' '%s'", db, keys);
+    int rc =
+        smoke("bench-reach.sh", args, "MESHGATE_BEFORE=" MESHGATE_BUILD_DIR "/meshgate CONFIGS=B");
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"[before, round 1, load ", "FAILED: stream cold", "404 x 4",
+                                   "bench-reach.sh: FAILED: meshgate-bench exited 2", NULL});
+    cr_expect_null(strstr(out, "[after, round 1"), "the script stops at the first failure");
+    cr_expect_null(strstr(out, "## Medians"), "no summary of a failed run:\n%s", out);
 }
 
 Test(bench_scripts, a_port_can_be_chosen, .init = make_db, .fini = remove_db)

@@ -81,12 +81,9 @@ Test(perf, top_level_sections_come_in_fixed_order)
                           ",\"packetStore\":null", ",\"sqlite\":",
                           ",\"workers\":",         ",\"gates\":{\"anonLine\":{",
                           ",\"counters\":"};
-    const char *at = body;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *p = strstr(at, keys[i]);
-        cr_assert(p, "%s missing or out of order in %s", keys[i], body);
-        at = p + 1;
-    }
+    int missing = mg_test_missing_in_order(body, keys, sizeof keys / sizeof keys[0]);
+    cr_assert_eq(missing, -1, "%s missing or out of order in %s", missing < 0 ? "" : keys[missing],
+                 body);
     cr_expect(strncmp(body, "{\"uptime\":", 10) == 0);
     cr_expect_eq(body[f.t.res.body.len - 1], '\n');
     cr_expect(strstr(body, "memoryBreakdown") == NULL);

@@ -19,6 +19,7 @@
 #
 #   tools/bench-anon.sh DB [SECONDS] [RATE]
 #   PORT, MESHGATE_BUILD, MAX_UNEXPECTED_PCT, BENCH_SMOKE: see tools/bench-common.sh
+#   MESHGATE_BEFORE, ROUNDS, CONFIGS (A to D), WARM_S: before/after in one run, see there
 #   (smoke: 1 s windows, a flood of 20 a second)
 set -euo pipefail
 db=${1:?usage: $0 DB [SECONDS] [RATE]}
@@ -31,24 +32,26 @@ if [ "$smoke" = 1 ]; then secs=1 rate=20 idle_s=1; fi
 run() { # label, what the flood may answer, then extra environment
   local label=$1 flood_ok=$2; shift 2
   start_server "$db" "$@"
+  warm_server
   local auth user
   mapfile -d '' auth < <(signed_in user-nodes user-heavy)
   user=(--stream 'user-nodes:/api/nodes?limit=50:closed:1:50'
         --stream 'user-heavy:/api/packets?limit=50:closed:1:50' "${auth[@]}")
-  echo "### $label"
+  echo "### $label$(side_label)"
   echo; echo "1. idle: the signed-in client alone"
-  bench --label "$label" --timeout-ms 30000 --duration $idle_s "${user[@]}" | sed -n '/^stream/,/^$/p'
+  bench --label "$label" --timeout-ms 30000 --duration $idle_s "${user[@]}" | record idle | sed -n '/^stream/,/^$/p'
   echo "2. flood: anonymous heavy requests at $rate/s, open loop, meanwhile"
   bench --label "$label" --timeout-ms 30000 --duration "$secs" --max-outstanding 4000 "${user[@]}" \
     --stream "flood:/api/packets?limit=500&expand=observations:open:$rate" --expect "flood:$flood_ok" \
-    | sed -n '/^stream/,$p'
-  "$bin/meshgate-shm" --name "$server_name" | sed -n '/anon_line/,/anon_rate/p'
+    | record flood | sed -n '/^stream/,$p'
+  shm_tool --name "$server_name" | sed -n '/anon_line/,/anon_rate/p'
   stop_server
   echo
 }
-run "A: no line, same CPU priority (MESHGATE_ANON_CONCURRENCY=0, MESHGATE_ANON_NICE=0)" 200,err \
+for_each_side A run "A: no line, same CPU priority (MESHGATE_ANON_CONCURRENCY=0, MESHGATE_ANON_NICE=0)" 200,err \
   MESHGATE_ANON_CONCURRENCY=0 MESHGATE_ANON_NICE=0 MESHGATE_ANON_RATE=0
-run "B: the line (half the workers), same CPU priority (MESHGATE_ANON_NICE=0)" 200,503 \
+for_each_side B run "B: the line (half the workers), same CPU priority (MESHGATE_ANON_NICE=0)" 200,503 \
   MESHGATE_ANON_NICE=0 MESHGATE_ANON_RATE=0
-run "C: the line and the lower priority (defaults but MESHGATE_ANON_RATE=0)" 200,503 MESHGATE_ANON_RATE=0
-run "D: every default (the line, the priority and the per-client rate limit)" 200,429,503
+for_each_side C run "C: the line and the lower priority (defaults but MESHGATE_ANON_RATE=0)" 200,503 MESHGATE_ANON_RATE=0
+for_each_side D run "D: every default (the line, the priority and the per-client rate limit)" 200,429,503
+run_summary

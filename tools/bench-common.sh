@@ -16,6 +16,20 @@
 #                        reads SQLite through cgo (mattn/go-sqlite3, the system's SQLite), not
 #                        upstream's pure-Go driver (modernc.org/sqlite): say so beside its numbers.
 #
+# Two builds in one run (tools/bench-reach.sh, tools/bench-anon.sh; bench-read-api.sh has its own):
+#   MESHGATE_BEFORE=FILE another meshgate binary (an older build, for a before/after), with its
+#                        meshgate-shm beside it. Each configuration then runs ROUNDS times a
+#                        side, the sides alternating (before first in odd rounds, after first in
+#                        even ones: a side that always ran second would meet a different machine),
+#                        and the script ends with each side's medians (run_summary). The load
+#                        generator is MESHGATE_BUILD's meshgate-bench for both sides.
+#   ROUNDS=N             rounds a side (default 3 with MESHGATE_BEFORE, else 1)
+#   CONFIGS="B C"        only these configurations (their letters; default every one)
+#   WARM_S=N             after each start, wait up to N s until a signed-in /api/nodes?limit=50
+#                        and /api/packets?limit=50 answer 200 (the group's start-up tables) and
+#                        fail loudly when they do not; default 0, no wait (the first requests
+#                        then meet the start-up passes, as a client after a restart does)
+#
 # Every server is started on 127.0.0.1 only and stopped by its pid on exit; every load run
 # ends by itself.
 bin=${MESHGATE_BUILD:-build}
@@ -40,6 +54,20 @@ for b in meshgate meshgate-bench meshgate-shm; do
   [ -x "$bin/$b" ] || { echo "$(basename "$0"): $bin/$b is missing: run make (or set MESHGATE_BUILD)" >&2; exit 64; }
 done
 
+before_exe=${MESHGATE_BEFORE:-}
+if [ -n "$before_exe" ]; then
+  for b in "$before_exe" "$(dirname "$before_exe")/meshgate-shm"; do
+    [ -x "$b" ] || { echo "$(basename "$0"): MESHGATE_BEFORE: $b is missing or not executable" >&2; exit 64; }
+  done
+fi
+rounds=${ROUNDS:-$([ -n "$before_exe" ] && echo 3 || echo 1)}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$(basename "$0"): ROUNDS=$rounds: a whole number from 1" >&2; exit 64; }
+[[ ${WARM_S:-0} =~ ^[0-9]+$ ]] || { echo "$(basename "$0"): WARM_S=$WARM_S: whole seconds" >&2; exit 64; }
+side=      # the side being run: before, after, or empty without MESHGATE_BEFORE
+side_exe=  # its meshgate (empty: MESHGATE_EXE or MESHGATE_BUILD's)
+round=1
+cur_config=
+
 # A port nothing listens on now (PORT wins when set).
 free_port() {
   if [ -n "${PORT:-}" ]; then echo "$PORT"; return; fi
@@ -63,7 +91,7 @@ chmod 600 "$bench_tmp/keys"
 # names it). All load comes from 127.0.0.1, so the per-client connection cap is off.
 start_server() {
   local db=$1; shift
-  local exe=${MESHGATE_EXE:-$bin/meshgate}
+  local exe=${side_exe:-${MESHGATE_EXE:-$bin/meshgate}}
   cat "$db" > /dev/null # the same warm page cache for every run
   local attempt
   for attempt in 1 2 3 4 5; do
@@ -96,6 +124,122 @@ start_server() {
     die "meshgate on port $server_port did not answer /api/healthz within 30 s"
   done
   die "no port could be bound after 5 attempts"
+}
+
+# warm_server: with WARM_S, waits until the running server answers a signed-in
+# /api/nodes?limit=50 and /api/packets?limit=50 with 200, at most WARM_S s, and fails loudly
+# when it does not.
+warm_server() {
+  [ "${WARM_S:-0}" -gt 0 ] || return 0
+  local t0=$SECONDS p code
+  for p in '/api/nodes?limit=50' '/api/packets?limit=50'; do
+    while :; do
+      code=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $bench_key" \
+        "http://127.0.0.1:$server_port$p" || true)
+      [ "$code" = 200 ] && break
+      (( SECONDS - t0 < WARM_S )) || die "GET $p did not answer 200 within WARM_S=$WARM_S s of the start (last: ${code:-none})"
+      sleep 1
+    done
+  done
+  echo "(warm: /api/nodes and /api/packets answered 200 $((SECONDS - t0)) s after the start)" >&2
+}
+
+# shm_tool ARGS...: the running side's meshgate-shm (its segment's layout is its build's).
+shm_tool() {
+  if [ "$side" = before ]; then "$(dirname "$before_exe")/meshgate-shm" "$@"; else "$bin/meshgate-shm" "$@"; fi
+}
+
+# side_label: what a run's heading adds with MESHGATE_BEFORE: the side, the round and the
+# load average (1, 5, 15 min) at its start; empty without.
+side_label() {
+  [ -n "$side" ] || return 0
+  printf ' [%s, round %s, load %s]' "$side" "$round" "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# for_each_side LETTER COMMAND...: runs COMMAND (one configuration, LETTER) unless CONFIGS
+# leaves it out; with MESHGATE_BEFORE, ROUNDS times a side, alternating.
+for_each_side() {
+  local letter=$1 r s; shift
+  if [ -n "${CONFIGS:-}" ] && [[ " $CONFIGS " != *" $letter "* ]]; then return 0; fi
+  cur_config=$letter
+  if [ -z "$before_exe" ]; then
+    for r in $(seq "$rounds"); do round=$r; "$@"; done
+    return 0
+  fi
+  for r in $(seq "$rounds"); do
+    local order=(before after)
+    (( r % 2 )) || order=(after before)
+    for s in "${order[@]}"; do
+      side=$s round=$r
+      if [ "$s" = before ]; then side_exe=$before_exe; else side_exe=; fi
+      "$@"
+    done
+  done
+  side= side_exe= round=1
+}
+
+# record STEP: passes meshgate-bench's report through and keeps its stream rows (stream sent
+# 200 429 503 other err p50 p95 p99 max rps) for run_summary, with the configuration, the
+# step, the side and the load average (1 min) now.
+record() {
+  local load; load=$(cut -d' ' -f1 /proc/loadavg)
+  awk -v c="$cur_config" -v st="$1" -v sd="${side:--}" -v ld="$load" -v out="$bench_tmp/rows" '
+    { print }
+    NF == 12 && $2 ~ /^[0-9]+$/ && $12 ~ /^[0-9.]+$/ {
+      $1 = $1; print c "\t" st "\t" sd "\t" ld "\t" $0 >> out; fflush(out)
+    }'
+}
+
+# run_summary: with MESHGATE_BEFORE or ROUNDS > 1, one markdown table of every recorded stream:
+# each side's median over its rounds, column by column (so a cell's numbers may come from
+# different rounds), and after ÷ before of the p95.
+run_summary() {
+  [ -n "$before_exe" ] || [ "$rounds" -gt 1 ] || return 0
+  [ -s "$bench_tmp/rows" ] || return 0
+  echo
+  echo "## Medians over $rounds round(s) a side (each number the median of the rounds' own)"
+  echo
+  awk -F'\t' -v have_before="$([ -n "$before_exe" ] && echo 1)" '
+    function median(key,   n, i, j, t, a) {
+      n = split(vals[key], a, " ")
+      for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function ms(x) { return sprintf(x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x) }
+    function cell(k,   m) {
+      if (!((k SUBSEP 2) in vals)) return "—"
+      return median(k SUBSEP 2) " sent: " median(k SUBSEP 3) " × 200, " median(k SUBSEP 4) " × 429, " \
+        median(k SUBSEP 5) " × 503, " median(k SUBSEP 7) " err; " ms(median(k SUBSEP 8)) " / " ms(median(k SUBSEP 9)) \
+        " / " ms(median(k SUBSEP 11)) " ms; load " median(k SUBSEP "load")
+    }
+    {
+      split($5, f, " ")
+      row = $1 SUBSEP $2 SUBSEP f[1]
+      if (!(row in seen)) { seen[row] = 1; order[++n] = row }
+      k = row SUBSEP $3
+      for (i = 2; i <= 12; i++) vals[k SUBSEP i] = vals[k SUBSEP i] " " f[i]
+      vals[k SUBSEP "load"] = vals[k SUBSEP "load"] " " $4
+    }
+    END {
+      if (have_before) {
+        print "| config | step | stream | before: sent, answers; p50 / p95 / max; load (1 min) | after | p95 after ÷ before |"
+        print "|---|---|---|---|---|---:|"
+      } else {
+        print "| config | step | stream | sent, answers; p50 / p95 / max; load (1 min) |"
+        print "|---|---|---|---|"
+      }
+      for (r = 1; r <= n; r++) {
+        split(order[r], p, SUBSEP)
+        if (have_before) {
+          b = order[r] SUBSEP "before"; a = order[r] SUBSEP "after"
+          ratio = "—"
+          if ((b SUBSEP 9) in vals && (a SUBSEP 9) in vals && median(b SUBSEP 9) > 0)
+            ratio = sprintf("%.2f×", median(a SUBSEP 9) / median(b SUBSEP 9))
+          printf "| %s | %s | %s | %s | %s | %s |\n", p[1], p[2], p[3], cell(b), cell(a), ratio
+        } else
+          printf "| %s | %s | %s | %s |\n", p[1], p[2], p[3], cell(order[r] SUBSEP "-")
+      }
+    }' "$bench_tmp/rows"
 }
 
 stop_server() {

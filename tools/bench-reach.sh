@@ -13,6 +13,7 @@
 #
 #   tools/bench-reach.sh DB KEYS_FILE   (KEYS_FILE: at least 54 node keys, one a line)
 #   PORT, MESHGATE_BUILD, MAX_UNEXPECTED_PCT, BENCH_SMOKE: see tools/bench-common.sh
+#   MESHGATE_BEFORE, ROUNDS, CONFIGS (A, B), WARM_S: before/after in one run, see there
 #   (smoke: 4 + 2 cold keys, windows of a second or less)
 set -euo pipefail
 db=${1:?usage: $0 DB KEYS_FILE}
@@ -27,25 +28,27 @@ sed -n "$((cold + 1)),$((cold + burst))p" "$keys" > "$bench_tmp/burst"
 run() { # label, what the cold streams may answer, then extra environment
   local label=$1 cold_ok=$2; shift 2
   start_server "$db" "$@"
+  warm_server
   local probes=(--stream 'nodes:/api/nodes?limit=50:closed:1' --stream 'packets:/api/packets?limit=50:closed:1')
   local probe_auth; mapfile -d '' probe_auth < <(signed_in nodes packets)
-  echo "### $label"
+  echo "### $label$(side_label)"
   echo; echo "1. idle probes"
-  bench --label "$label" --duration $idle_s "${probes[@]}" "${probe_auth[@]}" | sed -n '/^stream/,/^$/p'
+  bench --label "$label" --duration $idle_s "${probes[@]}" "${probe_auth[@]}" | record idle | sed -n '/^stream/,/^$/p'
   echo "2. $cold distinct cold keys at once, probes meanwhile"
   local cold_auth; mapfile -d '' cold_auth < <(signed_in nodes packets cold)
   bench --label "$label" --duration $burst_s --keys "$bench_tmp/cold" "${probes[@]}" "${cold_auth[@]}" \
-    --stream "cold:/api/nodes/{key}/reach?days=7:once:$cold" --expect "cold:$cold_ok" | sed -n '/^stream/,/^sent =/p'
+    --stream "cold:/api/nodes/{key}/reach?days=7:once:$cold" --expect "cold:$cold_ok" | record cold | sed -n '/^stream/,/^sent =/p'
   echo "3. $burst distinct cold keys at once"
   local burst_auth; mapfile -d '' burst_auth < <(signed_in burst)
   bench --label "$label" --duration $other_s --keys "$bench_tmp/burst" "${burst_auth[@]}" \
-    --stream "burst:/api/nodes/{key}/reach?days=7:once:$burst" --expect "burst:$cold_ok" | sed -n '/^stream/,/^$/p'
+    --stream "burst:/api/nodes/{key}/reach?days=7:once:$burst" --expect "burst:$cold_ok" | record burst | sed -n '/^stream/,/^$/p'
   echo "4. the same $burst again (warm)"
   local warm_auth; mapfile -d '' warm_auth < <(signed_in warm)
   bench --label "$label" --duration $warm_s --keys "$bench_tmp/burst" "${warm_auth[@]}" \
-    --stream "warm:/api/nodes/{key}/reach?days=7:once:$burst" --expect "warm:$cold_ok" | sed -n '/^stream/,/^$/p'
-  "$bin/meshgate-shm" --name "$server_name" | sed -n '/reach_cold/,/cache:/p'
+    --stream "warm:/api/nodes/{key}/reach?days=7:once:$burst" --expect "warm:$cold_ok" | record warm | sed -n '/^stream/,/^$/p'
+  shm_tool --name "$server_name" | sed -n '/reach_cold/,/cache:/p'
   stop_server
 }
-run "A: no cold gate (MESHGATE_REACH_COLD_MAX=0)" 200,err MESHGATE_REACH_COLD_MAX=0
-run "B: defaults (cap 2, wait 3 s, queue auto)" 200,429
+for_each_side A run "A: no cold gate (MESHGATE_REACH_COLD_MAX=0)" 200,err MESHGATE_REACH_COLD_MAX=0
+for_each_side B run "B: defaults (cap 2, wait 3 s, queue auto)" 200,429
+run_summary

@@ -8,7 +8,8 @@
 # answers that were not 2xx.
 #
 # Sides, alternating in the same run on the same file (each run of a row goes meshgate,
-# then each other side, REPEAT times; the row shows each side's median requests/s and the
+# then each other side, REPEAT times, the order reversed in every second run so that no side
+# always runs first; the row shows each side's median requests/s and the
 # p50/p99 of that median run, and the answers that were not 2xx summed over its runs):
 #   PEER_DIR=DIR            CoreScope's own server too (see bench-common.sh): both then read a
 #                           copy of DB migrated by CoreScope's tool, and the row adds its
@@ -89,6 +90,7 @@ not_2xx_cell() {
     }' <<<"$1"
 }
 
+loads=
 header="| path | conns |"
 rule="|---|---:|"
 for s in "${sides[@]}"; do header+=" $s req/s | p50 / p99 ms | not 2xx |"; rule+="---:|---:|---:|"; done
@@ -103,11 +105,15 @@ for path in "${paths[@]}"; do
   for c in "${conns[@]}"; do
     declare -A runs=()
     for r in $(seq "$repeat"); do
-      for i in "${!ports[@]}"; do
+      order=("${!ports[@]}")
+      (( r % 2 )) || order=($(printf '%s\n' "${order[@]}" | tac))
+      for i in "${order[@]}"; do
         # A side left with a backlog (CoreScope's server finishes requests whose clients
         # are gone) must not take the CPU from the next side's run.
         [ "$smoke" = 1 ] || sleep "${SETTLE_S:-3}"
+        load=$(cut -d' ' -f1-3 /proc/loadavg)
         one=$(run_one "${ports[$i]}" "$path" "$c" "${sides[$i]}") || exit 2
+        loads+="| run, \`$path\` | $c | ${sides[$i]} | $r | $load | ${one%% *} |"$'\n'
         runs[$i]+="$one"$'\n'
       done
     done
@@ -129,6 +135,13 @@ for path in "${paths[@]}"; do
     unset runs
   done
 done
+
+# Each run in the order run, with the load average at its start (1, 5, 15 min): the machine
+# each number met, and the spread behind each median.
+echo
+echo "| each run | conns | side | run | load 1 / 5 / 15 min | req/s |"
+echo "|---|---:|---|---:|---|---:|"
+printf '%s' "$loads"
 
 # The memory of each side after the load: PSS summed over the server's processes (a
 # meshgate master and its workers; CoreScope's one process). PSS shares each shared page

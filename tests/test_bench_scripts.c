@@ -218,7 +218,8 @@ Test(bench_scripts, startup_script_fails_loudly_on_an_answer_that_is_not_200, .i
 
 /*
  * With CoreScope's server on PEER_PORT (here a stand-in: a small HTTP/1.1 server answering
- * every GET with a 200 after 20 ms, which stops by itself after 300 s), each table ends in a
+ * every GET with a 200 after 20 ms but healthz with a 503, which stops by itself after 300 s;
+ * PEER_READY=lists takes it as loaded once both lists answer), each table ends in a
  * line with the lowest and the median ratio and the seconds below the bound, and the count
  * agrees with the table: a second is below when meshgate answered nothing in it or less than
  * the bound times CoreScope.
@@ -234,8 +235,9 @@ Test(bench_scripts, startup_script_counts_the_seconds_below_the_bound, .init = m
              "    protocol_version = 'HTTP/1.1'\n"
              "    def do_GET(self):\n"
              "        time.sleep(0.02)\n"
-             "        b = b'{\"ready\":true}'\n"
-             "        self.send_response(200)\n"
+             "        ok = self.path != '/api/healthz'\n"
+             "        b = b'{\"ready\":%%s}' %% (b'true' if ok else b'false')\n"
+             "        self.send_response(200 if ok else 503)\n"
              "        self.send_header('Content-Length', str(len(b)))\n"
              "        self.end_headers()\n"
              "        self.wfile.write(b)\n"
@@ -252,11 +254,13 @@ Test(bench_scripts, startup_script_counts_the_seconds_below_the_bound, .init = m
     }
     char args[1024], env[200];
     snprintf(args, sizeof args, "'%s'", db);
-    snprintf(env, sizeof env, "PATHS='/api/packets?limit=50' PEER_PORT=%d PEER_WAIT_S=60", port);
+    snprintf(env, sizeof env,
+             "PATHS='/api/packets?limit=50' PEER_PORT=%d PEER_WAIT_S=60 PEER_READY=lists", port);
     int rc = smoke("bench-startup.sh", args, env);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"ready not asked (PEER_READY=lists), first 200 of ", NULL});
     const char *line = strstr(out, "lowest ratio in a second: ");
     cr_assert(line, "%s", out);
     cr_expect(strstr(line, "; median (the lower middle) "), "%s", out);

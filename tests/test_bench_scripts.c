@@ -10,12 +10,14 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 TestSuite(bench_scripts, .timeout = 420);
 
@@ -235,6 +237,88 @@ Test(bench_scripts, startup_script_counts_each_second_after_the_first_answer, .i
     const char *row = strstr(out, "| 1 | ");
     unsigned long first = 0;
     cr_expect(row && sscanf(row, "| 1 | %lu |", &first) == 1 && first > 0, "%s", out);
+}
+
+/* An answer that is not a 200 in a series fails the script loudly: exit 2, the series named
+ * and the report's line naming the status, and no table for it. */
+Test(bench_scripts, startup_script_fails_loudly_on_an_answer_that_is_not_200, .init = make_db,
+     .fini = remove_db)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", db);
+    int rc = smoke("bench-startup.sh", args, "PATHS='/api/no-such-route'");
+    cr_expect_eq(rc, 2, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){
+        "FAILED: the meshgate series of /api/no-such-route at 4 connections", "404 x ", NULL});
+    cr_expect_null(strstr(out, "| second |"), "a table for a failed series:\n%s", out);
+}
+
+/*
+ * With CoreScope's server on PEER_PORT (here a stand-in: a small HTTP/1.1 server answering
+ * every GET with a 200 after 20 ms but healthz with a 503, which stops by itself after 300 s;
+ * PEER_READY=lists takes it as loaded once both lists answer), each table ends in a
+ * line with the lowest and the median ratio and the seconds below the bound, and the count
+ * agrees with the table: a second is below when meshgate answered nothing in it or less than
+ * the bound times CoreScope.
+ */
+Test(bench_scripts, startup_script_counts_the_seconds_below_the_bound, .init = make_db,
+     .fini = remove_db)
+{
+    int port = mg_test_free_port();
+    char stub[2048];
+    snprintf(stub, sizeof stub,
+             "import http.server, os, threading, time\n"
+             "class H(http.server.BaseHTTPRequestHandler):\n"
+             "    protocol_version = 'HTTP/1.1'\n"
+             "    def do_GET(self):\n"
+             "        time.sleep(0.02)\n"
+             "        ok = self.path != '/api/healthz'\n"
+             "        b = b'{\"ready\":%%s}' %% (b'true' if ok else b'false')\n"
+             "        self.send_response(200 if ok else 503)\n"
+             "        self.send_header('Content-Length', str(len(b)))\n"
+             "        self.end_headers()\n"
+             "        self.wfile.write(b)\n"
+             "    def log_message(self, *a):\n"
+             "        pass\n"
+             "threading.Timer(300, lambda: os._exit(0)).start()\n"
+             "http.server.ThreadingHTTPServer(('127.0.0.1', %d), H).serve_forever()\n",
+             port);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        execlp("python3", "python3", "-c", stub, (char *)NULL);
+        _exit(127);
+    }
+    char args[1024], env[200];
+    snprintf(args, sizeof args, "'%s'", db);
+    snprintf(env, sizeof env,
+             "PATHS='/api/packets?limit=50' PEER_PORT=%d PEER_WAIT_S=60 PEER_READY=lists", port);
+    int rc = smoke("bench-startup.sh", args, env);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    expect_in_out((const char *[]){"ready not asked (PEER_READY=lists), first 200 of ", NULL});
+    const char *line = strstr(out, "lowest ratio in a second: ");
+    cr_assert(line, "%s", out);
+    cr_expect(strstr(line, "; median (the lower middle) "), "%s", out);
+    const char *below = strstr(line, "seconds below the bound 5×: ");
+    cr_assert(below, "%s", out);
+    unsigned reported = 0, of = 0;
+    cr_assert_eq(sscanf(below, "seconds below the bound 5×: %u of %u", &reported, &of), 2, "%s",
+                 out);
+    unsigned counted = 0, rows = 0;
+    for (const char *row = strstr(out, "\n| 1 | "); row && row < line;
+         row = strstr(row + 1, "\n| ")) {
+        unsigned sec, mg, cs;
+        if (sscanf(row, "\n| %u | %u | %u |", &sec, &mg, &cs) != 3)
+            continue;
+        rows++;
+        if (mg == 0 || mg < 5 * cs)
+            counted++;
+    }
+    cr_expect_eq(rows, of, "%s", out);
+    cr_expect_eq(counted, reported, "%s", out);
+    cr_expect(strstr(below, reported ? "(NOT met" : "(met"), "%s", out);
 }
 
 /* BUSY with two values: every series once for each, one heading a value. */

@@ -307,9 +307,48 @@ bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
            !mg_result_cache_building(&env->seg->cache, env->pid, key);
 }
 
+/* What a parked report keeps for its later turns (mg_park_keep): they continue at its step
+ * (serve_step) without its handler, which made key and args on its first turn. */
+struct cold_kept {
+    const struct mg_cold_report *report;
+    size_t args_len;
+    unsigned char args[MG_COLD_ARGS_BYTES];
+};
+
+static enum mg_turn serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                          const struct mg_cold_report *report, const char *key, const void *args,
+                          size_t args_len);
+
+/* A later turn of a parked report, at the step it parked in (mg_park_at). */
+static enum mg_turn serve_step(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
+{
+    const struct cold_kept *k = req->park->kept;
+    const struct cold_state *st = (const struct cold_state *)req->park->state;
+    return serve(env, req, res, k->report, st->key, k->args, k->args_len);
+}
+
 enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res, const struct mg_cold_report *report,
                                   const char *key, const void *args, size_t args_len)
+{
+    enum mg_turn turn = serve(env, req, res, report, key, args, args_len);
+    if (turn != MG_PARK || req->park->resume == serve_step)
+        return turn;
+    /* Parked: its later turns continue at its step, from a copy of its report and args
+     * (without memory, its handler is entered again and gives them anew). */
+    struct cold_kept *k = mg_park_keep(req, sizeof *k);
+    if (!k)
+        return turn;
+    k->report = report;
+    k->args_len = args_len < sizeof k->args ? args_len : sizeof k->args;
+    memcpy(k->args, args, k->args_len);
+    return mg_park_at(req, serve_step, req->park->wait.until_ns);
+}
+
+static enum mg_turn serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                          const struct mg_cold_report *report, const char *key, const void *args,
+                          size_t args_len)
 {
     struct cold_state *st = (struct cold_state *)req->park->state;
     enum mg_turn turn = MOVED_ON;

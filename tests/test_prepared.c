@@ -103,12 +103,15 @@ Test(prepared, a_parked_request_is_parsed_and_prepared_once_however_many_turns_i
     struct mg_test_response r;
     cr_assert(mg_test_get(s.port, "/api/packets?limit=1", "X-Test-Hold-Ms: 300\r\n", &r));
     cr_expect_eq(r.status, 200, "%d %s", r.status, r.body);
-    char counts[96] = "";
+    char counts[128] = "";
     cr_assert(mg_test_header(&r, "X-Test-Prepared", counts, sizeof counts), "%s", r.head);
-    unsigned turns = 0, heads = 0, preparations = 0, dispatches = 0, admissions = 0;
-    cr_assert_eq(sscanf(counts, "turns=%u heads=%u preparations=%u dispatches=%u admissions=%u",
-                        &turns, &heads, &preparations, &dispatches, &admissions),
-                 5, "%s", counts);
+    unsigned turns = 0, heads = 0, preparations = 0, dispatches = 0, admissions = 0, parses = 0,
+             tops = 0;
+    cr_assert_eq(sscanf(counts,
+                        "turns=%u heads=%u preparations=%u dispatches=%u admissions=%u parses=%u "
+                        "tops=%u",
+                        &turns, &heads, &preparations, &dispatches, &admissions, &parses, &tops),
+                 7, "%s", counts);
     cr_expect_gt(turns, 1, "the request was not parked: %s", counts);
     cr_expect_eq(heads, 1, "its head was parsed again while parked: %s", counts);
     cr_expect_eq(preparations, 1, "it was prepared again while parked: %s", counts);
@@ -116,6 +119,10 @@ Test(prepared, a_parked_request_is_parsed_and_prepared_once_however_many_turns_i
      * its route's gates (the rate limit, the anonymous line) once. */
     cr_expect_eq(dispatches, 1, "it entered dispatch from the top again when woken: %s", counts);
     cr_expect_eq(admissions, 1, "it passed its route's gates again when woken: %s", counts);
+    /* Its parameters were parsed once (kept, and moved into the helper's copy), and its
+     * handler was entered once, on the helper. */
+    cr_expect_eq(parses, 1, "its parameters were parsed again: %s", counts);
+    cr_expect_eq(tops, 1, "its handler was entered at its top again: %s", counts);
     mg_test_response_free(&r);
     cr_expect_eq(mg_test_server_stop(&s, 20000), 0);
 }
@@ -164,5 +171,93 @@ Test(prepared, a_request_whose_work_turns_heavy_is_admitted_again_in_the_same_tu
     cr_expect_eq(atomic_load(&t.seg.anon->acquired), acquired + 1,
                  "the anonymous line's permit was not taken once");
     cr_expect_null(park.prepared, "what was kept is freed once answered");
+    mg_test_ctx_close(&t);
+}
+
+/* A node's analytics (a cold report with arguments: the node and days=) admitted heavy, which
+ * finds its report being built by another worker when its handler first runs: it follows that
+ * build, parked, for several turns; the build is given up, and it builds the report itself
+ * from the arguments its handler gave on its first turn. Its later turns continue at the
+ * report's step (mg_park_at): its handler is entered once and its parameters parsed once,
+ * and the answer is byte for byte the one a request that never parked gets. */
+#define ANALYTICS_NODE "aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11"
+#define ANALYTICS_TARGET "/api/nodes/" ANALYTICS_NODE "/analytics?days=3"
+
+static void make_node_db(void)
+{
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db_path, sizeof db_path, "%s/prepared.db", dir);
+    cr_assert_eq(
+        mg_test_make_db(
+            db_path, true,
+            "INSERT INTO nodes (public_key, name, role, first_seen) VALUES ('" ANALYTICS_NODE
+            "', 'Kept', 'repeater', '2026-01-01T00:00:00Z');"),
+        0);
+}
+
+Test(prepared, a_parked_report_continues_at_its_step_with_its_handlers_arguments,
+     .init = make_node_db, .fini = remove_db)
+{
+    /* The answer of a request that never parked, from a segment of its own. */
+    struct mg_test_ctx fresh;
+    cr_assert(mg_test_ctx_open(&fresh, db_path));
+    cr_assert_eq(mg_test_ctx_get(&fresh, ANALYTICS_TARGET), 200, "%s",
+                 mg_buf_cstr(&fresh.res.body));
+    char *expected = strdup(mg_buf_cstr(&fresh.res.body));
+    mg_test_ctx_close(&fresh);
+    cr_assert(strstr(expected, "Kept"), "%s", expected);
+
+    struct mg_test_ctx t;
+    cr_assert(mg_test_ctx_open(&t, db_path));
+    cr_assert_gt(t.seg.config->reach_cache_ttl_ms, 0);
+    /* Held before its work (test hooks), so the build can start elsewhere meanwhile. */
+    t.env.test_hooks = MG_TEST_HOOKS_PARK;
+    struct mg_http_request hr;
+    parse("GET " ANALYTICS_TARGET " HTTP/1.1\r\nHost: t\r\nX-Test-Hold-Ms: 1\r\n\r\n", &hr);
+    struct mg_park park;
+    struct mg_request req;
+    mg_test_request_init(&req, &hr, &park);
+    park.turns = 1;
+    mg_response_reset(&t.res);
+    enum mg_turn turn = mg_dispatch(&t.env, &req, &t.bufs, &t.res);
+    cr_assert_eq(turn, MG_PARK, "it was not held: %d", t.res.status);
+    cr_assert_not(mg_dispatch_was_light(&park), "not admitted heavy");
+    cr_expect_eq(park.handler_tops, 0, "its handler ran before its hold");
+    /* Another worker builds the report now. */
+    uint64_t other = 0;
+    struct mg_buf none;
+    mg_buf_init(&none);
+    cr_assert_eq(mg_result_cache_lookup(&t.seg.cache, getpid(), 1, "analytics|" ANALYTICS_NODE "|3",
+                                        mg_monotonic_ns(), &none, &other),
+                 MG_CACHE_CLAIMED);
+    mg_buf_free(&none);
+    /* Its hold passes; it follows that build, parked, turn after turn. */
+    unsigned n = 2;
+    for (; n < 12; n++) {
+        park.turns = n;
+        mg_response_reset(&t.res);
+        usleep(2000);
+        turn = mg_dispatch_resume(&t.env, &req, &t.bufs, &t.res);
+        cr_assert_eq(turn, MG_PARK, "turn %u: %d %s", n, t.res.status, mg_buf_cstr(&t.res.body));
+    }
+    cr_expect_eq(park.handler_tops, 1, "its handler was entered %u times", park.handler_tops);
+    cr_expect_not_null(park.resume, "it named no step to continue at");
+    /* The other build is given up: this one builds it, from its kept arguments. */
+    mg_result_cache_abandon(&t.seg.cache, getpid(), other);
+    for (; turn == MG_PARK && n < 1000; n++) {
+        park.turns = n;
+        mg_response_reset(&t.res);
+        turn = mg_dispatch_resume(&t.env, &req, &t.bufs, &t.res);
+    }
+    cr_expect_eq(turn, MG_DONE);
+    cr_expect_eq(t.res.status, 200, "%s", mg_buf_cstr(&t.res.body));
+    cr_expect_str_eq(mg_buf_cstr(&t.res.body), expected);
+    cr_expect_eq(park.handler_tops, 1, "its handler was entered %u times", park.handler_tops);
+    cr_expect_eq(park.param_parses, 1, "its parameters were parsed %u times", park.param_parses);
+    cr_expect_eq(park.dispatches, 1);
+    cr_expect_eq(park.admissions, 1);
+    cr_expect_null(park.kept, "what its handler kept is freed once answered");
+    cr_expect_null(park.prepared, "what was kept is freed once answered");
+    free(expected);
     mg_test_ctx_close(&t);
 }

@@ -24,7 +24,6 @@
  * CoreScope's 5-minute recompute (MESHGATE_REACH_CACHE_TTL_MS), light when warm.
  */
 #include "buf.h"
-#include "clock.h"
 #include "cold_report.h"
 #include "corescope_config.h"
 #include "json.h"
@@ -586,6 +585,7 @@ static const struct mg_cold_report collisions_report = {
     .not_found = "Not found",
     .bad_request = "bad request",
     .build = collisions_build,
+    .needs = MG_COLD_NEEDS_HASH_SIZES,
 };
 
 /* The key: the codes, the area, and the configuration (its areas). */
@@ -615,21 +615,5 @@ enum mg_turn mg_handle_hash_collisions(struct mg_env *env, const struct mg_reque
     }
     char key[MG_COLD_ARGS_BYTES + 64];
     collisions_key(&a, key, sizeof key);
-    /* The build reads the group's table of hash sizes: without one here it is taken or built
-     * first, on the helper (the request parks meanwhile); a stale one is refreshed on the
-     * helper and the build reads the one there is (node_hash_sizes.h). */
-    if (mg_cold_report_is_heavy(env, key)) {
-        bool pending = false;
-        int rc =
-            mg_node_hash_sizes_keep(env, mg_monotonic_ns(), req->start_realtime_ns / 1000000000LL,
-                                    env->jobs ? &pending : NULL);
-        if (pending) {
-            return mg_park_until(req, 0);
-        }
-        if (rc != SQLITE_OK) {
-            mg_response_db_failure(res, "the hash sizes", rc);
-            return MG_DONE;
-        }
-    }
     return mg_cold_report_serve(env, req, res, &collisions_report, key, &a, sizeof a);
 }

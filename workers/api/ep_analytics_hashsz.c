@@ -962,6 +962,7 @@ static const struct mg_cold_report hashsz_report = {
     .not_found = "Not found",
     .bad_request = "bad request",
     .build = hashsz_build,
+    .needs = MG_COLD_NEEDS_HASH_SIZES,
 };
 
 bool mg_hash_sizes_is_heavy(struct mg_env *env, const struct mg_request *req)
@@ -980,20 +981,5 @@ enum mg_turn mg_handle_hash_sizes(struct mg_env *env, const struct mg_request *r
     char key[HASHSZ_KEY_BYTES];
     if (!hashsz_args(req, res, &a, key, sizeof key))
         return MG_DONE;
-    /* The capability reads the group's table of the week's hash sizes: taken or built first on
-     * the helper when this process has none (the request parks meanwhile; node_hash_sizes.h). */
-    if (mg_cold_report_is_heavy(env, key)) {
-        bool pending = false;
-        int rc =
-            mg_node_hash_sizes_keep(env, mg_monotonic_ns(), req->start_realtime_ns / 1000000000LL,
-                                    env->jobs ? &pending : NULL);
-        if (pending) {
-            return mg_park_until(req, 0);
-        }
-        if (rc != SQLITE_OK) {
-            mg_response_db_failure(res, "the hash sizes", rc);
-            return MG_DONE;
-        }
-    }
     return mg_cold_report_serve(env, req, res, &hashsz_report, key, &a, sizeof a);
 }

@@ -48,6 +48,7 @@ static const struct mg_cold_report graph_report = {
     .not_found = "Not found",
     .bad_request = "bad request",
     .build = build,
+    .needs = MG_COLD_NEEDS_GRAPH,
 };
 
 /*
@@ -146,19 +147,5 @@ enum mg_turn mg_handle_neighbor_graph(struct mg_env *env, const struct mg_reques
     char key[KEY_BYTES];
     if (!graph_args(req, res, &a, key))
         return MG_DONE;
-    /* A build needs the group's graph first; on the loop nothing waits for it: the request
-     * parks while the helper takes or makes it (as the node's neighbours do). */
-    if (mg_cold_report_is_heavy(env, key)) {
-        bool pending = false;
-        int rc =
-            mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
-        if (pending) {
-            return mg_park_until(req, 0);
-        }
-        if (rc != SQLITE_OK) {
-            mg_response_db_failure(res, "the neighbour graph", rc);
-            return MG_DONE;
-        }
-    }
     return mg_cold_report_serve(env, req, res, &graph_report, key, &a, sizeof a);
 }

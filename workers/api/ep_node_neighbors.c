@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 struct neighbors_args {
     char pubkey[65];
@@ -49,6 +48,7 @@ static const struct mg_cold_report neighbors_report = {
     .not_found = "Not found",
     .bad_request = "invalid pubkey: expected 64 hex chars",
     .build = build,
+    .needs = MG_COLD_NEEDS_GRAPH,
 };
 
 /*
@@ -148,19 +148,5 @@ enum mg_turn mg_handle_node_neighbors(struct mg_env *env, const struct mg_reques
     }
     char key[KEY_BYTES];
     neighbors_key(&a, key);
-    /* An answer to build needs the graph first: the group's (neighbor_graph.h). On the loop
-     * nothing waits for it: the request parks while the helper takes or makes it. */
-    if (mg_cold_report_is_heavy(env, key)) {
-        bool pending = false;
-        int rc =
-            mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, env->jobs ? &pending : NULL);
-        if (pending) { /* woken when the helper's fetch is done */
-            return mg_park_until(req, 0);
-        }
-        if (rc != SQLITE_OK) {
-            mg_response_db_failure(res, "the neighbour graph", rc);
-            return MG_DONE;
-        }
-    }
     return mg_cold_report_serve(env, req, res, &neighbors_report, key, &a, sizeof a);
 }

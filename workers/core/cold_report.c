@@ -8,6 +8,8 @@
 #include "dispatch.h"
 #include "gate_fifo.h"
 #include "log.h"
+#include "neighbor_graph.h"
+#include "node_hash_sizes.h"
 #include "result_body.h"
 #include "test_hooks.h"
 
@@ -20,11 +22,12 @@
 
 #define COLD_RETRY_AFTER_S 2
 
-enum step { START = 0, FOLLOW, GATE, ADMITTED, BUILDING };
+enum step { NEEDS = 0, START, FOLLOW, GATE, ADMITTED, BUILDING };
 
 struct cold_state {
     enum step step;
     char key[MG_CACHE_KEY_MAX];
+    bool whole; /* the key fits key */
     bool cached;
     uint64_t build_id;
     int place; /* of a follower */
@@ -176,14 +179,41 @@ static bool answer_stale(struct mg_env *env, const struct cold_state *st, struct
     return false;
 }
 
+/* Whether serving the key now would build it (mg_cold_report_is_heavy). */
+static bool would_build(struct mg_env *env, const struct cold_state *st)
+{
+    return !st->whole || mg_cold_report_is_heavy(env, st->key);
+}
+
+/* The group table the build reads, when the request would build: taken, or made on the
+ * helper while the request parks (woken when the helper's fetch is done). */
+static enum mg_turn step_needs(struct mg_env *env, const struct mg_request *req,
+                               struct cold_state *st, const struct mg_cold_report *report,
+                               struct mg_response *res)
+{
+    if (report->needs != MG_COLD_NEEDS_NOTHING && would_build(env, st)) {
+        bool pending = false, *busy = env->jobs ? &pending : NULL;
+        bool graph = report->needs == MG_COLD_NEEDS_GRAPH;
+        int rc = graph ? mg_neighbor_graph_keep(env, (int64_t)time(NULL) * 1000, busy)
+                       : mg_node_hash_sizes_keep(env, mg_monotonic_ns(),
+                                                 req->start_realtime_ns / 1000000000LL, busy);
+        if (pending)
+            return mg_park_until(req, 0);
+        if (rc != SQLITE_OK) {
+            mg_response_db_failure(res, graph ? "the neighbour graph" : "the hash sizes", rc);
+            return MG_DONE;
+        }
+    }
+    st->step = START;
+    return MOVED_ON;
+}
+
 static enum mg_turn step_start(struct mg_env *env, const struct mg_request *req,
                                struct cold_state *st, const struct mg_cold_report *report,
-                               const char *key, struct mg_response *res)
+                               struct mg_response *res)
 {
-    size_t key_len = strlen(key);
-    snprintf(st->key, sizeof st->key, "%s", key);
     st->place = -1;
-    st->cached = env->seg->config->reach_cache_ttl_ms > 0 && key_len < sizeof st->key;
+    st->cached = env->seg->config->reach_cache_ttl_ms > 0 && st->whole;
     if (!st->cached) {
         st->step = GATE;
         return MOVED_ON;
@@ -307,16 +337,62 @@ bool mg_cold_report_is_heavy(struct mg_env *env, const char *key)
            !mg_result_cache_building(&env->seg->cache, env->pid, key);
 }
 
+/* What a parked report keeps for its later turns (mg_park_keep): they continue at its step
+ * (serve_step) without its handler, which made key and args on its first turn. */
+struct cold_kept {
+    const struct mg_cold_report *report;
+    size_t args_len;
+    unsigned char args[MG_COLD_ARGS_BYTES];
+};
+
+static enum mg_turn serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                          const struct mg_cold_report *report, const char *key, const void *args,
+                          size_t args_len);
+
+/* A later turn of a parked report, at the step it parked in (mg_park_at). */
+static enum mg_turn serve_step(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
+{
+    const struct cold_kept *k = req->park->kept;
+    const struct cold_state *st = (const struct cold_state *)req->park->state;
+    return serve(env, req, res, k->report, st->key, k->args, k->args_len);
+}
+
 enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res, const struct mg_cold_report *report,
                                   const char *key, const void *args, size_t args_len)
 {
+    enum mg_turn turn = serve(env, req, res, report, key, args, args_len);
+    if (turn != MG_PARK || req->park->resume == serve_step)
+        return turn;
+    /* Parked: its later turns continue at its step, from a copy of its report and args
+     * (without memory, its handler is entered again and gives them anew). */
+    struct cold_kept *k = mg_park_keep(req, sizeof *k);
+    if (!k)
+        return turn;
+    k->report = report;
+    k->args_len = args_len < sizeof k->args ? args_len : sizeof k->args;
+    memcpy(k->args, args, k->args_len);
+    return mg_park_at(req, serve_step, req->park->wait.until_ns);
+}
+
+static enum mg_turn serve(struct mg_env *env, const struct mg_request *req, struct mg_response *res,
+                          const struct mg_cold_report *report, const char *key, const void *args,
+                          size_t args_len)
+{
     struct cold_state *st = (struct cold_state *)req->park->state;
+    if (st->step == NEEDS && key != st->key) { /* its first turn: the handler's key */
+        st->whole = strlen(key) < sizeof st->key;
+        snprintf(st->key, sizeof st->key, "%s", key);
+    }
     enum mg_turn turn = MOVED_ON;
     while (turn == MOVED_ON) {
         switch (st->step) {
+        case NEEDS:
+            turn = step_needs(env, req, st, report, res);
+            break;
         case START:
-            turn = step_start(env, req, st, report, key, res);
+            turn = step_start(env, req, st, report, res);
             break;
         case FOLLOW:
             turn = step_follow(env, req, st, report, res);

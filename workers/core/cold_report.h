@@ -6,8 +6,12 @@
  * the result cache (MESHGATE_REACH_CACHE_*), and built once for identical concurrent requests
  * (coalescing). The reach report (ep_reach.c) and the observer analytics (ep_observers.c) are
  * the two. A report names its build; everything else (the gate, the cache, parking, the
- * refusals) is here, in one state machine over the turns of the worker's loop:
+ * refusals) is here, in one state machine over the turns of the worker's loop; a parked
+ * request continues at its step (mg_park_at), its handler's key and arguments kept:
  *
+ *   NEEDS     a report whose build reads a group table (the neighbour graph, the hash
+ *             sizes), when the request would build: the table taken, or made on the helper
+ *             while the request parks; a failure to read it is answered (500, or 503 busy).
  *   START     the cache: a warm answer is copied out and served; it never takes a permit
  *             (invariant 5). Another request builds the key: its previous answer, when one
  *             is kept (below), is copied out and served at once, marked stale; else FOLLOW.
@@ -72,18 +76,28 @@ struct mg_cold_build {
     char err[256];
 };
 
+/* A group table a report's build reads: taken, or made on the helper, before the request
+ * would build (NEEDS below). */
+enum mg_cold_needs {
+    MG_COLD_NEEDS_NOTHING = 0,
+    MG_COLD_NEEDS_GRAPH,      /* the neighbour graph (neighbor_graph.h) */
+    MG_COLD_NEEDS_HASH_SIZES, /* the week's hash sizes (node_hash_sizes.h) */
+};
+
 struct mg_cold_report {
     const char *name;      /* "reach report": in refusals and the log */
     const char *not_found; /* the error of a 404 */
     const char *bad_request;
     void (*build)(struct mg_cold_build *b, struct mg_db *db);
+    enum mg_cold_needs needs;
 };
 
 /*
  * Serves report for the request, whose cache key is key (at most MG_CACHE_KEY_MAX - 1 bytes;
  * a longer one is built without the cache) and whose parameters are args (copied into the
  * build); returns the handler's turn (handler.h: MG_PARK while it waits, MG_READMIT_HEAVY when
- * a request admitted light would build). Called again, woken, with the same key and args.
+ * a request admitted light would build). Woken, the request continues at its step, without
+ * its handler (key and args are kept: mg_park_keep).
  */
 enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *req,
                                   struct mg_response *res, const struct mg_cold_report *report,

@@ -193,7 +193,8 @@ static struct mg_handler_job *handler_job_new(const struct mg_env *env,
         p->name = h->query + (p->name - query_base);
         p->value = h->query + (p->value - query_base);
     }
-    mg_params_parse_request(req->param_table, &h->req, NULL); /* into the copied query */
+    /* The parameters as parsed, their strings moved into the copied query. */
+    mg_params_rebase(req->param_table, h->req.params, query_base, query_cap, h->query);
     h->req.client_gone = NULL;
     h->req.park = &h->park;
     h->hold_ms = req->test_hold_ms;
@@ -220,6 +221,7 @@ static enum mg_turn offload(struct mg_env *env, struct mg_jobs *pool, struct mg_
             }
             return mg_park_until(req, 0); /* client_jobs_release wakes it */
         }
+        req->park->handler_tops++; /* run whole on the helper, from its top, once */
         a->job = handler_job_new(env, req, query_base, query_cap, handler);
         if (!a->job) {
             client_jobs_release(key, pool);
@@ -562,17 +564,31 @@ static struct mg_prepared *keep_prepared(const struct mg_request *req,
     memcpy(p->path_param, req->path_param, sizeof p->path_param);
     p->method = slot_method(req->http);
     snprintf(p->shown, sizeof p->shown, "%.*s", (int)req->http->path.len, req->http->path.ptr);
-    /* The parameters again, from the copy (their strings point into the query). */
-    struct mg_request copy = *req;
-    copy.query = p->query;
-    mg_params_parse_request(req->param_table, &copy, NULL);
-    p->param_table = copy.param_table;
-    memcpy(p->params, copy.params, sizeof p->params);
+    /* The parameters as parsed, their strings moved into the copy of the query. */
+    p->param_table = req->param_table;
+    memcpy(p->params, req->params, sizeof p->params);
+    mg_params_rebase(p->param_table, p->params, b->query, b->query_cap, p->query_buf);
     return p;
+}
+
+void *mg_park_keep(const struct mg_request *req, size_t len)
+{
+    free(req->park->kept);
+    req->park->kept = calloc(1, len);
+    return req->park->kept;
+}
+
+/* The handler's step and what it kept: gone (answered, or it starts over at its top). */
+static void forget_step(struct mg_park *park)
+{
+    free(park->kept);
+    park->kept = NULL;
+    park->resume = NULL;
 }
 
 void mg_dispatch_forget(struct mg_park *park)
 {
+    forget_step(park);
     struct mg_prepared *p = park->prepared;
     if (!p)
         return;
@@ -611,7 +627,11 @@ static enum mg_turn run_on_loop(struct mg_env *env, struct mg_request *req, mg_h
     mg_test_hooks_before_work(env->db, 0,
                               req->park->turns <= 1 ? mg_test_hooks_db_break(env, req) : 0);
     mg_db_fault_take(NULL, 0);
-    enum mg_turn turn = handler(env, req, res);
+    /* Woken, a handler that named its step continues there; else it starts at its top. */
+    mg_handler_fn step = req->park->resume;
+    if (!step)
+        req->park->handler_tops++;
+    enum mg_turn turn = (step ? step : handler)(env, req, res);
     if (!mg_db_heal(env->db, "the loop") || turn != MG_DONE || req->park->turns > 1)
         return turn;
     mg_response_reset(res);
@@ -695,6 +715,7 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
         /* Admitted light, and its work has turned heavy: admitted again, heavy, now; the
          * handler starts over once admitted. */
         memset(req->park->state, 0, sizeof req->park->state);
+        forget_step(req->park);
         a->step = ADMIT_NEW;
         a->readmitted = true;
         a->at = AT_GATES;

@@ -35,15 +35,16 @@ enum mg_turn mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_d
 
 /*
  * A later turn of a parked request, woken: it continues where it stopped (in its route's
- * line, or at its handler with its admission held), from what its park kept; it is neither
- * prepared nor admitted again. Returns as mg_dispatch. b is used only when nothing could be
+ * line, or at its handler with its admission held: at the step the handler named, else its
+ * top), from what its park kept; it is neither prepared, nor admitted, nor its parameters
+ * parsed again. Returns as mg_dispatch. b is used only when nothing could be
  * kept (no memory when it parked): it is then prepared again from its head.
  */
 enum mg_turn mg_dispatch_resume(struct mg_env *env, struct mg_request *req,
                                 struct mg_dispatch_buffers *b, struct mg_response *res);
 
-/* Frees what dispatch kept for a parked request (the worker, when it closes a connection
- * whose request is parked). */
+/* Frees what dispatch and its handler kept for a parked request (the worker, when it closes
+ * a connection whose request is parked). */
 void mg_dispatch_forget(struct mg_park *park);
 
 /*
@@ -55,6 +56,12 @@ void mg_dispatch_forget(struct mg_park *park);
  */
 size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr,
                             struct mg_dispatch_buffers *b, bool *native);
+
+/* len zeroed bytes that last as long as the request (freed when it is answered or its
+ * connection closes: mg_dispatch_forget), for a handler that parks to keep what its step
+ * (mg_park_at) needs beyond its park's state: park->kept; NULL when out of memory (the
+ * handler then parks with mg_park_until and is entered at its top again). */
+void *mg_park_keep(const struct mg_request *req, size_t len);
 
 /* Whether the request of this park was admitted as light (tests of the cost classes). */
 bool mg_dispatch_was_light(const struct mg_park *park);

@@ -93,13 +93,40 @@ struct mg_gate_pass {
 };
 
 /*
+ * What a handler did with the request on this call (the one state machine of a request: the
+ * handler says, dispatch acts; docs/architecture.md, "A request's walk"):
+ *   MG_DONE            res holds the answer (an error or a refusal too);
+ *   MG_PARK            no answer yet: called again when the worker is woken or at the time
+ *                      mg_park_until gave, with the same park (its state, its admission);
+ *   MG_READMIT_HEAVY   it was admitted light and its work has turned heavy (a cold report it
+ *                      found warm or being built must now be built here): dispatch admits
+ *                      it again, heavy, through the route's gates, and calls it again once
+ *                      admitted (its state zeroed);
+ *   MG_UPSTREAM        admitted for the upstream (upstream.h): the worker hands the
+ *                      connection to its proxy engine instead of writing res.
+ */
+enum mg_turn {
+    MG_DONE = 0,
+    MG_PARK,
+    MG_READMIT_HEAVY,
+    MG_UPSTREAM,
+};
+
+struct mg_request;
+struct mg_response;
+typedef enum mg_turn (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
+                                      struct mg_response *res);
+
+/*
  * A request a handler cannot finish now (it waits in a gate's line, for another request's
  * build, or for its own build on the worker's helper thread) is parked: the handler returns
- * MG_PARK (mg_park_until); the worker keeps the connection and, when it is woken, dispatch
- * continues the request where it stopped (mg_dispatch_resume): at the handler, its admission
- * held, the route's gates not passed again. The handler keeps what it needs between its calls
- * in `state` (zeroed before the first call). Parking holds no worker: the loop serves other
- * connections meanwhile.
+ * MG_PARK (mg_park_until, or mg_park_at to say where it continues); the worker keeps the
+ * connection and, when it is woken, dispatch continues the request where it stopped
+ * (mg_dispatch_resume): its route, credentials and parsed parameters as kept, its admission
+ * held (the route's gates not passed again), at the handler's `resume` step when it named one
+ * (else at the handler's top). The handler keeps what it needs between its calls in `state`
+ * (zeroed before the first call) and, for a larger copy, in `kept` (mg_park_keep). Parking
+ * holds no worker: the loop serves other connections meanwhile.
  */
 struct mg_park {
     unsigned turns;        /* calls so far for this request */
@@ -107,6 +134,8 @@ struct mg_park {
     unsigned preparations; /* times dispatch prepared it: 1, resumed while it is parked */
     unsigned dispatches;   /* times it entered dispatch from the top (mg_dispatch): 1 */
     unsigned admissions;   /* times admission ran its route's gates (mg_admission_admit) */
+    unsigned param_parses; /* times its route's parameters were parsed (params.h): 1 */
+    unsigned handler_tops; /* times its handler was entered at its top: 1 once it named a step */
     unsigned route;        /* the route it is counted under (router.h), set by dispatch */
     /* The route's gates, kept by dispatch (the handler's state is its own): */
     struct mg_admission {
@@ -134,6 +163,10 @@ struct mg_park {
      * credentials), kept while it is parked so a later turn resumes without preparing it
      * again; freed when it is answered (mg_dispatch_forget). */
     struct mg_prepared *prepared;
+    /* Where its handler continues on its next call (mg_park_at; NULL: at its top), and what it
+     * keeps there beyond `state` (mg_park_keep, dispatch.h): freed with `prepared`. */
+    mg_handler_fn resume;
+    void *kept;
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
 
@@ -195,35 +228,21 @@ struct mg_response {
     char live_accept[32];
 };
 
-/*
- * What a handler did with the request on this call (the one state machine of a request: the
- * handler says, dispatch acts; docs/architecture.md, "A request's walk"):
- *   MG_DONE            res holds the answer (an error or a refusal too);
- *   MG_PARK            no answer yet: called again when the worker is woken or at the time
- *                      mg_park_until gave, with the same park (its state, its admission);
- *   MG_READMIT_HEAVY   it was admitted light and its work has turned heavy (a cold report it
- *                      found warm or being built must now be built here): dispatch admits
- *                      it again, heavy, through the route's gates, and calls it again once
- *                      admitted (its state zeroed);
- *   MG_UPSTREAM        admitted for the upstream (upstream.h): the worker hands the
- *                      connection to its proxy engine instead of writing res.
- */
-enum mg_turn {
-    MG_DONE = 0,
-    MG_PARK,
-    MG_READMIT_HEAVY,
-    MG_UPSTREAM,
-};
-
-typedef enum mg_turn (*mg_handler_fn)(struct mg_env *env, const struct mg_request *req,
-                                      struct mg_response *res);
-
 /* Parks the request until its worker is woken or until_ns (0: no deadline of its own); see
  * mg_park.wait. Returns MG_PARK, for the handler to return. */
 static inline enum mg_turn mg_park_until(const struct mg_request *req, int64_t until_ns)
 {
     req->park->wait.until_ns = until_ns;
     return MG_PARK;
+}
+
+/* The same, its handler continuing at step (a function of the handler's, called in its place
+ * on the request's later turns, with the same park) instead of at its top. */
+static inline enum mg_turn mg_park_at(const struct mg_request *req, mg_handler_fn step,
+                                      int64_t until_ns)
+{
+    req->park->resume = step;
+    return mg_park_until(req, until_ns);
 }
 
 void mg_response_init(struct mg_response *res);

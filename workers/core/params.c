@@ -207,7 +207,28 @@ bool mg_params_parse_request(const struct mg_param_table *t, struct mg_request *
             mg_response_error(res, 500, "a route's parameters do not fit the request");
         return false;
     }
+    if (req->park)
+        req->park->param_parses++;
     return mg_params_parse(t, req, res, req->params);
+}
+
+static void rebase_one(const char **value, const char *from, size_t len, const char *to)
+{
+    if (*value && *value >= from && *value < from + len)
+        *value = to + (*value - from);
+}
+
+void mg_params_rebase(const struct mg_param_table *t, void *params, const char *from, size_t len,
+                      const char *to)
+{
+    for (unsigned i = 0; t && i < t->count; i++) {
+        const struct mg_param *p = &t->params[i];
+        char *at = (char *)params + p->offset;
+        if (p->kind == MG_PARAM_TEXT)
+            rebase_one((const char **)(void *)at, from, len, to);
+        else if (p->kind == MG_PARAM_LIST)
+            rebase_one(&((struct mg_param_list *)(void *)at)->text, from, len, to);
+    }
 }
 
 const void *mg_params_get(const struct mg_param_table *t, const struct mg_request *req,
@@ -215,6 +236,8 @@ const void *mg_params_get(const struct mg_param_table *t, const struct mg_reques
 {
     if (req->param_table == t)
         return req->params;
+    if (req->park)
+        req->park->param_parses++;
     return mg_params_parse(t, req, res, own) ? own : NULL;
 }
 

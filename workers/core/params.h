@@ -3,9 +3,10 @@
  * params: each native route declares its query parameters once, in a table next to its
  * handler (struct mg_param_table): name, kind, default, bounds, and what a missing, empty,
  * malformed or out-of-range value does, with CoreScope's own behaviour written beside it.
- * Dispatch parses the request's query through the route's table once per turn, into the
- * route's typed struct (req->params); the route's heavy check and its handler both read that
- * struct (mg_params_get). A value the table refuses is answered 400 by dispatch, before any gate.
+ * Dispatch parses the request's query through the route's table once per request (a parked
+ * request keeps the struct), into the route's typed struct (req->params); the route's heavy check
+ * and its handler both read that struct (mg_params_get). A value the table refuses is answered 400
+ * by dispatch, before any gate.
  *
  * The kinds, as CoreScope's handlers read their parameters (so that a page whose stored
  * filter holds an old or odd value works on meshgate as it does on CoreScope):
@@ -109,6 +110,12 @@ bool mg_params_parse(const struct mg_param_table *t, const struct mg_request *re
 /* The same into req->params, remembering t (a copy of the request parses again with it). */
 bool mg_params_parse_request(const struct mg_param_table *t, struct mg_request *req,
                              struct mg_response *res);
+
+/* Moves the text and list values of params (parsed through t) that point into the query
+ * buffer from (len bytes) to the same places in its copy to: a copy of the request keeps its
+ * parameters without parsing them again. */
+void mg_params_rebase(const struct mg_param_table *t, void *params, const char *from, size_t len,
+                      const char *to);
 
 /* "?name=sample&..." of t's parameters that have a sample (each formatted by strftime(3) with
  * tm), or "" when none has: a query that answers, for the home page. */

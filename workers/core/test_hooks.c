@@ -211,9 +211,9 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
         mg_response_header(res,
                            "X-Test-Prepared: turns=%u heads=%u preparations=%u dispatches=%u "
-                           "admissions=%u",
+                           "admissions=%u parses=%u tops=%u",
                            park->turns, park->head_parses, park->preparations, park->dispatches,
-                           park->admissions);
+                           park->admissions, park->param_parses, park->handler_tops);
 }
 
 #endif

@@ -37,10 +37,12 @@
  *                            (N = 1) or does not (N = 2).
  *
  * And every response the worker writes itself carries X-Test-Prepared: turns=N heads=H
- * preparations=P dispatches=D admissions=A: the request's turns, how often its head was
- * parsed, how often dispatch prepared it, how often it entered dispatch from the top and how
- * often admission ran its route's gates (1, 1, 1 and 1 however long it was parked at its
- * handler; A counts its turns in the line too).
+ * preparations=P dispatches=D admissions=A parses=Q tops=T: the request's turns, how often
+ * its head was parsed, how often dispatch prepared it, how often it entered dispatch from the
+ * top, how often admission ran its route's gates, how often its route's parameters were
+ * parsed and how often its handler was entered at its top (1, 1, 1, 1, 1 and, for a handler
+ * that names its step when it parks, 1, however long it was parked at its handler; A counts
+ * its turns in the line too).
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H

@@ -260,6 +260,98 @@ Test(memory, a_helper_opens_its_connection_when_its_first_job_comes, .init = mak
     cr_assert_eq(mg_test_server_stop(&s, 20000), 0);
 }
 
+/* KiB of the test's database file resident through pid's memory maps (its smaps' Rss of every
+ * mapping of the file: each connection's map is one). */
+static long db_map_kib(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
+    char *text = mg_test_read_file(path);
+    cr_assert(text, "cannot read %s", path);
+    long kib = 0;
+    bool in_db = false;
+    size_t n = strlen(db_path);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        size_t first = strcspn(line, " "); /* a mapping's range, or a field's name */
+        if (memchr(line, ':', first) == NULL && memchr(line, '-', first) != NULL) {
+            size_t len = strlen(line); /* a mapping's header: its path is last */
+            in_db = len >= n && strcmp(line + len - n, db_path) == 0;
+        } else if (in_db && strncmp(line, "Rss:", 4) == 0) {
+            kib += strtol(line + 4, NULL, 10);
+        }
+    }
+    free(text);
+    return kib;
+}
+
+/* meshgate_table_NAME{table="TABLE"} from /metrics; -1 when absent. */
+static long table_stat(int port, const char *name, const char *table)
+{
+    struct mg_test_response r;
+    if (!mg_test_get(port, "/metrics", NULL, &r))
+        return -1;
+    char line[128];
+    snprintf(line, sizeof line, "\nmeshgate_table_%s{table=\"%s\"} ", name, table);
+    const char *p = r.status == 200 && r.body ? strstr(r.body, line) : NULL;
+    long v = p ? strtol(p + strlen(line), NULL, 10) : -1;
+    mg_test_response_free(&r);
+    return v;
+}
+
+struct pass_watch {
+    int port;
+    pid_t worker;
+    long most_kib; /* the most of the file the worker had mapped at a look */
+    long looks;
+};
+
+/* Looks at the worker's map of the file; true once the relay probe's pass ended. */
+static bool probe_pass_over(void *arg)
+{
+    struct pass_watch *w = arg;
+    long kib = db_map_kib(w->worker);
+    if (kib > w->most_kib)
+        w->most_kib = kib;
+    w->looks++;
+    return table_stat(w->port, "generation", "relay_probe") >= 1;
+}
+
+/*
+ * Issue 28: at 2M observations the worker whose connections ran the group's passes had 295 MB
+ * of the file in its PSS through SQLite's memory map. A group table's pass reads through
+ * read() instead (mg_db_pass_begin): the relay probe reads every observation's path, and held
+ * 30 s at its end (MESHGATE_TEST_GROUP_PASS_MS, once every row is read, before the connection
+ * is put back), the worker maps no more of the file than its loop did at start. Without the
+ * change the probe's connection holds the observations' pages through those 30 s.
+ */
+Test(memory, a_group_pass_maps_none_of_the_file_it_reads, .init = make_db, .fini = remove_db)
+{
+    struct stat st;
+    cr_assert_eq(stat(db_path, &st), 0);
+    const char *env[] = {"MESHGATE_WORKERS=1",
+                         "MESHGATE_TX_SUMMARIES=0",
+                         "MESHGATE_LIVE_CLIENTS=0",
+                         "MESHGATE_TEST_HOOKS=park",
+                         "MESHGATE_TEST_GROUP_PASS_MS=30000",
+                         "MESHGATE_TEST_GROUP_PASS_ONLY=relayprobe",
+                         keys_setting,
+                         NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, db_path, env));
+    struct pass_watch w = {s.port, the_worker(&s), 0, 0};
+    cr_assert(mg_test_wait_until(probe_pass_over, &w, 170000, 20),
+              "the relay probe's pass did not end");
+    long file_kib = (long)(st.st_size / 1024);
+    cr_log_info("a %ld KiB file: at most %ld KiB of it mapped in the worker, %ld looks", file_kib,
+                w.most_kib, w.looks);
+    /* The loop's connection reads the schema and a few pages at start (it gives back past
+     * MG_MEM_MAP_KEEP_KIB); the probe alone reads most of the file. */
+    cr_expect_lt(w.most_kib, file_kib / 8,
+                 "the worker had %ld KiB of the %ld KiB file mapped while the pass ran", w.most_kib,
+                 file_kib);
+    cr_assert_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
 /* ---- answers a client never reads ---- */
 
 #define UNREAD_CAP (4 * 1024 * 1024)

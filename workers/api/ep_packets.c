@@ -1720,8 +1720,8 @@ int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int 
      * this worker's PSS (file-backed) while it runs, the whole file at the end; read() leaves
      * them in the kernel's page cache only. Its own page cache is bounded and given back at
      * the end of each chunk (docs/architecture.md, "Memory"). */
-    mg_db_set_mmap(db, 0);
-    mg_db_set_cache_kib(db, MG_DB_PASS_CACHE_KIB);
+    struct mg_db_pass unmapped;
+    mg_db_pass_begin(&unmapped, db->conn, MG_DB_PASS_CACHE_KIB);
     bool in_transaction = sqlite3_exec(db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     int64_t newest = newest_observation(&r);
     int64_t high_water = mg_tx_summary_high_water(s), cursor = atomic_load(&h->cursor);
@@ -1784,9 +1784,7 @@ int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int 
     if (in_transaction)
         sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
     run_free(&r);
-    mg_db_set_cache_kib(db, MG_DB_CACHE_KIB);
-    sqlite3_db_release_memory(db->conn);
-    mg_db_set_mmap(db, MG_DB_MMAP_BYTES);
+    mg_db_pass_end(&unmapped);
     (void)rows;
     return status;
 }

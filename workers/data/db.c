@@ -300,24 +300,36 @@ static int authorize(void *arg, int action, const char *a, const char *b, const 
                      const char *d);
 
 /* Sets a pragma the authorizer lets nobody set. */
-static void set_pragma(struct mg_db *db, const char *name, long long value)
+static void set_pragma(sqlite3 *conn, const char *name, long long value)
 {
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA %s=%lld", name, value);
-    sqlite3_set_authorizer(db->conn, NULL, NULL);
-    sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
-    sqlite3_set_authorizer(db->conn, authorize, NULL);
+    sqlite3_set_authorizer(conn, NULL, NULL);
+    sqlite3_exec(conn, sql, NULL, NULL, NULL);
+    sqlite3_set_authorizer(conn, authorize, NULL);
 }
 
 void mg_db_set_mmap(struct mg_db *db, int64_t bytes)
 {
-    set_pragma(db, "mmap_size", (long long)bytes);
+    set_pragma(db->conn, "mmap_size", (long long)bytes);
     db->mmap_bytes = bytes;
 }
 
-void mg_db_set_cache_kib(struct mg_db *db, int kib)
+void mg_db_pass_begin(struct mg_db_pass *p, sqlite3 *conn, int cache_kib)
 {
-    set_pragma(db, "cache_size", -(long long)kib);
+    p->conn = conn;
+    p->mmap_bytes = -1; /* asks: the file's limit as it is */
+    if (sqlite3_file_control(conn, "main", SQLITE_FCNTL_MMAP_SIZE, &p->mmap_bytes) != SQLITE_OK)
+        p->mmap_bytes = MG_DB_MMAP_BYTES;
+    set_pragma(conn, "mmap_size", 0); /* unmaps what the connection had touched, too */
+    set_pragma(conn, "cache_size", -(long long)cache_kib);
+}
+
+void mg_db_pass_end(struct mg_db_pass *p)
+{
+    set_pragma(p->conn, "cache_size", -(long long)MG_DB_CACHE_KIB);
+    sqlite3_db_release_memory(p->conn);
+    set_pragma(p->conn, "mmap_size", (long long)p->mmap_bytes);
 }
 
 void mg_db_release(struct mg_db *db)

@@ -121,13 +121,26 @@ void mg_db_set_mmap(struct mg_db *db, int64_t bytes);
 #define MG_DB_MMAP_BYTES 2147418112LL
 /* Each connection's page cache, KiB (PRAGMA cache_size=-N). Reads go through the memory map,
  * whose pages the cache does not copy; it holds pages of the -wal and those of a connection
- * whose map is off (the summaries' pass). */
+ * whose map is off (a pass: mg_db_pass_begin). */
 #define MG_DB_CACHE_KIB 2048
 /* The page cache of the summaries' pass while it runs (it reads without the map, so its
  * pages never stay in the worker's PSS; the b-trees' inner pages stay in this cache). */
 #define MG_DB_PASS_CACHE_KIB 16384
-/* Sets PRAGMA cache_size (KiB). */
-void mg_db_set_cache_kib(struct mg_db *db, int kib);
+/* The page cache of a group table's pass (group_table.h) while it runs: the connection's own
+ * (the passes scan in order; the kernel's page cache holds what they read again). */
+#define MG_DB_GROUP_PASS_CACHE_KIB MG_DB_CACHE_KIB
+
+/* A pass over much of the file on conn (the summaries', a group table's: docs/architecture.md,
+ * "Memory"): its reads go through read() into a page cache of cache_kib, not through the
+ * memory map, so the pages it touches stay in the kernel's page cache and never in the
+ * process's PSS, while it runs or after. mg_db_pass_end puts the connection back as it was
+ * (the map, MG_DB_CACHE_KIB) and empties its page cache. No statement may run across either. */
+struct mg_db_pass {
+    sqlite3 *conn;
+    int64_t mmap_bytes; /* the map's limit before the pass */
+};
+void mg_db_pass_begin(struct mg_db_pass *p, sqlite3 *conn, int cache_kib);
+void mg_db_pass_end(struct mg_db_pass *p);
 
 /* Gives back what the connection holds between requests: its page cache
  * (sqlite3_db_release_memory) and the pages of the file it touched through its memory map

@@ -772,12 +772,34 @@ long mg_test_metric(int port, const char *name)
 
 static bool node_list_answers(void *arg)
 {
+    int port = *(const int *)arg;
     struct mg_test_response r;
-    if (!mg_test_get(*(const int *)arg, "/api/nodes?limit=1", NULL, &r))
+    if (!mg_test_get(port, "/api/nodes?limit=1", NULL, &r))
         return false;
     bool ok = r.status == 200;
     mg_test_response_free(&r);
-    return ok;
+    /* the group's tables of the list's fields: a build or a copy of each */
+#define M(x) (mg_test_metric(port, "reach_cache_" x) > 0)
+    return ok && (M("hash_size_builds") || M("hash_size_copies")) &&
+           (M("relay_probe_builds") || M("relay_probe_copies") || M("relay_builds") ||
+            M("relay_copies"));
+#undef M
+}
+
+char *mg_test_get_turn(int port, const char *target, int *status, bool *first_turn)
+{
+    struct mg_test_response r;
+    *status = 0;
+    *first_turn = false;
+    if (!mg_test_get(port, target, NULL, &r))
+        return NULL;
+    char prepared[128] = "";
+    mg_test_header(&r, "X-Test-Prepared", prepared, sizeof prepared);
+    *first_turn = strncmp(prepared, "turns=1 ", 8) == 0;
+    *status = r.status;
+    char *body = strdup(r.body ? r.body : "");
+    mg_test_response_free(&r);
+    return body;
 }
 
 bool mg_test_wait_node_list(int port)

@@ -121,12 +121,17 @@ bool mg_test_send(int fd, const char *data, size_t len);
  */
 bool mg_test_read_response(int fd, struct mg_test_response *r, bool head_request, int timeout_ms);
 /* One GET on a new connection ("Connection: close"); extra_headers may be NULL. */
-/* Waits (ceiling 180 s) until /api/nodes?limit=1 answers 200 on port: at a start the list parks
- * until the group's tables it needs exist, longer than one GET's socket timeout under ASan with
- * several servers starting at once. */
+/* Waits (ceiling 180 s) until /api/nodes?limit=1 answers 200 on port and the group has the
+ * tables the list's fields come from (the hash sizes, and the relay probe or table: /metrics
+ * counts a build or a copy of each): at a start the list answers at once with the fields as
+ * CoreScope has them before its passes, which take longer than one GET's socket timeout under
+ * ASan with several servers starting at once. */
 bool mg_test_wait_node_list(int port);
 bool mg_test_get(int port, const char *target, const char *extra_headers,
                  struct mg_test_response *r);
+/* One GET: its body (malloc'ed; NULL: no answer), its status and whether the server answered
+ * it in its first turn, never parked (the test build's X-Test-Prepared: turns=1). */
+char *mg_test_get_turn(int port, const char *target, int *status, bool *first_turn);
 /* The value of a response header (case-insensitive) copied into out; false when absent. */
 bool mg_test_header(const struct mg_test_response *r, const char *name, char *out, size_t cap);
 void mg_test_response_free(struct mg_test_response *r);

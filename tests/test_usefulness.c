@@ -456,18 +456,13 @@ static bool both_built(void *arg)
     return atomic_load(w->a) >= 1 && atomic_load(w->b) >= 1;
 }
 
-/* GET target from the server on port: 200, its body (malloc'ed) and whether it was answered
- * in its first turn (it never parked). */
+/* GET target on port: 200, its body (malloc'ed) and whether it was answered in its first
+ * turn (it never parked). */
 static char *answered(int port, const char *target, bool *first_turn)
 {
-    struct mg_test_response r;
-    cr_assert(mg_test_get(port, target, NULL, &r), "GET %s", target);
-    cr_assert_eq(r.status, 200, "GET %s: %d %.300s", target, r.status, r.body);
-    char prepared[128] = "";
-    mg_test_header(&r, "X-Test-Prepared", prepared, sizeof prepared);
-    *first_turn = strncmp(prepared, "turns=1 ", 8) == 0;
-    char *body = strdup(r.body);
-    mg_test_response_free(&r);
+    int status;
+    char *body = mg_test_get_turn(port, target, &status, first_turn);
+    cr_assert_eq(status, 200, "GET %s: %d %.300s", target, status, body ? body : "");
     return body;
 }
 

@@ -22,7 +22,9 @@
  *            count, the fields of its observation with the longest path, and every
  *            observation, newest first.
  * A repeater's or room's relay activity (node_relay.h) and usefulness axes
- * (node_usefulness.h) come from the group's tables.
+ * (node_usefulness.h) come from the group's tables, never waited for: until a pass lands, the
+ * fields are those of a node with no entry (no relay, axes 0), as CoreScope has them before its
+ * own.
  */
 #include "ep_node_detail.h"
 
@@ -401,19 +403,16 @@ enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *
         int role_col = mg_nodes_column(&db->schema, "role");
         bool relays =
             role_col >= 0 && mg_node_relay_role((const char *)sqlite3_column_text(node, role_col));
-        bool pending = false;
+        /* as the list: never waited for (node_relay.h, node_usefulness.h, node_multibyte.h) */
         if (rc == SQLITE_OK && relays)
-            rc = mg_node_relay_keep(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
-        /* as the list: never waited for (node_usefulness.h, node_multibyte.h) */
-        if (rc == SQLITE_OK && relays && !pending)
+            rc = mg_node_relay_keep_behind(env, mg_monotonic_ns(), req->start_realtime_ns);
+        if (rc == SQLITE_OK && relays)
             rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
-        if (rc == SQLITE_OK && !pending) /* every node: its multi-byte capability */
+        if (rc == SQLITE_OK) /* every node: its multi-byte capability */
             rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
-        if (pending) /* the relay table is on its way: woken when the helper has it */
-            turn = mg_park_until(req, 0);
         struct mg_buf relay_text;
         mg_buf_init(&relay_text);
-        if (rc == SQLITE_OK && !pending) {
+        if (rc == SQLITE_OK) {
             struct mg_node_fields x;
             mg_node_fields_init(&x);
             mg_node_fields_add(&x, "flood_advert_count_7d", "%lld", (long long)flood);
@@ -459,11 +458,10 @@ enum mg_turn mg_handle_node_detail(struct mg_env *env, const struct mg_request *
  */
 bool mg_node_detail_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_relay_available(env))
-        return true; /* the detail builds the relay table */
-    /* The scores and the capability are not waited for, but built by the request where no
-     * helper runs them behind it (mg_group_table_keep_behind). */
-    if (!env->jobs && (!mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
+    /* The relay table, the scores and the capability are not waited for, but built by the
+     * request where no helper runs them behind it (mg_group_table_keep_behind). */
+    if (!env->jobs && (!mg_node_relay_available(env) || !mg_node_usefulness_available(env) ||
+                       !mg_node_multibyte_available(env)))
         return true;
     /* Its transmissions, and their observations (each written), counted one past the bound. */
     sqlite3_stmt *st = mg_db_prepare(

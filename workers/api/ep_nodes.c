@@ -628,14 +628,14 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
     bool pending = false, *busy = env->jobs ? &pending : NULL;
     if (rc == SQLITE_OK && regions)
         rc = mg_region_map_keep(env, mg_monotonic_ns(), busy);
-    /* The table of hash sizes: taken or built only when there is none (mg_nodes_is_heavy). */
+    /* The hash sizes, relay activity, usefulness scores and multi-byte capability: never
+     * waited for on the loop; until the group's pass lands, the fields as CoreScope has them
+     * before its own (node_hash_sizes.h, node_relay.h, node_usefulness.h, node_multibyte.h).
+     * In process (no helper) they are built here (mg_nodes_is_heavy). */
     if (rc == SQLITE_OK && !pending)
-        rc = mg_node_hash_sizes_keep(env, mg_monotonic_ns(), now_s, busy);
+        rc = mg_node_hash_sizes_keep_behind(env, mg_monotonic_ns(), now_s);
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_relay_keep_list(env, mg_monotonic_ns(), req->start_realtime_ns, &pending);
-    /* The usefulness scores and the multi-byte capability: never waited for; until the
-     * group's pass lands, the fields as CoreScope has them before its own (node_usefulness.h,
-     * node_multibyte.h). */
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
     if (rc == SQLITE_OK && !pending)
@@ -729,12 +729,11 @@ static bool answer_kept(struct mg_env *env, const struct mg_request *req,
 
 bool mg_nodes_is_heavy(struct mg_env *env, const struct mg_request *req)
 {
-    if (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env))
-        return true;
-    /* The usefulness scores and the multi-byte capability: the list answers without them while
-     * their pass runs behind it, on the helper; with no helper to run it (in process), the
-     * request would build them (mg_group_table_keep_behind). */
-    if (!env->jobs && (!mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
+    /* The group's tables: the list answers without them while their passes run behind it, on
+     * the helper; with no helper to run them (in process), the request would build them
+     * (mg_group_table_keep_behind). */
+    if (!env->jobs && (!mg_node_hash_sizes_available(env) || !mg_node_relay_list_available(env) ||
+                       !mg_node_usefulness_available(env) || !mg_node_multibyte_available(env)))
         return true;
     struct mg_nodes_query q;
     mg_nodes_parse(req, NULL, &q);

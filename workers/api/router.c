@@ -21,12 +21,13 @@
 /* Light: the cached counts and a probe of the schema cookie (no table is read). */
 static const char *const healthz_cases[] = {"/api/healthz", NULL};
 /* Heavy with a limit above MG_NODES_LIGHT_LIMIT unless this thread keeps the answer (a copy),
- * or while neither this process nor the group has the table of hash sizes (node_hash_sizes.h:
- * one pass over the week's ADVERTs, 1.0 to 1.2 s at 2M observations; a stale one is rebuilt on
- * the helper thread) or of relay activity (node_relay.h: one pass over observations, 6.9 s at
- * 2M), or with a region while neither has a region map (region_map.h: one pass over the
- * ADVERTs' observations); otherwise one or two passes over nodes, whatever the filters, sort
- * or offset. */
+ * or with a region while neither this process nor the group has a region map (region_map.h:
+ * one pass over the ADVERTs' observations); otherwise one or two passes over nodes, whatever
+ * the filters, sort or offset. The hash sizes (node_hash_sizes.h: one pass over the week's
+ * ADVERTs) and relay activity (node_relay.h: one pass over observations) are not waited for:
+ * their passes run behind the list, which writes the fields as CoreScope has them before its
+ * own until they land (in process, with no helper to run them, the request is heavy and builds
+ * them). */
 static const char *const nodes_cases[] = {
     "/api/nodes",
     "/api/nodes?limit=500", /* the Nodes page: light once this thread keeps its answer */

@@ -590,6 +590,16 @@ int mg_group_table_keep_behind(struct mg_group_table *g, struct mg_env *env, int
                                int64_t now_realtime_ns)
 {
     sqlite3 *conn = env->db->conn;
+    if (!env->jobs && !mg_process_table_exists(g->table, conn) && group_shared(g, env)) {
+        /* On a helper (a heavy request) or in process: a pass under way in this process (its
+         * lock held) or in another worker (its claim) is not waited for; with none, the
+         * group's pass is claimed and run here. */
+        if (pthread_mutex_trylock(&g->lock) != 0)
+            return SQLITE_OK;
+        int rc = obtain_locked(g, env, conn, now_ns, now_realtime_ns, false);
+        pthread_mutex_unlock(&g->lock);
+        return rc == SQLITE_BUSY ? SQLITE_OK : rc;
+    }
     if (!env->jobs || mg_process_table_exists(g->table, conn))
         return mg_group_table_keep(g, env, now_ns, now_realtime_ns, NULL);
     /* The group's copy when stored; nothing when this process's start (or helper) builds the

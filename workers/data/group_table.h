@@ -110,7 +110,9 @@ int mg_group_table_keep(struct mg_group_table *g, struct mg_env *env, int64_t no
  * on env's helper (claimed and run there, or nothing when another worker or this process's
  * start runs it) and the request goes on without it. A stale table is refreshed on the helper
  * as mg_group_table_keep does. Never waits on the loop (env->jobs set); on a helper or in
- * process (env->jobs NULL) it is mg_group_table_keep. An SQLite code. */
+ * process (env->jobs NULL) a pass under way (this process's or another worker's) is not
+ * waited for either, and with none the group's pass is claimed and run there (else it is
+ * mg_group_table_keep). An SQLite code. */
 int mg_group_table_keep_behind(struct mg_group_table *g, struct mg_env *env, int64_t now_ns,
                                int64_t now_realtime_ns);
 /* This process's table, or the group's copy taken now when one is stored (a copy and a

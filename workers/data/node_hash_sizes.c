@@ -249,6 +249,11 @@ int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s, b
     return mg_group_table_keep(&shared, env, now_ns, now_s * 1000000000LL, busy);
 }
 
+int mg_node_hash_sizes_keep_behind(struct mg_env *env, int64_t now_ns, int64_t now_s)
+{
+    return mg_group_table_keep_behind(&shared, env, now_ns, now_s * 1000000000LL);
+}
+
 void mg_node_hash_sizes_read_begin(void)
 {
     mg_process_table_read_begin(&hash_sizes);

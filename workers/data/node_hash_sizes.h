@@ -17,8 +17,11 @@
  * that replaces one killed, decode their copy from there (hash_size_builds and
  * hash_size_copies count both). A worker starts serving at once: its start takes the group's
  * copy, or makes or leaves to another worker the group's pass on a thread of its own; until
- * a copy is there, /api/nodes is heavy (mg_nodes_is_heavy) and takes the group's copy, or
- * follows the group's build, or claims and runs it. A request that finds the table older
+ * a copy is there, /api/nodes does not wait for it (mg_node_hash_sizes_keep_behind): it writes
+ * each node as one that announced no size, as CoreScope's row is before its enrichment (a
+ * node's week of ADVERTs, some 50 at 2M, is too many rows to read per listed node), and the
+ * analytics that count sizes take the group's copy, or follow the group's build, or claim and
+ * run it. A request that finds the table older
  * than MG_NODE_HASH_SIZES_INTERVAL_NS asks the worker's helper thread to refresh it the same
  * way and answers from the one it has. CoreScope itself recomputes it at most every 15 s,
  * from memory. The list's hash sizes may so be up to the interval and a rebuild old; a
@@ -61,6 +64,11 @@ bool mg_node_hash_sizes_available(struct mg_env *env);
  * group's copy, the pass or the wait for it runs on the helper and *busy says the request
  * parks and asks again. An SQLite code. */
 int mg_node_hash_sizes_keep(struct mg_env *env, int64_t now_ns, int64_t now_s, bool *busy);
+/* The node list's: never waits on the loop (env->jobs set); with no table here and no group's
+ * copy, the group's pass is started behind the request (mg_group_table_keep_behind) and the
+ * list writes each node as one that announced no size (hash_size null, as CoreScope's row has
+ * it before its enrichment) until the table lands. On a helper or in process: keep. */
+int mg_node_hash_sizes_keep_behind(struct mg_env *env, int64_t now_ns, int64_t now_s);
 
 /* Readers hold the table while they look keys up. */
 void mg_node_hash_sizes_read_begin(void);

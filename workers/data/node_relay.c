@@ -480,6 +480,18 @@ bool mg_node_relay_list_available(struct mg_env *env)
 int mg_node_relay_keep_list(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns,
                             bool *pending)
 {
+    if (pending)
+        *pending = false;
+    /* On the loop nothing is waited for: the group's copy of the table when stored, else the
+     * probe's, else both passes started behind the request; until then each row is written
+     * as a node with no entry (mg_node_relay_fields). */
+    if (env->jobs && !mg_group_table_take(&group, env)) {
+        int rc = mg_group_table_keep_behind(&probe_group, env, now_ns, now_realtime_ns);
+        if (rc != SQLITE_OK || probe_settles())
+            return rc;
+    }
+    if (env->jobs)
+        return mg_group_table_keep_behind(&group, env, now_ns, now_realtime_ns);
     if (!mg_group_table_available(&group, env)) {
         int rc = mg_group_table_keep(&probe_group, env, now_ns, now_realtime_ns, pending);
         if (rc != SQLITE_OK || (pending && *pending))
@@ -507,9 +519,9 @@ bool mg_node_relay_exist(sqlite3 *conn)
     return mg_process_table_exists(&relays, conn);
 }
 
-int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *pending)
+int mg_node_relay_keep_behind(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns)
 {
-    return mg_group_table_keep(&group, env, now_ns, now_realtime_ns, pending);
+    return mg_group_table_keep_behind(&group, env, now_ns, now_realtime_ns);
 }
 
 void mg_node_relay_forget(struct mg_env *env)
@@ -605,8 +617,13 @@ void mg_node_relay_fields(struct mg_node_fields *f, const char *pubkey, bool det
         key[len] = (char)tolower((unsigned char)pubkey[len]);
     key[len] = '\0';
     const struct table *t = mg_process_table_current(&relays);
-    /* no table: the list's row, answered as the probe says (mg_node_relay_keep_list) */
-    mg_table_rows(t ? MG_TABLE_relay : MG_TABLE_relay_probe, 1, 0);
+    /* no table: the list's row, answered as the probe says (mg_node_relay_keep_list), or,
+     * before the probe's or the table's pass lands, as a node with no entry (counted in
+     * neither) */
+    if (t)
+        mg_table_rows(MG_TABLE_relay, 1, 0);
+    else if (!detail && probe_settles())
+        mg_table_rows(MG_TABLE_relay_probe, 1, 0);
     const struct entry *own = find(t, key), *first = NULL;
     if (len > 2) {
         char prefix[3] = {key[0], key[1], '\0'};

@@ -35,14 +35,15 @@
  * serialized, in the shared result cache under "relay|v1|<device>:<inode>|<interval number>";
  * every other worker decodes its copy from there, at its start and whenever its copy is older
  * than the interval and the group's is newer. Each process reads its own decoded copy (a
- * sorted array, looked up per node row). A worker with no copy yet serves all else at once;
- * a request that needs the table is heavy and takes the group's copy, or waits for the
- * group's build, or claims and runs it. A table too large for the cache (or the cache turned
- * off) makes each process build its own, as before. The list reads only a node's own entry,
- * which no row has while no repeater's or room's key is under 7 characters and no path text is
- * 7 or more (real hops are 1 to 3 bytes): a probe of the paths, made and shared the same way
- * at the start (a fraction of the pass), lets the list answer without the table until then
- * (mg_node_relay_keep_list). The counts are those at the table's
+ * sorted array, looked up per node row). A worker with no copy yet serves all else at once,
+ * and the list and the detail too (mg_node_relay_keep_behind): they take the group's copy when
+ * it is stored, and otherwise start the group's pass behind them. A table too large for the cache
+ * (or the cache turned off) makes each process build its own, as before. The list reads only a
+ * node's own entry, which no row has while no repeater's or room's key is under 7 characters and no
+ * path text is 7 or more (real hops are 1 to 3 bytes): a probe of the paths, made and shared the
+ * same way at the start (a fraction of the pass), lets the list answer without the table until then
+ * (mg_node_relay_keep_list); before even the probe lands, the list and the detail answer as
+ * for a node with no entry while both passes run behind them. The counts are those at the table's
  * build, up to the interval old (CoreScope's list is as old; its detail is computed per
  * request).
  */
@@ -71,18 +72,21 @@ bool mg_node_relay_exist(sqlite3 *conn);
  * stored (a copy and a decode, no pass). */
 bool mg_node_relay_available(struct mg_env *env);
 /* The list's (mg_node_relay_fields with detail false), which reads only a node's own entry:
- * as available and keep, but the table is not needed (nor waited for) while the group's
- * probe says no node key and no path text can make one (a short key, a long hop). */
+ * as available and mg_group_table_keep, but the table is not needed (nor waited for) while the
+ * group's probe says no node key and no path text can make one (a short key, a long hop). On the
+ * loop (env->jobs set) keep_list waits for neither: before the probe or the table lands (their
+ * passes started behind the request, mg_group_table_keep_behind), each row is written as a
+ * node with no entry (relay_active false, counts 0), as CoreScope's list writes a node its
+ * relay map lacks; pending is never set. */
 bool mg_node_relay_list_available(struct mg_env *env);
 int mg_node_relay_keep_list(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns,
                             bool *pending);
-/* Before a request reads the table: when there is none, the group's copy is taken, or the
- * group's build followed or claimed and run; a stale one is refreshed the same way on env's
- * helper, without waiting for another worker's build. On the loop (env->jobs set) nothing
- * waits: what would (the group's build, this process's lock, a pass) runs on env's helper and
- * *pending says the request parks and asks again; on a helper (env->jobs NULL) it waits
- * there. An SQLite code. */
-int mg_node_relay_keep(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns, bool *pending);
+/* Before a request reads the table (the detail's): never waits on the loop; with no table here
+ * and no group's copy, the group's pass is started behind the request and the fields are a
+ * node's with no entry until it lands; a stale table is refreshed on env's helper. On a helper
+ * or in process, a pass under way in the group is not waited for either; with none, the
+ * group's pass is claimed and run there (mg_group_table_keep_behind). An SQLite code. */
+int mg_node_relay_keep_behind(struct mg_env *env, int64_t now_ns, int64_t now_realtime_ns);
 /* Drops this process's table and (env not NULL) the group's copy (tests). */
 void mg_node_relay_forget(struct mg_env *env);
 

@@ -165,9 +165,16 @@ Test(gate_table, every_route_names_its_gates_in_order)
             cr_expect_eq(n, 0u, "light %s meets a gate", name);
             continue;
         }
-        cr_expect(n >= 2 && g[0] == MG_GATE_ROW_rate_limit && g[1] == MG_GATE_ROW_anon_line,
-                  "heavy %s does not meet the rate limit, then the line, first", name);
-        for (unsigned i = 2; i < n; i++)
+        /* The upstream's requests meet no line: a slow local build on the anonymous helper
+         * never holds one (its anonymous requests have their share at the upstream gate). */
+        unsigned first = r == MG_ROUTE_UPSTREAM ? 1 : 2;
+        if (r == MG_ROUTE_UPSTREAM)
+            cr_expect(n >= 1 && g[0] == MG_GATE_ROW_rate_limit,
+                      "the upstream does not meet the rate limit first");
+        else
+            cr_expect(n >= 2 && g[0] == MG_GATE_ROW_rate_limit && g[1] == MG_GATE_ROW_anon_line,
+                      "heavy %s does not meet the rate limit, then the line, first", name);
+        for (unsigned i = first; i < n; i++)
             cr_expect(g[i] != MG_GATE_ROW_rate_limit && g[i] != MG_GATE_ROW_anon_line &&
                           g[i] != MG_GATE_ROW_conn_cap,
                       "%s meets %s inside its work", name, mg_gates[g[i]].name);
@@ -177,4 +184,5 @@ Test(gate_table, every_route_names_its_gates_in_order)
                  mg_gates_cold);
     cr_expect_eq(mg_route_gates(mg_route_by_template("/api/perf", strlen("/api/perf"))),
                  mg_gates_diag);
+    cr_expect_eq(mg_route_gates(MG_ROUTE_UPSTREAM), mg_gates_upstream);
 }

@@ -28,6 +28,11 @@
 # per-client rate limit and the anonymous line never turn it away.
 #
 #   tools/bench-startup.sh DB [SECONDS] [CONNECTIONS...]
+#
+# DB against CoreScope's server: a file whose hashes are CoreScope's content hashes, else that
+# server rewrites them all when it loads it (minutes at 2M, answering next to nothing), e.g.
+#   build/meshgate-fixture --out /tmp/x/2m.db --observations 2000000 --seed 7 --corescope-hashes
+#   /work/peer/corescope-migrate -db /tmp/x/2m.db
 #   PATHS="p1 p2"   the paths loaded (space-separated)
 #   WORKERS=N       meshgate's workers (default 2)
 #   BUSY="N..."     N busy loops (shell loops) run beside everything, to keep the cores busy

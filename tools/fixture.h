@@ -53,7 +53,11 @@ struct mg_fixture_options {
     long observations;  /* rows of observations, exactly */
     int days;           /* transmissions and observations fall in [now - days, now]; 0: 7 */
     enum mg_fixture_schema schema;
-    bool overwrite;   /* replace an existing file at the path (else refuse) */
+    bool overwrite; /* replace an existing file at the path (else refuse) */
+    /* transmissions.hash is CoreScope's content hash of raw_hex, which its server keeps
+     * (else it rewrites every other hash when it loads the file); a payload whose hash an
+     * earlier transmission has is drawn again. Off: a 64-bit mix of the seed and the id. */
+    bool corescope_hashes;
     int64_t now_unix; /* the newest possible timestamp; 0: the current time */
     /* Optional (NULL: none): told how far the writing is, from the writing thread, after each
      * chunk of rows (stage "rows": done of total observations) and once before the indexes

@@ -44,6 +44,11 @@ static const char usage_text[] =
     "                        as in every live database; base: the shape before it (no\n"
     "                        inactive_nodes, _migrations or the columns the migration adds)\n"
     "  --now UNIX            the newest timestamp, in Unix seconds (default: the current time)\n"
+    "  --corescope-hashes    write each transmission's hash as CoreScope's content hash of its\n"
+    "                        raw_hex, which CoreScope's server keeps (without it, the server\n"
+    "                        rewrites every hash when it loads the file: minutes at 2M\n"
+    "                        observations). A payload whose hash an earlier transmission has\n"
+    "                        is drawn again. Default: a 64-bit mix of the seed and the id\n"
     "  --force               replace PATH if it exists\n"
     "  --freshen SRC         write a copy of SRC to PATH with its timestamps shifted so that\n"
     "                        the newest are --now (SRC is never changed)\n"
@@ -161,6 +166,7 @@ enum option_id {
     OPT_NOW,
     OPT_FORCE,
     OPT_FRESHEN,
+    OPT_CORESCOPE_HASHES,
     OPT_HELP,
 };
 
@@ -177,6 +183,7 @@ static const struct option long_options[] = {
     {"now", required_argument, NULL, OPT_NOW},
     {"force", no_argument, NULL, OPT_FORCE},
     {"freshen", required_argument, NULL, OPT_FRESHEN},
+    {"corescope-hashes", no_argument, NULL, OPT_CORESCOPE_HASHES},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -217,6 +224,9 @@ static const char *apply_generation_option(struct mg_fixture_options *opt, int i
     case OPT_DAYS:
         opt->days = (int)parse_integer("--days", value, 1, MG_FIXTURE_MAX_DAYS);
         return "--days";
+    case OPT_CORESCOPE_HASHES:
+        opt->corescope_hashes = true;
+        return "--corescope-hashes";
     case OPT_SCHEMA:
         /* "full" was the name of the migrated shape before it matched CoreScope's. */
         if (strcmp(value, "migrated") == 0 || strcmp(value, "full") == 0)

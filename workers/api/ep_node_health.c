@@ -790,7 +790,8 @@ static int bulk_write(struct mg_db *db, struct mg_buf *out, sqlite3_stmt *nodes,
             if (n && mine[n - 1]->id == bk->hits[h].tx)
                 continue;
             struct packet probe = {.id = bk->hits[h].tx};
-            const struct packet *found = bsearch(&probe, p, read, sizeof *p, packet_order);
+            const struct packet *found =
+                read ? bsearch(&probe, p, read, sizeof *p, packet_order) : NULL;
             if (found && found->first_seen) /* a transmission that is gone is no packet */
                 mine[n++] = found;
         }

@@ -651,7 +651,7 @@ static bool named(const struct search *s, char *const *sorted, const char *lower
     memcpy(head, lower, len);
     head[len] = '\0';
     const char *h = head;
-    return bsearch(&h, sorted, s->body->n, sizeof *sorted, by_text) != NULL;
+    return s->body->n && bsearch(&h, sorted, s->body->n, sizeof *sorted, by_text) != NULL;
 }
 
 /* The end of a pass over st: its result (out of memory when the pass ran out). */

@@ -284,7 +284,7 @@ static int resolve(struct mg_db *db, struct rows *rs)
 static const struct resolved *resolved_of(const struct rows *rs, const char *heard)
 {
     struct resolved probe = {.heard = (char *)heard};
-    return bsearch(&probe, rs->res, rs->n_res, sizeof *rs->res, by_heard);
+    return rs->n_res ? bsearch(&probe, rs->res, rs->n_res, sizeof *rs->res, by_heard) : NULL;
 }
 
 /* Rows by cell id, then as read. */

@@ -278,7 +278,7 @@ bool mg_node_hash_sizes_lookup(const char *key, struct mg_node_hash_sizes *out)
 {
     const struct table *t = mg_process_table_current(&hash_sizes);
     const struct node_sizes *e =
-        t && key ? bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key) : NULL;
+        t && t->count && key ? bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key) : NULL;
     if (e)
         *out = e->hs;
     mg_table_rows(MG_TABLE_hash_sizes, t != NULL, 0);

@@ -519,9 +519,9 @@ void mg_node_multibyte_fields(struct mg_node_fields *f, const char *pubkey,
     mg_table_rows(MG_TABLE_multibyte, t != NULL, 0);
     if (!t) { /* before the first pass: what the nodes table keeps */
         const struct stored_table *k = mg_process_table_current(&stored);
-        const struct stored *e =
-            k && pubkey ? bsearch(pubkey, k->nodes, k->count, sizeof *k->nodes, by_stored_key)
-                        : NULL;
+        const struct stored *e = k && k->count && pubkey ? bsearch(pubkey, k->nodes, k->count,
+                                                                   sizeof *k->nodes, by_stored_key)
+                                                         : NULL;
         if (!e)
             return;
         mg_node_fields_add_json(f, "multi_byte_evidence", e->evidence); /* the reader holds it */
@@ -530,7 +530,8 @@ void mg_node_multibyte_fields(struct mg_node_fields *f, const char *pubkey,
         return;
     }
     const struct capability *c =
-        pubkey ? bsearch(pubkey, t->nodes, t->count, sizeof *t->nodes, by_node_key) : NULL;
+        t->count && pubkey ? bsearch(pubkey, t->nodes, t->count, sizeof *t->nodes, by_node_key)
+                           : NULL;
     if (!c)
         return;
     mg_node_fields_add(f, "multi_byte_evidence", "\"%s\"", evidence[c->status]);

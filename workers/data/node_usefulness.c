@@ -677,11 +677,12 @@ void mg_node_usefulness_fields(struct mg_node_fields *f, const char *pubkey, dou
     for (; pubkey && pubkey[len] && len + 1 < sizeof key; len++)
         key[len] = pubkey[len];
     key[len] = '\0';
-    const struct score *e =
-        t && len > 0 ? bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key) : NULL;
+    const struct score *e = t && t->count && len > 0
+                                ? bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key)
+                                : NULL;
     for (size_t i = 0; !e && t && i < len; i++)
         key[i] = (char)tolower((unsigned char)key[i]);
-    if (!e && t && len > 0)
+    if (!e && t && t->count && len > 0)
         e = bsearch(key, t->nodes, t->count, sizeof *t->nodes, by_key);
     mg_table_rows(MG_TABLE_usefulness, t != NULL, 0);
     double bridge = e ? e->bridge : 0, coverage = e ? e->coverage : 0,

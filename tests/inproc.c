@@ -139,9 +139,14 @@ int mg_test_ctx_request(struct mg_test_ctx *t, const char *method, const char *t
         if (turn != MG_PARK)
             break;
         mg_response_reset(&t->res);
+        /* Meanwhile the worker's other requests reuse its dispatch buffers. */
+        memset(t->bufs.path, 'x', t->bufs.path_cap - 1);
+        memset(t->bufs.query, 'y', t->bufs.query_cap);
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    t->turns = park.turns;
+    t->handler_tops = park.handler_tops;
     /* A file body is what the worker would send after the head: read it in here. */
     if (t->res.file_fd >= 0) {
         mg_buf_reset(&t->res.body);

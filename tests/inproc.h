@@ -22,6 +22,9 @@ struct mg_test_ctx {
     struct mg_response res;
     char shm_name[64];
     bool light; /* the last request was admitted as light (router.h) */
+    /* The last request's turns, and the times its handler was entered at its top (a request
+     * that parked and continued at its handler's step: 1). */
+    unsigned turns, handler_tops;
 };
 
 /* Opens db_path read-only with a fresh segment (one slot); false on failure. */

@@ -10,7 +10,11 @@
 
 #include "clock.h"
 #include "gate_fifo.h"
+#include "jobs.h"
+#include "neighbor_graph.h"
+#include "region_map.h"
 #include "result_body.h"
+#include "shared_value.h"
 
 #include <criterion/criterion.h>
 #include <stdatomic.h>
@@ -260,4 +264,212 @@ Test(prepared, a_parked_report_continues_at_its_step_with_its_handlers_arguments
     cr_expect_null(park.prepared, "what was kept is freed once answered");
     free(expected);
     mg_test_ctx_close(&t);
+}
+
+/*
+ * The handlers that park for what another thread makes (the list for a group table, the path
+ * inspector and resolve-hops for the neighbour graph, both fetched by the worker's helper;
+ * /api/stats for another worker's value; /api/perf?mem=1 for its walk) continue at their step
+ * on their later turns (mg_park_at), with what their first turn read and computed: their
+ * handler is entered at its top once, and the answer is byte for byte the one a request that
+ * never parked gets (the inspector's elapsedMs aside).
+ */
+#define STEP_A "aa11111111111111111111111111111111111111111111111111111111111111"
+#define STEP_B "bb22222222222222222222222222222222222222222222222222222222222222"
+#define INSPECT_BODY "{\"prefixes\":[\"aa\",\"bb\"]}"
+
+static void make_step_db(void)
+{
+    mg_test_tmpdir(dir, sizeof dir);
+    snprintf(db_path, sizeof db_path, "%s/prepared.db", dir);
+    cr_assert_eq(mg_test_make_db(db_path, true,
+                                 "INSERT INTO nodes (public_key, name, role, lat, lon, first_seen)"
+                                 " VALUES ('" STEP_A "', 'Alpha', 'repeater', 37.0, -122.0,"
+                                 " '2026-01-01T00:00:00Z'), ('" STEP_B "', 'Bravo', 'repeater',"
+                                 " 37.1, -122.0, '2026-01-01T00:00:00Z');"
+                                 /* both heard by an observer in SJC (the region map) */
+                                 "INSERT INTO observers (rowid, id, name, iata) VALUES"
+                                 " (1, 'OBS-SJC', 'o', 'SJC');"
+                                 "INSERT INTO transmissions (id, raw_hex, hash, first_seen,"
+                                 " payload_type, decoded_json) VALUES (1, '00', 'h1',"
+                                 " '2026-05-17T00:00:01Z', 4, '{\"pubKey\":\"" STEP_A "\"}'),"
+                                 " (2, '00', 'h2', '2026-05-17T00:00:02Z', 4,"
+                                 " '{\"pubKey\":\"" STEP_B "\"}');"
+                                 "INSERT INTO observations (transmission_id, observer_idx,"
+                                 " timestamp) VALUES (1, 1, 1), (2, 1, 2);"),
+                 0);
+}
+
+/* t with a helper pool as env->jobs (a worker's loop), or without it (jobs false: in process,
+ * nothing parks for a table); heavy requests one after another. */
+static void step_open(struct mg_test_ctx *t, bool jobs)
+{
+    cr_assert(mg_test_ctx_open(t, db_path));
+    t->seg.clients.table->per_minute = 0;
+    if (!jobs)
+        return;
+    char err[256];
+    int fd;
+    t->env.jobs = mg_jobs_start(&t->cfg, &t->db, 0, 1, &fd, NULL, 0, err, sizeof err);
+    cr_assert(t->env.jobs, "%s", err);
+}
+
+static void step_close(struct mg_test_ctx *t)
+{
+    struct mg_jobs *jobs = t->env.jobs;
+    t->env.jobs = NULL;
+    if (jobs)
+        mg_jobs_stop(jobs);
+    mg_test_ctx_close(t);
+}
+
+/* target's answer without a helper, nothing parked (the table made in process), then, in
+ * another context (with no answer kept), forget() having dropped the table, with the helper:
+ * it parks while the helper fetches it. */
+/* The last request parked (the answer is not its first turn's) and its handler was entered
+ * at its top once. */
+static void expect_continued(const struct mg_test_ctx *t, const char *target)
+{
+    cr_expect_gt(t->turns, 1, "%s did not park", target);
+    cr_expect_eq(t->handler_tops, 1, "%s: its handler was entered at its top %u times in %u turns",
+                 target, t->handler_tops, t->turns);
+}
+
+/* target's answer from a context of its own without a helper (nothing parks): the caller's
+ * context is opened first, so its connection (by which an answer is kept) is not this one's.
+ * It must hold `holds`. Malloc'ed. */
+static char *answer_without_parking(const char *target, const char *holds)
+{
+    struct mg_test_ctx fresh;
+    step_open(&fresh, false);
+    cr_assert_eq(mg_test_ctx_get(&fresh, target), 200, "%s", mg_buf_cstr(&fresh.res.body));
+    cr_expect_eq(fresh.turns, 1, "%s parked without a helper", target);
+    char *expected = strdup(mg_buf_cstr(&fresh.res.body));
+    step_close(&fresh);
+    cr_assert(strstr(expected, holds), "%s: %s", target, expected);
+    return expected;
+}
+
+/* target's answer without a helper, then with one, forget() having dropped the table: it
+ * parks while the helper fetches it. */
+static void expect_step(const char *target, void (*forget)(struct mg_env *env), const char *holds)
+{
+    struct mg_test_ctx t;
+    step_open(&t, true);
+    char *expected = answer_without_parking(target, holds);
+    forget(&t.env);
+    cr_assert_eq(mg_test_ctx_get(&t, target), 200, "%s", mg_buf_cstr(&t.res.body));
+    expect_continued(&t, target);
+    /* The inspector's time of its search is its own. */
+    char *got = strdup(mg_buf_cstr(&t.res.body));
+    for (char *s[] = {expected, got}, **p = s; p < s + 2; p++) {
+        char *at = strstr(*p, "\"elapsedMs\":");
+        if (at)
+            memset(at + 12, '0', strspn(at + 12, "0123456789"));
+    }
+    cr_expect_str_eq(got, expected, "%s", target);
+    free(got);
+    free(expected);
+    step_close(&t);
+}
+
+static void forget_region_map(struct mg_env *env)
+{
+    mg_region_map_forget(env);
+}
+
+static void forget_graph(struct mg_env *env)
+{
+    mg_neighbor_graph_forget(env);
+}
+
+Test(prepared, the_node_list_parked_for_a_table_continues_at_its_step, .init = make_step_db,
+     .fini = remove_db)
+{
+    /* Alpha, of the two nodes of the region */
+    expect_step("/api/nodes?region=SJC&search=lph", forget_region_map, "\"total\":1,");
+}
+
+Test(prepared, resolve_hops_parked_for_the_graph_continues_at_its_step, .init = make_step_db,
+     .fini = remove_db)
+{
+    expect_step("/api/resolve-hops?hops=bb,aa&from_node=" STEP_A, forget_graph, "Bravo");
+}
+
+Test(prepared, the_path_inspector_parked_for_the_graph_continues_at_its_step, .init = make_step_db,
+     .fini = remove_db)
+{
+    expect_step("POST /api/paths/inspect " INSPECT_BODY, forget_graph, "\"hops\":2");
+}
+
+/* /api/stats while another worker (the test's parent, alive) holds the value's lease and none
+ * is stored: it parks until the lease ends or its wait's bound, then computes its own. */
+Test(prepared, stats_parked_for_another_workers_value_continues_at_its_step, .init = make_step_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    step_open(&t, true);
+    char *expected = answer_without_parking("/api/stats", "\"totalNodes\"");
+    cr_assert(mg_shared_value_try_lease(&t.seg.values[MG_VALUE_STATS], (int)getppid(),
+                                        mg_monotonic_ns()));
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/stats"), 200, "%s", mg_buf_cstr(&t.res.body));
+    expect_continued(&t, "/api/stats");
+    cr_expect_str_eq(mg_buf_cstr(&t.res.body), expected);
+    free(expected);
+    step_close(&t);
+}
+
+/* /api/perf?mem=1 parks while the helper walks the database (and before, for a thread). */
+Test(prepared, the_memory_breakdown_parked_for_its_walk_continues_at_its_step, .init = make_step_db,
+     .fini = remove_db)
+{
+    struct mg_test_ctx t;
+    step_open(&t, true);
+    cr_assert_eq(mg_test_ctx_get(&t, "/api/perf?mem=1"), 200, "%s", mg_buf_cstr(&t.res.body));
+    cr_expect(strstr(mg_buf_cstr(&t.res.body), "\"memoryBreakdown\""), "%s",
+              mg_buf_cstr(&t.res.body));
+    expect_continued(&t, "/api/perf?mem=1");
+    step_close(&t);
+}
+
+static unsigned drops;
+
+static void count_drop(void *kept)
+{
+    (void)kept;
+    drops++;
+}
+
+/* What a handler keeps for its step is freed, through its drop function (for what it owns),
+ * when the request ends or, parked, its connection closes (worker.c: mg_dispatch_forget), and
+ * when it keeps anew; resolve-hops, parked for the graph, keeps its hops and relays so. */
+Test(prepared, what_a_parked_step_kept_is_dropped_when_its_connection_closes, .init = make_step_db,
+     .fini = remove_db)
+{
+    struct mg_park park;
+    struct mg_request req;
+    mg_test_request_init(&req, NULL, &park);
+    drops = 0;
+    cr_assert_not_null(mg_park_keep(&req, 16, count_drop));
+    cr_assert_not_null(mg_park_keep(&req, 16, count_drop));
+    cr_expect_eq(drops, 1, "what was kept before was not dropped");
+    mg_dispatch_forget(&park);
+    cr_expect_eq(drops, 2, "what was kept was not dropped when its connection closed");
+    cr_expect_null(park.kept);
+
+    struct mg_test_ctx t;
+    step_open(&t, true);
+    mg_neighbor_graph_forget(&t.env);
+    struct mg_http_request hr;
+    parse("GET /api/resolve-hops?hops=bb,aa&from_node=" STEP_A " HTTP/1.1\r\nHost: t\r\n\r\n", &hr);
+    mg_test_request_init(&req, &hr, &park);
+    park.turns = 1;
+    mg_response_reset(&t.res);
+    cr_assert_eq(mg_dispatch(&t.env, &req, &t.bufs, &t.res), MG_PARK);
+    cr_assert_not_null(park.kept, "it kept nothing for its step");
+    cr_expect_not_null(park.kept_drop, "what it kept owns its hops, with nothing to free them");
+    mg_dispatch_forget(&park);
+    cr_expect_null(park.kept);
+    cr_expect_null(park.resume);
+    step_close(&t);
 }

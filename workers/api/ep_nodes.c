@@ -601,28 +601,17 @@ uint64_t mg_nodes_answers_rendered(void)
     return cache.answers_rendered;
 }
 
-enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res)
+/* The list from q (its area decided; rc: how reading it went): the group's tables, then the
+ * page. MG_PARK while the helper fetches a table (q is left as it is); else q is not freed. */
+static enum mg_turn nodes_answer(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res, const struct mg_nodes_query *q, int rc)
 {
-    struct mg_nodes_query q;
-    if (!mg_nodes_parse(req, res, &q)) {
-        mg_nodes_query_free(&q);
-        return MG_DONE;
-    }
     sqlite3 *conn = env->db->conn;
     int64_t now_s = req->start_realtime_ns / 1000000000LL;
     sqlite3_stmt *total_st = NULL, *page = NULL;
-    int rc = q.regions.failed ? SQLITE_NOMEM : SQLITE_OK;
-    /* An area with no node inside filters nothing (node_visibility.h). */
-    struct mg_area_nodes area;
-    if (rc == SQLITE_OK && q.area && (rc = mg_area_nodes_load(conn, q.area, &area)) == SQLITE_OK) {
-        if (!mg_area_nodes_filter(&area))
-            q.area = NULL;
-        mg_area_nodes_free(&area);
-    }
     /* No map made this request heavy (mg_nodes_is_heavy): the group's copy is taken, or the
      * group's pass followed or run here (on a helper); a stale one is refreshed on the helper. */
-    bool regions = q.regions.len > 0;
+    bool regions = q->regions.len > 0;
     /* On the loop (env->jobs: a helper to hand work to), a table another thread builds now
      * is not waited for: the request parks until the helper has it (pending). */
     bool pending = false, *busy = env->jobs ? &pending : NULL;
@@ -640,10 +629,8 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
         rc = mg_node_usefulness_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
     if (rc == SQLITE_OK && !pending)
         rc = mg_node_multibyte_keep(env, mg_monotonic_ns(), req->start_realtime_ns);
-    if (pending) { /* woken when the helper's fetch is done */
-        mg_nodes_query_free(&q);
+    if (pending) /* woken when the helper's fetch is done */
         return mg_park_until(req, 0);
-    }
     if (regions)
         mg_region_map_read_begin();
     mg_node_hash_sizes_read_begin();
@@ -651,8 +638,8 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
     mg_node_usefulness_read_begin();
     mg_node_multibyte_read_begin();
     if (rc == SQLITE_OK) {
-        total_st = cached_statement(env->db, &q, MG_NODES_SQL_TOTAL);
-        page = total_st ? cached_statement(env->db, &q, MG_NODES_SQL_PAGE) : NULL;
+        total_st = cached_statement(env->db, q, MG_NODES_SQL_TOTAL);
+        page = total_st ? cached_statement(env->db, q, MG_NODES_SQL_PAGE) : NULL;
         rc = page ? SQLITE_OK : SQLITE_ERROR;
     }
     /* One read transaction: the page, the total (and fresh counts) see one snapshot. */
@@ -662,14 +649,14 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
         began = rc == SQLITE_OK;
     }
     if (rc == SQLITE_OK)
-        rc = refresh_counts(env->db, &q, req->start_monotonic_ns);
+        rc = refresh_counts(env->db, q, req->start_monotonic_ns);
     /* The same query, nothing changed since it was answered: the answer kept is this one. */
     struct mg_answer_stamps stamps;
     const char *key = !req->http ? NULL : req->http->query.ptr ? req->http->query.ptr : "";
     size_t key_len = req->http ? req->http->query.len : 0;
     const struct mg_buf *kept = NULL;
     if (rc == SQLITE_OK)
-        rc = answer_stamps(conn, &q, now_s, &stamps);
+        rc = answer_stamps(conn, q, now_s, &stamps);
     if (rc == SQLITE_OK && key)
         kept = mg_answer_cache_get(&cache.answers, key, key_len, &stamps);
     if (kept) {
@@ -678,10 +665,10 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
     } else {
         size_t body_start = res->body.len;
         if (rc == SQLITE_OK)
-            rc = mg_nodes_bind(page, &q, now_s);
+            rc = mg_nodes_bind(page, q, now_s);
         if (rc == SQLITE_OK)
-            rc = write_answer(res, page, &env->db->schema, total_in_page(filters_of(&q)), total_st,
-                              &q, now_s);
+            rc = write_answer(res, page, &env->db->schema, total_in_page(filters_of(q)), total_st,
+                              q, now_s);
         if (rc == SQLITE_OK && key && !res->body.failed)
             mg_answer_cache_put(&cache.answers, key, key_len, &stamps, res->body.data + body_start,
                                 res->body.len - body_start);
@@ -702,8 +689,61 @@ enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
     mg_node_hash_sizes_read_end();
     if (regions)
         mg_region_map_read_end();
-    mg_nodes_query_free(&q);
     return MG_DONE;
+}
+
+/* Its text values as the request's parameters hold them now: a parked request's moved with
+ * them into what dispatch kept (mg_params_rebase). */
+static void nodes_query_texts(struct mg_nodes_query *q, const struct mg_request *req)
+{
+    struct nodes_params own;
+    const struct nodes_params *p = mg_params_get(&mg_nodes_params, req, NULL, &own);
+    q->role = p->role;
+    q->search = p->search;
+    q->before = p->before;
+    q->area = q->area ? p->area : NULL; /* decided on its first turn */
+}
+
+static void nodes_query_drop(void *kept)
+{
+    mg_nodes_query_free(kept);
+}
+
+/* A later turn of a list parked for a table: its query as read and its area as decided on its
+ * first turn (kept). */
+static enum mg_turn nodes_step(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
+{
+    struct mg_nodes_query *q = req->park->kept;
+    nodes_query_texts(q, req);
+    enum mg_turn turn = nodes_answer(env, req, res, q, SQLITE_OK);
+    return turn == MG_PARK ? mg_park_at(req, nodes_step, 0) : turn;
+}
+
+enum mg_turn mg_handle_nodes(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
+{
+    struct mg_nodes_query q;
+    if (!mg_nodes_parse(req, res, &q)) {
+        mg_nodes_query_free(&q);
+        return MG_DONE;
+    }
+    int rc = q.regions.failed ? SQLITE_NOMEM : SQLITE_OK;
+    /* An area with no node inside filters nothing (node_visibility.h). */
+    struct mg_area_nodes area;
+    if (rc == SQLITE_OK && q.area &&
+        (rc = mg_area_nodes_load(env->db->conn, q.area, &area)) == SQLITE_OK) {
+        if (!mg_area_nodes_filter(&area))
+            q.area = NULL;
+        mg_area_nodes_free(&area);
+    }
+    /* Parked: its later turns continue at nodes_step with q. */
+    bool kept;
+    enum mg_turn turn = mg_park_keep_at(req, nodes_answer(env, req, res, &q, rc), nodes_step, &q,
+                                        sizeof q, nodes_query_drop, &kept);
+    if (!kept)
+        mg_nodes_query_free(&q);
+    return turn;
 }
 
 /*

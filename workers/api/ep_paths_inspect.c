@@ -1172,9 +1172,9 @@ static int64_t monotonic_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Reads the nodes, and the edges when a path of two hops or more can be made; SQLITE_OK with
- * *busy: the request parks for the neighbour graph, nothing held. */
-static int load(struct search *s, struct mg_env *env, bool *held, bool *busy)
+/* Reads the nodes, and the edges when a path of two hops or more can be made; *graph: a
+ * path needs the group's neighbour graph (no edge is stored), not held yet. */
+static int load(struct search *s, struct mg_env *env, bool *graph)
 {
     int rc = load_nodes(s, env->db);
     bool every_hop = rc == SQLITE_OK && s->body->n > 1;
@@ -1186,37 +1186,28 @@ static int load(struct search *s, struct mg_env *env, bool *held, bool *busy)
     rc = load_edges(s, env->db, &none);
     if (rc != SQLITE_OK || !none)
         return rc;
-    s->graph = true;
-    rc = mg_neighbor_graph_hold(env, s->now_ms, env->jobs ? busy : NULL);
+    s->graph = *graph = true;
+    return rc;
+}
+
+/* The neighbour graph a path needs, held (*held) unless the helper fetches it now (*busy:
+ * the request parks, woken when the fetch is done). An SQLite code. */
+static int hold_graph(struct search *s, struct mg_env *env, bool *held, bool *busy)
+{
+    int rc = mg_neighbor_graph_hold(env, s->now_ms, env->jobs ? busy : NULL);
     *held = rc == SQLITE_OK && !*busy;
     return rc;
 }
 
-enum mg_turn mg_handle_paths_inspect(struct mg_env *env, const struct mg_request *req,
-                                     struct mg_response *res)
+/* The answer from what s read (rc: how that went; held: the graph, released here). s is not
+ * freed. */
+static void inspect_answer(struct mg_response *res, struct search *s, int rc, bool held)
 {
-    struct inspect_body b;
-    const char *refusal = parse_body(req->body.ptr, req->body.len, &b);
-    if (refusal) {
-        mg_response_error(res, 400, "%s", refusal);
-        return MG_DONE;
-    }
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    struct search s = {.body = &b, .now_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000};
-    bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
-    bool held = false, busy = false;
-    int rc = load(&s, env, &held, &busy);
-    if (in_transaction)
-        sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
-    if (busy) { /* woken when the helper's fetch is done */
-        search_free(&s);
-        return mg_park_until(req, 0);
-    }
+    const struct inspect_body *b = s->body;
     int64_t start = monotonic_ms();
     struct path *beam = rc == SQLITE_OK ? malloc(BEAM_WIDTH * sizeof *beam) : NULL;
     bool oom = rc == SQLITE_OK && !beam;
-    size_t n = beam ? beam_search(&s, beam, &oom) : 0;
+    size_t n = beam ? beam_search(s, beam, &oom) : 0;
     if (held)
         mg_neighbor_graph_release();
     if (rc == SQLITE_OK && !oom) {
@@ -1232,37 +1223,91 @@ enum mg_turn mg_handle_paths_inspect(struct mg_env *env, const struct mg_request
         mg_json_object_begin(&j);
         mg_json_key(&j, "candidates");
         mg_json_array_begin(&j);
-        for (size_t i = 0; order && i < n && i < (size_t)b.limit; i++)
-            write_candidate(&j, &s, &beam[order[i]], &oom);
+        for (size_t i = 0; order && i < n && i < (size_t)b->limit; i++)
+            write_candidate(&j, s, &beam[order[i]], &oom);
         mg_json_array_end(&j);
         mg_json_key(&j, "input");
         mg_json_object_begin(&j);
-        mg_json_kv_uint(&j, "hops", b.n);
+        mg_json_kv_uint(&j, "hops", b->n);
         mg_json_key(&j, "prefixes");
         mg_json_array_begin(&j);
-        for (size_t h = 0; h < b.n; h++)
-            mg_json_string(&j, b.prefix[h]);
+        for (size_t h = 0; h < b->n; h++)
+            mg_json_string(&j, b->prefix[h]);
         mg_json_array_end(&j);
         mg_json_object_end(&j);
         mg_json_key(&j, "stats");
         mg_json_object_begin(&j);
         mg_json_kv_int(&j, "beamWidth", BEAM_WIDTH);
         mg_json_kv_int(&j, "elapsedMs", monotonic_ms() - start);
-        mg_json_kv_uint(&j, "expansionsRun", b.n * BEAM_WIDTH);
+        mg_json_kv_uint(&j, "expansionsRun", b->n * BEAM_WIDTH);
         mg_json_object_end(&j);
         mg_json_object_end(&j);
         mg_buf_putc(&res->body, '\n');
         free(order);
     }
     free(beam);
-    search_free(&s);
     if (rc != SQLITE_OK) {
-        mg_response_db_failure(res, s.graph ? "the neighbour graph" : "the nodes", rc);
+        mg_response_db_failure(res, s->graph ? "the neighbour graph" : "the nodes", rc);
     } else if (oom) {
         mg_buf_reset(&res->body);
         mg_response_error(res, 500, "out of memory");
     }
+}
+
+/* What a request parked for the neighbour graph keeps: its body and the rows it read. */
+struct inspect_kept {
+    struct inspect_body body;
+    struct search s;
+};
+
+static void inspect_kept_drop(void *kept)
+{
+    search_free(&((struct inspect_kept *)kept)->s);
+}
+
+/* A later turn of a request parked for the graph: the rows as read on its first turn. */
+static enum mg_turn inspect_step(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res)
+{
+    struct inspect_kept *k = req->park->kept;
+    k->s.body = &k->body; /* moved with it */
+    bool held = false, busy = false;
+    int rc = hold_graph(&k->s, env, &held, &busy);
+    if (busy)
+        return mg_park_at(req, inspect_step, 0);
+    inspect_answer(res, &k->s, rc, held);
     return MG_DONE;
+}
+
+enum mg_turn mg_handle_paths_inspect(struct mg_env *env, const struct mg_request *req,
+                                     struct mg_response *res)
+{
+    struct inspect_body b;
+    const char *refusal = parse_body(req->body.ptr, req->body.len, &b);
+    if (refusal) {
+        mg_response_error(res, 400, "%s", refusal);
+        return MG_DONE;
+    }
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    struct search s = {.body = &b, .now_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000};
+    bool in_transaction = sqlite3_exec(env->db->conn, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    bool graph = false, held = false, busy = false;
+    int rc = load(&s, env, &graph);
+    if (rc == SQLITE_OK && graph)
+        rc = hold_graph(&s, env, &held, &busy);
+    if (in_transaction)
+        sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
+    if (!busy)
+        inspect_answer(res, &s, rc, held);
+    /* Parked: its later turns continue at inspect_step with what it read. */
+    struct inspect_kept k = {.body = b, .s = s};
+    bool kept;
+    enum mg_turn turn = mg_park_keep_at(req, busy ? mg_park_until(req, 0) : MG_DONE, inspect_step,
+                                        &k, sizeof k, inspect_kept_drop, &kept);
+    if (!kept)
+        search_free(&s);
+    return turn;
 }
 
 bool mg_paths_inspect_is_heavy(struct mg_env *env, const struct mg_request *req)

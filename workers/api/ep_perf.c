@@ -494,15 +494,20 @@ static void write_tables(struct mg_json *j, const struct mg_segment *seg)
     mg_json_object_end(j);
 }
 
-enum mg_turn mg_handle_perf(struct mg_env *env, const struct mg_request *req,
-                            struct mg_response *res)
+static enum mg_turn breakdown_step(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res);
+
+/* The answer, with the memory breakdown when walk: a request that parks for it (in the
+ * diagnostic gate's line, for a thread, for its walk) continues at breakdown_step. */
+static enum mg_turn perf_answer(struct mg_env *env, const struct mg_request *req,
+                                struct mg_response *res, bool walk)
 {
     struct mg_buf breakdown;
     mg_buf_init(&breakdown);
     enum mg_turn turn = MG_DONE;
-    if (wants_memory_breakdown(req) && !memory_breakdown(env, req, res, &breakdown, &turn)) {
+    if (walk && !memory_breakdown(env, req, res, &breakdown, &turn)) {
         mg_buf_free(&breakdown);
-        return turn;
+        return turn == MG_PARK ? mg_park_at(req, breakdown_step, req->park->wait.until_ns) : turn;
     }
     struct mg_db_counts counts;
     bool have_counts = mg_db_counts_current(env, &counts);
@@ -536,6 +541,19 @@ enum mg_turn mg_handle_perf(struct mg_env *env, const struct mg_request *req,
     mg_buf_putc(&res->body, '\n');
     mg_buf_free(&breakdown);
     return MG_DONE;
+}
+
+/* A later turn of ?mem=1, at its walk's step (its state in the park). */
+static enum mg_turn breakdown_step(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res)
+{
+    return perf_answer(env, req, res, true);
+}
+
+enum mg_turn mg_handle_perf(struct mg_env *env, const struct mg_request *req,
+                            struct mg_response *res)
+{
+    return perf_answer(env, req, res, wants_memory_breakdown(req));
 }
 
 /* Resident memory of one process in bytes (/proc/PID/statm), 0 when it is gone. */

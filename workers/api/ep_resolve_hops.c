@@ -342,65 +342,58 @@ static const struct resolve_params *resolve_params(const struct mg_request *req,
     return mg_params_get(&mg_resolve_hops_params, req, NULL, own);
 }
 
-enum mg_turn mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
-                                    struct mg_response *res)
-{
-    struct resolve_params own;
-    const struct resolve_params *p = resolve_params(req, &own);
-    const char *from = p->from, *observer = p->observer;
-    struct context cx = {.now_ms = req->start_realtime_ns / 1000000};
-    char *lowered[2] = {from && from[0] ? lower_dup(from) : NULL,
-                        observer && observer[0] ? lower_dup(observer) : NULL};
-    for (int k = 0; k < 2; k++)
-        if (lowered[k])
-            cx.keys[cx.n++] = lowered[k];
-    const char *hops = p->hops;
-    /* The hops, split on commas, empty ones dropped, sorted (the keys of CoreScope's map) and
-     * each once. */
-    char *copy = strdup(hops ? hops : "");
-    size_t n = 0, cap = 1;
-    for (const char *c = copy; c && *c; c++)
-        cap += *c == ',';
-    char **list = calloc(cap, sizeof *list);
-    if (!copy || !list) {
-        free(copy);
-        free(list);
-        mg_response_error(res, 500, "out of memory");
-        return MG_DONE;
-    }
-    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        list[n++] = t;
-    qsort(list, n, sizeof *list, compare_strings);
+/* What the answer is made of: the hops and the relays read once; a request that parks for the
+ * neighbour graph keeps it (mg_park_keep) and continues at resolve_step. */
+struct resolve_work {
+    struct context cx;
+    char *lowered[2]; /* the context's keys */
+    char *copy;       /* the hops' text, cut at its commas */
+    char **list;      /* the hops, sorted */
+    size_t n;
+    struct mg_hop_nodes all;
+    size_t *match;
+    double *affinity;
+    int rc;
+};
 
-    struct mg_hop_nodes all = {0};
-    int rc = n ? mg_hop_nodes_load(env->db, &all) : SQLITE_OK;
-    drop_hidden(&all);
-    size_t *match = all.len ? calloc(all.len, sizeof *match) : NULL;
-    double *affinity = all.len ? calloc(all.len, sizeof *affinity) : NULL;
-    if (rc == SQLITE_OK && all.len && (!match || !affinity))
-        rc = SQLITE_NOMEM;
+static void resolve_work_free(void *kept)
+{
+    struct resolve_work *w = kept;
+    free(w->match);
+    free(w->affinity);
+    free(w->lowered[0]);
+    free(w->lowered[1]);
+    mg_hop_nodes_free(&w->all);
+    free(w->list);
+    free(w->copy);
+}
+
+/* The answer from w: MG_PARK while the neighbour graph a context reads is fetched. */
+static enum mg_turn resolve_answer(struct mg_env *env, const struct mg_request *req,
+                                   struct mg_response *res, struct resolve_work *w)
+{
     /* A context reads the worker's neighbour graph (built here when it has none fresh). On
      * the loop (env->jobs), a build another thread runs is not waited for: parked. */
     bool held = false, busy = false;
-    if (rc == SQLITE_OK && n && cx.n)
-        held =
-            (rc = mg_neighbor_graph_hold(env, cx.now_ms, env->jobs ? &busy : NULL)) == SQLITE_OK &&
-            !busy;
-    enum mg_turn turn = MG_DONE;
-    if (busy) { /* woken when the helper's fetch is done */
-        turn = mg_park_until(req, 0);
-    } else if (rc == SQLITE_OK) {
+    int rc = w->rc;
+    if (rc == SQLITE_OK && w->n && w->cx.n)
+        held = (rc = mg_neighbor_graph_hold(env, w->cx.now_ms, env->jobs ? &busy : NULL)) ==
+                   SQLITE_OK &&
+               !busy;
+    if (busy) /* woken when the helper's fetch is done */
+        return mg_park_until(req, 0);
+    if (rc == SQLITE_OK) {
         mg_response_json(res, 200);
         struct mg_json j;
         mg_json_init(&j, &res->body);
         mg_json_object_begin(&j);
         mg_json_key(&j, "resolved");
         mg_json_object_begin(&j);
-        for (size_t i = 0; i < n; i++) {
-            if (i > 0 && strcmp(list[i], list[i - 1]) == 0)
+        for (size_t i = 0; i < w->n; i++) {
+            if (i > 0 && strcmp(w->list[i], w->list[i - 1]) == 0)
                 continue;
-            mg_json_key(&j, list[i]);
-            write_resolution(&j, &all, list[i], match, &cx, affinity);
+            mg_json_key(&j, w->list[i]);
+            write_resolution(&j, &w->all, w->list[i], w->match, &w->cx, w->affinity);
         }
         mg_json_object_end(&j);
         mg_json_object_end(&j);
@@ -410,13 +403,58 @@ enum mg_turn mg_handle_resolve_hops(struct mg_env *env, const struct mg_request 
     }
     if (held)
         mg_neighbor_graph_release();
-    free(match);
-    free(affinity);
-    free(lowered[0]);
-    free(lowered[1]);
-    mg_hop_nodes_free(&all);
-    free(list);
-    free(copy);
+    return MG_DONE;
+}
+
+/* A later turn of a request parked for the graph: its hops and relays as kept. */
+static enum mg_turn resolve_step(struct mg_env *env, const struct mg_request *req,
+                                 struct mg_response *res)
+{
+    enum mg_turn turn = resolve_answer(env, req, res, req->park->kept);
+    return turn == MG_PARK ? mg_park_at(req, resolve_step, 0) : turn;
+}
+
+enum mg_turn mg_handle_resolve_hops(struct mg_env *env, const struct mg_request *req,
+                                    struct mg_response *res)
+{
+    struct resolve_params own;
+    const struct resolve_params *p = resolve_params(req, &own);
+    const char *from = p->from, *observer = p->observer;
+    struct resolve_work w = {.cx = {.now_ms = req->start_realtime_ns / 1000000},
+                             .lowered = {from && from[0] ? lower_dup(from) : NULL,
+                                         observer && observer[0] ? lower_dup(observer) : NULL}};
+    for (int k = 0; k < 2; k++)
+        if (w.lowered[k])
+            w.cx.keys[w.cx.n++] = w.lowered[k];
+    const char *hops = p->hops;
+    /* The hops, split on commas, empty ones dropped, sorted (the keys of CoreScope's map) and
+     * each once. */
+    w.copy = strdup(hops ? hops : "");
+    size_t cap = 1;
+    for (const char *c = w.copy; c && *c; c++)
+        cap += *c == ',';
+    w.list = calloc(cap, sizeof *w.list);
+    if (!w.copy || !w.list) {
+        resolve_work_free(&w);
+        mg_response_error(res, 500, "out of memory");
+        return MG_DONE;
+    }
+    for (char *save = NULL, *t = strtok_r(w.copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        w.list[w.n++] = t;
+    qsort(w.list, w.n, sizeof *w.list, compare_strings);
+
+    w.rc = w.n ? mg_hop_nodes_load(env->db, &w.all) : SQLITE_OK;
+    drop_hidden(&w.all);
+    w.match = w.all.len ? calloc(w.all.len, sizeof *w.match) : NULL;
+    w.affinity = w.all.len ? calloc(w.all.len, sizeof *w.affinity) : NULL;
+    if (w.rc == SQLITE_OK && w.all.len && (!w.match || !w.affinity))
+        w.rc = SQLITE_NOMEM;
+    /* Parked: its later turns continue at resolve_step with w. */
+    bool kept;
+    enum mg_turn turn = mg_park_keep_at(req, resolve_answer(env, req, res, &w), resolve_step, &w,
+                                        sizeof w, resolve_work_free, &kept);
+    if (!kept)
+        resolve_work_free(&w);
     return turn;
 }
 

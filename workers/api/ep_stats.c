@@ -159,8 +159,10 @@ static long compute_stats(struct mg_env *env, char *out, size_t cap)
     return len;
 }
 
-enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
-                             struct mg_response *res)
+/* The value, or the request parks for it: its later turns continue here (mg_park_at), with
+ * the time it began to wait kept in its park. */
+static enum mg_turn stats_step(struct mg_env *env, const struct mg_request *req,
+                               struct mg_response *res)
 {
     char body[MG_SHARED_VALUE_MAX];
     /* On the loop (a helper to hand work to) a wait for another worker's value parks. */
@@ -171,9 +173,8 @@ enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
                                                compute_stats, body, sizeof body, waiting_since)
                    : mg_group_value_get(env, MG_VALUE_STATS, MG_STATS_INTERVAL_NS, compute_stats,
                                         body, sizeof body);
-    if (len == MG_GROUP_VALUE_PENDING) { /* woken by the value, or computes its own */
-        return mg_park_until(req, *waiting_since + MG_GROUP_VALUE_WAIT_NS);
-    }
+    if (len == MG_GROUP_VALUE_PENDING) /* woken by the value, or computes its own */
+        return mg_park_at(req, stats_step, *waiting_since + MG_GROUP_VALUE_WAIT_NS);
     if (len < 0) {
         mg_response_error(res, 500,
                           "the statistics could not be read from the database; the server log "
@@ -183,6 +184,12 @@ enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
     mg_response_json(res, 200);
     mg_buf_append(&res->body, body, (size_t)len);
     return MG_DONE;
+}
+
+enum mg_turn mg_handle_stats(struct mg_env *env, const struct mg_request *req,
+                             struct mg_response *res)
+{
+    return stats_step(env, req, res);
 }
 
 bool mg_stats_is_heavy(struct mg_env *env, const struct mg_request *req)

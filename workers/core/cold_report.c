@@ -367,7 +367,7 @@ enum mg_turn mg_cold_report_serve(struct mg_env *env, const struct mg_request *r
         return turn;
     /* Parked: its later turns continue at its step, from a copy of its report and args
      * (without memory, its handler is entered again and gives them anew). */
-    struct cold_kept *k = mg_park_keep(req, sizeof *k);
+    struct cold_kept *k = mg_park_keep(req, sizeof *k, NULL);
     if (!k)
         return turn;
     k->report = report;

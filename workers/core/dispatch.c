@@ -571,19 +571,36 @@ static struct mg_prepared *keep_prepared(const struct mg_request *req,
     return p;
 }
 
-void *mg_park_keep(const struct mg_request *req, size_t len)
-{
-    free(req->park->kept);
-    req->park->kept = calloc(1, len);
-    return req->park->kept;
-}
-
 /* The handler's step and what it kept: gone (answered, or it starts over at its top). */
 static void forget_step(struct mg_park *park)
 {
+    if (park->kept && park->kept_drop)
+        park->kept_drop(park->kept);
     free(park->kept);
     park->kept = NULL;
+    park->kept_drop = NULL;
     park->resume = NULL;
+}
+
+void *mg_park_keep(const struct mg_request *req, size_t len, void (*drop)(void *kept))
+{
+    mg_handler_fn resume = req->park->resume;
+    forget_step(req->park);
+    req->park->resume = resume;
+    req->park->kept = calloc(1, len);
+    req->park->kept_drop = req->park->kept ? drop : NULL;
+    return req->park->kept;
+}
+
+enum mg_turn mg_park_keep_at(const struct mg_request *req, enum mg_turn turn, mg_handler_fn step,
+                             const void *what, size_t len, void (*drop)(void *kept), bool *kept)
+{
+    void *to = turn == MG_PARK ? mg_park_keep(req, len, drop) : NULL;
+    *kept = to != NULL;
+    if (!to)
+        return turn;
+    memcpy(to, what, len);
+    return mg_park_at(req, step, req->park->wait.until_ns);
 }
 
 void mg_dispatch_forget(struct mg_park *park)

@@ -57,12 +57,6 @@ void mg_dispatch_forget(struct mg_park *park);
 size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr,
                             struct mg_dispatch_buffers *b, bool *native);
 
-/* len zeroed bytes that last as long as the request (freed when it is answered or its
- * connection closes: mg_dispatch_forget), for a handler that parks to keep what its step
- * (mg_park_at) needs beyond its park's state: park->kept; NULL when out of memory (the
- * handler then parks with mg_park_until and is entered at its top again). */
-void *mg_park_keep(const struct mg_request *req, size_t len);
-
 /* Whether the request of this park was admitted as light (tests of the cost classes). */
 bool mg_dispatch_was_light(const struct mg_park *park);
 

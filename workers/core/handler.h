@@ -164,9 +164,11 @@ struct mg_park {
      * again; freed when it is answered (mg_dispatch_forget). */
     struct mg_prepared *prepared;
     /* Where its handler continues on its next call (mg_park_at; NULL: at its top), and what it
-     * keeps there beyond `state` (mg_park_keep, dispatch.h): freed with `prepared`. */
+     * keeps there beyond `state` (mg_park_keep, dispatch.c): freed with `prepared`, after
+     * kept_drop (NULL: none) has freed what it owns. */
     mg_handler_fn resume;
     void *kept;
+    void (*kept_drop)(void *kept);
     _Alignas(16) unsigned char state[MG_PARK_BYTES];
 };
 
@@ -244,6 +246,19 @@ static inline enum mg_turn mg_park_at(const struct mg_request *req, mg_handler_f
     req->park->resume = step;
     return mg_park_until(req, until_ns);
 }
+
+/* len zeroed bytes that last as long as the request (freed when it is answered or its
+ * connection closes: mg_dispatch_forget, which calls drop on them first when drop is not
+ * NULL, for what they own), for a handler that parks to keep what its step (mg_park_at)
+ * needs beyond its park's state: park->kept; NULL when out of memory (the handler then parks
+ * with mg_park_until and is entered at its top again). */
+void *mg_park_keep(const struct mg_request *req, size_t len, void (*drop)(void *kept));
+/* What a handler returns after its first turn gave turn with what (len bytes, owning what
+ * drop frees) in hand: parked, what is moved into the park (mg_park_keep, *kept true) and its
+ * later turns run step (mg_park_at, with the wait it gave); else (answered, or no memory: it
+ * is entered at its top again) *kept false and what stays the handler's to free. */
+enum mg_turn mg_park_keep_at(const struct mg_request *req, enum mg_turn turn, mg_handler_fn step,
+                             const void *what, size_t len, void (*drop)(void *kept), bool *kept);
 
 void mg_response_init(struct mg_response *res);
 void mg_response_reset(struct mg_response *res);

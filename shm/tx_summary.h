@@ -69,6 +69,13 @@
 #define MG_TX_SUMMARY_REVALIDATE_NS (600 * 1000000000LL)
 /* A chunk of a pass stops after this long (one transmission at least). */
 #define MG_TX_SUMMARY_CHUNK_NS (20 * 1000000LL)
+/* The first chunk of a first pass (no record yet) covers at least the newest this many
+ * transmissions whatever it takes, two pages of 50: the page people ask first. A request for
+ * a page among them that comes before that chunk is done parks for it (router.h:
+ * mg_packets_parks_until) rather than read the same observations directly beside it, for at
+ * most MG_TX_SUMMARY_FIRST_WAIT_NS. */
+#define MG_TX_SUMMARY_FIRST_TX 100
+#define MG_TX_SUMMARY_FIRST_WAIT_NS (30 * 1000000000LL)
 /* A pass (a chunk) that failed is tried again after this long. */
 #define MG_TX_SUMMARY_RETRY_NS (5 * 1000000000LL)
 

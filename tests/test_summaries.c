@@ -633,25 +633,34 @@ Test(summaries, a_cold_request_waits_one_chunk_not_the_pass)
     close_generated(dir, &t, &s);
 }
 
+/* The real server on db, two workers, each transmission of the pass slowed by the test hook
+ * (tx_ms: "MESHGATE_TEST_SUMMARIES_TX_MS=N"), no rate limit (a page read directly is heavy);
+ * returns the summaries' table numbers in its segment, attached in seg. */
+static struct mg_table_stats *start_slowed(const char *db, const char *tx_ms,
+                                           struct mg_test_server *srv, struct mg_segment *seg)
+{
+    char err[256];
+    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_ANON_RATE=0", "MESHGATE_TEST_HOOKS=park",
+                         tx_ms, NULL};
+    cr_assert(mg_test_server_start(srv, db, env));
+    cr_assert_eq(mg_segment_attach(seg, srv->shm_name, true, err, sizeof err), 0, "%s", err);
+    return &seg->cache.cache->tables[MG_TABLE_summaries];
+}
+
 /* The real server, started on a database whose pass lasts (each transmission slowed by the
  * test hook): the newest page is answered from summaries while the pass is still under way,
  * which the group's table numbers show (building, no generation yet, the low-water mark above
  * the oldest transmission, rows served from the table). */
 Test(summaries, the_newest_page_comes_from_summaries_before_the_pass_ends)
 {
-    char dir[128], db[256], err[256];
+    char dir[128], db[256];
     mg_test_tmpdir(dir, sizeof dir);
     cr_assert(dir[0], "no temporary directory");
     snprintf(db, sizeof db, "%s/start.db", dir);
     generate(db, 21, 12000, 4); /* 3000 transmissions: 30 s at 10 ms each */
-    /* No rate limit: a page read directly is heavy, and it is asked in a loop. */
-    const char *env[] = {"MESHGATE_WORKERS=2", "MESHGATE_ANON_RATE=0", "MESHGATE_TEST_HOOKS=park",
-                         "MESHGATE_TEST_SUMMARIES_TX_MS=10", NULL};
     struct mg_test_server srv;
-    cr_assert(mg_test_server_start(&srv, db, env));
     struct mg_segment seg;
-    cr_assert_eq(mg_segment_attach(&seg, srv.shm_name, true, err, sizeof err), 0, "%s", err);
-    struct mg_table_stats *st = &seg.cache.cache->tables[MG_TABLE_summaries];
+    struct mg_table_stats *st = start_slowed(db, "MESHGATE_TEST_SUMMARIES_TX_MS=10", &srv, &seg);
     /* Asked until a page comes wholly from summaries (the first chunks cover the newest 50). */
     int64_t t0 = mg_test_now_ms();
     uint64_t served = 0;
@@ -679,6 +688,49 @@ Test(summaries, the_newest_page_comes_from_summaries_before_the_pass_ends)
     cr_assert_eq(r.status, 200);
     mg_test_response_free(&r);
     cr_assert_eq(atomic_load(&st->rows_direct), direct + 20);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* The real server's first page after a start, while the first chunk of the first pass is still
+ * under way (each transmission slowed by the test hook: 100 of them take 4 s): the request for
+ * the newest page parks for that chunk, which covers the newest two pages whatever it takes,
+ * and is then answered wholly from summaries (not one row read directly beside the chunk that
+ * summarizes the same observations); the pass goes on after it, and an old page is read
+ * directly. */
+Test(summaries, the_first_page_after_a_start_parks_for_the_first_chunk)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, sizeof db, "%s/first.db", dir);
+    generate(db, 23, 12000, 4); /* 3000 transmissions */
+    sqlite3 *w = open_writer(db);
+    int64_t hundredth =
+        scalar(w, "SELECT id FROM transmissions ORDER BY id DESC LIMIT 1 OFFSET 99");
+    sqlite3_close(w);
+    struct mg_test_server srv;
+    struct mg_segment seg;
+    struct mg_table_stats *st = start_slowed(db, "MESHGATE_TEST_SUMMARIES_TX_MS=40", &srv, &seg);
+    cr_assert_eq(atomic_load(&st->rows_served) + atomic_load(&st->rows_direct), 0u);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(srv.port, "/api/packets?limit=50", NULL, &r), "no answer");
+    cr_assert_eq(r.status, 200, "%s%s", r.head, r.body);
+    mg_test_response_free(&r);
+    uint64_t served = atomic_load(&st->rows_served), direct = atomic_load(&st->rows_direct);
+    cr_assert_eq(direct, 0u, "the first page read %llu rows directly (%llu from summaries)",
+                 (unsigned long long)direct, (unsigned long long)served);
+    cr_assert_eq(served, 50u);
+    cr_assert_leq((int64_t)atomic_load(&st->low_water), hundredth,
+                  "the first chunk did not cover the newest 100 transmissions");
+    cr_assert_eq(atomic_load(&st->generation), 0u, "the pass ended first");
+    cr_assert_eq(atomic_load(&st->building), 1u);
+    /* The oldest page is read directly. */
+    cr_assert(mg_test_get(srv.port, "/api/packets?order=asc&limit=20", NULL, &r));
+    cr_assert_eq(r.status, 200);
+    mg_test_response_free(&r);
+    cr_assert_eq(atomic_load(&st->rows_direct), 20u);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
     mg_test_rmdir(dir);

@@ -1739,7 +1739,8 @@ int mg_packets_summaries_chunk(struct mg_db *db, struct mg_tx_summaries *s, int 
     int64_t rows = 0, done = 0, low = cursor;
     int rc = SQLITE_ROW;
     while (txs && !r.error && !lost && (c->max_tx <= 0 || done < c->max_tx)) {
-        if (done > 0 && c->budget_ns > 0 && mg_monotonic_ns() - start_ns >= c->budget_ns)
+        if (done > 0 && done >= c->min_tx && c->budget_ns > 0 &&
+            mg_monotonic_ns() - start_ns >= c->budget_ns)
             break;
         if ((rc = sqlite3_step(txs)) != SQLITE_ROW)
             break;
@@ -1798,6 +1799,31 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
         if (mg_packets_summaries_chunk(db, s, pid, &whole, &finished, err, errlen) != 0)
             return -1;
     return 0;
+}
+
+/* How often a request parked for the first chunk looks again (it is also woken at least once
+ * a second, and by its worker's helper when the chunk ran there). */
+#define FIRST_CHUNK_POLL_NS (20 * 1000000LL)
+
+int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req, int64_t since_ns)
+{
+    struct mg_tx_summaries *s = env->summaries;
+    if (!s || mg_tx_summary_high_water(s) >= 0 || atomic_load(&s->header->failed_ns) != 0)
+        return 0;
+    int64_t now_ns = mg_monotonic_ns();
+    if (now_ns - since_ns >= MG_TX_SUMMARY_FIRST_WAIT_NS)
+        return 0;
+    struct packets_params own;
+    const struct packets_params *p = mg_params_get(&mg_packets_params, req, NULL, &own);
+    /* A refused value is answered by the handler; a page that may lie below the first chunk
+     * (any filter, oldest first, further down) or reads every observation does not wait. */
+    if (!p || p->order == 1 || p->expand == 0 || p->group == 1 ||
+        p->offset > MG_TX_SUMMARY_FIRST_TX - p->limit || p->type || p->route || p->observer.text ||
+        p->region.text || p->nodes.text || p->hash || p->since || p->until || p->node ||
+        p->channel || p->area)
+        return 0;
+    int64_t until = since_ns + MG_TX_SUMMARY_FIRST_WAIT_NS;
+    return now_ns + FIRST_CHUNK_POLL_NS < until ? now_ns + FIRST_CHUNK_POLL_NS : until;
 }
 
 /* Rows of new observations read per statement of an extension. */

@@ -140,7 +140,8 @@ int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3
  * Per-transmission summaries (shm/tx_summary.h). A pass computes every transmission's record
  * with the very code that answers a page directly, newest first, in chunks: a chunk goes on
  * from the pass under way (or begins one) below its cursor in one snapshot of db, for at most
- * budget_ns (one transmission at least; 0: no bound) and max_tx transmissions (0: no bound),
+ * budget_ns (one transmission at least, and min_tx when more are left; 0: no bound) and max_tx
+ * transmissions (0: no bound),
  * then publishes how far it got (the low-water mark; the first chunk ever also publishes its
  * snapshot's newest observation id as the high-water mark). each, when not NULL, is called
  * with arg after each transmission (the test build's hook). pid must hold the writer lease
@@ -150,6 +151,7 @@ int mg_packets_bind(struct mg_db *db, const struct mg_packets_filter *f, sqlite3
  */
 struct mg_summaries_chunk {
     int64_t budget_ns;
+    int64_t min_tx;
     int64_t max_tx;
     void (*each)(const void *arg);
     const void *arg;

@@ -483,6 +483,7 @@ const struct mg_route mg_routes[] = {
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_packets,
+     .parks_until = mg_packets_parks_until,
      .params = &mg_packets_params},
     /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per
      * transmission after ?since= (193k steps for a day at 2M observations). */
@@ -786,6 +787,14 @@ bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_reque
     if (route >= mg_route_table_len || mg_routes[route].cost != MG_COST_HEAVY)
         return false;
     return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
+}
+
+int64_t mg_route_parks_until(unsigned route, struct mg_env *env, const struct mg_request *req,
+                             int64_t since_ns)
+{
+    if (route >= mg_route_table_len || !mg_routes[route].parks_until)
+        return 0;
+    return mg_routes[route].parks_until(env, req, since_ns);
 }
 
 const enum mg_gate_row *mg_route_gates(unsigned route)

@@ -22,12 +22,19 @@
 enum mg_cost { MG_COST_LIGHT = 0, MG_COST_HEAVY };
 
 typedef bool (*mg_heavy_fn)(struct mg_env *env, const struct mg_request *req);
+/* 0: the request goes on now; else it parks before its gates until then (CLOCK_MONOTONIC),
+ * holding nothing, and is asked again; since_ns: when it was first asked. */
+typedef int64_t (*mg_parks_fn)(struct mg_env *env, const struct mg_request *req, int64_t since_ns);
 
 struct mg_route {
     const char *template;
     enum mg_cost cost;
     mg_handler_fn handler;
     mg_heavy_fn heavy_when; /* heavy routes: NULL, every request is heavy */
+    /* Whether a request waits, before its gates, for a table the group is about to have that
+     * answers it cheaply (the summaries' first chunk, ep_packets.h); NULL: never. Bounded by
+     * the function: a request never waits for a table past its ceiling. */
+    mg_parks_fn parks_until;
     /* The handler puts its heavy part on a helper thread itself (env->jobs). The others'
      * anonymous heavy requests are run whole on the anonymous helper (dispatch.c). */
     bool own_jobs;
@@ -63,6 +70,10 @@ const char *mg_route_path(unsigned route);
 
 /* The gates of route, in order (mg_route.gates; the upstream's for MG_ROUTE_UPSTREAM). */
 const enum mg_gate_row *mg_route_gates(unsigned route);
+
+/* The route's parks_until for this request (0 for a route without one). */
+int64_t mg_route_parks_until(unsigned route, struct mg_env *env, const struct mg_request *req,
+                             int64_t since_ns);
 
 /* Whether this request of route (an id from mg_route_match) is heavy. */
 bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req);
@@ -231,6 +242,17 @@ enum mg_turn mg_handle_packet_timestamps(struct mg_env *env, const struct mg_req
                                          struct mg_response *res);
 enum mg_turn mg_handle_traces(struct mg_env *env, const struct mg_request *req,
                               struct mg_response *res);
+/*
+ * Whether a request for /api/packets (its parks_until, ep_packets.c) waits before its gates
+ * for the first chunk of the group's first summaries pass, and until when: 0 when it goes now;
+ * else the CLOCK_MONOTONIC time to ask again. It waits while no chunk is done and none has
+ * failed, for a page newest first with no filter that lies within the first chunk's
+ * MG_TX_SUMMARY_FIRST_TX transmissions (read directly, it would read their observations beside
+ * the chunk that is summarizing them), and at most MG_TX_SUMMARY_FIRST_WAIT_NS from since_ns
+ * (when it first asked); then it reads directly. Only atomic loads: cheap on the loop.
+ */
+int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req, int64_t since_ns);
+
 /* Heavy for a transmission heard more often than a light answer may list (ep_packets.h). */
 bool mg_packet_detail_is_heavy(struct mg_env *env, const struct mg_request *req);
 bool mg_traces_is_heavy(struct mg_env *env, const struct mg_request *req);

@@ -689,12 +689,14 @@ static enum mg_turn work(struct mg_env *env, struct mg_request *req, unsigned ro
 
 /*
  * A request's walk after its preparation, one state machine over the turns of the loop
- * (req->park->admission.at): the route's gates, the test hooks' hold, then the work. A step
+ * (req->park->admission.at): the wait for its route's table (mg_route_parks_until: before the
+ * gates, so it holds no permit meanwhile), the route's gates, the test hooks' hold, then the
+ * work. A step
  * that waits parks the request and ends the turn; a woken request continues at the step it
  * parked in (its admission held: the gates are not passed again), and the handler says what
  * comes next (handler.h, enum mg_turn). Returns MG_DONE, MG_PARK or MG_UPSTREAM.
  */
-enum { AT_GATES = 0, AT_HOLD, AT_WORK };
+enum { AT_TABLE = 0, AT_GATES, AT_HOLD, AT_WORK };
 
 static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned route,
                          mg_handler_fn handler, const char *query_base, size_t query_cap,
@@ -703,6 +705,14 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
     struct mg_admission *a = &req->park->admission;
     enum mg_turn turn = MG_DONE;
     for (;;) {
+        if (a->at == AT_TABLE) {
+            if (!a->table_since_ns)
+                a->table_since_ns = mg_monotonic_ns();
+            int64_t until = mg_route_parks_until(route, env, req, a->table_since_ns);
+            if (until)
+                return mg_park_until(req, until);
+            a->at = AT_GATES;
+        }
         if (a->at == AT_GATES) {
             bool heavy =
                 a->step == ADMIT_NEW && (a->readmitted || mg_route_is_heavy(route, env, req));

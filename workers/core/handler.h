@@ -140,7 +140,8 @@ struct mg_park {
     /* The route's gates, kept by dispatch (the handler's state is its own): */
     struct mg_admission {
         int step;                   /* ADMIT_* (admission.h) */
-        int at;                     /* where its walk is (dispatch.c: gates, hold, work) */
+        int at;                     /* where its walk is (dispatch.c: table, gates, hold, work) */
+        int64_t table_since_ns;     /* when it first waited for its route's table (parks_until) */
         bool readmitted;            /* admitted light, then again heavy (MG_READMIT_HEAVY) */
         struct mg_gate_pass line;   /* at the anonymous line */
         char who[80];               /* "client path", as the line's records show it */

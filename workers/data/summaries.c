@@ -53,8 +53,13 @@ static void each_transmission(const void *env)
 static void run_chunk(struct mg_job *job, struct mg_db *db)
 {
     struct pass_job *p = (struct pass_job *)job;
+    /* The first chunk ever covers the newest pages whatever it takes: their requests park
+     * for it (mg_packets_parks_until). */
     struct mg_summaries_chunk c = {
-        .budget_ns = MG_TX_SUMMARY_CHUNK_NS, .each = each_transmission, .arg = p->env};
+        .budget_ns = MG_TX_SUMMARY_CHUNK_NS,
+        .min_tx = mg_tx_summary_high_water(p->summaries) < 0 ? MG_TX_SUMMARY_FIRST_TX : 0,
+        .each = each_transmission,
+        .arg = p->env};
     p->status = mg_packets_summaries_chunk(db, p->summaries, p->pid, &c, &p->finished, p->err,
                                            sizeof p->err);
 }

@@ -8,6 +8,7 @@
  *   - a turn visits what it handles (the requests ready or parked, the deadlines that came),
  *     not every open connection;
  *   - a request that arrived whole is read with one recv, not one more that says EAGAIN;
+ *   - a connection closed leaves the poll set with its close, not an epoll_ctl of its own;
  *   - the master's pid is asked once a second at most, not every turn, and a worker whose
  *     master is killed still exits at once (its parent-death signal);
  *   - the deadlines are kept in order (workers/core/deadline_heap.h): each connection is still
@@ -38,7 +39,7 @@ TestSuite(loop, .timeout = 180);
 #define IDLE_CONNS 200
 
 struct loop_counts {
-    unsigned long long turns, steps, recvs, parent_checks;
+    unsigned long long turns, steps, recvs, parent_checks, poll_ctls;
 };
 
 static void start(struct mg_test_server *s, struct mg_segment *seg)
@@ -62,9 +63,9 @@ static struct loop_counts healthz(int fd)
     char v[160];
     cr_assert(mg_test_header(&r, "X-Test-Loop", v, sizeof v), "no X-Test-Loop:\n%s", r.head);
     struct loop_counts c;
-    cr_assert_eq(sscanf(v, "turns=%llu steps=%llu recvs=%llu parent_checks=%llu", &c.turns,
-                        &c.steps, &c.recvs, &c.parent_checks),
-                 4, "X-Test-Loop: %s", v);
+    cr_assert_eq(sscanf(v, "turns=%llu steps=%llu recvs=%llu parent_checks=%llu poll_ctls=%llu",
+                        &c.turns, &c.steps, &c.recvs, &c.parent_checks, &c.poll_ctls),
+                 5, "X-Test-Loop: %s", v);
     mg_test_response_free(&r);
     return c;
 }
@@ -76,7 +77,8 @@ static struct loop_counts over_requests(int fd, int n)
     for (int i = 0; i < n; i++)
         last = healthz(fd);
     return (struct loop_counts){last.turns - first.turns, last.steps - first.steps,
-                                last.recvs - first.recvs, last.parent_checks - first.parent_checks};
+                                last.recvs - first.recvs, last.parent_checks - first.parent_checks,
+                                last.poll_ctls - first.poll_ctls};
 }
 
 /* IDLE_CONNS connections from 127.0.0.1 with half a head each, once the worker holds them. */
@@ -149,6 +151,35 @@ Test(loop, a_request_that_arrived_whole_is_read_with_one_recv)
     cr_log_info("%llu recv calls for 100 requests", recvs);
     /* A request split by the network costs one more; 100 requests of one segment each. */
     cr_expect_leq(recvs, 110, "%llu recv calls for 100 requests", recvs);
+}
+
+/*
+ * 50 connections with one request each ("Connection: close"), between two requests on a kept-
+ * alive connection: each costs its ADD and the MOD that stops reading while it is answered,
+ * and its close takes it out of the poll set (before, a DEL more: 3 each).
+ */
+Test(loop, a_closed_connection_leaves_the_poll_set_with_its_close)
+{
+    struct mg_test_server s;
+    struct mg_segment seg;
+    start(&s, &seg);
+    int fd = mg_test_connect(s.port);
+    cr_assert_geq(fd, 0);
+    struct loop_counts first = healthz(fd);
+    for (int i = 0; i < 50; i++) {
+        struct mg_test_response r;
+        cr_assert(mg_test_get(s.port, "/api/healthz", NULL, &r));
+        cr_assert_eq(r.status, 200);
+        mg_test_response_free(&r);
+    }
+    struct loop_counts last = healthz(fd);
+    unsigned long long ctls = last.poll_ctls - first.poll_ctls;
+    cr_log_info("%llu epoll_ctl calls for 50 connections and one request", ctls);
+    /* The kept-alive request's own MOD calls: 2. */
+    cr_expect_leq(ctls, 50 * 2 + 4, "%llu epoll_ctl calls for 50 connections", ctls);
+    close(fd);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, CEILING_MS), 0);
 }
 
 /* The master's pid is asked once a second at most, however fast the loop turns. */

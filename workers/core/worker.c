@@ -213,9 +213,16 @@ struct worker {
     char *live_event;
     /* What the loop has cost so far, for the test build's X-Test-Loop (test_hooks.h): turns,
      * connections visited by a turn's own passes, recv calls of heads and bodies, checks of
-     * the master's pid. */
-    uint64_t turns_taken, walk_steps, recvs, parent_checks;
+     * the master's pid, epoll_ctl calls for connections. */
+    uint64_t turns_taken, walk_steps, recvs, parent_checks, poll_ctls;
 };
+
+/* epoll_ctl for a connection's descriptor, counted (X-Test-Loop). */
+static int conn_poll_ctl(struct worker *w, int op, int fd, struct epoll_event *ev)
+{
+    w->poll_ctls++;
+    return epoll_ctl(w->epoll_fd, op, fd, ev);
+}
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
 {
@@ -223,8 +230,7 @@ static void set_interest(struct worker *w, struct conn *c, uint32_t events)
         return;
     struct epoll_event ev = {.events = events, .data.ptr = c};
     /* UINT32_MAX: taken out of the poll set while parked (see the event loop). */
-    epoll_ctl(w->epoll_fd, c->epoll_events == UINT32_MAX ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c->fd,
-              &ev);
+    conn_poll_ctl(w, c->epoll_events == UINT32_MAX ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c->fd, &ev);
     c->epoll_events = events;
 }
 
@@ -347,7 +353,8 @@ static void conn_close(struct worker *w, struct conn *c)
                         (mg_monotonic_ns() - c->live.start_ns) / 1000);
     }
     heads_unlink(w, c);
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    /* The close takes it out of the poll set (and the upstream engine's): a worker never
+     * duplicates a connection's descriptor nor forks, so this is its last reference. */
     close(c->fd);
     c->fd = -1;
     c->closed = true;
@@ -573,7 +580,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_ACCEPTED, 1);
         mg_slot_set_connections(w->slot, w->conn_count);
         struct epoll_event ev = {.events = c->epoll_events, .data.ptr = c};
-        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        if (conn_poll_ctl(w, EPOLL_CTL_ADD, fd, &ev) < 0)
             conn_close(w, c);
     }
     if (!has_room(w))
@@ -1012,10 +1019,11 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         return;
     }
     mg_test_hooks_prepared(&w->env, &c->park, res);
-    mg_test_hooks_loop(&w->env, res, w->turns_taken, w->walk_steps, w->recvs, w->parent_checks);
+    mg_test_hooks_loop(&w->env, res, w->turns_taken, w->walk_steps, w->recvs, w->parent_checks,
+                       w->poll_ctls);
     if (turn == MG_UPSTREAM && w->upstream) {
         /* The engine takes the socket (out of our poll set) and calls upstream_done. */
-        epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+        conn_poll_ctl(w, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_events = UINT32_MAX;
         conn_set_state(w, c, CONN_PROXIED);
         free(c->proxied_head);
@@ -1904,7 +1912,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             /* The client is gone, but the handler still holds shared state (a place in
              * line, a permit, a build): it finds out through client_gone and finishes;
              * meanwhile the socket leaves the poll set so it cannot spin the loop. */
-            epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+            conn_poll_ctl(w, EPOLL_CTL_DEL, c->fd, NULL);
             c->epoll_events = UINT32_MAX;
             c->park_ask = true;
         }

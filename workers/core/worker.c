@@ -7,6 +7,7 @@
 #include "conn_limit.h"
 #include "db.h"
 #include "db_counts.h"
+#include "deadline_heap.h"
 #include "node_hash_sizes.h"
 #include "node_multibyte.h"
 #include "node_usefulness.h"
@@ -41,6 +42,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,8 @@
 /* How long a parked request waits at most between two asks: no wake is lost (shm/wake.h),
  * so this only bounds one the code forgot. */
 #define PARK_SAFETY_NS MG_NS_PER_SEC
+/* How often the loop asks its master's pid at most (the parent-death signal comes first). */
+#define PARENT_CHECK_NS MG_NS_PER_SEC
 /* The most of a file sent to one connection in one turn, so a fast reader of a large file
  * does not keep the loop from the others; the rest goes on the next turns. */
 #define FILE_CHUNK_BYTES (1024 * 1024)
@@ -76,9 +80,20 @@ enum conn_state {
     CONN_READY,   /* a whole head is in, waiting for its turn */
     CONN_PARKED,  /* its handler waits (a gate, a build): called again when woken (park.wait) */
     CONN_WRITING, /* a response is being sent */
-    CONN_PACED,   /* a refusal held until deadline_ns before it is sent, not read (pacing.h) */
+    CONN_PACED,   /* a refusal held until its deadline before it is sent, not read (pacing.h) */
     CONN_PROXIED, /* the upstream engine has the socket (upstream.h) until it calls back */
     CONN_LIVE,    /* a WebSocket client of the live feed (live.h) */
+};
+#define CONN_STATES (CONN_LIVE + 1)
+
+/* Connections in the order they joined a list (the worker's heads and turn lists), each
+ * through a link of its own for that list. */
+struct conn;
+struct conn_link {
+    struct conn *prev, *next;
+};
+struct conn_list {
+    struct conn *head, *tail;
 };
 
 /* A live feed client's state (CONN_LIVE). */
@@ -87,7 +102,7 @@ struct live_client {
     int64_t heard_ns;  /* when it last sent a frame */
     int64_t start_ns;  /* when it was upgraded */
     bool pinged;       /* a ping went since it was last heard */
-    bool closing;      /* its close frame is queued: closed once sent (or at deadline_ns) */
+    bool closing;      /* its close frame is queued: closed once sent (or at its deadline) */
     bool shared;       /* it holds one of its address's MESHGATE_LIVE_PER_CLIENT */
     struct mg_ws_reader reader;
 };
@@ -102,7 +117,9 @@ struct conn {
     off_t file_offset; /* next byte of it to send */
     off_t file_end;    /* one past the last byte to send */
     int32_t hold;      /* its hold record in the per-client connection table; -1: not counted */
-    int64_t deadline_ns;
+    /* Its deadline, in the worker's deadline order while its state has one (not READY,
+     * PARKED or PROXIED: conn_set_state). */
+    struct mg_deadline deadline;
     size_t unread_counted; /* of out, the unsent bytes counted in the worker's unread_bytes */
     int64_t body_start_ns; /* CONN_BODY: when the head was complete */
     size_t body_end;       /* CONN_BODY: the head's and body's bytes, all in `in` when read */
@@ -126,8 +143,11 @@ struct conn {
     uint8_t peer_addr[16]; /* netaddr.h form */
     struct conn *prev, *next;
     /* In the worker's heads (shed_candidate): the order it last started sending a head. */
-    struct conn *head_prev, *head_next;
+    struct conn_link head_link;
     bool in_heads;
+    /* While READY or PARKED: in one of the worker's turn lists (1 + its index; 0: none). */
+    struct conn_link turn_link;
+    uint8_t listed;
 };
 
 struct worker {
@@ -145,9 +165,18 @@ struct worker {
     struct conn *graveyard; /* closed this turn; events of the turn may still name them */
     /* The connections in the order they last started sending a request head (by their header
      * deadline), and some that have stopped since, taken off when met at the front. */
-    struct conn *heads, *heads_tail;
+    struct conn_list heads;
     bool nodelay_inherited; /* the listener has TCP_NODELAY: its connections have it */
     unsigned conn_count;
+    unsigned in_state[CONN_STATES]; /* the open connections in each state */
+    /* What a turn visits instead of every connection: the deadlines in order, and the
+     * connections READY or PARKED. turns[ready] gathers them for the next turn's serve_ready,
+     * which takes the other list's (so one made ready while it serves waits for the next turn:
+     * one request of a connection a turn). */
+    struct mg_deadline_heap deadlines;
+    struct conn_list turns[2];
+    unsigned ready;
+    int64_t parent_check_ns; /* when the master's pid is asked next (the loop) */
     struct mg_http_limits limits;
     struct mg_response res;
     struct mg_buf log_line; /* the access log's line, reused */
@@ -157,7 +186,6 @@ struct worker {
     struct mg_jobs *anon_jobs; /* helper thread for anonymous heavy work, at MESHGATE_ANON_NICE */
     int anon_jobs_fd;
     bool yield_when_busy; /* stop accepting while a helper is busy (see the loop) */
-    unsigned parked;      /* connections in CONN_PARKED */
     int wake_fd;          /* this slot's wake (shm/wake.h); -1: none */
     bool wake_parked;     /* woken this turn: ask the parked requests again */
     uint32_t *free_holds; /* this slot's free hold records of the connection table (a stack) */
@@ -183,7 +211,18 @@ struct worker {
     uint64_t live_head_seen;
     bool live_backlog; /* a client took less than there was: give it more when it drains */
     char *live_event;
+    /* What the loop has cost so far, for the test build's X-Test-Loop (test_hooks.h): turns,
+     * connections visited by a turn's own passes, recv calls of heads and bodies, checks of
+     * the master's pid, epoll_ctl calls for connections. */
+    uint64_t turns_taken, walk_steps, recvs, parent_checks, poll_ctls;
 };
+
+/* epoll_ctl for a connection's descriptor, counted (X-Test-Loop). */
+static int conn_poll_ctl(struct worker *w, int op, int fd, struct epoll_event *ev)
+{
+    w->poll_ctls++;
+    return epoll_ctl(w->epoll_fd, op, fd, ev);
+}
 
 static void set_interest(struct worker *w, struct conn *c, uint32_t events)
 {
@@ -191,24 +230,91 @@ static void set_interest(struct worker *w, struct conn *c, uint32_t events)
         return;
     struct epoll_event ev = {.events = events, .data.ptr = c};
     /* UINT32_MAX: taken out of the poll set while parked (see the event loop). */
-    epoll_ctl(w->epoll_fd, c->epoll_events == UINT32_MAX ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c->fd,
-              &ev);
+    conn_poll_ctl(w, c->epoll_events == UINT32_MAX ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c->fd, &ev);
     c->epoll_events = events;
+}
+
+/* c's link of the list whose links are at `at` in a connection (offsetof). */
+static struct conn_link *link_of(struct conn *c, size_t at)
+{
+    return (struct conn_link *)((char *)c + at);
+}
+
+static void list_unlink(struct conn_list *l, struct conn *c, size_t at)
+{
+    struct conn_link *k = link_of(c, at);
+    if (k->prev)
+        link_of(k->prev, at)->next = k->next;
+    else
+        l->head = k->next;
+    if (k->next)
+        link_of(k->next, at)->prev = k->prev;
+    else
+        l->tail = k->prev;
+    k->prev = k->next = NULL;
+}
+
+static void list_append(struct conn_list *l, struct conn *c, size_t at)
+{
+    struct conn_link *k = link_of(c, at);
+    k->prev = l->tail;
+    k->next = NULL;
+    if (l->tail)
+        link_of(l->tail, at)->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+}
+
+static void turn_unlink(struct worker *w, struct conn *c)
+{
+    if (c->listed)
+        list_unlink(&w->turns[c->listed - 1], c, offsetof(struct conn, turn_link));
+    c->listed = 0;
+}
+
+/* c waits for the next turn's serve_ready. */
+static void turn_append(struct worker *w, struct conn *c)
+{
+    list_append(&w->turns[w->ready], c, offsetof(struct conn, turn_link));
+    c->listed = (uint8_t)(w->ready + 1);
+}
+
+static bool has_turn(enum conn_state s)
+{
+    return s == CONN_READY || s == CONN_PARKED;
+}
+
+/* c's state becomes s: counted, and in the turn lists and the deadline order as s says. */
+static void conn_set_state(struct worker *w, struct conn *c, enum conn_state s)
+{
+    if (!c->closed) {
+        w->in_state[c->state]--;
+        w->in_state[s]++;
+        if (has_turn(s) && !c->listed)
+            turn_append(w, c);
+        else if (!has_turn(s))
+            turn_unlink(w, c);
+        /* Its handler or the upstream engine keeps its own deadlines meanwhile; the next state
+         * that has one sets it (conn_deadline). */
+        if (has_turn(s) || s == CONN_PROXIED)
+            mg_deadline_remove(&w->deadlines, &c->deadline);
+    }
+    c->state = s;
+}
+
+static void conn_deadline(struct worker *w, struct conn *c, int64_t at_ns)
+{
+    if (c->closed)
+        c->deadline.at_ns = at_ns;
+    else
+        mg_deadline_set(&w->deadlines, &c->deadline, at_ns);
 }
 
 static void heads_unlink(struct worker *w, struct conn *c)
 {
-    if (!c->in_heads)
-        return;
-    if (c->head_prev)
-        c->head_prev->head_next = c->head_next;
-    else
-        w->heads = c->head_next;
-    if (c->head_next)
-        c->head_next->head_prev = c->head_prev;
-    else
-        w->heads_tail = c->head_prev;
-    c->head_prev = c->head_next = NULL;
+    if (c->in_heads)
+        list_unlink(&w->heads, c, offsetof(struct conn, head_link));
     c->in_heads = false;
 }
 
@@ -216,12 +322,7 @@ static void heads_unlink(struct worker *w, struct conn *c)
 static void heads_append(struct worker *w, struct conn *c)
 {
     heads_unlink(w, c);
-    c->head_prev = w->heads_tail;
-    if (w->heads_tail)
-        w->heads_tail->head_next = c;
-    else
-        w->heads = c;
-    w->heads_tail = c;
+    list_append(&w->heads, c, offsetof(struct conn, head_link));
     c->in_heads = true;
 }
 
@@ -229,8 +330,9 @@ static void conn_close(struct worker *w, struct conn *c)
 {
     if (c->closed)
         return;
-    if (c->state == CONN_PARKED)
-        w->parked--;
+    w->in_state[c->state]--;
+    turn_unlink(w, c);
+    mg_deadline_remove(&w->deadlines, &c->deadline);
     /* A request closed while parked gives back a helper it had reserved with a permit, and
      * what dispatch kept of it. */
     mg_jobs_unreserve(w->jobs, &c->park);
@@ -251,7 +353,8 @@ static void conn_close(struct worker *w, struct conn *c)
                         (mg_monotonic_ns() - c->live.start_ns) / 1000);
     }
     heads_unlink(w, c);
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    /* The close takes it out of the poll set (and the upstream engine's): a worker never
+     * duplicates a connection's descriptor nor forks, so this is its last reference. */
     close(c->fd);
     c->fd = -1;
     c->closed = true;
@@ -352,9 +455,9 @@ static bool sending_head(const struct conn *c)
  */
 static struct conn *shed_candidate(struct worker *w)
 {
-    while (w->heads && !sending_head(w->heads))
-        heads_unlink(w, w->heads);
-    return w->heads;
+    while (w->heads.head && !sending_head(w->heads.head))
+        heads_unlink(w, w->heads.head);
+    return w->heads.head;
 }
 
 /* Whether the client of a new connection already holds its cap (read without the lock: a
@@ -441,7 +544,8 @@ static int accept_some(struct worker *w, int64_t now, int max)
         }
         accepted++;
         struct conn *c = calloc(1, sizeof *c);
-        if (!c) {
+        if (!c || !mg_deadline_reserve(&w->deadlines, w->conn_count + 1)) {
+            free(c);
             close(fd);
             if (hold >= 0) {
                 mg_admission_conn_close(&w->env, (uint32_t)hold);
@@ -457,9 +561,10 @@ static int accept_some(struct worker *w, int64_t now, int max)
         c->file_fd = -1;
         c->hold = hold;
         c->state = CONN_IDLE;
+        w->in_state[CONN_IDLE]++;
         /* A new connection has the header deadline for its first request: a client that
          * connects and says nothing is cut like one that stops half-way. */
-        c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+        conn_deadline(w, c, now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS);
         mg_buf_init(&c->in);
         mg_buf_init(&c->out);
         format_peer(&ss, c->peer, sizeof c->peer);
@@ -475,7 +580,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_ACCEPTED, 1);
         mg_slot_set_connections(w->slot, w->conn_count);
         struct epoll_event ev = {.events = c->epoll_events, .data.ptr = c};
-        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        if (conn_poll_ctl(w, EPOLL_CTL_ADD, fd, &ev) < 0)
             conn_close(w, c);
     }
     if (!has_room(w))
@@ -602,14 +707,14 @@ static bool conn_send(struct worker *w, struct conn *c, int64_t now)
     set_interest(w, c, EPOLLIN | EPOLLRDHUP);
     if (c->in.len > 0) {
         /* A pipelined request is already here: its head deadline starts now. */
-        c->state = CONN_READING;
-        c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+        conn_set_state(w, c, CONN_READING);
+        conn_deadline(w, c, now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS);
         heads_append(w, c);
         conn_parse(w, c, now);
         return !c->closed;
     } else {
-        c->state = CONN_IDLE;
-        c->deadline_ns = now + (int64_t)w->env.cfg->idle_timeout_ms * MG_NS_PER_MS;
+        conn_set_state(w, c, CONN_IDLE);
+        conn_deadline(w, c, now + (int64_t)w->env.cfg->idle_timeout_ms * MG_NS_PER_MS);
     }
     return true;
 }
@@ -785,13 +890,13 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     if (pace_ns > 0) {
         /* Held, not read: its next request waits in the kernel's buffer (conn_timeout). */
         mg_counter_add(w->env.seg, MG_CTR_REFUSALS_PACED, 1);
-        c->state = CONN_PACED;
-        c->deadline_ns = end_ns + pace_ns;
+        conn_set_state(w, c, CONN_PACED);
+        conn_deadline(w, c, end_ns + pace_ns);
         set_interest(w, c, 0);
         return;
     }
-    c->state = CONN_WRITING;
-    c->deadline_ns = end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+    conn_set_state(w, c, CONN_WRITING);
+    conn_deadline(w, c, end_ns + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS);
     conn_flush(w, c, end_ns);
 }
 
@@ -902,8 +1007,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     unsigned route = c->park.route;
     if (turn == MG_PARK) {
         if (c->state != CONN_PARKED) {
-            c->state = CONN_PARKED;
-            w->parked++;
+            conn_set_state(w, c, CONN_PARKED);
             /* A client that leaves wakes it (it is asked only when woken). */
             if (c->epoll_events != UINT32_MAX)
                 set_interest(w, c, EPOLLRDHUP);
@@ -915,13 +1019,13 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         return;
     }
     mg_test_hooks_prepared(&w->env, &c->park, res);
-    if (c->state == CONN_PARKED)
-        w->parked--;
+    mg_test_hooks_loop(&w->env, res, w->turns_taken, w->walk_steps, w->recvs, w->parent_checks,
+                       w->poll_ctls);
     if (turn == MG_UPSTREAM && w->upstream) {
         /* The engine takes the socket (out of our poll set) and calls upstream_done. */
-        epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+        conn_poll_ctl(w, EPOLL_CTL_DEL, c->fd, NULL);
         c->epoll_events = UINT32_MAX;
-        c->state = CONN_PROXIED;
+        conn_set_state(w, c, CONN_PROXIED);
         free(c->proxied_head);
         c->proxied_head = keep_head(hr, c->in.data);
         size_t taken = mg_upstream_begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
@@ -1013,7 +1117,7 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now)
     bool native = false;
     if (r == MG_HTTP_OK && c->state != CONN_BODY && body_to_read(w, &hr, &native) &&
         c->in.len < hr.head_len + (size_t)hr.content_length) {
-        c->state = CONN_BODY;
+        conn_set_state(w, c, CONN_BODY);
         c->body_start_ns = now;
         c->body_end = hr.head_len + (size_t)hr.content_length;
         if (native)
@@ -1021,13 +1125,13 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now)
     }
     if (r == MG_HTTP_OK && c->state == CONN_BODY) {
         if (c->in.len < c->body_end) {
-            c->deadline_ns = body_deadline(w, c, hr.head_len);
+            conn_deadline(w, c, body_deadline(w, c, hr.head_len));
             return;
         }
-        c->state = CONN_READY;
+        conn_set_state(w, c, CONN_READY);
         set_interest(w, c, 0);
     } else if (r == MG_HTTP_OK) {
-        c->state = CONN_READY;
+        conn_set_state(w, c, CONN_READY);
         /* Stop reading until it is answered: later bytes stay in the kernel's buffer. */
         set_interest(w, c, 0);
     } else if (r == MG_HTTP_ERROR) {
@@ -1035,7 +1139,10 @@ static void conn_parse(struct worker *w, struct conn *c, int64_t now)
     }
 }
 
-static void conn_readable(struct worker *w, struct conn *c, int64_t now)
+/* What the poll said (ev): a short read empties the socket, so the loop reads again only when
+ * the poll says more came (it is level-triggered), not once more to be told EAGAIN; a client
+ * that shut its side or broke is read to its end. */
+static void conn_readable(struct worker *w, struct conn *c, int64_t now, uint32_t ev)
 {
     /* A head, and the parser's 431 past its bound; a body, exactly to its end. */
     size_t limit = c->state == CONN_BODY ? c->body_end : (size_t)w->env.cfg->max_header_bytes + 1;
@@ -1049,14 +1156,17 @@ static void conn_readable(struct worker *w, struct conn *c, int64_t now)
         size_t room = c->in.cap - c->in.len - 1;
         if (room > limit - c->in.len)
             room = limit - c->in.len;
+        w->recvs++;
         ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
         if (n > 0) {
             if (c->state == CONN_IDLE) {
-                c->state = CONN_READING;
-                c->deadline_ns = now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS;
+                conn_set_state(w, c, CONN_READING);
+                conn_deadline(w, c, now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS);
                 heads_append(w, c);
             }
             c->in.len += (size_t)n;
+            if ((size_t)n < room && !(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                break;
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -1122,8 +1232,8 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     c->out_sent = 0;
     c->close_after_write =
         !d->keep_alive || c->requests >= (unsigned)w->env.cfg->max_requests_per_conn;
-    c->state = CONN_WRITING;
-    c->deadline_ns = now + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+    conn_set_state(w, c, CONN_WRITING);
+    conn_deadline(w, c, now + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS);
     conn_flush(w, c, now);
 }
 
@@ -1137,7 +1247,7 @@ static void live_deadline(struct worker *w, struct conn *c)
 {
     int64_t ping = (int64_t)w->env.cfg->live_ping_ms * MG_NS_PER_MS;
     if (!c->live.closing)
-        c->deadline_ns = c->live.heard_ns + (c->live.pinged ? 2 * ping : ping);
+        conn_deadline(w, c, c->live.heard_ns + (c->live.pinged ? 2 * ping : ping));
 }
 
 /* Sends what is queued; false when the connection was closed. A closing client's side is
@@ -1177,7 +1287,7 @@ static void live_close_code(struct worker *w, struct conn *c, int code)
         mg_ws_close_append(&c->out, (uint16_t)code);
     c->live.closing = true;
     /* Its close frame goes out, and its side ends, within MESHGATE_SEND_TIMEOUT_MS. */
-    c->deadline_ns = mg_monotonic_ns() + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+    conn_deadline(w, c, mg_monotonic_ns() + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS);
     live_flush(w, c);
 }
 
@@ -1261,7 +1371,7 @@ static void live_begin(struct worker *w, struct conn *c, const struct mg_http_re
     int sndbuf = LIVE_SNDBUF_BYTES;
     setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     c->requests++;
-    c->state = CONN_LIVE;
+    conn_set_state(w, c, CONN_LIVE);
     memset(&c->live, 0, sizeof c->live);
     c->live.next_seq = mg_live_head(w->env.seg->live);
     c->live.heard_ns = c->live.start_ns = now;
@@ -1347,9 +1457,12 @@ static void conn_timeout(struct worker *w, struct conn *c)
     char byte;
     switch (c->state) {
     case CONN_IDLE:
-        /* Draining: a request that came with the deadline is read on the next turn. */
-        if (w->draining && c->requests > 0 && recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1)
+        /* Draining: a request that came with the deadline is read on the next turn (its
+         * bytes wake the poll); the drain's deadline bounds it. */
+        if (w->draining && c->requests > 0 && recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+            conn_deadline(w, c, w->drain_deadline_ns);
             return;
+        }
         mg_counter_add(w->env.seg, c->requests ? MG_CTR_IDLE_TIMEOUTS : MG_CTR_HEADER_TIMEOUTS, 1);
         break;
     case CONN_READING:
@@ -1365,8 +1478,8 @@ static void conn_timeout(struct worker *w, struct conn *c)
     case CONN_PACED: {
         /* Its refusal has been held long enough: it goes out now. */
         int64_t now = mg_monotonic_ns();
-        c->state = CONN_WRITING;
-        c->deadline_ns = now + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS;
+        conn_set_state(w, c, CONN_WRITING);
+        conn_deadline(w, c, now + (int64_t)w->env.cfg->send_timeout_ms * MG_NS_PER_MS);
         conn_flush(w, c, now);
         return;
     }
@@ -1424,8 +1537,8 @@ static void begin_drain(struct worker *w, int64_t now)
      * request yet gets to send it. */
     int64_t grace = now + DRAIN_IDLE_GRACE_NS;
     for (struct conn *c = w->conns; c; c = c->next)
-        if (c->state == CONN_IDLE && c->requests > 0 && c->deadline_ns > grace)
-            c->deadline_ns = grace;
+        if (c->state == CONN_IDLE && c->requests > 0 && c->deadline.at_ns > grace)
+            conn_deadline(w, c, grace);
 }
 
 static void update_slot_state(struct worker *w)
@@ -1434,18 +1547,15 @@ static void update_slot_state(struct worker *w)
         mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
         return;
     }
-    bool writing = false, reading = false, idle = false;
-    for (struct conn *c = w->conns; c; c = c->next) {
-        writing |= c->state == CONN_WRITING || c->state == CONN_PACED;
-        reading |= c->state == CONN_READING || c->state == CONN_BODY || c->state == CONN_READY;
-        writing |= c->state == CONN_PARKED || c->state == CONN_PROXIED;
-        idle |= c->state == CONN_IDLE || c->state == CONN_LIVE;
-    }
-    mg_slot_set_state(w->slot, w->parked || mg_upstream_active(w->upstream) ? MG_SLOT_HANDLING
-                               : writing                                    ? MG_SLOT_WRITING
-                               : reading                                    ? MG_SLOT_READING
-                               : idle                                       ? MG_SLOT_KEEPALIVE
-                                                                            : MG_SLOT_IDLE);
+    const unsigned *n = w->in_state;
+    bool writing = n[CONN_WRITING] || n[CONN_PACED] || n[CONN_PARKED] || n[CONN_PROXIED];
+    bool reading = n[CONN_READING] || n[CONN_BODY] || n[CONN_READY];
+    bool idle = n[CONN_IDLE] || n[CONN_LIVE];
+    mg_slot_set_state(w->slot, n[CONN_PARKED] || mg_upstream_active(w->upstream) ? MG_SLOT_HANDLING
+                               : writing                                         ? MG_SLOT_WRITING
+                               : reading                                         ? MG_SLOT_READING
+                               : idle                                            ? MG_SLOT_KEEPALIVE
+                                                                                 : MG_SLOT_IDLE);
 }
 
 /*
@@ -1627,18 +1737,23 @@ static bool park_due(const struct worker *w, const struct conn *c, bool woken, i
 }
 
 /* Serves one request of each connection whose head is complete, and asks each parked one
- * that is due again. True when something was answered (the loop then turns again at once). */
+ * that is due again: the turn list gathered since the last turn, never every connection. One
+ * that is still (or again) ready or parked after its turn waits in the other list for the
+ * next turn. True when something was answered (the loop then turns again at once). */
 static bool serve_ready(struct worker *w, int64_t *now)
 {
     bool served = false;
     bool woken = w->wake_parked;
     w->wake_parked = false;
-    for (struct conn *c = w->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->state != CONN_READY && c->state != CONN_PARKED)
+    struct conn_list *serving = &w->turns[w->ready];
+    w->ready ^= 1;
+    for (struct conn *c; (c = serving->head);) {
+        w->walk_steps++;
+        turn_unlink(w, c);
+        if (c->state == CONN_PARKED && !park_due(w, c, woken, *now)) {
+            turn_append(w, c);
             continue;
-        if (c->state == CONN_PARKED && !park_due(w, c, woken, *now))
-            continue;
+        }
         struct mg_http_request hr;
         int status;
         const char *why;
@@ -1658,6 +1773,8 @@ static bool serve_ready(struct worker *w, int64_t *now)
             free(c->parked_head);
             c->parked_head = NULL;
         }
+        if (!c->closed && has_turn(c->state) && !c->listed)
+            turn_append(w, c); /* parked again */
         served |= !(was_parked && !c->closed && c->state == CONN_PARKED);
         *now = mg_monotonic_ns();
         mg_slot_heartbeat(w->slot, *now);
@@ -1665,7 +1782,8 @@ static bool serve_ready(struct worker *w, int64_t *now)
     return served;
 }
 
-/* Closes the connections past their deadlines; returns when the loop must wake next. */
+/* Closes the connections past their deadlines; returns when the loop must wake next. A turn
+ * visits the ready and parked connections and the deadlines that came, not every connection. */
 static int64_t next_wakeup(struct worker *w, int64_t now)
 {
     int64_t next_deadline = now + MG_NS_PER_SEC;
@@ -1675,8 +1793,8 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
         next_deadline = w->drain_deadline_ns;
     if (w->upstream && mg_upstream_next_deadline(w->upstream) < next_deadline)
         next_deadline = mg_upstream_next_deadline(w->upstream);
-    for (struct conn *c = w->conns, *next; c; c = next) {
-        next = c->next;
+    for (struct conn *c = w->turns[w->ready].head; c; c = c->turn_link.next) {
+        w->walk_steps++;
         if (c->state == CONN_READY) {
             next_deadline = now; /* a pipelined request waits for the next turn */
             continue;
@@ -1692,15 +1810,21 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
                 due = c->park_ask ? now : now + PARK_POLL_NS;
             if (due < next_deadline)
                 next_deadline = due;
-            continue;
         }
-        if (c->deadline_ns <= now) {
-            conn_timeout(w, c);
-            continue;
-        }
-        if (c->deadline_ns < next_deadline)
-            next_deadline = c->deadline_ns;
     }
+    /* The deadlines that came, in order; each at most once a turn (a deadline set again to
+     * one that has passed waits for the next). */
+    struct mg_deadline *d;
+    for (uint32_t left = w->deadlines.len;
+         left > 0 && (d = mg_deadline_first(&w->deadlines)) && d->at_ns <= now; left--) {
+        w->walk_steps++;
+        struct conn *c = (struct conn *)((char *)d - offsetof(struct conn, deadline));
+        mg_deadline_remove(&w->deadlines, d);
+        conn_timeout(w, c);
+    }
+    d = mg_deadline_first(&w->deadlines);
+    if (d && d->at_ns < next_deadline)
+        next_deadline = d->at_ns < now ? now : d->at_ns;
     return next_deadline;
 }
 
@@ -1779,7 +1903,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             conn_flush(w, c, now);
         } else if ((c->state == CONN_IDLE || c->state == CONN_READING || c->state == CONN_BODY) &&
                    (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
-            conn_readable(w, c, now);
+            conn_readable(w, c, now, ev);
         } else if (c->state == CONN_PACED && (ev & (EPOLLERR | EPOLLHUP))) {
             conn_close(w, c); /* gone while its refusal was held: nobody will read it */
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
@@ -1788,7 +1912,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             /* The client is gone, but the handler still holds shared state (a place in
              * line, a permit, a build): it finds out through client_gone and finishes;
              * meanwhile the socket leaves the poll set so it cannot spin the loop. */
-            epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+            conn_poll_ctl(w, EPOLL_CTL_DEL, c->fd, NULL);
             c->epoll_events = UINT32_MAX;
             c->park_ask = true;
         }
@@ -1824,6 +1948,7 @@ static void shut_down(struct worker *w)
     mg_response_free(&w->res);
     mg_buf_free(&w->log_line);
     free(w->free_holds);
+    mg_deadline_heap_free(&w->deadlines);
     mg_db_close(&w->db);
     mg_dispatch_buffers_free(&w->bufs);
     mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
@@ -1892,6 +2017,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     struct epoll_event events[64];
     for (;;) {
         int64_t now = mg_monotonic_ns();
+        w.turns_taken++;
         mg_slot_heartbeat(w.slot, now);
         if (w.draining && (w.conn_count == 0 || now >= w.drain_deadline_ns))
             break;
@@ -1911,14 +2037,22 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
             mg_error("epoll_wait: %s", strerror(errno));
             break;
         }
-        if (n == 0 && timeout_ms > 0 && w.parked > 0)
+        if (n == 0 && timeout_ms > 0 && w.in_state[CONN_PARKED] > 0)
             mg_counter_add(w.env.seg, MG_CTR_PARKED_TIMER_TURNS, 1);
         handle_events(&w, events, n, mg_monotonic_ns());
         live_pump(&w, mg_monotonic_ns());
         if (!w.draining)
             mg_live_watch_tick(&w.live_watch, &w.env, mg_monotonic_ns());
-        if (getppid() != w.master_pid)
-            begin_drain(&w, mg_monotonic_ns());
+        /* The master's death reaches the worker at once as SIGTERM (PR_SET_PDEATHSIG, read
+         * from the signal descriptor); asking its pid too is a backstop, once a second at most
+         * (the loop wakes at least that often), not a system call every turn. */
+        now = mg_monotonic_ns();
+        if (now >= w.parent_check_ns) {
+            w.parent_check_ns = now + PARENT_CHECK_NS;
+            w.parent_checks++;
+            if (getppid() != w.master_pid)
+                begin_drain(&w, now);
+        }
     }
     shut_down(&w);
     return 0;

@@ -42,7 +42,10 @@
  * top, how often admission ran its route's gates, how often its route's parameters were
  * parsed and how often its handler was entered at its top (1, 1, 1, 1, 1 and, for a handler
  * that names its step when it parks, 1, however long it was parked at its handler; A counts
- * its turns in the line too).
+ * its turns in the line too), and X-Test-Loop: turns=N steps=S recvs=R parent_checks=P
+ * poll_ctls=C, its worker's loop so far: the turns, the connections visited by the turns' own
+ * passes (serving, deadlines, the slot's state), the recv calls that read request heads and
+ * bodies, the checks of the master's pid and the epoll_ctl calls for connections.
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H
@@ -102,6 +105,11 @@ void mg_test_hooks_summaries_tx(const struct mg_env *env);
 void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park,
                             struct mg_response *res);
 
+/* The X-Test-Loop header on a response the worker writes itself. */
+void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res, unsigned long long turns,
+                        unsigned long long steps, unsigned long long recvs,
+                        unsigned long long parent_checks, unsigned long long poll_ctls);
+
 #else /* the production build: no hook */
 
 #define mg_test_hooks_var(name, n) false
@@ -116,6 +124,7 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
 #define mg_test_hooks_group_pass(env, name) ((void)(env), (void)(name))
 #define mg_test_hooks_summaries_tx(env) ((void)(env))
 #define mg_test_hooks_prepared(env, park, res) ((void)0)
+#define mg_test_hooks_loop(env, res, turns, steps, recvs, parent_checks, poll_ctls) ((void)0)
 
 #endif
 

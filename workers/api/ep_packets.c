@@ -1808,7 +1808,10 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
 int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req, int64_t since_ns)
 {
     struct mg_tx_summaries *s = env->summaries;
-    if (!s || mg_tx_summary_high_water(s) >= 0 || atomic_load(&s->header->failed_ns) != 0)
+    /* Only while the first chunk runs: one not yet begun may be queued behind the group's other
+     * start passes on a busy helper, and a page would wait for all of them. */
+    if (!s || mg_tx_summary_high_water(s) >= 0 || atomic_load(&s->header->failed_ns) != 0 ||
+        atomic_load(&s->header->cursor) < 0 || atomic_load(&s->header->lease_pid) == 0)
         return 0;
     int64_t now_ns = mg_monotonic_ns();
     if (now_ns - since_ns >= MG_TX_SUMMARY_FIRST_WAIT_NS)

@@ -245,11 +245,12 @@ enum mg_turn mg_handle_traces(struct mg_env *env, const struct mg_request *req,
 /*
  * Whether a request for /api/packets (its parks_until, ep_packets.c) waits before its gates
  * for the first chunk of the group's first summaries pass, and until when: 0 when it goes now;
- * else the CLOCK_MONOTONIC time to ask again. It waits while no chunk is done and none has
- * failed, for a page newest first with no filter that lies within the first chunk's
- * MG_TX_SUMMARY_FIRST_TX transmissions (read directly, it would read their observations beside
- * the chunk that is summarizing them), and at most MG_TX_SUMMARY_FIRST_WAIT_NS from since_ns
- * (when it first asked); then it reads directly. Only atomic loads: cheap on the loop.
+ * else the CLOCK_MONOTONIC time to ask again. It waits while that chunk runs (begun, under
+ * the lease: one not begun may be queued behind other start passes) and none has failed, for a page
+ * newest first with no filter that lies within the first chunk's MG_TX_SUMMARY_FIRST_TX
+ * transmissions (read directly, it would read their observations beside the chunk that is
+ * summarizing them), and at most MG_TX_SUMMARY_FIRST_WAIT_NS from since_ns (when it first asked);
+ * then it reads directly. Only atomic loads: cheap on the loop.
  */
 int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req, int64_t since_ns);
 

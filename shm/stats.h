@@ -132,7 +132,13 @@
       "followed build ended")                                                                      \
     X(PARKED_TIMER_TURNS, "parked_timer_turns",                                                    \
       "turns of a worker's loop woken by its timer, not by an event, while it had requests "       \
-      "parked")
+      "parked")                                                                                    \
+    X(MEMORY_RELEASES_START_PASS, "memory_releases_start_pass",                                    \
+      "times a worker gave its free malloc memory back as a start pass's thread ended (a group "   \
+      "table built or copied at its start)")                                                       \
+    X(MEMORY_RELEASES_BUDGET, "memory_releases_budget",                                            \
+      "times a worker's loop gave memory back, found past its budget over what it had at start "   \
+      "(MG_MEM_MAP_KEEP_KIB, MG_MEM_ANON_KEEP_KIB)")
 
 enum mg_counter {
 #define MG_COUNTER_ENUM(id, name, help) MG_CTR_##id,

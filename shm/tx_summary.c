@@ -90,15 +90,27 @@ static struct mg_tx_summary_record *slot_of(const struct mg_tx_summaries *s, int
     return &s->records[(uint64_t)tx_id & (s->header->capacity - 1)];
 }
 
+/* The record's turn for tx_id (its id / the capacity, plus 1); 0: no record can hold it. */
+static uint32_t turn_of(const struct mg_tx_summaries *s, int64_t tx_id)
+{
+    if (tx_id < 0)
+        return 0;
+    uint64_t turn = (uint64_t)tx_id / s->header->capacity + 1;
+    return turn < UINT32_MAX ? (uint32_t)turn : 0;
+}
+
 void mg_tx_summary_write(struct mg_tx_summaries *s, int64_t tx_id, int64_t best_obs_id,
                          uint32_t observation_count, uint32_t observer_count, int64_t last_obs_id)
 {
+    uint32_t turn = turn_of(s, tx_id);
+    if (turn == 0)
+        return;
     struct mg_tx_summary_record *r = slot_of(s, tx_id);
     /* Odd while written; a number left odd by a writer that died becomes odd again. */
     uint32_t seq = (atomic_load_explicit(&r->seq, memory_order_relaxed) | 1u) + 2u;
     atomic_store_explicit(&r->seq, seq, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&r->tx_id, tx_id, memory_order_relaxed);
+    atomic_store_explicit(&r->turn, turn, memory_order_relaxed);
     atomic_store_explicit(&r->best_obs_id, best_obs_id, memory_order_relaxed);
     atomic_store_explicit(&r->observation_count, observation_count, memory_order_relaxed);
     atomic_store_explicit(&r->observer_count, observer_count, memory_order_relaxed);
@@ -118,16 +130,18 @@ int64_t mg_tx_summary_high_water(const struct mg_tx_summaries *s)
 
 bool mg_tx_summary_read(const struct mg_tx_summaries *s, int64_t tx_id, struct mg_tx_summary *out)
 {
+    uint32_t turn = turn_of(s, tx_id);
     struct mg_tx_summary_record *r = slot_of(s, tx_id);
     uint32_t before = atomic_load_explicit(&r->seq, memory_order_acquire);
-    if (before == 0 || (before & 1u))
+    if (turn == 0 || before == 0 || (before & 1u))
         return false;
-    out->tx_id = atomic_load_explicit(&r->tx_id, memory_order_relaxed);
+    uint32_t held = atomic_load_explicit(&r->turn, memory_order_relaxed);
+    out->tx_id = tx_id;
     out->best_obs_id = atomic_load_explicit(&r->best_obs_id, memory_order_relaxed);
     out->observation_count = atomic_load_explicit(&r->observation_count, memory_order_relaxed);
     out->observer_count = atomic_load_explicit(&r->observer_count, memory_order_relaxed);
     out->last_obs_id = atomic_load_explicit(&r->last_obs_id, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     uint32_t after = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    return after == before && out->tx_id == tx_id;
+    return after == before && held == turn;
 }

@@ -14,10 +14,11 @@
  * Where: one shared anonymous mapping (MAP_SHARED | MAP_ANONYMOUS) that the master creates
  * before it forks the workers, so every worker inherits it; it is not in the segment, whose
  * size is fixed by the configuration, because its size comes from the database: a power of
- * two of records at least 5/4 of the transmissions' id span plus 16384, 40 bytes each (only
+ * two of records at least 5/4 of the transmissions' id span plus 16384, 32 bytes each (only
  * pages of records in use become resident). Records are a ring indexed by id modulo the
- * capacity and carry their id, so the newest transmissions always have a record and an old
- * one whose slot was taken reads as absent. A reload (SIGHUP) gives the new workers a new,
+ * capacity and carry their turn of it (id / capacity), so the newest transmissions always have
+ * a record and an old one whose slot was taken reads as absent. An id the record cannot name
+ * (negative, or past 2^32 turns) has none. A reload (SIGHUP) gives the new workers a new,
  * empty mapping (the database file may have been replaced).
  *
  * Who writes: the holder of the writer lease (a pid and a deadline in the header, taken by
@@ -79,15 +80,17 @@
 /* A pass (a chunk) that failed is tried again after this long. */
 #define MG_TX_SUMMARY_RETRY_NS (5 * 1000000000LL)
 
+/* 32 bytes: the transmission's id is not stored whole, only its turn of the ring (the slot
+ * gives the rest), so the 2M shape's 500,000 records are 15.2 MB of the group's PSS, not 19. */
 struct mg_tx_summary_record {
     _Atomic uint32_t seq; /* 0: never written; odd: being written */
     _Atomic uint32_t observation_count;
     _Atomic uint32_t observer_count;
-    uint32_t reserved;
-    _Atomic int64_t tx_id;
+    _Atomic uint32_t turn; /* tx_id / capacity + 1 */
     _Atomic int64_t best_obs_id;
     _Atomic int64_t last_obs_id;
 };
+_Static_assert(sizeof(struct mg_tx_summary_record) == 32, "a summary record is 32 bytes");
 
 /* A reader's copy of a record. */
 struct mg_tx_summary {

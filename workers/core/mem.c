@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "mem.h"
 
+#include "malloc_trim.h"
+
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@ void mg_mem_worker_init(void)
     /* Setting the threshold also turns off glibc's dynamic raising of it and of the trim
      * threshold (mallopt(3)). */
     mallopt(M_MMAP_THRESHOLD, MG_MEM_MALLOC_MMAP_BYTES);
+    /* Before any thread: every thread then allocates from the loop's arena (mem.h). */
+    mallopt(M_ARENA_MAX, MG_MEM_MALLOC_ARENAS);
 }
 
 static long field_kib(const char *text, const char *name)
@@ -47,27 +51,22 @@ void mg_mem_release(struct mg_db *db)
 {
     if (db)
         mg_db_release(db);
-#ifndef __SANITIZE_ADDRESS__
-    malloc_trim(0);
-#endif
-    /* Under AddressSanitizer the heap is the sanitizer's: glibc's arenas hold nothing to give
-     * back, and malloc_trim walking them beside the worker's other threads crashed (SEGV in
-     * mtrim, 1 start in about 100 under load). */
+    mg_malloc_give_back();
 }
 
-void mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns)
+bool mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns)
 {
     if (w->status_fd < 0 || now_ns < w->next_ns)
-        return;
+        return false;
     w->next_ns = now_ns + MG_MEM_WATCH_NS;
     struct mg_mem_rss now;
     if (!mg_mem_rss_read(w->status_fd, &now))
-        return;
+        return false;
     if (now.file_kib - w->base.file_kib <= MG_MEM_MAP_KEEP_KIB &&
         now.anon_kib - w->base.anon_kib <= MG_MEM_ANON_KEEP_KIB)
-        return;
+        return false;
     mg_mem_release(db);
-    w->releases++;
+    return true;
 }
 
 void mg_mem_watch_stop(struct mg_mem_watch *w)

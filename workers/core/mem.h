@@ -8,13 +8,21 @@
  *   - malloc hands out blocks above MG_MEM_MALLOC_MMAP_BYTES as their own mappings, so
  *     freeing one returns it to the kernel at once (glibc would otherwise raise that threshold
  *     after the first such free and serve the next large buffer from a heap it never shrinks);
+ *   - every thread of a worker allocates from one malloc arena (MG_MEM_MALLOC_ARENAS): glibc
+ *     would give each helper and each start pass's thread an arena of its own, and an arena
+ *     keeps its top, at least 132 KiB, and the pages its freed blocks share with live ones:
+ *     4.7 MB of the 2M shape's group of 8 workers after the start passes and a load, with no
+ *     slowdown of the lists readable at load 12-24 (docs/benchmarks.md);
  *   - each SQLite page cache is held at MG_DB_CACHE_KIB (no process-wide soft heap limit: it
  *     bounds nothing these sizes and the releases below do not);
  *   - a helper thread opens its connection when its first job comes (jobs.c) and gives back
- *     its page cache, its mapped pages and its malloc arena's free pages after every job;
+ *     its page cache, its mapped pages and the arena's free pages after every job, and a
+ *     group table's start pass the arena's free pages when its thread ends (group_table.c,
+ *     counted: memory_releases_start_pass);
  *   - the loop looks at the process's resident memory at most every MG_MEM_WATCH_NS: past
  *     MG_MEM_MAP_KEEP_KIB of mapped file pages, or MG_MEM_ANON_KEEP_KIB of anonymous memory,
- *     above what it had once started, it gives back the same between two requests.
+ *     above what it had once started, it gives back the same between two requests (counted:
+ *     memory_releases_budget).
  */
 #ifndef MESHGATE_MEM_H
 #define MESHGATE_MEM_H
@@ -26,6 +34,7 @@
 #define MG_MEM_BUF_KEEP_BYTES (256 * 1024)
 #define MG_MEM_CONN_BUF_KEEP_BYTES (16 * 1024)
 #define MG_MEM_MALLOC_MMAP_BYTES (4 * 1024 * 1024)
+#define MG_MEM_MALLOC_ARENAS 1
 #define MG_MEM_MAP_KEEP_KIB 4096
 #define MG_MEM_ANON_KEEP_KIB 4096
 #define MG_MEM_WATCH_NS (100LL * 1000 * 1000)
@@ -40,10 +49,9 @@ struct mg_mem_watch {
     int status_fd; /* /proc/self/status, read again with pread; -1: not available */
     struct mg_mem_rss base;
     int64_t next_ns;
-    uint64_t releases; /* times the loop gave memory back */
 };
 
-/* Worker, right after fork: malloc's threshold. */
+/* Worker, right after fork, before it starts a thread: malloc's threshold and arenas. */
 void mg_mem_worker_init(void);
 
 /* Reads the process's resident memory; false when /proc cannot tell. */
@@ -52,11 +60,13 @@ bool mg_mem_rss_read(int status_fd, struct mg_mem_rss *out);
 /* Opens /proc/self/status and takes the base (call once the worker is ready to serve). */
 void mg_mem_watch_start(struct mg_mem_watch *w);
 /* Between requests, on the loop: gives back db's caches and map and malloc's free pages when
- * the process is past its budgets above the base; at most every MG_MEM_WATCH_NS. */
-void mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns);
+ * the process is past its budgets above the base; at most every MG_MEM_WATCH_NS. True when it
+ * gave back. */
+bool mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns);
 void mg_mem_watch_stop(struct mg_mem_watch *w);
 
-/* Gives back db's page cache and mapped pages and every malloc arena's free pages. */
+/* Gives back db's page cache and mapped pages (db may be NULL) and every malloc arena's free
+ * pages (malloc_trim.h). */
 void mg_mem_release(struct mg_db *db);
 
 #endif

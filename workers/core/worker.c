@@ -2027,7 +2027,8 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
         update_slot_state(&w);
         if (!w.draining)
             mg_summaries_tick(&w.env, &mg_background_cold, now);
-        mg_mem_watch_tick(&w.mem, &w.db, now); /* between requests: no statement runs */
+        if (mg_mem_watch_tick(&w.mem, &w.db, now)) /* between requests: no statement runs */
+            mg_counter_add(w.env.seg, MG_CTR_MEMORY_RELEASES_BUDGET, 1);
 
         int timeout_ms = (int)((next_deadline - now + MG_NS_PER_MS - 1) / MG_NS_PER_MS);
         if (timeout_ms < 0 || served)

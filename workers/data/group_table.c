@@ -3,9 +3,11 @@
 
 #include "clock.h"
 #include "log.h"
+#include "malloc_trim.h"
 #include "result_body.h"
 #include "segment.h"
 #include "state_file.h"
+#include "stats.h"
 #include "test_hooks.h"
 
 #include <limits.h>
@@ -323,13 +325,17 @@ static void *start_build(void *arg)
         pthread_mutex_lock(&a.g->lock);
         take_either_copy(a.g, a.env, db.conn, mg_monotonic_ns());
         pthread_mutex_unlock(&a.g->lock);
-        mg_db_close(&db);
-        return NULL;
+    } else {
+        int rc = obtain(a.g, a.env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
+        if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* busy: another worker builds it */
+            mg_warn("%s: not built at start: %s", a.g->what, sqlite3_errstr(rc));
     }
-    int rc = obtain(a.g, a.env, db.conn, mg_monotonic_ns(), mg_realtime_ns(), false);
-    if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* busy: another worker builds it */
-        mg_warn("%s: not built at start: %s", a.g->what, sqlite3_errstr(rc));
     mg_db_close(&db);
+    /* The pass's (or the decode's) working memory is free now, in pages the worker's arena
+     * would otherwise keep (mem.h). */
+    mg_malloc_give_back();
+    if (a.env->seg)
+        mg_counter_add(a.env->seg, MG_CTR_MEMORY_RELEASES_START_PASS, 1);
     return NULL;
 }
 

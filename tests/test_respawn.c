@@ -171,7 +171,11 @@ Test(respawn, the_log_names_the_signal_and_the_request_a_worker_died_on)
         if (!victim)
             mg_test_sleep_ms(5);
     }
-    cr_assert_gt(victim, 0, "no worker stopped on the request");
+    if (!victim) {
+        char *log = mg_test_server_log(&s);
+        cr_assert_gt(victim, 0, "no worker stopped on the request; the server's log:\n%s",
+                     log ? log : "");
+    }
     kill(victim, SIGKILL);
     char expected[160];
     snprintf(expected, sizeof expected,

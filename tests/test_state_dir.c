@@ -101,11 +101,31 @@ static bool file_there(const char *dir, const char *name)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
 
+/* Whether dir holds a non-empty regular file whose name starts with prefix. */
+static bool kept_as(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    bool found = false;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        char name[300];
+        snprintf(name, sizeof name, "%s", e->d_name);
+        found = strncmp(name, prefix, strlen(prefix)) == 0 && !strstr(name, ".tmp") &&
+                file_there(dir, name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Every table the list reads is kept: the list of a first start taken after this answers
+ * from the tables the restart loads (under load the usefulness and multi-byte passes could
+ * land after the other three, and the first list then had their fields as before a pass). */
 static bool tables_kept(void *arg)
 {
     const char *dir = arg;
     return file_there(dir, "relay.v1") && file_there(dir, "hashsizes.v1") &&
-           file_there(dir, "relayprobe.v1");
+           file_there(dir, "relayprobe.v1") && kept_as(dir, "usefulness.v") &&
+           kept_as(dir, "multibyte.v");
 }
 
 /* /api/nodes?limit=50 of the server on port, 200 (malloc'ed body); prepared: its

@@ -17,11 +17,14 @@
 #include "inproc.h"
 #include "jobs.h"
 #include "result_cache.h"
+#include "scoreboard.h"
 #include "segment.h"
 #include "table_stats.h"
 #include "tx_summary.h"
 
 #include <criterion/criterion.h>
+#include <poll.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -773,6 +776,66 @@ Test(summaries, the_first_page_after_a_start_parks_for_the_first_chunk)
     cr_assert_eq(r.status, 200);
     mg_test_response_free(&r);
     cr_assert_eq(atomic_load(&st->rows_direct), 20u);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* The pid of a worker of seg stopped by a signal (state T in /proc), or 0. */
+static int stopped_worker(const struct mg_segment *seg)
+{
+    for (unsigned i = 0; i < seg->slot_count; i++) {
+        int pid = atomic_load(&seg->slots[i].pid);
+        char path[64], buf[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        const char *p = strrchr(buf, ')');
+        if (p && p[1] == ' ' && p[2] == 'T')
+            return pid;
+    }
+    return 0;
+}
+
+/* The tests that freeze a worker inside a lock (X-Test-Stop-In-Lock, test_stall.c,
+ * test_respawn.c) ask /api/packets right after a start: a request that first waits for the
+ * first chunk stops all the same, on the turn it meets the gates. */
+Test(summaries, a_request_that_waits_for_the_first_chunk_still_stops_in_a_lock)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, sizeof db, "%s/stop.db", dir);
+    generate(db, 24, 4000, 4); /* 1000 transmissions; the first chunk lasts 100 x 40 ms */
+    struct mg_test_server srv;
+    struct mg_segment seg;
+    struct mg_table_stats *st = start_slowed(db, "MESHGATE_TEST_SUMMARIES_TX_MS=40", &srv, &seg);
+    int64_t give_up = mg_test_now_ms() + 120000;
+    while (atomic_load(&st->building) == 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(5);
+    cr_assert_eq(atomic_load(&st->building), 1u, "the first chunk never began");
+    int fd = mg_test_connect(srv.port);
+    const char *req = "GET /api/packets?limit=1 HTTP/1.1\r\nHost: x\r\n"
+                      "X-Test-Stop-In-Lock: anon\r\n\r\n";
+    cr_assert(mg_test_send(fd, req, strlen(req)));
+    /* Until a worker stops, or the request is answered (it never stopped: a failure). */
+    int victim = 0;
+    bool answered = false;
+    give_up = mg_test_now_ms() + 120000;
+    while (!victim && !answered && mg_test_now_ms() < give_up) {
+        victim = stopped_worker(&seg);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        answered = !victim && poll(&p, 1, 10) == 1;
+    }
+    cr_expect_gt(victim, 0, "no worker stopped inside the anonymous line's lock (%s)",
+                 answered ? "the request was answered" : "no answer either");
+    if (victim > 0)
+        kill(victim, SIGKILL);
+    close(fd);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
     mg_test_rmdir(dir);

@@ -512,7 +512,6 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         mg_slot_set_client(slot, req->client_addr);
         mg_slot_begin_request(slot, slot_method(hr), shown, req->start_monotonic_ns);
     }
-    mg_test_hooks_stop_in_lock(env, req);
     return route;
 }
 
@@ -714,6 +713,8 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
             a->at = AT_GATES;
         }
         if (a->at == AT_GATES) {
+            if (a->step == ADMIT_NEW && !a->readmitted)
+                mg_test_hooks_stop_in_lock(env, req); /* the turn that first meets the gates */
             bool heavy =
                 a->step == ADMIT_NEW && (a->readmitted || mg_route_is_heavy(route, env, req));
             enum mg_admission_result r =

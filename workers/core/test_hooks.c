@@ -86,7 +86,7 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
 
 void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req)
 {
-    if (env->test_hooks == MG_TEST_HOOKS_OFF || req->park->turns > 1)
+    if (env->test_hooks == MG_TEST_HOOKS_OFF)
         return;
     const struct mg_str *h = mg_http_header_get(req->http, "X-Test-Stop-In-Lock");
     char part[16];

@@ -67,8 +67,8 @@ bool mg_test_hooks_var(const char *name, size_t n);
 /* At the worker's start: MESHGATE_TEST_HOOKS into env->test_hooks. */
 void mg_test_hooks_init(struct mg_env *env);
 
-/* Arms X-Test-Stop-In-Lock for the request's first turn; disarmed when dispatch is done with
- * the turn (mg_test_hooks_turn_done). */
+/* Arms X-Test-Stop-In-Lock on the turn the request first meets its gates (after any wait for
+ * its route's table); disarmed when dispatch is done with the turn (mg_test_hooks_turn_done). */
 void mg_test_hooks_stop_in_lock(struct mg_env *env, struct mg_request *req);
 void mg_test_hooks_turn_done(struct mg_env *env);
 

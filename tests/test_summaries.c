@@ -19,6 +19,7 @@
 #include "result_cache.h"
 #include "scoreboard.h"
 #include "segment.h"
+#include "stats.h"
 #include "table_stats.h"
 #include "tx_summary.h"
 
@@ -836,6 +837,36 @@ Test(summaries, a_request_that_waits_for_the_first_chunk_still_stops_in_a_lock)
     if (victim > 0)
         kill(victim, SIGKILL);
     close(fd);
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
+    mg_test_rmdir(dir);
+}
+
+/* A fault of the connection on the handler's first call is healed and the request run again
+ * when that call comes on a later turn than the request's first (here after the wait for the
+ * first chunk; the anonymous page runs on a helper): X-Test-Db-Break breaks it then. */
+Test(summaries, a_request_that_waits_for_the_first_chunk_is_run_again_after_a_connection_fault)
+{
+    char dir[128], db[256];
+    mg_test_tmpdir(dir, sizeof dir);
+    cr_assert(dir[0], "no temporary directory");
+    snprintf(db, sizeof db, "%s/fault.db", dir);
+    generate(db, 25, 4000, 4); /* 1000 transmissions; the first chunk lasts 100 x 40 ms */
+    struct mg_test_server srv;
+    struct mg_segment seg;
+    struct mg_table_stats *st = start_slowed(db, "MESHGATE_TEST_SUMMARIES_TX_MS=40", &srv, &seg);
+    int64_t give_up = mg_test_now_ms() + 120000;
+    while (atomic_load(&st->building) == 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(5);
+    cr_assert_eq(atomic_load(&st->building), 1u, "the first chunk never began");
+    uint64_t faults = mg_counter_get(&seg, MG_CTR_DB_FAULTS);
+    struct mg_test_response r;
+    cr_assert(mg_test_get(srv.port, "/api/packets?limit=5", "X-Test-Db-Break: 1\r\n", &r));
+    cr_expect_eq(r.status, 200, "%s%s", r.head, r.body);
+    mg_test_response_free(&r);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_DB_FAULTS), faults + 1,
+                 "the connection was not broken on the handler's first call");
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_DB_FAULTS_UNHEALED), 0);
     mg_segment_detach(&seg);
     cr_expect_eq(mg_test_server_stop(&srv, 20000), 0);
     mg_test_rmdir(dir);

@@ -634,21 +634,23 @@ static void resume(struct mg_env *env, struct mg_request *req, const struct mg_p
 
 /*
  * The handler on the loop's connection. A fault of the connection (db.h: corruption, not a
- * database, an I/O error) closes and opens it again, and a request answered at its first turn
- * is run again once on the new one (a parked one resumes on it).
+ * database, an I/O error) closes and opens it again, and a request answered by its handler's
+ * first call is run again once on the new one (a parked one resumes on it). The first call
+ * may come on a later turn than the request's first: after a wait for its route's table or
+ * in a line.
  */
 static enum mg_turn run_on_loop(struct mg_env *env, struct mg_request *req, mg_handler_fn handler,
                                 struct mg_response *res)
 {
-    mg_test_hooks_before_work(env->db, 0,
-                              req->park->turns <= 1 ? mg_test_hooks_db_break(env, req) : 0);
-    mg_db_fault_take(NULL, 0);
     /* Woken, a handler that named its step continues there; else it starts at its top. */
     mg_handler_fn step = req->park->resume;
+    bool first_call = !step && req->park->handler_tops == 0;
+    mg_test_hooks_before_work(env->db, 0, first_call ? mg_test_hooks_db_break(env, req) : 0);
+    mg_db_fault_take(NULL, 0);
     if (!step)
         req->park->handler_tops++;
     enum mg_turn turn = (step ? step : handler)(env, req, res);
-    if (!mg_db_heal(env->db, "the loop") || turn != MG_DONE || req->park->turns > 1)
+    if (!mg_db_heal(env->db, "the loop") || turn != MG_DONE || !first_call)
         return turn;
     mg_response_reset(res);
     turn = handler(env, req, res);

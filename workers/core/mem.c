@@ -45,6 +45,12 @@ void mg_mem_watch_start(struct mg_mem_watch *w)
             close(w->status_fd);
         w->status_fd = -1;
     }
+    w->floor = w->base;
+}
+
+static long clamp_kib(long v, long lo, long hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
 }
 
 void mg_mem_release(struct mg_db *db)
@@ -62,10 +68,19 @@ bool mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns)
     struct mg_mem_rss now;
     if (!mg_mem_rss_read(w->status_fd, &now))
         return false;
-    if (now.file_kib - w->base.file_kib <= MG_MEM_MAP_KEEP_KIB &&
-        now.anon_kib - w->base.anon_kib <= MG_MEM_ANON_KEEP_KIB)
+    /* Memory freed since the last release lowers the floor (never below the base). */
+    w->floor.file_kib = clamp_kib(now.file_kib, w->base.file_kib, w->floor.file_kib);
+    w->floor.anon_kib = clamp_kib(now.anon_kib, w->base.anon_kib, w->floor.anon_kib);
+    if (now.file_kib - w->floor.file_kib <= MG_MEM_MAP_KEEP_KIB &&
+        now.anon_kib - w->floor.anon_kib <= MG_MEM_ANON_KEEP_KIB)
         return false;
     mg_mem_release(db);
+    /* What is left is in use: the next release waits until the process grows past it. */
+    struct mg_mem_rss after;
+    if (mg_mem_rss_read(w->status_fd, &after)) {
+        w->floor.file_kib = after.file_kib > w->base.file_kib ? after.file_kib : w->base.file_kib;
+        w->floor.anon_kib = after.anon_kib > w->base.anon_kib ? after.anon_kib : w->base.anon_kib;
+    }
     return true;
 }
 

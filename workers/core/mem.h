@@ -22,7 +22,8 @@
  *   - the loop looks at the process's resident memory at most every MG_MEM_WATCH_NS: past
  *     MG_MEM_MAP_KEEP_KIB of mapped file pages, or MG_MEM_ANON_KEEP_KIB of anonymous memory,
  *     above what it had once started, it gives back the same between two requests (counted:
- *     memory_releases_budget).
+ *     memory_releases_budget); what a release leaves is in use, and the budgets count from it
+ *     until memory falls back (no release every tick for memory a request or table holds).
  */
 #ifndef MESHGATE_MEM_H
 #define MESHGATE_MEM_H
@@ -48,6 +49,9 @@ struct mg_mem_rss {
 struct mg_mem_watch {
     int status_fd; /* /proc/self/status, read again with pread; -1: not available */
     struct mg_mem_rss base;
+    /* What a release could not give back (in use), never below base: the budgets count from
+     * here, so memory held by live requests or tables is not released again every tick. */
+    struct mg_mem_rss floor;
     int64_t next_ns;
 };
 
@@ -60,8 +64,9 @@ bool mg_mem_rss_read(int status_fd, struct mg_mem_rss *out);
 /* Opens /proc/self/status and takes the base (call once the worker is ready to serve). */
 void mg_mem_watch_start(struct mg_mem_watch *w);
 /* Between requests, on the loop: gives back db's caches and map and malloc's free pages when
- * the process is past its budgets above the base; at most every MG_MEM_WATCH_NS. True when it
- * gave back. */
+ * the process is past its budgets above the floor (the base, raised to what the last release
+ * left, lowered again as memory is freed); at most every MG_MEM_WATCH_NS. True when it gave
+ * back. */
 bool mg_mem_watch_tick(struct mg_mem_watch *w, struct mg_db *db, int64_t now_ns);
 void mg_mem_watch_stop(struct mg_mem_watch *w);
 

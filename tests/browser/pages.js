@@ -213,12 +213,13 @@ const PAGES = {
     return `${n} packets, the first's bytes shown`;
   },
   // DB_PATH names the file the server reads: two packets are appended to it as CoreScope's
-  // ingestor writes them (tools/soak-live.py append) once the page's WebSocket is open, and
-  // both must show in the live feed. The page's sockets and the frames they receive are
-  // followed, so a failure says where the packets stopped: never sent, sent and not shown, or
-  // written while the page's socket was closed (a worker replaced on a loaded machine; the page
-  // opens another, and a client is sent only what is written after it joins). Only in that
-  // last case are two more written, at most twice.
+  // ingestor writes them (tools/soak-live.py append) once the page's WebSockets are open, and
+  // both must show in the live feed. The page opens two sockets (app.js's at once, live.js's
+  // once its nodes have loaded) and a client is sent only what is written after it joins, so
+  // on a loaded machine the packets can be written before live.js's socket exists. The
+  // page's sockets and the frames each receives are followed: two more packets are written
+  // (at most twice) only when an open socket missed the last ones (it joined after them) or
+  // one closed; a failure says where the packets stopped (not sent, sent and not shown).
   async live(page) {
     const sockets = []; // { closed, frames: [payload...] }
     page.on('websocket', (ws) => {
@@ -242,18 +243,18 @@ const PAGES = {
     const tried = [];
     for (let round = 1; round <= 3; round++) {
       const until = Date.now() + WAIT_MS;
-      // A socket of the page that is open, and counted by the server (/api/health's
-      // websocket.clients): the page's WebSocket exists before the server has taken its
-      // handshake, and a loaded machine could write the packets before it joins.
-      let open = null, joined = false;
+      // Every socket the page has open counted by the server (/api/health's
+      // websocket.clients): a socket exists in the page before the server has taken its
+      // handshake.
+      let open = [], joined = false;
       while (!joined && Date.now() < until) {
-        open = sockets.find((s) => !s.closed) || null;
-        const h = open && await health();
-        joined = !!(open && h && h.websocket && h.websocket.clients >= 1);
+        open = sockets.filter((s) => !s.closed);
+        const h = open.length && await health();
+        joined = !!(open.length && h && h.websocket && h.websocket.clients >= open.length);
         if (!joined) await page.waitForTimeout(100);
       }
-      if (!open) throw new Error(`the page has no open WebSocket (${sockets.length} opened)`);
-      if (!joined) throw new Error('the server never counted the page\'s WebSocket');
+      if (!open.length) throw new Error(`the page has no open WebSocket (${sockets.length} opened)`);
+      if (!joined) throw new Error('the server never counted the page\'s WebSockets');
       const out = require('child_process').execFileSync('python3', [tool, 'append', process.env.DB_PATH, '2', '1'],
         { encoding: 'utf8' });
       const hashes = JSON.parse(out.trim().split('\n').pop());
@@ -271,8 +272,10 @@ const PAGES = {
         `${sockets.filter((s) => s.closed).length} closed, ${sockets.reduce((n, s) => n + s.frames.length, 0)} frames; ` +
         `received by the page: ${received.length ? received.join(', ') : 'none'}; server: ${await liveMetrics()}`;
       tried.push(why);
-      // Lost only if the socket the packets were written for closed meanwhile.
-      if (!open.closed || received.length)
+      // Written again only when the server sent them (a socket received them) and a socket
+      // open now missed them (it joined after they were written) or one of the page's closed.
+      const missed = sockets.some((s) => !s.closed && !hashes.every((h) => s.frames.some((f) => f.includes(h))));
+      if (!received.length || (!missed && !open.some((s) => s.closed)))
         break;
     }
     throw new Error(`the live feed does not show the new packets: ${tried.join(' | ')}`);

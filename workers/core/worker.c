@@ -599,7 +599,9 @@ static int accept_some(struct worker *w, int64_t now, int max)
         }
         accepted++;
         struct conn *c = calloc(1, sizeof *c);
-        if (!c || !mg_deadline_reserve(&w->deadlines, w->conn_count + 1)) {
+        /* Room in the deadline order for every connection, the held ones too. */
+        if (!c ||
+            !mg_deadline_reserve(&w->deadlines, w->conn_count + w->in_state[CONN_TARPIT] + 1)) {
             free(c);
             close(fd);
             if (hold >= 0) {

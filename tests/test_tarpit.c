@@ -23,6 +23,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,4 +330,34 @@ Test(tarpit, a_shed_connection_that_sent_nothing_or_is_not_counted_is_closed_as_
         close(proxied[k]);
     }
     finish(&s, &seg, slow, 4);
+}
+
+/* A reload drains the old workers: their held connections are closed at once, so their
+ * addresses' places are free for the new workers, not kept until the drain's end (here the
+ * other connections, still sending their heads, keep the old worker for minutes). */
+Test(tarpit, a_drain_closes_the_held_connections_at_once)
+{
+    struct mg_test_server s;
+    struct mg_segment seg;
+    start(&s, &seg, "MESHGATE_MAX_CONNS_PER_WORKER=4", "MESHGATE_HEADER_TIMEOUT_MS=120000",
+          "MESHGATE_DRAIN_TIMEOUT_MS=120000");
+    int held[4], others[4];
+    for (int k = 0; k < 4; k++)
+        held[k] = slow_from("127.0.0.10", s.port);
+    wait_counter(&seg, MG_CTR_CONNECTIONS_ACCEPTED, 4);
+    for (int k = 0; k < 4; k++)
+        others[k] = slow_from("127.0.0.11", s.port);
+    wait_counter(&seg, MG_CTR_CONNECTIONS_TARPITTED, 4);
+    cr_assert_eq(kill(s.pid, SIGHUP), 0);
+    struct closed_at_least all = {held, 4, 4};
+    cr_expect(mg_test_wait_until(enough_closed, &all, CEILING_MS, 10),
+              "the held connections outlived the drain's start");
+    int64_t give_up = mg_test_now_ms() + CEILING_MS;
+    while (counted(&seg, "127.0.0.10") > 0 && mg_test_now_ms() < give_up)
+        mg_test_sleep_ms(10);
+    cr_expect_eq(counted(&seg, "127.0.0.10"), 0, "a drained worker kept its held places");
+    cr_expect_eq(closed_of(others, 4), 0, "a connection sending its head was cut by the drain");
+    for (int k = 0; k < 4; k++)
+        close(held[k]);
+    finish(&s, &seg, others, 4);
 }

@@ -141,6 +141,18 @@ static void start(struct mg_test_server *s, struct mg_segment *seg, const char *
     attach(s, seg);
 }
 
+/* In a worker of 4: 127.0.0.10's four half heads, then 127.0.0.11's, which shed (and hold)
+ * the first four. */
+static void hold_four(struct mg_test_server *s, struct mg_segment *seg, int *held, int *others)
+{
+    for (int k = 0; k < 4; k++)
+        held[k] = slow_from("127.0.0.10", s->port);
+    wait_counter(seg, MG_CTR_CONNECTIONS_ACCEPTED, 4);
+    for (int k = 0; k < 4; k++)
+        others[k] = slow_from("127.0.0.11", s->port);
+    wait_counter(seg, MG_CTR_CONNECTIONS_TARPITTED, 4);
+}
+
 /* Closes the client's side of fds, then stops the server. */
 static void finish(struct mg_test_server *s, struct mg_segment *seg, const int *fds, int n)
 {
@@ -276,12 +288,7 @@ Test(tarpit, a_held_connection_is_closed_at_the_header_deadline_it_already_had)
           "MESHGATE_SHED_TARPIT=1024");
     int64_t opened = mg_test_now_ms();
     int held[4], others[4];
-    for (int k = 0; k < 4; k++)
-        held[k] = slow_from("127.0.0.10", s.port);
-    wait_counter(&seg, MG_CTR_CONNECTIONS_ACCEPTED, 4);
-    for (int k = 0; k < 4; k++)
-        others[k] = slow_from("127.0.0.11", s.port);
-    wait_counter(&seg, MG_CTR_CONNECTIONS_TARPITTED, 4);
+    hold_four(&s, &seg, held, others);
     /* Bytes sent to a held connection are never read, nor do they end its head. */
     for (int k = 0; k < 4; k++)
         cr_assert(mg_test_send(held[k], "\r\n\r\n", 4));
@@ -342,12 +349,7 @@ Test(tarpit, a_drain_closes_the_held_connections_at_once)
     start(&s, &seg, "MESHGATE_MAX_CONNS_PER_WORKER=4", "MESHGATE_HEADER_TIMEOUT_MS=120000",
           "MESHGATE_DRAIN_TIMEOUT_MS=120000");
     int held[4], others[4];
-    for (int k = 0; k < 4; k++)
-        held[k] = slow_from("127.0.0.10", s.port);
-    wait_counter(&seg, MG_CTR_CONNECTIONS_ACCEPTED, 4);
-    for (int k = 0; k < 4; k++)
-        others[k] = slow_from("127.0.0.11", s.port);
-    wait_counter(&seg, MG_CTR_CONNECTIONS_TARPITTED, 4);
+    hold_four(&s, &seg, held, others);
     cr_assert_eq(kill(s.pid, SIGHUP), 0);
     struct closed_at_least all = {held, 4, 4};
     cr_expect(mg_test_wait_until(enough_closed, &all, CEILING_MS, 10),

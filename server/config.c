@@ -61,6 +61,12 @@ const struct mg_config_var mg_config_vars[] = {
      "server; past it a new connection is closed at once; trusted proxies are not counted; "
      "0: no cap",
      MG_RELOAD_LIVE},
+    {"MESHGATE_SHED_TARPIT", MG_CFG_INT, FIELD(shed_tarpit), 0, 65536, "1024",
+     "connections one worker keeps open unread after shedding them, each until the header "
+     "deadline it already had (only connections that began a head and are counted against "
+     "MESHGATE_MAX_CONNS_PER_CLIENT, which they go on counting against), so a slowloris is not "
+     "told to connect again; past it a shed connection is closed; 0: shed connections close",
+     MG_RELOAD_RESTART},
     {"MESHGATE_MAX_UNREAD_BYTES_PER_CLIENT", MG_CFG_INT, FIELD(max_unread_bytes_per_client), 0,
      1073741824, "8388608",
      "bytes of answers one client address (IPv4 address, IPv6 /64) may leave unread in one "

@@ -41,6 +41,7 @@ struct mg_config {
     int32_t max_conns_per_worker;
     int32_t max_conns_per_client;        /* group-wide, per peer address; 0: no cap */
     int32_t max_unread_bytes_per_client; /* per worker, per peer address; 0: no cap */
+    int32_t shed_tarpit; /* shed connections a worker keeps open unread (worker.c); 0: none */
     int32_t max_header_bytes;
     int32_t max_uri_bytes;
     int32_t body_timeout_ms; /* a request body read before its request goes on: whole bound */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "conn_limit.h"
 
+#include "config_values.h"
+
 #include <stdlib.h> /* arc4random_buf: libbsd's overlay */
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +15,16 @@ uint32_t mg_conn_limit_sets_for(uint64_t connections)
     uint64_t entries = 2 * connections;
     uint64_t sets = entries / MG_CONN_WAYS + (entries % MG_CONN_WAYS != 0);
     return sets ? (uint32_t)sets : 1;
+}
+
+uint32_t mg_conn_limit_holds_for(uint32_t slots, uint32_t conns_per_worker, uint32_t tarpit,
+                                 bool capped)
+{
+    if (!capped || slots == 0)
+        return 0;
+    uint64_t room = MG_CONNS_TRACKED_MAX / slots;
+    uint64_t held = room > conns_per_worker ? room - conns_per_worker : 0;
+    return conns_per_worker + (uint32_t)(tarpit < held ? tarpit : held);
 }
 
 void mg_conn_limit_init(struct mg_conn_view *v, uint32_t sets, uint32_t slots,

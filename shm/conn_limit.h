@@ -110,6 +110,15 @@ enum mg_conn_verdict {
 /* Sets for a group that holds `connections` at once: twice as many entries, at least 1 set. */
 uint32_t mg_conn_limit_sets_for(uint64_t connections);
 
+/*
+ * Hold records a worker has (0 without a cap): one for each connection it keeps
+ * (MESHGATE_MAX_CONNS_PER_WORKER) and one for each shed connection it may hold unread
+ * (MESHGATE_SHED_TARPIT, which keeps counting against its address), the tarpit's share cut so
+ * that `slots` workers' records stay within MG_CONNS_TRACKED_MAX (shm/config_values.h).
+ */
+uint32_t mg_conn_limit_holds_for(uint32_t slots, uint32_t conns_per_worker, uint32_t tarpit,
+                                 bool capped);
+
 /* Master, on reload: a new cap for connections opened from now on (never 0 when it was not:
  * turning the cap on or off needs a restart, since the table is sized by it). Clients over a
  * lowered cap keep what they have open. */

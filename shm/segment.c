@@ -550,9 +550,11 @@ int mg_segment_create(struct mg_segment *seg, const char *name, const struct mg_
         cache_pages = 1;
     uint32_t client_sets = mg_client_limit_sets_for((uint32_t)cfg->anon_clients);
     /* The connection table: twice the entries of the connections the group can hold, and a
-     * hold record for each connection a worker can hold (none when there is no cap). */
+     * hold record for each connection a worker can hold, its tarpit's too (none when there is
+     * no cap). */
     uint32_t holds_per_slot =
-        cfg->max_conns_per_client > 0 ? (uint32_t)cfg->max_conns_per_worker : 0;
+        mg_conn_limit_holds_for(slot_count, (uint32_t)cfg->max_conns_per_worker,
+                                (uint32_t)cfg->shed_tarpit, cfg->max_conns_per_client > 0);
     uint32_t conn_sets = mg_conn_limit_sets_for((uint64_t)slot_count * holds_per_slot);
     size_t total = layout(&proto, slot_count, route_count, entries, cache_pages, client_sets,
                           conn_sets, (uint64_t)slot_count * holds_per_slot);

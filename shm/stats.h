@@ -126,7 +126,11 @@
       "requests answered 408 for a body not sent in time (MESHGATE_BODY_TIMEOUT_MS, "              \
       "MESHGATE_BODY_MIN_RATE)")                                                                   \
     X(CONNECTIONS_SHED, "connections_shed",                                                        \
-      "connections closed to make room when a worker was full: the oldest still sending a head")   \
+      "connections that gave up their place when a worker was full: the oldest still sending a "   \
+      "head; closed, or held unread (connections_tarpitted)")                                      \
+    X(CONNECTIONS_TARPITTED, "connections_tarpitted",                                              \
+      "shed connections kept open unread until their header deadline instead of closed "           \
+      "(MESHGATE_SHED_TARPIT)")                                                                    \
     X(PARK_WAKES, "park_wakes",                                                                    \
       "wakes of a worker's parked requests through its slot: a gate's permit handed on, a "        \
       "followed build ended")                                                                      \

@@ -38,7 +38,9 @@ while the attack runs:
              (build/meshgate-bench)
 Every address is on loopback; every process is started here, stopped by its pid and bounded
 in time. The report: per scenario, the medians over the rounds, the CPU that meshgate's
-processes and the victim used in the window, and each round's attack counts (with its CPU). Exit 2 (and a line saying
+processes and the victim used in the window, and each round's attack counts (with its CPU,
+and under "server" what meshgate counted in its segment over the window: connections accepted,
+shed, held unread (tarpitted) and refused over the client cap). Exit 2 (and a line saying
 which) when a victim's upstream request or WebSocket was refused, when its healthz failed or
 measured nothing, or when an attack did nothing.
 """
@@ -527,7 +529,8 @@ def main():
             mg_log = open(os.path.join(work, f'meshgate{label}.log'), 'w')
             procs.append(subprocess.Popen([os.path.join(vbuild, 'meshgate')], env=venv,
                                           stdout=mg_log, stderr=subprocess.STDOUT))
-            servers.append((label, vport, procs[-1].pid))
+            servers.append((label, vport, procs[-1].pid,
+                            (os.path.join(vbuild, 'meshgate-shm'), venv['MESHGATE_SHM_NAME'])))
             wait_for('meshgate', lambda: http_status(vport, '/api/healthz') == 200, 60)
             # CoreScope computes its analytics once and caches them: the victim measures the
             # cache
@@ -536,10 +539,10 @@ def main():
         load = [os.getloadavg()]
         results = {}
         for rnd in range(a.rounds):
-            for sc, (label, vport, vpid) in ((sc, v) for sc in a.scenarios.split(',')
-                                              for v in servers):
+            for sc, (label, vport, vpid, shm) in ((sc, v) for sc in a.scenarios.split(',')
+                                                   for v in servers):
                 key = f'{sc} [{label}]' if label else sc
-                results.setdefault(key, []).append(scenario(a, build, vport, sc, vpid))
+                results.setdefault(key, []).append(scenario(a, build, vport, sc, vpid, shm))
                 sc = key
                 r = results[sc][-1]
                 v = r['victim']
@@ -585,7 +588,23 @@ def children_cpu_s():
     return r.ru_utime + r.ru_stime
 
 
-def scenario(a, build, port, sc, mg_pid):
+# What the server did with the attack's connections over the window, from its segment.
+SERVER_COUNTERS = ('connections_accepted', 'connections_shed', 'connections_tarpitted',
+                   'connections_over_client_cap')
+
+
+def shm_counters(shm):
+    """The server's SERVER_COUNTERS, read by its own build's meshgate-shm; {} when it cannot."""
+    try:
+        out = subprocess.run([shm[0], '--name', shm[1], '--json'], capture_output=True,
+                             text=True, timeout=10).stdout
+        c = json.loads(out)['counters']
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return {}
+    return {k: c.get(k, 0) for k in SERVER_COUNTERS}
+
+
+def scenario(a, build, port, sc, mg_pid, shm=None):
     me = os.path.abspath(__file__)
     total = a.warmup + a.seconds + 1
     if sc == 'idle':
@@ -602,11 +621,13 @@ def scenario(a, build, port, sc, mg_pid):
     if atk:
         time.sleep(a.warmup)
     cpu0 = group_cpu_s(mg_pid)
+    srv0 = shm_counters(shm) if shm and atk else {}
     ru0 = children_cpu_s()
     vic = subprocess.run([sys.executable, me, 'victim', '--port', str(port), '--seconds',
                           str(a.seconds), '--upstream-path', a.upstream_path],
                          stdout=subprocess.PIPE, text=True, timeout=a.seconds + 120)
     cpu = group_cpu_s(mg_pid) - cpu0
+    srv1 = shm_counters(shm) if srv0 else {}
     ru1 = children_cpu_s()
     attack = {}
     if atk:
@@ -618,6 +639,8 @@ def scenario(a, build, port, sc, mg_pid):
             attack = {'sent': st.get('sent'), 'rps': st.get('rps'),
                       'errors': st.get('errors', {}).get('total'), **st.get('statuses', {})}
         attack['cpu_cores'] = round(attack_cpu / total, 2)
+        if srv1:  # the server's count over the victim's window
+            attack['server'] = {k[len('connections_'):]: srv1[k] - srv0[k] for k in srv1}
     # the server settles: the attack's connections are gone before the next scenario
     time.sleep(1)
     return {'victim': json.loads(vic.stdout), 'attack': attack, 'meshgate_cpu_s': cpu,

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -83,8 +84,9 @@ enum conn_state {
     CONN_PACED,   /* a refusal held until its deadline before it is sent, not read (pacing.h) */
     CONN_PROXIED, /* the upstream engine has the socket (upstream.h) until it calls back */
     CONN_LIVE,    /* a WebSocket client of the live feed (live.h) */
+    CONN_TARPIT,  /* shed, held open unread until its header deadline (conn_tarpit) */
 };
-#define CONN_STATES (CONN_LIVE + 1)
+#define CONN_STATES (CONN_TARPIT + 1)
 
 /* Connections in the order they joined a list (the worker's heads and turn lists), each
  * through a link of its own for that list. */
@@ -167,8 +169,9 @@ struct worker {
      * deadline), and some that have stopped since, taken off when met at the front. */
     struct conn_list heads;
     bool nodelay_inherited; /* the listener has TCP_NODELAY: its connections have it */
-    unsigned conn_count;
+    unsigned conn_count;    /* open connections but the tarpit's: MESHGATE_MAX_CONNS_PER_WORKER */
     unsigned in_state[CONN_STATES]; /* the open connections in each state */
+    unsigned tarpit_max;            /* shed connections held unread at most (conn_tarpit) */
     /* What a turn visits instead of every connection: the deadlines in order, and the
      * connections READY or PARKED. turns[ready] gathers them for the next turn's serve_ready,
      * which takes the other list's (so one made ready while it serves waits for the next turn:
@@ -376,7 +379,8 @@ static void conn_close(struct worker *w, struct conn *c)
     mg_buf_free(&c->out);
     c->next = w->graveyard;
     w->graveyard = c;
-    w->conn_count--;
+    if (c->state != CONN_TARPIT)
+        w->conn_count--;
     mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_CLOSED, 1);
     mg_slot_set_connections(w->slot, w->conn_count);
 }
@@ -460,6 +464,54 @@ static struct conn *shed_candidate(struct worker *w)
     return w->heads.head;
 }
 
+/*
+ * The connection shed for a new one, when it began a request head and is counted against its
+ * address's cap, is kept open but no longer read until the header deadline it already had
+ * (HAProxy's tarpit, for a connection nginx or Apache would close): a slowloris whose shed
+ * connections are closed connects again at once, each new connection sheds another, and a
+ * shed costs a handshake, an accept, a record and a close, thousands a second; held, the
+ * connection leaves the attacker nothing to do until that deadline. It gives up its buffer
+ * and its place among the worker's MESHGATE_MAX_CONNS_PER_WORKER, keeps a descriptor (at most
+ * tarpit_max of them in the worker, MESHGATE_SHED_TARPIT) and keeps counting against its
+ * address's cap, so an address holds no more than its cap in both together. It is polled for
+ * the client's close only, which frees it at once. False (close it, as before) for a
+ * connection that has sent nothing yet (a browser's preconnection), one not counted (a
+ * trusted proxy's, a local socket's, no cap) and past the bound.
+ */
+static bool conn_tarpit(struct worker *w, struct conn *c)
+{
+    if (c->state != CONN_READING || c->hold < 0 || w->in_state[CONN_TARPIT] >= w->tarpit_max)
+        return false;
+    heads_unlink(w, c);
+    conn_set_state(w, c, CONN_TARPIT);
+    w->conn_count--;
+    mg_buf_free(&c->in);
+    set_interest(w, c, EPOLLRDHUP);
+    mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_TARPITTED, 1);
+    return true;
+}
+
+/*
+ * The tarpit's bound: MESHGATE_SHED_TARPIT, within the descriptors the soft RLIMIT_NOFILE
+ * leaves once the worker's connections have one each and a static file or an upstream socket
+ * each too, and TARPIT_FD_MARGIN for its own files: a held connection must not make an
+ * accept fail.
+ */
+#define TARPIT_FD_MARGIN 128
+
+static unsigned tarpit_bound(const struct mg_config *cfg)
+{
+    uint64_t bound = (uint64_t)cfg->shed_tarpit;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        uint64_t used = 3 * (uint64_t)cfg->max_conns_per_worker + TARPIT_FD_MARGIN;
+        uint64_t room = rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0;
+        if (bound > room)
+            bound = room;
+    }
+    return (unsigned)bound;
+}
+
 /* Whether the client of a new connection already holds its cap (read without the lock: a
  * full worker sheds nothing for a connection it would then close). */
 static bool client_at_cap(const struct worker *w, const uint8_t addr[MG_ADDR_BYTES], bool has_addr)
@@ -529,10 +581,13 @@ static int accept_some(struct worker *w, int64_t now, int max)
         int32_t hold;
         bool full = w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker;
         if (full && !client_at_cap(w, addr, has_addr)) {
-            /* Full: the oldest connection still sending its head makes room (has_room),
-             * and gives back its hold record for the new one. */
+            /* Full: the oldest connection still sending its head makes room (has_room):
+             * held unread (its hold record kept: the slot has one for each it may hold) or
+             * closed, giving its record back. */
             mg_counter_add(w->env.seg, MG_CTR_CONNECTIONS_SHED, 1);
-            conn_close(w, shed_candidate(w));
+            struct conn *shed = shed_candidate(w);
+            if (!conn_tarpit(w, shed))
+                conn_close(w, shed);
         }
         if ((full && w->conn_count >= (unsigned)w->env.cfg->max_conns_per_worker) ||
             !client_cap_admits(w, addr, has_addr, &hold)) {
@@ -544,7 +599,9 @@ static int accept_some(struct worker *w, int64_t now, int max)
         }
         accepted++;
         struct conn *c = calloc(1, sizeof *c);
-        if (!c || !mg_deadline_reserve(&w->deadlines, w->conn_count + 1)) {
+        /* Room in the deadline order for every connection, the held ones too. */
+        if (!c ||
+            !mg_deadline_reserve(&w->deadlines, w->conn_count + w->in_state[CONN_TARPIT] + 1)) {
             free(c);
             close(fd);
             if (hold >= 0) {
@@ -1500,6 +1557,8 @@ static void conn_timeout(struct worker *w, struct conn *c)
     case CONN_PARKED:
     case CONN_PROXIED:
         return; /* being served; its handler (or the upstream engine) keeps its own deadlines */
+    case CONN_TARPIT:
+        break; /* its header deadline: the bound it had before it was shed */
     }
     conn_close(w, c);
 }
@@ -1528,6 +1587,8 @@ static void begin_drain(struct worker *w, int64_t now)
         if (c->state == CONN_LIVE && !c->live.closing) {
             mg_counter_add(w->env.seg, MG_CTR_LIVE_CLOSED_DRAIN, 1);
             live_close_code(w, c, MG_WS_CLOSE_GOING_AWAY);
+        } else if (c->state == CONN_TARPIT) {
+            conn_close(w, c); /* its place in its address's cap is free for the new workers */
         }
     }
     /* A kept-alive connection between requests may have its next request on the way, or
@@ -1723,6 +1784,11 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     }
     for (uint32_t i = 0; i < holds; i++)
         w->free_holds[w->free_hold_count++] = holds - 1 - i;
+    /* A held connection keeps its record: the tarpit holds no more than the records past the
+     * worker's own connections (none without a cap: only counted connections are held). */
+    uint32_t spare = holds - (holds ? (uint32_t)w->env.cfg->max_conns_per_worker : 0);
+    if (w->tarpit_max > spare)
+        w->tarpit_max = spare;
     return true;
 }
 
@@ -1906,6 +1972,8 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             conn_readable(w, c, now, ev);
         } else if (c->state == CONN_PACED && (ev & (EPOLLERR | EPOLLHUP))) {
             conn_close(w, c); /* gone while its refusal was held: nobody will read it */
+        } else if (c->state == CONN_TARPIT && (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+            conn_close(w, c); /* the client gave up its shed connection: the descriptor is free */
         } else if (c->state == CONN_READY && (ev & EPOLLERR)) {
             close_unanswered(w, c, 499); /* the connection broke before its turn */
         } else if (c->state == CONN_PARKED && (ev & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
@@ -1984,6 +2052,7 @@ int mg_worker_run(struct mg_segment *seg, const struct mg_config *own_cfg,
     int one = 1;
     w.nodelay_inherited = setsockopt(listen_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
     w.master_pid = master_pid;
+    w.tarpit_max = tarpit_bound(w.env.cfg);
     w.limits.max_header_bytes = (size_t)w.env.cfg->max_header_bytes;
     w.limits.max_uri_bytes = (size_t)w.env.cfg->max_uri_bytes;
     if (!become_worker(&w, slot_index, master_pid) || !open_resources(&w, seg))

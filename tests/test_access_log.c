@@ -363,19 +363,23 @@ Test(access_log, json_lines_name_the_refusing_gate_and_the_waits)
     cr_assert(mg_test_server_start(&s, NULL, env));
     int held = mg_test_connect(s.port);
     cr_assert_geq(held, 0);
-    const char *req = "GET /api/packets?limit=1 HTTP/1.1\r\nHost: t\r\nX-Test-Hold-Ms: 400\r\n"
+    const char *req = "GET /api/packets?expand=observations&limit=1 HTTP/1.1\r\nHost: "
+                      "t\r\nX-Test-Hold-Ms: 400\r\n"
                       "User-Agent: held/1\r\nConnection: close\r\n\r\n";
     cr_assert(mg_test_send(held, req, strlen(req)));
     mg_test_sleep_ms(100);
-    cr_expect_eq(get(s.port, "/api/packets?limit=2", "User-Agent: waiter/1\r\n"), 200);
+    cr_expect_eq(
+        get(s.port, "/api/packets?expand=observations&limit=2", "User-Agent: waiter/1\r\n"), 200);
     struct mg_test_response r;
     cr_expect(mg_test_read_response(held, &r, false, 5000));
     mg_test_response_free(&r);
     close(held);
     cr_expect_eq(get(s.port, "/api/perf?mem=1", NULL), 200);
     cr_expect_eq(get(s.port, "/api/perf?mem=1", NULL), 429);
-    cr_expect_eq(get(s.port, "/api/packets?limit=3", NULL), 200);
-    cr_expect_eq(get(s.port, "/api/packets?limit=4", "Referer: https://x.example/\r\n"), 429);
+    cr_expect_eq(get(s.port, "/api/packets?expand=observations&limit=3", NULL), 200);
+    cr_expect_eq(
+        get(s.port, "/api/packets?expand=observations&limit=4", "Referer: https://x.example/\r\n"),
+        429);
     mg_test_sleep_ms(100);
     char *log = mg_test_server_log(&s);
     char *access = lines_with(log, "{\"time\":");
@@ -388,15 +392,16 @@ Test(access_log, json_lines_name_the_refusing_gate_and_the_waits)
         p = end + 1;
     }
     cr_expect_eq(count, 6u, "%s", access);
-    char *line = lines_with(access, "\"target\":\"/api/packets?limit=1\"");
+    char *line =
+        lines_with(access, "\"target\":\"/api/packets?expand=observations\\u0026limit=1\"");
     cr_expect(json_str_at_eq(line, "gate", "admitted:anon-line"), "%s", line);
     cr_expect(json_str_at_eq(line, "user_agent", "held/1"), "%s", line);
     free(line);
-    line = lines_with(access, "\"target\":\"/api/packets?limit=2\"");
+    line = lines_with(access, "\"target\":\"/api/packets?expand=observations\\u0026limit=2\"");
     cr_expect(json_str_at_eq(line, "gate", "waited:anon-line"), "%s", line);
     cr_expect_geq(json_int_at(line, "waited_ms"), 150, "%s", line);
     free(line);
-    line = lines_with(access, "\"target\":\"/api/packets?limit=4\"");
+    line = lines_with(access, "\"target\":\"/api/packets?expand=observations\\u0026limit=4\"");
     cr_expect(json_str_at_eq(line, "gate", "refused:rate-limit"), "%s", line);
     cr_expect_eq(json_int_at(line, "status"), 429);
     cr_expect(json_str_at_eq(line, "referer", "https://x.example/"), "%s", line);
@@ -424,18 +429,19 @@ Test(access_log, combined_names_a_signed_in_client_by_its_label_never_its_key, .
     const char *env[] = {setting, "MESHGATE_ACCESS_LOG=combined", NULL};
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
-    cr_expect_eq(get(s.port, "/api/packets?limit=1",
+    cr_expect_eq(get(s.port, "/api/packets?expand=observations&limit=1",
                      "Authorization: Bearer alpha-0123456789abcdef\r\nUser-Agent: ops-tool\r\n"),
                  200);
     cr_expect_eq(get(s.port, "/api/healthz", "X-API-Key: beta-0123456789abcdef\r\n"), 200);
     cr_expect_eq(get(s.port, "/api/healthz", "X-API-Key: gamma-0123456789abcdef\r\n"), 401);
-    cr_expect_eq(get(s.port, "/api/packets?limit=1", NULL), 200);
+    cr_expect_eq(get(s.port, "/api/packets?expand=observations&limit=1", NULL), 200);
     mg_test_sleep_ms(100);
     char *log = mg_test_server_log(&s);
     cr_expect_null(strstr(log, "0123456789abcdef"), "a key reached the log: %s", log);
     cr_expect_null(strstr(log, "alpha"), "a part of a key reached the log: %s", log);
     cr_expect(strstr(log, "127.0.0.1 - ops ["), "%s", log);
-    cr_expect(strstr(log, "\"GET /api/packets?limit=1 HTTP/1.1\" 200 "), "%s", log);
+    cr_expect(strstr(log, "\"GET /api/packets?expand=observations&limit=1 HTTP/1.1\" 200 "), "%s",
+              log);
     cr_expect(strstr(log, "\"-\" \"ops-tool\" "), "%s", log);
     cr_expect(strstr(log, "gate=bypassed waited_ms=0 worker="), "%s", log);
     cr_expect(strstr(log, "127.0.0.1 - key-3 ["), "a bare key is named by its line: %s", log);
@@ -482,7 +488,8 @@ Test(access_log, a_request_cut_at_the_drain_deadline_has_its_line, .init = make_
     cr_assert_eq(mg_segment_attach(&seg, s.shm_name, true, err, sizeof err), 0, "%s", err);
     int fd = mg_test_connect(s.port);
     cr_assert_geq(fd, 0);
-    const char *req = "GET /api/packets?limit=7 HTTP/1.1\r\nHost: t\r\nX-Test-Hold-Ms: 30000\r\n"
+    const char *req = "GET /api/packets?expand=observations&limit=7 HTTP/1.1\r\nHost: "
+                      "t\r\nX-Test-Hold-Ms: 30000\r\n"
                       "Authorization: Bearer drain-cut-0123456789abcdef\r\n"
                       "User-Agent: cut/1\r\n\r\n";
     cr_assert(mg_test_send(fd, req, strlen(req)));
@@ -492,8 +499,9 @@ Test(access_log, a_request_cut_at_the_drain_deadline_has_its_line, .init = make_
     cr_assert_eq(kill(s.pid, SIGTERM), 0);
     cr_expect(mg_test_wait_closed(fd, 30000), "the connection was not closed");
     close(fd);
-    char *log = mg_test_wait_log(&s, "\"target\":\"/api/packets?limit=7\"", 1, 30000);
-    char *line = lines_with(log, "\"target\":\"/api/packets?limit=7\"");
+    char *log = mg_test_wait_log(
+        &s, "\"target\":\"/api/packets?expand=observations\\u0026limit=7\"", 1, 30000);
+    char *line = lines_with(log, "\"target\":\"/api/packets?expand=observations\\u0026limit=7\"");
     cr_expect(strstr(line, "\"status\":503,\"bytes\":0,"), "%s", log);
     cr_expect(strstr(line, "\"user_agent\":\"cut/1\""), "%s", line);
     free(line);

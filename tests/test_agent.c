@@ -234,14 +234,14 @@ Test(agent, the_port_answers_from_the_gates_while_they_are_filled, .init = make_
     /* One permit held of one, no one waiting: the line is a third used, (1 + 0) of (1 + 2),
      * so the weight is between 100 x 1/2 x 2/3 and 100 x 2/3 whatever the workers do. */
     struct call holder, waiter[2];
-    call_start(&holder, s.port, "/api/packets", "X-Test-Hold-Ms: 6000\r\n");
+    call_start(&holder, s.port, "/api/packets?expand=observations", "X-Test-Hold-Ms: 6000\r\n");
     cr_assert(wait_for(&seg.anon->in_flight, 1));
     int w = agent_weight(agent_port);
     cr_expect(w >= 33 && w <= 67, "one permit of one held: weight %d", w);
 
     /* The line full too: the floor, whatever the workers do. */
     for (int i = 0; i < 2; i++)
-        call_start(&waiter[i], s.port, "/api/packets", NULL);
+        call_start(&waiter[i], s.port, "/api/packets?expand=observations", NULL);
     cr_assert(wait_for(&seg.anon->waiting, 2));
     char line[64];
     agent_read(agent_port, line, sizeof line);
@@ -297,7 +297,7 @@ Test(agent, maint_file_database_gone_reload_and_drain, .init = make_dir, .fini =
 
     /* A reload waits for a held request to finish in its old worker: drain meanwhile. */
     struct call held;
-    call_start(&held, s.port, "/api/packets", "X-Test-Hold-Ms: 3000\r\n");
+    call_start(&held, s.port, "/api/packets?expand=observations", "X-Test-Hold-Ms: 3000\r\n");
     struct mg_segment seg;
     char err[256];
     cr_assert_eq(mg_segment_attach(&seg, s.shm_name, true, err, sizeof err), 0, "%s", err);
@@ -309,7 +309,7 @@ Test(agent, maint_file_database_gone_reload_and_drain, .init = make_dir, .fini =
     expect_agent(agent_port, "ready up ");
 
     /* SIGTERM: drain until the master is gone. */
-    call_start(&held, s.port, "/api/packets", "X-Test-Hold-Ms: 3000\r\n");
+    call_start(&held, s.port, "/api/packets?expand=observations", "X-Test-Hold-Ms: 3000\r\n");
     cr_assert(wait_for(&seg.anon->in_flight, 1));
     cr_assert_eq(kill(s.pid, SIGTERM), 0);
     expect_agent(agent_port, "drain");
@@ -466,7 +466,7 @@ Test(agent, a_replica_copy_reports_its_lag_and_is_reloaded_when_replaced, .init 
     char err[256];
     cr_assert_eq(mg_segment_attach(&seg, s.shm_name, true, err, sizeof err), 0, "%s", err);
     struct call held;
-    call_start(&held, s.port, "/api/packets", "X-Test-Hold-Ms: 4000\r\n");
+    call_start(&held, s.port, "/api/packets?expand=observations", "X-Test-Hold-Ms: 4000\r\n");
     cr_assert(wait_for(&seg.anon->in_flight, 1));
     cr_assert_eq(rename(next, copy), 0);
     int64_t give_up = mg_test_now_ms() + WAIT_CEILING_MS;

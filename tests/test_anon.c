@@ -194,18 +194,18 @@ Test(anon, with_every_permit_held_anonymous_heavy_waits_while_signed_in_and_ligh
     attach(&s, &seg);
     struct call holder[2], waiter;
     for (int i = 0; i < 2; i++)
-        call_start(&holder[i], s.port, "/api/packets", HOLD(2500));
+        call_start(&holder[i], s.port, "/api/packets?expand=observations", HOLD(2500));
     cr_assert(wait_for(&seg.anon->in_flight, 2, WAIT_CEILING_MS), "both permits held");
-    call_start(&waiter, s.port, "/api/packets?limit=1", NULL);
+    call_start(&waiter, s.port, "/api/packets?expand=observations&limit=1", NULL);
     cr_assert(wait_for(&seg.anon->waiting, 1, WAIT_CEILING_MS),
               "the third anonymous request waits");
 
     /* Signed in: never waits in the line; light: never touches it. */
     struct call c;
-    call_now(&c, s.port, "/api/packets?limit=2", SIGNED_IN);
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=2", SIGNED_IN);
     cr_expect_eq(c.status, 200, "%s", c.body);
     cr_expect_lt(c.ms, 1000, "signed-in heavy took %lld ms", (long long)c.ms);
-    call_now(&c, s.port, "/api/packets?limit=3", "X-API-Key: " KEY "\r\n");
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=3", "X-API-Key: " KEY "\r\n");
     cr_expect_eq(c.status, 200, "%s", c.body);
     cr_expect_lt(c.ms, 1000);
     call_now(&c, s.port, "/api/nodes", NULL);
@@ -235,6 +235,51 @@ Test(anon, with_every_permit_held_anonymous_heavy_waits_while_signed_in_and_ligh
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }
 
+/* A page of /api/packets the summaries answer (no filter, at most MG_PACKETS_LIGHT_LIMIT rows)
+ * is light: signed in, it is answered on the worker's loop, not handed to its signed-in helper
+ * (the bypass counter does not move); anonymous, it never meets the line. Once the group's
+ * summaries and total are made (the first such page may be admitted again, heavy, while they
+ * are not), every one is. A longer page, an expanded one, goes to the helper. */
+Test(anon, a_signed_in_page_the_summaries_answer_runs_on_the_loop_not_its_helper, .init = make_dir,
+     .fini = remove_dir)
+{
+    const char *env[] = {"MESHGATE_WORKERS=1", "MESHGATE_ANON_RATE=0", keys_setting, NULL};
+    struct mg_test_server s;
+    cr_assert(mg_test_server_start(&s, NULL, env));
+    struct mg_segment seg;
+    attach(&s, &seg);
+    struct call c;
+    bool light = false;
+    int64_t give_up = mg_test_now_ms() + 60000; /* the suite's timeout is 90 s */
+    while (!light && mg_test_now_ms() < give_up) {
+        uint64_t bypassed = mg_counter_get(&seg, MG_CTR_ANON_BYPASSED);
+        call_now(&c, s.port, "/api/packets?limit=50", SIGNED_IN);
+        cr_assert_eq(c.status, 200, "%d %s", c.status, c.body);
+        light = mg_counter_get(&seg, MG_CTR_ANON_BYPASSED) == bypassed;
+        if (!light)
+            mg_test_sleep_ms(50);
+    }
+    cr_assert(light, "a signed-in /api/packets?limit=50 always went to the helper");
+    uint64_t bypassed = mg_counter_get(&seg, MG_CTR_ANON_BYPASSED);
+    uint64_t acquired = atomic_load(&seg.anon->acquired);
+    for (int i = 0; i < 5; i++) {
+        call_now(&c, s.port, i % 2 ? "/api/packets?limit=50" : "/api/packets", SIGNED_IN);
+        cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
+        call_now(&c, s.port, "/api/packets?limit=50", NULL);
+        cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
+    }
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_BYPASSED), bypassed, "one went to the helper");
+    cr_expect_eq(atomic_load(&seg.anon->acquired), acquired, "an anonymous page met the line");
+    call_now(&c, s.port, "/api/packets?limit=51", SIGNED_IN);
+    cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
+    call_now(&c, s.port, "/api/packets?limit=50&expand=observations", SIGNED_IN);
+    cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
+    cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_BYPASSED), bypassed + 2,
+                 "a page past the bounds was not handed to the helper");
+    mg_segment_detach(&seg);
+    cr_expect_eq(mg_test_server_stop(&s, 20000), 0);
+}
+
 Test(anon, a_full_line_answers_503_with_retry_after_and_does_not_grow, .init = make_dir,
      .fini = remove_dir)
 {
@@ -247,14 +292,14 @@ Test(anon, a_full_line_answers_503_with_retry_after_and_does_not_grow, .init = m
     struct mg_segment seg;
     attach(&s, &seg);
     struct call holder, waiter[2];
-    call_start(&holder, s.port, "/api/packets", HOLD(2000));
+    call_start(&holder, s.port, "/api/packets?expand=observations", HOLD(2000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
     for (int i = 0; i < 2; i++)
-        call_start(&waiter[i], s.port, "/api/packets", NULL);
+        call_start(&waiter[i], s.port, "/api/packets?expand=observations", NULL);
     cr_assert(wait_for(&seg.anon->waiting, 2, WAIT_CEILING_MS));
     for (int i = 0; i < 5; i++) {
         struct call c;
-        call_now(&c, s.port, "/api/packets?limit=5", NULL);
+        call_now(&c, s.port, "/api/packets?expand=observations&limit=5", NULL);
         expect_line_refusal(&c, "line for anonymous heavy requests is full");
         cr_expect_lt(c.ms, 1000, "a refusal is immediate (%lld ms)", (long long)c.ms);
         cr_expect_eq(seg.anon->waiting, 2, "the line grew");
@@ -307,7 +352,7 @@ Test(anon, thirty_at_once_against_two_permits_and_three_places_admit_five, .init
     enum { N = 30 };
     struct call c[N];
     for (int i = 0; i < N; i++)
-        call_start(&c[i], s.port, "/api/packets", HOLD(1500));
+        call_start(&c[i], s.port, "/api/packets?expand=observations", HOLD(1500));
     int ok = 0, refused = 0;
     for (int i = 0; i < N; i++) {
         call_join(&c[i]);
@@ -342,9 +387,9 @@ Test(anon, the_wait_in_line_is_bounded, .init = make_dir, .fini = remove_dir)
     struct mg_segment seg;
     attach(&s, &seg);
     struct call holder, c;
-    call_start(&holder, s.port, "/api/packets", HOLD(3000));
+    call_start(&holder, s.port, "/api/packets?expand=observations", HOLD(3000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
-    call_now(&c, s.port, "/api/packets", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations", NULL);
     expect_line_refusal(&c, "ran out");
     cr_expect_geq(c.ms, 380, "refused before its wait (%lld ms)", (long long)c.ms);
     cr_expect_lt(c.ms, 1500, "waited past its bound (%lld ms)", (long long)c.ms);
@@ -371,7 +416,7 @@ Test(anon, a_worker_killed_holding_an_anonymous_permit_gives_it_back, .init = ma
     struct mg_segment seg;
     attach(&s, &seg);
     struct call holder, waiter;
-    call_start(&holder, s.port, "/api/packets", HOLD(30000));
+    call_start(&holder, s.port, "/api/packets?expand=observations", HOLD(30000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
     int pid = 0;
     for (int i = 0; i < MG_FIFO_HOLDERS_MAX && !pid; i++)
@@ -380,7 +425,7 @@ Test(anon, a_worker_killed_holding_an_anonymous_permit_gives_it_back, .init = ma
     cr_expect(strstr(seg.anon->holder[0].key, "127.0.0.1 /api/packets") ||
                   strstr(seg.anon->holder[1].key, "127.0.0.1 /api/packets"),
               "the record names the client and the path");
-    call_start(&waiter, s.port, "/api/packets", NULL);
+    call_start(&waiter, s.port, "/api/packets?expand=observations", NULL);
     cr_assert(wait_for(&seg.anon->waiting, 1, WAIT_CEILING_MS));
     int64_t killed = mg_test_now_ms();
     cr_assert_eq(kill(pid, SIGKILL), 0);
@@ -392,7 +437,7 @@ Test(anon, a_worker_killed_holding_an_anonymous_permit_gives_it_back, .init = ma
     cr_expect_eq(holder.status, -1, "the killed worker's client got no answer");
     cr_expect(wait_for(&seg.anon->in_flight, 0, 2000));
     struct call c;
-    call_now(&c, s.port, "/api/packets", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations", NULL);
     cr_expect_eq(c.status, 200);
     cr_expect_lt(c.ms, 1000);
     mg_segment_detach(&seg);
@@ -410,10 +455,10 @@ Test(anon, the_rate_limit_lets_the_burst_through_then_says_when_to_come_back, .i
     attach(&s, &seg);
     struct call c;
     for (int i = 0; i < 3; i++) {
-        call_now(&c, s.port, "/api/packets", NULL);
+        call_now(&c, s.port, "/api/packets?expand=observations", NULL);
         cr_expect_eq(c.status, 200, "request %d of the burst: %d %s", i + 1, c.status, c.body);
     }
-    call_now(&c, s.port, "/api/packets", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations", NULL);
     cr_expect_eq(c.status, 429, "%d %s", c.status, c.body);
     cr_expect_str_eq(c.retry_after, "2");
     cr_expect_str_eq(c.cache_control, "no-store");
@@ -422,17 +467,17 @@ Test(anon, the_rate_limit_lets_the_burst_through_then_says_when_to_come_back, .i
     /* Light requests and signed-in clients are not counted against it. */
     call_now(&c, s.port, "/api/nodes", NULL);
     cr_expect_eq(c.status, 200);
-    call_now(&c, s.port, "/api/packets", SIGNED_IN);
+    call_now(&c, s.port, "/api/packets?expand=observations", SIGNED_IN);
     cr_expect_eq(c.status, 200);
     /* A refusal takes nothing: the next is refused with the same wait, no longer. */
-    call_now(&c, s.port, "/api/packets?limit=1", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=1", NULL);
     cr_expect_eq(c.status, 429);
     cr_expect(strcmp(c.retry_after, "1") == 0 || strcmp(c.retry_after, "2") == 0, "%s",
               c.retry_after);
     mg_test_sleep_ms((int)(2050 - (mg_test_now_ms() - refused_at)));
-    call_now(&c, s.port, "/api/packets", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations", NULL);
     cr_expect_eq(c.status, 200, "after Retry-After one passes again: %d %s", c.status, c.body);
-    call_now(&c, s.port, "/api/packets", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations", NULL);
     cr_expect_eq(c.status, 429, "and only one");
     cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_RATE_LIMITED), 3);
     cr_expect_eq(mg_counter_get(&seg, MG_CTR_ANON_BYPASSED), 1);
@@ -446,16 +491,19 @@ static int status_from(int port, const char *xff)
     if (xff)
         snprintf(headers, sizeof headers, "X-Forwarded-For: %s\r\n", xff);
     struct call c;
-    call_now(&c, port, "/api/packets?limit=1", headers);
+    call_now(&c, port, "/api/packets?expand=observations&limit=1", headers);
     return c.status;
 }
 
 static bool log_has_both_lines(void *arg)
 {
     char *log = mg_test_server_log(arg);
-    bool both = log &&
-                strstr(log, "access 198.51.100.2 (via 127.0.0.1) \"GET /api/packets?limit=1") &&
-                strstr(log, "access 127.0.0.1 \"GET /api/packets?limit=1");
+    bool both =
+        log &&
+        strstr(
+            log,
+            "access 198.51.100.2 (via 127.0.0.1) \"GET /api/packets?expand=observations&limit=1") &&
+        strstr(log, "access 127.0.0.1 \"GET /api/packets?expand=observations&limit=1");
     free(log);
     return both;
 }
@@ -490,9 +538,13 @@ Test(anon, x_forwarded_for_counts_only_from_a_trusted_proxy, .init = make_dir, .
     /* The access log names the client, and the proxy it came through (once it is written). */
     cr_expect(mg_test_wait_until(log_has_both_lines, &s, WAIT_CEILING_MS, 10));
     char *log = mg_test_server_log(&s);
-    cr_expect(strstr(log, "access 198.51.100.2 (via 127.0.0.1) \"GET /api/packets?limit=1"), "%s",
+    cr_expect(
+        strstr(
+            log,
+            "access 198.51.100.2 (via 127.0.0.1) \"GET /api/packets?expand=observations&limit=1"),
+        "%s", log);
+    cr_expect(strstr(log, "access 127.0.0.1 \"GET /api/packets?expand=observations&limit=1"), "%s",
               log);
-    cr_expect(strstr(log, "access 127.0.0.1 \"GET /api/packets?limit=1"), "%s", log);
     free(log);
     cr_expect_eq(mg_test_server_stop(&s, 5000), 0);
 }
@@ -519,19 +571,19 @@ Test(anon, one_client_holds_only_its_share_of_the_line_and_another_is_answered, 
 #define CLIENT_A "X-Forwarded-For: 198.51.100.1\r\n"
 #define CLIENT_B "X-Forwarded-For: 198.51.100.2\r\n"
     struct call a[3], b;
-    call_start(&a[0], s.port, "/api/packets", CLIENT_A HOLD(1500));
+    call_start(&a[0], s.port, "/api/packets?expand=observations", CLIENT_A HOLD(1500));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
     for (int i = 1; i < 3; i++)
-        call_start(&a[i], s.port, "/api/packets", CLIENT_A HOLD(200));
+        call_start(&a[i], s.port, "/api/packets?expand=observations", CLIENT_A HOLD(200));
     cr_assert(wait_for(&seg.anon->waiting, 2, WAIT_CEILING_MS), "a's share: a permit, 2 places");
     for (int i = 0; i < 3; i++) {
         struct call c;
-        call_now(&c, s.port, "/api/packets?limit=5", CLIENT_A);
+        call_now(&c, s.port, "/api/packets?expand=observations&limit=5", CLIENT_A);
         expect_line_refusal(&c, "this address holds its share of the line");
         cr_expect_lt(c.ms, 1000, "a refusal is immediate (%lld ms)", (long long)c.ms);
         cr_expect_eq(seg.anon->waiting, 2, "a took more than its share");
     }
-    call_start(&b, s.port, "/api/packets?limit=1", CLIENT_B);
+    call_start(&b, s.port, "/api/packets?expand=observations&limit=1", CLIENT_B);
     cr_assert(wait_for(&seg.anon->waiting, 3, WAIT_CEILING_MS), "b waits in line");
     cr_expect_eq(atomic_load(&seg.anon->refused_share), 3);
     cr_expect_eq(atomic_load(&seg.anon->refused_full), 0);
@@ -548,7 +600,7 @@ Test(anon, one_client_holds_only_its_share_of_the_line_and_another_is_answered, 
     cr_expect_eq(atomic_load(&seg.anon->acquired), 4);
     /* The share is free again once a's requests are answered. */
     struct call c;
-    call_now(&c, s.port, "/api/packets?limit=2", CLIENT_A);
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=2", CLIENT_A);
     cr_expect_eq(c.status, 200, "%d %s", c.status, c.body);
 #undef CLIENT_A
 #undef CLIENT_B
@@ -572,7 +624,7 @@ static void *flood_loop(void *p)
     struct flood *f = p;
     while (!atomic_load(&f->stop)) {
         char target[64];
-        snprintf(target, sizeof target, "/api/packets?limit=%d",
+        snprintf(target, sizeof target, "/api/packets?expand=observations&limit=%d",
                  100 + atomic_fetch_add(&f->next, 1));
         struct mg_test_response r;
         int status = 0;
@@ -611,7 +663,7 @@ Test(anon, a_flood_from_one_address_does_not_keep_another_out_of_the_line, .init
     cr_assert(wait_for(&seg.anon->waiting, 5, WAIT_CEILING_MS), "waiting %u", seg.anon->waiting);
     cr_assert(wait_for64(&seg.anon->refused_share, 1, WAIT_CEILING_MS));
     struct call other;
-    call_from_other(&other, s.port, "/api/packets?limit=3");
+    call_from_other(&other, s.port, "/api/packets?expand=observations&limit=3");
     cr_expect_eq(other.status, 200, "the other address got %d after %lld ms: %s", other.status,
                  (long long)other.ms, other.body);
     atomic_store(&f->stop, true);
@@ -649,7 +701,7 @@ Test(anon, a_slow_anonymous_build_does_not_hold_another_address_s_upstream_reque
     struct mg_segment seg;
     attach(&s, &seg);
     struct call build;
-    call_start(&build, s.port, "/api/packets?limit=77", HOLD(8000));
+    call_start(&build, s.port, "/api/packets?expand=observations&limit=77", HOLD(8000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS), "the build never held the line");
     struct call other;
     call_from_other(&other, s.port, "/slow?ms=1");
@@ -720,13 +772,13 @@ Test(anon, with_every_gate_full_light_requests_still_find_a_worker, .init = make
     /* The anonymous line: three holders running on helpers, three waiting. */
     struct call holder[3], waiter[3];
     for (int i = 0; i < 3; i++) {
-        call_start(&holder[i], s.port, "/api/packets", HOLD(15000));
+        call_start(&holder[i], s.port, "/api/packets?expand=observations", HOLD(15000));
         cr_assert(wait_for(&seg.anon->in_flight, (uint32_t)i + 1, WAIT_CEILING_MS));
     }
     for (int i = 0; i < 3; i++)
-        call_start(&waiter[i], s.port, "/api/packets", NULL);
+        call_start(&waiter[i], s.port, "/api/packets?expand=observations", NULL);
     cr_assert(wait_for(&seg.anon->waiting, 3, WAIT_CEILING_MS));
-    call_now(&c, s.port, "/api/packets", NULL);
+    call_now(&c, s.port, "/api/packets?expand=observations", NULL);
     expect_line_refusal(&c, "is full");
 
     /* Every gate is full; light requests are answered at once all the same. */
@@ -797,9 +849,9 @@ Test(anon, warm_answers_and_refused_walks_do_not_wait_in_the_line, .init = make_
     cr_expect_eq(atomic_load(&seg.anon->acquired), 2);
 
     struct call holder, waiter;
-    call_start(&holder, s.port, "/api/packets", HOLD(2000));
+    call_start(&holder, s.port, "/api/packets?expand=observations", HOLD(2000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
-    call_start(&waiter, s.port, "/api/packets", NULL);
+    call_start(&waiter, s.port, "/api/packets?expand=observations", NULL);
     cr_assert(wait_for(&seg.anon->waiting, 1, WAIT_CEILING_MS));
     call_now(&c, s.port, path, NULL);
     cr_expect_eq(c.status, 200, "a warm report: %d %s", c.status, c.body);
@@ -887,7 +939,7 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
             mg_test_sleep_ms(50);
     }
     cr_assert(light, "the node list did not become light (the group's tables)");
-    call_start(&heavy, s.port, "/api/packets", HOLD(8000));
+    call_start(&heavy, s.port, "/api/packets?expand=observations", HOLD(8000));
     cr_assert(wait_for(&seg.anon->in_flight, 1, WAIT_CEILING_MS));
     /* Helpers start with their pool's first job (jobs.h): while the anonymous request runs,
      * its pool has one thread, at the lower priority; the loop (and a signed-in helper, if
@@ -915,7 +967,7 @@ Test(anon, anonymous_heavy_work_runs_on_a_low_priority_helper_and_the_loop_stays
     cr_expect_eq(seg.anon->in_flight, 1,
                  "/api/nodes was answered only after the anonymous request");
     cr_expect_lt(c.ms, 4000, "the worker's loop was held for %lld ms", (long long)c.ms);
-    call_now(&c, s.port, "/api/packets?limit=1", SIGNED_IN);
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=1", SIGNED_IN);
     cr_expect_eq(c.status, 200);
     cr_expect_lt(c.ms, 4000, "a signed-in heavy request waited %lld ms", (long long)c.ms);
     cr_expect_eq(seg.anon->in_flight, 1, "the anonymous request is still running");
@@ -941,7 +993,7 @@ Test(anon, signed_in_heavy_work_runs_on_a_helper_and_the_loop_stays_free, .init 
     struct mg_segment seg;
     attach(&s, &seg);
     struct call heavy, c;
-    call_start(&heavy, s.port, "/api/packets", SIGNED_IN HOLD(8000));
+    call_start(&heavy, s.port, "/api/packets?expand=observations", SIGNED_IN HOLD(8000));
     /* The worker has taken it up (its slot shows it) before healthz is asked. */
     int64_t t0 = mg_test_now_ms();
     while (atomic_load(&seg.slots[0].request_started_monotonic_ns) == 0 &&
@@ -953,7 +1005,8 @@ Test(anon, signed_in_heavy_work_runs_on_a_helper_and_the_loop_stays_free, .init 
     cr_expect_eq(c.status, 200);
     cr_expect_lt(c.ms, 4000, "the worker's loop was held for %lld ms", (long long)c.ms);
     /* Another client's (its own key: one key's requests run one at a time, see below). */
-    call_now(&c, s.port, "/api/packets?limit=1", "Authorization: Bearer " OTHER_KEY "\r\n");
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=1",
+             "Authorization: Bearer " OTHER_KEY "\r\n");
     cr_expect_eq(c.status, 200, "%s", c.body);
     cr_expect_lt(c.ms, 4000, "another signed-in heavy request waited %lld ms", (long long)c.ms);
     call_join(&heavy);
@@ -1006,7 +1059,7 @@ Test(anon, a_signed_in_client_runs_one_heavy_request_on_the_helpers_at_a_time, .
     struct call mine[N], c;
     memset(mine, 0, sizeof mine);
     for (int i = 0; i < N; i++)
-        call_start(&mine[i], s.port, "/api/packets", SIGNED_IN HOLD(2500));
+        call_start(&mine[i], s.port, "/api/packets?expand=observations", SIGNED_IN HOLD(2500));
     /* The first is on a helper: another client's request and healthz do not wait for it. */
     t0 = mg_test_now_ms();
     while ((atomic_load(&seg.slots[0].helpers_busy) & 0xffffu) == 0 &&
@@ -1016,7 +1069,8 @@ Test(anon, a_signed_in_client_runs_one_heavy_request_on_the_helpers_at_a_time, .
     call_now(&c, s.port, "/api/healthz", NULL);
     cr_expect_eq(c.status, 200);
     cr_expect_lt(c.ms, HOLD_MS / 2, "healthz waited %lld ms", (long long)c.ms);
-    call_now(&c, s.port, "/api/packets?limit=1", "Authorization: Bearer " OTHER_KEY "\r\n");
+    call_now(&c, s.port, "/api/packets?expand=observations&limit=1",
+             "Authorization: Bearer " OTHER_KEY "\r\n");
     cr_expect_eq(c.status, 200, "%s", c.body);
     cr_expect_lt(c.ms, HOLD_MS / 2, "another key's request waited %lld ms", (long long)c.ms);
     /* The client's own: one at a time, each after the one before. */

@@ -36,6 +36,8 @@
 #include "region_map.h"
 #include "router.h"
 #include "stats.h"
+#include "summaries.h"
+#include "tx_summary.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -119,6 +121,15 @@ static const char *const heavy_targets[] = {
  * thousand): each must be classed heavy, or be light within the bounds.
  */
 static const char *const worst_targets[] = {
+    "/api/packets?limit=51",
+    "/api/packets?limit=50&offset=1001",
+    "/api/packets?limit=10000",
+    "/api/packets?expand=observations",
+    "/api/packets?groupByHash=true",
+    "/api/packets?node={node}",
+    "/api/packets?hash={hash}",
+    "/api/packets?region=SJC",
+    "/api/packets?observer={observer}",
     "/api/packets/{packet}",
     "/api/packets/{hash}",
     "/api/traces/{hash}",
@@ -308,9 +319,20 @@ static bool can_be_light(const struct mg_route *r)
     return r->cost == MG_COST_LIGHT || r->heavy_when != NULL;
 }
 
+/* The group's summaries of the context's database, made whole as a worker's helper makes
+ * them (summaries.c), so that the pages of /api/packets they answer can be light. */
+static struct mg_tx_summaries summaries;
+
 static void open_ctx(struct mg_test_ctx *t, const char *db)
 {
     cr_assert(mg_test_ctx_open(t, db));
+    char err[512] = "";
+    cr_assert_eq(mg_summaries_open(db, 1000, &summaries, err, sizeof err), 0, "%s", err);
+    cr_assert(mg_tx_summary_lease_take(&summaries, getpid(), 1));
+    cr_assert_eq(mg_packets_summaries_pass(&t->db, &summaries, getpid(), err, sizeof err), 0, "%s",
+                 err);
+    mg_tx_summary_lease_release(&summaries, getpid());
+    t->env.summaries = &summaries;
     /* No anonymous rate limit in the way of the walk; every fetch counted. */
     t->seg.clients.table->per_minute = 0;
     mg_db_set_mmap(&t->db, 0);
@@ -318,6 +340,13 @@ static void open_ctx(struct mg_test_ctx *t, const char *db)
     /* As a worker does before it serves (db_counts.h). */
     struct mg_db_counts counts;
     cr_assert(mg_db_counts_get(&t->env, &counts));
+}
+
+static void close_ctx(struct mg_test_ctx *t)
+{
+    t->env.summaries = NULL;
+    mg_tx_summaries_destroy(&summaries);
+    mg_test_ctx_close(t);
 }
 
 static void print_table(const char *db)
@@ -364,7 +393,7 @@ static void print_table(const char *db)
                target, m.light ? "light" : "heavy", m.status, m.ms, m.vm_steps, m.pages, m.bytes);
     }
     fflush(stdout);
-    mg_test_ctx_close(&t);
+    close_ctx(&t);
 }
 
 Test(cost, every_route_that_can_be_light_declares_its_worst_requests)
@@ -396,10 +425,13 @@ static void expect_bounded(const char *target, int round, const struct measured 
     cr_expect_leq(m->pages, LIGHT_PAGES_MAX,
                   "%.200s (run %d) is light but fetched %" PRId64 " pages", target, round,
                   m->pages);
+    /* A light page of /api/packets may write MG_PACKETS_LIGHT_BYTES (ep_packets.h): 50 rows. */
+    int64_t bytes_max = strncmp(target, "/api/packets", 12) == 0 && strchr("?", target[12])
+                            ? MG_PACKETS_LIGHT_BYTES
+                            : LIGHT_BYTES_MAX;
     if (!size_fixed_by_program(target))
-        cr_expect_leq(m->bytes, LIGHT_BYTES_MAX,
-                      "%.200s (run %d) is light but wrote %" PRId64 " bytes", target, round,
-                      m->bytes);
+        cr_expect_leq(m->bytes, bytes_max, "%.200s (run %d) is light but wrote %" PRId64 " bytes",
+                      target, round, m->bytes);
 }
 
 /* Every light case and worst request on the database; every_case_light: each light case must
@@ -459,7 +491,7 @@ static void walk(const char *db, bool every_case_light)
                 expect_bounded(target, round, &m);
         }
     }
-    mg_test_ctx_close(&t);
+    close_ctx(&t);
 }
 
 /* The shape's database under the build directory, generated when it is not there yet (its
@@ -551,7 +583,7 @@ Test(cost, the_bounds_catch_a_scan_of_observations)
                                       " OR snr IS NULL"),
                   OBSERVATIONS);
     cr_expect_gt(mg_db_vm_steps(&t.db) - steps, LIGHT_VM_STEPS_MAX, "a filtered scan went unseen");
-    mg_test_ctx_close(&t);
+    close_ctx(&t);
 }
 
 /* Every route is counted: the table and the three extras fit the segment's route records

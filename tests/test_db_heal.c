@@ -59,7 +59,8 @@ static int get_status(const char *target, const char *headers, char **body)
 Test(db_heal, a_broken_connection_is_opened_again_and_the_request_retried, .fini = fini)
 {
     start("MESHGATE_WORKERS=1");
-    const char *targets[] = {"/api/nodes", "/api/stats", "/api/observers", "/api/packets?limit=5"};
+    const char *targets[] = {"/api/nodes", "/api/stats", "/api/observers",
+                             "/api/packets?expand=observations&limit=5"};
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
         uint64_t before = mg_counter_get(&seg, MG_CTR_DB_FAULTS);
         cr_expect_eq(get_status(targets[i], "X-Test-Db-Break: 1\r\n", NULL), 200, "%s", targets[i]);

@@ -89,7 +89,8 @@ Test(hooks, the_production_binary_ignores_test_headers, .fini = fini)
      * anonymous line's lock, or hold it past the read's 30 s; none gets a header of the hooks. */
     const char *asks[] = {"X-Test-Db-Break: 2\r\n", "X-Test-Stop-In-Lock: anon\r\n",
                           "X-Test-Hold-Ms: 30000\r\n"};
-    const char *targets[] = {"/api/nodes", "/api/packets?limit=1", "/api/packets?limit=2"};
+    const char *targets[] = {"/api/nodes", "/api/packets?expand=observations&limit=1",
+                             "/api/packets?expand=observations&limit=2"};
     for (size_t i = 0; i < sizeof asks / sizeof *asks; i++) {
         struct mg_test_response r;
         cr_assert(mg_test_get(server.port, targets[i], asks[i], &r), "%s", asks[i]);

@@ -105,7 +105,8 @@ Test(prepared, a_parked_request_is_parsed_and_prepared_once_however_many_turns_i
     struct mg_test_server s;
     cr_assert(mg_test_server_start(&s, NULL, env));
     struct mg_test_response r;
-    cr_assert(mg_test_get(s.port, "/api/packets?limit=1", "X-Test-Hold-Ms: 300\r\n", &r));
+    cr_assert(mg_test_get(s.port, "/api/packets?expand=observations&limit=1",
+                          "X-Test-Hold-Ms: 300\r\n", &r));
     cr_expect_eq(r.status, 200, "%d %s", r.status, r.body);
     char counts[128] = "";
     cr_assert(mg_test_header(&r, "X-Test-Prepared", counts, sizeof counts), "%s", r.head);

@@ -339,7 +339,7 @@ static void *held_call(void *arg)
     struct held *h = arg;
     struct mg_test_response r;
     h->status = -1;
-    if (mg_test_get(h->port, "/api/packets?limit=1", h->headers, &r)) {
+    if (mg_test_get(h->port, "/api/packets?expand=observations&limit=1", h->headers, &r)) {
         h->status = r.status;
         mg_test_response_free(&r);
     }

@@ -189,12 +189,14 @@ static void stopped_inside(const char *part, const char *trigger, const char *ne
 
 Test(stall, worker_stopped_inside_the_anonymous_line_lock_costs_at_most_the_stall_bound)
 {
-    stopped_inside("anon", "/api/packets?limit=1", "/api/packets?limit=1");
+    stopped_inside("anon", "/api/packets?expand=observations&limit=1",
+                   "/api/packets?expand=observations&limit=1");
 }
 
 Test(stall, worker_stopped_inside_a_rate_table_lock_costs_at_most_the_stall_bound)
 {
-    stopped_inside("clients", "/api/packets?limit=1", "/api/packets?limit=1");
+    stopped_inside("clients", "/api/packets?expand=observations&limit=1",
+                   "/api/packets?expand=observations&limit=1");
 }
 
 Test(stall, worker_stopped_inside_the_cold_gate_lock_costs_at_most_the_stall_bound)
@@ -248,7 +250,8 @@ Test(stall, the_masters_reclaim_never_waits_for_a_worker_stopped_in_a_lock)
     cr_assert(mg_test_server_start(&s, NULL, base_env), "the server did not start");
     struct mg_segment seg;
     attach(&s, &seg, true);
-    int held_fd = send_only(s.port, "/api/packets?limit=1", "X-Test-Stop-In-Lock: anon\r\n");
+    int held_fd = send_only(s.port, "/api/packets?expand=observations&limit=1",
+                            "X-Test-Stop-In-Lock: anon\r\n");
     int frozen = wait_stopped_worker(&seg);
     cr_assert_gt(frozen, 0);
     int frozen_slot = slot_of(&seg, frozen);
@@ -299,7 +302,8 @@ Test(stall, damaged_lock_words_are_forced_free_and_sigterm_still_stops_the_maste
 
     int status;
     int64_t took;
-    cr_assert(answered_within(s.port, "/api/packets?limit=1", CEILING_MS, &status, &took),
+    cr_assert(answered_within(s.port, "/api/packets?expand=observations&limit=1", CEILING_MS,
+                              &status, &took),
               "an anonymous heavy request (the anonymous line's lock) was not answered");
     cr_expect_eq(status, 200);
     cr_expect_lt(took, STALL_MS + SLACK_MS, "took %lld ms", (long long)took);

@@ -348,6 +348,77 @@ Test(summaries, deleted_best_observation_reads_the_row_directly)
     mg_test_rmdir(dir);
 }
 
+/* Whether target, asked once, was answered light (on the loop, admitted light to the end),
+ * with 200; body (when not NULL) gets a copy of the answer. */
+static bool answered_light(struct mg_test_ctx *t, const char *target, char **body)
+{
+    int status = mg_test_ctx_get(t, target);
+    cr_assert_eq(status, 200, "%s answered %d: %s", target, status, t->res.body.data);
+    if (body)
+        cr_assert(*body = strdup(t->res.body.data));
+    return t->light;
+}
+
+/*
+ * A page the summaries answer with a bounded cost is light (mg_packets_is_heavy: no filter,
+ * at most MG_PACKETS_LIGHT_LIMIT rows MG_PACKETS_LIGHT_OFFSET down), and answers the bytes a
+ * direct read does; one that turns out to need more at run time (no total kept for its
+ * snapshot, the summaries more than MG_PACKETS_LIGHT_LAG observations behind) is admitted
+ * again, heavy, in the same request; pages past the bounds are heavy from the start.
+ */
+Test(summaries, a_page_the_summaries_answer_is_light_and_one_they_cannot_is_admitted_heavy)
+{
+    char dir[128], db[256];
+    struct mg_test_ctx t;
+    struct mg_tx_summaries s;
+    open_generated(dir, db, 33, 4000, 4, &t, &s); /* 1000 transmissions */
+    t.env.summaries = NULL;
+    char *direct = NULL, *readmitted = NULL, *light = NULL;
+    cr_assert_not(answered_light(&t, "/api/packets?limit=50", &direct), "light with no summaries");
+    char err[512];
+    cr_assert(mg_tx_summary_lease_take(&s, getpid(), 1));
+    cr_assert_eq(mg_packets_summaries_pass(&t.db, &s, getpid(), err, sizeof err), 0, "%s", err);
+    mg_tx_summary_lease_release(&s, getpid());
+    t.env.summaries = &s;
+    mg_packets_totals_forget();
+    /* No total kept for this snapshot: counting is not light. */
+    cr_expect_not(answered_light(&t, "/api/packets?limit=50", &readmitted),
+                  "counted the total on the loop");
+    cr_expect(answered_light(&t, "/api/packets?limit=50", &light), "the summaries' page was heavy");
+    cr_expect(mg_packets_last_used_summaries());
+    cr_expect_str_eq(readmitted, direct);
+    cr_expect_str_eq(light, direct);
+    cr_expect(answered_light(&t, "/api/packets", NULL));
+    cr_expect(answered_light(&t, "/api/packets?order=asc&limit=50&offset=1000", NULL));
+    static const char *const heavy[] = {
+        "/api/packets?limit=51",
+        "/api/packets?limit=50&offset=1001",
+        "/api/packets?expand=observations",
+        "/api/packets?groupByHash=true",
+        "/api/packets?type=4",
+        "/api/packets?observer=zz",
+    };
+    for (size_t i = 0; i < sizeof heavy / sizeof heavy[0]; i++)
+        cr_expect_not(answered_light(&t, heavy[i], NULL), "%s was light", heavy[i]);
+    /* The summaries fall behind by more than a light page may list: admitted again, heavy,
+     * whose run folds the new rows in; then light again, the same bytes as read directly. */
+    sqlite3 *w = open_writer(db);
+    unsigned rng = 7;
+    ingest_round(w, &rng, MG_PACKETS_LIGHT_LAG + 100);
+    sqlite3_close(w);
+    cr_expect_not(answered_light(&t, "/api/packets?limit=50", NULL), "light while behind");
+    free(light);
+    free(direct);
+    cr_expect(answered_light(&t, "/api/packets?limit=50", &light), "heavy once caught up");
+    t.env.summaries = NULL;
+    cr_expect_not(answered_light(&t, "/api/packets?limit=50", &direct));
+    cr_expect_str_eq(light, direct);
+    free(direct);
+    free(readmitted);
+    free(light);
+    close_generated(dir, &t, &s);
+}
+
 Test(summaries, record_being_written_reads_as_absent)
 {
     struct mg_tx_summaries s;
@@ -861,7 +932,8 @@ Test(summaries, a_request_that_waits_for_the_first_chunk_is_run_again_after_a_co
     cr_assert_eq(atomic_load(&st->building), 1u, "the first chunk never began");
     uint64_t faults = mg_counter_get(&seg, MG_CTR_DB_FAULTS);
     struct mg_test_response r;
-    cr_assert(mg_test_get(srv.port, "/api/packets?limit=5", "X-Test-Db-Break: 1\r\n", &r));
+    /* Past MG_PACKETS_LIGHT_LIMIT: heavy, whatever the summaries hold. */
+    cr_assert(mg_test_get(srv.port, "/api/packets?limit=51", "X-Test-Db-Break: 1\r\n", &r));
     cr_expect_eq(r.status, 200, "%s%s", r.head, r.body);
     mg_test_response_free(&r);
     cr_expect_eq(mg_counter_get(&seg, MG_CTR_DB_FAULTS), faults + 1,

@@ -19,6 +19,7 @@
 #include "admission.h"
 #include "clock.h"
 #include "corescope_config.h"
+#include "dispatch.h"
 #include "json.h"
 #include "log.h"
 #include "node_visibility.h"
@@ -28,6 +29,7 @@
 #include "table_stats.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -604,8 +606,33 @@ static void total_store(const struct mg_buf *key, int64_t total, unsigned data_v
     e->cost_ns = cost_ns;
 }
 
+/*
+ * The total of the page with no filter, shared by the process's threads: the loop, which
+ * answers a light page (MG_PACKETS_LIGHT_LIMIT), counts nothing, and reads the total its
+ * helper last counted. Data versions are a connection's own, so the entry is named by what
+ * its snapshot held: the file, the first and last transmission, the last observation (a
+ * transmission added or the oldest pruned moves one of them; one deleted from the middle with
+ * no write after it moves none, and the light pages show the total before it until the next
+ * write). Only an exact count is kept (counted in that snapshot, or kept for its data version).
+ */
+struct total_shape {
+    uint64_t dev, ino;
+    int64_t first_tx, last_tx, last_obs;
+    bool keys_not_null;
+};
+
+static pthread_mutex_t shared_total_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    bool set;
+    struct total_shape shape;
+    int64_t total;
+} shared_total;
+
 void mg_packets_totals_forget(void)
 {
+    pthread_mutex_lock(&shared_total_lock);
+    shared_total.set = false;
+    pthread_mutex_unlock(&shared_total_lock);
     for (int i = 0; i < TOTAL_CACHE_ENTRIES; i++) {
         free(total_cache[i].key);
         total_cache[i] = (struct total_entry){0};
@@ -732,6 +759,9 @@ struct packets_run {
     int64_t summary_high_water, snapshot_max_obs;
     struct id_set dirty;
     int64_t rows_from_summary, rows_direct;
+    /* Admitted light (mg_packets_is_heavy): it reads no row directly, counts nothing and
+     * extends no summary; readmit: it found it must, and is admitted again, heavy. */
+    bool light, readmit;
     int error; /* SQLite result code of the first failure, 0 when none */
 };
 
@@ -781,9 +811,83 @@ static void total_key(struct packets_run *r, struct mg_buf *key, const char *sql
                   (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, sql);
 }
 
+static bool unfiltered(const struct mg_packets_filter *f)
+{
+    return !f->has_type && !f->has_route && !f->hash && !f->since && !f->until && !f->observer &&
+           !f->region && !f->node && !f->channel && !f->nodes && !f->area;
+}
+
+/* What this snapshot holds, naming the shared total; false on failure. */
+static bool total_shape(struct packets_run *r, struct total_shape *out)
+{
+    *out = (struct total_shape){.keys_not_null = r->keys_not_null};
+    const char *file = sqlite3_db_filename(r->env->db->conn, "main");
+    struct stat st = {0};
+    if (file && stat(file, &st) == 0) {
+        out->dev = (uint64_t)st.st_dev;
+        out->ino = (uint64_t)st.st_ino;
+    }
+    sqlite3_stmt *q = mg_db_prepare(r->env->db, "SELECT (SELECT min(id) FROM transmissions),"
+                                                " (SELECT max(id) FROM transmissions),"
+                                                " (SELECT max(id) FROM observations)");
+    bool ok = q && sqlite3_step(q) == SQLITE_ROW;
+    if (ok) {
+        out->first_tx = sqlite3_column_int64(q, 0);
+        out->last_tx = sqlite3_column_int64(q, 1);
+        out->last_obs = sqlite3_column_int64(q, 2);
+    }
+    sqlite3_finalize(q);
+    return ok;
+}
+
+/* The shared total of this snapshot's unfiltered page: its total, -1 when none is kept. */
+static int64_t shared_total_find(const struct total_shape *shape)
+{
+    pthread_mutex_lock(&shared_total_lock);
+    const struct total_shape *kept = &shared_total.shape;
+    int64_t total = shared_total.set && kept->dev == shape->dev && kept->ino == shape->ino &&
+                            kept->first_tx == shape->first_tx && kept->last_tx == shape->last_tx &&
+                            kept->last_obs == shape->last_obs &&
+                            kept->keys_not_null == shape->keys_not_null
+                        ? shared_total.total
+                        : -1;
+    pthread_mutex_unlock(&shared_total_lock);
+    return total;
+}
+
+static void shared_total_store(const struct total_shape *shape, int64_t total)
+{
+    pthread_mutex_lock(&shared_total_lock);
+    shared_total.set = true;
+    shared_total.shape = *shape;
+    shared_total.total = total;
+    pthread_mutex_unlock(&shared_total_lock);
+}
+
+static int64_t count_rows(struct packets_run *r, const struct mg_packets_filter *f, bool *exact);
+
 /* The number of transmissions passing f (observation filters in their list forms); -1 on
- * failure. */
+ * failure. Light (no filter): the shared total of this snapshot, none meaning heavy; else
+ * counted (or this thread's), and with no filter, when exact for this snapshot, shared. */
 static int64_t count_packets(struct packets_run *r, const struct mg_packets_filter *f)
+{
+    struct total_shape shape;
+    bool shared = unfiltered(f) && total_shape(r, &shape);
+    if (r->light) {
+        int64_t total = shared ? shared_total_find(&shape) : -1;
+        r->readmit = total < 0;
+        return total;
+    }
+    bool exact = false;
+    int64_t total = count_rows(r, f, &exact);
+    if (shared && exact && total >= 0 && !r->error)
+        shared_total_store(&shape, total);
+    return total;
+}
+
+/* exact: the count is this snapshot's (counted now, or kept for its data version), not a slow
+ * one's kept a moment longer. */
+static int64_t count_rows(struct packets_run *r, const struct mg_packets_filter *f, bool *exact)
 {
     struct mg_buf sql, key;
     mg_buf_init(&sql);
@@ -799,6 +903,7 @@ static int64_t count_packets(struct packets_run *r, const struct mg_packets_filt
               (e->cost_ns >= MG_PACKETS_TOTAL_SLOW_NS &&
                now_ns - e->computed_ns < MG_PACKETS_TOTAL_STALE_NS))) {
         total = e->total;
+        *exact = e->data_version == r->data_version;
     } else {
         sqlite3_stmt *st = sql.failed ? NULL : mg_db_prepare(r->env->db, mg_buf_cstr(&sql));
         if (!st)
@@ -810,9 +915,10 @@ static int64_t count_packets(struct packets_run *r, const struct mg_packets_filt
             fail(r, SQLITE_ERROR);
         if (st && bind.ok) {
             int rc = sqlite3_step(st);
-            if (rc == SQLITE_ROW)
+            if (rc == SQLITE_ROW) {
                 total = sqlite3_column_int64(st, 0);
-            else
+                *exact = true;
+            } else
                 fail(r, rc);
         }
         sqlite3_finalize(st);
@@ -1275,6 +1381,10 @@ static bool write_packet(struct packets_run *r, struct mg_json *j, sqlite3_stmt 
     } else {
         sum.tx_id = -1;
     }
+    if (sum.tx_id < 0 && r->light) {
+        r->readmit = true;
+        return false;
+    }
     if (sum.tx_id < 0) {
         r->rows_direct++;
         if (!scan_observations(r, tx_id, expand, false, &best_id, &distinct))
@@ -1362,9 +1472,14 @@ static bool write_page(struct packets_run *r, struct mg_json *j)
     if (bound >= 0 && !r->error) {
         int rc;
         while ((rc = sqlite3_step(page)) == SQLITE_ROW && write_packet(r, j, page))
-            ;
+            if (r->light && r->res->body.len > MG_PACKETS_LIGHT_BYTES) {
+                r->readmit = true;
+                break;
+            }
         if (rc != SQLITE_ROW && rc != SQLITE_DONE)
             fail(r, rc);
+        else if (r->readmit)
+            fail(r, SQLITE_ABORT);
     }
     sqlite3_finalize(page);
     return !r->error;
@@ -1805,6 +1920,27 @@ int mg_packets_summaries_pass(struct mg_db *db, struct mg_tx_summaries *s, int p
  * a second, and by its worker's helper when the chunk ran there). */
 #define FIRST_CHUNK_POLL_NS (20 * 1000000LL)
 
+/* The request's parameters when they name a page of no filter, neither expanded nor grouped;
+ * NULL otherwise (or when a value is refused: the handler answers it). */
+static const struct packets_params *plain_page(const struct mg_request *req,
+                                               struct packets_params *own)
+{
+    const struct packets_params *p = mg_params_get(&mg_packets_params, req, NULL, own);
+    if (!p || p->expand == 0 || p->group == 1 || p->type || p->route || p->observer.text ||
+        p->region.text || p->nodes.text || p->hash || p->since || p->until || p->node ||
+        p->channel || p->area)
+        return NULL;
+    return p;
+}
+
+bool mg_packets_is_heavy(struct mg_env *env, const struct mg_request *req)
+{
+    struct packets_params own;
+    const struct packets_params *p = plain_page(req, &own);
+    return !p || p->limit > MG_PACKETS_LIGHT_LIMIT || p->offset > MG_PACKETS_LIGHT_OFFSET ||
+           !env->summaries || mg_tx_summary_high_water(env->summaries) < 0;
+}
+
 int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req, int64_t since_ns)
 {
     struct mg_tx_summaries *s = env->summaries;
@@ -1817,13 +1953,10 @@ int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req,
     if (now_ns - since_ns >= MG_TX_SUMMARY_FIRST_WAIT_NS)
         return 0;
     struct packets_params own;
-    const struct packets_params *p = mg_params_get(&mg_packets_params, req, NULL, &own);
+    const struct packets_params *p = plain_page(req, &own);
     /* A refused value is answered by the handler; a page that may lie below the first chunk
      * (any filter, oldest first, further down) or reads every observation does not wait. */
-    if (!p || p->order == 1 || p->expand == 0 || p->group == 1 ||
-        p->offset > MG_TX_SUMMARY_FIRST_TX - p->limit || p->type || p->route || p->observer.text ||
-        p->region.text || p->nodes.text || p->hash || p->since || p->until || p->node ||
-        p->channel || p->area)
+    if (!p || p->order == 1 || p->offset > MG_TX_SUMMARY_FIRST_TX - p->limit)
         return 0;
     int64_t until = since_ns + MG_TX_SUMMARY_FIRST_WAIT_NS;
     return now_ns + FIRST_CHUNK_POLL_NS < until ? now_ns + FIRST_CHUNK_POLL_NS : until;
@@ -1907,12 +2040,13 @@ static void use_summaries(struct packets_run *r)
     r->snapshot_max_obs = newest_observation(r);
     if (r->error)
         return;
-    extend_summaries(r);
+    if (!r->light)
+        extend_summaries(r);
     if (r->error)
         return;
     r->summary_high_water = mg_tx_summary_high_water(r->env->summaries);
-    if (r->summary_high_water < 0 ||
-        r->snapshot_max_obs - r->summary_high_water > MG_TX_SUMMARY_LAG_MAX)
+    if (r->summary_high_water < 0 || r->snapshot_max_obs - r->summary_high_water >
+                                         (r->light ? MG_PACKETS_LIGHT_LAG : MG_TX_SUMMARY_LAG_MAX))
         return;
     if (r->summary_high_water < r->snapshot_max_obs) {
         sqlite3_stmt *st = mg_db_prepare(r->env->db, "SELECT DISTINCT transmission_id FROM"
@@ -2090,7 +2224,8 @@ enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
     struct mg_packets_filter f;
     if (!mg_packets_parse(req, res, &f))
         return MG_DONE;
-    struct packets_run r = {.env = env, .res = res, .f = &f};
+    struct packets_run r = {
+        .env = env, .res = res, .f = &f, .light = req->park && mg_dispatch_was_light(req->park)};
     run_init(&r);
 
     /* One read transaction: the total and the page see one snapshot. */
@@ -2098,6 +2233,7 @@ enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
     take_snapshot(&r);
     if (!r.error)
         use_summaries(&r);
+    r.readmit = r.light && !r.summaries_usable;
     r.keys_not_null = tx_keys_not_null(env->db);
     bool matches_nothing = false;
     if (f.area && f.nodes)
@@ -2120,7 +2256,7 @@ enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
     if (!r.error && !matches_nothing && f.region)
         matches_nothing = !choose_list_form(&r, f.region, true, &f.region_form);
     f.node_form = MG_PACKETS_LIST_SCAN;
-    int64_t total = r.error || matches_nothing ? 0 : count_packets(&r, &f);
+    int64_t total = r.error || r.readmit || matches_nothing ? 0 : count_packets(&r, &f);
     if (total > 0 && !r.error && !f.group_by_hash)
         choose_page_forms(&r, total);
 
@@ -2130,7 +2266,7 @@ enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
     mg_json_object_begin(&j); /* a fixed record: packets, total, limit, offset */
     mg_json_key(&j, "packets");
     mg_json_array_begin(&j);
-    if (total > 0 && !r.error)
+    if (total > 0 && !r.error && !r.readmit)
         f.group_by_hash ? write_grouped_page(&r, &j, total) : write_page(&r, &j);
     mg_json_array_end(&j);
     mg_json_kv_int(&j, "total", total);
@@ -2138,7 +2274,7 @@ enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
     mg_json_kv_int(&j, "offset", f.offset);
     mg_json_object_end(&j);
     mg_buf_putc(&res->body, '\n');
-    if (r.error)
+    if (r.error && !r.readmit)
         mg_response_db_failure(res, "the packets", r.error);
 
     sqlite3_finalize(r.observations);
@@ -2147,6 +2283,12 @@ enum mg_turn mg_handle_packets(struct mg_env *env, const struct mg_request *req,
     r.observations = r.best = r.row = NULL;
     if (in_transaction)
         sqlite3_exec(env->db->conn, "COMMIT", NULL, NULL, NULL);
+    if (r.readmit) {
+        /* Admitted light, and the page needs what a light one may not read. */
+        mg_response_reset(res);
+        run_free(&r);
+        return MG_READMIT_HEAVY;
+    }
     last_used_summaries = r.rows_from_summary > 0 && r.rows_direct == 0;
     if (env->summaries) {
         atomic_fetch_add(&env->summaries->header->rows_from_summary, (uint64_t)r.rows_from_summary);

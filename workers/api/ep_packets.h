@@ -55,6 +55,19 @@
 #define MG_PACKETS_LIST_MAX 64
 #define MG_PACKETS_TOTAL_SLOW_NS (10 * 1000000LL)
 #define MG_PACKETS_TOTAL_STALE_NS (2 * 1000000000LL)
+/* A page of no filter, neither expanded nor grouped, at most this long and this far down, is
+ * light (mg_packets_is_heavy) while the summaries cover it: each row is a summary read and
+ * its best observation by primary key (on the e2e fixture, 50 rows are 67 KB); the total is the one
+ * its process last counted for the same snapshot (ep_packets.c, shared_total). Found otherwise at
+ * run time (a row with no summary, the summaries more than MG_PACKETS_LIGHT_LAG observations
+ * behind, no total kept for this snapshot, more than MG_PACKETS_LIGHT_BYTES written: long paths),
+ * it is admitted again, heavy (MG_READMIT_HEAVY). */
+#define MG_PACKETS_LIGHT_LIMIT 50
+#define MG_PACKETS_LIGHT_OFFSET 1000
+#define MG_PACKETS_LIGHT_LAG 512
+/* A light page's body at most: 50 rows of the e2e fixture are 67 KB, of the cost test's heavy
+ * shape (long paths) 80 KB, some 0.3 ms of rendering; past it, heavy. */
+#define MG_PACKETS_LIGHT_BYTES (128 * 1024)
 /* A transmission heard more often than this makes its detail (/api/packets/:id) heavy: each
  * observation is rows read and some 3.6 KB written (800 of them: 2.9 MB, 70 000 VM steps). */
 #define MG_PACKET_LIGHT_OBSERVATIONS 12

@@ -151,6 +151,13 @@ static const char *const metrics_cases[] = {"/metrics", NULL};
  * 70 000 VM steps; its trace 321 KB). */
 static const char *const packet_detail_cases[] = {"/api/packets/{lpacket}", "/api/packets/{lhash}",
                                                   "/api/packets/{LHASH}", NULL};
+/* Light: a page of no filter, neither expanded nor grouped, of at most MG_PACKETS_LIGHT_LIMIT
+ * rows at most MG_PACKETS_LIGHT_OFFSET down, that the summaries (shm/tx_summary.h) cover with
+ * the process's total kept (ep_packets.h); each row a summary, its best observation by primary
+ * key and some 700 bytes. Found otherwise at run time, it is admitted again, heavy. */
+static const char *const packets_cases[] = {
+    "/api/packets", "/api/packets?limit=50&offset=1000", "/api/packets?order=asc&limit=50",
+    "/api/packets?limit=50&expand=nothing&groupByHash=false", NULL};
 static const char *const traces_cases[] = {"/api/traces/{lhash}", "/api/traces/zzzz", NULL};
 /* Light: one pass over the nodes that can relay for each of at most
  * MG_RESOLVE_HOPS_LIGHT_MAX hops ("{hops}": as many two-digit hops, each with several
@@ -478,11 +485,13 @@ const struct mg_route mg_routes[] = {
      .own_jobs = true,
      .light_cases = relay_airtime_cases,
      .params = &mg_relay_airtime_params},
-    /* Heavy: every request reads transmissions and observations. */
+    /* Heavy but for a page the summaries answer (packets_cases). */
     {.template = "/api/packets",
      .gates = mg_gates_heavy,
      .cost = MG_COST_HEAVY,
      .handler = mg_handle_packets,
+     .heavy_when = mg_packets_is_heavy,
+     .light_cases = packets_cases,
      .parks_until = mg_packets_parks_until,
      .params = &mg_packets_params},
     /* Issue 14 (classes and measurements above and in docs/benchmarks.md). Heavy: a row per

@@ -253,6 +253,10 @@ enum mg_turn mg_handle_traces(struct mg_env *env, const struct mg_request *req,
  * then it reads directly. Only atomic loads: cheap on the loop.
  */
 int64_t mg_packets_parks_until(struct mg_env *env, const struct mg_request *req, int64_t since_ns);
+/* Heavy unless the page is one the summaries answer with a bounded cost (ep_packets.h,
+ * MG_PACKETS_LIGHT_LIMIT): no filter, no expand, no grouping, at most MG_PACKETS_LIGHT_LIMIT
+ * rows MG_PACKETS_LIGHT_OFFSET down, and the summaries made. Only atomic loads. */
+bool mg_packets_is_heavy(struct mg_env *env, const struct mg_request *req);
 
 /* Heavy for a transmission heard more often than a light answer may list (ep_packets.h). */
 bool mg_packet_detail_is_heavy(struct mg_env *env, const struct mg_request *req);

@@ -222,9 +222,10 @@ void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res,
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
         mg_response_header(res,
                            "X-Test-Loop: turns=%llu steps=%llu recvs=%llu parent_checks=%llu "
-                           "poll_ctls=%llu sends=%llu max_turn_write=%llu gzips=%llu",
+                           "poll_ctls=%llu sends=%llu max_turn_write=%llu gzips=%llu "
+                           "out_bytes=%llu",
                            c->turns, c->steps, c->recvs, c->parent_checks, c->poll_ctls, c->sends,
-                           c->max_turn_write, c->gzips);
+                           c->max_turn_write, c->gzips, c->out_bytes);
 }
 
 #endif

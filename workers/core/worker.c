@@ -53,6 +53,7 @@
 #include <sys/sendfile.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* How often a parked request is asked again by a worker that has no wake of its own (one
@@ -118,6 +119,9 @@ struct conn {
     enum conn_state state;
     struct mg_buf in;
     struct mg_buf out;
+    /* A large answer's body, moved from the response (not copied) and sent after out;
+     * out_sent counts over both. */
+    struct mg_buf tail;
     size_t out_sent;
     int file_fd;       /* a static file being sent after out (sendfile); -1: none */
     off_t file_offset; /* next byte of it to send */
@@ -223,8 +227,9 @@ struct worker {
      * the master's pid, epoll_ctl calls for connections. */
     uint64_t turns_taken, walk_steps, recvs, parent_checks, poll_ctls;
     /* And what it wrote to answers: send and sendfile calls, the most bytes one connection's
-     * answer got in one turn, and the answers it compressed itself. */
-    uint64_t sends, gzips;
+     * answer got in one turn, the answers it compressed itself and the bytes it serialized
+     * into the connections' out buffers (a large body is moved, not copied). */
+    uint64_t sends, gzips, out_bytes;
     size_t max_turn_write;
 };
 
@@ -385,6 +390,7 @@ static void conn_close(struct worker *w, struct conn *c)
         c->next->prev = c->prev;
     mg_buf_free(&c->in);
     mg_buf_free(&c->out);
+    mg_buf_free(&c->tail);
     c->next = w->graveyard;
     w->graveyard = c;
     if (c->state != CONN_TARPIT)
@@ -632,6 +638,7 @@ static int accept_some(struct worker *w, int64_t now, int max)
         conn_deadline(w, c, now + (int64_t)w->env.cfg->header_timeout_ms * MG_NS_PER_MS);
         mg_buf_init(&c->in);
         mg_buf_init(&c->out);
+        mg_buf_init(&c->tail);
         format_peer(&ss, c->peer, sizeof c->peer);
         memcpy(c->peer_addr, addr, sizeof c->peer_addr);
         c->epoll_events = EPOLLIN | EPOLLRDHUP;
@@ -661,7 +668,8 @@ static void live_begin(struct worker *w, struct conn *c, const struct mg_http_re
 /* Counts what c's out buffer holds unsent in the worker's unread_bytes. */
 static void count_unread(struct worker *w, struct conn *c)
 {
-    size_t unsent = c->out.len > c->out_sent ? c->out.len - c->out_sent : 0;
+    size_t total = c->out.len + c->tail.len;
+    size_t unsent = total > c->out_sent ? total - c->out_sent : 0;
     w->unread_bytes = w->unread_bytes - c->unread_counted + unsent;
     c->unread_counted = unsent;
 }
@@ -707,12 +715,22 @@ static bool conn_flush(struct worker *w, struct conn *c, int64_t now)
  * closes). */
 static int send_out_within(struct worker *w, struct conn *c, size_t budget, size_t *sent)
 {
-    while (c->out_sent < c->out.len) {
+    while (c->out_sent < c->out.len + c->tail.len) {
         if (*sent >= budget)
             return 0;
-        size_t left = c->out.len - c->out_sent;
-        ssize_t n = send(c->fd, c->out.data + c->out_sent,
-                         left < budget - *sent ? left : budget - *sent, MSG_NOSIGNAL);
+        /* What is left of out, then of the tail, within the budget: one call for both. */
+        size_t room = budget - *sent,
+               head_sent = c->out_sent < c->out.len ? c->out_sent : c->out.len;
+        struct iovec iov[2] = {
+            {c->out.data + head_sent, c->out.len - head_sent},
+            {c->tail.data + (c->out_sent - head_sent), c->tail.len - (c->out_sent - head_sent)}};
+        for (int i = 0; i < 2; i++) {
+            iov[i].iov_len = iov[i].iov_len < room ? iov[i].iov_len : room;
+            room -= iov[i].iov_len;
+        }
+        struct msghdr msg = {.msg_iov = iov[0].iov_len ? iov : iov + 1,
+                             .msg_iovlen = iov[0].iov_len ? 2 : 1};
+        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
         if (n > 0) {
             c->out_sent += (size_t)n;
             *sent += (size_t)n;
@@ -782,6 +800,7 @@ static bool conn_send(struct worker *w, struct conn *c, int64_t now)
         c->file_fd = -1;
     }
     mg_buf_shrink(&c->out, MG_MEM_CONN_BUF_KEEP_BYTES); /* a large response's copy is not kept */
+    mg_buf_free(&c->tail);
     c->out_sent = 0;
     if (c->close_after_write || w->draining || (c->eof && c->in.len == 0)) {
         /* Half-close first so the client reads the whole response before the FIN. */
@@ -941,13 +960,24 @@ static void respond(struct worker *w, struct conn *c, const struct mg_http_reque
     bool keep_alive = hr && hr->keep_alive && !res->close && !w->draining &&
                       c->requests + 1 < (unsigned)w->env.cfg->max_requests_per_conn;
     mg_buf_reset(&c->out);
+    mg_buf_free(&c->tail);
     c->out_sent = 0;
     if (mg_response_gzip(res, gzip_ok, w->env.cfg->gzip_min_bytes))
         w->gzips++; /* a light answer's; a heavy one came compressed from its helper */
-    mg_response_serialize(res, &c->out, head_only, keep_alive, gzip_ok, w->env.cfg->gzip_min_bytes);
-    size_t bytes = c->out.len;
-    size_t body_bytes = head_only ? 0 : body_bytes_of(&c->out);
-    /* The body is in c->out now; a large one's first copy goes back at once. */
+    /* A large body is not copied behind its head: the connection takes the buffer over. */
+    bool move_body = !head_only && res->file_fd < 0 && !res->body.failed && !res->headers.failed &&
+                     res->body.len > MG_MEM_BUF_KEEP_BYTES;
+    mg_response_serialize(res, &c->out, head_only || move_body, keep_alive, gzip_ok,
+                          w->env.cfg->gzip_min_bytes);
+    w->out_bytes += c->out.len;
+    if (move_body) {
+        struct mg_buf moved = res->body;
+        res->body = c->tail; /* empty */
+        c->tail = moved;
+    }
+    size_t bytes = c->out.len + c->tail.len;
+    size_t body_bytes = head_only ? 0 : body_bytes_of(&c->out) + c->tail.len;
+    /* The body is in c->out or c->tail now; a large one's first copy goes back at once. */
     mg_buf_shrink(&res->body, MG_MEM_BUF_KEEP_BYTES);
     mg_buf_shrink(&res->headers, MG_MEM_BUF_KEEP_BYTES);
     if (res->file_fd >= 0 && !head_only) {
@@ -1108,7 +1138,7 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
     mg_test_hooks_prepared(&w->env, &c->park, res);
     const struct mg_test_loop_counts loop = {w->turns_taken,    w->walk_steps, w->recvs,
                                              w->parent_checks,  w->poll_ctls,  w->sends,
-                                             w->max_turn_write, w->gzips};
+                                             w->max_turn_write, w->gzips,      w->out_bytes};
     mg_test_hooks_loop(&w->env, res, &loop);
     if (turn == MG_UPSTREAM && w->upstream) {
         /* The engine takes the socket (out of our poll set) and calls upstream_done. */
@@ -1535,7 +1565,7 @@ static void log_send_timeout(struct worker *w, const struct conn *c)
         return;
     mg_warn("closed a connection from %s that did not read its answer within "
             "MESHGATE_SEND_TIMEOUT_MS (%zu bytes unsent); %llu such since the last line",
-            c->peer, c->out.len > c->out_sent ? c->out.len - c->out_sent : (size_t)0,
+            c->peer, c->out.len + c->tail.len - c->out_sent,
             (unsigned long long)w->send_timeouts_unlogged);
     w->send_timeouts_unlogged = 0;
     w->send_timeout_logged_ns = now;

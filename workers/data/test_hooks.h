@@ -43,11 +43,12 @@
  * parsed and how often its handler was entered at its top (1, 1, 1, 1, 1 and, for a handler
  * that names its step when it parks, 1, however long it was parked at its handler; A counts
  * its turns in the line too), and X-Test-Loop: turns=N steps=S recvs=R parent_checks=P
- * poll_ctls=C sends=W max_turn_write=M gzips=G, its worker's loop so far: the turns, the
- * connections visited by the turns' own passes (serving, deadlines, the slot's state), the recv
+ * poll_ctls=C sends=W max_turn_write=M gzips=G out_bytes=O, its worker's loop so far: the turns,
+ * the connections visited by the turns' own passes (serving, deadlines, the slot's state), the recv
  * calls that read request heads and bodies, the checks of the master's pid, the epoll_ctl calls
  * for connections, the send and sendfile calls of answers, the most bytes of an answer one
- * connection got in one turn and the answers the loop compressed itself.
+ * connection got in one turn, the answers the loop compressed itself and the bytes it serialized
+ * into connections' out buffers (a large body is moved there, not copied).
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H
@@ -63,7 +64,8 @@ struct mg_response;
 
 /* What a worker's loop has done so far (X-Test-Loop). */
 struct mg_test_loop_counts {
-    unsigned long long turns, steps, recvs, parent_checks, poll_ctls, sends, max_turn_write, gzips;
+    unsigned long long turns, steps, recvs, parent_checks, poll_ctls, sends, max_turn_write, gzips,
+        out_bytes;
 };
 
 #if MESHGATE_HOOKS

@@ -721,9 +721,9 @@ static int send_out_within(struct worker *w, struct conn *c, size_t budget, size
         /* What is left of out, then of the tail, within the budget: one call for both. */
         size_t room = budget - *sent,
                head_sent = c->out_sent < c->out.len ? c->out_sent : c->out.len;
-        struct iovec iov[2] = {
-            {c->out.data + head_sent, c->out.len - head_sent},
-            {c->tail.data + (c->out_sent - head_sent), c->tail.len - (c->out_sent - head_sent)}};
+        struct iovec iov[2] = {{c->out.data + head_sent, c->out.len - head_sent},
+                               {c->tail.data ? c->tail.data + (c->out_sent - head_sent) : NULL,
+                                c->tail.len - (c->out_sent - head_sent)}};
         for (int i = 0; i < 2; i++) {
             iov[i].iov_len = iov[i].iov_len < room ? iov[i].iov_len : room;
             room -= iov[i].iov_len;

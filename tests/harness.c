@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 int64_t mg_test_now_ms(void)
 {
@@ -805,4 +806,40 @@ char *mg_test_get_turn(int port, const char *target, int *status, bool *first_tu
 bool mg_test_wait_node_list(int port)
 {
     return mg_test_wait_until(node_list_answers, &port, 180000, 100);
+}
+
+char *mg_test_gunzip(const char *in, size_t len, size_t *out_len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK)
+        return NULL;
+    size_t cap = 1 << 20;
+    char *out = malloc(cap + 1);
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)len;
+    int rc = Z_OK;
+    while (out && rc == Z_OK) {
+        if (z.total_out == cap) {
+            char *more = realloc(out, 2 * cap + 1);
+            if (!more)
+                break;
+            out = more;
+            cap *= 2;
+        }
+        z.next_out = (Bytef *)out + z.total_out;
+        z.avail_out = (uInt)(cap - z.total_out);
+        rc = inflate(&z, Z_FINISH);
+        if (rc == Z_BUF_ERROR && z.avail_out == 0)
+            rc = Z_OK; /* only out of room: more of it */
+    }
+    bool whole = out && rc == Z_STREAM_END && z.avail_in == 0;
+    *out_len = z.total_out;
+    inflateEnd(&z);
+    if (!whole) {
+        free(out);
+        return NULL;
+    }
+    out[*out_len] = '\0';
+    return out;
 }

@@ -134,6 +134,9 @@ bool mg_test_get(int port, const char *target, const char *extra_headers,
 char *mg_test_get_turn(int port, const char *target, int *status, bool *first_turn);
 /* The value of a response header (case-insensitive) copied into out; false when absent. */
 bool mg_test_header(const struct mg_test_response *r, const char *name, char *out, size_t cap);
+/* Inflates one gzip stream (RFC 1952) of exactly len bytes into a malloc'ed, NUL-terminated
+ * buffer (its length in *out_len); NULL when it is not one. */
+char *mg_test_gunzip(const char *in, size_t len, size_t *out_len);
 void mg_test_response_free(struct mg_test_response *r);
 
 /* A group counter as /metrics shows it (meshgate_NAME_total), or -1. */

@@ -181,7 +181,7 @@ Test(memory, a_large_response_leaves_no_buffer_behind, .init = make_db, .fini = 
     cr_assert_eq(count_of(r.body, "\"observer_id\":"), observations_on_first_page() + 50);
     mg_test_response_free(&r);
 
-    /* The body (twice: built, then serialized) is given back once it is out. */
+    /* The body (built, then moved to the connection) is given back once it is out. */
     struct rss_wait anon = {worker, "RssAnon", before + 4096, 0};
     cr_expect(mg_test_wait_until(rss_down, &anon, 20000, 20),
               "RssAnon stays at %ld KiB (%ld before the response)", anon.last, before);

@@ -36,6 +36,7 @@ while the attack runs:
              each refusal
   flood:PATH one anonymous client (127.0.0.1) with 16 connections asking PATH in a closed loop
              (build/meshgate-bench)
+  floodgz:PATH the same, each request with Accept-Encoding: gzip (as a browser sends it)
 Every address is on loopback; every process is started here, stopped by its pid and bounded
 in time. The report: per scenario, the medians over the rounds, the CPU that meshgate's
 processes and the victim used in the window, and each round's attack counts (with its CPU,
@@ -609,11 +610,13 @@ def scenario(a, build, port, sc, mg_pid, shm=None):
     total = a.warmup + a.seconds + 1
     if sc == 'idle':
         atk = None
-    elif sc.startswith('flood:'):
+    elif sc.startswith('flood:') or sc.startswith('floodgz:'):
+        path = sc.partition(':')[2]
+        gz = ['--header', 'attack:Accept-Encoding: gzip'] if sc.startswith('floodgz:') else []
         atk = subprocess.Popen(
             [os.path.join(build, 'meshgate-bench'), '--target', f'127.0.0.1:{port}',
              '--duration', str(a.seconds + 1), '--warmup', str(a.warmup), '--json',
-             '--timeout-ms', '30000', '--stream', f'attack:{sc[6:]}:closed:16'],
+             '--timeout-ms', '30000', '--stream', f'attack:{path}:closed:16'] + gz,
             stdout=subprocess.PIPE, text=True)
     else:
         atk = subprocess.Popen([sys.executable, me, 'attack-' + sc, '--port', str(port),
@@ -634,7 +637,7 @@ def scenario(a, build, port, sc, mg_pid, shm=None):
         out, _ = atk.communicate(timeout=total + 60)
         attack_cpu = children_cpu_s() - ru1
         attack = json.loads(out) if out.strip() else {'error': f'exit {atk.returncode}'}
-        if sc.startswith('flood:'):
+        if sc.startswith('flood'):
             st = (attack.get('streams') or [{}])[0]
             attack = {'sent': st.get('sent'), 'rps': st.get('rps'),
                       'errors': st.get('errors', {}).get('total'), **st.get('statuses', {})}

@@ -302,7 +302,13 @@ void mg_response_db_failure_on(struct mg_response *res, const char *what, int rc
 void mg_response_refuse(struct mg_response *res, int status, int retry_after_s,
                         const char *message);
 
-/* Writes status line, headers and (unless head_only) body into out. */
+/* Replaces the body with its gzip when the client takes it (gzip_ok), its type compresses
+ * and it has gzip_min_bytes or more (0: never); true when it did. A heavy answer is
+ * compressed on the helper that built it, not on the worker's loop (issue 23). */
+bool mg_response_gzip(struct mg_response *res, bool gzip_ok, int gzip_min_bytes);
+
+/* Writes status line, headers and (unless head_only) body into out; the body compressed first
+ * as mg_response_gzip says. */
 void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool head_only,
                            bool keep_alive, bool gzip_ok, int gzip_min_bytes);
 

@@ -3,8 +3,9 @@
  * mem: a worker's memory budgets (docs/architecture.md, "Memory"). A worker keeps what a
  * request needs while it runs, and gives back, after it, what a large one left behind:
  *   - a buffer is freed once its response is out (mg_buf_shrink) when it is larger than
- *     MG_MEM_BUF_KEEP_BYTES (the worker's one response body) or MG_MEM_CONN_BUF_KEEP_BYTES (a
- *     connection's input and output, one of each per open connection);
+ *     MG_MEM_BUF_KEEP_BYTES (the worker's one response body; a body that large is moved to its
+ *     connection and freed once sent) or MG_MEM_CONN_BUF_KEEP_BYTES (a connection's input and
+ *     output, one of each per open connection);
  *   - malloc hands out blocks above MG_MEM_MALLOC_MMAP_BYTES as their own mappings, so
  *     freeing one returns it to the kernel at once (glibc would otherwise raise that threshold
  *     after the first such free and serve the next large buffer from a heap it never shrinks);

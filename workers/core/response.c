@@ -161,6 +161,23 @@ bool mg_gzip(const struct mg_buf *in, struct mg_buf *out)
     return true;
 }
 
+bool mg_response_gzip(struct mg_response *res, bool gzip_ok, int gzip_min_bytes)
+{
+    if (res->file_fd >= 0 || res->gzipped || !gzip_ok || gzip_min_bytes <= 0 || res->body.failed ||
+        res->body.len < (size_t)gzip_min_bytes || !mg_response_compressible(res->content_type))
+        return false;
+    struct mg_buf zipped;
+    mg_buf_init(&zipped);
+    if (!mg_gzip(&res->body, &zipped)) {
+        mg_buf_free(&zipped);
+        return false;
+    }
+    mg_buf_free(&res->body);
+    res->body = zipped;
+    res->gzipped = true;
+    return true;
+}
+
 void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool head_only,
                            bool keep_alive, bool gzip_ok, int gzip_min_bytes)
 {
@@ -170,13 +187,8 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
     }
     bool may_compress = mg_response_compressible(res->content_type);
     bool from_file = res->file_fd >= 0; /* the worker sends the file after the head */
-    struct mg_buf zipped;
-    mg_buf_init(&zipped);
+    mg_response_gzip(res, gzip_ok, gzip_min_bytes);
     const struct mg_buf *body = &res->body;
-    bool zip = !from_file && !res->gzipped && gzip_ok && may_compress && gzip_min_bytes > 0 &&
-               res->body.len >= (size_t)gzip_min_bytes && mg_gzip(&res->body, &zipped);
-    if (zip)
-        body = &zipped;
 
     mg_buf_printf(out, "HTTP/1.1 %d %s\r\nServer: meshgate\r\nDate: %s\r\n", res->status,
                   mg_http_reason(res->status), http_date());
@@ -186,7 +198,7 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
         mg_buf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)res->file_length);
     else
         mg_buf_printf(out, "Content-Length: %zu\r\n", body->len);
-    if (zip || res->gzipped)
+    if (res->gzipped)
         mg_buf_puts(out, "Content-Encoding: gzip\r\n");
     if (may_compress && gzip_min_bytes > 0)
         mg_buf_puts(out, "Vary: Accept-Encoding\r\n");
@@ -197,7 +209,6 @@ void mg_response_serialize(struct mg_response *res, struct mg_buf *out, bool hea
                                                : "Connection: close\r\n\r\n");
     if (!head_only && !from_file)
         mg_buf_append(out, body->data, body->len);
-    mg_buf_free(&zipped);
 }
 
 void mg_outcome_wait(struct mg_outcome *o, enum mg_gate_id gate, int64_t now_ns)

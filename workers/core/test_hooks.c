@@ -216,15 +216,16 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
                            park->admissions, park->param_parses, park->handler_tops);
 }
 
-void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res, unsigned long long turns,
-                        unsigned long long steps, unsigned long long recvs,
-                        unsigned long long parent_checks, unsigned long long poll_ctls)
+void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res,
+                        const struct mg_test_loop_counts *c)
 {
     if (env->test_hooks != MG_TEST_HOOKS_OFF)
         mg_response_header(res,
                            "X-Test-Loop: turns=%llu steps=%llu recvs=%llu parent_checks=%llu "
-                           "poll_ctls=%llu",
-                           turns, steps, recvs, parent_checks, poll_ctls);
+                           "poll_ctls=%llu sends=%llu max_turn_write=%llu gzips=%llu "
+                           "out_bytes=%llu",
+                           c->turns, c->steps, c->recvs, c->parent_checks, c->poll_ctls, c->sends,
+                           c->max_turn_write, c->gzips, c->out_bytes);
 }
 
 #endif

@@ -43,9 +43,12 @@
  * parsed and how often its handler was entered at its top (1, 1, 1, 1, 1 and, for a handler
  * that names its step when it parks, 1, however long it was parked at its handler; A counts
  * its turns in the line too), and X-Test-Loop: turns=N steps=S recvs=R parent_checks=P
- * poll_ctls=C, its worker's loop so far: the turns, the connections visited by the turns' own
- * passes (serving, deadlines, the slot's state), the recv calls that read request heads and
- * bodies, the checks of the master's pid and the epoll_ctl calls for connections.
+ * poll_ctls=C sends=W max_turn_write=M gzips=G out_bytes=O, its worker's loop so far: the turns,
+ * the connections visited by the turns' own passes (serving, deadlines, the slot's state), the recv
+ * calls that read request heads and bodies, the checks of the master's pid, the epoll_ctl calls
+ * for connections, the send and sendfile calls of answers, the most bytes of an answer one
+ * connection got in one turn, the answers the loop compressed itself and the bytes it serialized
+ * into connections' out buffers (a large body is moved there, not copied).
  */
 #ifndef MESHGATE_TEST_HOOKS_H
 #define MESHGATE_TEST_HOOKS_H
@@ -58,6 +61,12 @@ struct mg_env;
 struct mg_park;
 struct mg_request;
 struct mg_response;
+
+/* What a worker's loop has done so far (X-Test-Loop). */
+struct mg_test_loop_counts {
+    unsigned long long turns, steps, recvs, parent_checks, poll_ctls, sends, max_turn_write, gzips,
+        out_bytes;
+};
 
 #if MESHGATE_HOOKS
 
@@ -106,9 +115,8 @@ void mg_test_hooks_prepared(const struct mg_env *env, const struct mg_park *park
                             struct mg_response *res);
 
 /* The X-Test-Loop header on a response the worker writes itself. */
-void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res, unsigned long long turns,
-                        unsigned long long steps, unsigned long long recvs,
-                        unsigned long long parent_checks, unsigned long long poll_ctls);
+void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res,
+                        const struct mg_test_loop_counts *counts);
 
 #else /* the production build: no hook */
 
@@ -124,7 +132,7 @@ void mg_test_hooks_loop(const struct mg_env *env, struct mg_response *res, unsig
 #define mg_test_hooks_group_pass(env, name) ((void)(env), (void)(name))
 #define mg_test_hooks_summaries_tx(env) ((void)(env))
 #define mg_test_hooks_prepared(env, park, res) ((void)0)
-#define mg_test_hooks_loop(env, res, turns, steps, recvs, parent_checks, poll_ctls) ((void)0)
+#define mg_test_hooks_loop(env, res, counts) ((void)(counts))
 
 #endif
 

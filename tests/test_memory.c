@@ -252,7 +252,7 @@ Test(memory, a_helper_opens_its_connection_when_its_first_job_comes, .init = mak
 
     /* A signed-in heavy request runs on the signed-in helper: its first job opens its
      * connection. */
-    cr_assert(mg_test_get(s.port, "/api/packets?limit=50", AUTH, &r));
+    cr_assert(mg_test_get(s.port, "/api/packets?limit=50&expand=observations", AUTH, &r));
     cr_assert_eq(r.status, 200);
     mg_test_response_free(&r);
     cr_assert_eq(db_connections(s.port), 2);
@@ -445,7 +445,7 @@ Test(memory, a_worker_has_one_malloc_arena, .init = make_db, .fini = remove_db)
     cr_assert(mg_test_wait_until(start_passes_done, &s.port, 170000, 50),
               "the start passes did not end");
     struct mg_test_response r;
-    cr_assert(mg_test_get(s.port, "/api/packets?limit=50", AUTH, &r));
+    cr_assert(mg_test_get(s.port, "/api/packets?limit=50&expand=observations", AUTH, &r));
     cr_assert_eq(r.status, 200);
     mg_test_response_free(&r);
     cr_assert_eq(db_connections(s.port), 2, "the request did not run on a helper");

@@ -44,7 +44,8 @@ static void *flood_loop(void *p)
 {
     struct flood *f = p;
     int fd = -1;
-    static const char req[] = "GET /api/packets?limit=3 HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char req[] =
+        "GET /api/packets?limit=3&expand=observations HTTP/1.1\r\nHost: t\r\n\r\n";
     while (mg_test_now_ms() < f->until_ms) {
         if (fd < 0 && (fd = mg_test_connect_from("127.0.0.1", f->port)) < 0) {
             atomic_fetch_add(&f->lost, 1);
@@ -182,7 +183,8 @@ Test(pacing, a_connection_refused_again_and_again_is_closed)
     cr_assert(mg_test_server_start(&s, NULL, env));
     int fd = mg_test_connect_from("127.0.0.1", s.port);
     cr_assert_geq(fd, 0);
-    static const char req[] = "GET /api/packets?limit=3 HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char req[] =
+        "GET /api/packets?limit=3&expand=observations HTTP/1.1\r\nHost: t\r\n\r\n";
     int refused = 0, answers = 0;
     bool closing = false;
     while (!closing && answers < 2 * MG_PACE_CLOSE_AFTER) {

@@ -148,7 +148,7 @@ Test(respawn, the_log_names_the_signal_and_the_request_a_worker_died_on)
     /* A worker frozen in the middle of a request (inside the anonymous line's lock), then
      * killed: as a crash on that request would end it. */
     int fd = mg_test_connect(s.port);
-    const char *req = "GET /api/packets?limit=1 HTTP/1.1\r\nHost: x\r\n"
+    const char *req = "GET /api/packets?limit=1&expand=observations HTTP/1.1\r\nHost: x\r\n"
                       "X-Test-Stop-In-Lock: anon\r\n\r\n";
     cr_assert(mg_test_send(fd, req, strlen(req)));
     int victim = 0;

@@ -227,7 +227,8 @@ Test(segfault, a_master_dead_inside_the_locks_leaves_no_worker_holding_the_port)
     int fds[8];
     for (int i = 0; i < 8; i++) {
         fds[i] = mg_test_connect(s.port);
-        static const char req[] = "GET /api/packets?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+        static const char req[] =
+            "GET /api/packets?limit=1&expand=observations HTTP/1.1\r\nHost: x\r\n\r\n";
         if (fds[i] >= 0)
             mg_test_send(fds[i], req, sizeof req - 1);
     }

@@ -249,7 +249,8 @@ Test(status, api_perf_names_the_clients_in_the_line_to_admins_only, .init = make
     /* An anonymous heavy request holds a permit of the line for a while. */
     int held = mg_test_connect(s.port);
     cr_assert_geq(held, 0);
-    const char *req = "GET /api/packets?limit=1 HTTP/1.1\r\nHost: t\r\nX-Test-Hold-Ms: 1500\r\n"
+    const char *req = "GET /api/packets?limit=1&expand=observations HTTP/1.1\r\nHost: "
+                      "t\r\nX-Test-Hold-Ms: 1500\r\n"
                       "Connection: close\r\n\r\n";
     cr_assert(mg_test_send(held, req, strlen(req)));
     mg_test_sleep_ms(200);

@@ -27,6 +27,7 @@
 #include "upstream_gate.h"
 #include "wake.h"
 #include "stats.h"
+#include "wiring.h"
 #include "worker.h"
 
 #include <errno.h>
@@ -957,6 +958,7 @@ int mg_master_run(const struct mg_config *cfg, const struct mg_config *loaded,
     m.reload_slot = -1;
     m.watchdog_usec = mg_notify_watchdog_usec();
     mg_log_set_role("master");
+    mg_site_wire();
 
     const char *routes[MG_ROUTES_MAX];
     unsigned route_count = mg_route_names(routes, MG_ROUTES_MAX);

@@ -5,6 +5,7 @@
 #include "http.h"
 #include "netaddr.h"
 #include "router.h"
+#include "wiring.h"
 #include "stats.h"
 #include "scoreboard.h"
 
@@ -56,6 +57,7 @@ bool mg_test_ctx_open(struct mg_test_ctx *t, const char *db_path)
         mg_segment_detach(&t->seg);
         return false;
     }
+    mg_site_wire();
     t->env.cfg = t->seg.config;
     t->env.seg = &t->seg;
     t->env.db = &t->db;

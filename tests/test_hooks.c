@@ -6,9 +6,16 @@
  * headers mean nothing to it; build/meshgate-hooks, the same sources with the hooks, is what
  * the tests that need one start (tests/harness.c).
  */
+/* The test binary links the test build's library (GNUmakefile): its hooks are called directly. */
+#define MESHGATE_HOOKS 1
 #include "harness.h"
+#include "http.h"
+#include "inproc.h"
+#include "router.h"
 #include "segment.h"
 #include "stats.h"
+#include "test_hooks.h"
+#include "wiring.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -156,4 +163,31 @@ Test(hooks, the_production_binary_holds_no_hook_code)
     /* The test build does (so the search above finds what it looks for). */
     cr_expect_geq(hook_traces("meshgate-hooks", found, sizeof found), 4, "meshgate-hooks: %s",
                   found);
+}
+
+/* A reach report takes X-Test-Hold-Ms inside its build (its row says so: holds_in_build), so
+ * dispatch's hook lets it through at once with the hold for the build; another heavy route run
+ * on the loop is parked by the hook before its handler. */
+Test(hooks, a_reach_report_is_held_inside_its_build_not_before_it)
+{
+    mg_site_wire();
+    static const char head[] = "GET /api/nodes/ab/reach HTTP/1.1\r\nHost: t\r\n"
+                               "X-Test-Hold-Ms: 500\r\n\r\n";
+    struct mg_http_request hr;
+    struct mg_http_limits limits = {sizeof head, 4096};
+    int status = 0;
+    const char *why = NULL;
+    cr_assert_eq(mg_http_parse_request(head, sizeof head - 1, &limits, &hr, &status, &why),
+                 MG_HTTP_OK);
+    struct mg_env env = {.test_hooks = MG_TEST_HOOKS_PARK};
+    struct mg_request req;
+    struct mg_park park;
+    static const char reach[] = "/api/nodes/:pubkey/reach", paths[] = "/api/nodes/:pubkey/paths";
+    mg_test_request_init(&req, &hr, &park);
+    cr_expect(mg_test_hooks_hold(&env, &req, mg_route_by_template(reach, strlen(reach)), false),
+              "a reach report was held before its build");
+    cr_expect_eq(req.test_hold_ms, 500);
+    mg_test_request_init(&req, &hr, &park);
+    cr_expect_not(mg_test_hooks_hold(&env, &req, mg_route_by_template(paths, strlen(paths)), false),
+                  "a node's paths on the loop were not held before their handler");
 }

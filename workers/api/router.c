@@ -3,7 +3,6 @@
 
 #include "admission.h"
 #include "node_visibility.h"
-#include "upstream.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -354,6 +353,7 @@ const struct mg_route mg_routes[] = {
      .handler = mg_handle_reach,
      .heavy_when = mg_reach_is_heavy,
      .own_jobs = true,
+     .holds_in_build = true,
      .light_cases = reach_cases,
      .params = &mg_reach_params},
     {.template = "/api/nodes/:pubkey/paths",
@@ -789,32 +789,6 @@ const struct mg_route mg_routes[] = {
 };
 const unsigned mg_route_table_len = sizeof mg_routes / sizeof mg_routes[0];
 
-bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req)
-{
-    if (route == MG_ROUTE_UPSTREAM)
-        return mg_upstream_is_heavy(env->cfg, req->path);
-    if (route >= mg_route_table_len || mg_routes[route].cost != MG_COST_HEAVY)
-        return false;
-    return mg_routes[route].heavy_when == NULL || mg_routes[route].heavy_when(env, req);
-}
-
-int64_t mg_route_parks_until(unsigned route, struct mg_env *env, const struct mg_request *req,
-                             int64_t since_ns)
-{
-    if (route >= mg_route_table_len || !mg_routes[route].parks_until)
-        return 0;
-    return mg_routes[route].parks_until(env, req, since_ns);
-}
-
-const enum mg_gate_row *mg_route_gates(unsigned route)
-{
-    if (route == MG_ROUTE_UPSTREAM)
-        return mg_gates_upstream;
-    if (route >= mg_route_table_len)
-        return mg_gates_light;
-    return mg_routes[route].gates;
-}
-
 unsigned mg_route_by_template(const char *t, size_t n)
 {
     for (unsigned i = 0; i < mg_route_table_len; i++)
@@ -890,31 +864,14 @@ unsigned mg_route_match(const char *path, char *param, size_t cap)
     return MG_ROUTE_NOT_FOUND;
 }
 
-/* The length of the method word a template starts with (0: a plain path, GET and HEAD). */
-static size_t template_method_len(const char *tmpl)
-{
-    return tmpl[0] == '/' ? 0 : strcspn(tmpl, " ");
-}
-
 const char *mg_route_method(unsigned route)
 {
-    if (route >= mg_route_table_len)
-        return "GET";
-    const char *t = mg_routes[route].template;
-    size_t n = template_method_len(t);
-    return n == 4 && memcmp(t, "POST", 4) == 0  ? "POST"
-           : n == 3 && memcmp(t, "PUT", 3) == 0 ? "PUT"
-           : n                                  ? "OTHER"
-                                                : "GET";
+    return route < mg_route_table_len ? mg_route_row_method(&mg_routes[route]) : "GET";
 }
 
 const char *mg_route_path(unsigned route)
 {
-    if (route >= mg_route_table_len)
-        return "";
-    const char *t = mg_routes[route].template;
-    size_t n = template_method_len(t);
-    return n ? t + n + 1 : t;
+    return route < mg_route_table_len ? mg_route_row_path(&mg_routes[route]) : "";
 }
 
 unsigned mg_route_match_method(const char *method, size_t method_len, const char *path, char *param,
@@ -931,8 +888,9 @@ unsigned mg_route_match_method(const char *method, size_t method_len, const char
         param[0] = '\0';
     for (unsigned i = 0; i < mg_route_table_len; i++) {
         const char *t = mg_routes[i].template;
-        size_t n = template_method_len(t);
-        if (!match(n ? t + n + 1 : t, path, param, cap))
+        const char *p = mg_route_row_path(&mg_routes[i]);
+        size_t n = p == t ? 0 : (size_t)(p - t) - 1;
+        if (!match(p, path, param, cap))
             continue;
         if (n ? n == method_len && memcmp(t, method, n) == 0 : get) {
             if (allow)

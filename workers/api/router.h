@@ -18,77 +18,23 @@
 #include "gates.h"
 #include "handler.h"
 #include "params.h"
-
-enum mg_cost { MG_COST_LIGHT = 0, MG_COST_HEAVY };
-
-typedef bool (*mg_heavy_fn)(struct mg_env *env, const struct mg_request *req);
-/* 0: the request goes on now; else it parks before its gates until then (CLOCK_MONOTONIC),
- * holding nothing, and is asked again; since_ns: when it was first asked. */
-typedef int64_t (*mg_parks_fn)(struct mg_env *env, const struct mg_request *req, int64_t since_ns);
-
-struct mg_route {
-    const char *template;
-    enum mg_cost cost;
-    mg_handler_fn handler;
-    mg_heavy_fn heavy_when; /* heavy routes: NULL, every request is heavy */
-    /* Whether a request waits, before its gates, for a table the group is about to have that
-     * answers it cheaply (the summaries' first chunk, ep_packets.h); NULL: never. Bounded by
-     * the function: a request never waits for a table past its ceiling. */
-    mg_parks_fn parks_until;
-    /* The handler puts its heavy part on a helper thread itself (env->jobs). The others'
-     * anonymous heavy requests are run whole on the anonymous helper (dispatch.c). */
-    bool own_jobs;
-    /* The requests of this route that are light, with their worst parameters (NULL-ended;
-     * NULL for a route that is always heavy). tests/test_cost.c bounds what each costs. */
-    const char *const *light_cases;
-    /* Answered only to admins (MESHGATE_ADMIN_NETWORKS or signed in); 404 for anyone else,
-     * as a path that does not exist. */
-    bool admin_only;
-    /* Its query parameters, declared once (params.h): dispatch parses them into the
-     * request's typed struct before the heavy check, which reads it as the handler does; a
-     * required one's sample makes the home page's link. NULL: the route reads none. */
-    const struct mg_param_table *params;
-    /* Its gates in the order its requests meet them: its cost class's list (admission.h). */
-    const enum mg_gate_row *gates;
-    /* A route of another method than GET and HEAD has its method before its path in the
-     * template ("POST /api/decode"): only that method matches it. body_max: the most bytes of
-     * request body it reads (Content-Length only; 0: it reads none, and a request with a
-     * body is refused with 413 and close); the worker reads the body whole before the route
-     * is run (worker.c: the body deadline), so no handler waits on a client. */
-    size_t body_max;
-    /* CoreScope's API-key routes (its requireAPIKey): with MESHGATE_UPSTREAM set they go
-     * there always; without, the handler answers as CoreScope does (ep_keyed.c). */
-    bool upstream_first;
-    /* A route CoreScope serves only when its config.json turns a feature on: whether it is
-     * on now (NULL: always). The home page links it only then. */
-    bool (*served)(void);
-};
+#include "site.h"
 
 /* The method of a route's template ("GET" for a plain path) and its path. */
 const char *mg_route_method(unsigned route);
 const char *mg_route_path(unsigned route);
 
-/* The gates of route, in order (mg_route.gates; the upstream's for MG_ROUTE_UPSTREAM). */
-const enum mg_gate_row *mg_route_gates(unsigned route);
-
-/* The route's parks_until for this request (0 for a route without one). */
-int64_t mg_route_parks_until(unsigned route, struct mg_env *env, const struct mg_request *req,
-                             int64_t since_ns);
-
-/* Whether this request of route (an id from mg_route_match) is heavy. */
-bool mg_route_is_heavy(unsigned route, struct mg_env *env, const struct mg_request *req);
-
 /* Route ids are indexes into the table; the last three are not in it but are counted. */
 extern const struct mg_route mg_routes[];
 extern const unsigned mg_route_table_len;
-#define MG_ROUTE_NOT_FOUND (mg_route_table_len)
-#define MG_ROUTE_BAD_REQUEST (mg_route_table_len + 1)
+#define MG_ROUTE_NOT_FOUND (mg_route_table_len + MG_ROUTE_EXTRA_NOT_FOUND)
+#define MG_ROUTE_BAD_REQUEST (mg_route_table_len + MG_ROUTE_EXTRA_BAD_REQUEST)
 /* Files of MESHGATE_PUBLIC_DIR (paths outside /api/ that no route matched). */
-#define MG_ROUTE_STATIC (mg_route_table_len + 2)
+#define MG_ROUTE_STATIC (mg_route_table_len + MG_ROUTE_EXTRA_STATIC)
 /* Requests passed to MESHGATE_UPSTREAM (no native route answers them). */
-#define MG_ROUTE_UPSTREAM (mg_route_table_len + 3)
+#define MG_ROUTE_UPSTREAM (mg_route_table_len + MG_ROUTE_EXTRA_UPSTREAM)
 /* WebSocket tunnels to the upstream: how long each stayed open, apart from the requests. */
-#define MG_ROUTE_TUNNEL (mg_route_table_len + 4)
+#define MG_ROUTE_TUNNEL (mg_route_table_len + MG_ROUTE_EXTRA_TUNNEL)
 
 /* Names of every counted route, in id order, for the segment: the table, then the five above. */
 unsigned mg_route_names(const char **out, unsigned cap);

@@ -9,13 +9,11 @@
 #include "live.h"
 #include "netaddr.h"
 #include "params.h"
-#include "router.h"
 #include "scoreboard.h"
+#include "site.h"
 #include "static_files.h"
 #include "stats.h"
 #include "test_hooks.h"
-#include "upstream.h"
-#include "upstream_http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +40,7 @@ void mg_dispatch_buffers_free(struct mg_dispatch_buffers *b)
 /*
  * Admission of heavy requests, before their handler runs (and so before any gate of the
  * handler's own, such as the cold-scan gate of reach reports): admission.c runs the gates of
- * the route's list (router.c) that come before the handler, in order:
+ * the route's list (its row, site.h) that come before the handler, in order:
  *
  *   light       never touches the rate table or the line;
  *   signed in   skips both: never waits in the line, never refused by it (counted bypassed);
@@ -279,7 +277,7 @@ static const char *slot_method(const struct mg_http_request *hr)
                                             : "OTHER";
 }
 
-/* The route of the request's method and decoded path (router.h), and *allow the methods the
+/* The route of the request's method and decoded path (site.h), and *allow the methods the
  * path has when none is the request's. */
 static unsigned route_of(const struct mg_http_request *hr, const char *path, char *param,
                          size_t cap, const char **allow)
@@ -288,17 +286,17 @@ static unsigned route_of(const struct mg_http_request *hr, const char *path, cha
     if (mg_path_has_encoded_slash(&hr->path)) {
         if (cap)
             param[0] = '\0';
-        return MG_ROUTE_NOT_FOUND;
+        return MG_SITE_NOT_FOUND;
     }
-    return mg_route_match_method(hr->method.ptr, hr->method.len, path, param, cap, allow);
+    return mg_site->match_method(hr->method.ptr, hr->method.len, path, param, cap, allow);
 }
 
 /* Whether meshgate answers route itself when there is an upstream: not a route CoreScope
  * keeps behind its API key, nor one MESHGATE_UPSTREAM_PREFER gives the upstream. */
 static bool route_native(struct mg_env *env, unsigned route)
 {
-    return route != MG_ROUTE_NOT_FOUND && !mg_routes[route].upstream_first &&
-           !mg_upstream_prefers(env->cfg, mg_routes[route].template);
+    return route != MG_SITE_NOT_FOUND && !mg_site->routes[route].upstream_first &&
+           !mg_site->proxy->prefers(env->cfg, mg_site->routes[route].template);
 }
 
 /* The same for a request of route (the request's method), or, when the path has routes of
@@ -307,12 +305,12 @@ static bool route_native(struct mg_env *env, unsigned route)
 static bool native_with_upstream(struct mg_env *env, unsigned route, const char *allow,
                                  const char *path)
 {
-    if (route != MG_ROUTE_NOT_FOUND || !allow)
+    if (route != MG_SITE_NOT_FOUND || !allow)
         return route_native(env, route);
     static const char *const methods[] = {"GET", "POST", "PUT"};
     char param[MG_PATH_PARAM_MAX];
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (route_native(env, mg_route_match_method(methods[i], strlen(methods[i]), path, param,
+        if (route_native(env, mg_site->match_method(methods[i], strlen(methods[i]), path, param,
                                                     sizeof param, NULL)))
             return true;
     return false;
@@ -325,10 +323,10 @@ static bool upstream_bound(struct mg_env *env, const struct mg_http_request *hr,
     char param[MG_PATH_PARAM_MAX];
     const char *allow;
     unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
-    if (route == MG_ROUTE_NOT_FOUND && mg_live_applies(env->cfg, hr))
+    if (route == MG_SITE_NOT_FOUND && mg_live_applies(env->cfg, hr))
         return false; /* meshgate's own live feed */
-    return mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
-                               mg_static_applies(env->cfg, b->path));
+    return mg_site->proxy->applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
+                                   mg_static_applies(env->cfg, b->path));
 }
 
 size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr,
@@ -345,10 +343,10 @@ size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr
     unsigned route = route_of(hr, b->path, param, sizeof param, &allow);
     if (upstream && !native_with_upstream(env, route, allow, b->path))
         return upstream_cap;
-    if (route == MG_ROUTE_NOT_FOUND || mg_routes[route].body_max == 0)
+    if (route == MG_SITE_NOT_FOUND || mg_site->routes[route].body_max == 0)
         return 0;
     *native = true;
-    return mg_routes[route].body_max;
+    return mg_site->routes[route].body_max;
 }
 
 /* A request whose body is not read (none is expected, or it is framed in a way or of a size
@@ -356,14 +354,15 @@ size_t mg_dispatch_body_cap(struct mg_env *env, const struct mg_http_request *hr
  * would be taken for the next request. Returns true when res holds that answer. */
 static bool refuse_body(const struct mg_http_request *hr, unsigned route, struct mg_response *res)
 {
-    size_t max = route < mg_route_table_len ? mg_routes[route].body_max : 0;
+    const struct mg_route *row = mg_site_row(route);
+    size_t max = row ? row->body_max : 0;
     if (max == 0) {
         if (hr->content_length <= 0 && !hr->chunked)
             return false;
-        if (route < mg_route_table_len && mg_routes[route].upstream_first)
-            return false; /* answered without its body (mg_handle_key_protected closes) */
+        if (row && row->upstream_first)
+            return false; /* answered without its body (its handler closes) */
         mg_response_error(res, 413, "%s requests to this path must not carry a body",
-                          mg_route_method(route));
+                          row ? mg_route_row_method(row) : "GET");
     } else if (hr->chunked) {
         mg_response_error(res, 411,
                           "send the request body with a Content-Length (at most %zu bytes), "
@@ -395,20 +394,20 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     const struct mg_http_request *hr = req->http;
     const char *why = NULL;
     /* With an upstream, what no native route answers goes there, whatever its method or
-     * body: those checks wait for the route (mg_upstream_applies). */
+     * body: those checks wait for the route (the proxy's applies). */
     bool upstream = env->cfg->upstream[0] != '\0';
     if (hr->path.len >= b->path_cap || hr->query.len * 2 + 2 > b->query_cap) {
         mg_response_error(res, 414, "the request target is too long");
-        return MG_ROUTE_BAD_REQUEST;
+        return MG_SITE_BAD_REQUEST;
     }
     if (mg_url_decode(hr->path.ptr, hr->path.len, b->path, b->path_cap, false) < 0) {
         mg_response_error(res, 400, "the request path has a malformed percent-escape or a NUL");
-        return MG_ROUTE_BAD_REQUEST;
+        return MG_SITE_BAD_REQUEST;
     }
     if (mg_query_parse(&req->query, hr->query.ptr, hr->query.len, b->query, b->query_cap, &why) <
         0) {
         mg_response_error(res, 400, "%s", why ? why : "the query string is malformed");
-        return MG_ROUTE_BAD_REQUEST;
+        return MG_SITE_BAD_REQUEST;
     }
     /* Credentials: a key that is presented must be valid (never a silent downgrade to
      * anonymous). Only the Bearer scheme and X-API-Key count; the key is never logged. */
@@ -440,7 +439,7 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
             mg_response_error(res, 401, "the API key is not valid");
             mg_response_header(res, "WWW-Authenticate: Bearer realm=\"meshgate\", "
                                     "error=\"invalid_token\"");
-            return MG_ROUTE_BAD_REQUEST;
+            return MG_SITE_BAD_REQUEST;
         }
         if (key) {
             req->signed_in = true;
@@ -458,16 +457,16 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
     const char *allow;
     unsigned route = route_of(hr, b->path, req->path_param, sizeof req->path_param, &allow);
     /* The admin pages do not exist for anyone else: the path goes on as any unknown one. */
-    if (route != MG_ROUTE_NOT_FOUND && mg_routes[route].admin_only && !req->admin)
-        route = MG_ROUTE_NOT_FOUND;
+    if (route != MG_SITE_NOT_FOUND && mg_site->routes[route].admin_only && !req->admin)
+        route = MG_SITE_NOT_FOUND;
     mg_handler_fn handler = NULL;
-    bool live = route == MG_ROUTE_NOT_FOUND && mg_live_applies(env->cfg, hr);
+    bool live = route == MG_SITE_NOT_FOUND && mg_live_applies(env->cfg, hr);
     if (upstream && !live &&
-        mg_upstream_applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
-                            mg_static_applies(env->cfg, b->path))) {
-        route = MG_ROUTE_UPSTREAM;
-        handler = mg_upstream_handle;
-    } else if (route == MG_ROUTE_NOT_FOUND && (allow || hr->method_id == MG_METHOD_OTHER)) {
+        mg_site->proxy->applies(env->cfg, hr, native_with_upstream(env, route, allow, b->path),
+                                mg_static_applies(env->cfg, b->path))) {
+        route = MG_SITE_UPSTREAM;
+        handler = mg_site->proxy->handle;
+    } else if (route == MG_SITE_NOT_FOUND && (allow || hr->method_id == MG_METHOD_OTHER)) {
         /* The path has routes of other methods only, or the method is none of a static
          * file's or the home page's. */
         mg_response_error(res, 405, "method %.*s is not allowed: use %s",
@@ -476,21 +475,20 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
         mg_response_header(res, "Allow: %s", allow ? allow : "GET, HEAD");
         /* A body we do not read would be taken for the next request. */
         res->close = hr->content_length > 0 || hr->chunked;
-        return MG_ROUTE_BAD_REQUEST;
-    } else if (route == MG_ROUTE_NOT_FOUND && (hr->content_length > 0 || hr->chunked)) {
+        return MG_SITE_BAD_REQUEST;
+    } else if (route == MG_SITE_NOT_FOUND && (hr->content_length > 0 || hr->chunked)) {
         mg_response_error(res, 413, "GET and HEAD requests must not carry a body");
         res->close = true;
-        return MG_ROUTE_BAD_REQUEST;
-    } else if (route != MG_ROUTE_NOT_FOUND && refuse_body(hr, route, res)) {
-        return MG_ROUTE_BAD_REQUEST;
-    } else if (route != MG_ROUTE_NOT_FOUND) {
+        return MG_SITE_BAD_REQUEST;
+    } else if (route != MG_SITE_NOT_FOUND && refuse_body(hr, route, res)) {
+        return MG_SITE_BAD_REQUEST;
+    } else if (route != MG_SITE_NOT_FOUND) {
         /* A route of one node answers 404 for a node the configuration hides. */
-        handler =
-            mg_node_visibility_guards(route) ? mg_node_visibility_guard : mg_routes[route].handler;
+        handler = mg_site->guards(route) ? mg_site->guard : mg_site->routes[route].handler;
     } else if (live) {
-        route = MG_ROUTE_TUNNEL;
+        route = MG_SITE_TUNNEL;
         handler = mg_live_handshake;
-    } else if (mg_upstream_is_websocket(hr)) {
+    } else if (mg_site->proxy->is_websocket(hr)) {
         /* No upstream and no live feed of meshgate's own: a page in its place would be
          * fetched again by every open tab at each reconnect. */
         mg_response_error(res, 404,
@@ -498,10 +496,10 @@ static unsigned prepare(struct mg_env *env, struct mg_request *req, struct mg_di
                           "is not set");
         return route;
     } else if (mg_static_applies(env->cfg, b->path)) {
-        route = MG_ROUTE_STATIC;
+        route = MG_SITE_STATIC;
         handler = mg_static_serve;
     } else if (mg_home_applies(env->cfg, b->path)) {
-        route = MG_ROUTE_STATIC;
+        route = MG_SITE_STATIC;
         handler = mg_home_serve;
     } else {
         mg_response_error(res, 404, "Not found");
@@ -667,7 +665,7 @@ static enum mg_turn run_on_loop(struct mg_env *env, struct mg_request *req, mg_h
 static struct mg_jobs *heavy_helpers(const struct mg_env *env, const struct mg_admission *a,
                                      unsigned route)
 {
-    if (route == MG_ROUTE_UPSTREAM)
+    if (route == MG_SITE_UPSTREAM)
         return NULL;
     if (a->step == ADMIT_HELD || a->step == ADMIT_OFF)
         return env->anon_jobs;
@@ -684,7 +682,7 @@ static enum mg_turn work(struct mg_env *env, struct mg_request *req, unsigned ro
     struct mg_jobs *pool = heavy_helpers(env, a, route);
     if (!pool)
         return run_on_loop(env, req, handler, res);
-    if (!mg_routes[route].own_jobs)
+    if (!mg_site->routes[route].own_jobs)
         return offload(env, pool, req, query_base, query_cap, handler, res);
     struct mg_env own_env = *env;
     own_env.jobs = pool;
@@ -693,7 +691,7 @@ static enum mg_turn work(struct mg_env *env, struct mg_request *req, unsigned ro
 
 /*
  * A request's walk after its preparation, one state machine over the turns of the loop
- * (req->park->admission.at): the wait for its route's table (mg_route_parks_until: before the
+ * (req->park->admission.at): the wait for its route's table (mg_site_parks_until: before the
  * gates, so it holds no permit meanwhile), the route's gates, the test hooks' hold, then the
  * work. A step
  * that waits parks the request and ends the turn; a woken request continues at the step it
@@ -712,7 +710,7 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
         if (a->at == AT_TABLE) {
             if (!a->table_since_ns)
                 a->table_since_ns = mg_monotonic_ns();
-            int64_t until = mg_route_parks_until(route, env, req, a->table_since_ns);
+            int64_t until = mg_site_parks_until(route, env, req, a->table_since_ns);
             if (until)
                 return mg_park_until(req, until);
             a->at = AT_GATES;
@@ -721,9 +719,9 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
             if (a->step == ADMIT_NEW && !a->readmitted)
                 mg_test_hooks_stop_in_lock(env, req); /* the turn that first meets the gates */
             bool heavy =
-                a->step == ADMIT_NEW && (a->readmitted || mg_route_is_heavy(route, env, req));
+                a->step == ADMIT_NEW && (a->readmitted || mg_site_is_heavy(route, env, req));
             enum mg_admission_result r =
-                mg_admission_admit(mg_route_gates(route), &mg_gate_anon_line, env, req, heavy, res);
+                mg_admission_admit(mg_site_gates(route), &mg_gate_anon_line, env, req, heavy, res);
             if (r != MG_ADMISSION_RUN)
                 return r == MG_ADMISSION_PARKED ? MG_PARK : MG_DONE;
             a->at = AT_HOLD;
@@ -761,6 +759,13 @@ static enum mg_turn walk(struct mg_env *env, struct mg_request *req, unsigned ro
     return turn;
 }
 
+/* The route's parameter table (NULL: it reads none, or not a row of the table). */
+static const struct mg_param_table *route_params(unsigned route)
+{
+    const struct mg_route *row = mg_site_row(route);
+    return row ? row->params : NULL;
+}
+
 /* The end of a turn: a parked request is still in flight (waiting in a line, or worked on by
  * a helper), and the scoreboard goes on showing it until it is answered. */
 static enum mg_turn turn_done(struct mg_env *env, struct mg_request *req, enum mg_turn turn)
@@ -787,8 +792,7 @@ enum mg_turn mg_dispatch(struct mg_env *env, struct mg_request *req, struct mg_d
     /* The route's parameters, parsed once for its heavy check and its handler (params.h); a
      * value its table refuses is answered 400 here, before any gate. */
     enum mg_turn turn = MG_DONE;
-    if (mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL, req,
-                                res))
+    if (mg_params_parse_request(route_params(route), req, res))
         turn = walk(env, req, route, handler, b->query, b->query_cap, res);
     /* Parked: kept, so its later turns continue where it stopped. */
     if (turn == MG_PARK)
@@ -806,8 +810,7 @@ enum mg_turn mg_dispatch_resume(struct mg_env *env, struct mg_request *req,
         mg_handler_fn handler;
         unsigned route = prepare(env, req, b, res, &handler);
         if (!handler || route != req->park->route ||
-            !mg_params_parse_request(route < mg_route_table_len ? mg_routes[route].params : NULL,
-                                     req, res)) {
+            !mg_params_parse_request(route_params(route), req, res)) {
             mg_response_reset(res);
             mg_response_error(res, 500, "the request could not be handled");
             return turn_done(env, req, MG_DONE);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 #include "home_page.h"
 
-#include "router.h"
+#include "site.h"
 
 #include <string.h>
 #include <time.h>
@@ -21,15 +21,16 @@ static void route_links(struct mg_buf *b)
     struct tm tm;
     gmtime_r(&hour_ago, &tm);
     mg_buf_puts(b, "<ul class=\"routes\">\n");
-    for (unsigned i = 0; i < mg_route_table_len; i++) {
-        const char *t = mg_routes[i].template;
+    for (unsigned i = 0; i < mg_site->routes_len; i++) {
+        const struct mg_route *row = &mg_site->routes[i];
+        const char *t = row->template;
         /* Not linked: a route of another method than GET, nor one of CoreScope's API-key
          * routes (403 here without an upstream), nor one whose feature config.json leaves off. */
-        if (mg_routes[i].admin_only || strchr(t, ':') || t[0] != '/' ||
-            mg_routes[i].upstream_first || (mg_routes[i].served && !mg_routes[i].served()))
+        if (row->admin_only || strchr(t, ':') || t[0] != '/' || row->upstream_first ||
+            (row->served && !row->served()))
             continue;
         char query[96];
-        mg_params_sample_query(mg_routes[i].params, &tm, query, sizeof query);
+        mg_params_sample_query(row->params, &tm, query, sizeof query);
         mg_buf_printf(b, "<li><a href=\"%s%s\">%s</a></li>\n", t, query, t);
     }
     mg_buf_puts(b, "</ul>\n");

@@ -9,8 +9,8 @@
 #include "handler.h"
 #include "lock.h"
 #include "reclaim.h"
-#include "router.h"
 #include "scoreboard.h"
+#include "site.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -59,10 +59,10 @@ bool mg_test_hooks_hold(struct mg_env *env, struct mg_request *req, unsigned rou
     req->test_hold_ms = a->hold_ms = ms;
     /* Held on a helper instead: a reach report inside its build, a heavy request run whole
      * on a helper (anonymous or signed in) inside its job. */
-    if (route >= mg_route_table_len)
+    const struct mg_route *row = mg_site_row(route);
+    if (!row)
         return true; /* the upstream: the test upstream is slow on its own */
-    bool on_helper =
-        mg_routes[route].handler == mg_handle_reach || (on_helpers && !mg_routes[route].own_jobs);
+    bool on_helper = row->holds_in_build || (on_helpers && !row->own_jobs);
     if (ms == 0 || on_helper)
         return true;
     int64_t now = mg_monotonic_ns();

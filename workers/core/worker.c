@@ -27,11 +27,10 @@
 #include "pacing.h"
 #include "reclaim.h"
 #include "region_map.h"
-#include "router.h"
 #include "scoreboard.h"
+#include "site.h"
 #include "stats.h"
 #include "test_hooks.h"
-#include "upstream.h"
 #include "wake.h"
 #include "websocket.h"
 #include "table_stats.h"
@@ -365,7 +364,7 @@ static void conn_close(struct worker *w, struct conn *c)
         if (c->live.shared && c->hold >= 0)
             mg_admission_tunnel_share_close(&w->env, (uint32_t)c->hold);
         w->live_clients--;
-        mg_route_record(w->env.seg, MG_ROUTE_TUNNEL, 101,
+        mg_route_record(w->env.seg, MG_SITE_TUNNEL, 101,
                         (mg_monotonic_ns() - c->live.start_ns) / 1000);
     }
     heads_unlink(w, c);
@@ -1026,7 +1025,7 @@ static void respond_parse_error(struct worker *w, struct conn *c, int status, co
     w->res.close = true;
     mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
     mg_buf_reset(&c->in);
-    respond(w, c, NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, now, "(bad request)", 0);
+    respond(w, c, NULL, NULL, MG_SITE_BAD_REQUEST, false, false, now, "(bad request)", 0);
 }
 
 /* A body not sent in time (body_deadline): 408, and the connection closes; the request
@@ -1044,7 +1043,7 @@ static void respond_body_timeout(struct worker *w, struct conn *c)
     w->res.close = true;
     memset(&c->park, 0, sizeof c->park);
     /* The connection closes: what arrived of the request goes with it, after its log line. */
-    respond(w, c, parsed ? &hr : NULL, NULL, MG_ROUTE_BAD_REQUEST, false, false, c->body_start_ns,
+    respond(w, c, parsed ? &hr : NULL, NULL, MG_SITE_BAD_REQUEST, false, false, c->body_start_ns,
             "(body timeout)", c->in.len);
 }
 
@@ -1147,21 +1146,21 @@ static void handle_request(struct worker *w, struct conn *c, const struct mg_htt
         conn_set_state(w, c, CONN_PROXIED);
         free(c->proxied_head);
         c->proxied_head = keep_head(hr, c->in.data);
-        size_t taken = mg_upstream_begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
-                                         &c->park, now);
+        size_t taken = mg_site->proxy->begin(w->upstream, c, c->fd, hr, c->in.data, c->in.len, &req,
+                                             &c->park, now);
         if (!c->closed) {
             mg_buf_consume(&c->in, taken);
             if (c->in.len == 0) /* a body read whole is not kept while the exchange runs */
                 mg_buf_shrink(&c->in, MG_MEM_CONN_BUF_KEEP_BYTES);
         }
-        mg_upstream_run(w->upstream, now);
+        mg_site->proxy->run(w->upstream, now);
         return;
     }
     if (res->live) {
         live_begin(w, c, hr, res, now);
         return;
     }
-    if (route == MG_ROUTE_BAD_REQUEST)
+    if (route == MG_SITE_BAD_REQUEST)
         mg_counter_add(w->env.seg, MG_CTR_BAD_REQUESTS, 1);
 
     /* The path for the slow log: the target as sent, without the query. */
@@ -1323,9 +1322,9 @@ static void upstream_done(void *arg, void *owner, const struct mg_upstream_done 
     char path[MG_SLOW_PATH_MAX];
     snprintf(path, sizeof path, "%.*s", (int)strcspn(d->target, "?"), d->target);
     if (d->tunnel) /* how long a page stayed open: its own histogram, not a request's */
-        mg_route_record(w->env.seg, MG_ROUTE_TUNNEL, status, duration_us);
+        mg_route_record(w->env.seg, MG_SITE_TUNNEL, status, duration_us);
     else
-        count_response(w, MG_ROUTE_UPSTREAM, status, duration_us, path);
+        count_response(w, MG_SITE_UPSTREAM, status, duration_us, path);
     mg_counter_add(w->env.seg, MG_CTR_BYTES_SENT, d->bytes);
     c->requests++;
     if (w->env.cfg->access_log != MG_ACCESS_LOG_OFF) {
@@ -1640,7 +1639,7 @@ static void begin_drain(struct worker *w, int64_t now)
     close(w->listen_fd);
     w->listen_fd = -1;
     mg_slot_set_state(w->slot, MG_SLOT_DRAINING);
-    mg_upstream_drain(w->upstream, now);
+    mg_site->proxy->drain(w->upstream, now);
     /* The live feed: its clients get a close frame (1001), and the lease goes to a worker
      * that stays. */
     mg_live_watch_stop(&w->live_watch, &w->env);
@@ -1674,11 +1673,12 @@ static void update_slot_state(struct worker *w)
     bool writing = n[CONN_WRITING] || n[CONN_PACED] || n[CONN_PARKED] || n[CONN_PROXIED];
     bool reading = n[CONN_READING] || n[CONN_BODY] || n[CONN_READY];
     bool idle = n[CONN_IDLE] || n[CONN_LIVE];
-    mg_slot_set_state(w->slot, n[CONN_PARKED] || mg_upstream_active(w->upstream) ? MG_SLOT_HANDLING
-                               : writing                                         ? MG_SLOT_WRITING
-                               : reading                                         ? MG_SLOT_READING
-                               : idle                                            ? MG_SLOT_KEEPALIVE
-                                                                                 : MG_SLOT_IDLE);
+    mg_slot_set_state(w->slot, n[CONN_PARKED] || mg_site->proxy->active(w->upstream)
+                                   ? MG_SLOT_HANDLING
+                               : writing ? MG_SLOT_WRITING
+                               : reading ? MG_SLOT_READING
+                               : idle    ? MG_SLOT_KEEPALIVE
+                                         : MG_SLOT_IDLE);
 }
 
 /*
@@ -1803,12 +1803,12 @@ static bool open_resources(struct worker *w, struct mg_segment *seg)
     w->env.jobs = w->jobs;
     w->env.anon_jobs = w->anon_jobs;
     if (w->env.cfg->upstream[0]) {
-        w->upstream = mg_upstream_new(&w->env, upstream_done, w, err, sizeof err);
+        w->upstream = mg_site->proxy->new (&w->env, upstream_done, w, err, sizeof err);
         if (!w->upstream) {
             mg_error("%s", err);
             return false;
         }
-        w->upstream_fd = mg_upstream_fd(w->upstream);
+        w->upstream_fd = mg_site->proxy->fd(w->upstream);
         struct epoll_event uev = {.events = EPOLLIN, .data.ptr = &w->upstream_fd};
         epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->upstream_fd, &uev);
     }
@@ -1919,8 +1919,8 @@ static int64_t next_wakeup(struct worker *w, int64_t now)
         next_deadline = w->accept_paused_until_ns;
     if (w->draining && w->drain_deadline_ns < next_deadline)
         next_deadline = w->drain_deadline_ns;
-    if (w->upstream && mg_upstream_next_deadline(w->upstream) < next_deadline)
-        next_deadline = mg_upstream_next_deadline(w->upstream);
+    if (w->upstream && mg_site->proxy->next_deadline(w->upstream) < next_deadline)
+        next_deadline = mg_site->proxy->next_deadline(w->upstream);
     for (struct conn *c = w->turns[w->ready].head; c; c = c->turn_link.next) {
         w->walk_steps++;
         if (c->state == CONN_READY) {
@@ -2005,7 +2005,7 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
             mg_counter_add(w->env.seg, MG_CTR_PARK_WAKES, wakes);
             w->wake_parked = true;
         } else if (ptr == &w->upstream_fd) {
-            mg_upstream_run(w->upstream, now);
+            mg_site->proxy->run(w->upstream, now);
         } else if (ptr == &w->signal_fd) {
             struct signalfd_siginfo si;
             while (read(w->signal_fd, &si, sizeof si) == sizeof si)
@@ -2048,8 +2048,8 @@ static void handle_events(struct worker *w, const struct epoll_event *events, in
         }
     }
     /* The engine's deadlines (a response head that does not come, a drain's grace). */
-    if (w->upstream && mg_upstream_next_deadline(w->upstream) <= now)
-        mg_upstream_run(w->upstream, now);
+    if (w->upstream && mg_site->proxy->next_deadline(w->upstream) <= now)
+        mg_site->proxy->run(w->upstream, now);
     bury_closed(w);
 }
 
@@ -2067,7 +2067,7 @@ static void shut_down(struct worker *w)
     mg_jobs_stop(w->anon_jobs);
     w->jobs = w->anon_jobs = w->env.jobs = w->env.anon_jobs = NULL;
     /* Exchanges still running end now: their owners are called back and closed below. */
-    mg_upstream_free(w->upstream);
+    mg_site->proxy->free(w->upstream);
     w->upstream = NULL;
     mg_mem_watch_stop(&w->mem);
     mg_live_watch_stop(&w->live_watch, &w->env);

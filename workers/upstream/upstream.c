@@ -1225,3 +1225,19 @@ void mg_upstream_free(struct mg_upstream *u)
     close(u->epfd);
     free(u);
 }
+
+const struct mg_proxy mg_upstream_proxy = {
+    .new = mg_upstream_new,
+    .free = mg_upstream_free,
+    .fd = mg_upstream_fd,
+    .begin = mg_upstream_begin,
+    .run = mg_upstream_run,
+    .next_deadline = mg_upstream_next_deadline,
+    .active = mg_upstream_active,
+    .drain = mg_upstream_drain,
+    .applies = mg_upstream_applies,
+    .handle = mg_upstream_handle,
+    .is_heavy = mg_upstream_is_heavy,
+    .is_websocket = mg_upstream_is_websocket,
+    .prefers = mg_upstream_prefers,
+};

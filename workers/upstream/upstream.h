@@ -39,27 +39,14 @@
 
 #include "handler.h"
 #include "http.h"
+#include "site.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-struct mg_upstream;
-
-/* How an exchange ended, for the worker. */
-struct mg_upstream_done {
-    int status;          /* the status sent to the client; 0: none */
-    uint64_t bytes;      /* written to the client */
-    uint64_t head_bytes; /* of them, the response's head (the rest is its body) */
-    int64_t duration_ns; /* from the handover to the end */
-    bool keep_alive;     /* the client connection may carry its next request */
-    bool tunnel;         /* it was a WebSocket tunnel: duration is how long it stayed open */
-    char method[16];
-    char target[160]; /* the request's target as sent, for the access log and slow log */
-};
-/* owner: what the worker passed to mg_upstream_begin. The client socket is the worker's
- * again (and no longer in the engine's epoll set). */
-typedef void (*mg_upstream_done_fn)(void *arg, void *owner, const struct mg_upstream_done *d);
+/* struct mg_upstream, how an exchange ended (struct mg_upstream_done) and the callback that
+ * says so (mg_upstream_done_fn) are the proxy's interface as core calls it (site.h). */
 
 /* NULL (with a message) when the engine cannot be set up. */
 struct mg_upstream *mg_upstream_new(const struct mg_env *env, mg_upstream_done_fn done, void *arg,
@@ -105,5 +92,9 @@ bool mg_upstream_is_heavy(const struct mg_config *cfg, const char *path);
 /* The native route whose template is route_template (its row of the route table) goes to the
  * upstream instead (MESHGATE_UPSTREAM_PREFER) while one is set. */
 bool mg_upstream_prefers(const struct mg_config *cfg, const char *route_template);
+
+/* All of the above and mg_upstream_is_websocket (upstream_http.h), as dispatch and the worker
+ * reach them (site.h; server/ hands this in). */
+extern const struct mg_proxy mg_upstream_proxy;
 
 #endif

@@ -3,7 +3,8 @@
  * router: the one table of routes. Each row declares the route's template (the name it is
  * counted under in /api/perf and the segment), its cost class, and its handler. Templates
  * are exact paths, or have one ":name" segment that matches any single path segment and is
- * handed to the handler as req->path_param.
+ * handed to the handler as req->path_param. The row (struct mg_route) is core's (site.h):
+ * dispatch reaches this table only through what server/ hands it at start (mg_site_wire).
  *
  * Cost classes. Heavy routes scan the database: an anonymous heavy request passes the
  * per-client rate limit and the anonymous line before its handler runs (dispatch.c); light
@@ -24,7 +25,8 @@
 const char *mg_route_method(unsigned route);
 const char *mg_route_path(unsigned route);
 
-/* Route ids are indexes into the table; the last three are not in it but are counted. */
+/* Route ids are indexes into the table; the five after it (site.h: enum mg_route_extra) are not
+ * in it but are counted. */
 extern const struct mg_route mg_routes[];
 extern const unsigned mg_route_table_len;
 #define MG_ROUTE_NOT_FOUND (mg_route_table_len + MG_ROUTE_EXTRA_NOT_FOUND)

@@ -30,6 +30,7 @@
 #include "db_counts.h"
 #include "ep_node_detail.h"
 #include "ep_packets.h"
+#include "packet_scan.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"

@@ -8,6 +8,7 @@
  * also proves that the summaries were used, so that it cannot pass by reading directly.
  */
 #include "ep_packets.h"
+#include "packet_scan.h"
 #include "summaries.h"
 #include "fixture.h"
 #include "harness.h"

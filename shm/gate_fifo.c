@@ -112,6 +112,28 @@ static struct owner_holds owned_by(const struct mg_fifo_gate *g, const uint8_t *
     return h;
 }
 
+/* A record's unready: 0 (ready), else why not, as enum mg_fifo_ready says (held back: 1). */
+static uint32_t unready_mark(enum mg_fifo_ready ready)
+{
+    return ready == MG_FIFO_READY ? 0 : ready == MG_FIFO_WORKER_BUSY ? MG_FIFO_WORKER_BUSY : 1;
+}
+
+/* Under lock: a ready call from slot shows every place of that slot unready for its worker's
+ * reason ready too (gate_fifo.h: the line's order holds within a worker); true when one of
+ * them (other than except) was marked. */
+static bool slot_ready(struct mg_fifo_gate *g, unsigned slot, int except)
+{
+    bool marked = false;
+    for (int i = 0; i < MG_FIFO_WAITERS_MAX; i++) {
+        struct mg_fifo_record *w = &g->waiter[i];
+        if (w->pid != 0 && w->slot == slot && w->unready == MG_FIFO_WORKER_BUSY) {
+            w->unready = 0;
+            marked = marked || i != except;
+        }
+    }
+    return marked;
+}
+
 static void leave_line(struct mg_fifo_gate *g, int index)
 {
     memset(&g->waiter[index], 0, sizeof g->waiter[index]);
@@ -200,57 +222,67 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
 }
 
 int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                            bool ready, uint64_t *token, int *place, uint64_t *ticket)
+                            enum mg_fifo_ready ready, uint64_t *token, int *place, uint64_t *ticket)
 {
     return mg_fifo_gate_join_owned(g, pid, slot, key, ready, NULL, 0, token, place, ticket);
 }
 
 int mg_fifo_gate_join_owned(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                            bool ready, const uint8_t *owner, uint32_t share, uint64_t *token,
-                            int *place, uint64_t *ticket)
+                            enum mg_fifo_ready ready, const uint8_t *owner, uint32_t share,
+                            uint64_t *token, int *place, uint64_t *ticket)
 {
     static const uint8_t nobody[MG_FIFO_OWNER_BYTES];
     if (!owner || share == 0 || !memcmp(owner, nobody, sizeof nobody))
         owner = NULL;
+    bool can_run = ready == MG_FIFO_READY;
     int64_t now = mg_monotonic_ns();
-    mg_lock_acquire(&g->lock, pid);
-    struct owner_holds holds = owned_by(g, owner ? owner : nobody);
-    /* The owner's share is checked in the same step as the line's bound. */
-    if (owner && holds.n >= share) {
-        mg_lock_release(&g->lock, pid);
-        atomic_fetch_add(&g->refused_share, 1);
-        return MG_FIFO_REFUSED_SHARE;
-    }
-    /* Places whose workers cannot run them, and followers, wait for something else than a
-     * permit: a ready arrival goes ahead of them. */
-    if (ready && next_ready_waiter(g) < 0 && permit_free(g) &&
-        take_permit(g, pid, slot, key, owner, holds.round, now, token)) {
-        mg_lock_release(&g->lock, pid);
-        return MG_FIFO_ADMITTED;
-    }
-    /* Checking the bound and joining the line are one step under the lock. */
+    int result;
     int at = -1;
-    if (g->waiting - followers(g) < g->queue_max && g->wait_ns > 0)
-        for (int i = 0; i < MG_FIFO_WAITERS_MAX && at < 0; i++)
-            if (g->waiter[i].pid == 0)
-                at = i;
-    if (at >= 0) {
-        *ticket = ++g->next_id;
-        fill(&g->waiter[at], pid, slot, *ticket, key, now);
-        g->waiter[at].unready = !ready;
-        g->waiter[at].round = holds.round;
-        if (owner)
-            memcpy(g->waiter[at].owner, owner, MG_FIFO_OWNER_BYTES);
-        g->waiting++;
+    mg_lock_acquire(&g->lock, pid);
+    /* This worker's places that waited for its helper can run now as well: they go first,
+     * in the line's order (woken below), not this arrival. */
+    bool marked = can_run && slot_ready(g, slot, -1);
+    struct owner_holds holds = owned_by(g, owner ? owner : nobody);
+    if (owner && holds.n >= share) {
+        /* The owner's share is checked in the same step as the line's bound. */
+        result = MG_FIFO_REFUSED_SHARE;
+    } else if (can_run && next_ready_waiter(g) < 0 && permit_free(g) &&
+               take_permit(g, pid, slot, key, owner, holds.round, now, token)) {
+        /* Places whose workers cannot run them, and followers, wait for something else than
+         * a permit: a ready arrival goes ahead of them. */
+        result = MG_FIFO_ADMITTED;
+    } else {
+        /* Checking the bound and joining the line are one step under the lock. */
+        if (g->waiting - followers(g) < g->queue_max && g->wait_ns > 0)
+            for (int i = 0; i < MG_FIFO_WAITERS_MAX && at < 0; i++)
+                if (g->waiter[i].pid == 0)
+                    at = i;
+        if (at >= 0) {
+            *ticket = ++g->next_id;
+            fill(&g->waiter[at], pid, slot, *ticket, key, now);
+            g->waiter[at].unready = unready_mark(ready);
+            g->waiter[at].round = holds.round;
+            if (owner)
+                memcpy(g->waiter[at].owner, owner, MG_FIFO_OWNER_BYTES);
+            g->waiting++;
+        }
+        result = at >= 0 ? MG_FIFO_QUEUED : MG_FIFO_REFUSED_FULL;
     }
+    struct wake_list next = {0};
+    if (marked)
+        pick_next(g, &next);
     mg_lock_release(&g->lock, pid);
-    if (at < 0) {
+    if (marked)
+        wake(g, &next);
+    if (result == MG_FIFO_REFUSED_SHARE)
+        atomic_fetch_add(&g->refused_share, 1);
+    else if (result == MG_FIFO_REFUSED_FULL)
         atomic_fetch_add(&g->refused_full, 1);
-        return MG_FIFO_REFUSED_FULL;
+    else if (result == MG_FIFO_QUEUED) {
+        atomic_fetch_add(&g->waited, 1);
+        *place = at;
     }
-    atomic_fetch_add(&g->waited, 1);
-    *place = at;
-    return MG_FIFO_QUEUED;
+    return result;
 }
 
 int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
@@ -260,21 +292,25 @@ int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char
 }
 
 int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                            int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
-                            uint64_t *token)
+                            int place, uint64_t ticket, enum mg_fifo_ready ready, int64_t now,
+                            int64_t deadline, uint64_t *token)
 {
     int result = MG_FIFO_QUEUED;
     if (place < 0 || place >= MG_FIFO_WAITERS_MAX)
         return MG_FIFO_CANCELLED;
+    bool can_run = ready == MG_FIFO_READY;
     mg_lock_acquire(&g->lock, pid);
     bool mine = g->waiter[place].pid == pid && g->waiter[place].id == ticket;
     /* A place that stops being ready lets the ready ones behind it go first: wake them. */
-    bool stepped_aside = mine && ready == false && !g->waiter[place].unready;
+    bool stepped_aside = mine && !can_run && !g->waiter[place].unready;
+    /* This worker's other places that waited for its helper can run now as well: the first
+     * of them in the line's order goes, not this one if it is not first (woken below). */
+    bool marked = mine && can_run && slot_ready(g, slot, place);
     if (mine)
-        g->waiter[place].unready = !ready;
+        g->waiter[place].unready = unready_mark(ready);
     if (!mine) {
         result = MG_FIFO_CANCELLED; /* not in line any more (reclaimed) */
-    } else if (ready && next_ready_waiter(g) == place && permit_free(g) &&
+    } else if (can_run && next_ready_waiter(g) == place && permit_free(g) &&
                take_permit(g, pid, slot, key, g->waiter[place].owner, g->waiter[place].round, now,
                            token)) {
         leave_line(g, place);
@@ -285,7 +321,7 @@ int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, cons
     }
     /* The next in line may now be first, or find a permit free. */
     struct wake_list next = {0};
-    bool moved = result != MG_FIFO_QUEUED || stepped_aside;
+    bool moved = result != MG_FIFO_QUEUED || stepped_aside || marked;
     if (moved)
         pick_next(g, &next);
     mg_lock_release(&g->lock, pid);

@@ -30,10 +30,16 @@
  *     from v to r - 1 is one of its own owner's places, still held then (fewer than its share)
  *     or given up by that owner; for an owner that held none, r = v and no one overtakes it;
  *   - a permit goes only to work that can run at once: a caller whose worker cannot start
- *     the work now (its helper thread is busy) joins or polls with ready false; it keeps
- *     its place, marked unready, and is passed over until it polls ready again. So a
- *     permit is never held while its work waits for a helper, and the cap is the number of
- *     builds that run (docs/architecture.md, "A permit only for work that can run");
+ *     the work now (its helper thread is busy) joins or polls unready; it keeps its place,
+ *     marked unready, and is passed over until it polls ready again. So a permit is never
+ *     held while its work waits for a helper, and the cap is the number of builds that run
+ *     (docs/architecture.md, "A permit only for work that can run");
+ *   - within one worker the line's order holds: a place unready for its worker's reason
+ *     (MG_FIFO_WORKER_BUSY) waits for what every other such place of that worker slot waits
+ *     for, so a ready call from the slot (a join or a poll) marks them all ready in the same
+ *     step, and a permit goes to the first of them in the line's order, not to whichever
+ *     the worker happened to ask first. A place held back for the group's reason
+ *     (MG_FIFO_HELD_BACK) is ready only when its own poll says so;
  *   - a permit is given back once: each admission has a token and only that token releases;
  *   - one owner (a client's address, for the anonymous line) holds at most its share of the
  *     permits and places together: a join given an owner and a share counts that owner's
@@ -82,7 +88,7 @@ struct mg_fifo_record {
     int32_t pid; /* 0: free record */
     uint32_t slot;
     uint32_t follower; /* a place in line that waits for another's result, not a permit */
-    uint32_t unready;  /* a place whose worker cannot run it now (its helper is busy) */
+    uint32_t unready;  /* 0: ready; else why its work cannot run now (enum mg_fifo_ready) */
     uint8_t owner[MG_FIFO_OWNER_BYTES]; /* whose share it counts against; all zero: none */
     uint64_t id;                        /* token of a holder, ticket of a waiter */
     uint64_t round; /* the round a place is served in (the fair hand-off), kept by its permit */
@@ -231,21 +237,30 @@ int mg_fifo_gate_join(struct mg_fifo_gate *g, int pid, unsigned slot, const char
                       uint64_t *token, int *place, uint64_t *ticket);
 int mg_fifo_gate_poll(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key, int place,
                       uint64_t ticket, int64_t now, int64_t deadline, uint64_t *token);
+/* Whether a caller's work could run now, and if not, why (true and false convert to READY
+ * and HELD_BACK). */
+enum mg_fifo_ready {
+    MG_FIFO_HELD_BACK = 0,  /* not now, for the group's reason: only its own poll says when */
+    MG_FIFO_READY = 1,      /* it can run at once */
+    MG_FIFO_WORKER_BUSY = 2 /* not now, for its worker's reason (the helper is busy): ready
+                               when any call from the same worker slot is */
+};
 /* The same, for a caller that says whether its work could run now (ready): an unready one
  * is never admitted; it joins the line (or keeps its place) marked unready, passed over by
- * ready places behind it. join and poll above are these with ready true. */
+ * ready places behind it. join and poll above are these with ready MG_FIFO_READY. */
 int mg_fifo_gate_join_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                            bool ready, uint64_t *token, int *place, uint64_t *ticket);
+                            enum mg_fifo_ready ready, uint64_t *token, int *place,
+                            uint64_t *ticket);
 int mg_fifo_gate_poll_ready(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                            int place, uint64_t ticket, bool ready, int64_t now, int64_t deadline,
-                            uint64_t *token);
+                            int place, uint64_t ticket, enum mg_fifo_ready ready, int64_t now,
+                            int64_t deadline, uint64_t *token);
 /* The same again, for a caller that names the request's owner (owner, MG_FIFO_OWNER_BYTES)
  * and the most permits and places together that owner may hold (share; 0 or owner NULL: no
  * share): past it, REFUSED_SHARE at once (counted as refused_share). The others are this
  * with no owner. */
 int mg_fifo_gate_join_owned(struct mg_fifo_gate *g, int pid, unsigned slot, const char *key,
-                            bool ready, const uint8_t *owner, uint32_t share, uint64_t *token,
-                            int *place, uint64_t *ticket);
+                            enum mg_fifo_ready ready, const uint8_t *owner, uint32_t share,
+                            uint64_t *token, int *place, uint64_t *ticket);
 void mg_fifo_gate_cancel(struct mg_fifo_gate *g, int pid, int place, uint64_t ticket);
 
 /*

@@ -2,6 +2,7 @@
 #include "scoreboard.h"
 
 #include "clock.h"
+#include "segment_layout.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -15,11 +15,11 @@
 #ifndef MESHGATE_SCOREBOARD_H
 #define MESHGATE_SCOREBOARD_H
 
-#include "segment.h"
-
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+struct mg_segment; /* segment_layout.h: the segment lays these records out, so no include */
 
 enum mg_slot_state {
     MG_SLOT_EMPTY = 0,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: ISC */
 #include "stats.h"
 
+#include "segment_layout.h"
+
 #include <stdio.h>
 #include <string.h>
 

@@ -11,10 +11,10 @@
 #ifndef MESHGATE_STATS_H
 #define MESHGATE_STATS_H
 
-#include "segment.h"
-
 #include <stdatomic.h>
 #include <stdint.h>
+
+struct mg_segment; /* segment_layout.h: the segment lays these records out, so no include */
 
 /* Group-wide counters. Add a name to MG_COUNTER_LIST and it appears everywhere. */
 #define MG_COUNTER_LIST(X)                                                                         \

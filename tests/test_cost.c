@@ -30,6 +30,7 @@
 #include "db_counts.h"
 #include "ep_node_detail.h"
 #include "ep_packets.h"
+#include "packet_scan.h"
 #include "fixture.h"
 #include "harness.h"
 #include "inproc.h"
@@ -148,7 +149,7 @@ static const char *const worst_targets[] = {
 #define STR_(x) #x
 #define STR(x) STR_(x)
 /* A transmission with the most observations that its detail and trace may have and stay
- * light (ep_packets.h): the heavy shape has none. */
+ * light (router.h): the heavy shape has none. */
 #define LIGHT_TX                                                                                   \
     "(SELECT transmission_id FROM observations GROUP BY 1 HAVING count(*) <= " STR(                \
         MG_PACKET_LIGHT_OBSERVATIONS) " ORDER BY count(*) DESC, 1 LIMIT 1)"
@@ -425,7 +426,7 @@ static void expect_bounded(const char *target, int round, const struct measured 
     cr_expect_leq(m->pages, LIGHT_PAGES_MAX,
                   "%.200s (run %d) is light but fetched %" PRId64 " pages", target, round,
                   m->pages);
-    /* A light page of /api/packets may write MG_PACKETS_LIGHT_BYTES (ep_packets.h): 50 rows. */
+    /* A light page of /api/packets may write MG_PACKETS_LIGHT_BYTES (packet_scan.h): 50 rows. */
     int64_t bytes_max = strncmp(target, "/api/packets", 12) == 0 && strchr("?", target[12])
                             ? MG_PACKETS_LIGHT_BYTES
                             : LIGHT_BYTES_MAX;

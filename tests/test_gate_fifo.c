@@ -769,3 +769,67 @@ Test(result_cache, a_copy_overtaken_by_a_rebuild_is_refused)
     char body[3];
     cr_expect_not(mg_result_cache_copy(&v, getpid(), &pin, body));
 }
+
+/* One worker's places that waited for its busy helper (anon's flood, every connection on one
+ * worker): a holds the permit and two places, b's place joins after them; all three wait for
+ * the helper. When the permit is given back, the worker asks its places in its own order, a's
+ * first: a's ready poll shows b's place ready too (the same helper), so b, first in the line's
+ * order, takes the permit, and a's place waits. Before, the first place the worker asked took
+ * it. A new ready arrival from that worker waits behind them as well, and a place held back
+ * for the group's reason stays passed over. */
+Test(gate_fifo, a_worker_s_places_that_waited_for_its_helper_keep_the_line_s_order)
+{
+    char err[128];
+    cr_assert(mg_wake_open(2, err, sizeof err), "%s", err);
+    struct mg_fifo_gate *g = shared(sizeof *g);
+    mg_fifo_gate_init(g, 1, 8, 10 * MG_NS_PER_SEC);
+    const uint8_t a[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1};
+    const uint8_t b[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 2};
+    const uint8_t c[MG_FIFO_OWNER_BYTES] = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 3};
+    pid_t me = getpid();
+    uint64_t held, token = 0, ticket[4];
+    int place[4];
+    cr_assert_eq(
+        mg_fifo_gate_join_owned(g, me, 1, "a", MG_FIFO_READY, a, 6, &held, &place[0], &ticket[0]),
+        MG_FIFO_ADMITTED);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(mg_fifo_gate_join_owned(g, me, 1, "a", MG_FIFO_WORKER_BUSY, a, 6, &token,
+                                             &place[i], &ticket[i]),
+                     MG_FIFO_QUEUED);
+    cr_assert_eq(mg_fifo_gate_join_owned(g, me, 1, "b", MG_FIFO_WORKER_BUSY, b, 6, &token,
+                                         &place[2], &ticket[2]),
+                 MG_FIFO_QUEUED);
+    /* held back (the group's reason), first of all by its round: never marked ready by others */
+    cr_assert_eq(mg_fifo_gate_join_owned(g, me, 1, "c", MG_FIFO_HELD_BACK, c, 6, &token, &place[3],
+                                         &ticket[3]),
+                 MG_FIFO_QUEUED);
+    unsigned w[2];
+    take_wakes(w, 2);
+    cr_assert(mg_fifo_gate_release(g, me, held));
+    take_wakes(w, 2);
+    cr_expect_eq(w[1], 1, "the release woke the worker");
+    int64_t now = mg_monotonic_ns();
+    int64_t until = now + 10 * MG_NS_PER_SEC;
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(mg_fifo_gate_poll_ready(g, me, 1, "a", place[i], ticket[i], MG_FIFO_READY, now,
+                                             until, &token),
+                     MG_FIFO_QUEUED, "a's place %d took the permit before b's", i);
+    /* A new ready arrival from the same worker waits too. */
+    uint64_t t2;
+    int p2;
+    cr_expect_eq(mg_fifo_gate_join_owned(g, me, 1, "d", MG_FIFO_READY, NULL, 0, &token, &p2, &t2),
+                 MG_FIFO_QUEUED);
+    cr_expect_eq(mg_fifo_gate_poll_ready(g, me, 1, "b", place[2], ticket[2], MG_FIFO_READY, now,
+                                         until, &held),
+                 MG_FIFO_ADMITTED, "b's place, first in the line's order, is served");
+    cr_expect_eq(g->waiter[place[3]].unready, 1, "the held-back place is still held back");
+    /* Then the arrival (another owner, so round-robin puts it before a's places), polled
+     * after a's: a's places wait again. */
+    cr_assert(mg_fifo_gate_release(g, me, held));
+    cr_expect_eq(mg_fifo_gate_poll_ready(g, me, 1, "a", place[0], ticket[0], MG_FIFO_READY, now,
+                                         until, &token),
+                 MG_FIFO_QUEUED);
+    cr_expect_eq(mg_fifo_gate_poll_ready(g, me, 1, "d", p2, t2, MG_FIFO_READY, now, until, &held),
+                 MG_FIFO_ADMITTED);
+    mg_wake_close();
+}

@@ -5,6 +5,7 @@
  * when ../shared/data has it, CoreScope's own end-to-end database.
  */
 #include "ep_packets.h"
+#include "packet_scan.h"
 #include "harness.h"
 #include "inproc.h"
 

@@ -8,6 +8,7 @@
  * also proves that the summaries were used, so that it cannot pass by reading directly.
  */
 #include "ep_packets.h"
+#include "packet_scan.h"
 #include "summaries.h"
 #include "fixture.h"
 #include "harness.h"
@@ -51,7 +52,7 @@ struct bodies {
 };
 
 /* Each set of answers counts its totals afresh: a slow count (every count, on a loaded
- * machine) may be served stale for a moment after a write, by design (ep_packets.h), and
+ * machine) may be served stale for a moment after a write, by design (packet_scan.h), and
  * these tests compare pages, not that window. */
 static void get_all(struct mg_test_ctx *t, struct bodies *out)
 {

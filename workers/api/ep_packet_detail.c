@@ -2,7 +2,7 @@
 /*
  * One transmission and what hangs off it, as CoreScope's server answers them:
  *   GET /api/packets/{id}         by 16-hex hash (in any case) or numeric id; 404 otherwise.
- *                                 The body is written by ep_packets.c (mg_packets_detail), so
+ *                                 The body is written by packet_scan.c (mg_packets_detail), so
  *                                 "packet" is exactly a row of /api/packets?expand=observations.
  *   GET /api/packets/timestamps   first_seen of every transmission after ?since= (required),
  *                                 oldest first: a JSON array, or null when there is none.
@@ -15,10 +15,10 @@
  *
  * A detail or trace writes a row per observation: light only for a transmission heard at most
  * MG_PACKET_LIGHT_OBSERVATIONS (MG_TRACE_LIGHT_OBSERVATIONS) times, which the class test
- * counts in the index, stopping one past the bound; heavy above (ep_packets.h).
+ * counts in the index, stopping one past the bound; heavy above (router.h).
  */
-#include "ep_packets.h"
 #include "json.h"
+#include "packet_scan.h"
 #include "params.h"
 #include "router.h"
 

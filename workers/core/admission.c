@@ -171,7 +171,9 @@ static enum mg_admission_result pass_line(const struct mg_gate_desc *g, struct m
     struct mg_fifo_limits limits = mg_fifo_gate_limits(line);
     /* A line without a cap (0: no gate, for A/B measurements) admits at once, as it always
      * did; its work then waits for a helper. */
-    bool ready = limits.cap == 0 || work_can_start(g, env, req, p);
+    enum mg_fifo_ready ready = limits.cap == 0 || work_can_start(g, env, req, p) ? MG_FIFO_READY
+                               : p->held_back                                    ? MG_FIFO_HELD_BACK
+                                              : MG_FIFO_WORKER_BUSY;
     if (p->step == PASS_NEW) {
         int r = mg_fifo_gate_join_owned(line, env->pid, env->slot, key, ready, p->owner, p->share,
                                         &p->token, &p->place, &p->ticket);

@@ -20,7 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MG_PATH_PARAM_MAX 128
 /* Room for the largest route's parameter struct (params.h; checked when it is parsed). */
 #define MG_PARAMS_BYTES 320
 

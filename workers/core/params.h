@@ -30,6 +30,7 @@
 #ifndef MESHGATE_PARAMS_H
 #define MESHGATE_PARAMS_H
 
+#include "comma_list.h"
 #include "handler.h"
 
 #include <stdbool.h>
@@ -50,16 +51,11 @@ enum mg_param_kind {
 #define MG_PARAM_BAD_400 1u    /* malformed (or, for a choice, unknown): 400, not the default */
 #define MG_PARAM_RANGE_400 16u /* INT: out of [min, max]: 400, not clamped */
 #define MG_PARAM_REQUIRED 2u   /* absent or empty: 400; `sample` is a value that answers */
-#define MG_LIST_SKIP_ALL 4u    /* LIST: "ALL" (any case) is no entry (CoreScope's region lists) */
-#define MG_LIST_KEEP_EMPTY 8u  /* LIST: a list with no entry left stays (count 0), not absent */
+/* MG_LIST_SKIP_ALL (4u, comma_list.h): LIST: "ALL" (any case) is no entry */
+#define MG_LIST_KEEP_EMPTY 8u /* LIST: a list with no entry left stays (count 0), not absent */
 
 /* The most entries a list parameter may hold. */
 #define MG_PARAM_LIST_MAX 64
-
-struct mg_list_item {
-    const char *ptr; /* inside the request's query: not NUL-terminated */
-    size_t len;
-};
 
 /* A list parameter: its entries are read again with mg_param_list_split(text, ...). */
 struct mg_param_list {
@@ -121,10 +117,6 @@ void mg_params_rebase(const struct mg_param_table *t, void *params, const char *
  * tm), or "" when none has: a query that answers, for the home page. */
 void mg_params_sample_query(const struct mg_param_table *t, const struct tm *tm, char *out,
                             size_t cap);
-
-/* The one list parser: splits list on commas into at most cap items (trimmed; empty ones and,
- * with MG_LIST_SKIP_ALL, "ALL" dropped); returns how many there are (may exceed cap). */
-int mg_param_list_split(const char *list, unsigned flags, struct mg_list_item *items, int cap);
 
 /* A region list's codes (split as MG_LIST_SKIP_ALL), uppercased, comma-separated into out
  * (cap bytes); false when they do not fit. */

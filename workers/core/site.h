@@ -31,7 +31,7 @@ struct mg_route {
     mg_handler_fn handler;
     mg_heavy_fn heavy_when; /* heavy routes: NULL, every request is heavy */
     /* Whether a request waits, before its gates, for a table the group is about to have that
-     * answers it cheaply (the summaries' first chunk, ep_packets.h); NULL: never. Bounded by
+     * answers it cheaply (the summaries' first chunk, packet_scan.h); NULL: never. Bounded by
      * the function: a request never waits for a table past its ceiling. */
     mg_parks_fn parks_until;
     /* The handler puts its heavy part on a helper thread itself (env->jobs). The others'

@@ -4,7 +4,7 @@
 #include "clock.h"
 #include "log.h"
 #include "node_visibility.h"
-#include "region_map.h"
+#include "region_table.h"
 #include "scoreboard.h"
 #include "stats.h"
 #include "test_hooks.h"

@@ -11,6 +11,11 @@
 #include "config_values.h"
 #include "segment.h"
 
+/* The largest path parameter (the {pubkey} of a templated route, handler.h), decoded, with its
+ * NUL; the tables that look a node up by it (node_relay.h) copy it into as much. Here, not in
+ * handler.h, so they need nothing of core/. */
+#define MG_PATH_PARAM_MAX 128
+
 struct mg_db;
 struct mg_jobs;
 struct mg_tx_summaries;

@@ -4,7 +4,8 @@
  * (the relay table, node_relay.h; the node list's hash sizes, node_hash_sizes.h).
  *
  * One worker makes the pass (its claim in the shared result cache makes it one at a time in
- * the group) and stores the table, serialized (encode), in the cache under
+ * the group) and stores the table, serialized (encode; the bodies: group_body.h), in the cache
+ * under
  * "<name>|v<version>|<device>:<inode>|<interval number>"; every other worker decodes its copy
  * from there, at its start and whenever its copy is older than the interval and the group's
  * is newer. Each process reads its own decoded copy. A worker with no copy yet serves all else
@@ -26,7 +27,8 @@
 #define MESHGATE_GROUP_TABLE_H
 
 #include "buf.h"
-#include "handler.h"
+#include "env.h"
+#include "group_body.h"
 #include "job.h"
 #include "process_table.h"
 #include "table_stats.h"
@@ -120,18 +122,5 @@ int mg_group_table_keep_behind(struct mg_group_table *g, struct mg_env *env, int
 bool mg_group_table_take(struct mg_group_table *g, struct mg_env *env);
 /* Drops this process's table and (env not NULL) the group's copy (tests). */
 void mg_group_table_forget(struct mg_group_table *g, struct mg_env *env);
-
-/* The bodies: native byte order (one machine reads them). A text is its length (UINT32_MAX:
- * none) and its bytes. */
-void mg_group_put_text(struct mg_buf *b, const char *s);
-
-struct mg_group_reader {
-    const unsigned char *at, *end;
-    bool bad; /* set by a read past the end, or a text that cannot be allocated */
-};
-
-void mg_group_get(struct mg_group_reader *r, void *p, size_t n);
-/* A text (NULL: none, or bad input, which sets r->bad). */
-char *mg_group_get_text(struct mg_group_reader *r);
 
 #endif

@@ -24,22 +24,18 @@
  * answered from the map it has while the helper refreshes it the same way; the answer may so
  * be up to the interval and a rebuild old (the freshness window, documented in README.md).
  *
- * Threads: a worker's loop and its helper threads each have a connection; the map is shared
- * by them under a read-write lock, which a build takes for writing only to swap its new map
- * in. SQL reaches the map through the function meshgate_in_regions(public_key, codes)
- * (registered on every connection by mg_db_open), codes being ",SJC,OAK," as ep_nodes.c
- * parses them.
+ * The map itself, its pass, its body and the SQL function that reads it are region_table.h's
+ * (below the group's machinery: mg_db_open registers the function on every connection, and a
+ * group table's pass opens its own connection, db.h).
  */
 #ifndef MESHGATE_REGION_MAP_H
 #define MESHGATE_REGION_MAP_H
 
 #include "env.h"
+#include "region_table.h"
 
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-#define MG_REGION_MAP_INTERVAL_NS (300 * 1000000000LL)
 
 /* At a worker's start: the group's copy when there is one (no pass). */
 void mg_region_map_adopt(struct mg_env *env);
@@ -53,20 +49,8 @@ bool mg_region_map_available(struct mg_env *env);
  * parks and asks again (group_table.h: mg_group_table_keep). An SQLite code. */
 int mg_region_map_keep(struct mg_env *env, int64_t now_ns, bool *busy);
 
-/* Readers hold the map while they step a statement that uses it. */
-void mg_region_map_read_begin(void);
-void mg_region_map_read_end(void);
-/* Which map the reader holds (process_table.h: mg_process_table_generation). */
-uint64_t mg_region_map_generation(void);
-
-/* Registers meshgate_in_regions on conn; an SQLite code. */
-int mg_region_map_register(sqlite3 *conn);
-
 /* Forgets this process's map and (env not NULL) the group's copy: the next request takes
  * the group's copy or builds it again (tests). */
 void mg_region_map_forget(struct mg_env *env);
-
-/* The statement that reads the ADVERTs' keys and their observers (for plan tests). */
-extern const char mg_region_map_adverts_sql[];
 
 #endif

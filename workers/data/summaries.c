@@ -2,14 +2,14 @@
 /*
  * summaries: the group's per-transmission summaries (shm/tx_summary.h): the master maps them,
  * and a worker's loop runs the pass a chunk at a time (mg_packets_summaries_chunk,
- * ep_packets.h) on its helper thread while one is due, a permit and the lease per chunk.
+ * packet_scan.h) on its helper thread while one is due, a permit and the lease per chunk.
  */
 #include "summaries.h"
 
 #include "clock.h"
-#include "ep_packets.h"
 #include "job.h"
 #include "log.h"
+#include "packet_scan.h"
 #include "segment.h"
 #include "test_hooks.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: ISC */
 /*
  * summaries: maps the group's per-transmission summaries and runs their pass in the
- * background, newest first, in chunks (see shm/tx_summary.h for the records, ep_packets.h for the
+ * background, newest first, in chunks (see shm/tx_summary.h for the records, packet_scan.h for the
  * pass and how a page reads them).
  */
 #ifndef MESHGATE_SUMMARIES_H
